@@ -1,0 +1,118 @@
+"""One exception tree for everything lazyconv refuses.
+
+Every error raised on bad input is a :class:`LazyconvError`. Errors about bytes carry the byte
+``position`` where the problem was found (relative to the start of the records being read, or of
+the file for file-backed records), so a message always says *what* and *where*.
+
+Hierarchy::
+
+    LazyconvError
+    ├── RecordsError                      problems with record bytes
+    │   ├── CorruptRecordError            bad CRC, size field out of range, bad magic
+    │   ├── InvalidRecordError            structure: counts, varints, lengths, premature end
+    │   │   └── MalformedVarintError      overlong or truncated varint / varlong
+    │   ├── TruncatedDataError            data ends inside a structure that must be complete
+    │   ├── UnknownMagicError             magic byte not in 0..2
+    │   └── CompressionError              codec problems
+    │       ├── UnknownCompressionError       codec id 5..7
+    │       ├── UnsupportedCompressionError   codec not representable in the target magic
+    │       ├── DecompressionError            a codec stream that does not decode
+    │       └── DecompressionBombError        decompressed data past the configured bound
+    ├── ProtocolError                     Kafka wire-protocol decoding / encoding problems
+    ├── ConfigurationError                bad arguments (e.g. a chunk size out of range)
+    └── ValidationError                   a log directory that fails validation (CLI / Spark)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LazyconvError",
+    "RecordsError",
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "MalformedVarintError",
+    "TruncatedDataError",
+    "UnknownMagicError",
+    "CompressionError",
+    "UnknownCompressionError",
+    "UnsupportedCompressionError",
+    "DecompressionError",
+    "DecompressionBombError",
+    "ProtocolError",
+    "ConfigurationError",
+    "ValidationError",
+]
+
+
+class LazyconvError(Exception):
+    """Base class of every error lazyconv raises on bad input or bad arguments.
+
+    ``position`` is the byte position the problem was found at, or ``None`` when the error is not
+    about a place in a byte stream. It is appended to the message as ``(at byte N)``.
+    """
+
+    def __init__(self, message: str, position: int | None = None) -> None:
+        self.message = message
+        self.position = position
+        if position is not None:
+            message = f"{message} (at byte {position})"
+        super().__init__(message)
+
+    def __reduce__(self):  # keep pickling (multiprocessing, Spark) faithful
+        return (type(self), (self.message, self.position))
+
+
+class RecordsError(LazyconvError):
+    """Record bytes that cannot be read as Kafka records."""
+
+
+class CorruptRecordError(RecordsError):
+    """Checksum mismatch, a size field out of range, or other corruption (Kafka's CorruptRecordException)."""
+
+
+class InvalidRecordError(RecordsError):
+    """Records whose structure is wrong (Kafka's InvalidRecordException)."""
+
+
+class MalformedVarintError(InvalidRecordError):
+    """A varint or varlong that is overlong or runs past the end of its data."""
+
+
+class TruncatedDataError(RecordsError):
+    """Data that ends inside a structure that must be complete (not a trailing partial batch)."""
+
+
+class UnknownMagicError(CorruptRecordError):
+    """A magic byte other than 0, 1 or 2."""
+
+
+class CompressionError(RecordsError):
+    """Problems with a compression codec or a compressed stream."""
+
+
+class UnknownCompressionError(CompressionError):
+    """A codec id that Kafka does not define (5, 6, 7)."""
+
+
+class UnsupportedCompressionError(CompressionError):
+    """A codec the requested magic cannot carry (zstd below magic 2)."""
+
+
+class DecompressionError(CompressionError):
+    """A compressed stream that does not decode."""
+
+
+class DecompressionBombError(CompressionError):
+    """Decompressed data larger than the configured bound."""
+
+
+class ProtocolError(LazyconvError):
+    """Kafka wire-protocol data that cannot be decoded, or a request for an unknown version."""
+
+
+class ConfigurationError(LazyconvError, ValueError):
+    """An argument outside its allowed range (also a ``ValueError``)."""
+
+
+class ValidationError(LazyconvError):
+    """A log directory or segment that fails validation."""
