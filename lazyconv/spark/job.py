@@ -3,8 +3,8 @@
 Stages (everything below the driver's listing runs on executors; only aggregates, and the
 violations found, come back to the driver):
 
-1. the driver lists segments (paths and sizes only) and parallelizes them, one task per segment
-   up to ``max_tasks``;
+1. the driver lists segments (paths and sizes only) and parallelizes them over a few tasks per
+   core;
 2. ``map(check_segment)``: every batch's frame, CRC and structure, offsets within the segment,
    the ``.index`` and ``.timeindex`` against the log (:mod:`lazyconv.spark.segment_check`);
 3. ``reduceByKey`` per partition: counts and the consumer-view checksum summed over segments,
@@ -194,11 +194,12 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
                    chunk_sizes: tuple[int, ...] = DEFAULT_CHUNK_SIZES,
                    to_magics: tuple[int, ...] = DEFAULT_TO_MAGICS, out: str | None = None,
                    manifest: dict[str, Any] | None = None, max_reported: int = 1000,
-                   max_tasks: int = 2000) -> ValidationResult:
+                   tasks_per_core: int = 3) -> ValidationResult:
     """Validate ``logdir`` with Spark; see the module docstring for the stages.
 
     ``spark`` reuses a session (tests); otherwise one is built for ``master``. ``manifest``
-    defaults to the directory's ``manifest.json`` when present (local paths).
+    defaults to the directory's ``manifest.json`` when present (local paths). Each stage uses at
+    most ``tasks_per_core`` x the cluster's default parallelism tasks.
     """
     from pyspark.sql import functions as F
 
@@ -215,6 +216,8 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
         manifest = load_manifest(logdir)
 
     segments = list_segments(logdir)
+    # A few tasks per core balance uneven segments without paying per-task overhead per segment.
+    max_tasks = max(1, tasks_per_core * sc.defaultParallelism)
     seg_rdd = sc.parallelize([dataclasses.asdict(s) for s in segments],
                              max(1, min(len(segments), max_tasks)))
     checked = seg_rdd.map(_check).cache()
@@ -251,6 +254,7 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
                                     schemas["violations"]).cache()
 
     # Aggregates: the only things collected to the driver.
+    log.info("segment checks and conversions planned (%.1f s)", time.perf_counter() - started)
     seg_summary = [r.asDict() for r in seg_df.groupBy("topic").agg(
         F.count("*").alias("segments"), F.sum("bytes").alias("bytes"),
         F.sum("batches").alias("batches"), F.sum("records").alias("records"),
@@ -271,6 +275,7 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
         F.sum("conversion_time_ns").alias("conversion_time_ns"),
         F.sum("wall_seconds").alias("wall_seconds"),
     ).orderBy("topic", "to_magic", "chunk_size").collect()]
+    log.info("segment and conversion summaries (%.1f s)", time.perf_counter() - started)
     partition_rows = [r.asDict() for r in part_df.orderBy("topic", "partition").collect()]
     violation_count = viol_df.count()
     reported = [r.asDict() for r in viol_df.orderBy(
@@ -285,12 +290,14 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
                                       m["topic"], m["partition"]))
             violation_count += 1
 
+    log.info("violations counted (%.1f s)", time.perf_counter() - started)
     if out is not None:
         seg_df.coalesce(1).write.mode("overwrite").parquet(f"{out}/segments")
         part_df.coalesce(1).write.mode("overwrite").parquet(f"{out}/partitions")
         conv_df.coalesce(1).write.mode("overwrite").parquet(f"{out}/conversions")
         viol_df.coalesce(1).write.mode("overwrite").parquet(f"{out}/violations")
 
+    log.info("Parquet written (%.1f s)", time.perf_counter() - started)
     totals = seg_df.agg(F.sum("bytes"), F.sum("batches"), F.sum("records")).collect()[0]
     conversions_run = sum(r["segments"] for r in conv_summary)
     conversions_ok = sum(r["segments_ok"] or 0 for r in conv_summary)

@@ -37,7 +37,7 @@ def _zip_package(directory: Path) -> str:
 
 
 def build_session(master: str = DEFAULT_MASTER, app_name: str = "lazyconv-validate",
-                  driver_memory: str = "1g", shuffle_partitions: int = 8,
+                  driver_memory: str = "1g", shuffle_partitions: int = 4,
                   extra_conf: dict[str, str] | None = None) -> Any:
     """Start (or reuse) a SparkSession with small-machine settings and quiet logs.
 
@@ -63,7 +63,6 @@ def build_session(master: str = DEFAULT_MASTER, app_name: str = "lazyconv-valida
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.default.parallelism", str(shuffle_partitions))
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "false")
         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
