@@ -20,8 +20,8 @@ from lazyconv.fixtures import (
     list_segments,
     parse_size,
     record_hash,
+    wire,
 )
-from lazyconv.fixtures import wire
 from lazyconv.fixtures.index import IndexBuilder, parse_offset_index, parse_time_index
 from lazyconv.fixtures.layout import segment_file_name, split_partition_dir
 from lazyconv.fixtures.wire import FixtureRecord
@@ -219,7 +219,7 @@ def test_offset_index_entries_point_at_batches(tmp_path: Path) -> None:
     # more than index.interval.bytes of log between entries, never a whole gap without one
     positions = [0] + [e.position for e in entries]
     batch_positions = sorted(starts)
-    for a, b in zip(positions, positions[1:]):
+    for a, b in zip(positions, positions[1:], strict=False):
         assert b - a > 4096
         previous_batch = batch_positions[batch_positions.index(b) - 1]
         assert previous_batch - a <= 4096
