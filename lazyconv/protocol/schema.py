@@ -411,11 +411,14 @@ def _decode_struct(struct: Struct, r: Reader, version: int, flexible: bool, path
     tagged_fields: dict[int, Field] = {}
     for f in struct.fields:
         if not f.present_in(version):
+            # As Kafka's message classes do: a field the version lacks reads as its default.
+            out[f.name] = default_value(f)
             continue
         if f.tag is not None:
             if flexible and f.tagged_in(version):
                 tagged_fields[f.tag] = f
                 out[f.name] = default_value(f)
+            out[f.name] = default_value(f)
             continue
         out[f.name] = _decode_value(f, r, version, flexible, f"{path}.{f.name}")
     if flexible:
