@@ -26,7 +26,7 @@ from lazyconv.protocol.schema import (
     encode_message,
 )
 
-EXAMPLES = settings(max_examples=150)
+EXAMPLES = settings(max_examples=60)
 
 
 @pytest.mark.parametrize(
