@@ -238,3 +238,61 @@ def test_records_sends_are_created_only_when_their_turn_comes() -> None:
     assert created == [0, 1, 2]
     assert bytes(sink.out) == response.to_bytes(1)
     assert send.records_sends_completed == 3
+
+
+def _records_strategy():
+    from hypothesis import strategies as st
+
+    def build(kind: int, base: int, count: int, magic: int):
+        b = RecordsBuilder(magic, base_offset=base)
+        for i in range(count):
+            b.append(offset=base + i, timestamp=1000 + i, key=b"k", value=b"v" * (i * 37 % 300))
+        data = b.build()
+        if kind == 0:
+            return data
+        if kind == 1:
+            return MemoryRecords(data)
+        if kind == 2:
+            return LazyDownConvertedRecords(MemoryRecords(data), 0 if magic < 2 else 1, base + 1)
+        return None
+
+    return st.builds(build, st.integers(0, 3), st.integers(0, 1000), st.integers(1, 6),
+                     st.sampled_from([1, 2]))
+
+
+def test_written_bytes_always_equal_the_declared_size() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60)
+    @given(st.integers(0, 17), st.lists(st.lists(_records_strategy(), min_size=0, max_size=4),
+                                        min_size=0, max_size=3), st.integers(1, 50))
+    def check(version: int, topics, piece: int) -> None:
+        body = {"responses": [
+            {"topic": f"t{t}", "partitions": [
+                {"partition_index": i, "high_watermark": 5, "records": r}
+                for i, r in enumerate(parts)]}
+            for t, parts in enumerate(topics)]}
+        response = FetchResponse(version, body)
+        send = response.to_send(3)
+
+        class Pieces:
+            def __init__(self) -> None:
+                self.out = bytearray()
+                self.budget = 0
+
+            def write(self, b) -> int:
+                n = min(self.budget, len(b))
+                self.out += bytes(b[:n])
+                self.budget -= n
+                return n
+
+        sink = Pieces()
+        while not send.completed:
+            sink.budget = piece
+            send.write_to(sink)
+        assert len(sink.out) == 4 + response.size_in_bytes
+        _, decoded = FetchResponse.decode_framed(version, bytes(sink.out))
+        assert [len(t["partitions"]) for t in decoded["responses"]] == [len(p) for p in topics]
+
+    check()
