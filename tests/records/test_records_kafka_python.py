@@ -3,8 +3,6 @@ bytes decode identically here, for every magic x codec x timestamp type."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,8 +10,6 @@ from kafka.record import MemoryRecords as KpMemoryRecords
 from kafka.record import MemoryRecordsBuilder as KpBuilder
 
 from lazyconv.records import Compression, MemoryRecords, Record, RecordsBuilder, TimestampType
-
-HAVE_COMPRESSION = importlib.util.find_spec("lazyconv.records.compression") is not None
 
 CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
 COMBOS = [
@@ -27,11 +23,6 @@ COMBOS = [
         else (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
     )
 ]
-
-
-def need_codec(codec: Compression) -> None:
-    if codec != Compression.NONE and not HAVE_COMPRESSION:
-        pytest.skip("lazyconv.records.compression is not merged yet")
 
 
 blobs = st.one_of(st.none(), st.binary(max_size=40))
@@ -82,7 +73,6 @@ def expected(magic: int, ts_type: TimestampType, lat: int, records: list[tuple])
 @settings(max_examples=25)
 @given(data=st.data())
 def test_round_trip_and_kafka_python_agrees(magic, codec, ts_type, data) -> None:
-    need_codec(codec)
     records = data.draw(record_lists(with_headers=magic == 2))
     lat = 1_700_000_000_123
     builder = RecordsBuilder(
@@ -115,7 +105,6 @@ def test_round_trip_and_kafka_python_agrees(magic, codec, ts_type, data) -> None
 @settings(max_examples=25)
 @given(data=st.data())
 def test_kafka_python_built_batches_decode_identically(magic, codec, data) -> None:
-    need_codec(codec)
     records = data.draw(record_lists(with_headers=magic == 2))
     # kafka-python writes v2 batches with base offset 0 and the offsets as int32 deltas
     base = records[0][0] % (2**31 - 100) if magic == 2 else records[0][0]
