@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import random as _random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -34,6 +33,7 @@ __all__ = [
     "SimulationConfig",
     "SimulationResult",
     "simulate",
+    "simulate_many",
     "percentile",
 ]
 
@@ -115,18 +115,19 @@ class SimulationResult:
         return self.bytes_per_broker[self.slow_broker] / total if total else 0.0
 
     def to_json(self) -> dict[str, object]:
-        """The CLI's JSON object (the issue's keys first, then extra context)."""
+        """The CLI's JSON object (exactly the documented keys; broker ids as strings)."""
         return {
             "partitioner": self.partitioner,
-            "rate_records_per_s": self.rate_records_per_s,
+            "rate_records_per_s": (
+                int(self.rate_records_per_s)
+                if float(self.rate_records_per_s).is_integer()
+                else self.rate_records_per_s
+            ),
             "throughput_mb_s": round(self.throughput_mb_s, 4),
             "avg_latency_ms": round(self.avg_latency_ms, 2),
             "p99_latency_ms": round(self.p99_latency_ms, 2),
             "p999_latency_ms": round(self.p999_latency_ms, 2),
             "bytes_per_broker": {str(b): n for b, n in sorted(self.bytes_per_broker.items())},
-            "slow_broker": self.slow_broker,
-            "switch_rule": self.switch_rule,
-            "seed": self.seed,
         }
 
 
@@ -299,6 +300,3 @@ def simulate_many(
             progress(result)
     return results
 
-
-# Kept as a name for callers that want a reproducible RNG for their own draws.
-Random = _random.Random
