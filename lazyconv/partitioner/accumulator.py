@@ -307,9 +307,8 @@ class RecordAccumulator:
                 full = len(dq) > 1 or dq[0].is_full
                 if full or exhausted or now - dq[0].created_at >= self.config.linger_ms:
                     ready_nodes.add(leader)
-            bp = self.partitioners.get(topic)
-            if bp is not None:
-                bp.update_partition_load_stats(sizes, ids, index + 1)
+            # Kafka creates the topic's partitioner with its first deque, explicit appends too.
+            self.built_in_partitioner(topic).update_partition_load_stats(sizes, ids, index + 1)
         return ready_nodes
 
     def update_node_latency_stats(self, node: int, now: float, can_drain: bool) -> None:
