@@ -183,25 +183,33 @@ class KIP794Partitioner(_KafkaPartitioner):
                     dq = self._deque(topic, info.partition)
             key_size = -1 if serialized_key is None else len(serialized_key)
             value_size = -1 if serialized_value is None else len(serialized_value)
-            offset_delta = 0
-            new_batch = state.new_batch_pending
+            second_call = state.new_batch_pending
+            state.new_batch_pending = False
             last = dq[-1] if dq else None
+            offset_delta = 0
             if last is not None and not last.records.is_full():
                 offset_delta = last.records.next_offset()
             size = record_size(key_size, value_size, 1, offset_delta)
-            if dq is not None:
+            if dq is None:
+                # Unbound: only the on_new_batch hook tells that this record opens a batch.
+                new_batch = second_call
+                all_full_after = False  # only a later pending check may switch
+            else:
                 new_batch = last is None or (
                     last.records.size_in_bytes() + size > self.batch_size
                     and last.records.next_offset() > 0
                 )
-            state.new_batch_pending = False
+                if new_batch and serialized_key is None and not second_call:
+                    # kafka-python will abort this append, call on_new_batch and ask again:
+                    # count the record then, as Kafka counts it once it is appended.
+                    state.last_info = info
+                    state.last_counted = 0
+                    return info.partition
+                if new_batch:
+                    all_full_after = size + RECORD_BATCH_OVERHEAD >= self.batch_size
+                else:
+                    all_full_after = last.records.size_in_bytes() + size >= self.batch_size
             appended = size + (RECORD_BATCH_OVERHEAD if new_batch else 0)
-            if new_batch:
-                all_full_after = appended >= self.batch_size
-            elif last is not None:
-                all_full_after = last.records.size_in_bytes() + size >= self.batch_size
-            else:
-                all_full_after = False  # unbound: only a later pending check may switch
             state.last_info = info
             state.last_counted = appended
             bp.update_partition_info(info, appended, view, all_full_after)
