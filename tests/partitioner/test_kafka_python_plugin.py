@@ -120,3 +120,63 @@ def test_unbound_plugin_still_switches_through_on_new_batch(mini_kafka_factory):
 def test_bind_refuses_objects_without_an_accumulator():
     with pytest.raises(ConfigurationError, match="cannot bind"):
         KIP794Partitioner().bind(object())
+
+
+class _FakeBuilder:
+    """The three things the plug-in reads of a kafka-python MemoryRecordsBuilder."""
+
+    def __init__(self, size: int, records: int, full: bool) -> None:
+        self._size, self._records, self._full = size, records, full
+
+    def is_full(self) -> bool:
+        return self._full
+
+    def size_in_bytes(self) -> int:
+        return self._size
+
+    def next_offset(self) -> int:
+        return self._records
+
+
+class _FakeBatch:
+    def __init__(self) -> None:
+        self.records = _FakeBuilder(5000, 20, True)
+
+
+def test_bound_plugin_weights_switches_by_kafka_python_queue_sizes():
+    """Queues [1, 7, 2] in kafka-python's accumulator give cft [7, 8, 14] (spec 6.6)."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from kafka.cluster import ClusterMetadata
+    from kafka.structs import TopicPartition
+
+    cluster = ClusterMetadata()
+    cluster._partitions[TOPIC] = {
+        p: SimpleNamespace(leader_id=p, partition_index=p) for p in range(3)
+    }
+    cluster.partitions_for_topic = lambda topic: {0, 1, 2}
+    cluster.available_partitions_for_topic = lambda topic: {0, 1, 2}
+    batches = {TopicPartition(TOPIC, p): deque(_FakeBatch() for _ in range(n))
+               for p, n in enumerate([1, 7, 2])}
+    producer = SimpleNamespace(_accumulator=SimpleNamespace(_batches=batches))
+    partitioner = KIP794Partitioner(batch_size=100, random=itertools.count().__next__)
+    partitioner.bind(producer)
+
+    def send_like_kafka_python():
+        first = partitioner.partition(TOPIC, None, None, None, bytes(200), cluster)
+        # Every queued batch is full, so kafka-python's append aborts for a new batch.
+        partitioner.on_new_batch(TOPIC, cluster, first)
+        return partitioner.partition(TOPIC, None, None, None, bytes(200), cluster)
+
+    frequencies = [0, 0, 0]
+    for _ in range(28):
+        frequencies[send_like_kafka_python()] += 1
+    stats = partitioner.built_in_partitioner(TOPIC).load_stats
+    assert stats.cumulative_frequency_table == (7, 8, 14)
+    assert frequencies == [14, 2, 12]
+
+    unweighted = KIP794Partitioner(batch_size=100, adaptive_partitioning_enable=False)
+    unweighted.bind(producer)
+    unweighted.partition(TOPIC, None, None, None, bytes(200), cluster)
+    assert unweighted.built_in_partitioner(TOPIC).load_stats is None
