@@ -34,7 +34,7 @@ def corpus() -> list[bytes]:
                 log_append_time=1_700_000_000_000,
             )
             for i in range(5):
-                headers = [("h%d" % i, b"x" * i), ("n", None)] if magic == 2 else []
+                headers = [(f"h{i}", b"x" * i), ("n", None)] if magic == 2 else []
                 b.append(100 + 2 * i, 1_650_000_000_000 + i, b"key-%d" % i, b"value-%d" % i * (i + 1), headers)
             out.append(b.build())
     out.append(build_end_txn_marker(7, 2000, 5, 1, commit=False, coordinator_epoch=3))
