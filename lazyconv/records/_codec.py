@@ -181,7 +181,8 @@ def iter_v2_records(
     # Local aliases: attribute lookups per record are measurable in this loop.
     rv = read_varint
     rl = read_varlong
-    make = Record
+    new = tuple.__new__  # skips NamedTuple's Python-level __new__
+    record_type = Record
     for index in range(count):
         rec_start = pos
         try:
@@ -189,9 +190,18 @@ def iter_v2_records(
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 length, pos = rv(data, pos, end, error_base)
         except IndexError:
+            if pos < end:
+                raise MalformedVarintError(
+                    f"record {index}: its length varint runs past the end of the records",
+                    error_base + pos,
+                ) from None
             raise InvalidRecordError(
                 f"record {index} of {count} starts past the end of the records (premature EOF:"
                 " the record count disagrees with the payload)",
@@ -209,18 +219,30 @@ def iter_v2_records(
             if b < 0x80:
                 ts_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 ts_delta, pos = rl(data, pos, rec_end, error_base)
             b = data[pos]
             if b < 0x80:
                 off_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 off_delta, pos = rv(data, pos, rec_end, error_base)
             b = data[pos]
             if b < 0x80:
                 klen = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 klen, pos = rv(data, pos, rec_end, error_base)
             if klen < 0:
@@ -237,6 +259,10 @@ def iter_v2_records(
             if b < 0x80:
                 vlen = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 vlen, pos = rv(data, pos, rec_end, error_base)
             if vlen < 0:
@@ -253,6 +279,10 @@ def iter_v2_records(
             if b < 0x80:
                 hcount = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                hcount = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 hcount, pos = rv(data, pos, rec_end, error_base)
             if hcount == 0:
@@ -269,12 +299,15 @@ def iter_v2_records(
                 f"{rec_end - rec_start}",
                 error_base + rec_start,
             )
-        yield make(
-            base_offset + off_delta,
-            timestamp_override if timestamp_override is not None else base_timestamp + ts_delta,
-            key,
-            value,
-            headers,
+        yield new(
+            record_type,
+            (
+                base_offset + off_delta,
+                base_timestamp + ts_delta if timestamp_override is None else timestamp_override,
+                key,
+                value,
+                headers,
+            ),
         )
     if require_exact_end and pos != end:
         raise InvalidRecordError(

@@ -176,6 +176,10 @@ def test_overlong_and_truncated_varints_in_records() -> None:
         records_of(raw_v2(b"\x18\x00" + b"\xff" * 10 + b"\x01", 1))  # 11-byte timestamp delta
     with pytest.raises(MalformedVarintError):
         records_of(raw_v2(b"\xff\xff", 1))  # truncated record length
+    with pytest.raises(MalformedVarintError):
+        records_of(raw_v2(b"\xff", 1))
+    with pytest.raises(MalformedVarintError):
+        records_of(raw_v2(b"\x10\x00\x00\x00\x02k\x02v\x00" + b"\x80", 2))
 
 
 def test_log_append_time_overrides_record_timestamps() -> None:
