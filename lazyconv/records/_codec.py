@@ -415,18 +415,18 @@ def parse_legacy_message(
         overhead = 14
     elif magic == 1:
         overhead = 22
-        if size < overhead:
-            raise CorruptRecordError(
-                f"v1 message size {size} is smaller than the v1 overhead {overhead}", error_base + pos + 8
-            )
-        timestamp = I64.unpack_from(data, pos + 18)[0]
         p = pos + 26
     else:
         raise CorruptRecordError(f"legacy message with magic {magic}", error_base + pos + 16)
-    if size < overhead:
+    if size < overhead or end - pos != 12 + size:
         raise CorruptRecordError(
-            f"v{magic} message size {size} is smaller than the overhead {overhead}", error_base + pos + 8
+            f"v{magic} message size {size} is smaller than the overhead {overhead}"
+            if size < overhead
+            else f"message size {size} does not match its {end - pos - 12} bytes",
+            error_base + pos + 8,
         )
+    if magic == 1:
+        timestamp = I64.unpack_from(data, pos + 18)[0]
     if check_crc:
         actual = crc32(data[pos + 16 : end])
         if actual != crc:
