@@ -366,33 +366,39 @@ def append_v2_record(
 ) -> int:
     """Append one v2 record (length-prefixed) to ``out``; returns the bytes appended."""
     ev = encode_varint
-    body = bytearray(b"\x00")
-    body += encode_varlong(timestamp_delta)
-    body += ev(offset_delta)
+    small = _SMALL_VARINTS
+    # lengths and deltas are almost always small: index the precomputed table directly
+    ts = small[timestamp_delta + 64] if -64 <= timestamp_delta <= _SMALL_MAX else encode_varlong(timestamp_delta)
+    od = small[offset_delta + 64] if -64 <= offset_delta <= _SMALL_MAX else ev(offset_delta)
     if key is None:
-        body += b"\x01"
+        kl = b"\x01"
+        key = b""
     else:
-        body += ev(len(key))
-        body += key
+        n = len(key)
+        kl = small[n + 64] if n <= _SMALL_MAX else ev(n)
     if value is None:
-        body += b"\x01"
+        vl = b"\x01"
+        value = b""
     else:
-        body += ev(len(value))
-        body += value
-    body += ev(len(headers))
-    for hkey, hval in headers:
-        hk = hkey.encode("utf-8")
-        body += ev(len(hk))
-        body += hk
-        if hval is None:
-            body += b"\x01"
-        else:
-            body += ev(len(hval))
-            body += hval
-    prefix = ev(len(body))
-    out += prefix
-    out += body
-    return len(prefix) + len(body)
+        n = len(value)
+        vl = small[n + 64] if n <= _SMALL_MAX else ev(n)
+    if headers:
+        hb = bytearray(ev(len(headers)))
+        for hkey, hval in headers:
+            hk = hkey.encode("utf-8")
+            hb += ev(len(hk))
+            hb += hk
+            if hval is None:
+                hb += b"\x01"
+            else:
+                hb += ev(len(hval))
+                hb += hval
+    else:
+        hb = b"\x00"
+    size = 1 + len(ts) + len(od) + len(kl) + len(key) + len(vl) + len(value) + len(hb)
+    prefix = small[size + 64] if size <= _SMALL_MAX else ev(size)
+    out += b"".join((prefix, b"\x00", ts, od, kl, key, vl, value, hb))
+    return len(prefix) + size
 
 
 # --------------------------------------------------------------------------------------------
