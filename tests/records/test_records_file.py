@@ -8,8 +8,10 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from lazyconv.errors import TruncatedDataError
+from lazyconv.errors import TruncatedDataError, UnknownMagicError
 from lazyconv.records import FileRecords, MemoryRecords, RecordsBuilder
 
 
@@ -88,3 +90,40 @@ def test_file_truncated_after_headers_were_read(tmp_path: Path) -> None:
         os.truncate(path, 100)
         with pytest.raises(TruncatedDataError):
             list(b)
+
+
+@settings(max_examples=30)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=5),
+    magics=st.lists(st.sampled_from([0, 1, 2]), min_size=5, max_size=5),
+    cut=st.integers(min_value=0, max_value=400),
+)
+def test_file_and_memory_records_agree(tmp_path_factory, sizes, magics, cut) -> None:
+    data = b""
+    offset = 0
+    for n, magic in zip(sizes, magics, strict=False):
+        b = RecordsBuilder(magic, base_offset=offset)
+        for i in range(n):
+            b.append(offset + i, 1000 + i, b"k", b"v" * i)
+        data += b.build()
+        offset += n
+    data = data[: max(len(data) - cut, 0)]
+    path = tmp_path_factory.mktemp("seg") / "seg.log"
+    path.write_bytes(data)
+    memory = MemoryRecords(data)
+    with FileRecords.open(path) as records:
+        assert [(b.position, b.size_in_bytes, b.magic) for b in records.batches()] == [
+            (b.position, b.size_in_bytes, b.magic) for b in memory.batches()
+        ]
+        assert list(records.records()) == list(memory.records())
+
+
+def test_batches_are_lazy_a_later_corrupt_entry_does_not_hide_earlier_ones() -> None:
+    good = batch(0, 2)
+    bad = bytearray(batch(2, 2))
+    bad[16] = 9
+    batches = MemoryRecords(good + bytes(bad)).batches()
+    first = next(batches)
+    assert [r.offset for r in first] == [0, 1]
+    with pytest.raises(UnknownMagicError):
+        next(batches)
