@@ -24,8 +24,7 @@ from lazyconv.lazy import (
     overflow_padding,
     overflow_padding_step,
 )
-from lazyconv.records import MemoryRecords
-from lazyconv.records.compression import Compression
+from lazyconv.records import Compression, MemoryRecords
 from lazyconv.send import drain
 
 # --------------------------------------------------------------------------------------------
@@ -181,6 +180,7 @@ def test_partial_trailing_batch_counts_in_the_committed_size() -> None:
 
 def test_zstd_after_the_first_batch_pads_the_rest() -> None:
     zstd = build_batch(2, [(1000, b"z", b"zz")], base_offset=2, compression=Compression.ZSTD)
+    assert next(MemoryRecords(zstd).batches()).compression == Compression.ZSTD
     lazy = LazyDownConvertedRecords(MemoryRecords(A + zstd), 1, 0)
     assert lazy.size_in_bytes == 78 + len(zstd)
     send = lazy.to_send()
