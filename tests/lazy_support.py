@@ -119,6 +119,13 @@ def v2_end_txn_marker(
     return struct.pack(">qiibI", offset, length, -1, 2, crc) + after_crc
 
 
+def v2_empty_batch(base_offset: int, last_offset_delta: int = 0, max_timestamp: int = 5) -> bytes:
+    """A v2 batch with no records, as compaction leaves it (formats.md trap 13, §6.3)."""
+    after_crc = struct.pack(">hiqqqhii", 0, last_offset_delta, -1, max_timestamp, -1, -1, -1, 0)
+    crc = crc32c(after_crc)
+    return struct.pack(">qiibI", base_offset, 9 + len(after_crc), -1, 2, crc) + after_crc
+
+
 class TrickleChannel:
     """A channel that accepts at most ``pattern[i % len(pattern)]`` bytes per call (0 = would
     block), like a non-blocking socket with a tiny send buffer."""

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 from crc32c import crc32c
-from lazy_support import build_batch, consumer_records, v2_end_txn_marker, v2_set_log_append_time
+from lazy_support import (
+    build_batch,
+    consumer_records,
+    v2_empty_batch,
+    v2_end_txn_marker,
+    v2_set_log_append_time,
+)
 
 from lazyconv.convert import (
     ConversionStats,
@@ -287,7 +293,8 @@ def test_headers_producer_state_and_transactions_are_dropped() -> None:
 
 
 def test_empty_batch_converts_to_nothing() -> None:
-    empty = RecordsBuilder(2, base_offset=9).build()
+    empty = v2_empty_batch(9, last_offset_delta=3)
+    assert len(empty) == 61 and next(MemoryRecords(empty).batches()).record_count == 0
     data, stats = _convert(empty, 1)
     assert data == b""
     assert (stats.records_converted, stats.temporary_memory_bytes) == (0, 0)
