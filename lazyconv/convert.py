@@ -143,6 +143,11 @@ def _convert_batch_into(
         offset = record.offset
         if not compressed and offset < first_offset:
             continue
+        if written and offset <= last_offset:  # Kafka's builder refuses this too
+            raise InvalidRecordError(
+                f"record offsets must increase within a batch: {offset} follows {last_offset}",
+                batch.position,
+            )
         timestamp = log_append_time if log_append else record.timestamp
         if timestamp < -1:
             raise InvalidRecordError(
