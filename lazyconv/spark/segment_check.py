@@ -182,7 +182,7 @@ def check_segment(seg: SegmentFiles) -> dict[str, Any]:
     # per decoded batch: position, last offset, max timestamp of the log up to it
     positions: list[int] = []
     last_offsets: list[int] = []
-    running_max_ts: list[int] = []
+    running_max_ts: list[int | None] = []
     checksum = 0
     prev_offset: int | None = None  # last offset seen (record or batch), for ordering
     max_ts = -1
@@ -194,11 +194,14 @@ def check_segment(seg: SegmentFiles) -> dict[str, Any]:
                 batch = next(MemoryRecords(data).batches())
                 batch.validate()
                 records = list(batch)
-            except CorruptRecordError as exc:
-                violations.append(violation(seg, "log", pos, "crc", _where(exc, pos)))
-                continue
             except LazyconvError as exc:
-                violations.append(violation(seg, "log", pos, "structure", _where(exc, pos)))
+                kind = "crc" if isinstance(exc, CorruptRecordError) else "structure"
+                violations.append(violation(seg, "log", pos, kind, _where(exc, pos)))
+                # keep its place for the index checks (reported once, here), with the last
+                # offset its header claims and no timestamp
+                positions.append(pos)
+                last_offsets.append(_header_last_offset(data))
+                running_max_ts.append(None)
                 continue
             summary["batches"] += 1
             summary[f"batches_v{batch.magic}"] += 1
@@ -248,6 +251,14 @@ def check_segment(seg: SegmentFiles) -> dict[str, Any]:
     return {"summary": summary, "violations": violations}
 
 
+def _header_last_offset(entry: bytes) -> int:
+    """Last offset as an entry's header states it (v2: base + delta; legacy: its offset)."""
+    offset = _HEADER.unpack_from(entry)[0]
+    if entry[16] >= 2 and len(entry) >= 27:
+        return offset + struct.unpack_from(">i", entry, 23)[0]
+    return offset
+
+
 def _where(exc: LazyconvError, batch_position: int) -> str:
     inner = f" (byte {batch_position + exc.position} of the segment)" if exc.position else ""
     return f"{type(exc).__name__}: {exc.message}{inner}"
@@ -295,7 +306,8 @@ def _check_offset_index(seg: SegmentFiles, positions: list[int], last_offsets: l
         prev = entry
 
 
-def _check_time_index(seg: SegmentFiles, last_offsets: list[int], running_max_ts: list[int],
+def _check_time_index(seg: SegmentFiles, last_offsets: list[int],
+                      running_max_ts: list[int | None],
                       summary: dict[str, Any], violations: list[dict[str, Any]]) -> None:
     data = _read_optional(seg.timeindex_path)
     if data is None:
@@ -318,7 +330,7 @@ def _check_time_index(seg: SegmentFiles, last_offsets: list[int], running_max_ts
                        f"({prev.timestamp}, {prev.offset})")
         elif i == len(last_offsets) or last_offsets[i] != entry.offset:
             problem = f"offset {entry.offset} is not the last offset of a batch in the log"
-        elif running_max_ts[i] != entry.timestamp:
+        elif running_max_ts[i] is not None and running_max_ts[i] != entry.timestamp:
             problem = (f"timestamp {entry.timestamp} for offset {entry.offset} differs from the "
                        f"log's max timestamp up to that batch, {running_max_ts[i]}")
         if problem is not None:
