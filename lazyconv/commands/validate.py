@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="comma-separated lazy-send chunk sizes, 16K..1M "
                              "(default 16K,32K,64K,128K,256K,512K,1M)")
     parser.add_argument("--to-magic", default="0,1",
-                        help="comma-separated target magics to down-convert to (default 0,1)")
+                        help="comma-separated target magics to down-convert to (default 0,1); "
+                             "'none' checks the log only")
     parser.add_argument("--out", default="out/validate",
                         help="folder for the Parquet results: segments/, partitions/, "
                              "conversions/, violations/ (default out/validate)")
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     for size in chunk_sizes:
         if not 16 * 1024 <= size <= 1024 * 1024:
             raise ConfigurationError(f"chunk size {size} is outside 16K..1M")
-    to_magics = _csv(args.to_magic, int)
+    to_magics = () if args.to_magic.strip().lower() == "none" else _csv(args.to_magic, int)
     for magic in to_magics:
         if magic not in (0, 1, 2):
             raise ConfigurationError(f"target magic {magic} is not 0, 1 or 2")

@@ -188,6 +188,11 @@ def _convert(chunk_sizes: tuple[int, ...]):
     return run
 
 
+def _violation_order(v: dict[str, Any]) -> tuple:
+    return (v["topic"] or "", v["partition"] if v["partition"] is not None else -1,
+            v["segment"] or "", v["file"] or "", v["position"] if v["position"] is not None else -1)
+
+
 # --- the job -----------------------------------------------------------------------------------
 
 def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
@@ -233,10 +238,10 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
 
     clean = checked.filter(lambda item: not item[1]["violations"])
     n_items = max(1, min(len(segments) * len(to_magics), max_tasks))
-    conv_rdd = (clean.flatMap(_conversion_items(tuple(to_magics)))
-                .repartition(n_items)
-                .flatMap(_convert(tuple(chunk_sizes)))
-                .cache())
+    conv_rdd = clean.flatMap(_conversion_items(tuple(to_magics)))
+    if to_magics and chunk_sizes:
+        conv_rdd = conv_rdd.repartition(n_items)
+    conv_rdd = conv_rdd.flatMap(_convert(tuple(chunk_sizes))).cache()
     violations_rdd = violations_rdd.union(conv_rdd.flatMap(lambda r: r["violations"]))
 
     seg_df = spark.createDataFrame(
@@ -278,8 +283,8 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     log.info("segment and conversion summaries (%.1f s)", time.perf_counter() - started)
     partition_rows = [r.asDict() for r in part_df.orderBy("topic", "partition").collect()]
     violation_count = viol_df.count()
-    reported = [r.asDict() for r in viol_df.orderBy(
-        "topic", "partition", "segment", "file", "position").limit(max_reported).collect()]
+    # findings, not record data: at most max_reported of them come to the driver
+    reported = sorted((r.asDict() for r in viol_df.take(max_reported)), key=_violation_order)
 
     if manifest is not None:
         seen = {f"{r['topic']}-{r['partition']}" for r in partition_rows}
@@ -298,7 +303,6 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
         viol_df.coalesce(1).write.mode("overwrite").parquet(f"{out}/violations")
 
     log.info("Parquet written (%.1f s)", time.perf_counter() - started)
-    totals = seg_df.agg(F.sum("bytes"), F.sum("batches"), F.sum("records")).collect()[0]
     conversions_run = sum(r["segments"] for r in conv_summary)
     conversions_ok = sum(r["segments_ok"] or 0 for r in conv_summary)
     for df in (seg_df, part_df, conv_df, viol_df):
@@ -308,7 +312,9 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     conv_rdd.unpersist()
     return ValidationResult(
         logdir=logdir, out=out, segments=len(segments), partitions=len(partition_rows),
-        bytes=int(totals[0] or 0), batches=int(totals[1] or 0), records=int(totals[2] or 0),
+        bytes=sum(int(r["bytes"] or 0) for r in seg_summary),
+        batches=sum(int(r["batches"] or 0) for r in seg_summary),
+        records=sum(int(r["records"] or 0) for r in seg_summary),
         violation_count=violation_count, violations=reported, segment_summary=seg_summary,
         conversion_summary=conv_summary, partition_rows=partition_rows,
         seconds=time.perf_counter() - started, conversions_ok=conversions_ok,
