@@ -114,3 +114,17 @@ def test_conversion_check_catches_a_wrong_send(monkeypatch: pytest.MonkeyPatch) 
 def test_corrupted_copy_plants_faults_at_distinct_places(tmp_path: Path) -> None:
     faults = corrupted_copy(COMMITTED, tmp_path / "bad")
     assert len(set(faults)) == len(faults) == 7
+
+
+def test_fsspec_urls_work_like_local_paths() -> None:
+    pytest.importorskip("fsspec")
+    local = list_segments(str(COMMITTED))
+    remote = list_segments(COMMITTED.as_uri())
+    assert [(s.topic, s.partition, s.base_offset, s.size) for s in remote] == [
+        (s.topic, s.partition, s.base_offset, s.size) for s in local]
+    assert remote[0].log_path.startswith("file://")
+    by_url = check_segment(remote[0])["summary"]
+    by_path = check_segment(local[0])["summary"]
+    assert by_url["checksum"] == by_path["checksum"] and by_url["records"] == by_path["records"]
+    (result,) = check_conversions(remote[0], 0, [32 * 1024])
+    assert result["stats"]["ok"], result["violations"]

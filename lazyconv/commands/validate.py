@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from lazyconv.errors import ConfigurationError
     from lazyconv.fixtures.generate import generate, parse_size
     from lazyconv.spark.job import run_validation
+    from lazyconv.spark.progress import SparkProgress
     from lazyconv.spark.report import format_report
     from lazyconv.spark.session import build_session
 
@@ -78,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         spark = build_session(args.master, driver_memory=args.driver_memory)
         try:
-            result = run_validation(logdir, spark=spark, chunk_sizes=chunk_sizes,
-                                    to_magics=to_magics, out=args.out)
+            with SparkProgress(spark.sparkContext,
+                               disable=args.quiet or not sys.stderr.isatty()):
+                result = run_validation(logdir, spark=spark, chunk_sizes=chunk_sizes,
+                                        to_magics=to_magics, out=args.out)
         finally:
             spark.stop()
     finally:
