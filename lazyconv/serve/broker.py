@@ -34,7 +34,7 @@ from lazyconv.protocol.fetch import FetchRequest, FetchResponse
 from lazyconv.protocol.headers import decode_request_header, encode_response_header
 from lazyconv.protocol.primitives import Reader
 from lazyconv.send import BytesSend, Send
-from lazyconv.serve.logdir import LogDirectory, OffsetOutOfRange, PartitionLog
+from lazyconv.serve.logdir import LogDirectory, OffsetOutOfRange, PartitionLog, Region
 from lazyconv.serve.offsets import split_entries
 
 log = logging.getLogger(__name__)
@@ -365,12 +365,11 @@ class Broker:
         else:
             error, hw, start = ErrorCode.NONE, region.high_watermark, region.log_start_offset
             records = b""
-            if region.path is not None and region.end > region.position:
-                # A view from the batch holding fetch_offset to the end of its segment: the
-                # budget finds that batch first and slices what fits (possibly mid-batch).
-                segment_view = FileRecords(region.path, start=region.position, end=region.end)
-                plan.resources.append(segment_view)
-                records = budget.read(segment_view, fetch_offset, part["partition_max_bytes"])
+            size = _consume_budget(budget, region, part["partition_max_bytes"])
+            if size > 0:
+                assert region.path is not None
+                records = FileRecords(region.path, start=region.position, end=region.position + size)
+                plan.resources.append(records)
         chunk_size = self.chunk_size
 
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
@@ -383,6 +382,29 @@ class Broker:
             downconversion_enable=config.downconversion_enable,
             lazy_records_factory=lazy,
         )
+
+
+def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
+    """Bytes of ``region`` this partition gets under KIP-74 (fetch-protocol.md §8).
+
+    The same rules as :meth:`FetchBudget.read`, on the entry index instead of a batch scan:
+    the region already starts at the batch holding the fetch offset, so finding it costs a
+    bisect rather than reading every batch header of the segment.
+    """
+    if region.path is None or region.end <= region.position:
+        return 0
+    limit = min(max(partition_max_bytes, 0), budget.remaining)
+    if budget.min_one:
+        limit = max(limit, region.first_entry_size)
+    if limit <= 0:
+        return 0
+    if limit < region.first_entry_size and not budget.hard_limit:
+        return 0  # v3+: a first batch that does not fit is not sent; consumers move on
+    size = min(region.end - region.position, limit)
+    if size > 0:
+        budget.min_one = False
+    budget.remaining = max(0, budget.remaining - size)
+    return size
 
 
 class _FetchPlan:

@@ -128,6 +128,7 @@ class Region:
     path: Path | None  # None: nothing at or after the offset yet (offset == high watermark)
     position: int
     end: int
+    first_entry_size: int
     high_watermark: int
     log_start_offset: int
 
@@ -195,9 +196,10 @@ class PartitionLog:
         for segment in self._segments_from(fetch_offset):
             i = segment.entry_index_for(fetch_offset)
             if i < len(segment.entries):
-                return Region(segment.path, segment.entries[i].position, segment.scanned_bytes,
+                entry = segment.entries[i]
+                return Region(segment.path, entry.position, segment.scanned_bytes, entry.size,
                               hw, start_offset)
-        return Region(None, 0, 0, hw, start_offset)
+        return Region(None, 0, 0, 0, hw, start_offset)
 
     def _segments_from(self, offset: int) -> list[Segment]:
         bases = [s.base_offset for s in self.segments]
