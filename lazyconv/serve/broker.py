@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,46 @@ class Listener:
 
 
 @dataclass
+class BrokerStats:
+    """Counters over everything this broker answered (tests and logs read them)."""
+
+    fetch_partitions: int = 0
+    zero_copy_partitions: int = 0  # records sent straight from the file
+    converted_partitions: int = 0  # records lazily down-converted
+    partial_tail_responses: int = 0  # records that end inside a batch (cut by a byte limit)
+    padded_bytes: int = 0  # overflow padding written by lazy sends (after they completed)
+    converted_chunks: int = 0
+    records_converted: int = 0
+
+
+class _TrackedLazyRecords:
+    """Wraps lazily converted records so the broker learns what their send did."""
+
+    def __init__(self, records: Any, stats: BrokerStats) -> None:
+        self._records = records
+        self._stats = stats
+        self._send: Any = None
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._records.size_in_bytes
+
+    def to_send(self) -> Send:
+        self._send = self._records.to_send()
+        return self._send
+
+    def close(self) -> None:
+        """Account for the send once the response is finished (or abandoned)."""
+        send, self._send = self._send, None
+        if send is not None:
+            self._stats.padded_bytes += getattr(send, "padding_bytes", 0)
+            self._stats.converted_chunks += getattr(send, "chunks", 0)
+            stats = getattr(send, "stats", None)
+            if stats is not None:
+                self._stats.records_converted += stats.records_converted
+
+
+@dataclass
 class Response:
     """A response ready to be written, and what to release once it is written (or abandoned)."""
 
@@ -130,6 +171,8 @@ class Broker:
         self.default_config = TopicConfig(downconversion_enable=downconversion_enable)
         self.topic_configs = dict(topic_configs or {})
         self.cluster_id = cluster_id
+        self.stats = BrokerStats()
+        self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
 
     def topic_config(self, topic: str) -> TopicConfig:
         return self.topic_configs.get(topic, self.default_config)
@@ -160,6 +203,7 @@ class Broker:
                 f"unsupported version {version} of API key {api_key} (this server speaks {low}-{high})",
                 2,
             )
+        self.request_counts[(api_key, version)] += 1
         request_header_version, response_header_version = _header_version(api_key, version)
         header = decode_request_header(reader, request_header_version)
         correlation_id = header["correlation_id"]
@@ -310,6 +354,9 @@ class Broker:
                 break
             plan.close()
             await asyncio.sleep(FETCH_POLL_INTERVAL_S)
+        self.stats.fetch_partitions += plan.partitions
+        self.stats.converted_partitions += plan.converted
+        self.stats.partial_tail_responses += plan.partial_tails
         try:
             return self._fetch_response(version, correlation_id, 0, plan.topics, plan.resources)
         except BaseException:
@@ -342,6 +389,7 @@ class Broker:
                     before = budget.remaining
                     read.append((name, self._read_partition(version, name, plog, part, budget, plan)))
                     plan.bytes_read += before - budget.remaining
+                    plan.partitions += 1
         except BaseException:
             plan.close()
             raise
@@ -367,13 +415,20 @@ class Broker:
             records = b""
             size = _consume_budget(budget, region, part["partition_max_bytes"])
             if size > 0:
-                assert region.path is not None
+                assert region.path is not None and region.segment is not None
                 records = FileRecords(region.path, start=region.position, end=region.position + size)
                 plan.resources.append(records)
+                plan.partial_tails += not region.segment.is_entry_boundary(region.position + size)
         chunk_size = self.chunk_size
 
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
-            return LazyDownConvertedRecords(records_in, to_magic, first_offset, chunk_size=chunk_size)
+            tracked = _TrackedLazyRecords(
+                LazyDownConvertedRecords(records_in, to_magic, first_offset, chunk_size=chunk_size),
+                self.stats,
+            )
+            plan.resources.append(tracked)
+            plan.converted += 1
+            return tracked
 
         return broker_partition_response(
             version, index, records, fetch_offset=fetch_offset, error_code=int(error),
@@ -415,6 +470,9 @@ class _FetchPlan:
         self.resources: list[Any] = []
         self.bytes_read = 0
         self.limit = 0
+        self.partial_tails = 0
+        self.converted = 0
+        self.partitions = 0
 
     def close(self) -> None:
         for resource in self.resources:

@@ -61,6 +61,7 @@ class Segment:
     base_offset: int
     entries: list[Entry] = field(default_factory=list)
     last_offsets: list[int] = field(default_factory=list)  # parallel to entries, for bisect
+    positions: list[int] = field(default_factory=list)  # parallel to entries, for bisect
     scanned_bytes: int = 0
 
     @property
@@ -84,10 +85,18 @@ class Segment:
                     break  # partial entry at the end: a writer is still appending
                 self.entries.append(entry)
                 self.last_offsets.append(entry.last_offset)
+                self.positions.append(entry.position)
                 position += entry.size
             self.scanned_bytes = position
         finally:
             os.close(fd)
+
+    def is_entry_boundary(self, position: int) -> bool:
+        """Whether ``position`` is where an entry starts or where the scanned entries end."""
+        if position == self.scanned_bytes:
+            return True
+        i = bisect.bisect_left(self.positions, position)
+        return i < len(self.positions) and self.positions[i] == position
 
     def entry_index_for(self, offset: int) -> int:
         """Index of the first entry whose last offset is >= ``offset`` (len(entries) if none)."""
@@ -126,6 +135,7 @@ class Region:
     """Where a fetch starts: the entry holding the fetch offset up to the end of its segment."""
 
     path: Path | None  # None: nothing at or after the offset yet (offset == high watermark)
+    segment: Segment | None
     position: int
     end: int
     first_entry_size: int
@@ -197,9 +207,9 @@ class PartitionLog:
             i = segment.entry_index_for(fetch_offset)
             if i < len(segment.entries):
                 entry = segment.entries[i]
-                return Region(segment.path, entry.position, segment.scanned_bytes, entry.size,
+                return Region(segment.path, segment, entry.position, segment.scanned_bytes, entry.size,
                               hw, start_offset)
-        return Region(None, 0, 0, 0, hw, start_offset)
+        return Region(None, None, 0, 0, 0, hw, start_offset)
 
     def _segments_from(self, offset: int) -> list[Segment]:
         bases = [s.base_offset for s in self.segments]
