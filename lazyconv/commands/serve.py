@@ -43,6 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="a topic setting; keys: compression.type (e.g. zstd: Fetch < v10 "
                              "gets UNSUPPORTED_COMPRESSION_TYPE), message.downconversion.enable "
                              "(true/false). Repeatable")
+    parser.add_argument("--max-fetch-version", type=int, default=12,
+                        help="highest Fetch version advertised in ApiVersions (0-12, default 12); "
+                             "e.g. 2 makes version-negotiating clients fetch like against a 0.10.0 "
+                             "broker (magic v1)")
     parser.add_argument("--produce-delay-ms", type=int, default=0,
                         help="delay before answering each Produce on the first listener (ms)")
     parser.add_argument("--listener", action="append", default=[], metavar="[HOST:]PORT[,delay=MS]",
@@ -110,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
 
     def make_broker(listeners):
         return Broker(logdir, listeners, chunk_size=args.chunk_size,
-                      downconversion_enable=not args.no_downconversion, topic_configs=topic_configs)
+                      downconversion_enable=not args.no_downconversion, topic_configs=topic_configs,
+                      max_fetch_version=args.max_fetch_version)
 
     async def main() -> None:
         server = KafkaServer(make_broker, specs, max_request_size=args.max_request_size)

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from lazyconv.errors import ProtocolError, RecordsError
+from lazyconv.errors import ConfigurationError, ProtocolError, RecordsError
 from lazyconv.protocol import (
     api_versions,
     find_coordinator,
@@ -162,6 +162,7 @@ class Broker:
         downconversion_enable: bool = True,
         topic_configs: dict[str, TopicConfig] | None = None,
         cluster_id: str = "lazyconv",
+        max_fetch_version: int = FETCH_MAX_VERSION,
     ) -> None:
         if not listeners:
             raise ValueError("a broker needs at least one listener")
@@ -171,6 +172,14 @@ class Broker:
         self.default_config = TopicConfig(downconversion_enable=downconversion_enable)
         self.topic_configs = dict(topic_configs or {})
         self.cluster_id = cluster_id
+        if not FETCH_MIN_VERSION <= max_fetch_version <= FETCH_MAX_VERSION:
+            raise ConfigurationError(
+                f"max_fetch_version must be in {FETCH_MIN_VERSION}..{FETCH_MAX_VERSION}, got {max_fetch_version}"
+            )
+        # Capping Fetch makes the server look like an older broker to clients that negotiate
+        # versions with ApiVersions (e.g. max 2 = a 0.10.0 broker: magic v1 for everyone).
+        self.supported_versions = dict(SUPPORTED_VERSIONS)
+        self.supported_versions[FETCH_KEY] = (FETCH_MIN_VERSION, max_fetch_version, FETCH_FLEXIBLE_FROM)
         self.stats = BrokerStats()
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
 
@@ -190,7 +199,7 @@ class Broker:
         api_key = reader.int16("request_api_key")
         version = reader.int16("request_api_version")
         reader.pos = 0
-        supported = SUPPORTED_VERSIONS.get(api_key)
+        supported = self.supported_versions.get(api_key)
         if supported is None:
             raise ProtocolError(f"unsupported API key {api_key}", 0)
         low, high, _flex = supported
@@ -248,7 +257,7 @@ class Broker:
     def api_version_table(self) -> list[dict[str, int]]:
         return [
             {"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high, _flex) in sorted(SUPPORTED_VERSIONS.items())
+            for key, (low, high, _flex) in sorted(self.supported_versions.items())
         ]
 
     # -- Metadata, ListOffsets, Produce ----------------------------------------------------
