@@ -56,6 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-request-size", type=_size, default=104857600,
                         help="larger requests close the connection (default 100M, Kafka's "
                              "socket.request.max.bytes)")
+    parser.add_argument("--socket-send-buffer", type=_size, default=102400,
+                        help="SO_SNDBUF of client connections (default 100K, Kafka's "
+                             "socket.send.buffer.bytes; 0 keeps the OS default)")
     parser.set_defaults(handler=run)
 
 
@@ -118,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
                       max_fetch_version=args.max_fetch_version)
 
     async def main() -> None:
-        server = KafkaServer(make_broker, specs, max_request_size=args.max_request_size)
+        server = KafkaServer(make_broker, specs, max_request_size=args.max_request_size,
+                             send_buffer_bytes=args.socket_send_buffer)
         await server.start()
         topics = logdir.topics()
         for listener in server.listeners:

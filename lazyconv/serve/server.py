@@ -33,6 +33,8 @@ __all__ = ["KafkaServer", "ListenerSpec", "DEFAULT_MAX_REQUEST_SIZE"]
 
 # Kafka's socket.request.max.bytes default.
 DEFAULT_MAX_REQUEST_SIZE = 104857600
+# Kafka's socket.send.buffer.bytes default; -1 leaves the OS default (autotuned, often MBs).
+DEFAULT_SEND_BUFFER = 102400
 _RECV_PIECE = 65536
 
 
@@ -54,11 +56,13 @@ class KafkaServer:
     """Serves one :class:`Broker` on one or more listeners (each advertised as its own node)."""
 
     def __init__(self, broker_factory, listeners: list[ListenerSpec], *,
-                 max_request_size: int = DEFAULT_MAX_REQUEST_SIZE) -> None:
+                 max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
+                 send_buffer_bytes: int = DEFAULT_SEND_BUFFER) -> None:
         """``broker_factory(listeners)`` builds the :class:`Broker` once the ports are known."""
         self._broker_factory = broker_factory
         self._specs = listeners
         self.max_request_size = max_request_size
+        self.send_buffer_bytes = send_buffer_bytes
         self.broker: Broker | None = None
         self.listeners: list[Listener] = []
         self._sockets: list[socket.socket] = []
@@ -113,6 +117,8 @@ class KafkaServer:
                 continue
             conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer_bytes > 0:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
             self.connections_served += 1
             task = loop.create_task(self._serve_connection(conn, peer, listener))
             self._connections.add(task)
