@@ -58,10 +58,12 @@ def fetch_request(version: int, correlation_id: int) -> bytes:
 
 
 def start_server(logdir: Path, chunk_size: str) -> tuple[subprocess.Popen, int]:
+    # Serve with this checkout's lazyconv, whatever the current directory is.
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     proc = subprocess.Popen(
         [sys.executable, "-m", "lazyconv.cli", "serve", str(logdir), "--port", "0",
          "--chunk-size", chunk_size],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, text=True, env=env,
     )
     line = proc.stdout.readline()  # "serving ... on HOST:PORT as node 0"
     port = int(line.split(" on ")[1].split()[0].rsplit(":", 1)[1])

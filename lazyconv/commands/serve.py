@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="host name Metadata advertises (default: --host)")
     parser.add_argument("--chunk-size", type=_size, default=131072,
                         help="input bytes down-converted per step of a lazy send, e.g. 16K, 128K, "
-                             "1M (default 128K); bounds memory per connection")
+                             "1M, between 16K and 1M (default 128K); bounds memory per connection")
     parser.add_argument("--no-downconversion", action="store_true",
                         help="behave like message.downconversion.enable=false: consumers that "
                              "need an older format (Fetch v0-3) get UNSUPPORTED_VERSION")
@@ -105,15 +105,16 @@ def build_listener_specs(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from lazyconv.serve.broker import Broker
+    from lazyconv.serve.broker import Broker, Listener
     from lazyconv.serve.logdir import LogDirectory
     from lazyconv.serve.server import KafkaServer
 
-    if args.chunk_size <= 0:
-        raise ConfigurationError(f"--chunk-size must be positive, got {args.chunk_size}")
     logdir = LogDirectory(args.logdir)
     topic_configs = _parse_topic_configs(args.topic_config, not args.no_downconversion)
     specs = build_listener_specs(args)
+    # Fail on bad settings now, not when the first client connects.
+    Broker(logdir, [Listener(0, args.host, args.port)], chunk_size=args.chunk_size,
+           max_fetch_version=args.max_fetch_version)
 
     def make_broker(listeners):
         return Broker(logdir, listeners, chunk_size=args.chunk_size,

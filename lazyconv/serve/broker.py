@@ -172,6 +172,12 @@ class Broker:
         self.default_config = TopicConfig(downconversion_enable=downconversion_enable)
         self.topic_configs = dict(topic_configs or {})
         self.cluster_id = cluster_id
+        from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
+
+        if not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
+            raise ConfigurationError(
+                f"chunk size must be between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes, got {chunk_size}"
+            )
         if not FETCH_MIN_VERSION <= max_fetch_version <= FETCH_MAX_VERSION:
             raise ConfigurationError(
                 f"max_fetch_version must be in {FETCH_MIN_VERSION}..{FETCH_MAX_VERSION}, got {max_fetch_version}"
