@@ -178,6 +178,12 @@ def broker_partition_response(
     return entry
 
 
+def _base_position(records: Any) -> int:
+    from lazyconv.records import FileRecords
+
+    return records.start if isinstance(records, FileRecords) else 0
+
+
 def _size(records: Any) -> int:
     if isinstance(records, (bytes, bytearray, memoryview)):
         return len(records)
@@ -235,7 +241,8 @@ class FetchBudget:
             budget = max(budget, first_size)
         if budget <= 0:
             return b""
-        start = first.position
+        # Batch positions of file records are file positions; slices are relative to start.
+        start = first.position - _base_position(records)
         available = _size(records) - start
         size = min(available, budget)
         if budget < first_size and not self.hard_limit:

@@ -41,7 +41,7 @@ from lazyconv.protocol.schema import (
     decode_message,
     encode_message,
 )
-from lazyconv.send import BytesSend, Send, SequenceSend
+from lazyconv.send import BytesSend, Send
 
 __all__ = [
     "FETCH_API_KEY",
@@ -55,6 +55,7 @@ __all__ = [
     "response_header_version",
     "FetchRequest",
     "FetchResponse",
+    "FetchResponseSend",
 ]
 
 FETCH_API_KEY = 1
@@ -329,16 +330,17 @@ class FetchResponse:
         """
         header = encode_response_header(response_header_version(self.version), correlation_id)
         prefix = _I32.pack(self.size_in_bytes) + header
-        return SequenceSend(self._sends(prefix), size=4 + self.size_in_bytes)
+        return FetchResponseSend(self._sends(prefix), 4 + self.size_in_bytes)
 
-    def _sends(self, prefix: bytes) -> Iterator[Send]:
+    def _sends(self, prefix: bytes) -> Iterator[tuple[Send, bool]]:
+        """The parts of the response in order, each flagged True if it carries records."""
         pending = bytearray(prefix)
         for part in self._encoded.parts:
             if not isinstance(part, RecordsSlot):
                 pending += part
                 continue
             if pending:
-                yield BytesSend(bytes(pending))
+                yield BytesSend(bytes(pending)), False
                 pending = bytearray()
             if part.size == 0:
                 continue  # nothing to write; do not even create the records' send
@@ -348,9 +350,9 @@ class FetchResponse:
                     f"records of type {type(part.records).__name__} committed {part.size} bytes "
                     f"but their send has {send.size}"
                 )
-            yield send
+            yield send, True
         if pending:
-            yield BytesSend(bytes(pending))
+            yield BytesSend(bytes(pending)), False
 
     def to_bytes(self, correlation_id: int) -> bytes:
         """The whole response in memory (tests and small responses)."""
@@ -384,6 +386,70 @@ class FetchResponse:
 
     def __repr__(self) -> str:
         return f"FetchResponse(version={self.version}, size_in_bytes={self.size_in_bytes})"
+
+
+class FetchResponseSend(Send):
+    """The send of a whole FetchResponse: its parts one after another, pulled lazily.
+
+    Besides the :class:`~lazyconv.send.Send` contract it reports, as parts complete,
+    ``zero_copy_bytes`` (bytes that went out through ``os.sendfile``), ``conversion_stats``
+    (the sum of the lazily converted partitions' stats, ``None`` if none) and
+    ``records_sends_completed``. Completed parts are released at once, so memory stays bounded
+    by the part being written.
+    """
+
+    def __init__(self, parts: Iterator[tuple[Send, bool]], size: int) -> None:
+        self._parts = parts
+        self._size = size
+        self._written = 0
+        self._current: Send | None = None
+        self._current_is_records = False
+        self.zero_copy_bytes = 0
+        self.conversion_stats: Any = None
+        self.records_sends_completed = 0
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def written(self) -> int:
+        return self._written
+
+    def _finish_current(self) -> None:
+        part = self._current
+        self._current = None
+        if part is None or not self._current_is_records:
+            return
+        self.records_sends_completed += 1
+        self.zero_copy_bytes += getattr(part, "zero_copy_bytes", 0)
+        stats = getattr(part, "stats", None)
+        if stats is not None:
+            self.conversion_stats = stats if self.conversion_stats is None else (
+                self.conversion_stats + stats
+            )
+
+    def write_to(self, channel: Any) -> int:
+        total = 0
+        while self._written < self._size:
+            if self._current is None:
+                nxt = next(self._parts, None)
+                if nxt is None:
+                    raise ProtocolError(
+                        f"fetch response parts ended after {self._written} of {self._size} bytes"
+                    )
+                self._current, self._current_is_records = nxt
+            n = self._current.write_to(channel)
+            self._written += n
+            total += n
+            if self._current.completed:
+                self._finish_current()
+            elif n == 0:
+                break  # the channel would block
+        return total
+
+    def __repr__(self) -> str:
+        return f"FetchResponseSend(size={self._size}, written={self._written})"
 
 
 def _records_send(records: Any) -> Send:

@@ -6,9 +6,9 @@ read with positioned reads) yield batches lazily (:class:`DefaultBatch` for v2,
 Writing: :class:`RecordsBuilder` and :func:`build_end_txn_marker`.
 """
 
-from lazyconv.records._compression_api import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.builder import RecordsBuilder, build_end_txn_marker, encode_v2_batch
+from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
 from lazyconv.records.control import (
     ControlRecordType,
     EndTransactionMarker,

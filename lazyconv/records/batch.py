@@ -11,10 +11,10 @@ from lazyconv.errors import (
     UnknownCompressionError,
 )
 from lazyconv.records._codec import V2_HEADER, crc32c, iter_v2_records
-from lazyconv.records._compression_api import (
+from lazyconv.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Compression,
-    decompress_at,
+    decompress,
 )
 from lazyconv.records.types import (
     LOG_OVERHEAD,
@@ -207,7 +207,9 @@ class DefaultBatch(RecordBatch):
             return iter_v2_records(
                 data, 0, len(data), count, self._base_offset, self.base_timestamp, override, error_base
             )
-        data = decompress_at(codec, payload, 2, self.max_decompressed_size, self.position + RECORD_BATCH_OVERHEAD)
+        data = decompress(
+            codec, payload, 2, self.max_decompressed_size, position=self.position + RECORD_BATCH_OVERHEAD
+        )
         return self._iter_decompressed(data, count, override)
 
     def _iter_decompressed(self, data: bytes, count: int, override: int | None) -> Iterator[Record]:

@@ -12,8 +12,8 @@ from lazyconv.records._codec import (
     append_v2_record,
     crc32c,
 )
-from lazyconv.records._compression_api import Compression, compress
 from lazyconv.records.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL
+from lazyconv.records.compression import Compression, compress
 from lazyconv.records.control import ControlRecordType, control_key, end_txn_marker_value
 from lazyconv.records.legacy import LEGACY_ATTR_TIMESTAMP_TYPE
 from lazyconv.records.types import RECORD_BATCH_OVERHEAD, TimestampType

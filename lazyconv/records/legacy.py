@@ -12,10 +12,10 @@ from lazyconv.errors import (
     UnsupportedCompressionError,
 )
 from lazyconv.records._codec import I64, LEGACY_HEADER, LOG_HEADER, parse_legacy_message
-from lazyconv.records._compression_api import (
+from lazyconv.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Compression,
-    decompress_at,
+    decompress,
 )
 from lazyconv.records.types import (
     LOG_OVERHEAD,
@@ -164,7 +164,7 @@ class LegacyBatch(RecordBatch):
         if value is None:
             raise InvalidRecordError("compressed record set with null value", self.position)
         value_position = self.position + self.size_in_bytes - len(value)
-        data = decompress_at(codec, value, magic, self.max_decompressed_size, value_position)
+        data = decompress(codec, value, magic, self.max_decompressed_size, position=value_position)
         entries: list[int] = []
         pos = 0
         end = len(data)

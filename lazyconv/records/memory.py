@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from lazyconv.errors import ConfigurationError, TruncatedDataError
-from lazyconv.records._compression_api import DEFAULT_MAX_DECOMPRESSED_SIZE
+from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from lazyconv.records.entries import iter_batches
 from lazyconv.records.types import Record, RecordBatch
 from lazyconv.send import BytesSend
