@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 from tests.serve.test_robustness import metadata_roundtrip
+
+pytestmark = pytest.mark.slow  # each test starts Python processes
 
 
 def run_cli(*args: str, **kwargs) -> subprocess.Popen:

@@ -27,6 +27,7 @@ def logs(tmp_path_factory):
     return root, expected, zstd_values
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fallback", "max_fetch"), [("0.9.0", 12), ("0.10.0", 12), ("0.10.0", 2)],
                          ids=["0.9.0", "0.10.0", "0.10.0-vs-fetch-v2-broker"])
 def test_librdkafka_reads_every_record(serve_logdir, logs, fallback, max_fetch):

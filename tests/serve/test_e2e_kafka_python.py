@@ -11,6 +11,8 @@ from tests.serve.logbuild import build_mixed_log
 
 kafka = pytest.importorskip("kafka")
 
+pytestmark = pytest.mark.slow  # the quick run reads the fixtures once with Fetch v1 instead
+
 TOPIC = "legacy-consumers"
 # api_version -> (Fetch version kafka-python sends, magic it reads)
 API_VERSIONS = {(0, 9): (1, 0), (0, 10): (2, 1), (0, 10, 1): (3, 1), (0, 11): (5, 2)}

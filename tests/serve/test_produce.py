@@ -28,6 +28,7 @@ def poll_until(consumer, count: int, timeout: float = 10.0) -> list:
     return got
 
 
+@pytest.mark.slow
 def test_three_listeners_take_produce_and_consumers_see_the_log_grow(serve_logdir, tmp_path):
     make_topic(tmp_path, "events", 3)
     server = serve_logdir(tmp_path, listeners=3, produce_delays=(0, 0, 150))
