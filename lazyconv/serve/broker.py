@@ -425,6 +425,11 @@ class Broker:
         except OffsetOutOfRange as exc:
             log.info("fetch: %s", exc)
             records, error, hw, start = None, ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1
+        except RecordsError as exc:
+            # Unreadable log data: Kafka's answer for a failed log is a storage error (sent as
+            # NOT_LEADER_OR_FOLLOWER to Fetch v0-5 by the decision helper).
+            log.error("fetch %s-%d at %d: %s", topic, index, fetch_offset, exc)
+            records, error, hw, start = None, ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
         else:
             error, hw, start = ErrorCode.NONE, region.high_watermark, region.log_start_offset
             records = b""

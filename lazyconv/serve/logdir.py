@@ -63,6 +63,7 @@ class Segment:
     last_offsets: list[int] = field(default_factory=list)  # parallel to entries, for bisect
     positions: list[int] = field(default_factory=list)  # parallel to entries, for bisect
     scanned_bytes: int = 0
+    corruption: CorruptRecordError | None = None  # where scanning stopped for good, if it did
 
     @property
     def next_offset(self) -> int:
@@ -70,7 +71,13 @@ class Segment:
         return self.last_offsets[-1] + 1 if self.last_offsets else self.base_offset
 
     def refresh(self) -> None:
-        """Scan entries appended since the last scan; stop at a trailing partial entry."""
+        """Scan entries appended since the last scan; stop at a trailing partial entry.
+
+        Corrupt data (a size field or magic no broker writes) stops the scan for good: the
+        entries before it stay readable and :attr:`corruption` says what and where.
+        """
+        if self.corruption is not None:
+            return
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -80,7 +87,12 @@ class Segment:
             position = self.scanned_bytes
             while position + LOG_OVERHEAD <= file_size:
                 header = os.pread(fd, _HEADER_READ, position)
-                entry = _parse_entry_header(header, position, file_size, self.path)
+                try:
+                    entry = _parse_entry_header(header, position, file_size, self.path)
+                except CorruptRecordError as exc:
+                    log.error("%s", exc)
+                    self.corruption = exc
+                    break
                 if entry is None:
                     break  # partial entry at the end: a writer is still appending
                 self.entries.append(entry)
@@ -205,6 +217,8 @@ class PartitionLog:
             )
         for segment in self._segments_from(fetch_offset):
             i = segment.entry_index_for(fetch_offset)
+            if i >= len(segment.entries) and segment.corruption is not None:
+                raise segment.corruption  # the offset lies in or after data that cannot be read
             if i < len(segment.entries):
                 entry = segment.entries[i]
                 return Region(segment.path, segment, entry.position, segment.scanned_bytes, entry.size,

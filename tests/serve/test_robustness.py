@@ -160,3 +160,21 @@ def test_random_request_bodies_never_stop_the_server(serve_logdir, tmp_path):
         assert metadata_roundtrip(server.port)
 
     one_request()
+
+
+def test_corrupt_log_data_is_a_partition_error_not_a_dead_server(serve_logdir, tmp_path):
+    from tests.serve.test_e2e_errors_and_librdkafka import fetch_raw
+
+    part = tmp_path / "t-0"
+    part.mkdir()
+    builder = RecordsBuilder(2)
+    builder.append(offset=0, timestamp=1, value=b"ok")
+    good = builder.build()
+    (part / f"{0:020d}.log").write_bytes(good + b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x00" * 20)
+    server = serve_logdir(tmp_path)
+    ok = fetch_raw(server.port, 6, "t", 0, offset=0)["responses"][0]["partitions"][0]
+    assert ok["error_code"] == 0 and bytes(ok["records"]) == good
+    for version, code in ((6, 56), (5, 6)):  # KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER below v6
+        bad = fetch_raw(server.port, version, "t", 0, offset=1)["responses"][0]["partitions"][0]
+        assert bad["error_code"] == code
+    assert metadata_roundtrip(server.port)
