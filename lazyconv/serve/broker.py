@@ -25,6 +25,7 @@ from lazyconv.errors import ConfigurationError, ProtocolError, RecordsError
 from lazyconv.protocol import (
     api_versions,
     find_coordinator,
+    init_producer_id,
     list_offsets,
     metadata,
     produce,
@@ -56,7 +57,14 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int, int]] = {
     metadata.API_KEY: (metadata.MIN_VERSION, metadata.MAX_VERSION, 9),
     find_coordinator.API_KEY: (find_coordinator.MIN_VERSION, find_coordinator.MAX_VERSION, 3),
     api_versions.API_KEY: (api_versions.MIN_VERSION, api_versions.MAX_VERSION, 3),
+    init_producer_id.API_KEY: (init_producer_id.MIN_VERSION, init_producer_id.MAX_VERSION,
+                               init_producer_id.FLEXIBLE_FROM),
 }
+
+# Transactions need a coordinator this server does not have: their InitProducerId is refused
+# with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, an error producers treat as fatal.
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+FIRST_PRODUCER_ID = 1000
 
 # How often a waiting fetch looks at the log again.
 FETCH_POLL_INTERVAL_S = 0.02
@@ -187,6 +195,7 @@ class Broker:
         self.supported_versions = dict(SUPPORTED_VERSIONS)
         self.supported_versions[FETCH_KEY] = (FETCH_MIN_VERSION, max_fetch_version, FETCH_FLEXIBLE_FROM)
         self.stats = BrokerStats()
+        self._next_producer_id = FIRST_PRODUCER_ID
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
 
     def topic_config(self, topic: str) -> TopicConfig:
@@ -244,6 +253,10 @@ class Broker:
                 version,
                 {"error_code": 0, "node_id": listener.node_id, "host": listener.host,
                  "port": listener.port},
+            )
+        elif api_key == init_producer_id.API_KEY:
+            answer = self.init_producer_id(
+                version, init_producer_id.decode_request(version, Reader(body, base=reader.pos))
             )
         else:  # produce
             request = produce.decode_request(version, Reader(body, base=reader.pos))
@@ -321,6 +334,17 @@ class Broker:
                 partitions.append(answer)
             topics.append({"name": topic["name"], "partitions": partitions})
         return list_offsets.encode_response(version, {"throttle_time_ms": 0, "topics": topics})
+
+    def init_producer_id(self, version: int, request: dict[str, Any]) -> bytes:
+        """A fresh producer id for an idempotent producer (sequence numbers are not checked)."""
+        if request["transactional_id"] is not None:
+            return init_producer_id.encode_response(version, {
+                "throttle_time_ms": 0, "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1})
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return init_producer_id.encode_response(version, {
+            "throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0})
 
     def produce(self, version: int, request: dict[str, Any]) -> bytes:
         responses = []

@@ -190,10 +190,8 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        for segment in self.segments:
-            if segment.entries:
-                return max(segment.base_offset, segment.entries[0].first_offset) if segment.entries[0].magic == 2 else segment.base_offset
-        return self.segments[-1].base_offset if self.segments else 0
+        """The base offset of the oldest segment (Kafka's log start offset without deleteRecords)."""
+        return self.segments[0].base_offset if self.segments else 0
 
     @property
     def high_watermark(self) -> int:
@@ -231,16 +229,20 @@ class PartitionLog:
         return self.segments[i:]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first entry with max timestamp >= ``timestamp``.
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``, as Kafka's
+        ListOffsets finds it: the first entry whose max timestamp reaches the target (from its
+        header), then the first record inside it that does. ``None`` when no record does."""
+        from lazyconv.records import FileRecords
 
-        Resolution is one entry: the entry's first offset is returned (ListOffsets by time is
-        rarely used by the consumers this server is for; a v2 batch's base offset is exact
-        whenever the batch's first record carries the max timestamp, as with one-record batches).
-        """
         self.refresh()
-        for _segment, entry in self.entries():
-            if entry.max_timestamp >= timestamp:
-                return entry.first_offset, entry.max_timestamp
+        for segment, entry in self.entries():
+            if entry.max_timestamp < timestamp:
+                continue
+            with FileRecords(segment.path, start=entry.position, end=entry.position + entry.size) as records:
+                for batch in records.batches():
+                    for record in batch:
+                        if record.timestamp >= timestamp:
+                            return record.offset, record.timestamp
         return None
 
     def append(self, entries: list[tuple[bytes, int]]) -> tuple[int, int]:

@@ -48,6 +48,16 @@ def test_topics_offsets_and_regions(two_segments):
         plog.locate(-1)
 
 
+def test_offset_for_timestamp_finds_the_first_record(two_segments):
+    root, _ = two_segments
+    plog = LogDirectory(root).partition("t", 0)
+    assert plog.offset_for_timestamp(0) == (0, 1000)
+    assert plog.offset_for_timestamp(1003) == (3, 1003)  # inside the first v2 batch
+    assert plog.offset_for_timestamp(1006) == (6, 1006)  # inside the compressed v1 wrapper
+    assert plog.offset_for_timestamp(1011) == (11, 1011)  # second segment (v0 has no timestamps)
+    assert plog.offset_for_timestamp(5000) is None
+
+
 def test_growing_log_shows_only_complete_entries(two_segments):
     root, _ = two_segments
     plog = LogDirectory(root).partition("t", 0)

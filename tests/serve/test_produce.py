@@ -43,14 +43,15 @@ def test_three_listeners_take_produce_and_consumers_see_the_log_grow(serve_logdi
     consumer.seek_to_beginning()
     assert poll_until(consumer, 1, timeout=0.5) == []
 
-    producer = kafka.KafkaProducer(bootstrap_servers=server.bootstrap, linger_ms=2,
-                                   enable_idempotence=False, acks=1)
+    # Default settings: an idempotent producer (InitProducerId, then Produce v3+ with acks=all).
+    producer = kafka.KafkaProducer(bootstrap_servers=server.bootstrap, linger_ms=2)
     futures = [producer.send("events", key=b"k%d" % i, value=b"value-%d" % i) for i in range(300)]
     producer.flush()
     metadata = [f.get(timeout=10) for f in futures]
     assert {m.partition for m in metadata} == {0, 1, 2}  # Metadata told it partition p lives on node p
     # Every listener took Produce requests for the partitions it leads (Produce v3+: magic v2).
     assert any(key == 0 and version >= 3 for key, version in server.server.broker.request_counts)
+    assert any(key == 22 for key, _version in server.server.broker.request_counts)
 
     # The per-listener delay: node 2 (partition 2) answers Produce 150 ms late, node 0 does not.
     started = time.monotonic()

@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from lazyconv.errors import ProtocolError
-from lazyconv.protocol import api_versions, find_coordinator, list_offsets, metadata, produce
+from lazyconv.protocol import (
+    api_versions,
+    find_coordinator,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
 from lazyconv.records import RecordsBuilder
 
 kp_metadata = pytest.importorskip("kafka.protocol.metadata")
@@ -118,6 +125,18 @@ def test_produce(version):
     part = decoded["responses"][0]["partition_responses"][0]
     assert (part["index"], part["error_code"], part["base_offset"]) == (1, 0, 77)
     assert decoded["throttle_time_ms"] == 5
+
+
+@pytest.mark.parametrize("version", range(init_producer_id.MIN_VERSION, init_producer_id.MAX_VERSION + 1))
+def test_init_producer_id(version):
+    request = kp_producer.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                                version=version)
+    ours = init_producer_id.decode_request(version, request.encode(version=version))
+    assert ours["transactional_id"] is None and ours["transaction_timeout_ms"] == 60000
+    body = init_producer_id.encode_response(version, {"throttle_time_ms": 0, "error_code": 0,
+                                                      "producer_id": 1234, "producer_epoch": 0})
+    decoded = kp_producer.InitProducerIdResponse.decode(body, version=version).to_dict()
+    assert (decoded["producer_id"], decoded["producer_epoch"]) == (1234, 0)
 
 
 def test_truncated_request_raises_protocol_error_with_position():
