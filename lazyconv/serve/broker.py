@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lazyconv.errors import ConfigurationError, ProtocolError, RecordsError
+from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE, LazyDownConvertedRecords
 from lazyconv.protocol import (
     api_versions,
     find_coordinator,
@@ -35,6 +36,7 @@ from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.fetch import FetchRequest, FetchResponse
 from lazyconv.protocol.headers import decode_request_header, encode_response_header
 from lazyconv.protocol.primitives import Reader
+from lazyconv.records import FileRecords
 from lazyconv.send import BytesSend, Send
 from lazyconv.serve.logdir import LogDirectory, OffsetOutOfRange, PartitionLog, Region
 from lazyconv.serve.offsets import split_entries
@@ -180,8 +182,6 @@ class Broker:
         self.default_config = TopicConfig(downconversion_enable=downconversion_enable)
         self.topic_configs = dict(topic_configs or {})
         self.cluster_id = cluster_id
-        from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
-
         if not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
             raise ConfigurationError(
                 f"chunk size must be between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes, got {chunk_size}"
@@ -438,9 +438,6 @@ class Broker:
     def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
                         budget: FetchBudget, plan: _FetchPlan) -> dict[str, Any]:
         """One partition of a fetch, as the response partition dict (fetch-protocol.md §6, §8)."""
-        from lazyconv.lazy import LazyDownConvertedRecords
-        from lazyconv.records import FileRecords
-
         index = part["partition"]
         fetch_offset = part["fetch_offset"]
         config = self.topic_config(topic)

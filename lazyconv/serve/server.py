@@ -150,6 +150,11 @@ class KafkaServer:
                     continue
                 try:
                     await _write_send(loop, conn, response)
+                except LazyconvError as exc:
+                    # e.g. log data that turns out corrupt half-way through a lazy send: the
+                    # committed size can no longer be honoured, so the connection must end.
+                    log.error("aborting the response to %s: %s", peer, exc)
+                    return
                 finally:
                     response.close()
         except (ConnectionError, _ConnectionClosed) as exc:
