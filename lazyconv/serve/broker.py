@@ -107,6 +107,30 @@ class BrokerStats:
     padded_bytes: int = 0  # overflow padding written by lazy sends (after they completed)
     converted_chunks: int = 0
     records_converted: int = 0
+    zero_copy_bytes: int = 0  # bytes that went from a log file to a socket with os.sendfile
+
+
+class _TrackedFileRecords:
+    """Wraps a file slice sent unconverted, so the broker learns how much went out zero-copy."""
+
+    def __init__(self, records: Any, stats: BrokerStats) -> None:
+        self._records = records
+        self._stats = stats
+        self._send: Any = None
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._records.size_in_bytes
+
+    def to_send(self) -> Send:
+        self._send = self._records.to_send()
+        return self._send
+
+    def close(self) -> None:
+        send, self._send = self._send, None
+        if send is not None:
+            self._stats.zero_copy_bytes += getattr(send, "zero_copy_bytes", 0)
+        self._records.close()
 
 
 class _TrackedLazyRecords:
@@ -395,6 +419,7 @@ class Broker:
             await asyncio.sleep(FETCH_POLL_INTERVAL_S)
         self.stats.fetch_partitions += plan.partitions
         self.stats.converted_partitions += plan.converted
+        self.stats.zero_copy_partitions += plan.zero_copy
         self.stats.partial_tail_responses += plan.partial_tails
         try:
             return self._fetch_response(version, correlation_id, 0, plan.topics, plan.resources)
@@ -471,13 +496,18 @@ class Broker:
             plan.converted += 1
             return tracked
 
-        return broker_partition_response(
+        entry = broker_partition_response(
             version, index, records, fetch_offset=fetch_offset, error_code=int(error),
             high_watermark=hw, last_stable_offset=hw, log_start_offset=start,
             topic_compression=config.compression_type,
             downconversion_enable=config.downconversion_enable,
             lazy_records_factory=lazy,
         )
+        if isinstance(records, FileRecords) and entry["records"] is records:
+            plan.zero_copy += 1
+            entry["records"] = tracked = _TrackedFileRecords(records, self.stats)
+            plan.resources.append(tracked)
+        return entry
 
 
 def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
@@ -513,6 +543,7 @@ class _FetchPlan:
         self.limit = 0
         self.partial_tails = 0
         self.converted = 0
+        self.zero_copy = 0
         self.partitions = 0
 
     def close(self) -> None:
