@@ -1,0 +1,40 @@
+"""Kafka record codecs: magic v0/v1 messages, magic v2 batches, every compression codec.
+
+Reading: :class:`MemoryRecords` (any bytes-like object) and :class:`FileRecords` (a log segment
+read with positioned reads) yield batches lazily (:class:`DefaultBatch` for v2,
+:class:`LegacyBatch` for a top-level v0/v1 message); iterating a batch yields :class:`Record`.
+Writing: :class:`RecordsBuilder` and :func:`build_end_txn_marker`.
+"""
+
+from lazyconv.records.batch import DefaultBatch
+from lazyconv.records.builder import RecordsBuilder, build_end_txn_marker, encode_v2_batch
+from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
+from lazyconv.records.control import (
+    ControlRecordType,
+    EndTransactionMarker,
+    parse_control_key,
+    parse_end_txn_marker,
+)
+from lazyconv.records.file import FileRecords
+from lazyconv.records.legacy import LegacyBatch
+from lazyconv.records.memory import MemoryRecords
+from lazyconv.records.types import Record, RecordBatch, TimestampType
+
+__all__ = [
+    "Compression",
+    "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "TimestampType",
+    "Record",
+    "RecordBatch",
+    "DefaultBatch",
+    "LegacyBatch",
+    "MemoryRecords",
+    "FileRecords",
+    "RecordsBuilder",
+    "build_end_txn_marker",
+    "encode_v2_batch",
+    "ControlRecordType",
+    "EndTransactionMarker",
+    "parse_control_key",
+    "parse_end_txn_marker",
+]

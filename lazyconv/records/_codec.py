@@ -1,0 +1,472 @@
+"""The per-record hot path: varints, v2 record parsing/encoding, legacy message parsing/encoding.
+
+Everything that runs once per record lives here, as plain functions over ``bytes`` and offsets,
+with precompiled :class:`struct.Struct` objects and no per-record objects beyond the yielded
+:class:`~lazyconv.records.types.Record`. The down-conversion code reuses
+:func:`iter_v2_records` and :func:`append_legacy_message` directly.
+
+Positions in error messages are ``error_base + index`` so that callers can report byte
+positions relative to their records (or file).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from zlib import crc32
+
+from crc32c import crc32c
+
+from lazyconv.errors import CorruptRecordError, InvalidRecordError, MalformedVarintError
+from lazyconv.records.types import Record
+
+__all__ = [
+    "LOG_HEADER",
+    "V2_HEADER",
+    "LEGACY_HEADER",
+    "I8",
+    "I32",
+    "I64",
+    "U32",
+    "crc32",
+    "crc32c",
+    "read_uvarint",
+    "read_varint",
+    "read_varlong",
+    "zigzag32",
+    "zigzag64",
+    "encode_varint",
+    "encode_varlong",
+    "varint_size",
+    "iter_v2_records",
+    "append_v2_record",
+    "parse_legacy_message",
+    "append_legacy_message",
+]
+
+LOG_HEADER = struct.Struct(">qi")  # offset, size
+# base offset, length, partition leader epoch, magic, crc, attributes, last offset delta,
+# base timestamp, max timestamp, producer id, producer epoch, base sequence, records count
+V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+V2_AFTER_CRC = struct.Struct(">hiqqqhii")  # the 40 header bytes covered by the CRC (from 21)
+# offset, size, crc, magic, attributes (common to v0 and v1 messages)
+LEGACY_HEADER = struct.Struct(">qiIbb")
+_LEGACY_PREFIX = struct.Struct(">qiI")  # offset, size, crc
+_V0_BODY = struct.Struct(">bbi")  # magic, attributes, key length
+_V1_BODY = struct.Struct(">bbqi")  # magic, attributes, timestamp, key length
+I8 = struct.Struct(">b")
+I32 = struct.Struct(">i")
+U32 = struct.Struct(">I")
+I64 = struct.Struct(">q")
+
+_MASK32 = 0xFFFFFFFF
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+
+
+# --------------------------------------------------------------------------------------------
+# varints
+
+
+def read_uvarint(data: bytes, pos: int, end: int, max_bytes: int, error_base: int = 0) -> tuple[int, int]:
+    """Read an unsigned base-128 varint of at most ``max_bytes`` bytes from ``data[pos:end]``.
+
+    Returns ``(value, new_pos)``. Raises :class:`MalformedVarintError` if the data ends inside the
+    varint or the ``max_bytes``-th byte still has its continuation bit set.
+    """
+    value = 0
+    shift = 0
+    start = pos
+    for _ in range(max_bytes):
+        if pos >= end:
+            raise MalformedVarintError("varint runs past the end of its data", error_base + start)
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+    kind = "varint longer than 5 bytes" if max_bytes == 5 else "varlong longer than 10 bytes"
+    raise MalformedVarintError(kind, error_base + start)
+
+
+def read_varint(data: bytes, pos: int, end: int, error_base: int = 0) -> tuple[int, int]:
+    """Read a zig-zag signed 32-bit varint; returns ``(value, new_pos)``."""
+    u, pos = read_uvarint(data, pos, end, 5, error_base)
+    u &= _MASK32  # Java drops bits shifted past 32
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def read_varlong(data: bytes, pos: int, end: int, error_base: int = 0) -> tuple[int, int]:
+    """Read a zig-zag signed 64-bit varlong; returns ``(value, new_pos)``."""
+    u, pos = read_uvarint(data, pos, end, 10, error_base)
+    u &= _MASK64
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def zigzag32(value: int) -> int:
+    """Zig-zag map a signed 32-bit value to unsigned."""
+    return ((value << 1) ^ (value >> 31)) & _MASK32
+
+
+def zigzag64(value: int) -> int:
+    """Zig-zag map a signed 64-bit value to unsigned."""
+    return ((value << 1) ^ (value >> 63)) & _MASK64
+
+
+def _encode_unsigned(u: int) -> bytes:
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+# Encodings of small signed values (lengths, deltas, counts) are looked up, not computed.
+_SMALL_MIN = -64
+_SMALL_MAX = 8191
+_SMALL_VARINTS: list[bytes] = [_encode_unsigned(zigzag32(v)) for v in range(_SMALL_MIN, _SMALL_MAX + 1)]
+
+
+def encode_varint(value: int) -> bytes:
+    """Encode a signed 32-bit value as a zig-zag varint."""
+    if _SMALL_MIN <= value <= _SMALL_MAX:
+        return _SMALL_VARINTS[value - _SMALL_MIN]
+    if not -(1 << 31) <= value < (1 << 31):
+        raise OverflowError(f"varint value out of int32 range: {value}")
+    return _encode_unsigned(zigzag32(value))
+
+
+def encode_varlong(value: int) -> bytes:
+    """Encode a signed 64-bit value as a zig-zag varlong."""
+    if _SMALL_MIN <= value <= _SMALL_MAX:
+        return _SMALL_VARINTS[value - _SMALL_MIN]
+    if not -(1 << 63) <= value < (1 << 63):
+        raise OverflowError(f"varlong value out of int64 range: {value}")
+    return _encode_unsigned(zigzag64(value))
+
+
+def varint_size(value: int) -> int:
+    """Number of bytes of the zig-zag varlong encoding of ``value``."""
+    u = zigzag64(value)
+    size = 1
+    while u >= 0x80:
+        u >>= 7
+        size += 1
+    return size
+
+
+# --------------------------------------------------------------------------------------------
+# v2 records
+
+
+def iter_v2_records(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    timestamp_override: int | None,
+    error_base: int,
+    require_exact_end: bool = True,
+) -> Iterator[Record]:
+    """Parse ``count`` v2 records from ``data[pos:end]``, yielding :class:`Record` tuples.
+
+    ``timestamp_override`` (the batch's MaxTimestamp for LogAppendTime batches) replaces every
+    record's timestamp. Errors carry ``error_base + index`` as position. With
+    ``require_exact_end`` the records must end exactly at ``end`` (uncompressed batches and
+    fully decompressed payloads alike: Kafka rejects "records still remaining").
+    """
+    # Local aliases: attribute lookups per record are measurable in this loop.
+    rv = read_varint
+    rl = read_varlong
+    make = Record
+    for index in range(count):
+        rec_start = pos
+        try:
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = rv(data, pos, end, error_base)
+        except IndexError:
+            raise InvalidRecordError(
+                f"record {index} of {count} starts past the end of the records (premature EOF:"
+                " the record count disagrees with the payload)",
+                error_base + pos,
+            ) from None
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise InvalidRecordError(
+                f"record {index} declares a body of {length} bytes but {end - pos} remain",
+                error_base + rec_start,
+            )
+        try:
+            pos += 1  # attributes: unused
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                ts_delta, pos = rl(data, pos, rec_end, error_base)
+            b = data[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = rv(data, pos, rec_end, error_base)
+            b = data[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = rv(data, pos, rec_end, error_base)
+            if klen < 0:
+                key = None
+            else:
+                if klen > rec_end - pos:
+                    raise InvalidRecordError(
+                        f"record {index}: key length {klen} exceeds the {rec_end - pos} bytes left",
+                        error_base + pos,
+                    )
+                key = data[pos : pos + klen]
+                pos += klen
+            b = data[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = rv(data, pos, rec_end, error_base)
+            if vlen < 0:
+                value = None
+            else:
+                if vlen > rec_end - pos:
+                    raise InvalidRecordError(
+                        f"record {index}: value length {vlen} exceeds the {rec_end - pos} bytes left",
+                        error_base + pos,
+                    )
+                value = data[pos : pos + vlen]
+                pos += vlen
+            b = data[pos]
+            if b < 0x80:
+                hcount = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                hcount, pos = rv(data, pos, rec_end, error_base)
+            if hcount == 0:
+                headers: tuple = ()
+            else:
+                headers, pos = _read_headers(data, pos, rec_end, hcount, index, error_base)
+        except IndexError:
+            raise MalformedVarintError(
+                f"record {index}: a varint runs past the end of the record", error_base + pos
+            ) from None
+        if pos != rec_end:
+            raise InvalidRecordError(
+                f"record {index}: read {pos - rec_start} bytes but the record declares "
+                f"{rec_end - rec_start}",
+                error_base + rec_start,
+            )
+        yield make(
+            base_offset + off_delta,
+            timestamp_override if timestamp_override is not None else base_timestamp + ts_delta,
+            key,
+            value,
+            headers,
+        )
+    if require_exact_end and pos != end:
+        raise InvalidRecordError(
+            f"{end - pos} bytes still remain after the {count} records the batch declares",
+            error_base + pos,
+        )
+
+
+def _read_headers(
+    data: bytes, pos: int, end: int, hcount: int, index: int, error_base: int
+) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    if hcount < 0:
+        raise InvalidRecordError(f"record {index}: negative header count {hcount}", error_base + pos)
+    if hcount > end - pos:
+        raise InvalidRecordError(
+            f"record {index}: header count {hcount} exceeds the {end - pos} bytes left",
+            error_base + pos,
+        )
+    out: list[tuple[str, bytes | None]] = []
+    for _ in range(hcount):
+        hklen, pos = read_varint(data, pos, end, error_base)
+        if hklen < 0:
+            raise InvalidRecordError(f"record {index}: negative header key length {hklen}", error_base + pos)
+        if hklen > end - pos:
+            raise InvalidRecordError(
+                f"record {index}: header key length {hklen} exceeds the {end - pos} bytes left",
+                error_base + pos,
+            )
+        try:
+            hkey = bytes(data[pos : pos + hklen]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRecordError(f"record {index}: header key is not UTF-8", error_base + pos) from None
+        pos += hklen
+        hvlen, pos = read_varint(data, pos, end, error_base)
+        if hvlen < 0:
+            hval = None
+        else:
+            if hvlen > end - pos:
+                raise InvalidRecordError(
+                    f"record {index}: header value length {hvlen} exceeds the {end - pos} bytes left",
+                    error_base + pos,
+                )
+            hval = bytes(data[pos : pos + hvlen])
+            pos += hvlen
+        out.append((hkey, hval))
+    return tuple(out), pos
+
+
+def append_v2_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]] = (),
+) -> int:
+    """Append one v2 record (length-prefixed) to ``out``; returns the bytes appended."""
+    ev = encode_varint
+    body = bytearray(b"\x00")
+    body += encode_varlong(timestamp_delta)
+    body += ev(offset_delta)
+    if key is None:
+        body += b"\x01"
+    else:
+        body += ev(len(key))
+        body += key
+    if value is None:
+        body += b"\x01"
+    else:
+        body += ev(len(value))
+        body += value
+    body += ev(len(headers))
+    for hkey, hval in headers:
+        hk = hkey.encode("utf-8")
+        body += ev(len(hk))
+        body += hk
+        if hval is None:
+            body += b"\x01"
+        else:
+            body += ev(len(hval))
+            body += hval
+    prefix = ev(len(body))
+    out += prefix
+    out += body
+    return len(prefix) + len(body)
+
+
+# --------------------------------------------------------------------------------------------
+# legacy (v0 / v1) messages
+
+
+def parse_legacy_message(
+    data: bytes, pos: int, end: int, error_base: int, check_crc: bool
+) -> tuple[int, int, int, int, int, bytes | None, bytes | None]:
+    """Parse one complete legacy entry ``data[pos:end]`` (12-byte log header included).
+
+    Returns ``(offset, crc, magic, attributes, timestamp, key, value)``; ``timestamp`` is -1 for
+    magic 0. ``end`` must be ``pos + 12 + size``. Raises on a CRC mismatch (if ``check_crc``) and
+    on key/value lengths that do not fit the message exactly.
+    """
+    offset, size, crc, magic, attributes = LEGACY_HEADER.unpack_from(data, pos)
+    if magic == 0:
+        timestamp = -1
+        p = pos + 18
+        overhead = 14
+    elif magic == 1:
+        overhead = 22
+        if size < overhead:
+            raise CorruptRecordError(
+                f"v1 message size {size} is smaller than the v1 overhead {overhead}", error_base + pos + 8
+            )
+        timestamp = I64.unpack_from(data, pos + 18)[0]
+        p = pos + 26
+    else:
+        raise CorruptRecordError(f"legacy message with magic {magic}", error_base + pos + 16)
+    if size < overhead:
+        raise CorruptRecordError(
+            f"v{magic} message size {size} is smaller than the overhead {overhead}", error_base + pos + 8
+        )
+    if check_crc:
+        actual = crc32(data[pos + 16 : end])
+        if actual != crc:
+            raise CorruptRecordError(
+                f"message CRC mismatch: stored {crc:#010x}, computed {actual:#010x}", error_base + pos + 12
+            )
+    klen = I32.unpack_from(data, p)[0]
+    p += 4
+    if klen < 0:
+        key = None
+    else:
+        if klen > end - p - 4:
+            raise InvalidRecordError(
+                f"message key length {klen} exceeds the {end - p - 4} bytes left", error_base + p - 4
+            )
+        key = bytes(data[p : p + klen])
+        p += klen
+    vlen = I32.unpack_from(data, p)[0]
+    p += 4
+    if vlen < 0:
+        value = None
+    else:
+        if vlen > end - p:
+            raise InvalidRecordError(
+                f"message value length {vlen} exceeds the {end - p} bytes left", error_base + p - 4
+            )
+        value = bytes(data[p : p + vlen])
+        p += vlen
+    if p != end:
+        raise InvalidRecordError(
+            f"message declares {end - pos - 12} bytes but its fields use {p - pos - 12}", error_base + pos + 8
+        )
+    return offset, crc, magic, attributes, timestamp, key, value
+
+
+def append_legacy_message(
+    out: bytearray,
+    offset: int,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    magic: int,
+    attributes: int,
+) -> int:
+    """Append one legacy entry (offset, size, CRC-32, message) to ``out``; returns bytes appended.
+
+    ``timestamp`` is ignored for magic 0. The CRC is computed piecewise so nothing is copied
+    twice and ``out`` never has a live memoryview export.
+    """
+    klen = -1 if key is None else len(key)
+    vlen = -1 if value is None else len(value)
+    if magic == 0:
+        head = _V0_BODY.pack(0, attributes, klen)
+        size = 14
+    else:
+        head = _V1_BODY.pack(1, attributes, timestamp, klen)
+        size = 22
+    if klen > 0:
+        size += klen
+    if vlen > 0:
+        size += vlen
+    vl = I32.pack(vlen)
+    c = crc32(head)
+    if klen > 0:
+        c = crc32(key, c)  # type: ignore[arg-type]
+    c = crc32(vl, c)
+    if vlen > 0:
+        c = crc32(value, c)  # type: ignore[arg-type]
+    out += _LEGACY_PREFIX.pack(offset, size, c)
+    out += head
+    if klen > 0:
+        out += key  # type: ignore[operator]
+    out += vl
+    if vlen > 0:
+        out += value  # type: ignore[operator]
+    return size + 12

@@ -1,0 +1,236 @@
+"""Magic v2 record batches (DefaultRecordBatch): header fields, validation, record iteration."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from lazyconv.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordsError,
+    UnknownCompressionError,
+)
+from lazyconv.records._codec import V2_HEADER, crc32c, iter_v2_records
+from lazyconv.records.compression import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    Compression,
+    decompress,
+)
+from lazyconv.records.types import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    ByteSource,
+    Record,
+    RecordBatch,
+    TimestampType,
+)
+
+__all__ = [
+    "DefaultBatch",
+    "ATTR_COMPRESSION_MASK",
+    "ATTR_TIMESTAMP_TYPE",
+    "ATTR_TRANSACTIONAL",
+    "ATTR_CONTROL",
+    "ATTR_DELETE_HORIZON",
+]
+
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+_CRC_START = 21  # the CRC covers attributes .. end of batch
+_MIN_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # 49
+
+
+class DefaultBatch(RecordBatch):
+    """A magic v2 record batch.
+
+    Header fields come from the first 61 bytes (read once); the records are read from
+    ``source`` only when the batch is iterated, validated or :meth:`buffer` is called.
+    ``position`` is the batch's byte position in its records (file position for file-backed
+    records) and is the base of every error position.
+    """
+
+    __slots__ = (
+        "_source",
+        "position",
+        "size_in_bytes",
+        "max_decompressed_size",
+        "_base_offset",
+        "_length",
+        "partition_leader_epoch",
+        "magic",
+        "_crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "_max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "_count",
+    )
+
+    def __init__(
+        self,
+        source: ByteSource,
+        position: int,
+        header: bytes | memoryview,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    ) -> None:
+        if len(header) < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"v2 batch needs {RECORD_BATCH_OVERHEAD} header bytes, got {len(header)}", position
+            )
+        (
+            self._base_offset,
+            self._length,
+            self.partition_leader_epoch,
+            self.magic,
+            self._crc,
+            attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self._max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self._count,
+        ) = V2_HEADER.unpack_from(header, 0)
+        if self._length < _MIN_LENGTH:
+            raise CorruptRecordError(
+                f"v2 batch length {self._length} is smaller than the header ({_MIN_LENGTH})", position + 8
+            )
+        self.attributes = attributes & 0xFF  # only the low byte has meaning
+        self._source = source
+        self.position = position
+        self.size_in_bytes = LOG_OVERHEAD + self._length
+        self.max_decompressed_size = max_decompressed_size
+
+    # -- header fields ---------------------------------------------------------------------
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self._base_offset + self.last_offset_delta
+
+    @property
+    def compression_id(self) -> int:
+        """The raw codec id (0..7) from the attributes."""
+        return self.attributes & ATTR_COMPRESSION_MASK
+
+    @property
+    def compression(self) -> Compression:
+        codec = self.attributes & ATTR_COMPRESSION_MASK
+        if codec > 4:
+            raise UnknownCompressionError(f"unknown compression codec id {codec}", self.position + 21)
+        return Compression(codec)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.attributes & ATTR_TIMESTAMP_TYPE:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def max_timestamp(self) -> int:
+        return self._max_timestamp
+
+    @property
+    def is_transactional(self) -> bool:  # type: ignore[override]
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:  # type: ignore[override]
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        """BaseTimestamp holds the delete horizon (attribute bit 6)."""
+        return bool(self.attributes & ATTR_DELETE_HORIZON)
+
+    @property
+    def crc(self) -> int:
+        return self._crc
+
+    @property
+    def record_count(self) -> int:
+        return self._count
+
+    @property
+    def last_sequence(self) -> int:
+        """``base_sequence + last_offset_delta`` wrapping past 2^31-1 to 0; -1 without a sequence."""
+        if self.base_sequence == -1:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+    # -- bytes, validation, records --------------------------------------------------------
+
+    def buffer(self) -> memoryview:
+        data = self._source.read(self.position, self.size_in_bytes)
+        return data if isinstance(data, memoryview) else memoryview(data)
+
+    def compute_crc(self) -> int:
+        """CRC-32C of bytes 21 .. end, as stored in the CRC field of a valid batch."""
+        return crc32c(self.buffer()[_CRC_START:])
+
+    def validate(self) -> None:
+        """Kafka's ``ensureValid``: size at least 61 bytes and a matching CRC-32C."""
+        actual = self.compute_crc()
+        if actual != self._crc:
+            raise CorruptRecordError(
+                f"v2 batch CRC mismatch: stored {self._crc:#010x}, computed {actual:#010x}",
+                self.position + 17,
+            )
+
+    def __iter__(self) -> Iterator[Record]:
+        count = self._count
+        if count < 0:
+            raise InvalidRecordError(f"v2 batch with negative record count {count}", self.position + 57)
+        if count == 0:
+            return iter(())
+        codec = self.compression  # raises on 5..7
+        override = self._max_timestamp if self.attributes & ATTR_TIMESTAMP_TYPE else None
+        payload = self._source.read(self.position + RECORD_BATCH_OVERHEAD, self.size_in_bytes - RECORD_BATCH_OVERHEAD)
+        if codec == Compression.NONE:
+            data = bytes(payload)  # indexing bytes is faster than a memoryview; one batch-sized copy
+            if count > len(data):  # every record takes at least one byte
+                raise InvalidRecordError(
+                    f"v2 batch declares {count} records but has only {len(data)} bytes of records",
+                    self.position + 57,
+                )
+            error_base = self.position + RECORD_BATCH_OVERHEAD
+            return iter_v2_records(
+                data, 0, len(data), count, self._base_offset, self.base_timestamp, override, error_base
+            )
+        data = decompress(
+            codec, payload, 2, self.max_decompressed_size, position=self.position + RECORD_BATCH_OVERHEAD
+        )
+        return self._iter_decompressed(data, count, override)
+
+    def _iter_decompressed(self, data: bytes, count: int, override: int | None) -> Iterator[Record]:
+        # Offsets inside decompressed data are not positions in the records: report the batch
+        # position and say where in the decompressed payload the problem is.
+        try:
+            yield from iter_v2_records(
+                data, 0, len(data), count, self._base_offset, self.base_timestamp, override, 0
+            )
+        except RecordsError as exc:
+            raise type(exc)(
+                f"{exc.message} (byte {exc.position} of the decompressed records)", self.position
+            ) from None
+
+    def records(self) -> list[Record]:
+        """All records of the batch (control records included)."""
+        return list(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"DefaultBatch(position={self.position}, base_offset={self._base_offset}, "
+            f"last_offset={self.last_offset}, count={self._count}, size={self.size_in_bytes}, "
+            f"attributes={self.attributes:#04x})"
+        )

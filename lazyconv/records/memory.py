@@ -1,0 +1,96 @@
+"""Records held in memory: any bytes-like object, split lazily into batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from lazyconv.errors import ConfigurationError, TruncatedDataError
+from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from lazyconv.records.entries import iter_batches
+from lazyconv.records.types import Record, RecordBatch
+from lazyconv.send import BytesSend
+
+__all__ = ["MemoryRecords"]
+
+
+class _MemorySource:
+    __slots__ = ("view",)
+
+    def __init__(self, view: memoryview) -> None:
+        self.view = view
+
+    def read(self, position: int, size: int) -> memoryview:
+        if position < 0 or position + size > len(self.view):
+            raise TruncatedDataError(f"need {size} bytes but the records end first", position)
+        return self.view[position : position + size]
+
+
+class MemoryRecords:
+    """A record set in memory (a fetch response's records, a built batch, a file's bytes).
+
+    Nothing is copied on construction; :meth:`batches` walks the entries lazily (Kafka's
+    splitting rules, formats.md 10.1). Byte positions in errors are relative to this buffer.
+    ``max_decompressed_size`` bounds every decompressed batch payload.
+    """
+
+    __slots__ = ("_view", "_source", "max_decompressed_size")
+
+    def __init__(
+        self,
+        buffer: bytes | bytearray | memoryview,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    ) -> None:
+        view = memoryview(buffer)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        if max_decompressed_size <= 0:
+            raise ConfigurationError(f"max_decompressed_size must be positive, got {max_decompressed_size}")
+        self._view = view
+        self._source = _MemorySource(view)
+        self.max_decompressed_size = max_decompressed_size
+
+    @property
+    def buffer(self) -> memoryview:
+        """The records' bytes (a read-only view is not enforced: do not modify)."""
+        return self._view
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self._view)
+
+    def batches(self) -> Iterator[RecordBatch]:
+        """Complete batches in order; a trailing partial batch is skipped silently."""
+        return iter_batches(self._source, 0, len(self._view), self.max_decompressed_size)
+
+    def __iter__(self) -> Iterator[RecordBatch]:
+        return self.batches()
+
+    def records(self) -> Iterator[Record]:
+        """Every record of every batch, in order (control records included)."""
+        for batch in self.batches():
+            yield from batch
+
+    def valid_bytes(self) -> int:
+        """Bytes covered by complete batches (the size without a trailing partial batch)."""
+        total = 0
+        for batch in self.batches():
+            total = batch.position + batch.size_in_bytes
+        return total
+
+    def slice(self, position: int, size: int) -> MemoryRecords:
+        """The records ``[position, position + size)`` (clamped to the end), sharing memory."""
+        if position < 0 or size < 0:
+            raise ConfigurationError(f"slice needs position >= 0 and size >= 0, got {position}, {size}")
+        if position > len(self._view):
+            raise ConfigurationError(f"slice position {position} is past the end ({len(self._view)})")
+        return MemoryRecords(self._view[position : position + size], self.max_decompressed_size)
+
+    def to_send(self) -> BytesSend:
+        """A :class:`~lazyconv.send.BytesSend` of exactly these bytes."""
+        return BytesSend(self._view)
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    def __repr__(self) -> str:
+        return f"MemoryRecords(size_in_bytes={len(self._view)})"

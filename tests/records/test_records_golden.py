@@ -1,0 +1,118 @@
+"""The golden inputs produced by Kafka's Java code decode to what input.dump.jsonl says,
+from memory and from a file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lazyconv.records import (
+    Compression,
+    ControlRecordType,
+    FileRecords,
+    MemoryRecords,
+    TimestampType,
+    parse_control_key,
+    parse_end_txn_marker,
+)
+
+
+def _find_golden() -> Path:
+    if os.environ.get("LAZYCONV_SHARED"):
+        return Path(os.environ["LAZYCONV_SHARED"]) / "golden"
+    for parent in Path(__file__).resolve().parents:  # /work/main or a worktree under /work/wt
+        if (parent / "shared" / "golden").is_dir():
+            return parent / "shared" / "golden"
+    return Path("/nonexistent")
+
+
+GOLDEN = _find_golden()
+CASES = sorted(p.parent.name for p in GOLDEN.glob("*/input.bin")) if GOLDEN.is_dir() else []
+
+TS_NAMES = {
+    "CreateTime": TimestampType.CREATE_TIME,
+    "LogAppendTime": TimestampType.LOG_APPEND_TIME,
+    "NoTimestampType": TimestampType.NO_TIMESTAMP,
+}
+
+
+def unhex(value: str | None) -> bytes | None:
+    return None if value is None else bytes.fromhex(value)
+
+
+def load_dump(case: str) -> tuple[list[dict], list[list[dict]], dict]:
+    batches: list[dict] = []
+    records: list[list[dict]] = []
+    end: dict = {}
+    for line in (GOLDEN / case / "input.dump.jsonl").read_text().splitlines():
+        obj = json.loads(line)
+        if obj["type"] == "batch":
+            batches.append(obj)
+            records.append([])
+        elif obj["type"] == "record":
+            records[-1].append(obj)
+        else:
+            end = obj
+    return batches, records, end
+
+
+def check(records_obj, case: str) -> None:
+    want_batches, want_records, end = load_dump(case)
+    got = list(records_obj.batches())
+    assert len(got) == len(want_batches) == end["batches"]
+    valid_bytes = 0
+    for batch, want, want_recs in zip(got, want_batches, want_records, strict=True):
+        assert batch.position == want["position"]
+        assert batch.size_in_bytes == want["size"]
+        assert batch.magic == want["magic"]
+        assert batch.base_offset == want["base_offset"]
+        assert batch.last_offset == want["last_offset"]
+        assert batch.compression == Compression[want["compression"].upper()]
+        assert batch.timestamp_type == TS_NAMES[want["timestamp_type"]]
+        assert batch.max_timestamp == want["max_timestamp"]
+        assert batch.crc == want["checksum"]
+        assert batch.is_valid() == want["valid"]
+        if batch.magic == 2:
+            assert batch.record_count == want["count"]
+            assert batch.producer_id == want["producer_id"]
+            assert batch.producer_epoch == want["producer_epoch"]
+            assert batch.base_sequence == want["base_sequence"]
+            assert batch.last_sequence == want["last_sequence"]
+            assert batch.is_transactional == want["transactional"]
+            assert batch.is_control == want["control"]
+            assert batch.partition_leader_epoch == want["partition_leader_epoch"]
+        recs = list(batch)
+        assert len(recs) == len(want_recs)
+        for rec, w in zip(recs, want_recs, strict=True):
+            assert rec.offset == w["offset"]
+            assert rec.timestamp == w["timestamp"]
+            assert rec.key == unhex(w["key_hex"])
+            assert rec.value == unhex(w["value_hex"])
+            assert rec.headers == tuple((h["key"], unhex(h["value_hex"])) for h in w["headers"])
+            if "control_type" in w:
+                kind = parse_control_key(rec.key)
+                assert kind == ControlRecordType[w["control_type"]]
+                if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                    assert parse_end_txn_marker(rec.key, rec.value).coordinator_epoch == w["coordinator_epoch"]
+        valid_bytes = batch.position + batch.size_in_bytes
+    assert valid_bytes == end["valid_bytes"]
+
+
+@pytest.mark.skipif(not CASES, reason="golden cases not found")
+@pytest.mark.parametrize("case", CASES)
+def test_golden_input_from_memory(case: str) -> None:
+    data = (GOLDEN / case / "input.bin").read_bytes()
+    records = MemoryRecords(data)
+    check(records, case)
+    _, _, end = load_dump(case)
+    assert len(data) - records.valid_bytes() == end["trailing_bytes"]
+
+
+@pytest.mark.skipif(not CASES, reason="golden cases not found")
+@pytest.mark.parametrize("case", CASES)
+def test_golden_input_from_file(case: str) -> None:
+    with FileRecords.open(GOLDEN / case / "input.bin") as records:
+        check(records, case)
