@@ -1,0 +1,227 @@
+"""Eager down-conversion of record batches: Kafka's ``RecordsUtil.downConvert`` semantics.
+
+:func:`down_convert` takes batches (of any magic) and a target magic and returns the converted
+bytes plus :class:`ConversionStats`. The rules are those of Kafka's Java code (see
+``spec/downconversion.md`` §2–§5):
+
+- with a target of 0 or 1, control batches are dropped (before the zstd check), and a zstd
+  batch fails the whole call with :class:`~lazyconv.errors.UnsupportedCompressionError`;
+- a batch whose magic is already at or below the target is copied byte for byte;
+- any other batch becomes *one* output batch: one wrapper message with the same codec (default
+  level) when compressed, one standalone legacy message per record when not;
+- the first-offset filter drops records below ``first_offset`` only from converted,
+  uncompressed batches (and only for targets 0/1); a converted batch left with no record is
+  dropped entirely;
+- headers, producer state, the transactional flag and the partition leader epoch are dropped.
+
+This module knows nothing of chunks or of the committed size: that is :mod:`lazyconv.lazy`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lazyconv.errors import ConfigurationError, InvalidRecordError, UnsupportedCompressionError
+from lazyconv.records._codec import append_legacy_message
+from lazyconv.records.compression import Compression, compress
+from lazyconv.records.types import TimestampType
+
+__all__ = [
+    "ConversionStats",
+    "ConvertedRecords",
+    "down_convert",
+    "down_convert_bytes",
+    "down_convert_file",
+    "ZSTD_DOWN_CONVERSION_MESSAGE",
+]
+
+ZSTD_DOWN_CONVERSION_MESSAGE = "Down-conversion of zstandard-compressed batches is not supported"
+
+# Bytes of a legacy message without key and value (formats.md §3, §4) and of the 12-byte
+# offset+size prefix; used for the builder byte accounting of the statistics (§3).
+_LOG_OVERHEAD = 12
+_RECORD_OVERHEAD = {0: 14, 1: 22}
+_LOG_APPEND_TIME_FLAG = 0x08
+
+
+@dataclass(frozen=True)
+class ConversionStats:
+    """What a conversion cost, as Kafka's ``RecordValidationStats`` reports it.
+
+    ``temporary_memory_bytes`` is the sum of the sizes of every input batch that survived
+    classification plus the uncompressed bytes written by the builders; ``records_converted``
+    counts records written by builders (copied batches count 0); ``conversion_time_ns`` is the
+    wall time spent converting. Stats add up with ``+`` (the lazy send sums them over chunks).
+    """
+
+    records_converted: int = 0
+    temporary_memory_bytes: int = 0
+    conversion_time_ns: int = 0
+
+    def __add__(self, other: ConversionStats) -> ConversionStats:
+        if not isinstance(other, ConversionStats):
+            return NotImplemented
+        return ConversionStats(
+            self.records_converted + other.records_converted,
+            self.temporary_memory_bytes + other.temporary_memory_bytes,
+            self.conversion_time_ns + other.conversion_time_ns,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        """The stats as a plain dict (for JSON output)."""
+        return {
+            "records_converted": self.records_converted,
+            "temporary_memory_bytes": self.temporary_memory_bytes,
+            "conversion_time_ns": self.conversion_time_ns,
+        }
+
+
+ZERO_STATS = ConversionStats()
+
+
+@dataclass(frozen=True)
+class ConvertedRecords:
+    """The result of a down-conversion: the records (``MemoryRecords``, or the input itself for
+    :func:`down_convert_file` when nothing was converted) and the :class:`ConversionStats`."""
+
+    records: Any
+    stats: ConversionStats
+
+
+def check_target_magic(to_magic: int) -> None:
+    """Raise :class:`ConfigurationError` unless ``to_magic`` is 0, 1 or 2."""
+    if to_magic not in (0, 1, 2):
+        raise ConfigurationError(f"target magic must be 0, 1 or 2, got {to_magic!r}")
+
+
+def is_zstd_below_v2(batch: Any, to_magic: int) -> bool:
+    """True if converting ``batch`` to ``to_magic`` must fail because it is zstd-compressed.
+
+    Control batches are dropped before the zstd check (trap 1), so they never count.
+    """
+    return to_magic < 2 and not batch.is_control and batch.compression == Compression.ZSTD
+
+
+def _zstd_error(batch: Any) -> UnsupportedCompressionError:
+    return UnsupportedCompressionError(
+        f"{ZSTD_DOWN_CONVERSION_MESSAGE}: batch with last offset {batch.last_offset} is zstd",
+        batch.position,
+    )
+
+
+def _convert_batch(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes, int, int] | None:
+    """Convert one batch whose magic is above ``to_magic`` (which is then 0 or 1).
+
+    Returns ``(bytes, records_written, uncompressed_bytes_written)`` or ``None`` when the
+    first-offset filter left no record. Messages are written with the records layer's per-record
+    encoder directly (no builder objects): this is the conversion hot path.
+    """
+    compression = batch.compression
+    compressed = compression != Compression.NONE
+    if compressed:
+        kept = list(batch)  # compressed batches are never trimmed (trap 2)
+    else:
+        kept = [r for r in batch if r.offset >= first_offset]
+    if not kept:
+        return None
+    log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    log_append_time = batch.max_timestamp if log_append else -1
+    # Inner/standalone attributes carry only the timestamp-type bit, and only in v1 (§3).
+    attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
+    out = bytearray()
+    # v1 wrappers hold offsets relative to the first kept record; v0 keeps absolute offsets.
+    relative_to = kept[0].offset if (compressed and to_magic == 1) else 0
+    max_timestamp = -1
+    position = batch.position
+    for record in kept:
+        timestamp = log_append_time if log_append else record.timestamp
+        if timestamp < -1:
+            raise InvalidRecordError(
+                f"record at offset {record.offset} has invalid negative timestamp {timestamp}",
+                position,
+            )
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
+        append_legacy_message(
+            out, record.offset - relative_to, timestamp, record.key, record.value, to_magic,
+            attributes,
+        )
+    uncompressed = len(out)
+    if not compressed:
+        return bytes(out), len(kept), uncompressed
+    value = compress(compression, out, to_magic)  # default level, v0 LZ4 quirk by magic
+    wrapper = bytearray()
+    append_legacy_message(
+        wrapper,
+        kept[-1].offset,  # the last *kept* record, not the batch's last offset
+        log_append_time if log_append else max_timestamp,
+        None,
+        value,
+        to_magic,
+        int(compression) | attributes,
+    )
+    # Builder accounting: the reserved wrapper header (12 + message overhead) + inner entries.
+    return bytes(wrapper), len(kept), uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
+
+
+def down_convert_bytes(
+    batches: Iterable[Any], to_magic: int, first_offset: int
+) -> tuple[bytes, ConversionStats]:
+    """:func:`down_convert` returning plain ``bytes`` (what the lazy send uses per chunk)."""
+    check_target_magic(to_magic)
+    start = time.perf_counter_ns()
+    batch_list: Sequence[Any] = batches if isinstance(batches, Sequence) else list(batches)
+    # Pass 1 (headers only): zstd anywhere fails the whole call before anything is built.
+    if to_magic < 2:
+        for batch in batch_list:
+            if is_zstd_below_v2(batch, to_magic):
+                raise _zstd_error(batch)
+    out = bytearray()
+    temporary = 0
+    converted = 0
+    for batch in batch_list:
+        if to_magic < 2 and batch.is_control:
+            continue  # dropped without a trace, not even in the stats (trap 1)
+        if batch.magic <= to_magic:
+            out += batch.buffer()
+            temporary += batch.size_in_bytes
+            continue
+        result = _convert_batch(batch, to_magic, first_offset)
+        if result is None:
+            continue  # every record filtered out: the batch vanishes, stats untouched
+        data, written, uncompressed = result
+        out += data
+        temporary += batch.size_in_bytes + uncompressed
+        converted += written
+    stats = ConversionStats(converted, temporary, time.perf_counter_ns() - start)
+    return bytes(out), stats
+
+
+def down_convert(batches: Iterable[Any], to_magic: int, first_offset: int) -> ConvertedRecords:
+    """Down-convert ``batches`` to ``to_magic`` as Kafka's ``RecordsUtil.downConvert`` does.
+
+    ``batches`` is any iterable of batches (``MemoryRecords(...).batches()``,
+    ``FileRecords.open(...).batches()``). ``to_magic`` is 0, 1 or 2 (2 copies everything and
+    keeps control batches). ``first_offset`` is the fetch offset (see the module docstring for
+    the narrow cases where it filters).
+
+    Raises :class:`~lazyconv.errors.UnsupportedCompressionError` if a zstd batch would have to
+    be converted (nothing is returned then), and the records layer's errors for corrupt input.
+    """
+    from lazyconv.records import MemoryRecords
+
+    data, stats = down_convert_bytes(batches, to_magic, first_offset)
+    return ConvertedRecords(MemoryRecords(data), stats)
+
+
+def down_convert_file(records: Any, to_magic: int, first_offset: int) -> ConvertedRecords:
+    """Kafka's ``FileRecords.downConvert``: like :func:`down_convert` over ``records.batches()``,
+    except that when no record was converted the result is ``records`` itself (all of its bytes,
+    trailing partial batch and control batches included) with all-zero stats (trap 11)."""
+    converted = down_convert(records.batches(), to_magic, first_offset)
+    if converted.stats.records_converted == 0:
+        return ConvertedRecords(records, ZERO_STATS)
+    return converted

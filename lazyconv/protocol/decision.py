@@ -1,0 +1,256 @@
+"""What a broker puts in each partition of a FetchResponse (fetch-protocol.md §6 and §8).
+
+Two helpers, both pure functions of their inputs (no logs, no sockets):
+
+- :class:`FetchBudget` applies KIP-74's limits while the log is read: the response budget
+  ``max_bytes``, each partition's ``partition_max_bytes``, and the rule that the first
+  partition with data gets at least one whole batch (v3+; v0–2 have a hard limit and may return
+  a truncated first batch). Budgets are consumed with pre-conversion sizes.
+- :func:`broker_partition_response` turns one read result into the partition dict of the
+  response body: the zstd gate (topic ``compression.type=zstd`` and Fetch < v10 → error 76),
+  the conversion decision by fetch version and the topic's message format (v0–1 read magic 0,
+  v2–3 magic ≤ 1, v4+ magic ≤ 2), ``downconversion_enable`` (off → error 35 for consumers;
+  followers are exempt), lazy down-conversion when needed (an unsupported codec in the first
+  batch → error 76), and zero-copy pass-through otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from lazyconv.errors import ConfigurationError, ProtocolError, UnsupportedCompressionError
+from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.protocol.fetch import MAX_FETCH_VERSION, MIN_FETCH_VERSION
+
+__all__ = [
+    "DEFAULT_BROKER_FETCH_MAX_BYTES",
+    "readable_magic",
+    "zstd_readable",
+    "conversion_target_magic",
+    "error_partition",
+    "broker_partition_response",
+    "FetchBudget",
+]
+
+log = logging.getLogger(__name__)
+
+# Broker config fetch.max.bytes default (55 MiB).
+DEFAULT_BROKER_FETCH_MAX_BYTES = 57_671_680
+_INT32_MAX = 0x7FFFFFFF
+_ZSTD_FIRST_FETCH_VERSION = 10
+
+
+def _check_version(version: int) -> None:
+    if not MIN_FETCH_VERSION <= version <= MAX_FETCH_VERSION:
+        raise ProtocolError(f"Fetch version {version} is not supported")
+
+
+def readable_magic(version: int) -> int:
+    """The newest record magic a client of this Fetch version can read (0, 1 or 2)."""
+    _check_version(version)
+    if version <= 1:
+        return 0
+    if version <= 3:
+        return 1
+    return 2
+
+
+def zstd_readable(version: int) -> bool:
+    """Whether a client of this Fetch version may receive zstd data (v10+, KIP-110)."""
+    return version >= _ZSTD_FIRST_FETCH_VERSION
+
+
+def conversion_target_magic(version: int, topic_magic: int = 2) -> int | None:
+    """The magic the broker converts to, or ``None`` when the records go out unconverted.
+
+    Decided by the topic's configured message format (``topic_magic``), never by the batches.
+    """
+    _check_version(version)
+    if topic_magic not in (0, 1, 2):
+        raise ConfigurationError(f"topic message format magic must be 0, 1 or 2, got {topic_magic}")
+    if topic_magic > 0 and version <= 1:
+        return 0
+    if topic_magic > 1 and version <= 3:
+        return 1
+    return None
+
+
+def error_partition(partition_index: int, error_code: int) -> dict[str, Any]:
+    """A partition built for an error: HW/LSO/log start −1, no aborted txns, null records."""
+    return {
+        "partition_index": partition_index,
+        "error_code": int(error_code),
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": [],
+        "preferred_read_replica": -1,
+        "records": None,
+    }
+
+
+def _wire_error_code(version: int, error_code: int) -> int:
+    # Clients older than Fetch v6 do not know KAFKA_STORAGE_ERROR.
+    if error_code == ErrorCode.KAFKA_STORAGE_ERROR and version <= 5:
+        return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    return int(error_code)
+
+
+def broker_partition_response(
+    version: int,
+    partition_index: int,
+    records: Any,
+    *,
+    fetch_offset: int,
+    error_code: int = 0,
+    high_watermark: int = -1,
+    last_stable_offset: int = -1,
+    log_start_offset: int = -1,
+    aborted_transactions: Iterable[Mapping[str, int]] | None = (),
+    preferred_read_replica: int = -1,
+    topic_magic: int = 2,
+    topic_compression: str = "producer",
+    downconversion_enable: bool = True,
+    is_follower: bool = False,
+    hosted: bool = True,
+    extra_fields: Mapping[str, Any] | None = None,
+    lazy_records_factory: Callable[[Any, int, int], Any] | None = None,
+) -> dict[str, Any]:
+    """The partition entry a broker sends for one read result (fetch-protocol.md §6).
+
+    ``records`` is what the log read returned (``None`` for an error read, bytes,
+    ``MemoryRecords`` or a ``FileRecords`` slice — typically from :meth:`FetchBudget.read`).
+    ``topic_magic`` and ``topic_compression`` (Kafka's ``compression.type`` value: ``"producer"``,
+    ``"zstd"``, ``"gzip"``…) are the topic's configuration; ``hosted=False`` means the broker has
+    no log (and so no config) for the partition, which is then sent as read.
+    ``extra_fields`` (e.g. ``current_leader``, ``diverging_epoch``) are copied into the entry.
+    ``lazy_records_factory(records, to_magic, first_offset)`` builds the lazily converted
+    records; it defaults to :class:`lazyconv.lazy.LazyDownConvertedRecords`.
+    """
+    _check_version(version)
+    if hosted:
+        if str(topic_compression).lower() == "zstd" and not zstd_readable(version):
+            return error_partition(partition_index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        target = conversion_target_magic(version, topic_magic)
+    else:
+        target = None
+
+    entry: dict[str, Any] = {
+        "partition_index": partition_index,
+        "error_code": _wire_error_code(version, error_code),
+        "high_watermark": high_watermark,
+        "last_stable_offset": last_stable_offset,
+        "log_start_offset": log_start_offset,
+        "aborted_transactions": None if aborted_transactions is None else list(aborted_transactions),
+        "preferred_read_replica": preferred_read_replica,
+        "records": records,
+    }
+    if extra_fields:
+        entry.update(extra_fields)
+    if target is None:
+        return entry
+
+    if not is_follower and not downconversion_enable:
+        return error_partition(partition_index, ErrorCode.UNSUPPORTED_VERSION)
+    if records is None or _size(records) == 0:
+        # Error reads and empty reads are converted as empty records: S_pre = 0, and the
+        # records field is empty rather than null (trap 6).
+        entry["records"] = b""
+        return entry
+    if lazy_records_factory is None:
+        from lazyconv.lazy import LazyDownConvertedRecords
+
+        def lazy_records_factory(r: Any, to_magic: int, first_offset: int) -> Any:
+            return LazyDownConvertedRecords(r, to_magic, first_offset)
+
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        from lazyconv.records import MemoryRecords
+
+        records = MemoryRecords(records)
+    try:
+        entry["records"] = lazy_records_factory(records, target, fetch_offset)
+    except UnsupportedCompressionError as exc:
+        log.info("partition %d: first batch cannot be converted to magic %d: %s",
+                 partition_index, target, exc)
+        return error_partition(partition_index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    return entry
+
+
+def _base_position(records: Any) -> int:
+    from lazyconv.records import FileRecords
+
+    return records.start if isinstance(records, FileRecords) else 0
+
+
+def _size(records: Any) -> int:
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        return len(records)
+    size = records.size_in_bytes
+    return size() if callable(size) else size
+
+
+class FetchBudget:
+    """KIP-74 byte limits for one fetch, applied partition by partition in response order.
+
+    ``max_bytes`` is the request's MaxBytes (v3+; ``None`` for v0–2, meaning 2^31−1); the budget
+    is ``min(max_bytes, broker_max_bytes, quota_max_bytes)``. Call :meth:`read` for each
+    partition in order; it consumes the budget with pre-conversion sizes.
+    """
+
+    def __init__(
+        self,
+        version: int,
+        max_bytes: int | None = None,
+        *,
+        broker_max_bytes: int = DEFAULT_BROKER_FETCH_MAX_BYTES,
+        quota_max_bytes: int | None = None,
+    ) -> None:
+        _check_version(version)
+        if version <= 2 or max_bytes is None:
+            max_bytes = _INT32_MAX
+        limits = [max_bytes, broker_max_bytes]
+        if quota_max_bytes is not None:
+            limits.append(quota_max_bytes)
+        if min(limits) < 0:
+            raise ConfigurationError(f"fetch byte limits must be >= 0, got {limits}")
+        self.version = version
+        self.limit = min(limits)
+        self.remaining = self.limit
+        self.hard_limit = version <= 2
+        self.min_one = not self.hard_limit
+
+    def read(self, records: Any, fetch_offset: int, partition_max_bytes: int) -> Any:
+        """The slice of ``records`` this partition gets; empty records are ``b""``.
+
+        ``records`` is the partition's readable log data (``MemoryRecords``/``FileRecords``,
+        already bounded by the high watermark or last stable offset). The slice starts at the
+        batch holding ``fetch_offset`` and may end inside a batch.
+        """
+        budget = min(max(partition_max_bytes, 0), self.remaining)
+        first = None
+        for batch in records.batches():
+            if batch.last_offset >= fetch_offset:
+                first = batch
+                break
+        if first is None:
+            return b""
+        first_size = first.size_in_bytes
+        if self.min_one:
+            budget = max(budget, first_size)
+        if budget <= 0:
+            return b""
+        # Batch positions of file records are file positions; slices are relative to start.
+        start = first.position - _base_position(records)
+        available = _size(records) - start
+        size = min(available, budget)
+        if budget < first_size and not self.hard_limit:
+            # v3+: a first batch that does not fit is not returned at all, so consumers can
+            # make progress on other partitions.
+            return b""
+        result = records.slice(start, size)
+        if size > 0:
+            self.min_one = False
+        self.remaining = max(0, self.remaining - size)
+        return result

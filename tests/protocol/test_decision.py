@@ -1,0 +1,177 @@
+"""The per-partition broker decision (fetch-protocol.md §6) and KIP-74 limits (§8)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lazyconv.lazy import LazyDownConvertedRecords
+from lazyconv.protocol import (
+    ErrorCode,
+    FetchBudget,
+    FetchResponse,
+    broker_partition_response,
+    conversion_target_magic,
+    error_partition,
+    readable_magic,
+)
+from lazyconv.records import Compression, FileRecords, MemoryRecords, RecordsBuilder
+
+
+def batch(base_offset: int, count: int = 2, magic: int = 2, compression=Compression.NONE,
+          value_size: int = 10) -> bytes:
+    b = RecordsBuilder(magic, compression, base_offset=base_offset)
+    for i in range(count):
+        b.append(offset=base_offset + i, timestamp=1000 + i, key=b"k", value=bytes(value_size))
+    return b.build()
+
+
+LOG = b"".join(batch(o) for o in range(0, 10, 2))  # 5 batches, offsets 0..9
+BATCH_SIZE = len(batch(0))
+
+
+@pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1), (3, 1)] + [(v, 2) for v in range(4, 18)])
+def test_readable_magic(version: int, magic: int) -> None:
+    assert readable_magic(version) == magic
+
+
+def test_conversion_target_depends_on_version_and_topic_format() -> None:
+    assert [conversion_target_magic(v, 2) for v in range(6)] == [0, 0, 1, 1, None, None]
+    assert [conversion_target_magic(v, 1) for v in range(4)] == [0, 0, None, None]
+    assert [conversion_target_magic(v, 0) for v in range(4)] == [None] * 4
+
+
+@pytest.mark.parametrize("version", range(0, 10))
+def test_zstd_topic_below_v10_is_error_76_even_without_conversion(version: int) -> None:
+    p = broker_partition_response(version, 3, MemoryRecords(LOG), fetch_offset=0,
+                                  high_watermark=10, topic_compression="zstd")
+    assert p == error_partition(3, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    assert p["records"] is None and p["high_watermark"] == -1
+
+
+def test_zstd_topic_from_v10_is_sent_as_read() -> None:
+    records = MemoryRecords(LOG)
+    p = broker_partition_response(10, 0, records, fetch_offset=0, high_watermark=10,
+                                  topic_compression="zstd")
+    assert p["records"] is records and p["error_code"] == 0 and p["high_watermark"] == 10
+
+
+def test_zstd_batches_in_a_producer_topic_go_unchanged_to_v4() -> None:
+    records = MemoryRecords(batch(0, compression=Compression.ZSTD))
+    p = broker_partition_response(4, 0, records, fetch_offset=0, high_watermark=2)
+    assert p["records"] is records
+
+
+def test_zstd_first_batch_on_the_conversion_path_is_error_76() -> None:
+    records = MemoryRecords(batch(0, compression=Compression.ZSTD) + batch(2))
+    p = broker_partition_response(3, 0, records, fetch_offset=0, high_watermark=4)
+    assert p == error_partition(0, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+
+
+@pytest.mark.parametrize(("version", "to_magic"), [(0, 0), (1, 0), (2, 1), (3, 1)])
+def test_old_versions_get_lazy_conversion(version: int, to_magic: int) -> None:
+    p = broker_partition_response(version, 0, MemoryRecords(LOG), fetch_offset=3,
+                                  high_watermark=10, last_stable_offset=10, log_start_offset=0)
+    lazy = p["records"]
+    assert isinstance(lazy, LazyDownConvertedRecords)
+    assert (lazy.to_magic, lazy.first_offset) == (to_magic, 3)
+    assert p["high_watermark"] == 10 and p["error_code"] == 0
+    data = lazy.to_send().to_bytes()
+    assert len(data) == lazy.size_in_bytes
+    offsets = [r.offset for r in MemoryRecords(data).records()]
+    assert offsets[:7] == [3, 4, 5, 6, 7, 8, 9]  # uncompressed: records before 3 dropped
+
+
+def test_downconversion_disabled_is_error_35_for_consumers_only() -> None:
+    consumer = broker_partition_response(1, 0, MemoryRecords(LOG), fetch_offset=0,
+                                         high_watermark=10, downconversion_enable=False)
+    assert consumer == error_partition(0, ErrorCode.UNSUPPORTED_VERSION)
+    follower = broker_partition_response(1, 0, MemoryRecords(LOG), fetch_offset=0,
+                                         high_watermark=10, downconversion_enable=False,
+                                         is_follower=True)
+    assert isinstance(follower["records"], LazyDownConvertedRecords)
+    # No conversion needed: the setting does not matter.
+    v4 = broker_partition_response(4, 0, MemoryRecords(LOG), fetch_offset=0,
+                                   high_watermark=10, downconversion_enable=False)
+    assert v4["error_code"] == 0 and v4["records"] is not None
+
+
+def test_error_read_on_the_conversion_path_has_empty_not_null_records() -> None:
+    p = broker_partition_response(2, 0, None, fetch_offset=0, error_code=ErrorCode.OFFSET_OUT_OF_RANGE)
+    assert p["records"] == b"" and p["error_code"] == 1 and p["high_watermark"] == -1
+    data = FetchResponse(2, {"responses": [{"topic": "t", "partitions": [p]}]}).to_bytes(1)
+    assert data.endswith(bytes.fromhex("00000000 0001 ffffffffffffffff 00000000"))
+    # without conversion an error read keeps null records
+    q = broker_partition_response(4, 0, None, fetch_offset=0, error_code=1)
+    assert q["records"] is None
+
+
+def test_storage_error_is_rewritten_for_v5_and_older() -> None:
+    assert broker_partition_response(5, 0, None, fetch_offset=0, error_code=56)["error_code"] == 6
+    assert broker_partition_response(6, 0, None, fetch_offset=0, error_code=56)["error_code"] == 56
+
+
+def test_partition_not_hosted_is_sent_as_read() -> None:
+    p = broker_partition_response(0, 0, None, fetch_offset=0, error_code=3, hosted=False,
+                                  topic_compression="zstd")
+    assert p["records"] is None and p["error_code"] == 3
+
+
+def test_extra_fields_are_copied() -> None:
+    p = broker_partition_response(12, 0, b"", fetch_offset=0,
+                                  extra_fields={"current_leader": {"leader_id": 1, "leader_epoch": 2}})
+    assert p["current_leader"] == {"leader_id": 1, "leader_epoch": 2}
+
+
+# -- KIP-74 ---------------------------------------------------------------------------------
+
+
+def test_first_partition_gets_a_whole_batch_beyond_both_limits() -> None:
+    budget = FetchBudget(3, max_bytes=10)
+    first = budget.read(MemoryRecords(LOG), 0, partition_max_bytes=5)
+    assert first.size_in_bytes == BATCH_SIZE
+    assert budget.remaining == 0
+    # budget exhausted: a later partition gets nothing
+    assert budget.read(MemoryRecords(LOG), 0, partition_max_bytes=1000) == b""
+
+
+def test_later_partition_whose_first_batch_does_not_fit_is_empty() -> None:
+    budget = FetchBudget(4, max_bytes=BATCH_SIZE + BATCH_SIZE // 2)
+    assert budget.read(MemoryRecords(LOG), 0, 1 << 20).size_in_bytes == BATCH_SIZE + BATCH_SIZE // 2
+    budget = FetchBudget(4, max_bytes=1 << 20)
+    assert budget.read(MemoryRecords(LOG), 0, BATCH_SIZE).size_in_bytes == BATCH_SIZE
+    assert budget.read(MemoryRecords(LOG), 0, BATCH_SIZE - 1) == b""
+
+
+def test_later_partitions_may_end_inside_a_batch() -> None:
+    budget = FetchBudget(7, max_bytes=1 << 20)
+    budget.read(MemoryRecords(LOG), 0, BATCH_SIZE)
+    part = budget.read(MemoryRecords(LOG), 0, BATCH_SIZE + 5)
+    assert part.size_in_bytes == BATCH_SIZE + 5
+    assert len(list(part.batches())) == 1  # the partial tail is not a batch
+    assert budget.remaining == (1 << 20) - 2 * BATCH_SIZE - 5
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_v0_to_v2_hard_limit_returns_a_truncated_first_batch(version: int) -> None:
+    budget = FetchBudget(version, max_bytes=5)  # ignored below v3
+    part = budget.read(MemoryRecords(LOG), 0, 20)
+    assert part.size_in_bytes == 20
+    assert bytes(part.buffer) == LOG[:20]
+
+
+def test_read_starts_at_the_batch_holding_the_fetch_offset() -> None:
+    budget = FetchBudget(4, max_bytes=1 << 20)
+    part = budget.read(MemoryRecords(LOG), 5, 1 << 20)
+    assert bytes(part.buffer) == LOG[2 * BATCH_SIZE:]
+    assert FetchBudget(4).read(MemoryRecords(LOG), 10, 1 << 20) == b""
+
+
+def test_file_records_are_sliced_relative_to_their_start(tmp_path) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(LOG)
+    with FileRecords.open(path) as log:
+        window = log.slice(BATCH_SIZE, 3 * BATCH_SIZE)  # offsets 2..7
+        part = FetchBudget(4).read(window, 4, 1 << 20)
+        assert isinstance(part, FileRecords)
+        assert part.start == 2 * BATCH_SIZE and part.size_in_bytes == 2 * BATCH_SIZE
+        assert [b.base_offset for b in part.batches()] == [4, 6]

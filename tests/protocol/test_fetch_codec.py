@@ -1,0 +1,126 @@
+"""FetchRequest/FetchResponse codec behaviour beyond the spec examples: errors, tags, defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from lazyconv.errors import ProtocolError
+from lazyconv.protocol import FetchRequest, FetchResponse
+
+REQUEST = {
+    "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1000, "isolation_level": 1,
+    "session_id": 0, "session_epoch": -1, "cluster_id": "c1",
+    "topics": [{"topic": "t", "partitions": [
+        {"partition": 0, "fetch_offset": 10, "partition_max_bytes": 500},
+        {"partition": 1, "fetch_offset": 20, "partition_max_bytes": 500}]}],
+    "forgotten_topics_data": [{"topic": "old", "partitions": [3]}],
+    "rack_id": "r",
+}
+
+
+@pytest.mark.parametrize("version", [0, 3, 7, 11, 12, 13, 15, 17])
+def test_every_truncation_of_a_request_raises_protocol_error(version: int) -> None:
+    data = FetchRequest.encode(version, REQUEST)
+    assert FetchRequest.decode(version, data)["topics"][0]["partitions"][1]["fetch_offset"] == 20
+    for cut in range(len(data)):
+        with pytest.raises(ProtocolError) as info:
+            FetchRequest.decode(version, data[:cut])
+        assert info.value.position is not None and 0 <= info.value.position <= cut
+
+
+def test_trailing_bytes_after_a_request_are_rejected() -> None:
+    data = FetchRequest.encode(4, REQUEST)
+    with pytest.raises(ProtocolError, match="unexpected bytes") as info:
+        FetchRequest.decode(4, data + b"\x00")
+    assert info.value.position == len(data)
+
+
+def test_framed_request_checks_size_api_key_and_version() -> None:
+    good = FetchRequest.encode_framed(12, REQUEST, 1, "c")
+    with pytest.raises(ProtocolError, match="size field"):
+        FetchRequest.decode_framed(good[:-1])
+    bad_key = good[:4] + b"\x00\x03" + good[6:]
+    with pytest.raises(ProtocolError, match="not Fetch"):
+        FetchRequest.decode_framed(bad_key)
+    bad_version = good[:6] + b"\x00\x63" + good[8:]
+    with pytest.raises(ProtocolError, match="not supported"):
+        FetchRequest.decode_framed(bad_version)
+
+
+def test_unknown_versions_are_refused() -> None:
+    with pytest.raises(ProtocolError):
+        FetchResponse(18, {})
+    with pytest.raises(ProtocolError):
+        FetchRequest.decode(-1, b"")
+
+
+def test_unknown_tags_are_kept_and_tags_must_increase() -> None:
+    data = bytearray(FetchRequest.encode(12, {**REQUEST, "cluster_id": None}))
+    assert data[-1] == 0  # empty top-level tagged section
+    data[-1:] = bytes.fromhex("01 05 02 abcd")  # one unknown tag 5 with 2 bytes
+    body = FetchRequest.decode(12, bytes(data))
+    assert body["_unknown_tagged_fields"] == {5: bytes.fromhex("abcd")}
+    data[-5:] = bytes.fromhex("02 05 00 03 00")  # tag 3 after tag 5
+    with pytest.raises(ProtocolError, match="increasing order"):
+        FetchRequest.decode(12, bytes(data))
+
+
+def test_known_tag_with_trailing_bytes_is_rejected() -> None:
+    data = FetchRequest.encode(12, REQUEST)
+    # cluster_id "c1" is tag 0: 01 00 04 03 63 31 00 ... make its size one larger than its value
+    tail = bytes.fromhex("01 00 03 03 63 31")
+    assert data.endswith(tail)
+    broken = data[: -len(tail)] + bytes.fromhex("01 00 04 03 63 31 00")
+    with pytest.raises(ProtocolError, match="unread bytes"):
+        FetchRequest.decode(12, broken)
+
+
+def test_missing_fields_take_schema_defaults() -> None:
+    # Only the required shape: defaults fill in HW-independent fields (LSO -1, log start -1,
+    # preferred replica -1, aborted = empty array, records = null).
+    body = {"responses": [{"topic": "t", "partitions": [{"partition_index": 3}]}]}
+    data = FetchResponse(11, body).to_bytes(1)
+    _, decoded = FetchResponse.decode_framed(11, data)
+    assert decoded["throttle_time_ms"] == 0 and decoded["session_id"] == 0
+    p = decoded["responses"][0]["partitions"][0]
+    assert p == {"partition_index": 3, "error_code": 0, "high_watermark": 0,
+                 "last_stable_offset": -1, "log_start_offset": -1,
+                 "diverging_epoch": {"epoch": -1, "end_offset": -1},
+                 "current_leader": {"leader_id": -1, "leader_epoch": -1},
+                 "snapshot_id": {"end_offset": -1, "epoch": -1},
+                 "aborted_transactions": [], "preferred_read_replica": -1, "records": None}
+
+
+def test_fields_a_version_lacks_are_ignored_unless_strict() -> None:
+    body = {"session_id": 9, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "preferred_read_replica": 2, "records": b""}]}]}
+    lenient = FetchResponse(4, body)
+    plain = FetchResponse(4, {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "records": b""}]}]})
+    assert lenient.to_bytes(1) == plain.to_bytes(1)
+    with pytest.raises(ProtocolError, match="not in version 4"):
+        FetchResponse(4, body, strict=True)
+    # ignorable fields never raise
+    FetchResponse(0, {"throttle_time_ms": 5, "responses": []}, strict=True)
+
+
+def test_bad_values_name_the_field() -> None:
+    with pytest.raises(ProtocolError, match=r"responses\[0\]\.partitions\[0\]\.error_code"):
+        FetchResponse(4, {"responses": [{"topic": "t", "partitions": [
+            {"partition_index": 0, "error_code": 70000}]}]})
+    with pytest.raises(ProtocolError, match="size_in_bytes"):
+        FetchResponse(4, {"responses": [{"topic": "t", "partitions": [
+            {"partition_index": 0, "records": object()}]}]})
+
+
+@pytest.mark.parametrize("version", [0, 4, 11, 12, 16])
+def test_every_truncation_of_a_response_raises_protocol_error(version: int) -> None:
+    body = {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "aborted_transactions": [{"producer_id": 1, "first_offset": 2}],
+         "current_leader": {"leader_id": 1, "leader_epoch": 1}, "records": b"abc"}]}],
+        "node_endpoints": [{"node_id": 1, "host": "h", "port": 1}]}
+    data = FetchResponse(version, body).to_bytes(1)[8 if version < 12 else 9:]
+    FetchResponse.decode(version, data)
+    for cut in range(len(data)):
+        with pytest.raises(ProtocolError):
+            FetchResponse.decode(version, data[:cut])

@@ -1,0 +1,217 @@
+"""Wire primitives: round trips (hypothesis) and typed, positioned errors on bad input."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazyconv.errors import ProtocolError
+from lazyconv.protocol.primitives import (
+    Reader,
+    Writer,
+    encode_uvarint,
+    encode_varint,
+    uvarint_size,
+)
+from lazyconv.protocol.schema import (
+    INT32,
+    STRING,
+    ArrayOf,
+    Field,
+    Struct,
+    decode_message,
+    encode_message,
+)
+
+EXAMPLES = settings(max_examples=60)
+
+
+@pytest.mark.parametrize(
+    ("value", "encoded"),
+    [(0, "00"), (1, "01"), (127, "7f"), (128, "8001"), (300, "ac02"), (16384, "808001"),
+     (0xFFFFFFFF, "ffffffff0f")],
+)
+def test_uvarint_known_encodings(value: int, encoded: str) -> None:
+    assert encode_uvarint(value).hex() == encoded
+    assert uvarint_size(value) == len(encoded) // 2
+    assert Reader(bytes.fromhex(encoded)).uvarint() == value
+
+
+@pytest.mark.parametrize(("value", "encoded"), [(0, "00"), (-1, "01"), (1, "02"), (-64, "7f"), (64, "8001")])
+def test_zigzag_varint_known_encodings(value: int, encoded: str) -> None:
+    assert encode_varint(value).hex() == encoded
+    assert Reader(bytes.fromhex(encoded)).varint() == value
+
+
+@EXAMPLES
+@given(st.integers(0, 2**32 - 1))
+def test_uvarint_round_trip(value: int) -> None:
+    data = encode_uvarint(value)
+    assert len(data) == uvarint_size(value)
+    r = Reader(data)
+    assert r.uvarint() == value and r.remaining == 0
+
+
+@EXAMPLES
+@given(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1))
+def test_signed_varint_round_trip(v32: int, v64: int) -> None:
+    w = Writer()
+    w.varint(v32)
+    w.varlong(v64)
+    r = Reader(w.getvalue())
+    assert (r.varint(), r.varlong()) == (v32, v64)
+
+
+@EXAMPLES
+@given(
+    st.integers(-128, 127), st.integers(-(2**15), 2**15 - 1), st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**63), 2**63 - 1), st.uuids(),
+)
+def test_fixed_width_round_trip(i8: int, i16: int, i32: int, i64: int, u: uuid.UUID) -> None:
+    w = Writer()
+    w.int8(i8)
+    w.int16(i16)
+    w.int32(i32)
+    w.int64(i64)
+    w.uuid(u)
+    data = w.getvalue()
+    assert len(data) == 1 + 2 + 4 + 8 + 16
+    assert data[1:3] == i16.to_bytes(2, "big", signed=True)  # big-endian
+    r = Reader(data)
+    assert (r.int8(), r.int16(), r.int32(), r.int64(), r.uuid()) == (i8, i16, i32, i64, u)
+
+
+@EXAMPLES
+@given(st.one_of(st.none(), st.text(max_size=40)), st.one_of(st.none(), st.binary(max_size=300)),
+       st.booleans())
+def test_strings_and_bytes_round_trip(text: str | None, blob: bytes | None, compact: bool) -> None:
+    w = Writer()
+    w.string(text, compact=compact, nullable=True)
+    w.bytes_(blob, compact=compact, nullable=True)
+    r = Reader(w.getvalue())
+    assert r.string(compact=compact, nullable=True) == text
+    assert r.bytes_(compact=compact, nullable=True) == blob
+    assert r.remaining == 0
+
+
+def test_null_encodings() -> None:
+    w = Writer()
+    w.string(None, compact=False, nullable=True)
+    w.bytes_(None, compact=False, nullable=True)
+    w.string(None, compact=True, nullable=True)
+    w.bytes_(None, compact=True, nullable=True)
+    assert w.getvalue().hex() == "ffff" + "ffffffff" + "00" + "00"
+
+
+_ITEM = Struct("Item", (Field("id", INT32), Field("name", STRING, nullable_versions="0+")))
+_LIST = Struct("List", (Field("items", ArrayOf(_ITEM), nullable_versions="0+"),
+                        Field("ints", ArrayOf(INT32))))
+
+
+@EXAMPLES
+@given(
+    st.one_of(st.none(), st.lists(st.fixed_dictionaries(
+        {"id": st.integers(-(2**31), 2**31 - 1), "name": st.one_of(st.none(), st.text(max_size=10))}
+    ), max_size=6)),
+    st.lists(st.integers(-(2**31), 2**31 - 1), max_size=6),
+    st.booleans(),
+)
+def test_arrays_round_trip(items, ints, flexible: bool) -> None:
+    encoded = encode_message(_LIST, {"items": items, "ints": ints}, 0, flexible).to_bytes()
+    r = Reader(encoded)
+    decoded = decode_message(_LIST, r, 0, flexible)
+    assert decoded == {"items": items, "ints": ints}
+    assert r.remaining == 0
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+def test_overlong_uvarint_is_rejected_with_position() -> None:
+    data = b"\x00\x00" + b"\x80" * 5 + b"\x01"
+    r = Reader(data, 2)
+    with pytest.raises(ProtocolError) as info:
+        r.uvarint("count")
+    assert info.value.position == 2
+    assert "longer than 5 bytes" in str(info.value)
+
+
+def test_uvarint_beyond_32_bits_is_rejected() -> None:
+    with pytest.raises(ProtocolError) as info:
+        Reader(bytes.fromhex("ffffffff1f")).uvarint()
+    assert info.value.position == 0
+
+
+def test_overlong_varlong_is_rejected() -> None:
+    with pytest.raises(ProtocolError) as info:
+        Reader(b"\xff" * 10 + b"\x01").varlong()
+    assert "longer than 10 bytes" in str(info.value)
+
+
+@EXAMPLES
+@given(st.integers(128, 2**32 - 1), st.data())
+def test_truncated_uvarint_reports_where_it_started(value: int, data) -> None:
+    encoded = encode_uvarint(value)
+    cut = data.draw(st.integers(1, len(encoded) - 1))
+    r = Reader(b"\x07" + encoded[:cut], 1)
+    with pytest.raises(ProtocolError) as info:
+        r.uvarint()
+    assert info.value.position == 1
+    assert "truncated" in str(info.value)
+
+
+@EXAMPLES
+@given(st.binary(min_size=1, max_size=50), st.booleans(), st.data())
+def test_truncated_bytes_raise_protocol_error(blob: bytes, compact: bool, data) -> None:
+    w = Writer()
+    w.bytes_(blob, compact=compact)
+    encoded = w.getvalue()
+    cut = data.draw(st.integers(0, len(encoded) - 1))
+    with pytest.raises(ProtocolError) as info:
+        Reader(encoded[:cut]).bytes_(compact=compact)
+    assert info.value.position is not None
+    assert 0 <= info.value.position <= cut
+
+
+def test_negative_lengths_are_rejected() -> None:
+    with pytest.raises(ProtocolError) as info:
+        Reader(bytes.fromhex("fffffffe") + b"xx").bytes_(compact=False, nullable=True)
+    assert info.value.position == 0
+    with pytest.raises(ProtocolError):
+        Reader(bytes.fromhex("fffe")).string(compact=False, nullable=True)
+
+
+def test_null_where_not_nullable_is_rejected() -> None:
+    with pytest.raises(ProtocolError, match="not nullable"):
+        Reader(bytes.fromhex("ffff")).string("topic", compact=False)
+    with pytest.raises(ProtocolError, match="not nullable"):
+        Reader(b"\x00").string("topic", compact=True)
+
+
+def test_array_count_larger_than_data_is_rejected_without_allocating() -> None:
+    data = bytes.fromhex("00000000") + bytes.fromhex("7fffffff") + b"\x00" * 8
+    r = Reader(data, 4)
+    with pytest.raises(ProtocolError) as info:
+        decode_message(_LIST, r, 0, False)
+    assert info.value.position == 4
+    assert "claims 2147483647 elements" in str(info.value)
+
+
+def test_invalid_utf8_is_rejected() -> None:
+    with pytest.raises(ProtocolError, match="UTF-8") as info:
+        Reader(b"\x00\x02\xff\xfe").string("topic", compact=False)
+    assert info.value.position == 0
+
+
+def test_out_of_range_values_are_rejected_on_encode() -> None:
+    with pytest.raises(ProtocolError, match="int16"):
+        Writer().int16(1 << 15)
+    with pytest.raises(ProtocolError, match="out of range"):
+        encode_message(_LIST, {"ints": [1 << 31]}, 0, False)
+    with pytest.raises(ProtocolError, match="longer than 32767"):
+        Writer().string("x" * 40000, compact=False)
+    with pytest.raises(ProtocolError):
+        encode_uvarint(-1)
