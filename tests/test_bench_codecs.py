@@ -1,25 +1,15 @@
-"""Smoke test of bench/codecs.py with tiny sizes (no timing assertions)."""
+"""Smoke test of the codecs benchmark (bench/codecs.py) with tiny sizes (no timing assertions)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "codecs.py"
+from lazyconv.benchmarks import codecs as bench_codecs
 
 
 @pytest.fixture(scope="module")
 def bench():
-    # loaded under another name: "codecs" is a standard-library module
-    spec = importlib.util.spec_from_file_location("lazyconv_bench_codecs", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    return bench_codecs
 
 
 @pytest.mark.slow  # ~3 s on the shared 2-core machine (imports of both peers included)
