@@ -235,6 +235,13 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
         mparts = sc.broadcast(manifest["partitions"])
         violations_rdd = violations_rdd.union(partitions_rdd.flatMap(
             lambda item: _manifest_check(mparts.value)(item)))
+        listed = {f"{s.topic}-{s.partition}" for s in segments}
+        missing = [violation(None, "partition", -1, "manifest",
+                             "partition in the manifest has no segments", m["topic"],
+                             m["partition"])
+                   for name, m in sorted(manifest["partitions"].items()) if name not in listed]
+        if missing:
+            violations_rdd = violations_rdd.union(sc.parallelize(missing, 1))
 
     clean = checked.filter(lambda item: not item[1]["violations"])
     n_items = max(1, min(len(segments) * len(to_magics), max_tasks))
@@ -285,15 +292,6 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     violation_count = viol_df.count()
     # findings, not record data: at most max_reported of them come to the driver
     reported = sorted((r.asDict() for r in viol_df.take(max_reported)), key=_violation_order)
-
-    if manifest is not None:
-        seen = {f"{r['topic']}-{r['partition']}" for r in partition_rows}
-        for name in sorted(set(manifest["partitions"]) - seen):
-            m = manifest["partitions"][name]
-            reported.append(violation(None, "partition", -1, "manifest",
-                                      "partition in the manifest has no segments",
-                                      m["topic"], m["partition"]))
-            violation_count += 1
 
     log.info("violations counted (%.1f s)", time.perf_counter() - started)
     if out is not None:
