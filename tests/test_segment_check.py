@@ -75,19 +75,22 @@ def test_checks_continue_after_a_bad_batch(tmp_path: Path) -> None:
     assert result["summary"]["batches"] == len(entries(seg.log_path)) - 1
 
 
-def test_conversion_check_passes_on_every_committed_segment_kind() -> None:
+@pytest.mark.parametrize("fetch_max_bytes", [1024 * 1024, 8 * 1024])
+def test_conversion_check_passes_on_every_committed_segment_kind(fetch_max_bytes: int) -> None:
     seen = set()
     for seg in list_segments(str(COMMITTED)):
         if seg.topic in seen or seg.partition != 0:
             continue
         seen.add(seg.topic)
         for to_magic in (0, 1):
-            (result,) = check_conversions(seg, to_magic, [64 * 1024])
+            (result,) = check_conversions(seg, to_magic, [64 * 1024], fetch_max_bytes)
             assert result["violations"] == [], result["violations"]
             stats = result["stats"]
             assert stats["ok"]
             assert stats["records_delivered"] == stats["records_expected"]
             assert stats["bytes_written"] == stats["bytes_committed"]
+            if fetch_max_bytes < seg.size and seg.topic != "large":
+                assert stats["fetches"] > 1
     assert len(seen) == 10
 
 

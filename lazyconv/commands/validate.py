@@ -39,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="out/validate",
                         help="folder for the Parquet results: segments/, partitions/, "
                              "conversions/, violations/ (default out/validate)")
+    parser.add_argument("--fetch-max-bytes", default="1M",
+                        help="bytes per emulated consumer fetch, Kafka's "
+                             "max.partition.fetch.bytes (default 1M; a larger first batch is "
+                             "fetched whole)")
     parser.add_argument("--driver-memory", default="1g", help="Spark driver memory (default 1g)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the generated fixture when LOGDIR is omitted (default 0)")
@@ -82,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
             with SparkProgress(spark.sparkContext,
                                disable=args.quiet or not sys.stderr.isatty()):
                 result = run_validation(logdir, spark=spark, chunk_sizes=chunk_sizes,
-                                        to_magics=to_magics, out=args.out)
+                                        to_magics=to_magics, out=args.out,
+                                        fetch_max_bytes=parse_size(args.fetch_max_bytes))
         finally:
             spark.stop()
     finally:

@@ -1,9 +1,9 @@
 """Run the lazy down-converting send over one segment the way a consumer drives it, and check it.
 
-For a target magic and each chunk size, :func:`check_conversions` plays an old consumer reading the
-whole segment: fetch from offset ``o`` (the segment slice starting at the batch holding ``o``,
-as the broker's offset index lookup gives it), build ``LazyDownConvertedRecords`` over that
-slice, drain its send into memory, check it wrote exactly its committed size, decode the
+For a target magic and each chunk size, :func:`check_conversions` plays an old consumer reading
+the whole segment: fetch from offset ``o`` (a slice of at most ``fetch_max_bytes`` starting at
+the batch holding ``o``, as the broker's offset index lookup gives it), build
+``LazyDownConvertedRecords`` over that slice, drain its send into memory, check it wrote exactly its committed size, decode the
 complete entries, keep records with offset >= ``o`` (a consumer drops the earlier records of a
 compressed wrapper), and continue from the last complete batch's last offset + 1.
 
@@ -29,6 +29,7 @@ from lazyconv.spark.segment_check import violation
 __all__ = ["expected_records", "check_conversions"]
 
 ZSTD = 4
+DEFAULT_FETCH_MAX_BYTES = 1024 * 1024  # Kafka's max.partition.fetch.bytes default
 _MAX_IDLE_WRITES = 3
 
 Expected = tuple[int, int, bytes | None, bytes | None]
@@ -54,10 +55,14 @@ def expected_records(batches: Any, to_magic: int) -> tuple[list[Expected], int]:
     return expected, zstd_batches
 
 
-def check_conversions(seg: SegmentFiles, to_magic: int,
-                      chunk_sizes: list[int]) -> list[dict[str, Any]]:
+def check_conversions(seg: SegmentFiles, to_magic: int, chunk_sizes: list[int],
+                      fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES) -> list[dict[str, Any]]:
     """Consume ``seg`` through the lazy send once per chunk size (the expected records are
-    decoded once); returns one ``{"stats": {...}, "violations": [...]}`` per chunk size."""
+    decoded once); returns one ``{"stats": {...}, "violations": [...]}`` per chunk size.
+
+    Each fetch reads ``fetch_max_bytes`` of the segment (Kafka's ``max.partition.fetch.bytes``,
+    1 MiB by default), or the whole first batch when it is larger (KIP-74), so a slice usually
+    ends inside a batch, as a broker's does."""
     from lazyconv.records import FileRecords, MemoryRecords
 
     # zstd batches stop a lazy send with a warning by design; here they are expected and counted
@@ -65,13 +70,14 @@ def check_conversions(seg: SegmentFiles, to_magic: int,
     level = lazy_log.level
     lazy_log.setLevel(logging.ERROR)
     try:
-        return _check_all(seg, to_magic, chunk_sizes, FileRecords, MemoryRecords)
+        return _check_all(seg, to_magic, chunk_sizes, fetch_max_bytes, FileRecords,
+                          MemoryRecords)
     finally:
         lazy_log.setLevel(level)
 
 
-def _check_all(seg: SegmentFiles, to_magic: int, chunk_sizes: list[int], file_records: Any,
-               memory_records: Any) -> list[dict[str, Any]]:
+def _check_all(seg: SegmentFiles, to_magic: int, chunk_sizes: list[int], fetch_max_bytes: int,
+               file_records: Any, memory_records: Any) -> list[dict[str, Any]]:
     local = "://" not in seg.log_path
     if local:
         source: Any = file_records.open(seg.log_path)
@@ -93,8 +99,8 @@ def _check_all(seg: SegmentFiles, to_magic: int, chunk_sizes: list[int], file_re
                                 f"to magic {to_magic}: input does not decode: {exc}")
             return [{"stats": _new_stats(seg, to_magic, c), "violations": [failure]}
                     for c in chunk_sizes]
-        return [_consume(seg, source, to_magic, chunk, positions, last_offsets, expected,
-                         zstd_batches) for chunk in chunk_sizes]
+        return [_consume(seg, source, to_magic, chunk, fetch_max_bytes, positions,
+                         last_offsets, expected, zstd_batches) for chunk in chunk_sizes]
     finally:
         if local:
             source.close()
@@ -112,7 +118,8 @@ def _new_stats(seg: SegmentFiles, to_magic: int, chunk_size: int) -> dict[str, A
 
 
 def _consume(seg: SegmentFiles, source: Any, to_magic: int, chunk_size: int,
-             positions: list[int], last_offsets: list[int], expected: list[Expected],
+             fetch_max_bytes: int, positions: list[int], last_offsets: list[int],
+             expected: list[Expected],
              zstd_batches: int) -> dict[str, Any]:
     from lazyconv.lazy import LazyDownConvertedRecords
     from lazyconv.records import MemoryRecords
@@ -139,7 +146,9 @@ def _consume(seg: SegmentFiles, source: Any, to_magic: int, chunk_size: int,
             if i == len(last_offsets):
                 break
             position = positions[i]
-            region = source.slice(position, total - position)
+            first_batch_end = positions[i + 1] if i + 1 < len(positions) else total
+            size = max(fetch_max_bytes, first_batch_end - position)
+            region = source.slice(position, min(size, total - position))
             try:
                 lazy = LazyDownConvertedRecords(region, to_magic, next_offset, chunk_size)
             except UnsupportedCompressionError:

@@ -27,7 +27,7 @@ from typing import Any
 
 from lazyconv.fixtures.checksum import MASK64, format_checksum
 from lazyconv.fixtures.layout import SegmentFiles, list_segments
-from lazyconv.spark.conversion_check import check_conversions
+from lazyconv.spark.conversion_check import DEFAULT_FETCH_MAX_BYTES, check_conversions
 from lazyconv.spark.segment_check import check_segment, violation
 
 __all__ = [
@@ -181,9 +181,10 @@ def _conversion_items(to_magics: tuple[int, ...]):
     return items
 
 
-def _convert(chunk_sizes: tuple[int, ...]):
+def _convert(chunk_sizes: tuple[int, ...], fetch_max_bytes: int):
     def run(item: tuple[dict[str, Any], int]) -> list[dict[str, Any]]:
-        return check_conversions(SegmentFiles(**item[0]), item[1], list(chunk_sizes))
+        return check_conversions(SegmentFiles(**item[0]), item[1], list(chunk_sizes),
+                                 fetch_max_bytes)
 
     return run
 
@@ -199,12 +200,14 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
                    chunk_sizes: tuple[int, ...] = DEFAULT_CHUNK_SIZES,
                    to_magics: tuple[int, ...] = DEFAULT_TO_MAGICS, out: str | None = None,
                    manifest: dict[str, Any] | None = None, max_reported: int = 1000,
-                   tasks_per_core: int = 3) -> ValidationResult:
+                   tasks_per_core: int = 3,
+                   fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES) -> ValidationResult:
     """Validate ``logdir`` with Spark; see the module docstring for the stages.
 
     ``spark`` reuses a session (tests); otherwise one is built for ``master``. ``manifest``
     defaults to the directory's ``manifest.json`` when present (local paths). Each stage uses at
-    most ``tasks_per_core`` x the cluster's default parallelism tasks.
+    most ``tasks_per_core`` x the cluster's default parallelism tasks. ``fetch_max_bytes`` is the
+    emulated consumer's ``max.partition.fetch.bytes``.
     """
     from pyspark.sql import functions as F
 
@@ -248,7 +251,7 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     conv_rdd = clean.flatMap(_conversion_items(tuple(to_magics)))
     if to_magics and chunk_sizes:
         conv_rdd = conv_rdd.repartition(n_items)
-    conv_rdd = conv_rdd.flatMap(_convert(tuple(chunk_sizes))).cache()
+    conv_rdd = conv_rdd.flatMap(_convert(tuple(chunk_sizes), fetch_max_bytes)).cache()
     violations_rdd = violations_rdd.union(conv_rdd.flatMap(lambda r: r["violations"]))
 
     seg_df = spark.createDataFrame(
