@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write a log directory (topic-N/ folders of segments) and manifest.json",
         description=(
             "Write Kafka log directories as a broker lays them out: <topic>-<N>/ folders with "
-            "segments (%%020d.log named by base offset, .index, .timeindex), plus manifest.json "
+            "segments (%020d.log named by base offset, .index, .timeindex), plus manifest.json "
             "with the expected counts and a checksum per partition. Deterministic for a seed."
         ),
     )
