@@ -85,3 +85,19 @@ def test_corrupted_copy_reports_every_planted_fault(spark, tmp_path: Path, capsy
     printed = capsys.readouterr().out
     assert "[crc] codecs-0 00000000000000000000.log @ byte" in printed
     assert "[truncated] idempotent-0" in printed
+
+
+@pytest.mark.slow
+def test_main_job_command_generates_and_validates(tmp_path: Path, capsys) -> None:
+    """`lazyconv validate` without LOGDIR: the README's main-job command (one chunk size here)."""
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs a Java runtime (bash .ci/setup.sh installs one)")
+    from lazyconv.cli import main
+
+    status = main(["validate", "--chunk-sizes", "128K", "--out", str(tmp_path / "out"),
+                   "--quiet"])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "no violations" in printed
+    for topic in ("upgraded", "transactions", "large", "tiny"):
+        assert f"\n{topic} " in printed
