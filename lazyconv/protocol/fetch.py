@@ -130,7 +130,7 @@ FETCH_REQUEST_SCHEMA = Struct(
     "FetchRequest",
     (
         Field("cluster_id", STRING, "12+", nullable_versions="12+", null_default=True,
-              tag=0, tagged_versions="12+"),
+              tag=0, tagged_versions="12+", ignorable=True),
         Field("replica_id", INT32, "0-14", default=-1),
         Field("replica_state", _REPLICA_STATE, "15+", tag=1, tagged_versions="15+"),
         Field("max_wait_ms", INT32, "0+"),

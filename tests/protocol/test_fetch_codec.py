@@ -124,3 +124,11 @@ def test_every_truncation_of_a_response_raises_protocol_error(version: int) -> N
     for cut in range(len(data)):
         with pytest.raises(ProtocolError):
             FetchResponse.decode(version, data[:cut])
+
+
+
+def test_strict_request_drops_the_ignorable_cluster_id() -> None:
+    # FetchRequest.json marks ClusterId (tag 0, v12+) ignorable: Kafka drops it for v0-11
+    # instead of failing (fetch-protocol.md §2 lists the non-ignorable ones).
+    body = {"max_wait_ms": 1, "min_bytes": 1, "topics": [], "cluster_id": "c1"}
+    assert FetchRequest.encode(11, body, strict=True) == FetchRequest.encode(11, {**body, "cluster_id": None})
