@@ -385,12 +385,15 @@ def _as_uuid(v: Any, path: str) -> uuid.UUID:
 
 
 def _normalize(f: Field, v: Any, version: int) -> Any:
-    """``v`` with defaults filled in, for comparing with a default (tagged structs)."""
+    """``v`` with defaults filled in, for comparing with a default (tagged structs).
+
+    Every sub-field counts, whatever ``version``: Kafka compares with a default-constructed
+    struct (``equals``), so a struct the version lacks is non-default if any field differs.
+    """
     if isinstance(f.type, Struct) and isinstance(v, Mapping):
         return {
             sub.name: _normalize(sub, v.get(sub.name, default_value(sub)), version)
             for sub in f.type.fields
-            if sub.present_in(version)
         }
     if isinstance(f.type, ArrayOf):
         return None if v is None else list(v)

@@ -132,3 +132,19 @@ def test_strict_request_drops_the_ignorable_cluster_id() -> None:
     # instead of failing (fetch-protocol.md §2 lists the non-ignorable ones).
     body = {"max_wait_ms": 1, "min_bytes": 1, "topics": [], "cluster_id": "c1"}
     assert FetchRequest.encode(11, body, strict=True) == FetchRequest.encode(11, {**body, "cluster_id": None})
+
+
+def test_strict_refuses_non_default_structs_a_version_lacks() -> None:
+    # Kafka compares a struct with a default-constructed one over all its fields, whatever the
+    # version being written: a non-default ReplicaState in v14 or CurrentLeader in v11 is an
+    # UnsupportedVersionException (both are non-ignorable, fetch-protocol.md §2).
+    request = {"max_wait_ms": 1, "min_bytes": 1, "topics": [],
+               "replica_state": {"replica_id": 1, "replica_epoch": 2}}
+    with pytest.raises(ProtocolError, match="replica_state"):
+        FetchRequest.encode(14, request, strict=True)
+    FetchRequest.encode(14, {**request, "replica_state": {"replica_id": -1, "replica_epoch": -1}}, strict=True)
+    response = {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "current_leader": {"leader_id": 1, "leader_epoch": 3}}]}]}
+    with pytest.raises(ProtocolError, match="current_leader"):
+        FetchResponse(11, response, strict=True)
+    FetchResponse(11, response)  # lenient: dropped
