@@ -66,11 +66,12 @@ FIRST_FLEXIBLE_VERSION = 12
 _I32 = struct.Struct(">i")
 
 
-def _check_version(version: int) -> None:
+def _check_version(version: int, position: int | None = None) -> None:
     if not isinstance(version, int) or not MIN_FETCH_VERSION <= version <= MAX_FETCH_VERSION:
         raise ProtocolError(
             f"Fetch version {version!r} is not supported (supported: "
-            f"{MIN_FETCH_VERSION}..{MAX_FETCH_VERSION})"
+            f"{MIN_FETCH_VERSION}..{MAX_FETCH_VERSION})",
+            position,
         )
 
 
@@ -271,7 +272,7 @@ class FetchRequest:
         version = peek.int16("request_api_version")
         if api_key != FETCH_API_KEY:
             raise ProtocolError(f"api key {api_key} is not Fetch ({FETCH_API_KEY})", 4)
-        _check_version(version)
+        _check_version(version, 6)
         header = decode_request_header(reader, request_header_version(version))
         body_at = reader.pos
         sub = Reader(bytes(memoryview(data)[body_at:]), base=body_at)

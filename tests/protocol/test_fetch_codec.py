@@ -43,8 +43,9 @@ def test_framed_request_checks_size_api_key_and_version() -> None:
     with pytest.raises(ProtocolError, match="not Fetch"):
         FetchRequest.decode_framed(bad_key)
     bad_version = good[:6] + b"\x00\x63" + good[8:]
-    with pytest.raises(ProtocolError, match="not supported"):
+    with pytest.raises(ProtocolError, match="not supported") as info:
         FetchRequest.decode_framed(bad_version)
+    assert info.value.position == 6  # the request_api_version field
 
 
 def test_unknown_versions_are_refused() -> None:
