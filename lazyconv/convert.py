@@ -112,51 +112,64 @@ def _zstd_error(batch: Any) -> UnsupportedCompressionError:
     )
 
 
-def _convert_batch(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes, int, int] | None:
-    """Convert one batch whose magic is above ``to_magic`` (which is then 0 or 1).
+def _convert_batch_into(
+    out: bytearray, batch: Any, to_magic: int, first_offset: int
+) -> tuple[int, int]:
+    """Append the conversion of one batch whose magic is above ``to_magic`` (then 0 or 1).
 
-    Returns ``(bytes, records_written, uncompressed_bytes_written)`` or ``None`` when the
-    first-offset filter left no record. Messages are written with the records layer's per-record
-    encoder directly (no builder objects): this is the conversion hot path.
+    Returns ``(records_written, uncompressed_bytes_written)``; ``(0, 0)`` with nothing appended
+    when the first-offset filter left no record. Messages go straight into ``out`` through the
+    records layer's per-record encoder (no builder objects, no per-batch copies): this is the
+    conversion hot path.
     """
     compression = batch.compression
     compressed = compression != Compression.NONE
-    if compressed:
-        kept = list(batch)  # compressed batches are never trimmed (trap 2)
-    else:
-        kept = [r for r in batch if r.offset >= first_offset]
-    if not kept:
-        return None
     log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     log_append_time = batch.max_timestamp if log_append else -1
     # Inner/standalone attributes carry only the timestamp-type bit, and only in v1 (§3).
     attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
-    out = bytearray()
-    # v1 wrappers hold offsets relative to the first kept record; v0 keeps absolute offsets.
-    relative_to = kept[0].offset if (compressed and to_magic == 1) else 0
+    # Compressed: the inner messages go to a separate buffer that is then compressed; they are
+    # never filtered by offset (trap 2).
+    target = bytearray() if compressed else out
+    start = len(target)
+    # v1 wrappers hold offsets relative to the first record; v0 keeps absolute offsets.
+    relative = compressed and to_magic == 1
+    relative_to = 0
     max_timestamp = -1
-    position = batch.position
-    for record in kept:
+    written = 0
+    last_offset = 0
+    append = append_legacy_message
+    for record in batch:
+        offset = record.offset
+        if not compressed and offset < first_offset:
+            continue
+        if written and offset <= last_offset:  # Kafka's builder refuses this too
+            raise InvalidRecordError(
+                f"record offsets must increase within a batch: {offset} follows {last_offset}",
+                batch.position,
+            )
         timestamp = log_append_time if log_append else record.timestamp
         if timestamp < -1:
             raise InvalidRecordError(
-                f"record at offset {record.offset} has invalid negative timestamp {timestamp}",
-                position,
+                f"record at offset {offset} has invalid negative timestamp {timestamp}",
+                batch.position,
             )
         if timestamp > max_timestamp:
             max_timestamp = timestamp
-        append_legacy_message(
-            out, record.offset - relative_to, timestamp, record.key, record.value, to_magic,
-            attributes,
-        )
-    uncompressed = len(out)
+        if written == 0 and relative:
+            relative_to = offset
+        append(target, offset - relative_to, timestamp, record.key, record.value, to_magic, attributes)
+        written += 1
+        last_offset = offset
+    if written == 0:
+        return 0, 0
+    uncompressed = len(target) - start
     if not compressed:
-        return bytes(out), len(kept), uncompressed
-    value = compress(compression, out, to_magic)  # default level, v0 LZ4 quirk by magic
-    wrapper = bytearray()
-    append_legacy_message(
-        wrapper,
-        kept[-1].offset,  # the last *kept* record, not the batch's last offset
+        return written, uncompressed
+    value = compress(compression, target, to_magic)  # default level; v0 LZ4 quirk by magic
+    append(
+        out,
+        last_offset,  # the last *kept* record, not the batch's last offset (compaction)
         log_append_time if log_append else max_timestamp,
         None,
         value,
@@ -164,13 +177,14 @@ def _convert_batch(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes,
         int(compression) | attributes,
     )
     # Builder accounting: the reserved wrapper header (12 + message overhead) + inner entries.
-    return bytes(wrapper), len(kept), uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
+    return written, uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 
 
 def down_convert_bytes(
     batches: Iterable[Any], to_magic: int, first_offset: int
-) -> tuple[bytes, ConversionStats]:
-    """:func:`down_convert` returning plain ``bytes`` (what the lazy send uses per chunk)."""
+) -> tuple[bytearray, ConversionStats]:
+    """:func:`down_convert` returning the converted bytes as a ``bytearray`` (no final copy;
+    what the lazy send uses per chunk)."""
     check_target_magic(to_magic)
     start = time.perf_counter_ns()
     batch_list: Sequence[Any] = batches if isinstance(batches, Sequence) else list(batches)
@@ -189,15 +203,13 @@ def down_convert_bytes(
             out += batch.buffer()
             temporary += batch.size_in_bytes
             continue
-        result = _convert_batch(batch, to_magic, first_offset)
-        if result is None:
+        written, uncompressed = _convert_batch_into(out, batch, to_magic, first_offset)
+        if written == 0:
             continue  # every record filtered out: the batch vanishes, stats untouched
-        data, written, uncompressed = result
-        out += data
         temporary += batch.size_in_bytes + uncompressed
         converted += written
     stats = ConversionStats(converted, temporary, time.perf_counter_ns() - start)
-    return bytes(out), stats
+    return out, stats
 
 
 def down_convert(batches: Iterable[Any], to_magic: int, first_offset: int) -> ConvertedRecords:

@@ -4,10 +4,12 @@ state machine and its partial writes (spec/downconversion.md §7)."""
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from dataclasses import dataclass, field
 
 import pytest
+from crc32c import crc32c
 from lazy_support import (
     TrickleChannel,
     build_batch,
@@ -17,15 +19,19 @@ from lazy_support import (
 )
 
 from lazyconv.convert import down_convert_bytes
-from lazyconv.errors import ConfigurationError, UnsupportedCompressionError
+from lazyconv.errors import (
+    ConfigurationError,
+    InvalidRecordError,
+    UnknownCompressionError,
+    UnsupportedCompressionError,
+)
 from lazyconv.lazy import (
     LazyDownConvertedRecords,
     chunk_groups,
     overflow_padding,
     overflow_padding_step,
 )
-from lazyconv.records import MemoryRecords
-from lazyconv.records.compression import Compression
+from lazyconv.records import Compression, MemoryRecords
 from lazyconv.send import drain
 
 # --------------------------------------------------------------------------------------------
@@ -181,6 +187,7 @@ def test_partial_trailing_batch_counts_in_the_committed_size() -> None:
 
 def test_zstd_after_the_first_batch_pads_the_rest() -> None:
     zstd = build_batch(2, [(1000, b"z", b"zz")], base_offset=2, compression=Compression.ZSTD)
+    assert next(MemoryRecords(zstd).batches()).compression == Compression.ZSTD
     lazy = LazyDownConvertedRecords(MemoryRecords(A + zstd), 1, 0)
     assert lazy.size_in_bytes == 78 + len(zstd)
     send = lazy.to_send()
@@ -336,3 +343,89 @@ def test_non_blocking_socket_with_drain() -> None:
         left.close()
         right.close()
     assert bytes(received) == expected
+
+
+# --------------------------------------------------------------------------------------------
+# trap 9 (fixed): padding of any length after a zstd error
+
+
+def test_padding_past_131072_bytes_after_a_zstd_error() -> None:
+    """Java example [A, zstd, 200 072-byte batch] → v1: Java fails after one 131 072-byte
+    padding step and closes the connection; we pad the whole committed size."""
+    zstd = build_batch(2, [(1, b"z", b"z" * 40)], base_offset=2, compression=Compression.ZSTD)
+    big = build_batch(2, [(1, b"big", bytes(200_000))], base_offset=3)
+    lazy = LazyDownConvertedRecords(MemoryRecords(A + zstd + big), 1, 0)
+    assert lazy.size_in_bytes == len(A) + len(zstd) + len(big)
+    send = lazy.to_send()
+    sent = drive(send, TrickleChannel([50_000]))
+    remaining = lazy.size_in_bytes - len(A_V1)
+    assert remaining > 131072
+    assert sent == A_V1 + overflow_padding(remaining)
+    assert send.piece_sizes == [71, 131072, remaining - 131072]
+    assert sent[71 + 131072 : 71 + 131072 + 8] == b"\xff" * 8  # a second padding header
+    assert [r[0] for r in consumer_records(sent)] == [0, 1]
+    assert isinstance(send.error, UnsupportedCompressionError)
+
+
+# --------------------------------------------------------------------------------------------
+# trap 10: stats sum over the chunks handed to the send; empty chunks are dropped
+
+
+def test_stats_sum_over_chunks_and_skip_empty_chunks() -> None:
+    controls = COMMIT * 300  # 23 400 bytes: two chunks at 16 KiB that convert to nothing
+    data = A + controls + B
+    lazy = LazyDownConvertedRecords(MemoryRecords(data), 1, 0, chunk_size=16384)
+    send = lazy.to_send()
+    sent = drive(send, TrickleChannel([1 << 20]))
+    eager, eager_stats = down_convert_bytes(MemoryRecords(data).batches(), 1, 0)
+    assert sent == eager + overflow_padding(len(data) - len(eager))
+    assert send.chunks == 2  # F = conv(A) and the chunk holding B; control-only chunks vanish
+    assert send.stats.records_converted == eager_stats.records_converted == 3
+    assert send.stats.temporary_memory_bytes == eager_stats.temporary_memory_bytes == 257
+    assert lazy.stats == send.stats
+
+
+def test_chunks_follow_the_chunk_size() -> None:
+    batches = [build_batch(2, [(i, b"k", bytes(3000))], base_offset=i) for i in range(20)]
+    data = b"".join(batches)
+    lazy = LazyDownConvertedRecords(MemoryRecords(data), 1, 0, chunk_size=16384)
+    send = lazy.to_send()
+    drive(send, TrickleChannel([1 << 20]))
+    per_batch = len(down_convert_bytes(MemoryRecords(batches[0]).batches(), 1, 0)[0])
+    whole = 16384 // len(batches[0])  # batches per 16 KiB chunk
+    assert whole == 5
+    # The first chunk is exactly one batch; then 19 batches in chunks of 5, 5, 5, 4; then the
+    # output (smaller than the input) is padded.
+    padding = lazy.size_in_bytes - 20 * per_batch
+    assert send.piece_sizes == [per_batch] + [5 * per_batch] * 3 + [4 * per_batch] + [padding]
+
+
+# --------------------------------------------------------------------------------------------
+# §7.5: errors other than zstd propagate out of the send (the broker closes the connection)
+
+
+def test_corrupt_later_batch_propagates_out_of_the_send() -> None:
+    bad = bytearray(B)
+    struct.pack_into(">i", bad, 57, 5)  # claims 5 records, holds 1
+    struct.pack_into(">I", bad, 17, crc32c(bytes(bad[21:])))
+    lazy = LazyDownConvertedRecords(MemoryRecords(A + bytes(bad)), 1, 0)
+    send = lazy.to_send()
+    with pytest.raises(InvalidRecordError):
+        drive(send, TrickleChannel([1 << 20]))
+    assert send.written == 71 and not send.completed  # conv(A) went out, then the failure
+
+
+def test_unknown_codec_in_a_later_batch_propagates() -> None:
+    bad = bytearray(B)
+    struct.pack_into(">h", bad, 21, 5)  # codec id 5
+    struct.pack_into(">I", bad, 17, crc32c(bytes(bad[21:])))
+    send = LazyDownConvertedRecords(MemoryRecords(A + bytes(bad)), 1, 0).to_send()
+    with pytest.raises(UnknownCompressionError):
+        drive(send, TrickleChannel([1 << 20]))
+
+
+def test_corrupt_first_batch_fails_construction() -> None:
+    bad = bytearray(A)
+    struct.pack_into(">i", bad, 57, 9)
+    with pytest.raises(InvalidRecordError):
+        LazyDownConvertedRecords(MemoryRecords(bytes(bad)), 0, 0)

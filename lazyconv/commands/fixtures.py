@@ -1,0 +1,68 @@
+"""``lazyconv fixtures generate``: write a broker-shaped Kafka log directory with a manifest."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lazyconv.fixtures.generate import DEFAULT_SEGMENT_BYTES
+from lazyconv.fixtures.index import DEFAULT_INDEX_INTERVAL_BYTES
+from lazyconv.fixtures.profiles import PROFILE_SETS
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``fixtures`` sub-command."""
+    parser = subparsers.add_parser(
+        "fixtures",
+        help="generate Kafka log fixtures",
+        description="Generate Kafka log directories for tests and the Spark validation job.",
+    )
+    actions = parser.add_subparsers(dest="fixtures_action", metavar="ACTION", required=True)
+    gen = actions.add_parser(
+        "generate",
+        help="write a log directory (topic-N/ folders of segments) and manifest.json",
+        description=(
+            "Write Kafka log directories as a broker lays them out: <topic>-<N>/ folders with "
+            "segments (%%020d.log named by base offset, .index, .timeindex), plus manifest.json "
+            "with the expected counts and a checksum per partition. Deterministic for a seed."
+        ),
+    )
+    gen.add_argument("outdir", metavar="OUTDIR", help="output folder (created; must be empty)")
+    gen.add_argument("--size", required=True,
+                     help="approximate total log bytes, e.g. 4M, 512M, 1G (binary units)")
+    gen.add_argument("--partitions", type=int, default=1,
+                     help="partitions per topic (default 1; the 'large' topic has one)")
+    gen.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    gen.add_argument("--profile", default="mixed", choices=sorted(PROFILE_SETS),
+                     help="which topics to write: 'mixed' (default) writes one topic per "
+                          "profile; any other name writes only that topic")
+    gen.add_argument("--segment-bytes", default=str(DEFAULT_SEGMENT_BYTES),
+                     help="roll a segment when the next batch would pass this size "
+                          "(default 8M)")
+    gen.add_argument("--index-interval-bytes", type=int, default=DEFAULT_INDEX_INTERVAL_BYTES,
+                     help="log bytes between offset/time index entries (default 4096, as "
+                          "Kafka's index.interval.bytes)")
+    gen.add_argument("--quiet", action="store_true", help="no progress bar")
+    gen.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Generate the fixture and print one summary line per partition."""
+    from tqdm import tqdm
+
+    from lazyconv.fixtures.generate import generate, parse_size
+
+    size = parse_size(args.size)
+    with tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="fixtures",
+              disable=args.quiet or not sys.stderr.isatty(), file=sys.stderr) as bar:
+        manifest = generate(args.outdir, size, partitions=args.partitions, seed=args.seed,
+                            profile=args.profile, segment_bytes=parse_size(args.segment_bytes),
+                            index_interval_bytes=args.index_interval_bytes,
+                            progress=bar.update)
+    total = 0
+    for name, part in manifest["partitions"].items():
+        total += part["bytes"]
+        print(f"{name:<20} {part['segments']:>5} segments {part['batches']:>8} batches "
+              f"{part['records']:>9} records {part['bytes']:>12} bytes  checksum {part['checksum']}")
+    print(f"total {total} bytes in {len(manifest['partitions'])} partitions under {args.outdir}")
+    return 0

@@ -1,0 +1,563 @@
+"""The request handler behind every listener: one Kafka "broker" over a log directory.
+
+:class:`Broker.handle` takes one request frame (the bytes after the size prefix) and returns a
+:class:`Response` (a Send plus what must be closed when it is done) or ``None`` (acks=0 Produce).
+It does no socket I/O: :mod:`lazyconv.serve.server` owns the sockets. Fetch is async because a
+fetch below ``MinBytes`` waits (up to ``MaxWaitMs``) for the log to grow, as a broker does, and
+Produce may be delayed per listener.
+
+Requests it cannot parse, API keys it does not speak and versions outside its ranges raise
+:class:`~lazyconv.errors.ProtocolError`; the connection is then closed, which is what a Kafka
+broker does with an invalid request. The one exception is ApiVersions, which answers an unknown
+version with error 35 and its version table (KIP-511).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from lazyconv.errors import ConfigurationError, ProtocolError, RecordsError
+from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE, LazyDownConvertedRecords
+from lazyconv.protocol import (
+    api_versions,
+    find_coordinator,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
+from lazyconv.protocol.decision import FetchBudget, broker_partition_response, error_partition
+from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.protocol.fetch import FetchRequest, FetchResponse
+from lazyconv.protocol.headers import decode_request_header, encode_response_header
+from lazyconv.protocol.primitives import Reader
+from lazyconv.records import FileRecords
+from lazyconv.send import BytesSend, Send
+from lazyconv.serve.logdir import LogDirectory, OffsetOutOfRange, PartitionLog, Region
+from lazyconv.serve.offsets import split_entries
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Broker", "Listener", "TopicConfig", "Response", "SUPPORTED_VERSIONS"]
+
+FETCH_KEY = 1
+FETCH_MIN_VERSION = 0
+# Fetch v13+ names topics by id, which the Metadata versions served here do not carry.
+FETCH_MAX_VERSION = 12
+FETCH_FLEXIBLE_FROM = 12
+
+# api key -> (min version, max version, first flexible version)
+SUPPORTED_VERSIONS: dict[int, tuple[int, int, int]] = {
+    produce.API_KEY: (produce.MIN_VERSION, produce.MAX_VERSION, 9),
+    FETCH_KEY: (FETCH_MIN_VERSION, FETCH_MAX_VERSION, FETCH_FLEXIBLE_FROM),
+    list_offsets.API_KEY: (list_offsets.MIN_VERSION, list_offsets.MAX_VERSION, 6),
+    metadata.API_KEY: (metadata.MIN_VERSION, metadata.MAX_VERSION, 9),
+    find_coordinator.API_KEY: (find_coordinator.MIN_VERSION, find_coordinator.MAX_VERSION, 3),
+    api_versions.API_KEY: (api_versions.MIN_VERSION, api_versions.MAX_VERSION, 3),
+    init_producer_id.API_KEY: (init_producer_id.MIN_VERSION, init_producer_id.MAX_VERSION,
+                               init_producer_id.FLEXIBLE_FROM),
+}
+
+# Transactions need a coordinator this server does not have: their InitProducerId is refused
+# with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, an error producers treat as fatal.
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+FIRST_PRODUCER_ID = 1000
+
+# How often a waiting fetch looks at the log again.
+FETCH_POLL_INTERVAL_S = 0.02
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """The topic settings that change what a fetch returns.
+
+    ``compression_type`` is Kafka's ``compression.type`` ("producer", "zstd", ...): "zstd" makes
+    fetches below v10 fail with UNSUPPORTED_COMPRESSION_TYPE. ``downconversion_enable`` is
+    ``message.downconversion.enable``. The message format is always v2 (inter-broker protocol
+    ≥ 3.0), so Fetch v0–1 get magic 0 and v2–3 magic 1.
+    """
+
+    compression_type: str = "producer"
+    downconversion_enable: bool = True
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One advertised endpoint; each listener plays one broker (node id) in Metadata."""
+
+    node_id: int
+    host: str
+    port: int
+    produce_delay_ms: int = 0
+
+
+@dataclass
+class BrokerStats:
+    """Counters over everything this broker answered (tests and logs read them)."""
+
+    fetch_partitions: int = 0
+    zero_copy_partitions: int = 0  # records sent straight from the file
+    converted_partitions: int = 0  # records lazily down-converted
+    partial_tail_responses: int = 0  # records that end inside a batch (cut by a byte limit)
+    padded_bytes: int = 0  # overflow padding written by lazy sends (after they completed)
+    converted_chunks: int = 0
+    records_converted: int = 0
+    zero_copy_bytes: int = 0  # bytes that went from a log file to a socket with os.sendfile
+
+
+class _TrackedFileRecords:
+    """Wraps a file slice sent unconverted, so the broker learns how much went out zero-copy."""
+
+    def __init__(self, records: Any, stats: BrokerStats) -> None:
+        self._records = records
+        self._stats = stats
+        self._send: Any = None
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._records.size_in_bytes
+
+    def to_send(self) -> Send:
+        self._send = self._records.to_send()
+        return self._send
+
+    def close(self) -> None:
+        send, self._send = self._send, None
+        if send is not None:
+            self._stats.zero_copy_bytes += getattr(send, "zero_copy_bytes", 0)
+        self._records.close()
+
+
+class _TrackedLazyRecords:
+    """Wraps lazily converted records so the broker learns what their send did."""
+
+    def __init__(self, records: Any, stats: BrokerStats) -> None:
+        self._records = records
+        self._stats = stats
+        self._send: Any = None
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._records.size_in_bytes
+
+    def to_send(self) -> Send:
+        self._send = self._records.to_send()
+        return self._send
+
+    def close(self) -> None:
+        """Account for the send once the response is finished (or abandoned)."""
+        send, self._send = self._send, None
+        if send is not None:
+            self._stats.padded_bytes += getattr(send, "padding_bytes", 0)
+            self._stats.converted_chunks += getattr(send, "chunks", 0)
+            stats = getattr(send, "stats", None)
+            if stats is not None:
+                self._stats.records_converted += stats.records_converted
+
+
+@dataclass
+class Response:
+    """A response ready to be written, and what to release once it is written (or abandoned)."""
+
+    send: Send
+    resources: list[Any] = field(default_factory=list)
+
+    def close(self) -> None:
+        for resource in self.resources:
+            try:
+                resource.close()
+            except Exception:  # closing must never mask the error that ended the response
+                log.exception("closing %r failed", resource)
+        self.resources.clear()
+
+
+def _header_version(api_key: int, version: int) -> tuple[int, int]:
+    """(request header version, response header version) for a supported key/version."""
+    flexible = version >= SUPPORTED_VERSIONS[api_key][2]
+    if api_key == api_versions.API_KEY:
+        return (2 if flexible else 1), 0  # ApiVersions responses always use header v0
+    return (2, 1) if flexible else (1, 0)
+
+
+class Broker:
+    """Answers Kafka requests from a :class:`LogDirectory`."""
+
+    def __init__(
+        self,
+        logdir: LogDirectory,
+        listeners: list[Listener],
+        *,
+        chunk_size: int = 131072,
+        downconversion_enable: bool = True,
+        topic_configs: dict[str, TopicConfig] | None = None,
+        cluster_id: str = "lazyconv",
+        max_fetch_version: int = FETCH_MAX_VERSION,
+    ) -> None:
+        if not listeners:
+            raise ValueError("a broker needs at least one listener")
+        self.logdir = logdir
+        self.listeners = list(listeners)
+        self.chunk_size = chunk_size
+        self.default_config = TopicConfig(downconversion_enable=downconversion_enable)
+        self.topic_configs = dict(topic_configs or {})
+        self.cluster_id = cluster_id
+        if not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
+            raise ConfigurationError(
+                f"chunk size must be between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes, got {chunk_size}"
+            )
+        if not FETCH_MIN_VERSION <= max_fetch_version <= FETCH_MAX_VERSION:
+            raise ConfigurationError(
+                f"max_fetch_version must be in {FETCH_MIN_VERSION}..{FETCH_MAX_VERSION}, got {max_fetch_version}"
+            )
+        # Capping Fetch makes the server look like an older broker to clients that negotiate
+        # versions with ApiVersions (e.g. max 2 = a 0.10.0 broker: magic v1 for everyone).
+        self.supported_versions = dict(SUPPORTED_VERSIONS)
+        self.supported_versions[FETCH_KEY] = (FETCH_MIN_VERSION, max_fetch_version, FETCH_FLEXIBLE_FROM)
+        self.stats = BrokerStats()
+        self._next_producer_id = FIRST_PRODUCER_ID
+        self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
+
+    def topic_config(self, topic: str) -> TopicConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def leader_for(self, partition: int) -> Listener:
+        return self.listeners[partition % len(self.listeners)]
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    async def handle(self, frame: bytes | memoryview, listener: Listener) -> Response | None:
+        """Answer one request frame (header + body). Raises ProtocolError for invalid ones."""
+        reader = Reader(frame)
+        if reader.remaining < 8:
+            raise ProtocolError(f"request of {reader.remaining} bytes is shorter than a header", 0)
+        api_key = reader.int16("request_api_key")
+        version = reader.int16("request_api_version")
+        reader.pos = 0
+        supported = self.supported_versions.get(api_key)
+        if supported is None:
+            raise ProtocolError(f"unsupported API key {api_key}", 0)
+        low, high, _flex = supported
+        if not low <= version <= high:
+            if api_key == api_versions.API_KEY:
+                header = decode_request_header(reader, 1)  # the body is unknown: not read
+                body = api_versions.unsupported_version_response(self.api_version_table())
+                return self._reply(header["correlation_id"], 0, body)
+            raise ProtocolError(
+                f"unsupported version {version} of API key {api_key} (this server speaks {low}-{high})",
+                2,
+            )
+        self.request_counts[(api_key, version)] += 1
+        request_header_version, response_header_version = _header_version(api_key, version)
+        header = decode_request_header(reader, request_header_version)
+        correlation_id = header["correlation_id"]
+        body = reader.view[reader.pos :]
+        log.debug("request key=%d v=%d corr=%d client=%r", api_key, version, correlation_id,
+                  header.get("client_id"))
+        if api_key == FETCH_KEY:
+            return await self.fetch(version, correlation_id, body)
+        if api_key == api_versions.API_KEY:
+            api_versions.decode_request(version, Reader(body, base=reader.pos))
+            answer = api_versions.encode_response(
+                version, {"error_code": 0, "api_keys": self.api_version_table(), "throttle_time_ms": 0}
+            )
+        elif api_key == metadata.API_KEY:
+            answer = self.metadata(version, metadata.decode_request(version, Reader(body, base=reader.pos)))
+        elif api_key == list_offsets.API_KEY:
+            answer = self.list_offsets(
+                version, list_offsets.decode_request(version, Reader(body, base=reader.pos))
+            )
+        elif api_key == find_coordinator.API_KEY:
+            find_coordinator.decode_request(version, Reader(body, base=reader.pos))
+            answer = find_coordinator.encode_response(
+                version,
+                {"error_code": 0, "node_id": listener.node_id, "host": listener.host,
+                 "port": listener.port},
+            )
+        elif api_key == init_producer_id.API_KEY:
+            answer = self.init_producer_id(
+                version, init_producer_id.decode_request(version, Reader(body, base=reader.pos))
+            )
+        else:  # produce
+            request = produce.decode_request(version, Reader(body, base=reader.pos))
+            answer = self.produce(version, request)
+            if listener.produce_delay_ms > 0:
+                await asyncio.sleep(listener.produce_delay_ms / 1000)
+            if request["acks"] == 0:
+                return None
+        return self._reply(correlation_id, response_header_version, answer)
+
+    @staticmethod
+    def _reply(correlation_id: int, header_version: int, body: bytes) -> Response:
+        header = encode_response_header(header_version, correlation_id)
+        payload = len(header) + len(body)
+        return Response(BytesSend(payload.to_bytes(4, "big") + header + body))
+
+    def api_version_table(self) -> list[dict[str, int]]:
+        return [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high, _flex) in sorted(self.supported_versions.items())
+        ]
+
+    # -- Metadata, ListOffsets, Produce ----------------------------------------------------
+
+    def metadata(self, version: int, request: dict[str, Any]) -> bytes:
+        self.logdir.refresh()
+        known = self.logdir.topics()
+        names = list(known) if request["topics"] is None else [t["name"] for t in request["topics"]]
+        topics = []
+        for name in names:
+            if name not in known:
+                topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": name,
+                               "partitions": []})
+                continue
+            partitions = []
+            for p in known[name]:
+                leader = self.leader_for(p).node_id
+                partitions.append({"error_code": 0, "partition_index": p, "leader_id": leader,
+                                   "leader_epoch": 0, "replica_nodes": [leader], "isr_nodes": [leader]})
+            topics.append({"error_code": 0, "name": name, "partitions": partitions})
+        body = {
+            "throttle_time_ms": 0,
+            "brokers": [{"node_id": li.node_id, "host": li.host, "port": li.port} for li in self.listeners],
+            "cluster_id": self.cluster_id,
+            "controller_id": self.listeners[0].node_id,
+            "topics": topics,
+        }
+        return metadata.encode_response(version, body)
+
+    def list_offsets(self, version: int, request: dict[str, Any]) -> bytes:
+        topics = []
+        for topic in request["topics"]:
+            partitions = []
+            for part in topic["partitions"]:
+                answer: dict[str, Any] = {"partition_index": part["partition_index"], "error_code": 0,
+                                          "timestamp": -1, "offset": -1, "leader_epoch": 0}
+                plog = self.logdir.partition(topic["name"], part["partition_index"])
+                if plog is None:
+                    answer["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    answer["leader_epoch"] = -1
+                else:
+                    plog.refresh()
+                    ts = part["timestamp"]
+                    if ts == list_offsets.LATEST_TIMESTAMP:
+                        answer["offset"] = plog.high_watermark
+                    elif ts == list_offsets.EARLIEST_TIMESTAMP:
+                        answer["offset"] = plog.log_start_offset
+                    else:
+                        found = plog.offset_for_timestamp(ts)
+                        if found is not None:
+                            answer["offset"], answer["timestamp"] = found
+                answer["old_style_offsets"] = (
+                    [answer["offset"]] if answer["offset"] >= 0 and part.get("max_num_offsets", 1) > 0 else []
+                )
+                partitions.append(answer)
+            topics.append({"name": topic["name"], "partitions": partitions})
+        return list_offsets.encode_response(version, {"throttle_time_ms": 0, "topics": topics})
+
+    def init_producer_id(self, version: int, request: dict[str, Any]) -> bytes:
+        """A fresh producer id for an idempotent producer (sequence numbers are not checked)."""
+        if request["transactional_id"] is not None:
+            return init_producer_id.encode_response(version, {
+                "throttle_time_ms": 0, "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1})
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return init_producer_id.encode_response(version, {
+            "throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0})
+
+    def produce(self, version: int, request: dict[str, Any]) -> bytes:
+        responses = []
+        for topic in request["topic_data"]:
+            partitions = []
+            for part in topic["partition_data"]:
+                answer: dict[str, Any] = {"index": part["index"], "error_code": 0, "base_offset": -1,
+                                          "log_append_time_ms": -1, "log_start_offset": -1}
+                plog = self.logdir.partition(topic["name"], part["index"])
+                if plog is None:
+                    answer["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif part["records"] is None:
+                    answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
+                else:
+                    try:
+                        entries = split_entries(part["records"])
+                        if version >= 3 and any(data[16] != 2 for data, _count in entries):
+                            answer["error_code"] = int(ErrorCode.INVALID_RECORD)
+                            answer["error_message"] = "Produce v3+ carries magic v2 batches only"
+                        else:
+                            answer["base_offset"], answer["log_start_offset"] = plog.append(entries)
+                    except RecordsError as exc:
+                        log.warning("rejected produce to %s-%d: %s", topic["name"], part["index"], exc)
+                        answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
+                        answer["error_message"] = str(exc)
+                partitions.append(answer)
+            responses.append({"name": topic["name"], "partition_responses": partitions})
+        return produce.encode_response(version, {"responses": responses, "throttle_time_ms": 0})
+
+    # -- Fetch -----------------------------------------------------------------------------
+
+    async def fetch(self, version: int, correlation_id: int, body: memoryview) -> Response:
+        request = FetchRequest.decode(version, body)
+        session_epoch = request.get("session_epoch", -1)
+        session_id = request.get("session_id", 0)
+        if version >= 7 and session_epoch not in (-1, 0):
+            # Sessions are never created here (we answer SessionId 0), so an incremental fetch
+            # refers to a session this server does not know.
+            code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if session_id else ErrorCode.INVALID_FETCH_SESSION_EPOCH
+            return self._fetch_response(version, correlation_id, int(code), [], [])
+        min_bytes = request.get("min_bytes", 0)
+        deadline = time.monotonic() + max(0, request.get("max_wait_ms", 0)) / 1000
+        while True:
+            plan = self._plan_fetch(version, request)
+            if plan.bytes_read >= min(min_bytes, plan.limit) or time.monotonic() >= deadline:
+                break
+            plan.close()
+            await asyncio.sleep(FETCH_POLL_INTERVAL_S)
+        self.stats.fetch_partitions += plan.partitions
+        self.stats.converted_partitions += plan.converted
+        self.stats.zero_copy_partitions += plan.zero_copy
+        self.stats.partial_tail_responses += plan.partial_tails
+        try:
+            return self._fetch_response(version, correlation_id, 0, plan.topics, plan.resources)
+        except BaseException:
+            plan.close()
+            raise
+
+    def _fetch_response(self, version: int, correlation_id: int, error_code: int,
+                        topics: list[dict[str, Any]], resources: list[Any]) -> Response:
+        body = {"throttle_time_ms": 0, "error_code": error_code, "session_id": 0, "responses": topics}
+        response = FetchResponse(version, body)
+        return Response(response.to_send(correlation_id), list(resources))
+
+    def _plan_fetch(self, version: int, request: dict[str, Any]) -> _FetchPlan:
+        """Read every partition of a fetch in request order under KIP-74's budget."""
+        plan = _FetchPlan()
+        budget = FetchBudget(version, request.get("max_bytes") if version >= 3 else None)
+        plan.limit = budget.limit
+        read: list[tuple[str, dict[str, Any]]] = []
+        rejected: list[tuple[str, dict[str, Any]]] = []
+        try:
+            for topic in request["topics"]:
+                name = topic["topic"]
+                for part in topic["partitions"]:
+                    plog = self.logdir.partition(name, part["partition"])
+                    if plog is None:
+                        rejected.append(
+                            (name, error_partition(part["partition"], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                        )
+                        continue
+                    before = budget.remaining
+                    read.append((name, self._read_partition(version, name, plog, part, budget, plan)))
+                    plan.bytes_read += before - budget.remaining
+                    plan.partitions += 1
+        except BaseException:
+            plan.close()
+            raise
+        plan.topics = _group_by_topic(read + rejected)
+        return plan
+
+    def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
+                        budget: FetchBudget, plan: _FetchPlan) -> dict[str, Any]:
+        """One partition of a fetch, as the response partition dict (fetch-protocol.md §6, §8)."""
+        index = part["partition"]
+        fetch_offset = part["fetch_offset"]
+        config = self.topic_config(topic)
+        try:
+            region = plog.locate(fetch_offset)
+        except OffsetOutOfRange as exc:
+            log.info("fetch: %s", exc)
+            records, error, hw, start = None, ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1
+        except RecordsError as exc:
+            # Unreadable log data: Kafka's answer for a failed log is a storage error (sent as
+            # NOT_LEADER_OR_FOLLOWER to Fetch v0-5 by the decision helper).
+            log.error("fetch %s-%d at %d: %s", topic, index, fetch_offset, exc)
+            records, error, hw, start = None, ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
+        else:
+            error, hw, start = ErrorCode.NONE, region.high_watermark, region.log_start_offset
+            records = b""
+            size = _consume_budget(budget, region, part["partition_max_bytes"])
+            if size > 0:
+                assert region.path is not None and region.segment is not None
+                records = FileRecords(region.path, start=region.position, end=region.position + size)
+                plan.resources.append(records)
+                plan.partial_tails += not region.segment.is_entry_boundary(region.position + size)
+        chunk_size = self.chunk_size
+
+        def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
+            tracked = _TrackedLazyRecords(
+                LazyDownConvertedRecords(records_in, to_magic, first_offset, chunk_size=chunk_size),
+                self.stats,
+            )
+            plan.resources.append(tracked)
+            plan.converted += 1
+            return tracked
+
+        entry = broker_partition_response(
+            version, index, records, fetch_offset=fetch_offset, error_code=int(error),
+            high_watermark=hw, last_stable_offset=hw, log_start_offset=start,
+            topic_compression=config.compression_type,
+            downconversion_enable=config.downconversion_enable,
+            lazy_records_factory=lazy,
+        )
+        if isinstance(records, FileRecords) and entry["records"] is records:
+            plan.zero_copy += 1
+            entry["records"] = tracked = _TrackedFileRecords(records, self.stats)
+            plan.resources.append(tracked)
+        return entry
+
+
+def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
+    """Bytes of ``region`` this partition gets under KIP-74 (fetch-protocol.md §8).
+
+    The same rules as :meth:`FetchBudget.read`, on the entry index instead of a batch scan:
+    the region already starts at the batch holding the fetch offset, so finding it costs a
+    bisect rather than reading every batch header of the segment.
+    """
+    if region.path is None or region.end <= region.position:
+        return 0
+    limit = min(max(partition_max_bytes, 0), budget.remaining)
+    if budget.min_one:
+        limit = max(limit, region.first_entry_size)
+    if limit <= 0:
+        return 0
+    if limit < region.first_entry_size and not budget.hard_limit:
+        return 0  # v3+: a first batch that does not fit is not sent; consumers move on
+    size = min(region.end - region.position, limit)
+    if size > 0:
+        budget.min_one = False
+    budget.remaining = max(0, budget.remaining - size)
+    return size
+
+
+class _FetchPlan:
+    """The partitions of one fetch and the files it opened."""
+
+    def __init__(self) -> None:
+        self.topics: list[dict[str, Any]] = []
+        self.resources: list[Any] = []
+        self.bytes_read = 0
+        self.limit = 0
+        self.partial_tails = 0
+        self.converted = 0
+        self.zero_copy = 0
+        self.partitions = 0
+
+    def close(self) -> None:
+        for resource in self.resources:
+            resource.close()
+        self.resources.clear()
+
+
+def _group_by_topic(partitions: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Consecutive partitions of one topic share a topic entry (fetch-protocol.md trap 12)."""
+    topics: list[dict[str, Any]] = []
+    for name, entry in partitions:
+        if topics and topics[-1]["topic"] == name:
+            topics[-1]["partitions"].append(entry)
+        else:
+            topics.append({"topic": name, "partitions": [entry]})
+    return topics

@@ -1,0 +1,214 @@
+"""The asyncio side: listening sockets, request framing, and writing Sends with backpressure.
+
+Each connection is served by one task that reads a request (int32 size, then that many bytes),
+hands it to :meth:`Broker.handle`, and writes the response before reading the next request —
+per connection, requests are answered one at a time and in order, as a Kafka broker does (it
+mutes a channel while its response is in flight). Pipelined requests simply wait in the socket.
+
+Responses are :class:`~lazyconv.send.Send` objects written straight to the raw non-blocking
+socket: ``write_to`` returns 0 when the socket buffer is full, and the task then waits for
+writability with ``loop.add_writer``. So a slow reader holds at most the bytes of one Send step
+(one converted chunk for lazy conversion; nothing for zero-copy file regions, which go out with
+``os.sendfile``), never a whole response: memory is bounded by connections × chunk size.
+
+A request larger than ``max_request_size``, a negative size, or a request the broker refuses
+closes that connection (Kafka does the same); nothing a client sends can stop the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from dataclasses import dataclass
+
+from lazyconv.errors import LazyconvError
+from lazyconv.send import Send
+from lazyconv.serve.broker import Broker, Listener, Response
+
+log = logging.getLogger(__name__)
+
+__all__ = ["KafkaServer", "ListenerSpec", "DEFAULT_MAX_REQUEST_SIZE"]
+
+# Kafka's socket.request.max.bytes default.
+DEFAULT_MAX_REQUEST_SIZE = 104857600
+# Kafka's socket.send.buffer.bytes default; -1 leaves the OS default (autotuned, often MBs).
+DEFAULT_SEND_BUFFER = 102400
+_RECV_PIECE = 65536
+
+
+@dataclass(frozen=True)
+class ListenerSpec:
+    """Where to listen: ``port`` 0 picks a free port. ``advertised_host`` defaults to ``host``."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    produce_delay_ms: int = 0
+    advertised_host: str | None = None
+
+
+class _ConnectionClosed(Exception):
+    pass
+
+
+class KafkaServer:
+    """Serves one :class:`Broker` on one or more listeners (each advertised as its own node)."""
+
+    def __init__(self, broker_factory, listeners: list[ListenerSpec], *,
+                 max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
+                 send_buffer_bytes: int = DEFAULT_SEND_BUFFER) -> None:
+        """``broker_factory(listeners)`` builds the :class:`Broker` once the ports are known."""
+        self._broker_factory = broker_factory
+        self._specs = listeners
+        self.max_request_size = max_request_size
+        self.send_buffer_bytes = send_buffer_bytes
+        self.broker: Broker | None = None
+        self.listeners: list[Listener] = []
+        self._sockets: list[socket.socket] = []
+        self._accept_tasks: list[asyncio.Task[None]] = []
+        self._connections: set[asyncio.Task[None]] = set()
+        self.connections_served = 0
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
+
+    async def start(self) -> None:
+        """Bind every listener, build the broker and start accepting."""
+        for node_id, spec in enumerate(self._specs):
+            sock = socket.create_server((spec.host, spec.port), reuse_port=False, backlog=512)
+            sock.setblocking(False)
+            self._sockets.append(sock)
+            port = sock.getsockname()[1]
+            host = spec.advertised_host or spec.host
+            if host in ("0.0.0.0", "::", ""):
+                host = socket.gethostname()
+            self.listeners.append(Listener(node_id, host, port, spec.produce_delay_ms))
+        self.broker = self._broker_factory(self.listeners)
+        loop = asyncio.get_running_loop()
+        for sock, listener in zip(self._sockets, self.listeners, strict=True):
+            self._accept_tasks.append(loop.create_task(self._accept_loop(sock, listener)))
+        for listener in self.listeners:
+            log.info("listening on %s:%d as node %d", listener.host, listener.port, listener.node_id)
+
+    async def close(self) -> None:
+        """Stop accepting, end every connection and release the sockets."""
+        for task in self._accept_tasks:
+            task.cancel()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._accept_tasks, *self._connections, return_exceptions=True)
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
+
+    async def serve_forever(self) -> None:
+        await asyncio.gather(*self._accept_tasks)
+
+    async def _accept_loop(self, server_sock: socket.socket, listener: Listener) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, peer = await loop.sock_accept(server_sock)
+            except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
+                log.warning("accept failed on port %d: %s", listener.port, exc)
+                await asyncio.sleep(0.1)
+                continue
+            conn.setblocking(False)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer_bytes > 0:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+            self.connections_served += 1
+            task = loop.create_task(self._serve_connection(conn, peer, listener))
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    async def _serve_connection(self, conn: socket.socket, peer, listener: Listener) -> None:
+        loop = asyncio.get_running_loop()
+        assert self.broker is not None
+        try:
+            while True:
+                size_bytes = await _recv_exactly(loop, conn, 4)
+                if size_bytes is None:
+                    return  # clean close between requests
+                size = int.from_bytes(size_bytes, "big", signed=True)
+                if size < 8 or size > self.max_request_size:
+                    log.warning("closing %s: request size %d outside [8, %d]", peer, size,
+                                self.max_request_size)
+                    return
+                frame = await _recv_exactly(loop, conn, size)
+                if frame is None:
+                    log.info("%s closed the connection inside a request", peer)
+                    return
+                try:
+                    response = await self.broker.handle(frame, listener)
+                except LazyconvError as exc:
+                    log.warning("closing %s: invalid request: %s", peer, exc)
+                    return
+                if response is None:
+                    continue
+                try:
+                    await _write_send(loop, conn, response)
+                except LazyconvError as exc:
+                    # e.g. log data that turns out corrupt half-way through a lazy send: the
+                    # committed size can no longer be honoured, so the connection must end.
+                    log.error("aborting the response to %s: %s", peer, exc)
+                    return
+                finally:
+                    response.close()
+        except (ConnectionError, _ConnectionClosed) as exc:
+            log.info("connection from %s ended: %s", peer, exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A bug must end this connection only, never the server.
+            log.exception("internal error serving %s; closing the connection", peer)
+        finally:
+            with contextlib.suppress(OSError):
+                conn.close()
+
+
+async def _recv_exactly(loop: asyncio.AbstractEventLoop, conn: socket.socket, n: int) -> bytes | None:
+    """Read exactly ``n`` bytes; None if the peer closed before the first byte.
+
+    Memory grows with the bytes that actually arrive, so a client announcing a large request
+    and then stalling costs nothing up front.
+    """
+    pieces: list[bytes] = []
+    got = 0
+    while got < n:
+        piece = await loop.sock_recv(conn, min(n - got, _RECV_PIECE))
+        if not piece:
+            if got == 0:
+                return None
+            raise _ConnectionClosed(f"peer closed after {got} of {n} bytes")
+        pieces.append(piece)
+        got += len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket, response: Response) -> None:
+    """Write a Send to the non-blocking socket, waiting for writability when it would block."""
+    send: Send = response.send
+    while not send.completed:
+        written = send.write_to(conn)
+        if written == 0 and not send.completed:
+            await _wait_writable(loop, conn)
+
+
+async def _wait_writable(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> None:
+    fd = conn.fileno()
+    if fd < 0:
+        raise _ConnectionClosed("socket closed")
+    future: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    loop.add_writer(fd, ready)
+    try:
+        await future
+    finally:
+        loop.remove_writer(fd)

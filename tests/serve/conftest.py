@@ -1,0 +1,69 @@
+"""Run ``lazyconv serve``'s server in a background thread for tests with blocking clients."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lazyconv.serve import Broker, KafkaServer, ListenerSpec, LogDirectory
+
+
+class ServerThread:
+    """A KafkaServer on its own event loop in a daemon thread."""
+
+    def __init__(self, logdir: Path, *, listeners: int = 1, produce_delays: tuple[int, ...] = (),
+                 max_request_size: int = 104857600, **broker_kwargs) -> None:
+        self.logdir = LogDirectory(logdir)
+        specs = [ListenerSpec("127.0.0.1", 0, produce_delays[i] if i < len(produce_delays) else 0)
+                 for i in range(listeners)]
+        self.server = KafkaServer(lambda ls: Broker(self.logdir, ls, **broker_kwargs), specs,
+                                  max_request_size=max_request_size)
+        self.loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("server did not start")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self.server.start())
+        self._started.set()
+        self.loop.run_forever()
+
+    @property
+    def port(self) -> int:
+        return self.server.listeners[0].port
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def call(self, coro_fn, timeout: float = 10):
+        """Run ``coro_fn()`` on the server loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro_fn(), self.loop).result(timeout)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture
+def serve_logdir() -> Iterator:
+    """Factory: ``serve_logdir(path, **broker_kwargs)`` starts a server, stopped at teardown."""
+    servers: list[ServerThread] = []
+
+    def start(path: Path, **kwargs) -> ServerThread:
+        server = ServerThread(path, **kwargs)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

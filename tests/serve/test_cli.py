@@ -1,0 +1,61 @@
+"""``lazyconv serve`` as a command: it starts, announces its port, answers, and rejects bad options."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.serve.test_robustness import metadata_roundtrip
+
+pytestmark = pytest.mark.slow  # each test starts Python processes
+
+
+def run_cli(*args: str, **kwargs) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    return subprocess.Popen([sys.executable, "-m", "lazyconv.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def test_serve_announces_each_listener_and_answers(tmp_path):
+    (tmp_path / "t-0").mkdir()
+    proc = run_cli("serve", str(tmp_path), "--port", "0", "--listener", "0,delay=5",
+                   "--topic-config", "t:compression.type=zstd", "--chunk-size", "16K")
+    try:
+        lines = [proc.stdout.readline() for _ in range(2)]
+        ports = [int(line.split(" on ")[1].split()[0].rsplit(":", 1)[1]) for line in lines]
+        assert "as node 0" in lines[0] and "as node 1" in lines[1]
+        assert all(metadata_roundtrip(port) for port in ports)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def exit_status(proc: subprocess.Popen) -> tuple[int, str]:
+    try:
+        _out, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("lazyconv serve kept running despite a bad argument") from None
+    return proc.returncode, err
+
+
+def test_serve_rejects_bad_arguments(tmp_path):
+    status, err = exit_status(run_cli("serve", str(tmp_path / "nope"), "--port", "0"))
+    assert status == 1 and "does not exist" in err
+    status, err = exit_status(run_cli("serve", str(tmp_path), "--topic-config", "t:no.such=1", "--port", "0"))
+    assert status == 1 and "unknown key" in err
+    status, err = exit_status(run_cli("serve", str(tmp_path), "--chunk-size", "1K", "--port", "0"))
+    assert status == 1 and "chunk size" in err  # below the lazy send's 16 KiB minimum
+
+
+def test_serve_help_explains_every_option():
+    out = subprocess.run([sys.executable, "-m", "lazyconv.cli", "serve", "--help"], capture_output=True,
+                         text=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), check=True).stdout
+    for option in ("--host", "--port", "--chunk-size", "--no-downconversion", "--topic-config",
+                   "--listener", "--produce-delay-ms", "--max-fetch-version", "--max-request-size"):
+        assert option in out
