@@ -321,7 +321,10 @@ class _Encoder:
                     raise ProtocolError(f"{path} is null but not nullable in version {version}")
                 self.writer.length_prefix(None, compact=self.flexible)
                 return
-            items = list(v)
+            try:
+                items = list(v)
+            except TypeError:
+                raise ProtocolError(f"{path}: expected a list, got {type(v).__name__}") from None
             self.writer.length_prefix(len(items), compact=self.flexible)
             for i, item in enumerate(items):
                 if isinstance(t.element, Struct):

@@ -149,3 +149,13 @@ def test_strict_refuses_non_default_structs_a_version_lacks() -> None:
     with pytest.raises(ProtocolError, match="current_leader"):
         FetchResponse(11, response, strict=True)
     FetchResponse(11, response)  # lenient: dropped
+
+
+def test_an_array_field_given_a_non_list_names_the_field() -> None:
+    for body, path in (
+        ({"responses": 5}, r"FetchResponse\.responses"),
+        ({"responses": [{"topic": "t", "partitions": [{"partition_index": 0, "aborted_transactions": 3}]}]},
+         r"responses\[0\]\.partitions\[0\]\.aborted_transactions"),
+    ):
+        with pytest.raises(ProtocolError, match=path):
+            FetchResponse(4, body)
