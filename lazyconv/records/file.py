@@ -164,7 +164,7 @@ class FileRecords:
             self._closed = True
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._closed or (self._file is not None and self._file.closed):
             raise ConfigurationError("FileRecords is closed (its file descriptor may now belong to another file)")
 
     def __enter__(self) -> FileRecords:

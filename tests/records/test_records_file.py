@@ -150,3 +150,13 @@ def test_reading_after_close_raises_instead_of_reading_a_reused_descriptor(tmp_p
         ):
             with pytest.raises(ConfigurationError, match="closed"):
                 use()
+
+
+def test_reading_after_the_callers_file_object_is_closed_raises(tmp_path: Path) -> None:
+    path = tmp_path / "mine.log"
+    path.write_bytes(batch(0, 2))
+    with open(path, "rb") as f:
+        records = FileRecords(f)
+        sliced = records.slice(0, 10**6)
+    with open(path, "rb"), pytest.raises(ConfigurationError, match="closed"):
+        list(sliced.batches())
