@@ -513,24 +513,13 @@ class Broker:
 def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
     """Bytes of ``region`` this partition gets under KIP-74 (fetch-protocol.md §8).
 
-    The same rules as :meth:`FetchBudget.read`, on the entry index instead of a batch scan:
-    the region already starts at the batch holding the fetch offset, so finding it costs a
-    bisect rather than reading every batch header of the segment.
+    The rules are :meth:`FetchBudget.take`'s; the region already starts at the batch holding
+    the fetch offset, so finding it costs a bisect of the entry index rather than reading every
+    batch header of the segment.
     """
     if region.path is None or region.end <= region.position:
         return 0
-    limit = min(max(partition_max_bytes, 0), budget.remaining)
-    if budget.min_one:
-        limit = max(limit, region.first_entry_size)
-    if limit <= 0:
-        return 0
-    if limit < region.first_entry_size and not budget.hard_limit:
-        return 0  # v3+: a first batch that does not fit is not sent; consumers move on
-    size = min(region.end - region.position, limit)
-    if size > 0:
-        budget.min_one = False
-    budget.remaining = max(0, budget.remaining - size)
-    return size
+    return budget.take(region.first_entry_size, region.end - region.position, partition_max_bytes)
 
 
 class _FetchPlan:

@@ -159,6 +159,20 @@ def test_v0_to_v2_hard_limit_returns_a_truncated_first_batch(version: int) -> No
     assert bytes(part.buffer) == LOG[:20]
 
 
+def test_take_applies_the_same_limits_without_a_batch_scan() -> None:
+    # What serve calls with its entry index: first batch size, bytes available, partition max.
+    budget = FetchBudget(3, max_bytes=10)
+    assert budget.take(70, 500, partition_max_bytes=5) == 70  # min_one: a whole first batch
+    assert budget.remaining == 0
+    assert budget.take(70, 500, partition_max_bytes=1000) == 0
+    budget = FetchBudget(4, max_bytes=1000)
+    assert budget.take(70, 500, partition_max_bytes=100) == 100  # may end inside a later batch
+    assert budget.take(70, 500, partition_max_bytes=69) == 0  # first batch does not fit: nothing
+    assert budget.take(70, 30, partition_max_bytes=100) == 30  # bounded by what is readable
+    assert budget.remaining == 1000 - 130
+    assert FetchBudget(1).take(70, 500, partition_max_bytes=20) == 20  # v0-2: hard limit
+
+
 def test_read_starts_at_the_batch_holding_the_fetch_offset() -> None:
     budget = FetchBudget(4, max_bytes=1 << 20)
     part = budget.read(MemoryRecords(LOG), 5, 1 << 20)
