@@ -30,6 +30,8 @@ __all__ = [
     "zstd_readable",
     "conversion_target_magic",
     "error_partition",
+    "fetch_replica_id",
+    "is_follower_fetch",
     "broker_partition_response",
     "FetchBudget",
 ]
@@ -75,6 +77,27 @@ def conversion_target_magic(version: int, topic_magic: int = 2) -> int | None:
     if topic_magic > 1 and version <= 3:
         return 1
     return None
+
+
+def fetch_replica_id(version: int, request: Mapping[str, Any]) -> int:
+    """The requesting replica's id in a decoded FetchRequest (−1 for a consumer).
+
+    v0–14 carry it in the body's ``replica_id``; v15+ moved it into the tagged
+    ``replica_state`` (the body's ``replica_id`` then decodes as its default, −1).
+    """
+    _check_version(version)
+    if version >= 15:
+        state = request.get("replica_state") or {}
+        return int(state.get("replica_id", -1))
+    return int(request.get("replica_id", -1))
+
+
+def is_follower_fetch(version: int, request: Mapping[str, Any]) -> bool:
+    """Whether a decoded FetchRequest comes from a follower broker (replica id ≥ 0).
+
+    −1 is a consumer and −2 a debugging consumer; both are consumers for §6's rules.
+    """
+    return fetch_replica_id(version, request) >= 0
 
 
 def error_partition(partition_index: int, error_code: int) -> dict[str, Any]:

@@ -31,7 +31,12 @@ from lazyconv.protocol import (
     metadata,
     produce,
 )
-from lazyconv.protocol.decision import FetchBudget, broker_partition_response, error_partition
+from lazyconv.protocol.decision import (
+    FetchBudget,
+    broker_partition_response,
+    error_partition,
+    is_follower_fetch,
+)
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.fetch import FetchRequest, FetchResponse
 from lazyconv.protocol.headers import decode_request_header, encode_response_header
@@ -438,6 +443,8 @@ class Broker:
         plan = _FetchPlan()
         budget = FetchBudget(version, request.get("max_bytes") if version >= 3 else None)
         plan.limit = budget.limit
+        # Followers are exempt from message.downconversion.enable (fetch-protocol.md §6 3a).
+        is_follower = is_follower_fetch(version, request)
         read: list[tuple[str, dict[str, Any]]] = []
         rejected: list[tuple[str, dict[str, Any]]] = []
         try:
@@ -451,7 +458,8 @@ class Broker:
                         )
                         continue
                     before = budget.remaining
-                    read.append((name, self._read_partition(version, name, plog, part, budget, plan)))
+                    entry = self._read_partition(version, name, plog, part, budget, plan, is_follower)
+                    read.append((name, entry))
                     plan.bytes_read += before - budget.remaining
                     plan.partitions += 1
         except BaseException:
@@ -461,7 +469,8 @@ class Broker:
         return plan
 
     def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
-                        budget: FetchBudget, plan: _FetchPlan) -> dict[str, Any]:
+                        budget: FetchBudget, plan: _FetchPlan,
+                        is_follower: bool = False) -> dict[str, Any]:
         """One partition of a fetch, as the response partition dict (fetch-protocol.md §6, §8)."""
         index = part["partition"]
         fetch_offset = part["fetch_offset"]
@@ -500,7 +509,7 @@ class Broker:
             version, index, records, fetch_offset=fetch_offset, error_code=int(error),
             high_watermark=hw, last_stable_offset=hw, log_start_offset=start,
             topic_compression=config.compression_type,
-            downconversion_enable=config.downconversion_enable,
+            downconversion_enable=config.downconversion_enable, is_follower=is_follower,
             lazy_records_factory=lazy,
         )
         if isinstance(records, FileRecords) and entry["records"] is records:

@@ -8,10 +8,13 @@ from lazyconv.lazy import LazyDownConvertedRecords
 from lazyconv.protocol import (
     ErrorCode,
     FetchBudget,
+    FetchRequest,
     FetchResponse,
     broker_partition_response,
     conversion_target_magic,
     error_partition,
+    fetch_replica_id,
+    is_follower_fetch,
     readable_magic,
 )
 from lazyconv.records import Compression, FileRecords, MemoryRecords, RecordsBuilder
@@ -120,6 +123,28 @@ def test_extra_fields_are_copied() -> None:
     p = broker_partition_response(12, 0, b"", fetch_offset=0,
                                   extra_fields={"current_leader": {"leader_id": 1, "leader_epoch": 2}})
     assert p["current_leader"] == {"leader_id": 1, "leader_epoch": 2}
+
+
+def _decoded_request(version: int, **fields) -> dict:
+    body = {"max_wait_ms": 0, "min_bytes": 1, "topics": [], "forgotten_topics_data": [], **fields}
+    return FetchRequest.decode(version, FetchRequest.encode(version, body))
+
+
+@pytest.mark.parametrize("version", [0, 4, 14])
+def test_follower_is_found_by_the_body_replica_id_before_v15(version: int) -> None:
+    assert fetch_replica_id(version, _decoded_request(version, replica_id=2)) == 2
+    assert is_follower_fetch(version, _decoded_request(version, replica_id=2))
+    assert not is_follower_fetch(version, _decoded_request(version, replica_id=-1))
+    assert not is_follower_fetch(version, _decoded_request(version, replica_id=-2))  # debug consumer
+
+
+@pytest.mark.parametrize("version", [15, 16, 17])
+def test_follower_is_found_in_replica_state_from_v15(version: int) -> None:
+    follower = _decoded_request(version, replica_state={"replica_id": 3, "replica_epoch": 7})
+    assert follower["replica_id"] == -1  # the body field is gone from v15: decoded as its default
+    assert fetch_replica_id(version, follower) == 3
+    assert is_follower_fetch(version, follower)
+    assert not is_follower_fetch(version, _decoded_request(version))  # no tag: a consumer
 
 
 # -- KIP-74 ---------------------------------------------------------------------------------
