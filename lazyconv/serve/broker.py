@@ -14,6 +14,7 @@ version with error 35 and its version table (KIP-511).
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 import time
@@ -115,8 +116,11 @@ class BrokerStats:
     zero_copy_bytes: int = 0  # bytes that went from a log file to a socket with os.sendfile
 
 
-class _TrackedFileRecords:
-    """Wraps a file slice sent unconverted, so the broker learns how much went out zero-copy."""
+class _TrackedRecords(abc.ABC):
+    """Wraps a partition's records so the broker learns what their send did.
+
+    The send is accounted for by :meth:`close`, once the response is finished (or abandoned).
+    """
 
     def __init__(self, records: Any, stats: BrokerStats) -> None:
         self._records = records
@@ -134,35 +138,33 @@ class _TrackedFileRecords:
     def close(self) -> None:
         send, self._send = self._send, None
         if send is not None:
-            self._stats.zero_copy_bytes += getattr(send, "zero_copy_bytes", 0)
+            self._account(send)
+
+    @abc.abstractmethod
+    def _account(self, send: Any) -> None:
+        """Add what ``send`` did to the broker's stats."""
+
+
+class _TrackedFileRecords(_TrackedRecords):
+    """A file slice sent unconverted: how much went out zero-copy; closes the slice."""
+
+    def _account(self, send: Any) -> None:
+        self._stats.zero_copy_bytes += getattr(send, "zero_copy_bytes", 0)
+
+    def close(self) -> None:
+        super().close()
         self._records.close()
 
 
-class _TrackedLazyRecords:
-    """Wraps lazily converted records so the broker learns what their send did."""
+class _TrackedLazyRecords(_TrackedRecords):
+    """Lazily converted records: padding, chunks and records converted by their send."""
 
-    def __init__(self, records: Any, stats: BrokerStats) -> None:
-        self._records = records
-        self._stats = stats
-        self._send: Any = None
-
-    @property
-    def size_in_bytes(self) -> int:
-        return self._records.size_in_bytes
-
-    def to_send(self) -> Send:
-        self._send = self._records.to_send()
-        return self._send
-
-    def close(self) -> None:
-        """Account for the send once the response is finished (or abandoned)."""
-        send, self._send = self._send, None
-        if send is not None:
-            self._stats.padded_bytes += getattr(send, "padding_bytes", 0)
-            self._stats.converted_chunks += getattr(send, "chunks", 0)
-            stats = getattr(send, "stats", None)
-            if stats is not None:
-                self._stats.records_converted += stats.records_converted
+    def _account(self, send: Any) -> None:
+        self._stats.padded_bytes += getattr(send, "padding_bytes", 0)
+        self._stats.converted_chunks += getattr(send, "chunks", 0)
+        stats = getattr(send, "stats", None)
+        if stats is not None:
+            self._stats.records_converted += stats.records_converted
 
 
 @dataclass
