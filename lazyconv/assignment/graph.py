@@ -10,12 +10,13 @@ Speed-ups that provably do not change a single relaxation (so results stay Kafka
 
 * a node whose distance has not changed since it was last scanned cannot relax anything, so it
   is skipped; a pass that relaxes nothing ends the search (no negative cycle);
-* once the distance vector at the end of a pass equals an earlier one shifted by a constant
-  (ignoring nodes that no residual edge enters, whose distance stays 0 and which never relax
-  anything after the first pass), every later pass repeats the relaxations of the pass one
-  period earlier, including the order and the parent chosen. The last pass is then equivalent
-  to the first later pass in the same phase of the period, so the search stops there instead of
-  running all ``|V|`` passes. Without this, one negative-cycle search costs ``|V| * |E|`` steps.
+* Bellman-Ford passes become periodic: once the last ``p`` passes relaxed the same edges, in
+  the same order, as the ``p`` before them, and the conditions of ``_find_period`` hold, every
+  later pass repeats the pass ``p`` earlier (same relaxations, same order, same parents; each
+  node's distance just moves by a fixed amount per period, and comparisons along the edges that
+  matter do not see that). The last pass then behaves like the first later pass in the same
+  phase of the period, so the search stops there instead of running all ``|V|`` passes.
+  Without this, one negative-cycle search costs ``|V| * |E|`` steps.
 """
 
 from __future__ import annotations
@@ -193,10 +194,16 @@ class Graph:
         return self.flow()
 
 
+# Longest period of the Bellman-Ford passes looked for (a longer one only costs speed).
+_MAX_PERIOD = 64
+
+
 class _ResidualArrays:
     """The residual graph as flat arrays (node index 0 is the dummy node of Bellman-Ford)."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, detect_period: bool = True) -> None:
+        self.detect_period = detect_period
+        self.passes = 0
         nodes = graph.nodes()
         index = {node: i + 1 for i, node in enumerate(nodes)}
         self.graph = graph
@@ -282,18 +289,16 @@ class _ResidualArrays:
         parent_edge = [-1] * n
         changed = [True] * n
         changed[0] = False
-        entered = [False] * n
-        for u in range(1, n):
-            for eid in out[u]:
-                if residual[eid] > 0:
-                    entered[dest[eid]] = True
-        tracked = [u for u in range(1, n) if entered[u]]
         last = n - 1  # passes 0 .. |V|-1, |V| counting the dummy node
-        history: dict[tuple[int, ...], int] = {}
-        period_found = False
+        detect = self.detect_period
+        # Per recent pass: distances at its end, edges it relaxed, and a hash of those edges.
+        states: deque[list[int]] = deque(maxlen=_MAX_PERIOD + 1)
+        relaxations: deque[list[int]] = deque(maxlen=_MAX_PERIOD + 1)
+        signatures: deque[int] = deque(maxlen=_MAX_PERIOD + 1)
         pass_no = 0
         while pass_no <= last:
-            relaxed = False
+            self.passes += 1
+            relaxed: list[int] = []
             for u in range(1, n):
                 if not changed[u]:
                     continue
@@ -309,28 +314,64 @@ class _ResidualArrays:
                         parent[v] = u
                         parent_edge[v] = eid
                         changed[v] = True
-                        relaxed = True
+                        relaxed.append(eid)
                         if pass_no == last:
                             return v, parent, parent_edge
             if not relaxed:
                 return None
-            if not period_found and tracked:
-                base = dist[tracked[0]]
-                key = tuple([dist[u] - base for u in tracked])
-                earlier = history.get(key)
-                if earlier is None:
-                    history[key] = pass_no
-                else:
-                    # Passes repeat with period p from here on: the real last pass behaves like
-                    # the first later pass in the same phase.
-                    period = pass_no - earlier
+            if detect:
+                states.append(dist[:])
+                relaxations.append(relaxed)
+                signatures.append(hash(tuple(relaxed)))
+                period = self._find_period(states, relaxations, signatures)
+                if period:
+                    # Passes repeat with this period from here on: the real last pass behaves
+                    # like the first later pass in the same phase.
                     equivalent_before_last = pass_no + (last - 1 - pass_no) % period
                     if equivalent_before_last < last - 1:
                         last = equivalent_before_last + 1
-                    period_found = True
-                    history.clear()
+                    detect = False
+                    states.clear()
+                    relaxations.clear()
             pass_no += 1
         return None
+
+    def _find_period(
+        self, states: deque[list[int]], relaxations: deque[list[int]], signatures: deque[int]
+    ) -> int:
+        """A period p after which all later passes repeat pass-for-pass, or 0 if none is proven.
+
+        With ``shift = dist(now) - dist(p passes ago)``, the passes repeat (each node's distance
+        moving by its own shift every period) when (a) every relaxation of the last p passes
+        joined two nodes with equal shift, and (b) no residual edge leads from a node with a
+        smaller (more negative) shift to one with a larger shift: such an edge would relax
+        eventually, while edges the other way can never relax again.
+        """
+        dest, counter, out, residual = self.dest, self.counter, self.out, self.residual
+        k = len(states) - 1
+        now = states[k]
+        for period in range(1, k + 1):
+            if signatures[k - period] != signatures[k]:
+                continue
+            then = states[k - period]
+            shift = [a - b for a, b in zip(now, then)]
+            if not any(shift):
+                continue
+            same = all(
+                shift[dest[counter[eid]]] == shift[dest[eid]]
+                for r in range(k - period + 1, k + 1)
+                for eid in relaxations[r]
+            )
+            if not same:
+                continue
+            closed = all(
+                residual[eid] <= 0 or shift[u] >= shift[dest[eid]]
+                for u in range(1, self.size)
+                for eid in out[u]
+            )
+            if closed:
+                return period
+        return 0
 
     def edmonds_karp(self) -> None:
         source = self.index.get(self.graph.source) if self.graph.source is not None else None
