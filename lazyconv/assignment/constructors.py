@@ -178,7 +178,7 @@ class BalanceSubtopologyGraphConstructor:
         graph = Graph()
         second_stage = t + c * g_count
         node = 0
-        for g, group in enumerate(self.groups):
+        for g in range(g_count):
             valid = 0
             while node < t and group_of[node] == g:
                 for j in range(c):

@@ -354,7 +354,7 @@ class _ResidualArrays:
             if signatures[k - period] != signatures[k]:
                 continue
             then = states[k - period]
-            shift = [a - b for a, b in zip(now, then)]
+            shift = [a - b for a, b in zip(now, then, strict=True)]
             if not any(shift):
                 continue
             same = all(
