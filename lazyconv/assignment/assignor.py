@@ -14,6 +14,7 @@ from lazyconv.assignment.constructors import (
     MinTrafficGraphConstructor,
     create_graph_constructor,
 )
+from lazyconv.assignment.constructors import TaskGraph
 from lazyconv.assignment.cost import CostModel, CostWeights
 from lazyconv.assignment.errors import AssignmentError
 from lazyconv.assignment.ids import TaskId, TopicPartition
@@ -75,6 +76,26 @@ def client_tag_aware_predicate(
     return can_move
 
 
+def solve_min_traffic(task_graph: TaskGraph) -> None:
+    """Solve a min_traffic graph with the vectorized engine and write the flows to its edges.
+
+    Gives exactly the flows of ``task_graph.graph.solve_min_cost_flow()`` (tests compare them),
+    in a fraction of the time on large graphs.
+    """
+    from lazyconv.assignment.fast_min_traffic import MinTrafficSolver
+
+    graph = task_graph.graph
+    graph._validate_for_min_cost_flow()
+    solver = MinTrafficSolver(task_graph.costs, task_graph.owner)
+    solver.solve()
+    t = len(task_graph.tasks)
+    for i, owner in enumerate(solver.owner.tolist()):
+        for edge in graph.edges(i):
+            edge.flow = 1 if edge.destination - t == owner else 0
+            edge.residual_flow = edge.capacity - edge.flow
+    log.debug("min_traffic: %d cycles cancelled in %d passes", solver.cycles, solver.passes)
+
+
 def _weights(traffic_cost: int, non_overlap_cost: int) -> CostWeights:
     return CostWeights(traffic_cost, non_overlap_cost)
 
@@ -131,7 +152,10 @@ def optimize_active_tasks(
         ClientState.has_active,
         lambda t, c, current: model.cost(t, c.process_id, current, weights, False),
     )
-    task_graph.graph.solve_min_cost_flow()
+    if strategy == "min_traffic":
+        solve_min_traffic(task_graph)
+    else:
+        task_graph.graph.solve_min_cost_flow()
     cost = task_graph.graph.total_cost()
     constructor.assign(task_graph, ClientState.assign_active, ClientState.unassign_active, ClientState.has_active)
     log.info("active task optimization (%s, %s): cost %d -> %d", strategy, weights, before, cost)
