@@ -267,6 +267,12 @@ def assign(
     stateful = {ids[t.id] for t in problem.tasks if t.stateful}
     stateless = {ids[t.id] for t in problem.tasks if not t.stateful}
 
+    # The input's standby cost, before the role swaps below can change any standby.
+    standby_before = sum(
+        model.cost(task, client_id, True, weights, True)
+        for client_id, held in original_standby.items()
+        for task in held
+    )
     phases: list[PhaseCost] = []
     for phase, tasks, phase_weights in (
         ("stateful_active", stateful, weights),
@@ -285,10 +291,9 @@ def assign(
             target.assign_standby(task)
     if problem.num_standby_replicas > 0:
         all_standby = {task for held in original_standby.values() for task in held}
-        before, _ = _placement_cost(clients, original_standby, "standby", all_standby, model, weights)
         optimize_standby_tasks(clients, model, weights)
         after, moved = _placement_cost(clients, original_standby, "standby", all_standby, model, weights)
-        phases.append(PhaseCost("standby", weights, before, after, moved))
+        phases.append(PhaseCost("standby", weights, standby_before, after, moved))
 
     assignment = {
         c.process_id: ClientTasks(

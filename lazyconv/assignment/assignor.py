@@ -12,9 +12,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, S
 
 from lazyconv.assignment.constructors import (
     MinTrafficGraphConstructor,
+    TaskGraph,
     create_graph_constructor,
 )
-from lazyconv.assignment.constructors import TaskGraph
 from lazyconv.assignment.cost import CostModel, CostWeights
 from lazyconv.assignment.errors import AssignmentError
 from lazyconv.assignment.ids import TaskId, TopicPartition

@@ -6,6 +6,7 @@ import copy
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +129,26 @@ def test_cli_reads_stdin_in_a_subprocess():
     )
     assert json.loads(proc.stdout) == EXPECTED
     assert proc.stdout.count("\n") == 1
+
+
+def test_cli_role_swap_example_reports_input_standby_cost(tmp_path, capsys):
+    """Actives 0_0 / 0_1 move onto the clients holding their standbys: the standbys swap roles.
+
+    The standby 'before' cost is the input's (0: both standbys sit in a replica rack), not the
+    cost after the swap (22: both now cross racks, and both moved).
+    """
+    doc = json.loads((Path(__file__).parent / "example_with_standbys.json").read_text())
+    status, out, err = run_cli(tmp_path, capsys, doc, "--details")
+    assert status == 0, err
+    result = json.loads(out)
+    assert result["assignment"] == {
+        "c1": {"active": ["0_0", "1_0"], "standby": ["0_1"]},
+        "c2": {"active": ["1_1"], "standby": []},
+        "c3": {"active": ["0_1"], "standby": ["0_0"]},
+    }
+    assert [(p["phase"], p["before"], p["after"], p["moved"]) for p in result["phases"]] == [
+        ("stateful_active", 20, 2, 2),
+        ("stateless_active", 2, 0, 2),
+        ("standby", 0, 22, 2),
+    ]
+    assert result["cost"] == {"before": 22, "after": 24}
