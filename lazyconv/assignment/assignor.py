@@ -14,6 +14,7 @@ from lazyconv.assignment.constructors import (
     MinTrafficGraphConstructor,
     TaskGraph,
     create_graph_constructor,
+    write_balance_flows,
 )
 from lazyconv.assignment.cost import CostModel, CostWeights
 from lazyconv.assignment.errors import AssignmentError
@@ -154,6 +155,10 @@ def optimize_active_tasks(
     )
     if strategy == "min_traffic":
         solve_min_traffic(task_graph)
+    elif task_graph.fast_solver is not None:
+        task_graph.graph._validate_for_min_cost_flow()
+        task_graph.fast_solver.solve()
+        write_balance_flows(task_graph)
     else:
         task_graph.graph.solve_min_cost_flow()
     cost = task_graph.graph.total_cost()

@@ -59,6 +59,7 @@ class TaskGraph:
     original_count: list[int]
     group_of: list[int] = field(default_factory=list)
     group_count: int = 0
+    fast_solver: object | None = None  # BalanceSolver holding the max flow, when used
 
     def client_index(self, task_index: int, destination: int) -> int:
         """The client j that ``task_index``'s edge to ``destination`` stands for."""
@@ -158,7 +159,10 @@ class BalanceSubtopologyGraphConstructor:
         has_task: HasTask,
         cost_fn: CostFunction,
         has_replica: bool = False,
+        fast: bool = True,
     ) -> TaskGraph:
+        """Build the network and its initial max flow (``fast``: the vectorized replay of
+        Kafka's Edmonds-Karp, same flow; otherwise the generic engine)."""
         t, c, g_count = len(tasks), len(clients), len(self.groups)
         task_set = set(tasks)
         grouped: set[TaskId] = set()
@@ -194,15 +198,55 @@ class BalanceSubtopologyGraphConstructor:
         for j in range(c):
             graph.add_edge(second_stage + j, sink, original_count[j], 0, 0)
         graph.source, graph.sink = SOURCE_ID, sink
-        max_flow = graph.calculate_max_flow()
+        task_graph = TaskGraph(graph, ordered, list(clients), costs, owners, original_count, group_of, g_count)
+        if fast:
+            from lazyconv.assignment.fast_balance import BalanceSolver
+
+            sizes = {g: group_of.count(g) for g in set(group_of)}
+            caps = {
+                (g, j): balance_capacity(original_count[j], t, sizes[g]) for g in sizes for j in range(c)
+            }
+            solver = BalanceSolver(costs, group_of, caps, original_count)
+            max_flow = solver.max_flow()
+            task_graph.fast_solver = solver
+            write_balance_flows(task_graph)
+        else:
+            max_flow = graph.calculate_max_flow()
         if max_flow != t:
             raise AssignmentError(f"max flow {max_flow} does not match the task count {t}")
-        return TaskGraph(
-            graph, ordered, list(clients), costs, owners, original_count, group_of, g_count
-        )
+        return task_graph
 
     def assign(self, task_graph: TaskGraph, assign: Move, unassign: Move, has_task: HasTask) -> bool:
         return _assign_from_flow(task_graph, assign, unassign, has_task)
+
+
+def write_balance_flows(task_graph: TaskGraph) -> None:
+    """Copy the fast solver's placement into the balance graph's edge flows."""
+    solver = task_graph.fast_solver
+    graph, t, c, g_count = task_graph.graph, len(task_graph.tasks), len(task_graph.clients), task_graph.group_count
+    owner = solver.owner.tolist()
+    counts: dict[tuple[int, int], int] = {}
+    for i, g in enumerate(task_graph.group_of):
+        for edge in graph.edges(i):
+            edge.flow = 1 if edge.destination == t + c * g + owner[i] else 0
+            edge.residual_flow = edge.capacity - edge.flow
+        source_edge = graph.edge(SOURCE_ID, i)
+        source_edge.flow = 1 if owner[i] >= 0 else 0
+        source_edge.residual_flow = source_edge.capacity - source_edge.flow
+        if owner[i] >= 0:
+            counts[(g, owner[i])] = counts.get((g, owner[i]), 0) + 1
+    second_stage = t + c * g_count
+    load = [0] * c
+    for g in set(task_graph.group_of):
+        for j in range(c):
+            edge = graph.edge(t + c * g + j, second_stage + j)
+            edge.flow = counts.get((g, j), 0)
+            edge.residual_flow = edge.capacity - edge.flow
+            load[j] += edge.flow
+    for j in range(c):
+        edge = graph.edge(second_stage + j, second_stage + c)
+        edge.flow = load[j]
+        edge.residual_flow = edge.capacity - edge.flow
 
 
 def _assign_from_flow(task_graph: TaskGraph, assign: Move, unassign: Move, has_task: HasTask) -> bool:
