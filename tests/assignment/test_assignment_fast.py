@@ -48,3 +48,45 @@ def test_larger_graphs_identical(seed):
     solver = MinTrafficSolver(costs, owners)
     solver.solve()
     assert (solver.owner.tolist(), solver.total_cost()) == _generic(tasks, clients, owners, costs)
+
+
+def _balance_case(seed: int, fast: bool, max_tasks: int, max_clients: int):
+    from lazyconv.assignment.constructors import BalanceSubtopologyGraphConstructor
+    from lazyconv.assignment.ids import TaskId
+    from lazyconv.assignment.state import ClientState
+
+    rng = random.Random(seed)
+    n_tasks, n_clients, n_groups = rng.randint(1, max_tasks), rng.randint(1, max_clients), rng.randint(1, 6)
+    ids = sorted({TaskId(rng.randrange(n_groups), i) for i in range(n_tasks)})
+    clients = [ClientState(f"c{j}", "r") for j in range(n_clients)]
+    usable = clients[: max(1, n_clients - rng.randint(0, 2))]  # some clients keep 0 tasks
+    for t in ids:
+        rng.choice(usable).active.add(t)
+    high = rng.choice([1, 3, 20])
+    costs = {(t, c.process_id): rng.randint(0, high) for t in ids for c in clients}
+    groups: dict[tuple, set] = {}
+    for t in ids:
+        groups.setdefault(t.subtopology_key, set()).add(t)
+    groups[TaskId(99, 0).subtopology_key] = {TaskId(99, 0)}  # a group with no task in the set
+    constructor = BalanceSubtopologyGraphConstructor(groups)
+    return constructor.construct(
+        clients, ids, ClientState.has_active, lambda t, c, cur: costs[(t, c.process_id)] + (0 if cur else 1), fast=fast
+    )
+
+
+def _flows(graph):
+    return [(u, e.destination, e.flow, e.residual_flow) for u in graph.nodes() for e in graph.edges(u)]
+
+
+@pytest.mark.parametrize("block", range(3))
+def test_balance_max_flow_and_min_cost_flow_identical(block):
+    from lazyconv.assignment.constructors import write_balance_flows
+
+    for seed in range(60 * block, 60 * block + 60):
+        fast, generic = _balance_case(seed, True, 25, 5), _balance_case(seed, False, 25, 5)
+        assert _flows(fast.graph) == _flows(generic.graph), ("max flow", seed)
+        fast.graph._validate_for_min_cost_flow()
+        fast.fast_solver.solve()
+        write_balance_flows(fast)
+        generic.graph.solve_min_cost_flow()
+        assert _flows(fast.graph) == _flows(generic.graph), ("min-cost flow", seed)
