@@ -135,12 +135,17 @@ def optimize_active_tasks(
     weights: CostWeights,
     strategy: str,
     tasks_for_subtopology: Mapping[tuple, Set[TaskId]],
+    engine: str = "fast",
 ) -> int:
     """Move active ``tasks`` between ``clients`` (in place) to minimize cost; returns the cost.
 
     The returned cost is the solved flow's: traffic of the new placement plus
     ``non_overlap_cost`` for every task that moved. Per-client counts of ``tasks`` are kept.
+    ``engine="generic"`` solves with the edge-by-edge engine instead of the vectorized one
+    (same result, for checking and benchmarks).
     """
+    if engine not in ("fast", "generic"):
+        raise AssignmentError(f"unknown engine {engine!r}: fast or generic")
     ordered = sorted(tasks)
     if not ordered:
         return 0
@@ -152,8 +157,9 @@ def optimize_active_tasks(
         ordered,
         ClientState.has_active,
         lambda t, c, current: model.cost(t, c.process_id, current, weights, False),
+        **({"fast": engine == "fast"} if strategy == "balance_subtopology" else {}),
     )
-    if strategy == "min_traffic":
+    if strategy == "min_traffic" and engine == "fast":
         solve_min_traffic(task_graph)
     elif task_graph.fast_solver is not None:
         task_graph.graph._validate_for_min_cost_flow()

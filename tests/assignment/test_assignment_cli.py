@@ -152,3 +152,14 @@ def test_cli_role_swap_example_reports_input_standby_cost(tmp_path, capsys):
         ("standby", 0, 22, 2),
     ]
     assert result["cost"] == {"before": 22, "after": 24}
+
+
+def test_cli_readme_example(tmp_path, capsys):
+    """The example in README.md's KIP-925 section prints what the README says."""
+    doc = json.loads((Path(__file__).parent / "readme_example.json").read_text())
+    status, out, err = run_cli(tmp_path, capsys, doc, "--indent", "0")
+    assert status == 0, err
+    assert out.strip() == (
+        '{"assignment": {"c1": {"active": ["0_0", "1_0"], "standby": []}, "c2": {"active": ["1_1"], '
+        '"standby": []}, "c3": {"active": ["0_1"], "standby": []}}, "cost": {"before": 22, "after": 2}}'
+    )
