@@ -22,7 +22,7 @@ that role)``, with each phase's weights, summed over phases.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from lazyconv.assignment.assignor import optimize_active_tasks, optimize_standby_tasks
@@ -47,6 +47,7 @@ __all__ = [
     "AssignmentResult",
     "assign",
     "validate_input",
+    "PHASES",
 ]
 
 
@@ -224,14 +225,22 @@ def _placement_cost(
     return total, moved
 
 
+PHASES = ("stateful_active", "stateless_active", "standby")
+
+
 def assign(
-    problem: AssignmentInput, strategy: str = "min_traffic", assignor: str = "high_availability"
+    problem: AssignmentInput,
+    strategy: str = "min_traffic",
+    assignor: str = "high_availability",
+    on_phase_done: Callable[[str], None] | None = None,
 ) -> AssignmentResult:
     """Rack-aware assignment of ``problem`` with ``strategy`` (min_traffic or balance_subtopology).
 
     ``assignor`` picks the default weights for unset costs: ``high_availability`` (traffic 10,
-    non-overlap 1) or ``sticky`` (1, 10).
+    non-overlap 1) or ``sticky`` (1, 10). ``on_phase_done`` is called with each name in
+    :data:`PHASES` as that phase ends (for progress display).
     """
+    done = on_phase_done or (lambda phase: None)
     validate_input(problem)
     if strategy not in ("min_traffic", "balance_subtopology"):
         raise AssignmentInputError("strategy", f"{strategy!r} is not min_traffic or balance_subtopology")
@@ -282,6 +291,7 @@ def assign(
         optimize_active_tasks(tasks, clients, model, phase_weights, strategy, groups)
         after, moved = _placement_cost(clients, original_active, "active", tasks, model, phase_weights)
         phases.append(PhaseCost(phase, phase_weights, before, after, moved))
+        done(phase)
 
     # Put the standbys back; a standby now colliding with its own active swaps roles with it.
     previous_owner = {task: cid for cid, held in original_active.items() for task in held}
@@ -294,6 +304,7 @@ def assign(
         optimize_standby_tasks(clients, model, weights)
         after, moved = _placement_cost(clients, original_standby, "standby", all_standby, model, weights)
         phases.append(PhaseCost("standby", weights, standby_before, after, moved))
+    done("standby")
 
     assignment = {
         c.process_id: ClientTasks(

@@ -49,15 +49,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="add a \"phases\" member with each phase's weights, costs and moved-task count",
     )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress bar on stderr (it only shows on a terminal)"
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from lazyconv.assignment.api import assign
+    from tqdm import tqdm
+
+    from lazyconv.assignment.api import PHASES, assign
     from lazyconv.assignment.jsonio import load_input, parse_text, result_to_json
 
     problem = parse_text(sys.stdin.read()) if args.input == "-" else load_input(args.input)
-    result = assign(problem, strategy=args.strategy, assignor=args.assignor)
+    disable = args.quiet or not sys.stderr.isatty()
+    with tqdm(total=len(PHASES), desc="assign", unit="phase", disable=disable, file=sys.stderr) as bar:
+
+        def phase_done(phase: str) -> None:
+            bar.set_postfix_str(phase)
+            bar.update(1)
+
+        result = assign(problem, strategy=args.strategy, assignor=args.assignor, on_phase_done=phase_done)
     document = result_to_json(result)
     if args.details:
         document["phases"] = [

@@ -163,3 +163,13 @@ def test_cli_readme_example(tmp_path, capsys):
         '{"assignment": {"c1": {"active": ["0_0", "1_0"], "standby": []}, "c2": {"active": ["1_1"], '
         '"standby": []}, "c3": {"active": ["0_1"], "standby": []}}, "cost": {"before": 22, "after": 2}}'
     )
+
+
+def test_assign_reports_each_phase_for_the_progress_bar():
+    from lazyconv.assignment.api import PHASES, assign
+    from lazyconv.assignment.jsonio import parse_input
+
+    seen = []
+    doc = json.loads((Path(__file__).parent / "example_with_standbys.json").read_text())
+    assign(parse_input(doc), on_phase_done=seen.append)
+    assert seen == list(PHASES)
