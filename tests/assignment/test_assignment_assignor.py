@@ -355,3 +355,29 @@ def test_random_standbys_keep_counts_and_rack_distinctness():
     for t in ids:
         holders = [client_racks[c.process_id] for c in states if c.has_assigned(t)]
         assert len(holders) == 4 and len(set(holders)) == 4
+
+
+@pytest.mark.parametrize(
+    ("strategy", "after", "expected"),
+    [
+        ("min_traffic", 2, {pid(1): (["0_0", "0_1"], []), pid(2): (["1_0", "1_1"], [])}),
+        ("balance_subtopology", 20, {pid(1): (["0_0", "1_0"], []), pid(2): (["0_1", "1_1"], [])}),
+    ],
+)
+def test_min_traffic_versus_balance_subtopology_10_5(strategy, after, expected):
+    racks = {task("0_0"): ["r0"], task("0_1"): ["r0"], task("1_0"): ["r1"], task("1_1"): ["r1"]}
+    assignor = assignor_for({pid(1): "r0", pid(2): "r1"}, racks, strategy=strategy)
+    clients = [client(1, "r0", ["0_0", "1_0"]), client(2, "r1", ["0_1", "1_1"])]
+    ids = tasks("0_0", "0_1", "1_0", "1_1")
+    assert assignor.active_tasks_cost(ids, clients, 10, 1) == 20
+    assert assignor.optimize_active_tasks(ids, clients, 10, 1) == after
+    assert snapshot(clients) == expected
+
+
+def test_moving_an_active_onto_its_standby_is_an_error():
+    """Trap 12: actives are optimized before standbys exist; Kafka's ClientState refuses this."""
+    racks = {task("0_0"): ["r1"], task("0_1"): ["r0"]}
+    assignor = assignor_for({pid(1): "r0", pid(2): "r1"}, racks)
+    clients = [client(1, "r0", ["0_0"], ["0_1"]), client(2, "r1", ["0_1"])]
+    with pytest.raises(AssignmentError, match="task 0_1 is already assigned to client"):
+        assignor.optimize_active_tasks(tasks("0_0", "0_1"), clients, 10, 1)
