@@ -90,3 +90,23 @@ def test_balance_max_flow_and_min_cost_flow_identical(block):
         write_balance_flows(fast)
         generic.graph.solve_min_cost_flow()
         assert _flows(fast.graph) == _flows(generic.graph), ("min-cost flow", seed)
+
+
+def test_vectorized_passes_without_the_shortcut_match_too(monkeypatch):
+    """The fallback (all |V| passes, used when the shortcut's last check fails) is exact too."""
+    from lazyconv.assignment import fast_balance
+    from lazyconv.assignment.constructors import write_balance_flows
+
+    monkeypatch.setattr(MinTrafficSolver, "_find_period", lambda self, *args: 0)
+    monkeypatch.setattr(fast_balance.BalanceSolver, "_find_period", lambda self, *args: 0)
+    for seed in range(40):
+        tasks, clients, owners, costs = _case(seed, 12, 4)
+        solver = MinTrafficSolver(costs, owners)
+        solver.solve()
+        assert (solver.owner.tolist(), solver.total_cost()) == _generic(tasks, clients, owners, costs), seed
+        fast, generic = _balance_case(seed, True, 12, 4), _balance_case(seed, False, 12, 4)
+        fast.graph._validate_for_min_cost_flow()
+        fast.fast_solver.solve()
+        write_balance_flows(fast)
+        generic.graph.solve_min_cost_flow()
+        assert _flows(fast.graph) == _flows(generic.graph), seed
