@@ -299,20 +299,30 @@ class SequenceSend(Send):
     def write_to(self, channel: Any) -> int:
         total = 0
         while self._written < self._size:
-            if self._current is None or self._current.completed:
+            if self._current is None:
                 self._current = next(self._iter, None)
                 if self._current is None:
-                    raise RuntimeError(
-                        f"sequence send ran out of children after {self._written} of "
-                        f"{self._size} bytes"
-                    )
-                continue
-            n = self._current.write_to(channel)
+                    raise self._ran_out_error()
+            child = self._current
+            n = 0 if child.completed else child.write_to(channel)
             self._written += n
             total += n
-            if n == 0 and not self._current.completed:
-                break
+            if child.completed:
+                # Released at once: memory stays bounded by the child being written.
+                self._current = None
+                self._on_child_done(child)
+            elif n == 0:
+                break  # the channel would block
         return total
+
+    def _on_child_done(self, child: Send) -> None:
+        """Called once per child as soon as it has written all its bytes (subclass hook)."""
+
+    def _ran_out_error(self) -> Exception:
+        """The error raised when the children end before ``size`` bytes (subclass hook)."""
+        return RuntimeError(
+            f"sequence send ran out of children after {self._written} of {self._size} bytes"
+        )
 
     def __repr__(self) -> str:
         return f"SequenceSend(size={self._size}, written={self._written})"

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 RecordTuple = tuple[int, bytes, bytes, list]  # timestamp, key, value, headers
 
@@ -112,26 +113,11 @@ def _kafka_python() -> Implementation:
             out.append(bytes(builder.buffer()))
         return b"".join(out)
 
-    def decode(data: bytes) -> list[tuple]:
-        seen = []
-        append = seen.append
-        records = MemoryRecords(data)
-        while records.has_next():
-            batch = records.next_batch()
-            for record in batch:
-                append(
-                    (
-                        record.offset,
-                        record.timestamp,
-                        record.key,
-                        record.value,
-                        tuple(record.headers),
-                    )
-                )
-        return seen
-
     return Implementation(
-        "kafka-python", f"kafka-python {kafka.__version__}, pure Python", encode, decode
+        "kafka-python",
+        f"kafka-python {kafka.__version__}, pure Python",
+        encode,
+        partial(_decode_batches, MemoryRecords),
     )
 
 
@@ -167,25 +153,21 @@ def _aiokafka(compiled: bool) -> Implementation | None:
             out.append(bytes(data))
         return b"".join(out)
 
-    def decode(data: bytes) -> list[tuple]:
-        seen = []
-        append = seen.append
-        records = records_class(data)
-        while records.has_next():
-            batch = records.next_batch()
-            for record in batch:
-                append(
-                    (
-                        record.offset,
-                        record.timestamp,
-                        record.key,
-                        record.value,
-                        tuple(record.headers),
-                    )
-                )
-        return seen
+    return Implementation(name, detail, encode, partial(_decode_batches, records_class))
 
-    return Implementation(name, detail, encode, decode)
+
+def _decode_batches(records_class: Callable[[bytes], Any], data: bytes) -> list[tuple]:
+    """Decode with a peer's ``MemoryRecords``-like class (``has_next`` / ``next_batch``)."""
+    seen = []
+    append = seen.append
+    records = records_class(data)
+    while records.has_next():
+        batch = records.next_batch()
+        for record in batch:
+            append(
+                (record.offset, record.timestamp, record.key, record.value, tuple(record.headers))
+            )
+    return seen
 
 
 class _PurePythonBatches:

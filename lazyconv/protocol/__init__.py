@@ -9,6 +9,8 @@ from lazyconv.protocol.decision import (
     broker_partition_response,
     conversion_target_magic,
     error_partition,
+    fetch_replica_id,
+    is_follower_fetch,
     readable_magic,
 )
 from lazyconv.protocol.error_codes import ErrorCode
@@ -34,7 +36,9 @@ __all__ = [
     "broker_partition_response",
     "conversion_target_magic",
     "error_partition",
+    "fetch_replica_id",
     "is_flexible",
+    "is_follower_fetch",
     "readable_magic",
     "request_header_version",
     "response_header_version",

@@ -30,6 +30,8 @@ __all__ = [
     "zstd_readable",
     "conversion_target_magic",
     "error_partition",
+    "fetch_replica_id",
+    "is_follower_fetch",
     "broker_partition_response",
     "FetchBudget",
 ]
@@ -75,6 +77,27 @@ def conversion_target_magic(version: int, topic_magic: int = 2) -> int | None:
     if topic_magic > 1 and version <= 3:
         return 1
     return None
+
+
+def fetch_replica_id(version: int, request: Mapping[str, Any]) -> int:
+    """The requesting replica's id in a decoded FetchRequest (−1 for a consumer).
+
+    v0–14 carry it in the body's ``replica_id``; v15+ moved it into the tagged
+    ``replica_state`` (the body's ``replica_id`` then decodes as its default, −1).
+    """
+    _check_version(version)
+    if version >= 15:
+        state = request.get("replica_state") or {}
+        return int(state.get("replica_id", -1))
+    return int(request.get("replica_id", -1))
+
+
+def is_follower_fetch(version: int, request: Mapping[str, Any]) -> bool:
+    """Whether a decoded FetchRequest comes from a follower broker (replica id ≥ 0).
+
+    −1 is a consumer and −2 a debugging consumer; both are consumers for §6's rules.
+    """
+    return fetch_replica_id(version, request) >= 0
 
 
 def error_partition(partition_index: int, error_code: int) -> dict[str, Any]:
@@ -196,7 +219,9 @@ class FetchBudget:
 
     ``max_bytes`` is the request's MaxBytes (v3+; ``None`` for v0–2, meaning 2^31−1); the budget
     is ``min(max_bytes, broker_max_bytes, quota_max_bytes)``. Call :meth:`read` for each
-    partition in order; it consumes the budget with pre-conversion sizes.
+    partition in order; it consumes the budget with pre-conversion sizes. A reader that
+    already knows where the fetch offset's batch starts (serve's entry index) calls
+    :meth:`take` with that batch's size instead.
     """
 
     def __init__(
@@ -221,14 +246,36 @@ class FetchBudget:
         self.hard_limit = version <= 2
         self.min_one = not self.hard_limit
 
+    def take(self, first_batch_size: int, available: int, partition_max_bytes: int) -> int:
+        """Bytes one partition reads under KIP-74, consuming them from the budget (§8).
+
+        ``first_batch_size`` is the size of the batch holding the fetch offset, ``available``
+        the bytes readable from that batch's start (bounded by the high watermark or last
+        stable offset). Returns 0 when the partition gets nothing. The first partition with
+        data gets at least its first whole batch (v3+); on v0–2 the result may end inside it.
+        """
+        budget = min(max(partition_max_bytes, 0), self.remaining)
+        if self.min_one:
+            budget = max(budget, first_batch_size)
+        if budget <= 0:
+            return 0
+        if budget < first_batch_size and not self.hard_limit:
+            # v3+: a first batch that does not fit is not returned at all, so consumers can
+            # make progress on other partitions.
+            return 0
+        size = min(available, budget)
+        if size > 0:
+            self.min_one = False
+        self.remaining = max(0, self.remaining - size)
+        return size
+
     def read(self, records: Any, fetch_offset: int, partition_max_bytes: int) -> Any:
         """The slice of ``records`` this partition gets; empty records are ``b""``.
 
         ``records`` is the partition's readable log data (``MemoryRecords``/``FileRecords``,
         already bounded by the high watermark or last stable offset). The slice starts at the
-        batch holding ``fetch_offset`` and may end inside a batch.
+        batch holding ``fetch_offset`` and may end inside a batch. The limits are :meth:`take`'s.
         """
-        budget = min(max(partition_max_bytes, 0), self.remaining)
         first = None
         for batch in records.batches():
             if batch.last_offset >= fetch_offset:
@@ -236,21 +283,9 @@ class FetchBudget:
                 break
         if first is None:
             return b""
-        first_size = first.size_in_bytes
-        if self.min_one:
-            budget = max(budget, first_size)
-        if budget <= 0:
-            return b""
         # Batch positions of file records are file positions; slices are relative to start.
         start = first.position - _base_position(records)
-        available = _size(records) - start
-        size = min(available, budget)
-        if budget < first_size and not self.hard_limit:
-            # v3+: a first batch that does not fit is not returned at all, so consumers can
-            # make progress on other partitions.
+        size = self.take(first.size_in_bytes, _size(records) - start, partition_max_bytes)
+        if size <= 0:
             return b""
-        result = records.slice(start, size)
-        if size > 0:
-            self.min_one = False
-        self.remaining = max(0, self.remaining - size)
-        return result
+        return records.slice(start, size)

@@ -41,7 +41,7 @@ from lazyconv.protocol.schema import (
     decode_message,
     encode_message,
 )
-from lazyconv.send import BytesSend, Send
+from lazyconv.send import BytesSend, Send, SequenceSend
 
 __all__ = [
     "FETCH_API_KEY",
@@ -66,11 +66,12 @@ FIRST_FLEXIBLE_VERSION = 12
 _I32 = struct.Struct(">i")
 
 
-def _check_version(version: int) -> None:
+def _check_version(version: int, position: int | None = None) -> None:
     if not isinstance(version, int) or not MIN_FETCH_VERSION <= version <= MAX_FETCH_VERSION:
         raise ProtocolError(
             f"Fetch version {version!r} is not supported (supported: "
-            f"{MIN_FETCH_VERSION}..{MAX_FETCH_VERSION})"
+            f"{MIN_FETCH_VERSION}..{MAX_FETCH_VERSION})",
+            position,
         )
 
 
@@ -130,7 +131,7 @@ FETCH_REQUEST_SCHEMA = Struct(
     "FetchRequest",
     (
         Field("cluster_id", STRING, "12+", nullable_versions="12+", null_default=True,
-              tag=0, tagged_versions="12+"),
+              tag=0, tagged_versions="12+", ignorable=True),
         Field("replica_id", INT32, "0-14", default=-1),
         Field("replica_state", _REPLICA_STATE, "15+", tag=1, tagged_versions="15+"),
         Field("max_wait_ms", INT32, "0+"),
@@ -271,7 +272,7 @@ class FetchRequest:
         version = peek.int16("request_api_version")
         if api_key != FETCH_API_KEY:
             raise ProtocolError(f"api key {api_key} is not Fetch ({FETCH_API_KEY})", 4)
-        _check_version(version)
+        _check_version(version, 6)
         header = decode_request_header(reader, request_header_version(version))
         body_at = reader.pos
         sub = Reader(bytes(memoryview(data)[body_at:]), base=body_at)
@@ -388,68 +389,46 @@ class FetchResponse:
         return f"FetchResponse(version={self.version}, size_in_bytes={self.size_in_bytes})"
 
 
-class FetchResponseSend(Send):
+class FetchResponseSend(SequenceSend):
     """The send of a whole FetchResponse: its parts one after another, pulled lazily.
 
-    Besides the :class:`~lazyconv.send.Send` contract it reports, as parts complete,
-    ``zero_copy_bytes`` (bytes that went out through ``os.sendfile``), ``conversion_stats``
-    (the sum of the lazily converted partitions' stats, ``None`` if none) and
-    ``records_sends_completed``. Completed parts are released at once, so memory stays bounded
-    by the part being written.
+    ``parts`` yields ``(send, is_records)``. Besides the :class:`~lazyconv.send.Send` contract
+    it reports, as records parts complete, ``zero_copy_bytes`` (bytes that went out through
+    ``os.sendfile``), ``conversion_stats`` (the sum of the lazily converted partitions' stats,
+    ``None`` if none) and ``records_sends_completed``. Completed parts are released at once, so
+    memory stays bounded by the part being written.
     """
 
     def __init__(self, parts: Iterator[tuple[Send, bool]], size: int) -> None:
-        self._parts = parts
-        self._size = size
-        self._written = 0
-        self._current: Send | None = None
         self._current_is_records = False
         self.zero_copy_bytes = 0
         self.conversion_stats: Any = None
         self.records_sends_completed = 0
+        super().__init__(self._children(parts), size)
 
-    @property
-    def size(self) -> int:
-        return self._size
+    def _children(self, parts: Iterator[tuple[Send, bool]]) -> Iterator[Send]:
+        # Parts are pulled one at a time and each is finished before the next is pulled, so
+        # the flag always describes the part being written.
+        for send, is_records in parts:
+            self._current_is_records = is_records
+            yield send
 
-    @property
-    def written(self) -> int:
-        return self._written
-
-    def _finish_current(self) -> None:
-        part = self._current
-        self._current = None
-        if part is None or not self._current_is_records:
+    def _on_child_done(self, child: Send) -> None:
+        if not self._current_is_records:
             return
         self.records_sends_completed += 1
-        self.zero_copy_bytes += getattr(part, "zero_copy_bytes", 0)
-        stats = getattr(part, "stats", None)
+        self.zero_copy_bytes += getattr(child, "zero_copy_bytes", 0)
+        stats = getattr(child, "stats", None)
         if stats is not None:
             self.conversion_stats = stats if self.conversion_stats is None else (
                 self.conversion_stats + stats
             )
 
-    def write_to(self, channel: Any) -> int:
-        total = 0
-        while self._written < self._size:
-            if self._current is None:
-                nxt = next(self._parts, None)
-                if nxt is None:
-                    raise ProtocolError(
-                        f"fetch response parts ended after {self._written} of {self._size} bytes"
-                    )
-                self._current, self._current_is_records = nxt
-            n = self._current.write_to(channel)
-            self._written += n
-            total += n
-            if self._current.completed:
-                self._finish_current()
-            elif n == 0:
-                break  # the channel would block
-        return total
+    def _ran_out_error(self) -> Exception:
+        return ProtocolError(f"fetch response parts ended after {self.written} of {self.size} bytes")
 
     def __repr__(self) -> str:
-        return f"FetchResponseSend(size={self._size}, written={self._written})"
+        return f"FetchResponseSend(size={self.size}, written={self.written})"
 
 
 def _records_send(records: Any) -> Send:

@@ -1,9 +1,10 @@
 """Kafka wire primitives: a byte writer and a bounds-checked reader (sans-IO).
 
 Encodings follow fetch-protocol.md §2: big-endian fixed-width integers, 16-byte UUIDs, unsigned
-varints (7 bits per byte, little-endian groups, no zig-zag) and zig-zag signed varints, strings
-and byte arrays with int16/int32 length prefixes (classic) or ``uvarint(length + 1)`` (compact,
-used by flexible versions), arrays likewise, and tagged-field sections.
+varints (7 bits per byte, little-endian groups, no zig-zag), strings and byte arrays with
+int16/int32 length prefixes (classic) or ``uvarint(length + 1)`` (compact, used by flexible
+versions), arrays likewise, and tagged-field sections. Fetch and the other APIs here never carry
+signed (zig-zag) varints outside record batches; those live in :mod:`lazyconv.records._codec`.
 
 Every decoding error raises :class:`~lazyconv.errors.ProtocolError` carrying the byte position
 (relative to the start of the buffer given to :class:`Reader`) where the bad value starts.
@@ -21,9 +22,6 @@ __all__ = [
     "Reader",
     "encode_uvarint",
     "uvarint_size",
-    "encode_varint",
-    "zigzag",
-    "unzigzag",
     "MAX_UVARINT32",
     "MAX_UVARINT64",
     "length_prefix_size",
@@ -61,24 +59,6 @@ def uvarint_size(value: int) -> int:
         value >>= 7
         size += 1
     return size
-
-
-def zigzag(value: int, bits: int = 32) -> int:
-    """Map a signed integer to the unsigned zig-zag form (0, -1, 1, -2 → 0, 1, 2, 3)."""
-    return ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
-
-
-def unzigzag(value: int) -> int:
-    """Inverse of :func:`zigzag`."""
-    return (value >> 1) ^ -(value & 1)
-
-
-def encode_varint(value: int, bits: int = 32) -> bytes:
-    """Encode a signed integer as a zig-zag varint (``bits`` = 32 for varint, 64 for varlong)."""
-    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    if not low <= value <= high:
-        raise ProtocolError(f"signed {bits}-bit varint out of range: {value}")
-    return encode_uvarint(zigzag(value, bits))
 
 
 class Writer:
@@ -127,12 +107,6 @@ class Writer:
 
     def uvarint(self, value: int) -> None:
         self.buffer += encode_uvarint(value)
-
-    def varint(self, value: int) -> None:
-        self.buffer += encode_varint(value, 32)
-
-    def varlong(self, value: int) -> None:
-        self.buffer += encode_varint(value, 64)
 
     def uuid(self, value: uuid.UUID | bytes) -> None:
         data = value.bytes if isinstance(value, uuid.UUID) else bytes(value)
@@ -274,12 +248,6 @@ class Reader:
                 return value
             shift += 7
         raise self.error(f"{what} is longer than {max_bytes} bytes", start)
-
-    def varint(self, what: str = "varint") -> int:
-        return unzigzag(self.uvarint(what, 32))
-
-    def varlong(self, what: str = "varlong") -> int:
-        return unzigzag(self.uvarint(what, 64))
 
     def length_prefix(self, what: str, *, compact: bool) -> int | None:
         """Length of bytes/records/arrays; ``None`` for null."""

@@ -321,7 +321,10 @@ class _Encoder:
                     raise ProtocolError(f"{path} is null but not nullable in version {version}")
                 self.writer.length_prefix(None, compact=self.flexible)
                 return
-            items = list(v)
+            try:
+                items = list(v)
+            except TypeError:
+                raise ProtocolError(f"{path}: expected a list, got {type(v).__name__}") from None
             self.writer.length_prefix(len(items), compact=self.flexible)
             for i, item in enumerate(items):
                 if isinstance(t.element, Struct):
@@ -385,12 +388,15 @@ def _as_uuid(v: Any, path: str) -> uuid.UUID:
 
 
 def _normalize(f: Field, v: Any, version: int) -> Any:
-    """``v`` with defaults filled in, for comparing with a default (tagged structs)."""
+    """``v`` with defaults filled in, for comparing with a default (tagged structs).
+
+    Every sub-field counts, whatever ``version``: Kafka compares with a default-constructed
+    struct (``equals``), so a struct the version lacks is non-default if any field differs.
+    """
     if isinstance(f.type, Struct) and isinstance(v, Mapping):
         return {
             sub.name: _normalize(sub, v.get(sub.name, default_value(sub)), version)
             for sub in f.type.fields
-            if sub.present_in(version)
         }
     if isinstance(f.type, ArrayOf):
         return None if v is None else list(v)

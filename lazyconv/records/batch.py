@@ -8,7 +8,6 @@ from lazyconv.errors import (
     CorruptRecordError,
     InvalidRecordError,
     RecordsError,
-    UnknownCompressionError,
 )
 from lazyconv.records._codec import LOG_HEADER, V2_HEADER, crc32c, iter_v2_records
 from lazyconv.records.compression import (
@@ -51,6 +50,8 @@ class DefaultBatch(RecordBatch):
     ``position`` is the batch's byte position in its records (file position for file-backed
     records) and is the base of every error position.
     """
+
+    ATTRIBUTES_POSITION = 21
 
     __slots__ = (
         "_source",
@@ -120,18 +121,6 @@ class DefaultBatch(RecordBatch):
         return self._base_offset + self.last_offset_delta
 
     @property
-    def compression_id(self) -> int:
-        """The raw codec id (0..7) from the attributes."""
-        return self.attributes & ATTR_COMPRESSION_MASK
-
-    @property
-    def compression(self) -> Compression:
-        codec = self.attributes & ATTR_COMPRESSION_MASK
-        if codec > 4:
-            raise UnknownCompressionError(f"unknown compression codec id {codec}", self.position + 21)
-        return Compression(codec)
-
-    @property
     def timestamp_type(self) -> TimestampType:
         if self.attributes & ATTR_TIMESTAMP_TYPE:
             return TimestampType.LOG_APPEND_TIME
@@ -170,10 +159,6 @@ class DefaultBatch(RecordBatch):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
     # -- bytes, validation, records --------------------------------------------------------
-
-    def buffer(self) -> memoryview:
-        data = self._source.read(self.position, self.size_in_bytes)
-        return data if isinstance(data, memoryview) else memoryview(data)
 
     def compute_crc(self) -> int:
         """CRC-32C of bytes 21 .. end, as stored in the CRC field of a valid batch."""

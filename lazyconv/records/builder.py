@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 
 from lazyconv.errors import ConfigurationError, UnknownCompressionError, UnsupportedCompressionError
 from lazyconv.records._codec import (
     V2_AFTER_CRC,
-    V2_HEADER,
     append_legacy_message,
     append_v2_record,
     crc32c,
@@ -22,6 +22,9 @@ __all__ = ["RecordsBuilder", "build_end_txn_marker", "encode_v2_batch"]
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
+
+# The v2 header bytes before the CRC-covered part: base offset, length, leader epoch, magic, CRC.
+_V2_BEFORE_ATTRIBUTES = struct.Struct(">qiibI")
 
 
 class RecordsBuilder:
@@ -240,22 +243,10 @@ def encode_v2_batch(
         record_count,
     )
     crc = crc32c(payload, crc32c(after_crc))
-    head = V2_HEADER.pack(
-        base_offset,
-        RECORD_BATCH_OVERHEAD - 12 + len(payload),
-        partition_leader_epoch,
-        2,
-        crc,
-        attributes,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        record_count,
+    head = _V2_BEFORE_ATTRIBUTES.pack(
+        base_offset, RECORD_BATCH_OVERHEAD - 12 + len(payload), partition_leader_epoch, 2, crc
     )
-    return head + payload
+    return head + after_crc + payload
 
 
 def build_end_txn_marker(

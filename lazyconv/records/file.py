@@ -16,15 +16,21 @@ __all__ = ["FileRecords"]
 
 
 class _FileSource:
-    """Reads exact byte ranges of a file descriptor with ``os.pread``; counts bytes read."""
+    """Reads exact byte ranges of a file descriptor with ``os.pread``; counts bytes read.
 
-    __slots__ = ("fd", "bytes_read")
+    ``root`` is the FileRecords that opened the descriptor: once it is closed the descriptor
+    number may belong to another file, so every read checks it first.
+    """
 
-    def __init__(self, fd: int) -> None:
+    __slots__ = ("fd", "bytes_read", "root")
+
+    def __init__(self, fd: int, root: FileRecords) -> None:
         self.fd = fd
         self.bytes_read = 0
+        self.root = root
 
     def read(self, position: int, size: int) -> bytes:
+        self.root._check_open()
         data = os.pread(self.fd, size, position)
         if len(data) < size:
             # pread may return short reads; only a true end of file is an error
@@ -65,6 +71,7 @@ class FileRecords:
     ) -> None:
         self._file: BinaryIO | None = None
         self._owns = False
+        self._closed = False
         if isinstance(path_or_file, int):
             fd = path_or_file
         elif isinstance(path_or_file, (str, os.PathLike)):
@@ -88,7 +95,7 @@ class FileRecords:
         if max_decompressed_size <= 0:
             raise ConfigurationError(f"max_decompressed_size must be positive, got {max_decompressed_size}")
         self.max_decompressed_size = max_decompressed_size
-        self._source = _FileSource(fd)
+        self._source = _FileSource(fd, _owner or self)
 
     @classmethod
     def open(
@@ -129,6 +136,7 @@ class FileRecords:
     def slice(self, position: int, size: int) -> FileRecords:
         """The region ``[start + position, start + position + size)`` clamped to :attr:`end`
         (Kafka's ``FileRecords.slice``); shares the file descriptor."""
+        self._source.root._check_open()
         if position < 0 or size < 0:
             raise ConfigurationError(f"slice needs position >= 0 and size >= 0, got {position}, {size}")
         if position > self.size_in_bytes:
@@ -144,6 +152,7 @@ class FileRecords:
 
     def to_send(self) -> FileRegionSend:
         """A zero-copy capable send of exactly this region."""
+        self._source.root._check_open()
         return FileRegionSend(self._fd, self.start, self.size_in_bytes)
 
     def close(self) -> None:
@@ -152,6 +161,11 @@ class FileRecords:
             self._file.close()
             self._file = None
             self._owns = False
+            self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed or (self._file is not None and self._file.closed):
+            raise ConfigurationError("FileRecords is closed (its file descriptor may now belong to another file)")
 
     def __enter__(self) -> FileRecords:
         return self

@@ -43,6 +43,8 @@ class LegacyBatch(RecordBatch):
     ``check.crcs``); :meth:`validate` checks the top-level message.
     """
 
+    ATTRIBUTES_POSITION = 17
+
     __slots__ = (
         "_source",
         "position",
@@ -81,21 +83,9 @@ class LegacyBatch(RecordBatch):
     # -- header fields ---------------------------------------------------------------------
 
     @property
-    def compression_id(self) -> int:
-        """The raw codec id (0..7) from the attributes."""
-        return self.attributes & LEGACY_ATTR_COMPRESSION_MASK
-
-    @property
     def is_wrapper(self) -> bool:
         """``True`` for a compressed wrapper message."""
         return bool(self.attributes & LEGACY_ATTR_COMPRESSION_MASK)
-
-    @property
-    def compression(self) -> Compression:
-        codec = self.attributes & LEGACY_ATTR_COMPRESSION_MASK
-        if codec > 4:
-            raise UnknownCompressionError(f"unknown compression codec id {codec}", self.position + 17)
-        return Compression(codec)
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -132,10 +122,6 @@ class LegacyBatch(RecordBatch):
         return self._inner_base_offset
 
     # -- bytes, validation, records --------------------------------------------------------
-
-    def buffer(self) -> memoryview:
-        data = self._source.read(self.position, self.size_in_bytes)
-        return data if isinstance(data, memoryview) else memoryview(data)
 
     def _parse(self, check_crc: bool) -> tuple[int, int, int, int, int, bytes | None, bytes | None]:
         data = bytes(self.buffer())

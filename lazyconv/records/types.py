@@ -5,12 +5,10 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator
 from enum import IntEnum
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import ClassVar, NamedTuple, Protocol
 
-from lazyconv.errors import RecordsError
-
-if TYPE_CHECKING:
-    from lazyconv.records.compression import Compression
+from lazyconv.errors import RecordsError, UnknownCompressionError
+from lazyconv.records.compression import Compression
 
 __all__ = [
     "TimestampType",
@@ -74,11 +72,20 @@ class RecordBatch(abc.ABC):
     """One entry of a record set: a v2 batch or a top-level legacy (v0/v1) message.
 
     Iterating yields :class:`Record` s (control records included for v2 control batches).
+    Subclasses read their header into ``attributes`` and keep the ``_source`` the entry's
+    bytes come from.
     """
+
+    # Byte offset of the attributes field within the entry (21 for v2, 17 for v0/v1): error
+    # positions about the codec point there. Every magic keeps the codec in bits 0-2.
+    ATTRIBUTES_POSITION: ClassVar[int]
+    COMPRESSION_MASK: ClassVar[int] = 0x07
 
     magic: int
     position: int
     size_in_bytes: int
+    attributes: int
+    _source: ByteSource
 
     @property
     @abc.abstractmethod
@@ -94,8 +101,19 @@ class RecordBatch(abc.ABC):
         return self.last_offset + 1
 
     @property
-    @abc.abstractmethod
-    def compression(self) -> Compression: ...
+    def compression_id(self) -> int:
+        """The raw codec id (0..7) from the attributes."""
+        return self.attributes & self.COMPRESSION_MASK
+
+    @property
+    def compression(self) -> Compression:
+        """The codec; ids 5..7 raise :class:`~lazyconv.errors.UnknownCompressionError`."""
+        codec = self.attributes & self.COMPRESSION_MASK
+        if codec > 4:
+            raise UnknownCompressionError(
+                f"unknown compression codec id {codec}", self.position + self.ATTRIBUTES_POSITION
+            )
+        return Compression(codec)
 
     @property
     @abc.abstractmethod
@@ -132,9 +150,10 @@ class RecordBatch(abc.ABC):
             return False
         return True
 
-    @abc.abstractmethod
     def buffer(self) -> memoryview:
         """The whole entry (12 + size bytes), loaded on demand for file-backed records."""
+        data = self._source.read(self.position, self.size_in_bytes)
+        return data if isinstance(data, memoryview) else memoryview(data)
 
     @abc.abstractmethod
     def __iter__(self) -> Iterator[Record]: ...

@@ -14,6 +14,7 @@ version with error 35 and its version table (KIP-511).
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 import time
@@ -31,7 +32,12 @@ from lazyconv.protocol import (
     metadata,
     produce,
 )
-from lazyconv.protocol.decision import FetchBudget, broker_partition_response, error_partition
+from lazyconv.protocol.decision import (
+    FetchBudget,
+    broker_partition_response,
+    error_partition,
+    is_follower_fetch,
+)
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.fetch import FetchRequest, FetchResponse
 from lazyconv.protocol.headers import decode_request_header, encode_response_header
@@ -110,8 +116,11 @@ class BrokerStats:
     zero_copy_bytes: int = 0  # bytes that went from a log file to a socket with os.sendfile
 
 
-class _TrackedFileRecords:
-    """Wraps a file slice sent unconverted, so the broker learns how much went out zero-copy."""
+class _TrackedRecords(abc.ABC):
+    """Wraps a partition's records so the broker learns what their send did.
+
+    The send is accounted for by :meth:`close`, once the response is finished (or abandoned).
+    """
 
     def __init__(self, records: Any, stats: BrokerStats) -> None:
         self._records = records
@@ -129,35 +138,33 @@ class _TrackedFileRecords:
     def close(self) -> None:
         send, self._send = self._send, None
         if send is not None:
-            self._stats.zero_copy_bytes += getattr(send, "zero_copy_bytes", 0)
+            self._account(send)
+
+    @abc.abstractmethod
+    def _account(self, send: Any) -> None:
+        """Add what ``send`` did to the broker's stats."""
+
+
+class _TrackedFileRecords(_TrackedRecords):
+    """A file slice sent unconverted: how much went out zero-copy; closes the slice."""
+
+    def _account(self, send: Any) -> None:
+        self._stats.zero_copy_bytes += getattr(send, "zero_copy_bytes", 0)
+
+    def close(self) -> None:
+        super().close()
         self._records.close()
 
 
-class _TrackedLazyRecords:
-    """Wraps lazily converted records so the broker learns what their send did."""
+class _TrackedLazyRecords(_TrackedRecords):
+    """Lazily converted records: padding, chunks and records converted by their send."""
 
-    def __init__(self, records: Any, stats: BrokerStats) -> None:
-        self._records = records
-        self._stats = stats
-        self._send: Any = None
-
-    @property
-    def size_in_bytes(self) -> int:
-        return self._records.size_in_bytes
-
-    def to_send(self) -> Send:
-        self._send = self._records.to_send()
-        return self._send
-
-    def close(self) -> None:
-        """Account for the send once the response is finished (or abandoned)."""
-        send, self._send = self._send, None
-        if send is not None:
-            self._stats.padded_bytes += getattr(send, "padding_bytes", 0)
-            self._stats.converted_chunks += getattr(send, "chunks", 0)
-            stats = getattr(send, "stats", None)
-            if stats is not None:
-                self._stats.records_converted += stats.records_converted
+    def _account(self, send: Any) -> None:
+        self._stats.padded_bytes += getattr(send, "padding_bytes", 0)
+        self._stats.converted_chunks += getattr(send, "chunks", 0)
+        stats = getattr(send, "stats", None)
+        if stats is not None:
+            self._stats.records_converted += stats.records_converted
 
 
 @dataclass
@@ -438,6 +445,8 @@ class Broker:
         plan = _FetchPlan()
         budget = FetchBudget(version, request.get("max_bytes") if version >= 3 else None)
         plan.limit = budget.limit
+        # Followers are exempt from message.downconversion.enable (fetch-protocol.md §6 3a).
+        is_follower = is_follower_fetch(version, request)
         read: list[tuple[str, dict[str, Any]]] = []
         rejected: list[tuple[str, dict[str, Any]]] = []
         try:
@@ -451,7 +460,8 @@ class Broker:
                         )
                         continue
                     before = budget.remaining
-                    read.append((name, self._read_partition(version, name, plog, part, budget, plan)))
+                    entry = self._read_partition(version, name, plog, part, budget, plan, is_follower)
+                    read.append((name, entry))
                     plan.bytes_read += before - budget.remaining
                     plan.partitions += 1
         except BaseException:
@@ -461,7 +471,8 @@ class Broker:
         return plan
 
     def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
-                        budget: FetchBudget, plan: _FetchPlan) -> dict[str, Any]:
+                        budget: FetchBudget, plan: _FetchPlan,
+                        is_follower: bool = False) -> dict[str, Any]:
         """One partition of a fetch, as the response partition dict (fetch-protocol.md §6, §8)."""
         index = part["partition"]
         fetch_offset = part["fetch_offset"]
@@ -500,7 +511,7 @@ class Broker:
             version, index, records, fetch_offset=fetch_offset, error_code=int(error),
             high_watermark=hw, last_stable_offset=hw, log_start_offset=start,
             topic_compression=config.compression_type,
-            downconversion_enable=config.downconversion_enable,
+            downconversion_enable=config.downconversion_enable, is_follower=is_follower,
             lazy_records_factory=lazy,
         )
         if isinstance(records, FileRecords) and entry["records"] is records:
@@ -513,24 +524,13 @@ class Broker:
 def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
     """Bytes of ``region`` this partition gets under KIP-74 (fetch-protocol.md §8).
 
-    The same rules as :meth:`FetchBudget.read`, on the entry index instead of a batch scan:
-    the region already starts at the batch holding the fetch offset, so finding it costs a
-    bisect rather than reading every batch header of the segment.
+    The rules are :meth:`FetchBudget.take`'s; the region already starts at the batch holding
+    the fetch offset, so finding it costs a bisect of the entry index rather than reading every
+    batch header of the segment.
     """
     if region.path is None or region.end <= region.position:
         return 0
-    limit = min(max(partition_max_bytes, 0), budget.remaining)
-    if budget.min_one:
-        limit = max(limit, region.first_entry_size)
-    if limit <= 0:
-        return 0
-    if limit < region.first_entry_size and not budget.hard_limit:
-        return 0  # v3+: a first batch that does not fit is not sent; consumers move on
-    size = min(region.end - region.position, limit)
-    if size > 0:
-        budget.min_one = False
-    budget.remaining = max(0, budget.remaining - size)
-    return size
+    return budget.take(region.first_entry_size, region.end - region.position, partition_max_bytes)
 
 
 class _FetchPlan:

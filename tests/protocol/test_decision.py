@@ -8,10 +8,13 @@ from lazyconv.lazy import LazyDownConvertedRecords
 from lazyconv.protocol import (
     ErrorCode,
     FetchBudget,
+    FetchRequest,
     FetchResponse,
     broker_partition_response,
     conversion_target_magic,
     error_partition,
+    fetch_replica_id,
+    is_follower_fetch,
     readable_magic,
 )
 from lazyconv.records import Compression, FileRecords, MemoryRecords, RecordsBuilder
@@ -122,6 +125,28 @@ def test_extra_fields_are_copied() -> None:
     assert p["current_leader"] == {"leader_id": 1, "leader_epoch": 2}
 
 
+def _decoded_request(version: int, **fields) -> dict:
+    body = {"max_wait_ms": 0, "min_bytes": 1, "topics": [], "forgotten_topics_data": [], **fields}
+    return FetchRequest.decode(version, FetchRequest.encode(version, body))
+
+
+@pytest.mark.parametrize("version", [0, 4, 14])
+def test_follower_is_found_by_the_body_replica_id_before_v15(version: int) -> None:
+    assert fetch_replica_id(version, _decoded_request(version, replica_id=2)) == 2
+    assert is_follower_fetch(version, _decoded_request(version, replica_id=2))
+    assert not is_follower_fetch(version, _decoded_request(version, replica_id=-1))
+    assert not is_follower_fetch(version, _decoded_request(version, replica_id=-2))  # debug consumer
+
+
+@pytest.mark.parametrize("version", [15, 16, 17])
+def test_follower_is_found_in_replica_state_from_v15(version: int) -> None:
+    follower = _decoded_request(version, replica_state={"replica_id": 3, "replica_epoch": 7})
+    assert follower["replica_id"] == -1  # the body field is gone from v15: decoded as its default
+    assert fetch_replica_id(version, follower) == 3
+    assert is_follower_fetch(version, follower)
+    assert not is_follower_fetch(version, _decoded_request(version))  # no tag: a consumer
+
+
 # -- KIP-74 ---------------------------------------------------------------------------------
 
 
@@ -157,6 +182,20 @@ def test_v0_to_v2_hard_limit_returns_a_truncated_first_batch(version: int) -> No
     part = budget.read(MemoryRecords(LOG), 0, 20)
     assert part.size_in_bytes == 20
     assert bytes(part.buffer) == LOG[:20]
+
+
+def test_take_applies_the_same_limits_without_a_batch_scan() -> None:
+    # What serve calls with its entry index: first batch size, bytes available, partition max.
+    budget = FetchBudget(3, max_bytes=10)
+    assert budget.take(70, 500, partition_max_bytes=5) == 70  # min_one: a whole first batch
+    assert budget.remaining == 0
+    assert budget.take(70, 500, partition_max_bytes=1000) == 0
+    budget = FetchBudget(4, max_bytes=1000)
+    assert budget.take(70, 500, partition_max_bytes=100) == 100  # may end inside a later batch
+    assert budget.take(70, 500, partition_max_bytes=69) == 0  # first batch does not fit: nothing
+    assert budget.take(70, 30, partition_max_bytes=100) == 30  # bounded by what is readable
+    assert budget.remaining == 1000 - 130
+    assert FetchBudget(1).take(70, 500, partition_max_bytes=20) == 20  # v0-2: hard limit
 
 
 def test_read_starts_at_the_batch_holding_the_fetch_offset() -> None:

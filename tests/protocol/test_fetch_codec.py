@@ -43,8 +43,9 @@ def test_framed_request_checks_size_api_key_and_version() -> None:
     with pytest.raises(ProtocolError, match="not Fetch"):
         FetchRequest.decode_framed(bad_key)
     bad_version = good[:6] + b"\x00\x63" + good[8:]
-    with pytest.raises(ProtocolError, match="not supported"):
+    with pytest.raises(ProtocolError, match="not supported") as info:
         FetchRequest.decode_framed(bad_version)
+    assert info.value.position == 6  # the request_api_version field
 
 
 def test_unknown_versions_are_refused() -> None:
@@ -124,3 +125,37 @@ def test_every_truncation_of_a_response_raises_protocol_error(version: int) -> N
     for cut in range(len(data)):
         with pytest.raises(ProtocolError):
             FetchResponse.decode(version, data[:cut])
+
+
+
+def test_strict_request_drops_the_ignorable_cluster_id() -> None:
+    # FetchRequest.json marks ClusterId (tag 0, v12+) ignorable: Kafka drops it for v0-11
+    # instead of failing (fetch-protocol.md §2 lists the non-ignorable ones).
+    body = {"max_wait_ms": 1, "min_bytes": 1, "topics": [], "cluster_id": "c1"}
+    assert FetchRequest.encode(11, body, strict=True) == FetchRequest.encode(11, {**body, "cluster_id": None})
+
+
+def test_strict_refuses_non_default_structs_a_version_lacks() -> None:
+    # Kafka compares a struct with a default-constructed one over all its fields, whatever the
+    # version being written: a non-default ReplicaState in v14 or CurrentLeader in v11 is an
+    # UnsupportedVersionException (both are non-ignorable, fetch-protocol.md §2).
+    request = {"max_wait_ms": 1, "min_bytes": 1, "topics": [],
+               "replica_state": {"replica_id": 1, "replica_epoch": 2}}
+    with pytest.raises(ProtocolError, match="replica_state"):
+        FetchRequest.encode(14, request, strict=True)
+    FetchRequest.encode(14, {**request, "replica_state": {"replica_id": -1, "replica_epoch": -1}}, strict=True)
+    response = {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "current_leader": {"leader_id": 1, "leader_epoch": 3}}]}]}
+    with pytest.raises(ProtocolError, match="current_leader"):
+        FetchResponse(11, response, strict=True)
+    FetchResponse(11, response)  # lenient: dropped
+
+
+def test_an_array_field_given_a_non_list_names_the_field() -> None:
+    for body, path in (
+        ({"responses": 5}, r"FetchResponse\.responses"),
+        ({"responses": [{"topic": "t", "partitions": [{"partition_index": 0, "aborted_transactions": 3}]}]},
+         r"responses\[0\]\.partitions\[0\]\.aborted_transactions"),
+    ):
+        with pytest.raises(ProtocolError, match=path):
+            FetchResponse(4, body)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lazyconv.errors import TruncatedDataError, UnknownMagicError
+from lazyconv.errors import ConfigurationError, TruncatedDataError, UnknownMagicError
 from lazyconv.records import FileRecords, MemoryRecords, RecordsBuilder
 
 
@@ -127,3 +127,36 @@ def test_batches_are_lazy_a_later_corrupt_entry_does_not_hide_earlier_ones() -> 
     assert [r.offset for r in first] == [0, 1]
     with pytest.raises(UnknownMagicError):
         next(batches)
+
+
+def test_reading_after_close_raises_instead_of_reading_a_reused_descriptor(tmp_path: Path) -> None:
+    # Once an owned file is closed its descriptor number is free: the next open() gets it, so
+    # the records (and their slices, which share it) would silently read another file.
+    mine, other = tmp_path / "mine.log", tmp_path / "other.log"
+    mine.write_bytes(batch(0, 2))
+    other.write_bytes(batch(0, 2, value_size=3))
+    records = FileRecords.open(mine)
+    sliced = records.slice(0, 10**6)
+    [loaded] = list(records.batches())
+    records.close()
+    with open(other, "rb") as f:
+        assert f.fileno() == records.fileno  # the descriptor was reused
+        for use in (
+            lambda: list(records.batches()),
+            lambda: list(sliced.batches()),
+            lambda: list(loaded),
+            sliced.to_send,
+            lambda: records.slice(0, 10),
+        ):
+            with pytest.raises(ConfigurationError, match="closed"):
+                use()
+
+
+def test_reading_after_the_callers_file_object_is_closed_raises(tmp_path: Path) -> None:
+    path = tmp_path / "mine.log"
+    path.write_bytes(batch(0, 2))
+    with open(path, "rb") as f:
+        records = FileRecords(f)
+        sliced = records.slice(0, 10**6)
+    with open(path, "rb"), pytest.raises(ConfigurationError, match="closed"):
+        list(sliced.batches())

@@ -71,9 +71,10 @@ def test_librdkafka_reads_every_record(serve_logdir, logs, fallback, max_fetch):
         assert server.server.broker.stats.converted_partitions > 0
 
 
-def fetch_raw(port: int, version: int, topic: str, partition: int, offset: int = 0) -> dict:
+def fetch_raw(port: int, version: int, topic: str, partition: int, offset: int = 0,
+              replica_id: int = -1) -> dict:
     """Send one Fetch request with our encoder, decode the answer with our decoder."""
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+    body = {"replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [
                 {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}],
@@ -147,6 +148,12 @@ def test_no_downconversion_gives_old_consumers_unsupported_version(serve_logdir,
         assert partition["error_code"] == ErrorCode.UNSUPPORTED_VERSION
         assert partition["records"] is None
     assert fetch_raw(server.port, 4, TOPIC, 0)["responses"][0]["partitions"][0]["error_code"] == 0
+
+    # A follower (replica id >= 0) is exempt (fetch-protocol.md §6 3a): it gets converted records.
+    for version in (1, 3):
+        partition = fetch_raw(server.port, version, TOPIC, 0, replica_id=1)["responses"][0]["partitions"][0]
+        assert partition["error_code"] == 0
+        assert len(partition["records"]) > 0
 
     consumer = kafka.KafkaConsumer(bootstrap_servers=server.bootstrap, api_version=(0, 10),
                                    fetch_max_wait_ms=100)

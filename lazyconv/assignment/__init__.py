@@ -1,0 +1,74 @@
+"""KIP-925 rack-aware task assignment for Kafka Streams, as Kafka computes it.
+
+Sibling of the conversion stack (imports nothing from it). Layers, bottom up:
+
+* :mod:`~lazyconv.assignment.graph` — min-cost flow (cycle canceling, Bellman-Ford) and max flow
+  with Kafka's iteration order, so equal-cost ties resolve as in Kafka;
+* :mod:`~lazyconv.assignment.constructors` — the ``min_traffic`` and ``balance_subtopology``
+  flow networks;
+* :mod:`~lazyconv.assignment.cost` — traffic / non-overlap cost, defaults by caller;
+* :mod:`~lazyconv.assignment.assignor` — Kafka's ``RackAwareTaskAssignor`` (enable check,
+  active and standby optimization);
+* :mod:`~lazyconv.assignment.api` — :func:`assign` over plain dataclasses;
+  :mod:`~lazyconv.assignment.jsonio` — the JSON format of ``lazyconv assign``.
+"""
+
+from lazyconv.assignment.api import (
+    AssignmentInput,
+    AssignmentResult,
+    Client,
+    ClientTasks,
+    PartitionRacks,
+    PhaseCost,
+    Task,
+    assign,
+    validate_input,
+)
+from lazyconv.assignment.assignor import (
+    RackAwareTaskAssignor,
+    always_allow_standby_move,
+    client_tag_aware_predicate,
+    optimize_active_tasks,
+    optimize_standby_tasks,
+)
+from lazyconv.assignment.cost import (
+    HIGH_AVAILABILITY_DEFAULTS,
+    LEGACY_STICKY_DEFAULTS,
+    STATELESS_COSTS,
+    CostModel,
+    CostWeights,
+)
+from lazyconv.assignment.errors import AssignmentError, AssignmentInputError, GraphError
+from lazyconv.assignment.graph import Graph
+from lazyconv.assignment.ids import TaskId, TopicPartition, process_sort_key
+from lazyconv.assignment.state import ClientState
+
+__all__ = [
+    "AssignmentInput",
+    "AssignmentResult",
+    "Client",
+    "ClientTasks",
+    "PartitionRacks",
+    "PhaseCost",
+    "Task",
+    "assign",
+    "validate_input",
+    "RackAwareTaskAssignor",
+    "always_allow_standby_move",
+    "client_tag_aware_predicate",
+    "optimize_active_tasks",
+    "optimize_standby_tasks",
+    "HIGH_AVAILABILITY_DEFAULTS",
+    "LEGACY_STICKY_DEFAULTS",
+    "STATELESS_COSTS",
+    "CostModel",
+    "CostWeights",
+    "AssignmentError",
+    "AssignmentInputError",
+    "GraphError",
+    "Graph",
+    "TaskId",
+    "TopicPartition",
+    "process_sort_key",
+    "ClientState",
+]

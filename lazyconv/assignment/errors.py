@@ -1,0 +1,31 @@
+"""Errors of the rack-aware assignment package.
+
+Kafka signals these with ``IllegalArgumentException`` / ``IllegalStateException``; here they are
+part of lazyconv's one exception tree, so the CLI reports them as one line with exit status 1.
+"""
+
+from __future__ import annotations
+
+from lazyconv.errors import ConfigurationError, LazyconvError
+
+__all__ = ["AssignmentError", "GraphError", "AssignmentInputError"]
+
+
+class AssignmentError(LazyconvError):
+    """An assignment that cannot be optimized as given (task on two clients, no rack info, ...)."""
+
+
+class GraphError(AssignmentError):
+    """A flow network used in a way the min-cost-flow engine refuses (Kafka's ``Graph`` checks)."""
+
+
+class AssignmentInputError(AssignmentError, ConfigurationError):
+    """A bad field in an assignment input document; ``path`` is its JSON path (e.g. ``$.tasks[2].id``)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.detail = message
+        super().__init__(f"{path}: {message}")
+
+    def __reduce__(self):  # keep pickling faithful (two-argument constructor)
+        return (type(self), (self.path, self.detail))
