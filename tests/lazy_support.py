@@ -1,5 +1,5 @@
-"""Helpers for the down-conversion and lazy-send tests: build inputs with kafka-python (an
-independent implementation), read outputs as a consumer would, and partial-write channels."""
+"""Helpers for the down-conversion and lazy-send tests: build inputs, read outputs as a consumer
+would (kafka-python, an independent implementation), and partial-write channels."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 from crc32c import crc32c
 from kafka.record import MemoryRecords as KafkaMemoryRecords
-from kafka.record import MemoryRecordsBuilder as KafkaBuilder
+
+from lazyconv.records import RecordsBuilder, TimestampType
 
 # (offset, timestamp, key, value): what a consumer sees of a record after down-conversion.
 ConsumerRecord = tuple[int, int, bytes | None, bytes | None]
@@ -49,30 +50,46 @@ def build_batch(
     records: Sequence[tuple[int, bytes | None, bytes | None]],
     *,
     base_offset: int = 0,
+    offsets: Sequence[int] | None = None,
     compression: int = 0,
-    headers: Sequence[tuple[str, bytes | None]] | None = None,
+    headers: Sequence[tuple[str, bytes | None]] = (),
+    log_append_time: int | None = None,
     transactional: bool = False,
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
 ) -> bytes:
-    """One batch (v2) / wrapper or message run (v0/v1) built by kafka-python's builder.
+    """One v2 batch, one legacy wrapper (compressed v0/v1) or a run of legacy messages.
 
-    ``records`` are ``(timestamp, key, value)``; offsets run from ``base_offset`` without gaps.
+    ``records`` are ``(timestamp, key, value)``; offsets run from ``base_offset`` unless
+    ``offsets`` gives them (gaps as after compaction). ``headers`` go on every v2 record.
     """
-    kwargs: dict[str, Any] = {}
-    if magic == 2:
-        kwargs = dict(
-            transactional=transactional,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
+    builder = RecordsBuilder(
+        magic,
+        compression=compression,
+        timestamp_type=(
+            TimestampType.NO_TIMESTAMP
+            if magic == 0
+            else TimestampType.LOG_APPEND_TIME
+            if log_append_time is not None
+            else TimestampType.CREATE_TIME
+        ),
+        base_offset=base_offset if offsets is None else offsets[0],
+        log_append_time=log_append_time,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=transactional,
+    )
+    for i, (timestamp, key, value) in enumerate(records):
+        builder.append(
+            offset=base_offset + i if offsets is None else offsets[i],
+            timestamp=timestamp if magic > 0 else -1,
+            key=key,
+            value=value,
+            headers=tuple(headers) if magic == 2 else (),
         )
-    builder = KafkaBuilder(magic, compression, 1 << 26, offset=base_offset, **kwargs)
-    for timestamp, key, value in records:
-        builder.append(timestamp, key, value, headers=list(headers or []) if magic == 2 else None)
-    builder.close()
-    return bytes(builder.buffer())
+    return builder.build()
 
 
 def v2_set_log_append_time(batch: bytes, log_append_time: int) -> bytes:
@@ -100,6 +117,13 @@ def v2_end_txn_marker(
     crc = crc32c(after_crc)
     length = 4 + 1 + 4 + len(after_crc)
     return struct.pack(">qiibI", offset, length, -1, 2, crc) + after_crc
+
+
+def v2_empty_batch(base_offset: int, last_offset_delta: int = 0, max_timestamp: int = 5) -> bytes:
+    """A v2 batch with no records, as compaction leaves it (formats.md trap 13, §6.3)."""
+    after_crc = struct.pack(">hiqqqhii", 0, last_offset_delta, -1, max_timestamp, -1, -1, -1, 0)
+    crc = crc32c(after_crc)
+    return struct.pack(">qiibI", base_offset, 9 + len(after_crc), -1, 2, crc) + after_crc
 
 
 class TrickleChannel:

@@ -24,8 +24,7 @@ from lazyconv.lazy import (
     overflow_padding,
     overflow_padding_step,
 )
-from lazyconv.records import MemoryRecords
-from lazyconv.records.compression import Compression
+from lazyconv.records import Compression, MemoryRecords
 from lazyconv.send import drain
 
 # --------------------------------------------------------------------------------------------
@@ -181,6 +180,7 @@ def test_partial_trailing_batch_counts_in_the_committed_size() -> None:
 
 def test_zstd_after_the_first_batch_pads_the_rest() -> None:
     zstd = build_batch(2, [(1000, b"z", b"zz")], base_offset=2, compression=Compression.ZSTD)
+    assert next(MemoryRecords(zstd).batches()).compression == Compression.ZSTD
     lazy = LazyDownConvertedRecords(MemoryRecords(A + zstd), 1, 0)
     assert lazy.size_in_bytes == 78 + len(zstd)
     send = lazy.to_send()
@@ -336,3 +336,58 @@ def test_non_blocking_socket_with_drain() -> None:
         left.close()
         right.close()
     assert bytes(received) == expected
+
+
+# --------------------------------------------------------------------------------------------
+# trap 9 (fixed): padding of any length after a zstd error
+
+
+def test_padding_past_131072_bytes_after_a_zstd_error() -> None:
+    """Java example [A, zstd, 200 072-byte batch] → v1: Java fails after one 131 072-byte
+    padding step and closes the connection; we pad the whole committed size."""
+    zstd = build_batch(2, [(1, b"z", b"z" * 40)], base_offset=2, compression=Compression.ZSTD)
+    big = build_batch(2, [(1, b"big", bytes(200_000))], base_offset=3)
+    lazy = LazyDownConvertedRecords(MemoryRecords(A + zstd + big), 1, 0)
+    assert lazy.size_in_bytes == len(A) + len(zstd) + len(big)
+    send = lazy.to_send()
+    sent = drive(send, TrickleChannel([50_000]))
+    remaining = lazy.size_in_bytes - len(A_V1)
+    assert remaining > 131072
+    assert sent == A_V1 + overflow_padding(remaining)
+    assert send.piece_sizes == [71, 131072, remaining - 131072]
+    assert sent[71 + 131072 : 71 + 131072 + 8] == b"\xff" * 8  # a second padding header
+    assert [r[0] for r in consumer_records(sent)] == [0, 1]
+    assert isinstance(send.error, UnsupportedCompressionError)
+
+
+# --------------------------------------------------------------------------------------------
+# trap 10: stats sum over the chunks handed to the send; empty chunks are dropped
+
+
+def test_stats_sum_over_chunks_and_skip_empty_chunks() -> None:
+    controls = COMMIT * 300  # 23 400 bytes: two chunks at 16 KiB that convert to nothing
+    data = A + controls + B
+    lazy = LazyDownConvertedRecords(MemoryRecords(data), 1, 0, chunk_size=16384)
+    send = lazy.to_send()
+    sent = drive(send, TrickleChannel([1 << 20]))
+    eager, eager_stats = down_convert_bytes(MemoryRecords(data).batches(), 1, 0)
+    assert sent == eager + overflow_padding(len(data) - len(eager))
+    assert send.chunks == 2  # F = conv(A) and the chunk holding B; control-only chunks vanish
+    assert send.stats.records_converted == eager_stats.records_converted == 3
+    assert send.stats.temporary_memory_bytes == eager_stats.temporary_memory_bytes == 257
+    assert lazy.stats == send.stats
+
+
+def test_chunks_follow_the_chunk_size() -> None:
+    batches = [build_batch(2, [(i, b"k", bytes(3000))], base_offset=i) for i in range(20)]
+    data = b"".join(batches)
+    lazy = LazyDownConvertedRecords(MemoryRecords(data), 1, 0, chunk_size=16384)
+    send = lazy.to_send()
+    drive(send, TrickleChannel([1 << 20]))
+    per_batch = len(down_convert_bytes(MemoryRecords(batches[0]).batches(), 1, 0)[0])
+    whole = 16384 // len(batches[0])  # batches per 16 KiB chunk
+    assert whole == 5
+    # The first chunk is exactly one batch; then 19 batches in chunks of 5, 5, 5, 4; then the
+    # output (smaller than the input) is padded.
+    padding = lazy.size_in_bytes - 20 * per_batch
+    assert send.piece_sizes == [per_batch] + [5 * per_batch] * 3 + [4 * per_batch] + [padding]
