@@ -181,7 +181,8 @@ def iter_v2_records(
     # Local aliases: attribute lookups per record are measurable in this loop.
     rv = read_varint
     rl = read_varlong
-    make = Record
+    new = tuple.__new__  # skips NamedTuple's Python-level __new__
+    record_type = Record
     for index in range(count):
         rec_start = pos
         try:
@@ -189,9 +190,18 @@ def iter_v2_records(
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 length, pos = rv(data, pos, end, error_base)
         except IndexError:
+            if pos < end:
+                raise MalformedVarintError(
+                    f"record {index}: its length varint runs past the end of the records",
+                    error_base + pos,
+                ) from None
             raise InvalidRecordError(
                 f"record {index} of {count} starts past the end of the records (premature EOF:"
                 " the record count disagrees with the payload)",
@@ -209,18 +219,30 @@ def iter_v2_records(
             if b < 0x80:
                 ts_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 ts_delta, pos = rl(data, pos, rec_end, error_base)
             b = data[pos]
             if b < 0x80:
                 off_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 off_delta, pos = rv(data, pos, rec_end, error_base)
             b = data[pos]
             if b < 0x80:
                 klen = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 klen, pos = rv(data, pos, rec_end, error_base)
             if klen < 0:
@@ -237,6 +259,10 @@ def iter_v2_records(
             if b < 0x80:
                 vlen = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 vlen, pos = rv(data, pos, rec_end, error_base)
             if vlen < 0:
@@ -253,6 +279,10 @@ def iter_v2_records(
             if b < 0x80:
                 hcount = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                hcount = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 hcount, pos = rv(data, pos, rec_end, error_base)
             if hcount == 0:
@@ -269,12 +299,15 @@ def iter_v2_records(
                 f"{rec_end - rec_start}",
                 error_base + rec_start,
             )
-        yield make(
-            base_offset + off_delta,
-            timestamp_override if timestamp_override is not None else base_timestamp + ts_delta,
-            key,
-            value,
-            headers,
+        yield new(
+            record_type,
+            (
+                base_offset + off_delta,
+                base_timestamp + ts_delta if timestamp_override is None else timestamp_override,
+                key,
+                value,
+                headers,
+            ),
         )
     if require_exact_end and pos != end:
         raise InvalidRecordError(
@@ -333,33 +366,39 @@ def append_v2_record(
 ) -> int:
     """Append one v2 record (length-prefixed) to ``out``; returns the bytes appended."""
     ev = encode_varint
-    body = bytearray(b"\x00")
-    body += encode_varlong(timestamp_delta)
-    body += ev(offset_delta)
+    small = _SMALL_VARINTS
+    # lengths and deltas are almost always small: index the precomputed table directly
+    ts = small[timestamp_delta + 64] if -64 <= timestamp_delta <= _SMALL_MAX else encode_varlong(timestamp_delta)
+    od = small[offset_delta + 64] if -64 <= offset_delta <= _SMALL_MAX else ev(offset_delta)
     if key is None:
-        body += b"\x01"
+        kl = b"\x01"
+        key = b""
     else:
-        body += ev(len(key))
-        body += key
+        n = len(key)
+        kl = small[n + 64] if n <= _SMALL_MAX else ev(n)
     if value is None:
-        body += b"\x01"
+        vl = b"\x01"
+        value = b""
     else:
-        body += ev(len(value))
-        body += value
-    body += ev(len(headers))
-    for hkey, hval in headers:
-        hk = hkey.encode("utf-8")
-        body += ev(len(hk))
-        body += hk
-        if hval is None:
-            body += b"\x01"
-        else:
-            body += ev(len(hval))
-            body += hval
-    prefix = ev(len(body))
-    out += prefix
-    out += body
-    return len(prefix) + len(body)
+        n = len(value)
+        vl = small[n + 64] if n <= _SMALL_MAX else ev(n)
+    if headers:
+        hb = bytearray(ev(len(headers)))
+        for hkey, hval in headers:
+            hk = hkey.encode("utf-8")
+            hb += ev(len(hk))
+            hb += hk
+            if hval is None:
+                hb += b"\x01"
+            else:
+                hb += ev(len(hval))
+                hb += hval
+    else:
+        hb = b"\x00"
+    size = 1 + len(ts) + len(od) + len(kl) + len(key) + len(vl) + len(value) + len(hb)
+    prefix = small[size + 64] if size <= _SMALL_MAX else ev(size)
+    out += b"".join((prefix, b"\x00", ts, od, kl, key, vl, value, hb))
+    return len(prefix) + size
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,18 +421,18 @@ def parse_legacy_message(
         overhead = 14
     elif magic == 1:
         overhead = 22
-        if size < overhead:
-            raise CorruptRecordError(
-                f"v1 message size {size} is smaller than the v1 overhead {overhead}", error_base + pos + 8
-            )
-        timestamp = I64.unpack_from(data, pos + 18)[0]
         p = pos + 26
     else:
         raise CorruptRecordError(f"legacy message with magic {magic}", error_base + pos + 16)
-    if size < overhead:
+    if size < overhead or end - pos != 12 + size:
         raise CorruptRecordError(
-            f"v{magic} message size {size} is smaller than the overhead {overhead}", error_base + pos + 8
+            f"v{magic} message size {size} is smaller than the overhead {overhead}"
+            if size < overhead
+            else f"message size {size} does not match its {end - pos - 12} bytes",
+            error_base + pos + 8,
         )
+    if magic == 1:
+        timestamp = I64.unpack_from(data, pos + 18)[0]
     if check_crc:
         actual = crc32(data[pos + 16 : end])
         if actual != crc:

@@ -10,7 +10,7 @@ from lazyconv.errors import (
     RecordsError,
     UnknownCompressionError,
 )
-from lazyconv.records._codec import V2_HEADER, crc32c, iter_v2_records
+from lazyconv.records._codec import LOG_HEADER, V2_HEADER, crc32c, iter_v2_records
 from lazyconv.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Compression,
@@ -79,6 +79,11 @@ class DefaultBatch(RecordBatch):
         header: bytes | memoryview,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     ) -> None:
+        length = LOG_HEADER.unpack_from(header, 0)[1]
+        if length < _MIN_LENGTH:
+            raise CorruptRecordError(
+                f"v2 batch length {length} is smaller than the header ({_MIN_LENGTH})", position + 8
+            )
         if len(header) < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
                 f"v2 batch needs {RECORD_BATCH_OVERHEAD} header bytes, got {len(header)}", position
@@ -98,10 +103,6 @@ class DefaultBatch(RecordBatch):
             self.base_sequence,
             self._count,
         ) = V2_HEADER.unpack_from(header, 0)
-        if self._length < _MIN_LENGTH:
-            raise CorruptRecordError(
-                f"v2 batch length {self._length} is smaller than the header ({_MIN_LENGTH})", position + 8
-            )
         self.attributes = attributes & 0xFF  # only the low byte has meaning
         self._source = source
         self.position = position

@@ -117,9 +117,14 @@ class RecordsBuilder:
             raise ConfigurationError(f"magic v{self.magic} does not support record headers")
         if self.magic == 2 and offset - self.base_offset > _INT32_MAX:
             raise ConfigurationError(f"offset {offset} is too far from the base offset {self.base_offset}")
-        key = None if key is None else bytes(key)
-        value = None if value is None else bytes(value)
-        headers = tuple((str(k), None if v is None else bytes(v)) for k, v in headers)
+        if key is not None and type(key) is not bytes:
+            key = bytes(key)
+        if value is not None and type(value) is not bytes:
+            value = bytes(value)
+        if headers:
+            headers = tuple((str(k), None if v is None else bytes(v)) for k, v in headers)
+        else:
+            headers = ()
         self._records.append((offset, timestamp, key, value, headers))
         self._last_offset = offset
         if timestamp > self._max_timestamp:

@@ -70,7 +70,7 @@ def expected(magic: int, ts_type: TimestampType, lat: int, records: list[tuple])
 
 
 @pytest.mark.parametrize(("magic", "codec", "ts_type"), COMBOS)
-@settings(max_examples=25)
+@settings(max_examples=10)
 @given(data=st.data())
 def test_round_trip_and_kafka_python_agrees(magic, codec, ts_type, data) -> None:
     records = data.draw(record_lists(with_headers=magic == 2))
@@ -102,7 +102,7 @@ def test_round_trip_and_kafka_python_agrees(magic, codec, ts_type, data) -> None
 
 
 @pytest.mark.parametrize(("magic", "codec"), sorted({(m, c) for m, c, _ in COMBOS}))
-@settings(max_examples=25)
+@settings(max_examples=10)
 @given(data=st.data())
 def test_kafka_python_built_batches_decode_identically(magic, codec, data) -> None:
     records = data.draw(record_lists(with_headers=magic == 2))

@@ -1,0 +1,129 @@
+"""FileRecords: headers via positioned reads only, lazy batch bytes, slices, sends."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazyconv.errors import TruncatedDataError, UnknownMagicError
+from lazyconv.records import FileRecords, MemoryRecords, RecordsBuilder
+
+
+def batch(base: int, n: int, value_size: int = 10) -> bytes:
+    b = RecordsBuilder(2, base_offset=base)
+    for i in range(n):
+        b.append(base + i, 1000 + i, b"k%d" % i, bytes([i % 256]) * value_size)
+    return b.build()
+
+
+def test_batches_read_only_headers_of_a_huge_sparse_file(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    first = batch(0, 3) + batch(3, 2, value_size=4 << 20)  # a 4 MiB batch in the middle
+    claimed = 1 << 30
+    huge_header = bytearray(batch(5, 1)[:61])
+    struct.pack_into(">i", huge_header, 8, claimed - 12)
+    with open(path, "wb") as f:
+        f.write(first)
+        f.write(huge_header)
+        f.truncate(len(first) + claimed)  # sparse: 1 GiB that is never read
+    with FileRecords.open(path) as records:
+        assert records.size_in_bytes == len(first) + claimed
+        batches = list(records.batches())
+        assert [b.base_offset for b in batches] == [0, 3, 5]
+        assert batches[2].size_in_bytes == claimed
+        assert records.bytes_read <= 3 * 61
+        # iterating a batch loads exactly that batch
+        before = records.bytes_read
+        assert [r.offset for r in batches[0]] == [0, 1, 2]
+        assert records.bytes_read - before == batches[0].size_in_bytes - 61
+        assert batches[1].is_valid()
+
+
+def test_slice_positions_partial_tail_and_send(tmp_path: Path) -> None:
+    data = batch(0, 3) + batch(3, 3) + batch(6, 3)
+    size = len(batch(0, 3))
+    path = tmp_path / "seg.log"
+    path.write_bytes(data)
+    with FileRecords.open(path) as records:
+        sliced = records.slice(size, size + size // 2)  # second batch whole, third cut in half
+        assert sliced.size_in_bytes == size + size // 2
+        got = list(sliced.batches())
+        assert [(b.position, b.base_offset) for b in got] == [(size, 3)]
+        assert [r.offset for r in sliced.records()] == [3, 4, 5]
+        assert sliced.to_send().to_bytes() == data[size : 2 * size + size // 2]
+        # clamped to the end, and nested slices stay relative to their parent
+        tail = records.slice(2 * size, 10**9)
+        assert tail.size_in_bytes == size
+        assert [b.base_offset for b in tail.slice(0, size).batches()] == [6]
+        assert list(MemoryRecords(data).slice(size, size + size // 2).records()) == list(sliced.records())
+
+
+def test_file_objects_and_descriptors_are_not_closed(tmp_path: Path) -> None:
+    path = tmp_path / "seg.log"
+    path.write_bytes(batch(0, 2))
+    with open(path, "rb") as f:
+        with FileRecords(f) as records:
+            assert len(list(records.records())) == 2
+        assert not f.closed
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            FileRecords(fd, start=0, end=10).close()  # too short for an entry: no batches
+            assert list(FileRecords(fd, start=0, end=10).batches()) == []
+            os.fstat(fd)  # still open
+        finally:
+            os.close(fd)
+    with pytest.raises(io.UnsupportedOperation):
+        FileRecords(io.BytesIO(b""))
+
+
+def test_file_truncated_after_headers_were_read(tmp_path: Path) -> None:
+    path = tmp_path / "seg.log"
+    path.write_bytes(batch(0, 3, value_size=1000))
+    with FileRecords.open(path) as records:
+        [b] = list(records.batches())
+        os.truncate(path, 100)
+        with pytest.raises(TruncatedDataError):
+            list(b)
+
+
+@settings(max_examples=30)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=5),
+    magics=st.lists(st.sampled_from([0, 1, 2]), min_size=5, max_size=5),
+    cut=st.integers(min_value=0, max_value=400),
+)
+def test_file_and_memory_records_agree(tmp_path_factory, sizes, magics, cut) -> None:
+    data = b""
+    offset = 0
+    for n, magic in zip(sizes, magics, strict=False):
+        b = RecordsBuilder(magic, base_offset=offset)
+        for i in range(n):
+            b.append(offset + i, 1000 + i, b"k", b"v" * i)
+        data += b.build()
+        offset += n
+    data = data[: max(len(data) - cut, 0)]
+    path = tmp_path_factory.mktemp("seg") / "seg.log"
+    path.write_bytes(data)
+    memory = MemoryRecords(data)
+    with FileRecords.open(path) as records:
+        assert [(b.position, b.size_in_bytes, b.magic) for b in records.batches()] == [
+            (b.position, b.size_in_bytes, b.magic) for b in memory.batches()
+        ]
+        assert list(records.records()) == list(memory.records())
+
+
+def test_batches_are_lazy_a_later_corrupt_entry_does_not_hide_earlier_ones() -> None:
+    good = batch(0, 2)
+    bad = bytearray(batch(2, 2))
+    bad[16] = 9
+    batches = MemoryRecords(good + bytes(bad)).batches()
+    first = next(batches)
+    assert [r.offset for r in first] == [0, 1]
+    with pytest.raises(UnknownMagicError):
+        next(batches)
