@@ -100,6 +100,33 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def reset_peak_rss() -> int:
+    """Reset this process's RSS high-water mark (Linux) and return the current RSS in bytes.
+
+    Writing 5 to /proc/self/clear_refs resets VmHWM, so :func:`peak_rss_since_reset` measures
+    only what happens after this call (not interpreter start-up or imports).
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:  # not Linux, or not permitted: the peak then includes start-up
+        pass
+    return _status_kib("VmRSS") * 1024
+
+
+def peak_rss_since_reset() -> int:
+    """RSS high-water mark in bytes (VmHWM) since the last :func:`reset_peak_rss`."""
+    return _status_kib("VmHWM") * 1024
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"{field} not in /proc/self/status")
+
+
 def machine_line() -> str:
     """One line describing where a benchmark ran."""
     return (
