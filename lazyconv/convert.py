@@ -24,9 +24,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lazyconv.errors import ConfigurationError, InvalidRecordError, UnsupportedCompressionError
-from lazyconv.records._codec import append_legacy_message
-from lazyconv.records.compression import Compression, compress
+from lazyconv.errors import (
+    ConfigurationError,
+    InvalidRecordError,
+    RecordsError,
+    UnsupportedCompressionError,
+)
+from lazyconv.records._codec import append_legacy_message, convert_v2_records_to_legacy
+from lazyconv.records.batch import DefaultBatch
+from lazyconv.records.compression import Compression, compress, decompress
 from lazyconv.records.types import TimestampType
 
 __all__ = [
@@ -45,6 +51,8 @@ ZSTD_DOWN_CONVERSION_MESSAGE = "Down-conversion of zstandard-compressed batches 
 _LOG_OVERHEAD = 12
 _RECORD_OVERHEAD = {0: 14, 1: 22}
 _LOG_APPEND_TIME_FLAG = 0x08
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -112,13 +120,21 @@ def _zstd_error(batch: Any) -> UnsupportedCompressionError:
     )
 
 
-def _convert_batch(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes, int, int] | None:
+def _convert_batch(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes | bytearray, int, int] | None:
     """Convert one batch whose magic is above ``to_magic`` (which is then 0 or 1).
 
     Returns ``(bytes, records_written, uncompressed_bytes_written)`` or ``None`` when the
-    first-offset filter left no record. Messages are written with the records layer's per-record
-    encoder directly (no builder objects): this is the conversion hot path.
+    first-offset filter left no record. v2 batches take the fused path (:func:`_convert_v2_batch`),
+    anything else the generic one; both give the same bytes and the same errors.
     """
+    if type(batch) is DefaultBatch:
+        return _convert_v2_batch(batch, to_magic, first_offset)
+    return _convert_batch_generic(batch, to_magic, first_offset)
+
+
+def _convert_batch_generic(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes, int, int] | None:
+    """:func:`_convert_batch` for any batch: iterate its ``Record`` s, append one legacy message
+    per kept record with the records layer's per-record encoder (no builder objects)."""
     compression = batch.compression
     compressed = compression != Compression.NONE
     if compressed:
@@ -138,11 +154,8 @@ def _convert_batch(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes,
     position = batch.position
     for record in kept:
         timestamp = log_append_time if log_append else record.timestamp
-        if timestamp < -1:
-            raise InvalidRecordError(
-                f"record at offset {record.offset} has invalid negative timestamp {timestamp}",
-                position,
-            )
+        if not (-1 <= timestamp <= _INT64_MAX and _INT64_MIN <= record.offset - relative_to <= _INT64_MAX):
+            raise _unwritable_record_error(record.offset, timestamp, position)
         if timestamp > max_timestamp:
             max_timestamp = timestamp
         append_legacy_message(
@@ -167,6 +180,86 @@ def _convert_batch(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes,
     return bytes(wrapper), len(kept), uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 
 
+def _unwritable_record_error(offset: int, timestamp: int, position: int) -> InvalidRecordError:
+    """The error for a kept record no legacy message can hold (Kafka's builder rejects a
+    timestamp below -1; Java would wrap values beyond int64 where Python cannot)."""
+    if timestamp < -1:
+        return InvalidRecordError(f"record at offset {offset} has invalid negative timestamp {timestamp}", position)
+    if timestamp > _INT64_MAX:
+        return InvalidRecordError(f"record at offset {offset} has a timestamp beyond int64: {timestamp}", position)
+    return InvalidRecordError(f"record offset {offset} cannot be written as an int64 offset", position)
+
+
+# --- fused v2 path ---------------------------------------------------------------------------
+# The hot path: a v2 batch's records go straight from its bytes to legacy messages in one loop
+# (lazyconv.records._codec.convert_v2_records_to_legacy), with no Record objects. It must stay
+# byte- and error-identical to _convert_batch_generic (tests/test_convert_fused.py checks).
+
+_CODECS = tuple(Compression)  # codec id -> Compression without an enum call per batch
+
+
+def _convert_v2_batch(
+    batch: DefaultBatch, to_magic: int, first_offset: int
+) -> tuple[bytes | bytearray, int, int] | None:
+    """:func:`_convert_batch` for a v2 batch, in one pass over its record bytes."""
+    attributes = batch.attributes
+    codec = attributes & 0x07
+    compression = _CODECS[codec] if codec <= 4 else batch.compression  # 5..7 raise here
+    count = batch.record_count
+    position = batch.position
+    if count < 0:
+        raise InvalidRecordError(f"v2 batch with negative record count {count}", position + 57)
+    if count == 0:
+        return None
+    log_append = attributes & _LOG_APPEND_TIME_FLAG
+    log_append_time = batch.max_timestamp if log_append else None
+    message_attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
+    payload = batch.buffer()[61:]
+    out = bytearray()
+    if codec == 0:
+        data = bytes(payload)  # indexing bytes beats indexing a memoryview; one batch-sized copy
+        if count > len(data):  # every record takes at least one byte
+            raise InvalidRecordError(
+                f"v2 batch declares {count} records but has only {len(data)} bytes of records",
+                position + 57,
+            )
+        kept, last_offset, max_timestamp, bad = convert_v2_records_to_legacy(
+            out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, first_offset,
+            to_magic, message_attributes, False, position + 61,
+        )
+    else:
+        data = decompress(compression, payload, 2, batch.max_decompressed_size, position=position + 61)
+        try:
+            kept, last_offset, max_timestamp, bad = convert_v2_records_to_legacy(
+                out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, None,
+                to_magic, message_attributes, to_magic == 1, 0,
+            )
+        except RecordsError as exc:
+            # positions inside decompressed data are not positions in the records
+            raise type(exc)(
+                f"{exc.message} (byte {exc.position} of the decompressed records)", position
+            ) from None
+    if bad is not None:
+        raise _unwritable_record_error(bad[0], bad[1], position)
+    if kept == 0:
+        return None
+    uncompressed = len(out)
+    if codec == 0:
+        return out, kept, uncompressed
+    value = compress(compression, out, to_magic)  # default level, v0 LZ4 quirk by magic
+    wrapper = bytearray()
+    append_legacy_message(
+        wrapper,
+        last_offset,  # the last *kept* record, not the batch's last offset
+        log_append_time if log_append_time is not None else max_timestamp,
+        None,
+        value,
+        to_magic,
+        codec | message_attributes,
+    )
+    return bytes(wrapper), kept, uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
+
+
 def down_convert_bytes(
     batches: Iterable[Any], to_magic: int, first_offset: int
 ) -> tuple[bytes, ConversionStats]:
@@ -179,25 +272,26 @@ def down_convert_bytes(
         for batch in batch_list:
             if is_zstd_below_v2(batch, to_magic):
                 raise _zstd_error(batch)
-    out = bytearray()
+    # pieces joined once at the end: one copy of the output, no growing buffer
+    pieces: list[Any] = []
     temporary = 0
     converted = 0
     for batch in batch_list:
         if to_magic < 2 and batch.is_control:
             continue  # dropped without a trace, not even in the stats (trap 1)
         if batch.magic <= to_magic:
-            out += batch.buffer()
+            pieces.append(batch.buffer())
             temporary += batch.size_in_bytes
             continue
         result = _convert_batch(batch, to_magic, first_offset)
         if result is None:
             continue  # every record filtered out: the batch vanishes, stats untouched
         data, written, uncompressed = result
-        out += data
+        pieces.append(data)
         temporary += batch.size_in_bytes + uncompressed
         converted += written
     stats = ConversionStats(converted, temporary, time.perf_counter_ns() - start)
-    return bytes(out), stats
+    return b"".join(pieces), stats
 
 
 def down_convert(batches: Iterable[Any], to_magic: int, first_offset: int) -> ConvertedRecords:

@@ -509,3 +509,269 @@ def append_legacy_message(
     if vlen > 0:
         out += value  # type: ignore[operator]
     return size + 12
+
+
+# --------------------------------------------------------------------------------------------
+# fused down-conversion: v2 records straight to legacy messages (the conversion hot path)
+
+_NO_FILTER = -(1 << 65)  # below every reachable offset: keeps every record
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+# Varint fast paths without shifts or xors (generic, slow int operations in CPython): a 1-byte
+# zig-zag varint b decodes to _ZIGZAG_LOW[b]; a 2-byte one (b >= 0x80, then c < 0x80) to
+# _ZIGZAG_LOW[b] + _ZIGZAG_HIGH[b] * c, because the parity of the unsigned value (the sign) is
+# that of b.
+_ZIGZAG_LOW = [
+    (b >> 1) ^ -(b & 1) if b < 0x80 else ((b & 0x7F) >> 1) ^ -(b & 1) for b in range(256)
+]
+_ZIGZAG_HIGH = [0 if b < 0x80 else (-64 if b & 1 else 64) for b in range(256)]
+
+
+def _skip_headers(data: bytes, pos: int, end: int, hcount: int, index: int, error_base: int) -> int:
+    """Validate ``hcount`` v2 headers exactly as :func:`_read_headers` does, without building
+    them (down-conversion drops headers); returns the position after them."""
+    if hcount < 0:
+        raise InvalidRecordError(f"record {index}: negative header count {hcount}", error_base + pos)
+    if hcount > end - pos:
+        raise InvalidRecordError(
+            f"record {index}: header count {hcount} exceeds the {end - pos} bytes left",
+            error_base + pos,
+        )
+    for _ in range(hcount):
+        hklen, pos = read_varint(data, pos, end, error_base)
+        if hklen < 0:
+            raise InvalidRecordError(f"record {index}: negative header key length {hklen}", error_base + pos)
+        if hklen > end - pos:
+            raise InvalidRecordError(
+                f"record {index}: header key length {hklen} exceeds the {end - pos} bytes left",
+                error_base + pos,
+            )
+        hkey = bytes(data[pos : pos + hklen])
+        if not hkey.isascii():  # ASCII is valid UTF-8: decode only to reject bad keys
+            try:
+                hkey.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidRecordError(f"record {index}: header key is not UTF-8", error_base + pos) from None
+        pos += hklen
+        hvlen, pos = read_varint(data, pos, end, error_base)
+        if hvlen >= 0:
+            if hvlen > end - pos:
+                raise InvalidRecordError(
+                    f"record {index}: header value length {hvlen} exceeds the {end - pos} bytes left",
+                    error_base + pos,
+                )
+            pos += hvlen
+    return pos
+
+
+def convert_v2_records_to_legacy(
+    out: bytearray,
+    data: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    first_offset: int | None,
+    to_magic: int,
+    attributes: int,
+    relative_offsets: bool,
+    error_base: int,
+) -> tuple[int, int, int, tuple[int, int] | None]:
+    """Parse the ``count`` v2 records of ``data`` and append one legacy message per kept record.
+
+    This is :func:`iter_v2_records` followed by :func:`append_legacy_message` per record, fused
+    into one loop: no :class:`Record` objects, headers validated but not decoded, one body
+    built and CRC'd per message. Parsing is exactly as strict as :func:`iter_v2_records` (same
+    errors, messages and positions, ``error_base + index``; every record is parsed, kept or
+    not, and the records must end exactly at ``len(data)``).
+
+    - ``log_append_time``: the batch's MaxTimestamp for LogAppendTime batches (written as every
+      message's timestamp), else ``None`` (BaseTimestamp + delta).
+    - ``first_offset``: records with a lower offset are parsed but not written; ``None`` keeps
+      every record (compressed batches are never trimmed).
+    - ``to_magic`` 0 or 1; ``attributes`` of every written message (the timestamp-type bit).
+    - ``relative_offsets``: write offsets relative to the first kept record (v1 wrapper inner
+      messages); otherwise absolute.
+
+    Returns ``(kept, last_kept_offset, max_timestamp, bad_timestamp)``: the number of messages
+    written, the offset of the last one (-1 if none), the running maximum of the written
+    timestamps starting from -1, and ``(offset, timestamp)`` of the first kept record that no
+    legacy message can hold (``None`` if there is none): a timestamp below -1 (Kafka's builder
+    rejects it) or a timestamp or (written) offset outside int64. Such a record is not written;
+    the caller raises after parsing, so a malformed later record is reported first.
+    """
+    end = len(data)
+    pos = 0
+    zz = _ZIGZAG_LOW
+    zz_high = _ZIGZAG_HIGH
+    int64_max = _INT64_MAX
+    rv = read_varint
+    rl = read_varlong
+    pack_i32 = I32.pack
+    pack_prefix = _LEGACY_PREFIX.pack
+    v1 = to_magic == 1
+    pack_body = _V1_BODY.pack if v1 else _V0_BODY.pack
+    lowest = _NO_FILTER if first_offset is None else first_offset
+    kept = 0
+    rel = 0
+    last_kept = -1
+    max_timestamp = -1
+    bad: tuple[int, int] | None = None
+    # offset deltas are int32: offsets can leave the int64 range only near its ends
+    check_offsets = not (_INT64_MIN + (1 << 32) <= base_offset <= _INT64_MAX - (1 << 32))
+    for index in range(count):
+        rec_start = pos
+        try:
+            b = data[pos]
+            if b < 0x80:
+                length = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= end:
+                length = zz[b] + zz_high[b] * data[pos + 1]
+                pos += 2
+            else:
+                length, pos = rv(data, pos, end, error_base)
+        except IndexError:
+            if pos < end:
+                raise MalformedVarintError(
+                    f"record {index}: its length varint runs past the end of the records",
+                    error_base + pos,
+                ) from None
+            raise InvalidRecordError(
+                f"record {index} of {count} starts past the end of the records (premature EOF:"
+                " the record count disagrees with the payload)",
+                error_base + pos,
+            ) from None
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise InvalidRecordError(
+                f"record {index} declares a body of {length} bytes but {end - pos} remain",
+                error_base + rec_start,
+            )
+        try:
+            pos += 1  # attributes: unused
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                ts_delta = zz[b] + zz_high[b] * data[pos + 1]
+                pos += 2
+            else:
+                ts_delta, pos = rl(data, pos, rec_end, error_base)
+            b = data[pos]
+            if b < 0x80:
+                off_delta = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                off_delta = zz[b] + zz_high[b] * data[pos + 1]
+                pos += 2
+            else:
+                off_delta, pos = rv(data, pos, rec_end, error_base)
+            b = data[pos]
+            if b < 0x80:
+                klen = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                klen = zz[b] + zz_high[b] * data[pos + 1]
+                pos += 2
+            else:
+                klen, pos = rv(data, pos, rec_end, error_base)
+            key_start = pos
+            if klen < 0:
+                klen = -1
+            else:
+                if klen > rec_end - pos:
+                    raise InvalidRecordError(
+                        f"record {index}: key length {klen} exceeds the {rec_end - pos} bytes left",
+                        error_base + pos,
+                    )
+                pos += klen
+            key_end = pos
+            b = data[pos]
+            if b < 0x80:
+                vlen = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                vlen = zz[b] + zz_high[b] * data[pos + 1]
+                pos += 2
+            else:
+                vlen, pos = rv(data, pos, rec_end, error_base)
+            value_start = pos
+            if vlen < 0:
+                vlen = -1
+            else:
+                if vlen > rec_end - pos:
+                    raise InvalidRecordError(
+                        f"record {index}: value length {vlen} exceeds the {rec_end - pos} bytes left",
+                        error_base + pos,
+                    )
+                pos += vlen
+            value_end = pos
+            b = data[pos]
+            if b == 0:  # no headers: the usual case
+                pos += 1
+            else:
+                if b < 0x80:
+                    hcount = zz[b]
+                    pos += 1
+                elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
+                    hcount = zz[b] + zz_high[b] * data[pos + 1]
+                    pos += 2
+                else:
+                    hcount, pos = rv(data, pos, rec_end, error_base)
+                if hcount != 0:
+                    pos = _skip_headers(data, pos, rec_end, hcount, index, error_base)
+        except IndexError:
+            raise MalformedVarintError(
+                f"record {index}: a varint runs past the end of the record", error_base + pos
+            ) from None
+        if pos != rec_end:
+            raise InvalidRecordError(
+                f"record {index}: read {pos - rec_start} bytes but the record declares "
+                f"{rec_end - rec_start}",
+                error_base + rec_start,
+            )
+        offset = base_offset + off_delta
+        if offset < lowest:
+            continue
+        timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
+        if relative_offsets and kept == 0:
+            rel = offset
+        kept += 1
+        last_kept = offset
+        # A message the legacy format cannot hold is reported after parsing (as the generic
+        # path does) and not written.
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
+            if timestamp > int64_max:
+                if bad is None:
+                    bad = (offset, timestamp)
+                continue
+        elif timestamp < -1:
+            if bad is None:
+                bad = (offset, timestamp)
+            continue
+        if check_offsets and not (_INT64_MIN <= offset <= _INT64_MAX and _INT64_MIN <= offset - rel <= _INT64_MAX):
+            if bad is None:
+                bad = (offset, timestamp)
+            continue
+        # One body per message: its CRC-32 is one call over one contiguous object.
+        if v1:
+            body = (
+                pack_body(1, attributes, timestamp, klen)
+                + data[key_start:key_end]
+                + pack_i32(vlen)
+                + data[value_start:value_end]
+            )
+        else:
+            body = pack_body(0, attributes, klen) + data[key_start:key_end] + pack_i32(vlen) + data[value_start:value_end]
+        out += pack_prefix(offset - rel, len(body) + 4, crc32(body))  # the size counts the CRC
+        out += body
+    if pos != end:
+        raise InvalidRecordError(
+            f"{end - pos} bytes still remain after the {count} records the batch declares",
+            error_base + pos,
+        )
+    return kept, last_kept, max_timestamp, bad
