@@ -154,8 +154,13 @@ def _convert_batch_generic(batch: Any, to_magic: int, first_offset: int) -> tupl
     position = batch.position
     for record in kept:
         timestamp = log_append_time if log_append else record.timestamp
-        if not (-1 <= timestamp <= _INT64_MAX and _INT64_MIN <= record.offset - relative_to <= _INT64_MAX):
-            raise _unwritable_record_error(record.offset, timestamp, position)
+        offset = record.offset
+        if not (
+            -1 <= timestamp <= _INT64_MAX
+            and _INT64_MIN <= offset <= _INT64_MAX  # also the wrapper offset if it is the last
+            and _INT64_MIN <= offset - relative_to <= _INT64_MAX
+        ):
+            raise _unwritable_record_error(offset, timestamp, position)
         if timestamp > max_timestamp:
             max_timestamp = timestamp
         append_legacy_message(

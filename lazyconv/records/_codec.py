@@ -744,11 +744,11 @@ def convert_v2_records_to_legacy(
         # A message the legacy format cannot hold is reported after parsing (as the generic
         # path does) and not written.
         if timestamp > max_timestamp:
-            max_timestamp = timestamp
-            if timestamp > int64_max:
+            if timestamp > int64_max:  # max_timestamp stays <= int64_max: every such one lands here
                 if bad is None:
                     bad = (offset, timestamp)
                 continue
+            max_timestamp = timestamp
         elif timestamp < -1:
             if bad is None:
                 bad = (offset, timestamp)
