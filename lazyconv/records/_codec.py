@@ -606,6 +606,7 @@ def convert_v2_records_to_legacy(
     zz = _ZIGZAG_LOW
     zz_high = _ZIGZAG_HIGH
     int64_max = _INT64_MAX
+    crc = crc32
     rv = read_varint
     rl = read_varlong
     pack_i32 = I32.pack
@@ -627,8 +628,8 @@ def convert_v2_records_to_legacy(
             if b < 0x80:
                 length = zz[b]
                 pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= end:
-                length = zz[b] + zz_high[b] * data[pos + 1]
+            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= end:
+                length = zz[b] + zz_high[b] * c
                 pos += 2
             else:
                 length, pos = rv(data, pos, end, error_base)
@@ -655,8 +656,8 @@ def convert_v2_records_to_legacy(
             if b < 0x80:
                 ts_delta = zz[b]
                 pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
-                ts_delta = zz[b] + zz_high[b] * data[pos + 1]
+            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+                ts_delta = zz[b] + zz_high[b] * c
                 pos += 2
             else:
                 ts_delta, pos = rl(data, pos, rec_end, error_base)
@@ -664,8 +665,8 @@ def convert_v2_records_to_legacy(
             if b < 0x80:
                 off_delta = zz[b]
                 pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
-                off_delta = zz[b] + zz_high[b] * data[pos + 1]
+            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+                off_delta = zz[b] + zz_high[b] * c
                 pos += 2
             else:
                 off_delta, pos = rv(data, pos, rec_end, error_base)
@@ -673,8 +674,8 @@ def convert_v2_records_to_legacy(
             if b < 0x80:
                 klen = zz[b]
                 pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
-                klen = zz[b] + zz_high[b] * data[pos + 1]
+            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+                klen = zz[b] + zz_high[b] * c
                 pos += 2
             else:
                 klen, pos = rv(data, pos, rec_end, error_base)
@@ -693,8 +694,8 @@ def convert_v2_records_to_legacy(
             if b < 0x80:
                 vlen = zz[b]
                 pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
-                vlen = zz[b] + zz_high[b] * data[pos + 1]
+            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+                vlen = zz[b] + zz_high[b] * c
                 pos += 2
             else:
                 vlen, pos = rv(data, pos, rec_end, error_base)
@@ -716,8 +717,8 @@ def convert_v2_records_to_legacy(
                 if b < 0x80:
                     hcount = zz[b]
                     pos += 1
-                elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
-                    hcount = zz[b] + zz_high[b] * data[pos + 1]
+                elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+                    hcount = zz[b] + zz_high[b] * c
                     pos += 2
                 else:
                     hcount, pos = rv(data, pos, rec_end, error_base)
@@ -767,7 +768,7 @@ def convert_v2_records_to_legacy(
             )
         else:
             body = pack_body(0, attributes, klen) + data[key_start:key_end] + pack_i32(vlen) + data[value_start:value_end]
-        out += pack_prefix(offset - rel, len(body) + 4, crc32(body))  # the size counts the CRC
+        out += pack_prefix(offset - rel, len(body) + 4, crc(body))  # the size counts the CRC
         out += body
     if pos != end:
         raise InvalidRecordError(
