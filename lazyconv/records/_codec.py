@@ -17,7 +17,12 @@ from zlib import crc32
 
 from crc32c import crc32c
 
-from lazyconv.errors import CorruptRecordError, InvalidRecordError, MalformedVarintError
+from lazyconv.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    MalformedVarintError,
+    RecordsError,
+)
 from lazyconv.records.types import Record
 
 __all__ = [
@@ -565,6 +570,135 @@ def _skip_headers(data: bytes, pos: int, end: int, hcount: int, index: int, erro
     return pos
 
 
+def _parse_v2_record_strict(
+    data: bytes, pos: int, end: int, index: int, count: int, error_base: int
+) -> tuple[int, int, int, int, int, int, int, int, int]:
+    """Parse record ``index`` at ``data[pos:]`` with every check (and error) of
+    :func:`iter_v2_records`; the fused loop falls back to it for records it does not take on its
+    fast path (headers, long varints, anything inconsistent).
+
+    Returns ``(next_pos, timestamp_delta, offset_delta, key_length, key_start, key_end,
+    value_length, value_start, value_end)``; a null key or value has length -1 and an empty span.
+    """
+    zz = _ZIGZAG_LOW
+    zz_high = _ZIGZAG_HIGH
+    rv = read_varint
+    rl = read_varlong
+    rec_start = pos
+    try:
+        b = data[pos]
+        if b < 0x80:
+            length = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= end:
+            length = zz[b] + zz_high[b] * c
+            pos += 2
+        else:
+            length, pos = rv(data, pos, end, error_base)
+    except IndexError:
+        if pos < end:
+            raise MalformedVarintError(
+                f"record {index}: its length varint runs past the end of the records",
+                error_base + pos,
+            ) from None
+        raise InvalidRecordError(
+            f"record {index} of {count} starts past the end of the records (premature EOF:"
+            " the record count disagrees with the payload)",
+            error_base + pos,
+        ) from None
+    rec_end = pos + length
+    if length < 0 or rec_end > end:
+        raise InvalidRecordError(
+            f"record {index} declares a body of {length} bytes but {end - pos} remain",
+            error_base + rec_start,
+        )
+    try:
+        pos += 1  # attributes: unused
+        b = data[pos]
+        if b < 0x80:
+            ts_delta = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            ts_delta = zz[b] + zz_high[b] * c
+            pos += 2
+        else:
+            ts_delta, pos = rl(data, pos, rec_end, error_base)
+        b = data[pos]
+        if b < 0x80:
+            off_delta = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            off_delta = zz[b] + zz_high[b] * c
+            pos += 2
+        else:
+            off_delta, pos = rv(data, pos, rec_end, error_base)
+        b = data[pos]
+        if b < 0x80:
+            klen = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            klen = zz[b] + zz_high[b] * c
+            pos += 2
+        else:
+            klen, pos = rv(data, pos, rec_end, error_base)
+        key_start = pos
+        if klen < 0:
+            klen = -1
+        else:
+            if klen > rec_end - pos:
+                raise InvalidRecordError(
+                    f"record {index}: key length {klen} exceeds the {rec_end - pos} bytes left",
+                    error_base + pos,
+                )
+            pos += klen
+        key_end = pos
+        b = data[pos]
+        if b < 0x80:
+            vlen = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            vlen = zz[b] + zz_high[b] * c
+            pos += 2
+        else:
+            vlen, pos = rv(data, pos, rec_end, error_base)
+        value_start = pos
+        if vlen < 0:
+            vlen = -1
+        else:
+            if vlen > rec_end - pos:
+                raise InvalidRecordError(
+                    f"record {index}: value length {vlen} exceeds the {rec_end - pos} bytes left",
+                    error_base + pos,
+                )
+            pos += vlen
+        value_end = pos
+        b = data[pos]
+        if b == 0:  # no headers: the usual case
+            pos += 1
+        else:
+            if b < 0x80:
+                hcount = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+                hcount = zz[b] + zz_high[b] * c
+                pos += 2
+            else:
+                hcount, pos = rv(data, pos, rec_end, error_base)
+            if hcount != 0:
+                pos = _skip_headers(data, pos, rec_end, hcount, index, error_base)
+    except IndexError:
+        raise MalformedVarintError(
+            f"record {index}: a varint runs past the end of the record", error_base + pos
+        ) from None
+    if pos != rec_end:
+        raise InvalidRecordError(
+            f"record {index}: read {pos - rec_start} bytes but the record declares "
+            f"{rec_end - rec_start}",
+            error_base + rec_start,
+        )
+    return pos, ts_delta, off_delta, klen, key_start, key_end, vlen, value_start, value_end
+
+
 def convert_v2_records_to_legacy(
     out: bytearray,
     data: bytes,
@@ -623,40 +757,27 @@ def convert_v2_records_to_legacy(
     check_offsets = not (_INT64_MIN + (1 << 32) <= base_offset <= _INT64_MAX - (1 << 32))
     for index in range(count):
         rec_start = pos
+        # Fast path: 1-2 byte varints, no headers, and only the checks needed not to misread;
+        # the record is accepted only if it ends exactly where its length says. Anything else
+        # (including every malformed record) is parsed again strictly, which raises the same
+        # error iter_v2_records would.
         try:
             b = data[pos]
             if b < 0x80:
-                length = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= end:
-                length = zz[b] + zz_high[b] * c
-                pos += 2
+                rec_end = pos + 1 + zz[b]
+                pos += 2  # the length and the unused attributes byte
+            elif (c := data[pos + 1]) < 0x80:
+                rec_end = pos + 2 + zz[b] + zz_high[b] * c
+                pos += 3
             else:
                 length, pos = rv(data, pos, end, error_base)
-        except IndexError:
-            if pos < end:
-                raise MalformedVarintError(
-                    f"record {index}: its length varint runs past the end of the records",
-                    error_base + pos,
-                ) from None
-            raise InvalidRecordError(
-                f"record {index} of {count} starts past the end of the records (premature EOF:"
-                " the record count disagrees with the payload)",
-                error_base + pos,
-            ) from None
-        rec_end = pos + length
-        if length < 0 or rec_end > end:
-            raise InvalidRecordError(
-                f"record {index} declares a body of {length} bytes but {end - pos} remain",
-                error_base + rec_start,
-            )
-        try:
-            pos += 1  # attributes: unused
+                rec_end = pos + length
+                pos += 1
             b = data[pos]
             if b < 0x80:
                 ts_delta = zz[b]
                 pos += 1
-            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            elif (c := data[pos + 1]) < 0x80:
                 ts_delta = zz[b] + zz_high[b] * c
                 pos += 2
             else:
@@ -665,7 +786,7 @@ def convert_v2_records_to_legacy(
             if b < 0x80:
                 off_delta = zz[b]
                 pos += 1
-            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            elif (c := data[pos + 1]) < 0x80:
                 off_delta = zz[b] + zz_high[b] * c
                 pos += 2
             else:
@@ -674,65 +795,41 @@ def convert_v2_records_to_legacy(
             if b < 0x80:
                 klen = zz[b]
                 pos += 1
-            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            elif (c := data[pos + 1]) < 0x80:
                 klen = zz[b] + zz_high[b] * c
                 pos += 2
             else:
                 klen, pos = rv(data, pos, rec_end, error_base)
             key_start = pos
-            if klen < 0:
-                klen = -1
-            else:
-                if klen > rec_end - pos:
-                    raise InvalidRecordError(
-                        f"record {index}: key length {klen} exceeds the {rec_end - pos} bytes left",
-                        error_base + pos,
-                    )
+            if klen > 0:
                 pos += klen
+            elif klen < 0:
+                klen = -1
             key_end = pos
             b = data[pos]
             if b < 0x80:
                 vlen = zz[b]
                 pos += 1
-            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            elif (c := data[pos + 1]) < 0x80:
                 vlen = zz[b] + zz_high[b] * c
                 pos += 2
             else:
                 vlen, pos = rv(data, pos, rec_end, error_base)
             value_start = pos
-            if vlen < 0:
-                vlen = -1
-            else:
-                if vlen > rec_end - pos:
-                    raise InvalidRecordError(
-                        f"record {index}: value length {vlen} exceeds the {rec_end - pos} bytes left",
-                        error_base + pos,
-                    )
+            if vlen > 0:
                 pos += vlen
+            elif vlen < 0:
+                vlen = -1
             value_end = pos
-            b = data[pos]
-            if b == 0:  # no headers: the usual case
+            if data[pos] == 0:  # no headers
                 pos += 1
             else:
-                if b < 0x80:
-                    hcount = zz[b]
-                    pos += 1
-                elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
-                    hcount = zz[b] + zz_high[b] * c
-                    pos += 2
-                else:
-                    hcount, pos = rv(data, pos, rec_end, error_base)
-                if hcount != 0:
-                    pos = _skip_headers(data, pos, rec_end, hcount, index, error_base)
-        except IndexError:
-            raise MalformedVarintError(
-                f"record {index}: a varint runs past the end of the record", error_base + pos
-            ) from None
-        if pos != rec_end:
-            raise InvalidRecordError(
-                f"record {index}: read {pos - rec_start} bytes but the record declares "
-                f"{rec_end - rec_start}",
-                error_base + rec_start,
+                pos = None
+        except (IndexError, RecordsError):
+            pos = None
+        if pos != rec_end:  # positions only grow: equal means every byte read was in the record
+            pos, ts_delta, off_delta, klen, key_start, key_end, vlen, value_start, value_end = (
+                _parse_v2_record_strict(data, rec_start, end, index, count, error_base)
             )
         offset = base_offset + off_delta
         if offset < lowest:
