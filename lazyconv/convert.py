@@ -120,16 +120,21 @@ def _zstd_error(batch: Any) -> UnsupportedCompressionError:
     )
 
 
-def _convert_batch(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes | bytearray, int, int] | None:
-    """Convert one batch whose magic is above ``to_magic`` (which is then 0 or 1).
+def _convert_batch(batch: Any, to_magic: int, first_offset: int, out: bytearray) -> tuple[int, int] | None:
+    """Convert one batch whose magic is above ``to_magic`` (which is then 0 or 1), appending the
+    result to ``out``.
 
-    Returns ``(bytes, records_written, uncompressed_bytes_written)`` or ``None`` when the
-    first-offset filter left no record. v2 batches take the fused path (:func:`_convert_v2_batch`),
+    Returns ``(records_written, uncompressed_bytes_written)`` or ``None`` when the
+    first-offset filter left no record (then nothing was appended). v2 batches take the fused path (:func:`_convert_v2_batch`),
     anything else the generic one; both give the same bytes and the same errors.
     """
     if type(batch) is DefaultBatch:
-        return _convert_v2_batch(batch, to_magic, first_offset)
-    return _convert_batch_generic(batch, to_magic, first_offset)
+        return _convert_v2_batch(batch, to_magic, first_offset, out)
+    result = _convert_batch_generic(batch, to_magic, first_offset)
+    if result is None:
+        return None
+    out += result[0]
+    return result[1], result[2]
 
 
 def _convert_batch_generic(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes, int, int] | None:
@@ -204,9 +209,10 @@ _CODECS = tuple(Compression)  # codec id -> Compression without an enum call per
 
 
 def _convert_v2_batch(
-    batch: DefaultBatch, to_magic: int, first_offset: int
-) -> tuple[bytes | bytearray, int, int] | None:
-    """:func:`_convert_batch` for a v2 batch, in one pass over its record bytes."""
+    batch: DefaultBatch, to_magic: int, first_offset: int, output: bytearray
+) -> tuple[int, int] | None:
+    """:func:`_convert_batch` for a v2 batch, in one pass over its record bytes; uncompressed
+    batches are written straight into ``output``, the caller's buffer."""
     attributes = batch.attributes
     codec = attributes & 0x07
     compression = _CODECS[codec] if codec <= 4 else batch.compression  # 5..7 raise here
@@ -220,7 +226,8 @@ def _convert_v2_batch(
     log_append_time = batch.max_timestamp if log_append else None
     message_attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
     payload = batch.buffer()[61:]
-    out = bytearray()
+    out = output if codec == 0 else bytearray()
+    start = len(out)
     if codec == 0:
         data = bytes(payload)  # indexing bytes beats indexing a memoryview; one batch-sized copy
         if count > len(data):  # every record takes at least one byte
@@ -248,9 +255,9 @@ def _convert_v2_batch(
         raise _unwritable_record_error(bad[0], bad[1], position)
     if kept == 0:
         return None
-    uncompressed = len(out)
+    uncompressed = len(out) - start
     if codec == 0:
-        return out, kept, uncompressed
+        return kept, uncompressed
     value = compress(compression, out, to_magic)  # default level, v0 LZ4 quirk by magic
     wrapper = bytearray()
     append_legacy_message(
@@ -262,7 +269,8 @@ def _convert_v2_batch(
         to_magic,
         codec | message_attributes,
     )
-    return bytes(wrapper), kept, uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
+    output += wrapper
+    return kept, uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 
 
 def down_convert_bytes(
@@ -277,26 +285,24 @@ def down_convert_bytes(
         for batch in batch_list:
             if is_zstd_below_v2(batch, to_magic):
                 raise _zstd_error(batch)
-    # pieces joined once at the end: one copy of the output, no growing buffer
-    pieces: list[Any] = []
+    out = bytearray()
     temporary = 0
     converted = 0
     for batch in batch_list:
         if to_magic < 2 and batch.is_control:
             continue  # dropped without a trace, not even in the stats (trap 1)
         if batch.magic <= to_magic:
-            pieces.append(batch.buffer())
+            out += batch.buffer()
             temporary += batch.size_in_bytes
             continue
-        result = _convert_batch(batch, to_magic, first_offset)
+        result = _convert_batch(batch, to_magic, first_offset, out)
         if result is None:
             continue  # every record filtered out: the batch vanishes, stats untouched
-        data, written, uncompressed = result
-        pieces.append(data)
+        written, uncompressed = result
         temporary += batch.size_in_bytes + uncompressed
         converted += written
     stats = ConversionStats(converted, temporary, time.perf_counter_ns() - start)
-    return b"".join(pieces), stats
+    return bytes(out), stats
 
 
 def down_convert(batches: Iterable[Any], to_magic: int, first_offset: int) -> ConvertedRecords:
