@@ -736,6 +736,7 @@ def convert_v2_records_to_legacy(
     the caller raises after parsing, so a malformed later record is reported first.
     """
     end = len(data)
+    view = memoryview(data)
     pos = 0
     zz = _ZIGZAG_LOW
     zz_high = _ZIGZAG_HIGH
@@ -861,10 +862,10 @@ def convert_v2_records_to_legacy(
                 pack_body(1, attributes, timestamp, klen)
                 + data[key_start:key_end]
                 + pack_i32(vlen)
-                + data[value_start:value_end]
+                + view[value_start:value_end]  # a view: the value is copied once, here
             )
         else:
-            body = pack_body(0, attributes, klen) + data[key_start:key_end] + pack_i32(vlen) + data[value_start:value_end]
+            body = pack_body(0, attributes, klen) + data[key_start:key_end] + pack_i32(vlen) + view[value_start:value_end]
         out += pack_prefix(offset - rel, len(body) + 4, crc(body))  # the size counts the CRC
         out += body
     if pos != end:
