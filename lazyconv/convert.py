@@ -110,7 +110,11 @@ def is_zstd_below_v2(batch: Any, to_magic: int) -> bool:
 
     Control batches are dropped before the zstd check (trap 1), so they never count.
     """
-    return to_magic < 2 and not batch.is_control and batch.compression == Compression.ZSTD
+    if to_magic >= 2 or batch.is_control:
+        return False
+    if type(batch) is DefaultBatch and batch.attributes & 0x07 < 4:
+        return False  # skips building a Compression enum per batch (codecs 5..7 still raise below)
+    return batch.compression == Compression.ZSTD
 
 
 def _zstd_error(batch: Any) -> UnsupportedCompressionError:
