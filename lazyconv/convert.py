@@ -27,10 +27,13 @@ from typing import Any
 from lazyconv.errors import (
     ConfigurationError,
     InvalidRecordError,
-    RecordsError,
     UnsupportedCompressionError,
 )
-from lazyconv.records._codec import append_legacy_message, convert_v2_records_to_legacy
+from lazyconv.records._codec import (
+    append_legacy_message,
+    convert_v2_records_to_legacy,
+    unwritable_record_error,
+)
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import Compression, compress, decompress
 from lazyconv.records.types import TimestampType
@@ -124,66 +127,76 @@ def _zstd_error(batch: Any) -> UnsupportedCompressionError:
     )
 
 
-def _convert_batch(batch: Any, to_magic: int, first_offset: int, out: bytearray) -> tuple[int, int] | None:
-    """Convert one batch whose magic is above ``to_magic`` (which is then 0 or 1), appending the
-    result to ``out``.
+def _convert_batch_into(
+    out: bytearray, batch: Any, to_magic: int, first_offset: int
+) -> tuple[int, int]:
+    """Append the conversion of one batch whose magic is above ``to_magic`` (then 0 or 1).
 
-    Returns ``(records_written, uncompressed_bytes_written)`` or ``None`` when the
-    first-offset filter left no record (then nothing was appended). v2 batches take the fused path (:func:`_convert_v2_batch`),
-    anything else the generic one; both give the same bytes and the same errors.
+    Returns ``(records_written, uncompressed_bytes_written)``; ``(0, 0)`` with nothing appended
+    when the first-offset filter left no record. v2 batches take the fused path
+    (:func:`_convert_v2_batch_into`), anything else the generic one; both give the same bytes
+    and the same errors.
     """
     if type(batch) is DefaultBatch:
-        return _convert_v2_batch(batch, to_magic, first_offset, out)
-    result = _convert_batch_generic(batch, to_magic, first_offset)
-    if result is None:
-        return None
-    out += result[0]
-    return result[1], result[2]
+        return _convert_v2_batch_into(out, batch, to_magic, first_offset)
+    return _convert_batch_into_generic(out, batch, to_magic, first_offset)
 
 
-def _convert_batch_generic(batch: Any, to_magic: int, first_offset: int) -> tuple[bytes, int, int] | None:
-    """:func:`_convert_batch` for any batch: iterate its ``Record`` s, append one legacy message
-    per kept record with the records layer's per-record encoder (no builder objects)."""
+def _convert_batch_into_generic(
+    out: bytearray, batch: Any, to_magic: int, first_offset: int
+) -> tuple[int, int]:
+    """:func:`_convert_batch_into` for any batch: iterate its ``Record`` s and append one legacy
+    message per kept record with the records layer's per-record encoder (no builder objects).
+    """
     compression = batch.compression
     compressed = compression != Compression.NONE
-    if compressed:
-        kept = list(batch)  # compressed batches are never trimmed (trap 2)
-    else:
-        kept = [r for r in batch if r.offset >= first_offset]
-    if not kept:
-        return None
     log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     log_append_time = batch.max_timestamp if log_append else -1
     # Inner/standalone attributes carry only the timestamp-type bit, and only in v1 (§3).
     attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
-    out = bytearray()
-    # v1 wrappers hold offsets relative to the first kept record; v0 keeps absolute offsets.
-    relative_to = kept[0].offset if (compressed and to_magic == 1) else 0
+    # Compressed: the inner messages go to a separate buffer that is then compressed; they are
+    # never filtered by offset (trap 2).
+    target = bytearray() if compressed else out
+    start = len(target)
+    # v1 wrappers hold offsets relative to the first record; v0 keeps absolute offsets.
+    relative = compressed and to_magic == 1
+    relative_to = 0
     max_timestamp = -1
-    position = batch.position
-    for record in kept:
-        timestamp = log_append_time if log_append else record.timestamp
+    written = 0
+    last_offset = 0
+    append = append_legacy_message
+    for record in batch:
         offset = record.offset
+        if not compressed and offset < first_offset:
+            continue
+        if written and offset <= last_offset:  # Kafka's builder refuses this too
+            raise InvalidRecordError(
+                f"record offsets must increase within a batch: {offset} follows {last_offset}",
+                batch.position,
+            )
+        timestamp = log_append_time if log_append else record.timestamp
+        if written == 0 and relative:
+            relative_to = offset
         if not (
             -1 <= timestamp <= _INT64_MAX
             and _INT64_MIN <= offset <= _INT64_MAX  # also the wrapper offset if it is the last
             and _INT64_MIN <= offset - relative_to <= _INT64_MAX
         ):
-            raise _unwritable_record_error(offset, timestamp, position)
+            raise unwritable_record_error(offset, timestamp, batch.position)
         if timestamp > max_timestamp:
             max_timestamp = timestamp
-        append_legacy_message(
-            out, record.offset - relative_to, timestamp, record.key, record.value, to_magic,
-            attributes,
-        )
-    uncompressed = len(out)
+        append(target, offset - relative_to, timestamp, record.key, record.value, to_magic, attributes)
+        written += 1
+        last_offset = offset
+    if written == 0:
+        return 0, 0
+    uncompressed = len(target) - start
     if not compressed:
-        return bytes(out), len(kept), uncompressed
-    value = compress(compression, out, to_magic)  # default level, v0 LZ4 quirk by magic
-    wrapper = bytearray()
-    append_legacy_message(
-        wrapper,
-        kept[-1].offset,  # the last *kept* record, not the batch's last offset
+        return written, uncompressed
+    value = compress(compression, target, to_magic)  # default level; v0 LZ4 quirk by magic
+    append(
+        out,
+        last_offset,  # the last *kept* record, not the batch's last offset (compaction)
         log_append_time if log_append else max_timestamp,
         None,
         value,
@@ -191,32 +204,21 @@ def _convert_batch_generic(batch: Any, to_magic: int, first_offset: int) -> tupl
         int(compression) | attributes,
     )
     # Builder accounting: the reserved wrapper header (12 + message overhead) + inner entries.
-    return bytes(wrapper), len(kept), uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
-
-
-def _unwritable_record_error(offset: int, timestamp: int, position: int) -> InvalidRecordError:
-    """The error for a kept record no legacy message can hold (Kafka's builder rejects a
-    timestamp below -1; Java would wrap values beyond int64 where Python cannot)."""
-    if timestamp < -1:
-        return InvalidRecordError(f"record at offset {offset} has invalid negative timestamp {timestamp}", position)
-    if timestamp > _INT64_MAX:
-        return InvalidRecordError(f"record at offset {offset} has a timestamp beyond int64: {timestamp}", position)
-    return InvalidRecordError(f"record offset {offset} cannot be written as an int64 offset", position)
+    return written, uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 
 
 # --- fused v2 path ---------------------------------------------------------------------------
 # The hot path: a v2 batch's records go straight from its bytes to legacy messages in one loop
 # (lazyconv.records._codec.convert_v2_records_to_legacy), with no Record objects. It must stay
-# byte- and error-identical to _convert_batch_generic (tests/test_convert_fused.py checks).
+# byte- and error-identical to _convert_batch_into_generic (tests/test_convert_fused.py checks).
 
 _CODECS = tuple(Compression)  # codec id -> Compression without an enum call per batch
 
 
-def _convert_v2_batch(
-    batch: DefaultBatch, to_magic: int, first_offset: int, output: bytearray
-) -> tuple[int, int] | None:
-    """:func:`_convert_batch` for a v2 batch, in one pass over its record bytes; uncompressed
-    batches are written straight into ``output``, the caller's buffer."""
+def _convert_v2_batch_into(
+    out: bytearray, batch: DefaultBatch, to_magic: int, first_offset: int
+) -> tuple[int, int]:
+    """:func:`_convert_batch_into` for a v2 batch, in one pass over its record bytes."""
     attributes = batch.attributes
     codec = attributes & 0x07
     compression = _CODECS[codec] if codec <= 4 else batch.compression  # 5..7 raise here
@@ -225,13 +227,11 @@ def _convert_v2_batch(
     if count < 0:
         raise InvalidRecordError(f"v2 batch with negative record count {count}", position + 57)
     if count == 0:
-        return None
+        return 0, 0
     log_append = attributes & _LOG_APPEND_TIME_FLAG
     log_append_time = batch.max_timestamp if log_append else None
     message_attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
     payload = batch.buffer()[61:]
-    out = output if codec == 0 else bytearray()
-    start = len(out)
     if codec == 0:
         data = bytes(payload)  # indexing bytes beats indexing a memoryview; one batch-sized copy
         if count > len(data):  # every record takes at least one byte
@@ -239,33 +239,23 @@ def _convert_v2_batch(
                 f"v2 batch declares {count} records but has only {len(data)} bytes of records",
                 position + 57,
             )
-        kept, last_offset, max_timestamp, bad = convert_v2_records_to_legacy(
+        start = len(out)
+        written, _, _ = convert_v2_records_to_legacy(
             out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, first_offset,
-            to_magic, message_attributes, False, position + 61,
+            to_magic, message_attributes, False, position + 61, position, False,
         )
-    else:
-        data = decompress(compression, payload, 2, batch.max_decompressed_size, position=position + 61)
-        try:
-            kept, last_offset, max_timestamp, bad = convert_v2_records_to_legacy(
-                out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, None,
-                to_magic, message_attributes, to_magic == 1, 0,
-            )
-        except RecordsError as exc:
-            # positions inside decompressed data are not positions in the records
-            raise type(exc)(
-                f"{exc.message} (byte {exc.position} of the decompressed records)", position
-            ) from None
-    if bad is not None:
-        raise _unwritable_record_error(bad[0], bad[1], position)
-    if kept == 0:
-        return None
-    uncompressed = len(out) - start
-    if codec == 0:
-        return kept, uncompressed
-    value = compress(compression, out, to_magic)  # default level, v0 LZ4 quirk by magic
-    wrapper = bytearray()
+        return written, len(out) - start
+    data = decompress(compression, payload, 2, batch.max_decompressed_size, position=position + 61)
+    inner = bytearray()
+    written, last_offset, max_timestamp = convert_v2_records_to_legacy(
+        inner, data, count, batch.base_offset, batch.base_timestamp, log_append_time, None,
+        to_magic, message_attributes, to_magic == 1, 0, position, True,
+    )
+    if written == 0:
+        return 0, 0
+    value = compress(compression, inner, to_magic)  # default level, v0 LZ4 quirk by magic
     append_legacy_message(
-        wrapper,
+        out,
         last_offset,  # the last *kept* record, not the batch's last offset
         log_append_time if log_append_time is not None else max_timestamp,
         None,
@@ -273,14 +263,14 @@ def _convert_v2_batch(
         to_magic,
         codec | message_attributes,
     )
-    output += wrapper
-    return kept, uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
+    return written, len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 
 
 def down_convert_bytes(
     batches: Iterable[Any], to_magic: int, first_offset: int
-) -> tuple[bytes, ConversionStats]:
-    """:func:`down_convert` returning plain ``bytes`` (what the lazy send uses per chunk)."""
+) -> tuple[bytearray, ConversionStats]:
+    """:func:`down_convert` returning the converted bytes as a ``bytearray`` (no final copy;
+    what the lazy send uses per chunk)."""
     check_target_magic(to_magic)
     start = time.perf_counter_ns()
     batch_list: Sequence[Any] = batches if isinstance(batches, Sequence) else list(batches)
@@ -299,14 +289,13 @@ def down_convert_bytes(
             out += batch.buffer()
             temporary += batch.size_in_bytes
             continue
-        result = _convert_batch(batch, to_magic, first_offset, out)
-        if result is None:
+        written, uncompressed = _convert_batch_into(out, batch, to_magic, first_offset)
+        if written == 0:
             continue  # every record filtered out: the batch vanishes, stats untouched
-        written, uncompressed = result
         temporary += batch.size_in_bytes + uncompressed
         converted += written
     stats = ConversionStats(converted, temporary, time.perf_counter_ns() - start)
-    return bytes(out), stats
+    return out, stats
 
 
 def down_convert(batches: Iterable[Any], to_magic: int, first_offset: int) -> ConvertedRecords:

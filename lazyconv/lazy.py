@@ -69,6 +69,9 @@ _MIN_OVERFLOW_LENGTH = 61
 _LOG_OVERHEAD = 12
 _OVERFLOW_HEADER = struct.Struct(">qi")
 
+# A converted chunk: its bytes and what converting it cost.
+_Chunk = tuple[bytes | bytearray, ConversionStats]
+
 
 def overflow_padding_step(remaining: int) -> bytes:
     """The bytes of one overflow padding step when ``remaining`` (R ≥ 1) bytes are still owed.
@@ -168,7 +171,7 @@ class LazyDownConvertedRecords:
         self.first_offset = first_offset
         self.chunk_size = chunk_size
         self._last_send: LazyDownConvertSend | None = None
-        self._first: tuple[bytes, ConversionStats] | None = None
+        self._first: _Chunk | None = None
         # Number of input batches up to and including the one F came from: the send resumes
         # after them.
         self._resume_after = 0
@@ -212,7 +215,7 @@ class LazyDownConvertedRecords:
         including the first converted batch); zero before any send."""
         return self._last_send.stats if self._last_send is not None else ZERO_STATS
 
-    def _first_chunk(self) -> tuple[bytes, ConversionStats] | None:
+    def _first_chunk(self) -> _Chunk | None:
         # The first send takes ownership of F (so its memory goes once written); a second send
         # converts the same batch again.
         if self._first is not None:
@@ -227,7 +230,7 @@ class LazyDownConvertedRecords:
         data, stats = down_convert_bytes([batch], self.to_magic, self.first_offset)
         return (data, stats) if data else None
 
-    def _later_chunks(self) -> Iterator[tuple[bytes, ConversionStats]]:
+    def _later_chunks(self) -> Iterator[_Chunk]:
         batches = _skip(iter(self.records.batches()), self._resume_after)
         for group in chunk_groups(batches, self.chunk_size, self.to_magic):
             data, stats = down_convert_bytes(group, self.to_magic, self.first_offset)
@@ -260,13 +263,13 @@ class LazyDownConvertSend(Send):
     def __init__(
         self,
         size: int,
-        first: tuple[bytes, ConversionStats] | None,
-        chunks: Iterator[tuple[bytes, ConversionStats]],
+        first: _Chunk | None,
+        chunks: Iterator[_Chunk],
     ) -> None:
         self._size = size
         self._written = 0
         self._first = first
-        self._chunks: Iterator[tuple[bytes, ConversionStats]] | None = chunks
+        self._chunks: Iterator[_Chunk] | None = chunks
         self._piece: memoryview | None = None
         self._piece_pos = 0
         self.first_converted_size: int | None = len(first[0]) if first is not None else None
@@ -288,7 +291,7 @@ class LazyDownConvertSend(Send):
     def written(self) -> int:
         return self._written
 
-    def _next_chunk(self) -> tuple[bytes, ConversionStats] | None:
+    def _next_chunk(self) -> _Chunk | None:
         if self._first is not None:
             first, self._first = self._first, None
             return first

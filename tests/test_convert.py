@@ -24,7 +24,7 @@ from lazyconv.convert import (
     down_convert_bytes,
     down_convert_file,
 )
-from lazyconv.errors import ConfigurationError, UnsupportedCompressionError
+from lazyconv.errors import ConfigurationError, InvalidRecordError, UnsupportedCompressionError
 from lazyconv.records import (
     Compression,
     FileRecords,
@@ -349,3 +349,32 @@ def test_file_down_convert_converts_otherwise(tmp_path: Path) -> None:
         result = down_convert_file(records, 1, 0)
         assert bytes(result.records.buffer) == bytes.fromhex(X_V1_0 + X_V1_1)
         assert result.stats.records_converted == 2
+
+
+# --- what Kafka's builder refuses -----------------------------------------------------------
+
+
+def _patch_v2(batch: bytes, at: int, fmt: str, value: int) -> bytes:
+    data = bytearray(batch)
+    struct.pack_into(fmt, data, at, value)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+@pytest.mark.parametrize("to_magic", [0, 1])
+def test_negative_timestamp_below_minus_one_is_refused(to_magic: int) -> None:
+    batch = build_batch(2, [(10, b"k", b"v")], base_offset=3)
+    batch = _patch_v2(batch, 27, ">q", -20)  # BaseTimestamp -20 → record timestamp -20
+    with pytest.raises(InvalidRecordError, match="negative timestamp -20"):
+        _convert(batch, to_magic)
+
+
+def test_offsets_that_do_not_increase_are_refused() -> None:
+    batch = build_batch(2, [(10, b"k", b"v"), (11, b"k", b"w")], base_offset=3)
+    # Record 0 is 9 bytes at 61; record 1's offset delta (zig-zag 1 = 0x02) is its 4th byte.
+    data = bytearray(batch)
+    assert data[70:74] == bytes.fromhex("10000202")
+    data[73] = 0x00  # offset delta 0: both records claim offset 3
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    with pytest.raises(InvalidRecordError, match="must increase"):
+        _convert(bytes(data), 1)

@@ -1,7 +1,7 @@
 """The fused v2 down-conversion path must equal the generic one, byte for byte and error for error.
 
-``_convert_v2_batch`` (one loop over a v2 batch's record bytes, no ``Record`` objects) and
-``_convert_batch_generic`` (iterate ``Record`` s, one ``append_legacy_message`` each) are run on
+``_convert_v2_batch_into`` (one loop over a v2 batch's record bytes, no ``Record`` objects) and
+``_convert_batch_into_generic`` (iterate ``Record`` s, one ``append_legacy_message`` each) run on
 the same batches: random well-formed ones (every codec but zstd, CreateTime and LogAppendTime,
 headers, null and empty keys and values, offset gaps, extreme offsets and timestamps) and
 random corruptions of them (byte flips, wrong record count, wrong lengths, truncated or padded
@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyconv.convert import (
-    _convert_batch,
-    _convert_batch_generic,
-    _convert_v2_batch,
+    _convert_batch_into,
+    _convert_batch_into_generic,
+    _convert_v2_batch_into,
     down_convert_bytes,
 )
 from lazyconv.errors import LazyconvError
@@ -99,27 +99,16 @@ def _batch(
 def _outcome(fn: Callable[[bytearray], Any]) -> tuple[Any, ...]:
     out = bytearray(b"before")
     try:
-        result = fn(out)
+        written, uncompressed = fn(out)
     except LazyconvError as exc:
         return ("error", type(exc), str(exc), exc.position)
-    if result is None:
-        return ("none", bytes(out))
-    written, uncompressed = result
     return ("ok", bytes(out), written, uncompressed)
-
-
-def _generic(batch: Any, to_magic: int, first_offset: int, out: bytearray) -> tuple[int, int] | None:
-    result = _convert_batch_generic(batch, to_magic, first_offset)
-    if result is None:
-        return None
-    out += result[0]
-    return result[1], result[2]
 
 
 def _both(data: bytes, to_magic: int, first_offset: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     (batch,) = list(MemoryRecords(data).batches())
-    fused = _outcome(lambda out: _convert_v2_batch(batch, to_magic, first_offset, out))
-    generic = _outcome(lambda out: _generic(batch, to_magic, first_offset, out))
+    fused = _outcome(lambda out: _convert_v2_batch_into(out, batch, to_magic, first_offset))
+    generic = _outcome(lambda out: _convert_batch_into_generic(out, batch, to_magic, first_offset))
     return fused, generic
 
 
@@ -218,14 +207,14 @@ def test_down_convert_bytes_uses_the_fused_path_transparently(
     def run(convert_batch: Callable[..., Any]) -> tuple[Any, ...]:
         import lazyconv.convert as convert_module
 
-        saved = convert_module._convert_batch
-        convert_module._convert_batch = convert_batch
+        saved = convert_module._convert_batch_into
+        convert_module._convert_batch_into = convert_batch
         try:
             return _outcome_stats(lambda: down_convert_bytes(MemoryRecords(data).batches(), to_magic, first_offset))
         finally:
-            convert_module._convert_batch = saved
+            convert_module._convert_batch_into = saved
 
-    assert run(_convert_batch) == run(_generic)
+    assert run(_convert_batch_into) == run(_convert_batch_into_generic)
 
 
 def _outcome_stats(fn: Callable[[], Any]) -> tuple[Any, ...]:
@@ -233,7 +222,7 @@ def _outcome_stats(fn: Callable[[], Any]) -> tuple[Any, ...]:
         data, stats = fn()
     except LazyconvError as exc:
         return ("error", type(exc), str(exc), exc.position)
-    return ("ok", data, stats.records_converted, stats.temporary_memory_bytes)
+    return ("ok", bytes(data), stats.records_converted, stats.temporary_memory_bytes)
 
 
 # -- examples the properties might not hit ------------------------------------------------------
@@ -268,7 +257,7 @@ def test_log_append_time_and_relative_offsets(codec: int, to_magic: int) -> None
         (0, 0, 0, True, -7, "invalid negative timestamp -7"),
     ],
 )
-def test_unwritable_records_raise_after_parsing(
+def test_unwritable_records_are_refused(
     base_offset: int, base_timestamp: int, ts_delta: int, log_append: bool, max_timestamp: int, message: str
 ) -> None:
     # the bad record comes first; a later record is fine: both paths reject the batch
@@ -280,11 +269,23 @@ def test_unwritable_records_raise_after_parsing(
     assert fused[0] == "error" and message in fused[2] and fused[3] == 0
 
 
-def test_parse_error_after_a_bad_timestamp_wins_as_in_the_generic_path() -> None:
+def test_errors_come_in_record_order_as_in_the_generic_path() -> None:
+    # a bad timestamp in record 0 is reported before a malformed record 1
     records = _record(0, -100, b"k", b"v", []) + _record(1, 0, b"k", b"v", [], length_adjust=2)
     data = _batch(records, 2, 0, 5, 5, 0, False)
     fused, generic = _both(data, 1, 0)
-    assert fused == generic and "declares a body" in fused[2]
+    assert fused == generic and "invalid negative timestamp" in fused[2]
+    # a malformed record 0 is reported before anything about record 1
+    records = _record(0, 0, b"k", b"v", [], length_adjust=2) + _record(1, -100, b"k", b"v", [])
+    fused, generic = _both(_batch(records, 2, 0, 5, 5, 0, False), 1, 0)
+    assert fused == generic and "record 0: read 9 bytes but the record declares 11" in fused[2]
+
+
+@pytest.mark.parametrize("codec", [0, 2])
+def test_offsets_must_increase(codec: int) -> None:
+    records = _record(0, 0, b"k", b"v", []) + _record(3, 0, b"k", b"v", []) + _record(3, 0, None, b"v", [])
+    fused, generic = _both(_batch(records, 3, 10, 5, 5, codec, False), 1, 0)
+    assert fused == generic and "must increase within a batch: 13 follows 13" in fused[2]
 
 
 def test_non_utf8_header_key_is_rejected_without_decoding_others() -> None:
@@ -319,8 +320,21 @@ def test_file_records_take_the_fused_path(tmp_path: Any) -> None:
 def test_fused_function_appends_to_the_given_buffer() -> None:
     records = b"".join(_record(d, d, b"k", b"v", []) for d in range(3))
     out = bytearray(b"prefix")
-    kept, last_offset, max_timestamp, bad = convert_v2_records_to_legacy(
-        out, records, 3, 50, 1000, None, 51, 1, 0, False, 61
+    kept, last_offset, max_timestamp = convert_v2_records_to_legacy(
+        out, records, 3, 50, 1000, None, 51, 1, 0, False, 61, 0, False
     )
-    assert (kept, last_offset, max_timestamp, bad) == (2, 52, 1002, None)
+    assert (kept, last_offset, max_timestamp) == (2, 52, 1002)
     assert out.startswith(b"prefix") and len(out) == 6 + 2 * (12 + 22 + 1 + 1)
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        b"\x80\x80\x80\x80\x80\x01" + _record(0, 0, b"k", b"v", []),  # length varint too long
+        b"\x80",  # the records end inside the first length varint
+        b"\xff\xff\x03" + b"\x00" * 5,  # a 3-byte length past the end
+    ],
+)
+def test_malformed_first_record_is_reported_like_the_generic_path(records: bytes) -> None:
+    fused, generic = _both(_batch(records, 1, 0, 5, 5, 0, False), 1, 0)
+    assert fused == generic and fused[0] == "error"

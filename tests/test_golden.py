@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import GOLDEN_DIR
-from lazy_support import TrickleChannel, consumer_records, drive
+from lazy_support import GOLDEN_DIR, TrickleChannel, consumer_records, drive
 
 from lazyconv.convert import ConversionStats, down_convert, down_convert_bytes, down_convert_file
 from lazyconv.errors import UnsupportedCompressionError

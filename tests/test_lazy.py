@@ -4,10 +4,12 @@ state machine and its partial writes (spec/downconversion.md §7)."""
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from dataclasses import dataclass, field
 
 import pytest
+from crc32c import crc32c
 from lazy_support import (
     TrickleChannel,
     build_batch,
@@ -17,7 +19,12 @@ from lazy_support import (
 )
 
 from lazyconv.convert import down_convert_bytes
-from lazyconv.errors import ConfigurationError, UnsupportedCompressionError
+from lazyconv.errors import (
+    ConfigurationError,
+    InvalidRecordError,
+    UnknownCompressionError,
+    UnsupportedCompressionError,
+)
 from lazyconv.lazy import (
     LazyDownConvertedRecords,
     chunk_groups,
@@ -391,3 +398,34 @@ def test_chunks_follow_the_chunk_size() -> None:
     # output (smaller than the input) is padded.
     padding = lazy.size_in_bytes - 20 * per_batch
     assert send.piece_sizes == [per_batch] + [5 * per_batch] * 3 + [4 * per_batch] + [padding]
+
+
+# --------------------------------------------------------------------------------------------
+# §7.5: errors other than zstd propagate out of the send (the broker closes the connection)
+
+
+def test_corrupt_later_batch_propagates_out_of_the_send() -> None:
+    bad = bytearray(B)
+    struct.pack_into(">i", bad, 57, 5)  # claims 5 records, holds 1
+    struct.pack_into(">I", bad, 17, crc32c(bytes(bad[21:])))
+    lazy = LazyDownConvertedRecords(MemoryRecords(A + bytes(bad)), 1, 0)
+    send = lazy.to_send()
+    with pytest.raises(InvalidRecordError):
+        drive(send, TrickleChannel([1 << 20]))
+    assert send.written == 71 and not send.completed  # conv(A) went out, then the failure
+
+
+def test_unknown_codec_in_a_later_batch_propagates() -> None:
+    bad = bytearray(B)
+    struct.pack_into(">h", bad, 21, 5)  # codec id 5
+    struct.pack_into(">I", bad, 17, crc32c(bytes(bad[21:])))
+    send = LazyDownConvertedRecords(MemoryRecords(A + bytes(bad)), 1, 0).to_send()
+    with pytest.raises(UnknownCompressionError):
+        drive(send, TrickleChannel([1 << 20]))
+
+
+def test_corrupt_first_batch_fails_construction() -> None:
+    bad = bytearray(A)
+    struct.pack_into(">i", bad, 57, 9)
+    with pytest.raises(InvalidRecordError):
+        LazyDownConvertedRecords(MemoryRecords(bytes(bad)), 0, 0)

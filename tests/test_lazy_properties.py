@@ -10,6 +10,8 @@ channel that takes one byte per call, and one that often takes nothing).
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -25,7 +27,7 @@ from lazy_support import (
 
 from lazyconv.convert import down_convert_bytes
 from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE, LazyDownConvertedRecords, overflow_padding
-from lazyconv.records import Compression, MemoryRecords
+from lazyconv.records import Compression, FileRecords, MemoryRecords
 
 CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]
 VALUE_SIZES = st.one_of(st.integers(0, 40), st.integers(2000, 9000))
@@ -133,7 +135,7 @@ def _first_conversion_size(records: MemoryRecords, to_magic: int, first_offset: 
     return -1
 
 
-@settings(max_examples=40)
+@settings(max_examples=30)
 @given(
     case=inputs(),
     to_magic=st.sampled_from([0, 1, 1, 2]),
@@ -182,7 +184,7 @@ def test_lazy_send_equals_eager_conversion_up_to_the_committed_size(
         assert send.stats.temporary_memory_bytes == eager_stats.temporary_memory_bytes
 
 
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(case=inputs(), to_magic=st.sampled_from([0, 1]))
 def test_one_byte_at_a_time_channel(case, to_magic) -> None:
     """A non-blocking channel that takes one byte per call (and often none) still gets the
@@ -210,3 +212,19 @@ def test_lazy_send_equals_eager_conversion_many_examples(case, to_magic, chunk_s
     test_lazy_send_equals_eager_conversion_up_to_the_committed_size.hypothesis.inner_test(
         case, to_magic, chunk_size, pattern
     )
+
+
+@settings(max_examples=10)
+@given(case=inputs(), to_magic=st.sampled_from([0, 1, 2]), chunk_size=st.just(MIN_CHUNK_SIZE))
+def test_file_backed_input_sends_the_same_bytes(case, to_magic, chunk_size) -> None:
+    """A ``FileRecords`` input (headers read with pread, batches loaded when converted) gives
+    the same committed size and bytes as the same data in memory."""
+    data, first_offset = case
+    in_memory = LazyDownConvertedRecords(MemoryRecords(data), to_magic, first_offset, chunk_size)
+    with tempfile.NamedTemporaryFile(suffix=".log") as handle:
+        handle.write(data)
+        handle.flush()
+        with FileRecords.open(handle.name) as records:
+            from_file = LazyDownConvertedRecords(records, to_magic, first_offset, chunk_size)
+            assert from_file.size_in_bytes == in_memory.size_in_bytes
+            assert from_file.to_send().to_bytes() == in_memory.to_send().to_bytes()

@@ -533,6 +533,22 @@ _ZIGZAG_LOW = [
 _ZIGZAG_HIGH = [0 if b < 0x80 else (-64 if b & 1 else 64) for b in range(256)]
 
 
+def unwritable_record_error(offset: int, timestamp: int, position: int) -> InvalidRecordError:
+    """The error for a record no legacy message can hold: Kafka's builder rejects a timestamp
+    below -1; a timestamp or offset beyond int64 (Java would wrap it) cannot be written either."""
+    if timestamp < -1:
+        return InvalidRecordError(f"record at offset {offset} has invalid negative timestamp {timestamp}", position)
+    if timestamp > _INT64_MAX:
+        return InvalidRecordError(f"record at offset {offset} has a timestamp beyond int64: {timestamp}", position)
+    return InvalidRecordError(f"record offset {offset} cannot be written as an int64 offset", position)
+
+
+def _in_decompressed(exc: RecordsError, batch_position: int) -> RecordsError:
+    """``exc`` (positioned in a decompressed payload) re-positioned at its batch, as
+    ``DefaultBatch`` iteration reports errors in compressed batches."""
+    return type(exc)(f"{exc.message} (byte {exc.position} of the decompressed records)", batch_position)
+
+
 def _skip_headers(data: bytes, pos: int, end: int, hcount: int, index: int, error_base: int) -> int:
     """Validate ``hcount`` v2 headers exactly as :func:`_read_headers` does, without building
     them (down-conversion drops headers); returns the position after them."""
@@ -711,7 +727,9 @@ def convert_v2_records_to_legacy(
     attributes: int,
     relative_offsets: bool,
     error_base: int,
-) -> tuple[int, int, int, tuple[int, int] | None]:
+    batch_position: int,
+    decompressed: bool,
+) -> tuple[int, int, int]:
     """Parse the ``count`` v2 records of ``data`` and append one legacy message per kept record.
 
     This is :func:`iter_v2_records` followed by :func:`append_legacy_message` per record, fused
@@ -727,13 +745,17 @@ def convert_v2_records_to_legacy(
     - ``to_magic`` 0 or 1; ``attributes`` of every written message (the timestamp-type bit).
     - ``relative_offsets``: write offsets relative to the first kept record (v1 wrapper inner
       messages); otherwise absolute.
+    - ``batch_position``: position for errors about kept records (as the generic path reports
+      them); ``decompressed``: ``data`` is a decompressed payload, so parse errors are reported
+      at ``batch_position`` with their byte in the payload in the message (as
+      ``DefaultBatch`` iteration does).
 
-    Returns ``(kept, last_kept_offset, max_timestamp, bad_timestamp)``: the number of messages
-    written, the offset of the last one (-1 if none), the running maximum of the written
-    timestamps starting from -1, and ``(offset, timestamp)`` of the first kept record that no
-    legacy message can hold (``None`` if there is none): a timestamp below -1 (Kafka's builder
-    rejects it) or a timestamp or (written) offset outside int64. Such a record is not written;
-    the caller raises after parsing, so a malformed later record is reported first.
+    Kept records are checked in order as Kafka's builder does: offsets must increase, a
+    timestamp below -1 is refused, and values beyond int64 (which Java would wrap) are refused
+    too, all as :class:`InvalidRecordError` at ``batch_position``.
+
+    Returns ``(kept, last_kept_offset, max_timestamp)``: the number of messages written, the
+    offset of the last one, and the maximum written timestamp (-1 if none is higher).
     """
     end = len(data)
     view = memoryview(data)
@@ -751,9 +773,8 @@ def convert_v2_records_to_legacy(
     lowest = _NO_FILTER if first_offset is None else first_offset
     kept = 0
     rel = 0
-    last_kept = -1
+    last_kept = _NO_FILTER  # below every offset: the first kept record needs no predecessor
     max_timestamp = -1
-    bad: tuple[int, int] | None = None
     # offset deltas are int32: offsets can leave the int64 range only near its ends
     check_offsets = not (_INT64_MIN + (1 << 32) <= base_offset <= _INT64_MAX - (1 << 32))
     for index in range(count):
@@ -828,34 +849,38 @@ def convert_v2_records_to_legacy(
                 pos = None
         except (IndexError, RecordsError):
             pos = None
+            rec_end = -1  # may not be set yet; None never equals it: the strict parser takes over
         if pos != rec_end:  # positions only grow: equal means every byte read was in the record
-            pos, ts_delta, off_delta, klen, key_start, key_end, vlen, value_start, value_end = (
-                _parse_v2_record_strict(data, rec_start, end, index, count, error_base)
-            )
+            try:
+                pos, ts_delta, off_delta, klen, key_start, key_end, vlen, value_start, value_end = (
+                    _parse_v2_record_strict(data, rec_start, end, index, count, error_base)
+                )
+            except RecordsError as exc:
+                if decompressed:
+                    raise _in_decompressed(exc, batch_position) from None
+                raise
         offset = base_offset + off_delta
         if offset < lowest:
             continue
+        # Checks in the generic path's order, raised at once (records are converted in order).
+        if offset <= last_kept:
+            raise InvalidRecordError(
+                f"record offsets must increase within a batch: {offset} follows {last_kept}",
+                batch_position,
+            )
         timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
         if relative_offsets and kept == 0:
             rel = offset
         kept += 1
         last_kept = offset
-        # A message the legacy format cannot hold is reported after parsing (as the generic
-        # path does) and not written.
         if timestamp > max_timestamp:
-            if timestamp > int64_max:  # max_timestamp stays <= int64_max: every such one lands here
-                if bad is None:
-                    bad = (offset, timestamp)
-                continue
+            if timestamp > int64_max:
+                raise unwritable_record_error(offset, timestamp, batch_position)
             max_timestamp = timestamp
         elif timestamp < -1:
-            if bad is None:
-                bad = (offset, timestamp)
-            continue
+            raise unwritable_record_error(offset, timestamp, batch_position)
         if check_offsets and not (_INT64_MIN <= offset <= _INT64_MAX and _INT64_MIN <= offset - rel <= _INT64_MAX):
-            if bad is None:
-                bad = (offset, timestamp)
-            continue
+            raise unwritable_record_error(offset, timestamp, batch_position)
         # One body per message: its CRC-32 is one call over one contiguous object.
         if v1:
             body = (
@@ -869,8 +894,9 @@ def convert_v2_records_to_legacy(
         out += pack_prefix(offset - rel, len(body) + 4, crc(body))  # the size counts the CRC
         out += body
     if pos != end:
-        raise InvalidRecordError(
+        exc = InvalidRecordError(
             f"{end - pos} bytes still remain after the {count} records the batch declares",
             error_base + pos,
         )
-    return kept, last_kept, max_timestamp, bad
+        raise _in_decompressed(exc, batch_position) if decompressed else exc
+    return kept, last_kept, max_timestamp

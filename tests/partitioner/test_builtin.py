@@ -1,0 +1,141 @@
+"""KIP-794's built-in partitioner: the scenarios of Kafka's BuiltInPartitionerTest and spec 6."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from lazyconv.errors import ConfigurationError
+from lazyconv.partitioner import BuiltInPartitioner, StaticCluster, SwitchRule
+
+
+def sequential():
+    return itertools.count().__next__
+
+
+CLUSTER3 = StaticCluster.single_topic("t", [0, 1, 2])
+
+
+def test_sticky_limit_switches_after_limit_bytes():
+    bp = BuiltInPartitioner("t", 3, sequential())
+    first = bp.peek_current_partition_info(CLUSTER3)
+    assert first.partition == 0
+    for _ in range(2):
+        assert not bp.update_partition_info(bp.peek_current_partition_info(CLUSTER3), 1, CLUSTER3)
+        assert bp.peek_current_partition_info(CLUSTER3).partition == 0
+    assert bp.update_partition_info(bp.peek_current_partition_info(CLUSTER3), 1, CLUSTER3)
+    assert bp.peek_current_partition_info(CLUSTER3).partition == 1
+
+
+def test_single_partition_topic_switches_onto_itself():
+    cluster = StaticCluster.single_topic("t", [0])
+    bp = BuiltInPartitioner("t", 1)
+    for _ in range(20):
+        info = bp.peek_current_partition_info(cluster)
+        assert info.partition == 0
+        assert bp.update_partition_info(info, 1, cluster)  # a switch that picks 0 again
+
+
+def test_leaderless_partitions_are_never_chosen():
+    cluster = StaticCluster({"A": {0: 0, 1: None, 2: 2}, "B": {0: None, 1: 1}, "C": {0: None}})
+    chosen = {name: [] for name in "ABC"}
+    for name in "ABC":
+        bp = BuiltInPartitioner(name, 1)
+        for _ in range(100):
+            info = bp.peek_current_partition_info(cluster)
+            chosen[name].append(info.partition)
+            bp.update_partition_info(info, 1, cluster)
+    assert 1 not in chosen["A"] and len(set(chosen["A"])) > 1
+    assert set(chosen["B"]) == {1}
+    assert set(chosen["C"]) == {0}
+
+
+def test_no_available_partition_uses_the_draw_as_partition_number():
+    cluster = StaticCluster({"t": {0: None, 1: None, 2: None}})
+    bp = BuiltInPartitioner("t", 1, iter([7, 8]).__next__)
+    assert bp.peek_current_partition_info(cluster).partition == 7 % 3
+
+
+def test_adaptive_frequencies_match_linear_weights():
+    cluster = StaticCluster.single_topic("t", [0, 1, 2, 3, 4])
+    bp = BuiltInPartitioner("t", 1, sequential())
+    bp.update_partition_load_stats([5, 0, 3, 0, 1], [0, 1, 2, 3, 4], 5)
+    assert bp.load_stats.cumulative_frequency_table == (1, 7, 10, 16, 21)
+    frequencies = [0] * 5
+    for _ in range(42):
+        info = bp.peek_current_partition_info(cluster)
+        frequencies[info.partition] += 1
+        bp.update_partition_info(info, 1, cluster)
+    assert frequencies == [2, 12, 6, 12, 10]  # 2 * (6 - q), not proportional to 1/q
+
+
+def test_weighted_draw_takes_first_slot_above_the_draw():
+    cluster = StaticCluster.single_topic("t", [0, 1, 2])
+    draws = iter(range(14))
+    bp = BuiltInPartitioner("t", 1, draws.__next__)
+    bp.update_partition_load_stats([1, 7, 2], [0, 1, 2], 3)
+    assert bp.load_stats.cumulative_frequency_table == (7, 8, 14)
+    picks = [bp.next_partition(cluster) for _ in range(14)]
+    assert picks == [0] * 7 + [1] + [2] * 6
+    bp2 = BuiltInPartitioner("t", 1, lambda: 21)
+    bp2.update_partition_load_stats([1, 7, 2], [0, 1, 2], 3)
+    assert bp2.next_partition(cluster) == 1  # 21 % 14 = 7, first entry > 7 is 8
+
+
+def test_excluded_partition_gets_no_weight():
+    bp = BuiltInPartitioner("t", 1)
+    # partitions 0, 1, 2 with q = [2, 0, 4], partition 2 excluded
+    bp.update_partition_load_stats([2, 0, 4], [0, 1, 2], 2)
+    assert bp.load_stats.cumulative_frequency_table == (1, 4)
+    assert bp.load_stats.partition_ids == (0, 1)
+
+
+def test_all_equal_sizes_clear_stats_only_without_exclusion():
+    bp = BuiltInPartitioner("t", 1)
+    bp.update_partition_load_stats([3, 3, 3], [0, 1, 2], 3)
+    assert bp.load_stats is None
+    bp.update_partition_load_stats([3, 3, 3], [0, 1, 2], 2)  # third excluded
+    assert bp.load_stats.cumulative_frequency_table == (1, 2)
+    assert bp.load_stats.partition_ids == (0, 1)
+
+
+def test_no_stats_for_single_partition_none_or_empty():
+    bp = BuiltInPartitioner("t", 1)
+    bp.update_partition_load_stats([4], [0], 1)
+    assert bp.load_stats is None
+    bp.update_partition_load_stats([1, 2], [0, 1], 0)
+    assert bp.load_stats is None
+    bp.update_partition_load_stats([1, 2], [0, 1], 2)
+    assert bp.load_stats is not None
+    bp.update_partition_load_stats(None, None, 0)
+    assert bp.load_stats is None
+
+
+def test_constructor_refuses_sticky_size_below_one():
+    with pytest.raises(ConfigurationError, match="sticky batch size"):
+        BuiltInPartitioner("t", 0)
+    assert BuiltInPartitioner("t", 1).sticky_batch_size == 1
+
+
+def test_records_not_placed_by_it_are_not_counted():
+    bp = BuiltInPartitioner("t", 10, sequential())
+    info = bp.peek_current_partition_info(CLUSTER3)
+    assert not bp.update_partition_info(None, 1000, CLUSTER3)
+    assert bp.current is info and info.produced_bytes == 0
+
+
+def test_deferred_rule_waits_for_full_batches_up_to_twice_the_limit():
+    bp = BuiltInPartitioner("t", 100, sequential(), SwitchRule.DEFERRED)
+    info = bp.peek_current_partition_info(CLUSTER3)
+    assert not bp.update_partition_info(info, 150, CLUSTER3, enable_switch=False)
+    assert bp.update_partition_info(info, 0, CLUSTER3, enable_switch=True)  # pending switch
+    info = bp.peek_current_partition_info(CLUSTER3)
+    assert not bp.update_partition_info(info, 199, CLUSTER3, enable_switch=False)
+    assert bp.update_partition_info(info, 1, CLUSTER3, enable_switch=False)  # 2x cap
+
+
+def test_immediate_rule_ignores_batch_fullness():
+    bp = BuiltInPartitioner("t", 100, sequential(), SwitchRule.IMMEDIATE)
+    info = bp.peek_current_partition_info(CLUSTER3)
+    assert bp.update_partition_info(info, 100, CLUSTER3, enable_switch=False)

@@ -1,0 +1,96 @@
+"""Memory is the point of the lazy send: peak traced memory (tracemalloc) while sending a
+file-backed input of 64 MiB stays under a small multiple of the chunk size plus the largest
+batch, while the eager conversion grows with the input.
+
+Bound asserted for the lazy send: ``4 * chunk_size + 2 * largest batch + 1 MiB``. Where it
+comes from: one chunk of input batches (<= chunk_size) read from the file, its converted output
+(about the same size) while being built and once as bytes, the first converted batch, and
+fixed overhead (interpreter objects, the padding step buffer <= 128 KiB).
+"""
+
+from __future__ import annotations
+
+import struct
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from lazy_support import build_batch
+
+from lazyconv.convert import down_convert
+from lazyconv.lazy import LazyDownConvertedRecords
+from lazyconv.records import FileRecords
+from lazyconv.send import drain
+
+MiB = 1024 * 1024
+INPUT_SIZE = 64 * MiB
+CHUNK_SIZE = 128 * 1024
+
+
+class _NullChannel:
+    """Counts bytes and keeps none of them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def write(self, data: memoryview | bytes) -> int:
+        self.count += len(data)
+        return len(data)
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """A 64 MiB segment of uncompressed v2 batches (100 records of 600 bytes each, about
+    62 KiB per batch), written by repeating one batch with rising base offsets (the base
+    offset is outside the v2 CRC)."""
+    template = build_batch(
+        2, [(1_700_000_000_000 + i, b"key-%03d" % i, bytes([i % 256]) * 600) for i in range(100)]
+    )
+    path = tmp_path_factory.mktemp("memory") / "00000000000000000000.log"
+    count = INPUT_SIZE // len(template) + 1
+    with open(path, "wb") as out:
+        batch = bytearray(template)
+        for n in range(count):
+            struct.pack_into(">q", batch, 0, n * 100)
+            out.write(batch)
+    return path, len(template)
+
+
+def _peak(fn) -> tuple[int, object]:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        result = fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, result
+
+
+@pytest.mark.slow
+def test_lazy_send_memory_is_bounded_by_the_chunk_size(big_log: tuple[Path, int]) -> None:
+    path, largest_batch = big_log
+    with FileRecords.open(path) as records:
+        assert records.size_in_bytes >= INPUT_SIZE
+
+        def lazy_run() -> tuple[int, int]:
+            lazy = LazyDownConvertedRecords(records, 1, 0, chunk_size=CHUNK_SIZE)
+            channel = _NullChannel()
+            drain(lazy.to_send(), channel)
+            return channel.count, lazy.stats.records_converted
+
+        lazy_peak, (sent, converted) = _peak(lazy_run)
+        assert sent == records.size_in_bytes
+        assert converted > 100_000  # v2 → v1 shrinks here, so every record went out
+
+        def eager_run() -> int:
+            return down_convert(records.batches(), 1, 0).records.size_in_bytes
+
+        eager_peak, eager_size = _peak(eager_run)
+
+    bound = 4 * CHUNK_SIZE + 2 * largest_batch + MiB
+    print(f"lazy peak {lazy_peak / MiB:.2f} MiB (bound {bound / MiB:.2f} MiB), "
+          f"eager peak {eager_peak / MiB:.1f} MiB for {INPUT_SIZE / MiB:.0f} MiB of input")
+    assert lazy_peak < bound
+    assert eager_peak > eager_size >= INPUT_SIZE // 2  # eager holds the whole output
+    assert eager_peak > 20 * lazy_peak
