@@ -2,8 +2,10 @@
 
 Everything that runs once per record lives here, as plain functions over ``bytes`` and offsets,
 with precompiled :class:`struct.Struct` objects and no per-record objects beyond the yielded
-:class:`~lazyconv.records.types.Record`. The down-conversion code reuses
-:func:`iter_v2_records` and :func:`append_legacy_message` directly.
+:class:`~lazyconv.records.types.Record`. Down-conversion of v2 batches uses the fused
+:func:`convert_v2_records_to_legacy` (v2 record bytes straight to legacy messages, byte- and
+error-identical to :func:`iter_v2_records` + :func:`append_legacy_message`, which the generic
+path still uses).
 
 Positions in error messages are ``error_base + index`` so that callers can report byte
 positions relative to their records (or file).
@@ -47,6 +49,8 @@ __all__ = [
     "append_v2_record",
     "parse_legacy_message",
     "append_legacy_message",
+    "convert_v2_records_to_legacy",
+    "unwritable_record_error",
 ]
 
 LOG_HEADER = struct.Struct(">qi")  # offset, size
@@ -771,9 +775,11 @@ def convert_v2_records_to_legacy(
     v1 = to_magic == 1
     pack_body = _V1_BODY.pack if v1 else _V0_BODY.pack
     lowest = _NO_FILTER if first_offset is None else first_offset
-    kept = 0
+    filtered = 0
     rel = 0
-    last_kept = _NO_FILTER  # below every offset: the first kept record needs no predecessor
+    unset = _NO_FILTER
+    last_kept = unset  # below every offset: the first kept record needs no predecessor
+    last_vlen = vl = None  # values often have one size: their length field is packed once
     max_timestamp = -1
     # offset deltas are int32: offsets can leave the int64 range only near its ends
     check_offsets = not (_INT64_MIN + (1 << 32) <= base_offset <= _INT64_MAX - (1 << 32))
@@ -861,6 +867,7 @@ def convert_v2_records_to_legacy(
                 raise
         offset = base_offset + off_delta
         if offset < lowest:
+            filtered += 1
             continue
         # Checks in the generic path's order, raised at once (records are converted in order).
         if offset <= last_kept:
@@ -869,9 +876,8 @@ def convert_v2_records_to_legacy(
                 batch_position,
             )
         timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
-        if relative_offsets and kept == 0:
+        if relative_offsets and last_kept == unset:
             rel = offset
-        kept += 1
         last_kept = offset
         if timestamp > max_timestamp:
             if timestamp > int64_max:
@@ -881,16 +887,19 @@ def convert_v2_records_to_legacy(
             raise unwritable_record_error(offset, timestamp, batch_position)
         if check_offsets and not (_INT64_MIN <= offset <= _INT64_MAX and _INT64_MIN <= offset - rel <= _INT64_MAX):
             raise unwritable_record_error(offset, timestamp, batch_position)
+        if vlen != last_vlen:
+            vl = pack_i32(vlen)
+            last_vlen = vlen
         # One body per message: its CRC-32 is one call over one contiguous object.
         if v1:
             body = (
                 pack_body(1, attributes, timestamp, klen)
                 + data[key_start:key_end]
-                + pack_i32(vlen)
+                + vl
                 + view[value_start:value_end]  # a view: the value is copied once, here
             )
         else:
-            body = pack_body(0, attributes, klen) + data[key_start:key_end] + pack_i32(vlen) + view[value_start:value_end]
+            body = pack_body(0, attributes, klen) + data[key_start:key_end] + vl + view[value_start:value_end]
         out += pack_prefix(offset - rel, len(body) + 4, crc(body))  # the size counts the CRC
         out += body
     if pos != end:
@@ -899,4 +908,4 @@ def convert_v2_records_to_legacy(
             error_base + pos,
         )
         raise _in_decompressed(exc, batch_position) if decompressed else exc
-    return kept, last_kept, max_timestamp
+    return count - filtered, last_kept, max_timestamp
