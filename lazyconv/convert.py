@@ -24,9 +24,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lazyconv.errors import ConfigurationError, InvalidRecordError, UnsupportedCompressionError
-from lazyconv.records._codec import append_legacy_message
-from lazyconv.records.compression import Compression, compress
+from lazyconv.errors import (
+    ConfigurationError,
+    InvalidRecordError,
+    UnsupportedCompressionError,
+)
+from lazyconv.records._codec import (
+    append_legacy_message,
+    convert_v2_records_to_legacy,
+    unwritable_record_error,
+)
+from lazyconv.records.batch import DefaultBatch
+from lazyconv.records.compression import Compression, compress, decompress
 from lazyconv.records.types import TimestampType
 
 __all__ = [
@@ -45,6 +54,8 @@ ZSTD_DOWN_CONVERSION_MESSAGE = "Down-conversion of zstandard-compressed batches 
 _LOG_OVERHEAD = 12
 _RECORD_OVERHEAD = {0: 14, 1: 22}
 _LOG_APPEND_TIME_FLAG = 0x08
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -102,7 +113,11 @@ def is_zstd_below_v2(batch: Any, to_magic: int) -> bool:
 
     Control batches are dropped before the zstd check (trap 1), so they never count.
     """
-    return to_magic < 2 and not batch.is_control and batch.compression == Compression.ZSTD
+    if to_magic >= 2 or batch.is_control:
+        return False
+    if type(batch) is DefaultBatch and batch.attributes & 0x07 < 4:
+        return False  # skips building a Compression enum per batch (codecs 5..7 still raise below)
+    return batch.compression == Compression.ZSTD
 
 
 def _zstd_error(batch: Any) -> UnsupportedCompressionError:
@@ -118,9 +133,20 @@ def _convert_batch_into(
     """Append the conversion of one batch whose magic is above ``to_magic`` (then 0 or 1).
 
     Returns ``(records_written, uncompressed_bytes_written)``; ``(0, 0)`` with nothing appended
-    when the first-offset filter left no record. Messages go straight into ``out`` through the
-    records layer's per-record encoder (no builder objects, no per-batch copies): this is the
-    conversion hot path.
+    when the first-offset filter left no record. v2 batches take the fused path
+    (:func:`_convert_v2_batch_into`), anything else the generic one; both give the same bytes
+    and the same errors.
+    """
+    if type(batch) is DefaultBatch:
+        return _convert_v2_batch_into(out, batch, to_magic, first_offset)
+    return _convert_batch_into_generic(out, batch, to_magic, first_offset)
+
+
+def _convert_batch_into_generic(
+    out: bytearray, batch: Any, to_magic: int, first_offset: int
+) -> tuple[int, int]:
+    """:func:`_convert_batch_into` for any batch: iterate its ``Record`` s and append one legacy
+    message per kept record with the records layer's per-record encoder (no builder objects).
     """
     compression = batch.compression
     compressed = compression != Compression.NONE
@@ -149,15 +175,16 @@ def _convert_batch_into(
                 batch.position,
             )
         timestamp = log_append_time if log_append else record.timestamp
-        if timestamp < -1:
-            raise InvalidRecordError(
-                f"record at offset {offset} has invalid negative timestamp {timestamp}",
-                batch.position,
-            )
-        if timestamp > max_timestamp:
-            max_timestamp = timestamp
         if written == 0 and relative:
             relative_to = offset
+        if not (
+            -1 <= timestamp <= _INT64_MAX
+            and _INT64_MIN <= offset <= _INT64_MAX  # also the wrapper offset if it is the last
+            and _INT64_MIN <= offset - relative_to <= _INT64_MAX
+        ):
+            raise unwritable_record_error(offset, timestamp, batch.position)
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
         append(target, offset - relative_to, timestamp, record.key, record.value, to_magic, attributes)
         written += 1
         last_offset = offset
@@ -178,6 +205,65 @@ def _convert_batch_into(
     )
     # Builder accounting: the reserved wrapper header (12 + message overhead) + inner entries.
     return written, uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
+
+
+# --- fused v2 path ---------------------------------------------------------------------------
+# The hot path: a v2 batch's records go straight from its bytes to legacy messages in one loop
+# (lazyconv.records._codec.convert_v2_records_to_legacy), with no Record objects. It must stay
+# byte- and error-identical to _convert_batch_into_generic (tests/test_convert_fused.py checks).
+
+_CODECS = tuple(Compression)  # codec id -> Compression without an enum call per batch
+
+
+def _convert_v2_batch_into(
+    out: bytearray, batch: DefaultBatch, to_magic: int, first_offset: int
+) -> tuple[int, int]:
+    """:func:`_convert_batch_into` for a v2 batch, in one pass over its record bytes."""
+    attributes = batch.attributes
+    codec = attributes & 0x07
+    compression = _CODECS[codec] if codec <= 4 else batch.compression  # 5..7 raise here
+    count = batch.record_count
+    position = batch.position
+    if count < 0:
+        raise InvalidRecordError(f"v2 batch with negative record count {count}", position + 57)
+    if count == 0:
+        return 0, 0
+    log_append = attributes & _LOG_APPEND_TIME_FLAG
+    log_append_time = batch.max_timestamp if log_append else None
+    message_attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
+    payload = batch.buffer()[61:]
+    if codec == 0:
+        data = bytes(payload)  # indexing bytes beats indexing a memoryview; one batch-sized copy
+        if count > len(data):  # every record takes at least one byte
+            raise InvalidRecordError(
+                f"v2 batch declares {count} records but has only {len(data)} bytes of records",
+                position + 57,
+            )
+        start = len(out)
+        written, _, _ = convert_v2_records_to_legacy(
+            out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, first_offset,
+            to_magic, message_attributes, False, position + 61, position, False,
+        )
+        return written, len(out) - start
+    data = decompress(compression, payload, 2, batch.max_decompressed_size, position=position + 61)
+    inner = bytearray()
+    written, last_offset, max_timestamp = convert_v2_records_to_legacy(
+        inner, data, count, batch.base_offset, batch.base_timestamp, log_append_time, None,
+        to_magic, message_attributes, to_magic == 1, 0, position, True,
+    )
+    if written == 0:
+        return 0, 0
+    value = compress(compression, inner, to_magic)  # default level, v0 LZ4 quirk by magic
+    append_legacy_message(
+        out,
+        last_offset,  # the last *kept* record, not the batch's last offset
+        log_append_time if log_append_time is not None else max_timestamp,
+        None,
+        value,
+        to_magic,
+        codec | message_attributes,
+    )
+    return written, len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 
 
 def down_convert_bytes(

@@ -2,8 +2,10 @@
 
 Everything that runs once per record lives here, as plain functions over ``bytes`` and offsets,
 with precompiled :class:`struct.Struct` objects and no per-record objects beyond the yielded
-:class:`~lazyconv.records.types.Record`. The down-conversion code reuses
-:func:`iter_v2_records` and :func:`append_legacy_message` directly.
+:class:`~lazyconv.records.types.Record`. Down-conversion of v2 batches uses the fused
+:func:`convert_v2_records_to_legacy` (v2 record bytes straight to legacy messages, byte- and
+error-identical to :func:`iter_v2_records` + :func:`append_legacy_message`, which the generic
+path still uses).
 
 Positions in error messages are ``error_base + index`` so that callers can report byte
 positions relative to their records (or file).
@@ -17,7 +19,12 @@ from zlib import crc32
 
 from crc32c import crc32c
 
-from lazyconv.errors import CorruptRecordError, InvalidRecordError, MalformedVarintError
+from lazyconv.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    MalformedVarintError,
+    RecordsError,
+)
 from lazyconv.records.types import Record
 
 __all__ = [
@@ -42,6 +49,8 @@ __all__ = [
     "append_v2_record",
     "parse_legacy_message",
     "append_legacy_message",
+    "convert_v2_records_to_legacy",
+    "unwritable_record_error",
 ]
 
 LOG_HEADER = struct.Struct(">qi")  # offset, size
@@ -509,3 +518,394 @@ def append_legacy_message(
     if vlen > 0:
         out += value  # type: ignore[operator]
     return size + 12
+
+
+# --------------------------------------------------------------------------------------------
+# fused down-conversion: v2 records straight to legacy messages (the conversion hot path)
+
+_NO_FILTER = -(1 << 65)  # below every reachable offset: keeps every record
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+# Varint fast paths without shifts or xors (generic, slow int operations in CPython): a 1-byte
+# zig-zag varint b decodes to _ZIGZAG_LOW[b]; a 2-byte one (b >= 0x80, then c < 0x80) to
+# _ZIGZAG_LOW[b] + _ZIGZAG_HIGH[b] * c, because the parity of the unsigned value (the sign) is
+# that of b.
+_ZIGZAG_LOW = [
+    (b >> 1) ^ -(b & 1) if b < 0x80 else ((b & 0x7F) >> 1) ^ -(b & 1) for b in range(256)
+]
+_ZIGZAG_HIGH = [0 if b < 0x80 else (-64 if b & 1 else 64) for b in range(256)]
+
+
+def unwritable_record_error(offset: int, timestamp: int, position: int) -> InvalidRecordError:
+    """The error for a record no legacy message can hold: Kafka's builder rejects a timestamp
+    below -1; a timestamp or offset beyond int64 (Java would wrap it) cannot be written either."""
+    if timestamp < -1:
+        return InvalidRecordError(f"record at offset {offset} has invalid negative timestamp {timestamp}", position)
+    if timestamp > _INT64_MAX:
+        return InvalidRecordError(f"record at offset {offset} has a timestamp beyond int64: {timestamp}", position)
+    return InvalidRecordError(f"record offset {offset} cannot be written as an int64 offset", position)
+
+
+def _in_decompressed(exc: RecordsError, batch_position: int) -> RecordsError:
+    """``exc`` (positioned in a decompressed payload) re-positioned at its batch, as
+    ``DefaultBatch`` iteration reports errors in compressed batches."""
+    return type(exc)(f"{exc.message} (byte {exc.position} of the decompressed records)", batch_position)
+
+
+def _skip_headers(data: bytes, pos: int, end: int, hcount: int, index: int, error_base: int) -> int:
+    """Validate ``hcount`` v2 headers exactly as :func:`_read_headers` does, without building
+    them (down-conversion drops headers); returns the position after them."""
+    if hcount < 0:
+        raise InvalidRecordError(f"record {index}: negative header count {hcount}", error_base + pos)
+    if hcount > end - pos:
+        raise InvalidRecordError(
+            f"record {index}: header count {hcount} exceeds the {end - pos} bytes left",
+            error_base + pos,
+        )
+    for _ in range(hcount):
+        hklen, pos = read_varint(data, pos, end, error_base)
+        if hklen < 0:
+            raise InvalidRecordError(f"record {index}: negative header key length {hklen}", error_base + pos)
+        if hklen > end - pos:
+            raise InvalidRecordError(
+                f"record {index}: header key length {hklen} exceeds the {end - pos} bytes left",
+                error_base + pos,
+            )
+        hkey = bytes(data[pos : pos + hklen])
+        if not hkey.isascii():  # ASCII is valid UTF-8: decode only to reject bad keys
+            try:
+                hkey.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidRecordError(f"record {index}: header key is not UTF-8", error_base + pos) from None
+        pos += hklen
+        hvlen, pos = read_varint(data, pos, end, error_base)
+        if hvlen >= 0:
+            if hvlen > end - pos:
+                raise InvalidRecordError(
+                    f"record {index}: header value length {hvlen} exceeds the {end - pos} bytes left",
+                    error_base + pos,
+                )
+            pos += hvlen
+    return pos
+
+
+def _parse_v2_record_strict(
+    data: bytes, pos: int, end: int, index: int, count: int, error_base: int
+) -> tuple[int, int, int, int, int, int, int, int, int]:
+    """Parse record ``index`` at ``data[pos:]`` with every check (and error) of
+    :func:`iter_v2_records`; the fused loop falls back to it for records it does not take on its
+    fast path (headers, long varints, anything inconsistent).
+
+    Returns ``(next_pos, timestamp_delta, offset_delta, key_length, key_start, key_end,
+    value_length, value_start, value_end)``; a null key or value has length -1 and an empty span.
+    """
+    zz = _ZIGZAG_LOW
+    zz_high = _ZIGZAG_HIGH
+    rv = read_varint
+    rl = read_varlong
+    rec_start = pos
+    try:
+        b = data[pos]
+        if b < 0x80:
+            length = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= end:
+            length = zz[b] + zz_high[b] * c
+            pos += 2
+        else:
+            length, pos = rv(data, pos, end, error_base)
+    except IndexError:
+        if pos < end:
+            raise MalformedVarintError(
+                f"record {index}: its length varint runs past the end of the records",
+                error_base + pos,
+            ) from None
+        raise InvalidRecordError(
+            f"record {index} of {count} starts past the end of the records (premature EOF:"
+            " the record count disagrees with the payload)",
+            error_base + pos,
+        ) from None
+    rec_end = pos + length
+    if length < 0 or rec_end > end:
+        raise InvalidRecordError(
+            f"record {index} declares a body of {length} bytes but {end - pos} remain",
+            error_base + rec_start,
+        )
+    try:
+        pos += 1  # attributes: unused
+        b = data[pos]
+        if b < 0x80:
+            ts_delta = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            ts_delta = zz[b] + zz_high[b] * c
+            pos += 2
+        else:
+            ts_delta, pos = rl(data, pos, rec_end, error_base)
+        b = data[pos]
+        if b < 0x80:
+            off_delta = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            off_delta = zz[b] + zz_high[b] * c
+            pos += 2
+        else:
+            off_delta, pos = rv(data, pos, rec_end, error_base)
+        b = data[pos]
+        if b < 0x80:
+            klen = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            klen = zz[b] + zz_high[b] * c
+            pos += 2
+        else:
+            klen, pos = rv(data, pos, rec_end, error_base)
+        key_start = pos
+        if klen < 0:
+            klen = -1
+        else:
+            if klen > rec_end - pos:
+                raise InvalidRecordError(
+                    f"record {index}: key length {klen} exceeds the {rec_end - pos} bytes left",
+                    error_base + pos,
+                )
+            pos += klen
+        key_end = pos
+        b = data[pos]
+        if b < 0x80:
+            vlen = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+            vlen = zz[b] + zz_high[b] * c
+            pos += 2
+        else:
+            vlen, pos = rv(data, pos, rec_end, error_base)
+        value_start = pos
+        if vlen < 0:
+            vlen = -1
+        else:
+            if vlen > rec_end - pos:
+                raise InvalidRecordError(
+                    f"record {index}: value length {vlen} exceeds the {rec_end - pos} bytes left",
+                    error_base + pos,
+                )
+            pos += vlen
+        value_end = pos
+        b = data[pos]
+        if b == 0:  # no headers: the usual case
+            pos += 1
+        else:
+            if b < 0x80:
+                hcount = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
+                hcount = zz[b] + zz_high[b] * c
+                pos += 2
+            else:
+                hcount, pos = rv(data, pos, rec_end, error_base)
+            if hcount != 0:
+                pos = _skip_headers(data, pos, rec_end, hcount, index, error_base)
+    except IndexError:
+        raise MalformedVarintError(
+            f"record {index}: a varint runs past the end of the record", error_base + pos
+        ) from None
+    if pos != rec_end:
+        raise InvalidRecordError(
+            f"record {index}: read {pos - rec_start} bytes but the record declares "
+            f"{rec_end - rec_start}",
+            error_base + rec_start,
+        )
+    return pos, ts_delta, off_delta, klen, key_start, key_end, vlen, value_start, value_end
+
+
+def convert_v2_records_to_legacy(
+    out: bytearray,
+    data: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    first_offset: int | None,
+    to_magic: int,
+    attributes: int,
+    relative_offsets: bool,
+    error_base: int,
+    batch_position: int,
+    decompressed: bool,
+) -> tuple[int, int, int]:
+    """Parse the ``count`` v2 records of ``data`` and append one legacy message per kept record.
+
+    This is :func:`iter_v2_records` followed by :func:`append_legacy_message` per record, fused
+    into one loop: no :class:`Record` objects, headers validated but not decoded, one body
+    built and CRC'd per message. Parsing is exactly as strict as :func:`iter_v2_records` (same
+    errors, messages and positions, ``error_base + index``; every record is parsed, kept or
+    not, and the records must end exactly at ``len(data)``).
+
+    - ``log_append_time``: the batch's MaxTimestamp for LogAppendTime batches (written as every
+      message's timestamp), else ``None`` (BaseTimestamp + delta).
+    - ``first_offset``: records with a lower offset are parsed but not written; ``None`` keeps
+      every record (compressed batches are never trimmed).
+    - ``to_magic`` 0 or 1; ``attributes`` of every written message (the timestamp-type bit).
+    - ``relative_offsets``: write offsets relative to the first kept record (v1 wrapper inner
+      messages); otherwise absolute.
+    - ``batch_position``: position for errors about kept records (as the generic path reports
+      them); ``decompressed``: ``data`` is a decompressed payload, so parse errors are reported
+      at ``batch_position`` with their byte in the payload in the message (as
+      ``DefaultBatch`` iteration does).
+
+    Kept records are checked in order as Kafka's builder does: offsets must increase, a
+    timestamp below -1 is refused, and values beyond int64 (which Java would wrap) are refused
+    too, all as :class:`InvalidRecordError` at ``batch_position``.
+
+    Returns ``(kept, last_kept_offset, max_timestamp)``: the number of messages written, the
+    offset of the last one, and the maximum written timestamp (-1 if none is higher).
+    """
+    end = len(data)
+    view = memoryview(data)
+    pos = 0
+    zz = _ZIGZAG_LOW
+    zz_high = _ZIGZAG_HIGH
+    int64_max = _INT64_MAX
+    crc = crc32
+    rv = read_varint
+    rl = read_varlong
+    pack_i32 = I32.pack
+    pack_prefix = _LEGACY_PREFIX.pack
+    v1 = to_magic == 1
+    pack_body = _V1_BODY.pack if v1 else _V0_BODY.pack
+    lowest = _NO_FILTER if first_offset is None else first_offset
+    filtered = 0
+    rel = 0
+    unset = _NO_FILTER
+    last_kept = unset  # below every offset: the first kept record needs no predecessor
+    last_vlen = vl = None  # values often have one size: their length field is packed once
+    max_timestamp = -1
+    # offset deltas are int32: offsets can leave the int64 range only near its ends
+    check_offsets = not (_INT64_MIN + (1 << 32) <= base_offset <= _INT64_MAX - (1 << 32))
+    for index in range(count):
+        rec_start = pos
+        # Fast path: 1-2 byte varints, no headers, and only the checks needed not to misread;
+        # the record is accepted only if it ends exactly where its length says. Anything else
+        # (including every malformed record) is parsed again strictly, which raises the same
+        # error iter_v2_records would.
+        try:
+            b = data[pos]
+            if b < 0x80:
+                rec_end = pos + 1 + zz[b]
+                pos += 2  # the length and the unused attributes byte
+            elif (c := data[pos + 1]) < 0x80:
+                rec_end = pos + 2 + zz[b] + zz_high[b] * c
+                pos += 3
+            else:
+                length, pos = rv(data, pos, end, error_base)
+                rec_end = pos + length
+                pos += 1
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                ts_delta = zz[b] + zz_high[b] * c
+                pos += 2
+            else:
+                ts_delta, pos = rl(data, pos, rec_end, error_base)
+            b = data[pos]
+            if b < 0x80:
+                off_delta = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                off_delta = zz[b] + zz_high[b] * c
+                pos += 2
+            else:
+                off_delta, pos = rv(data, pos, rec_end, error_base)
+            b = data[pos]
+            if b < 0x80:
+                klen = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                klen = zz[b] + zz_high[b] * c
+                pos += 2
+            else:
+                klen, pos = rv(data, pos, rec_end, error_base)
+            key_start = pos
+            if klen > 0:
+                pos += klen
+            elif klen < 0:
+                klen = -1
+            key_end = pos
+            b = data[pos]
+            if b < 0x80:
+                vlen = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                vlen = zz[b] + zz_high[b] * c
+                pos += 2
+            else:
+                vlen, pos = rv(data, pos, rec_end, error_base)
+            value_start = pos
+            if vlen > 0:
+                pos += vlen
+            elif vlen < 0:
+                vlen = -1
+            value_end = pos
+            if data[pos] == 0:  # no headers
+                pos += 1
+            else:
+                pos = None
+        except (IndexError, RecordsError):
+            pos = None
+            rec_end = -1  # may not be set yet; None never equals it: the strict parser takes over
+        if pos != rec_end:  # positions only grow: equal means every byte read was in the record
+            try:
+                pos, ts_delta, off_delta, klen, key_start, key_end, vlen, value_start, value_end = (
+                    _parse_v2_record_strict(data, rec_start, end, index, count, error_base)
+                )
+            except RecordsError as exc:
+                if decompressed:
+                    raise _in_decompressed(exc, batch_position) from None
+                raise
+        offset = base_offset + off_delta
+        if offset < lowest:
+            filtered += 1
+            continue
+        # Checks in the generic path's order, raised at once (records are converted in order).
+        if offset <= last_kept:
+            raise InvalidRecordError(
+                f"record offsets must increase within a batch: {offset} follows {last_kept}",
+                batch_position,
+            )
+        timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
+        if relative_offsets and last_kept == unset:
+            rel = offset
+        last_kept = offset
+        if timestamp > max_timestamp:
+            if timestamp > int64_max:
+                raise unwritable_record_error(offset, timestamp, batch_position)
+            max_timestamp = timestamp
+        elif timestamp < -1:
+            raise unwritable_record_error(offset, timestamp, batch_position)
+        if check_offsets and not (_INT64_MIN <= offset <= _INT64_MAX and _INT64_MIN <= offset - rel <= _INT64_MAX):
+            raise unwritable_record_error(offset, timestamp, batch_position)
+        if vlen != last_vlen:
+            vl = pack_i32(vlen)
+            last_vlen = vlen
+        # One body per message: its CRC-32 is one call over one contiguous object.
+        if v1:
+            body = (
+                pack_body(1, attributes, timestamp, klen)
+                + data[key_start:key_end]
+                + vl
+                + view[value_start:value_end]  # a view: the value is copied once, here
+            )
+        else:
+            body = pack_body(0, attributes, klen) + data[key_start:key_end] + vl + view[value_start:value_end]
+        out += pack_prefix(offset - rel, len(body) + 4, crc(body))  # the size counts the CRC
+        out += body
+    if pos != end:
+        exc = InvalidRecordError(
+            f"{end - pos} bytes still remain after the {count} records the batch declares",
+            error_base + pos,
+        )
+        raise _in_decompressed(exc, batch_position) if decompressed else exc
+    return count - filtered, last_kept, max_timestamp
