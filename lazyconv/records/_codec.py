@@ -179,6 +179,8 @@ def iter_v2_records(
     timestamp_override: int | None,
     error_base: int,
     require_exact_end: bool = True,
+    first_index: int = 0,
+    declared_count: int | None = None,
 ) -> Iterator[Record]:
     """Parse ``count`` v2 records from ``data[pos:end]``, yielding :class:`Record` tuples.
 
@@ -186,13 +188,16 @@ def iter_v2_records(
     record's timestamp. Errors carry ``error_base + index`` as position. With
     ``require_exact_end`` the records must end exactly at ``end`` (uncompressed batches and
     fully decompressed payloads alike: Kafka rejects "records still remaining").
+    ``first_index`` and ``declared_count`` number the records in error messages when the
+    caller parses a run of records from the middle of a batch (default: ``0`` and ``count``).
     """
     # Local aliases: attribute lookups per record are measurable in this loop.
     rv = read_varint
     rl = read_varlong
     new = tuple.__new__  # skips NamedTuple's Python-level __new__
     record_type = Record
-    for index in range(count):
+    total = count if declared_count is None else declared_count
+    for index in range(first_index, first_index + count):
         rec_start = pos
         try:
             b = data[pos]
@@ -212,7 +217,7 @@ def iter_v2_records(
                     error_base + pos,
                 ) from None
             raise InvalidRecordError(
-                f"record {index} of {count} starts past the end of the records (premature EOF:"
+                f"record {index} of {total} starts past the end of the records (premature EOF:"
                 " the record count disagrees with the payload)",
                 error_base + pos,
             ) from None
@@ -553,172 +558,6 @@ def _in_decompressed(exc: RecordsError, batch_position: int) -> RecordsError:
     return type(exc)(f"{exc.message} (byte {exc.position} of the decompressed records)", batch_position)
 
 
-def _skip_headers(data: bytes, pos: int, end: int, hcount: int, index: int, error_base: int) -> int:
-    """Validate ``hcount`` v2 headers exactly as :func:`_read_headers` does, without building
-    them (down-conversion drops headers); returns the position after them."""
-    if hcount < 0:
-        raise InvalidRecordError(f"record {index}: negative header count {hcount}", error_base + pos)
-    if hcount > end - pos:
-        raise InvalidRecordError(
-            f"record {index}: header count {hcount} exceeds the {end - pos} bytes left",
-            error_base + pos,
-        )
-    for _ in range(hcount):
-        hklen, pos = read_varint(data, pos, end, error_base)
-        if hklen < 0:
-            raise InvalidRecordError(f"record {index}: negative header key length {hklen}", error_base + pos)
-        if hklen > end - pos:
-            raise InvalidRecordError(
-                f"record {index}: header key length {hklen} exceeds the {end - pos} bytes left",
-                error_base + pos,
-            )
-        hkey = bytes(data[pos : pos + hklen])
-        if not hkey.isascii():  # ASCII is valid UTF-8: decode only to reject bad keys
-            try:
-                hkey.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InvalidRecordError(f"record {index}: header key is not UTF-8", error_base + pos) from None
-        pos += hklen
-        hvlen, pos = read_varint(data, pos, end, error_base)
-        if hvlen >= 0:
-            if hvlen > end - pos:
-                raise InvalidRecordError(
-                    f"record {index}: header value length {hvlen} exceeds the {end - pos} bytes left",
-                    error_base + pos,
-                )
-            pos += hvlen
-    return pos
-
-
-def _parse_v2_record_strict(
-    data: bytes, pos: int, end: int, index: int, count: int, error_base: int
-) -> tuple[int, int, int, int, int, int, int, int, int]:
-    """Parse record ``index`` at ``data[pos:]`` with every check (and error) of
-    :func:`iter_v2_records`; the fused loop falls back to it for records it does not take on its
-    fast path (headers, long varints, anything inconsistent).
-
-    Returns ``(next_pos, timestamp_delta, offset_delta, key_length, key_start, key_end,
-    value_length, value_start, value_end)``; a null key or value has length -1 and an empty span.
-    """
-    zz = _ZIGZAG_LOW
-    zz_high = _ZIGZAG_HIGH
-    rv = read_varint
-    rl = read_varlong
-    rec_start = pos
-    try:
-        b = data[pos]
-        if b < 0x80:
-            length = zz[b]
-            pos += 1
-        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= end:
-            length = zz[b] + zz_high[b] * c
-            pos += 2
-        else:
-            length, pos = rv(data, pos, end, error_base)
-    except IndexError:
-        if pos < end:
-            raise MalformedVarintError(
-                f"record {index}: its length varint runs past the end of the records",
-                error_base + pos,
-            ) from None
-        raise InvalidRecordError(
-            f"record {index} of {count} starts past the end of the records (premature EOF:"
-            " the record count disagrees with the payload)",
-            error_base + pos,
-        ) from None
-    rec_end = pos + length
-    if length < 0 or rec_end > end:
-        raise InvalidRecordError(
-            f"record {index} declares a body of {length} bytes but {end - pos} remain",
-            error_base + rec_start,
-        )
-    try:
-        pos += 1  # attributes: unused
-        b = data[pos]
-        if b < 0x80:
-            ts_delta = zz[b]
-            pos += 1
-        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
-            ts_delta = zz[b] + zz_high[b] * c
-            pos += 2
-        else:
-            ts_delta, pos = rl(data, pos, rec_end, error_base)
-        b = data[pos]
-        if b < 0x80:
-            off_delta = zz[b]
-            pos += 1
-        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
-            off_delta = zz[b] + zz_high[b] * c
-            pos += 2
-        else:
-            off_delta, pos = rv(data, pos, rec_end, error_base)
-        b = data[pos]
-        if b < 0x80:
-            klen = zz[b]
-            pos += 1
-        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
-            klen = zz[b] + zz_high[b] * c
-            pos += 2
-        else:
-            klen, pos = rv(data, pos, rec_end, error_base)
-        key_start = pos
-        if klen < 0:
-            klen = -1
-        else:
-            if klen > rec_end - pos:
-                raise InvalidRecordError(
-                    f"record {index}: key length {klen} exceeds the {rec_end - pos} bytes left",
-                    error_base + pos,
-                )
-            pos += klen
-        key_end = pos
-        b = data[pos]
-        if b < 0x80:
-            vlen = zz[b]
-            pos += 1
-        elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
-            vlen = zz[b] + zz_high[b] * c
-            pos += 2
-        else:
-            vlen, pos = rv(data, pos, rec_end, error_base)
-        value_start = pos
-        if vlen < 0:
-            vlen = -1
-        else:
-            if vlen > rec_end - pos:
-                raise InvalidRecordError(
-                    f"record {index}: value length {vlen} exceeds the {rec_end - pos} bytes left",
-                    error_base + pos,
-                )
-            pos += vlen
-        value_end = pos
-        b = data[pos]
-        if b == 0:  # no headers: the usual case
-            pos += 1
-        else:
-            if b < 0x80:
-                hcount = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80 and pos + 2 <= rec_end:
-                hcount = zz[b] + zz_high[b] * c
-                pos += 2
-            else:
-                hcount, pos = rv(data, pos, rec_end, error_base)
-            if hcount != 0:
-                pos = _skip_headers(data, pos, rec_end, hcount, index, error_base)
-    except IndexError:
-        raise MalformedVarintError(
-            f"record {index}: a varint runs past the end of the record", error_base + pos
-        ) from None
-    if pos != rec_end:
-        raise InvalidRecordError(
-            f"record {index}: read {pos - rec_start} bytes but the record declares "
-            f"{rec_end - rec_start}",
-            error_base + rec_start,
-        )
-    return pos, ts_delta, off_delta, klen, key_start, key_end, vlen, value_start, value_end
-
-
 def convert_v2_records_to_legacy(
     out: bytearray,
     data: bytes,
@@ -833,7 +672,7 @@ def convert_v2_records_to_legacy(
                 pos += klen
             elif klen < 0:
                 klen = -1
-            key_end = pos
+            key = data[key_start:pos]
             b = data[pos]
             if b < 0x80:
                 vlen = zz[b]
@@ -848,7 +687,7 @@ def convert_v2_records_to_legacy(
                 pos += vlen
             elif vlen < 0:
                 vlen = -1
-            value_end = pos
+            value = view[value_start:pos]  # a view: the value is copied once, into the body
             if data[pos] == 0:  # no headers
                 pos += 1
             else:
@@ -857,14 +696,23 @@ def convert_v2_records_to_legacy(
             pos = None
             rec_end = -1  # may not be set yet; None never equals it: the strict parser takes over
         if pos != rec_end:  # positions only grow: equal means every byte read was in the record
+            # The strict reader parses this record again: it raises the error the generic path
+            # would, or returns the record (headers, long varints) for the writer below.
             try:
-                pos, ts_delta, off_delta, klen, key_start, key_end, vlen, value_start, value_end = (
-                    _parse_v2_record_strict(data, rec_start, end, index, count, error_base)
-                )
+                record = next(iter_v2_records(
+                    data, rec_start, end, 1, 0, 0, None, error_base, False, index, count
+                ))
             except RecordsError as exc:
                 if decompressed:
                     raise _in_decompressed(exc, batch_position) from None
                 raise
+            off_delta, ts_delta, key, value, _ = record
+            klen = -1 if key is None else len(key)
+            vlen = -1 if value is None else len(value)
+            key = key or b""
+            value = value or b""
+            length, pos = read_varint(data, rec_start, end, error_base)
+            pos += length
         offset = base_offset + off_delta
         if offset < lowest:
             filtered += 1
@@ -894,12 +742,12 @@ def convert_v2_records_to_legacy(
         if v1:
             body = (
                 pack_body(1, attributes, timestamp, klen)
-                + data[key_start:key_end]
+                + key
                 + vl
-                + view[value_start:value_end]  # a view: the value is copied once, here
+                + value
             )
         else:
-            body = pack_body(0, attributes, klen) + data[key_start:key_end] + vl + view[value_start:value_end]
+            body = pack_body(0, attributes, klen) + key + vl + value
         out += pack_prefix(offset - rel, len(body) + 4, crc(body))  # the size counts the CRC
         out += body
     if pos != end:
