@@ -27,19 +27,17 @@ from collections import deque
 
 import numpy as np
 
+from lazyconv.assignment._cycle_canceling import BIG as _BIG
+from lazyconv.assignment._cycle_canceling import MAX_PERIOD as _MAX_PERIOD
+from lazyconv.assignment._cycle_canceling import CycleCancelingSolver
+from lazyconv.assignment._cycle_canceling import PeriodMismatch as _PeriodMismatch
 from lazyconv.assignment.errors import GraphError
 
 __all__ = ["BalanceSolver"]
 
-_MAX_PERIOD = 64
-_BIG = np.int64(1) << np.int64(61)
 
 
-class _PeriodMismatch(Exception):
-    """The shortcut's last pass would not provably match Kafka's: redo the search in full."""
-
-
-class BalanceSolver:
+class BalanceSolver(CycleCancelingSolver):
     """``costs``: T x C in task node order; ``group``: each task's group index (non-decreasing);
     ``caps``: per (group, client) first-stage capacity; ``original_count``: per client."""
 
@@ -180,17 +178,6 @@ class BalanceSolver:
         return moves
 
     # -- cycle canceling ----------------------------------------------------------------------------
-
-    def solve(self) -> None:
-        while True:
-            try:
-                found = self._bellman_ford(detect_period=True)
-            except _PeriodMismatch:
-                found = self._bellman_ford(detect_period=False)
-            if found is None:
-                return
-            self._cancel(*found)
-            self.cycles += 1
 
     def _bellman_ford(self, detect_period: bool):
         T, C, G = self.tasks, self.clients, self.group_count

@@ -24,15 +24,17 @@ from collections import deque
 
 import numpy as np
 
+from lazyconv.assignment._cycle_canceling import BIG as _BIG
+from lazyconv.assignment._cycle_canceling import MAX_PERIOD as _MAX_PERIOD
+from lazyconv.assignment._cycle_canceling import CycleCancelingSolver
+from lazyconv.assignment._cycle_canceling import PeriodMismatch as _PeriodMismatch
 from lazyconv.assignment.errors import GraphError
 
 __all__ = ["MinTrafficSolver"]
 
-_MAX_PERIOD = 64
-_BIG = np.int64(1) << np.int64(61)
 
 
-class MinTrafficSolver:
+class MinTrafficSolver(CycleCancelingSolver):
     """Minimize ``sum(cost[t, owner[t]])`` keeping each client's task count, as Kafka would.
 
     ``costs`` is the T x C matrix of the min_traffic graph (task rows in node order, clients in
@@ -51,17 +53,6 @@ class MinTrafficSolver:
 
     def total_cost(self) -> int:
         return int(self.costs[self.rows, self.owner].sum())
-
-    def solve(self) -> None:
-        while True:
-            try:
-                found = self._bellman_ford(detect_period=True)
-            except _PeriodMismatch:
-                found = self._bellman_ford(detect_period=False)
-            if found is None:
-                return
-            self._cancel(*found)
-            self.cycles += 1
 
     # -- one negative-cycle search ------------------------------------------------------------
 
@@ -228,7 +219,3 @@ class MinTrafficSolver:
                 break
         for task, client in moves:
             self.owner[task] = client
-
-
-class _PeriodMismatch(Exception):
-    """The shortcut's last pass would not provably match Kafka's: redo the search in full."""
