@@ -3,30 +3,14 @@ would (kafka-python, an independent implementation), and partial-write channels.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from crc32c import crc32c
 from kafka.record import MemoryRecords as KafkaMemoryRecords
 
 from lazyconv.records import RecordsBuilder, TimestampType
-
-
-def _find_golden_dir() -> Path:
-    """``$LAZYCONV_SHARED/golden``, else ``shared/golden`` beside the checkout (/work/main or a
-    worktree under /work/wt)."""
-    if os.environ.get("LAZYCONV_SHARED"):
-        return Path(os.environ["LAZYCONV_SHARED"]) / "golden"
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "shared" / "golden").is_dir():
-            return parent / "shared" / "golden"
-    return Path("/nonexistent/shared/golden")
-
-
-GOLDEN_DIR = _find_golden_dir()
 
 # (offset, timestamp, key, value): what a consumer sees of a record after down-conversion.
 ConsumerRecord = tuple[int, int, bytes | None, bytes | None]

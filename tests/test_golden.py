@@ -1,4 +1,4 @@
-"""Golden cases produced by Kafka's Java record classes (../shared/golden): eager down-conversion,
+"""Golden cases produced by Kafka's Java record classes (tests/golden): eager down-conversion,
 ``FileRecords.downConvert`` and the lazy send, compared with ours.
 
 Rules: byte-identical where the input holds no compressed batch; record-identical (read by
@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 
+import golden_cases
 import pytest
-from lazy_support import GOLDEN_DIR, TrickleChannel, consumer_records, drive
+from golden_cases import GOLDEN_DIR
+from lazy_support import TrickleChannel, consumer_records, drive
 
 from lazyconv.convert import ConversionStats, down_convert, down_convert_bytes, down_convert_file
 from lazyconv.errors import UnsupportedCompressionError
@@ -30,16 +32,7 @@ DUPLICATE_CASES = {
 ZSTD_MID_CHUNK_CASES = {("06_zstd_after_data", "to1_f0"), ("06_zstd_after_data", "to0_f0")}
 
 
-def _load_cases() -> list[tuple[dict, dict]]:
-    manifest = GOLDEN_DIR / "MANIFEST.json"
-    if not manifest.is_file():
-        return []
-    cases = json.loads(manifest.read_text())["cases"]
-    return [(case, conv) for case in cases for conv in case["conversions"]]
-
-
-CASES = _load_cases()
-pytestmark = pytest.mark.skipif(not CASES, reason=f"golden cases not found at {GOLDEN_DIR}")
+CASES = [(case, conv) for case in golden_cases.cases() for conv in case["conversions"]]
 
 
 def _ids() -> list[str]:
