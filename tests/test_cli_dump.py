@@ -407,7 +407,7 @@ def test_truncated_tail_is_skipped_with_warning(
 
 def test_missing_file_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = dump(tmp_path / "nope.log", capsys=capsys)
-    assert status == 1 and "cannot open" in err
+    assert status == 2 and "cannot open" in err
 
 
 def test_console_entry_point_exit_status(tmp_path: Path) -> None:
