@@ -111,7 +111,7 @@ def _describe(exc: BaseException) -> tuple[str, int]:
         return f"internal error: {exc} (a broken installation? run with --debug)", EXIT_DATA
     if isinstance(exc, OSError):
         if exc.errno == errno.EADDRINUSE:
-            return f"address already in use: {exc.strerror or exc}", EXIT_USAGE
+            return f"port busy: {exc.strerror or exc}", EXIT_USAGE
         if exc.filename is not None:
             verb = "cannot open" if exc.errno in (errno.ENOENT, errno.EISDIR) else "cannot use"
             return f"{verb} {exc.filename}: {exc.strerror}", EXIT_USAGE

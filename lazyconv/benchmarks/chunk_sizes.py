@@ -241,9 +241,10 @@ def plot(results: list[dict], path: str) -> None:
     plt.close(fig)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "bench/chunk_sizes.py") -> int:
+    """Run the benchmark with command-line ``argv``; ``prog`` names it in ``--help``."""
     parser = argparse.ArgumentParser(
-        prog="bench/chunk_sizes.py",
+        prog=prog,
         description="Throughput and sender memory of a 12-partition down-converted fetch per chunk size.",
     )
     parser.add_argument("--value-size", type=int, default=1024, help="record value bytes (default 1024)")

@@ -324,9 +324,10 @@ def format_table(results: list[Result]) -> str:
     return "\n".join(rows)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "bench/codecs.py") -> int:
+    """Run the benchmark with command-line ``argv``; ``prog`` names it in ``--help``."""
     parser = argparse.ArgumentParser(
-        prog="bench/codecs.py",description=__doc__.split("\n\n")[0])
+        prog=prog,description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 000 records, best of 2")
     parser.add_argument("--records", type=int, default=None, help="records per workload (20 000)")
     parser.add_argument(

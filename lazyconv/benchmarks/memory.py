@@ -116,9 +116,10 @@ def table(results: list[dict]) -> str:
          "RSS peak MiB", "MiB/s (under tracemalloc)"], rows)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "bench/memory.py") -> int:
+    """Run the benchmark with command-line ``argv``; ``prog`` names it in ``--help``."""
     parser = argparse.ArgumentParser(
-        prog="bench/memory.py",
+        prog=prog,
         description="Peak memory of one 250-partition down-converted fetch, eager vs lazy, as it grows.",
     )
     parser.add_argument("--partitions", type=int, default=250, help="partitions in the fetch (default 250)")

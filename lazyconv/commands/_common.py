@@ -36,7 +36,7 @@ EXTRA_OF_MODULE = {
     "matplotlib": "plot",
 }
 
-_SIZE = re.compile(r"(\d+)\s*(?:([KMGT])(I?B)?|(B))?", re.IGNORECASE)
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([KMGT])(I?B)?|(B))?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
@@ -75,13 +75,15 @@ def require_extra(module: str, purpose: str = "this command") -> None:
 
 
 def parse_size(text: str) -> int:
-    """A byte count: ``16384``, ``16K``, ``16KB``, ``16KiB``, ``1M``, ``2G`` (units are binary)."""
+    """A byte count: ``16384``, ``16K``, ``16KB``, ``16KiB``, ``1M``, ``1.5G`` (units are binary;
+    a fraction needs a unit)."""
     match = _SIZE.fullmatch(str(text).strip())
-    if match is None:
+    unit = (match.group(2) or "").upper() if match else ""
+    if match is None or ("." in match.group(1) and not unit):
         raise argparse.ArgumentTypeError(
             f"not a size: {text!r} (bytes, or with a unit: 16K, 128KiB, 1M, 2G)"
         )
-    return int(match.group(1)) * _SIZE_UNITS[(match.group(2) or "").upper()]
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
 
 
 def size_type(minimum: int | None = None, maximum: int | None = None) -> Any:
