@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazyconv.errors import (
     ConfigurationError,
@@ -36,7 +36,10 @@ from lazyconv.records._codec import (
 )
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import Compression, compress, decompress
-from lazyconv.records.types import TimestampType
+from lazyconv.records.types import RecordBatch, TimestampType
+
+if TYPE_CHECKING:
+    from lazyconv._types import Records
 
 __all__ = [
     "ConversionStats",
@@ -98,7 +101,7 @@ class ConvertedRecords:
     """The result of a down-conversion: the records (``MemoryRecords``, or the input itself for
     :func:`down_convert_file` when nothing was converted) and the :class:`ConversionStats`."""
 
-    records: Any
+    records: Records
     stats: ConversionStats
 
 
@@ -108,7 +111,7 @@ def check_target_magic(to_magic: int) -> None:
         raise ConfigurationError(f"target magic must be 0, 1 or 2, got {to_magic!r}")
 
 
-def is_zstd_below_v2(batch: Any, to_magic: int) -> bool:
+def is_zstd_below_v2(batch: RecordBatch, to_magic: int) -> bool:
     """True if converting ``batch`` to ``to_magic`` must fail because it is zstd-compressed.
 
     Control batches are dropped before the zstd check (trap 1), so they never count.
@@ -120,7 +123,7 @@ def is_zstd_below_v2(batch: Any, to_magic: int) -> bool:
     return batch.compression == Compression.ZSTD
 
 
-def _zstd_error(batch: Any) -> UnsupportedCompressionError:
+def _zstd_error(batch: RecordBatch) -> UnsupportedCompressionError:
     return UnsupportedCompressionError(
         f"{ZSTD_DOWN_CONVERSION_MESSAGE}: batch with last offset {batch.last_offset} is zstd",
         batch.position,
@@ -267,13 +270,13 @@ def _convert_v2_batch_into(
 
 
 def down_convert_bytes(
-    batches: Iterable[Any], to_magic: int, first_offset: int
+    batches: Iterable[RecordBatch], to_magic: int, first_offset: int
 ) -> tuple[bytearray, ConversionStats]:
     """:func:`down_convert` returning the converted bytes as a ``bytearray`` (no final copy;
     what the lazy send uses per chunk)."""
     check_target_magic(to_magic)
     start = time.perf_counter_ns()
-    batch_list: Sequence[Any] = batches if isinstance(batches, Sequence) else list(batches)
+    batch_list: Sequence[RecordBatch] = batches if isinstance(batches, Sequence) else list(batches)
     # Pass 1 (headers only): zstd anywhere fails the whole call before anything is built.
     if to_magic < 2:
         for batch in batch_list:
@@ -298,7 +301,7 @@ def down_convert_bytes(
     return out, stats
 
 
-def down_convert(batches: Iterable[Any], to_magic: int, first_offset: int) -> ConvertedRecords:
+def down_convert(batches: Iterable[RecordBatch], to_magic: int, first_offset: int) -> ConvertedRecords:
     """Down-convert ``batches`` to ``to_magic`` as Kafka's ``RecordsUtil.downConvert`` does.
 
     ``batches`` is any iterable of batches (``MemoryRecords(...).batches()``,
@@ -315,7 +318,7 @@ def down_convert(batches: Iterable[Any], to_magic: int, first_offset: int) -> Co
     return ConvertedRecords(MemoryRecords(data), stats)
 
 
-def down_convert_file(records: Any, to_magic: int, first_offset: int) -> ConvertedRecords:
+def down_convert_file(records: Records, to_magic: int, first_offset: int) -> ConvertedRecords:
     """Kafka's ``FileRecords.downConvert``: like :func:`down_convert` over ``records.batches()``,
     except that when no record was converted the result is ``records`` itself (all of its bytes,
     trailing partial batch and control batches included) with all-zero stats (trap 11)."""

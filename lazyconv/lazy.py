@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lazyconv.convert import (
     ZERO_STATS,
@@ -42,6 +42,10 @@ from lazyconv.convert import (
 )
 from lazyconv.errors import ConfigurationError, UnsupportedCompressionError
 from lazyconv.send import Send, write_to_channel
+
+if TYPE_CHECKING:
+    from lazyconv._types import Channel, Records
+    from lazyconv.records.types import RecordBatch
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -99,7 +103,9 @@ def overflow_padding(remaining: int) -> bytes:
     return bytes(out)
 
 
-def chunk_groups(batches: Iterator[Any], chunk_size: int, to_magic: int) -> Iterator[list[Any]]:
+def chunk_groups(
+    batches: Iterator[RecordBatch], chunk_size: int, to_magic: int
+) -> Iterator[list[RecordBatch]]:
     """Group ``batches`` into chunks of whole batches.
 
     A chunk takes the next batch unconditionally, then following batches while the total of
@@ -108,7 +114,7 @@ def chunk_groups(batches: Iterator[Any], chunk_size: int, to_magic: int) -> Iter
     that would *start* with a zstd batch raises
     :class:`~lazyconv.errors.UnsupportedCompressionError` instead (the send pads from there).
     """
-    pending: Any = None
+    pending: RecordBatch | None = None
     while True:
         first = pending if pending is not None else next(batches, None)
         pending = None
@@ -131,7 +137,7 @@ def chunk_groups(batches: Iterator[Any], chunk_size: int, to_magic: int) -> Iter
         yield group
 
 
-def _skip(batches: Iterator[Any], count: int) -> Iterator[Any]:
+def _skip(batches: Iterator[RecordBatch], count: int) -> Iterator[RecordBatch]:
     for _ in range(count):
         if next(batches, None) is None:
             break
@@ -155,7 +161,7 @@ class LazyDownConvertedRecords:
 
     def __init__(
         self,
-        records: Any,
+        records: Records,
         to_magic: int,
         first_offset: int,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
@@ -328,7 +334,7 @@ class LazyDownConvertSend(Send):
         self.piece_sizes.append(len(step))
         return memoryview(step)
 
-    def write_to(self, channel: Any) -> int:
+    def write_to(self, channel: Channel) -> int:
         total = 0
         while self._written < self._size:
             if self._piece is None or self._piece_pos >= len(self._piece):

@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazyconv.errors import ConfigurationError, ProtocolError, UnsupportedCompressionError
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.fetch import MAX_FETCH_VERSION, MIN_FETCH_VERSION
+
+if TYPE_CHECKING:
+    from lazyconv._types import Records, SendableRecords
+
+    ReadResult = Records | bytes | bytearray | memoryview
 
 __all__ = [
     "DEFAULT_BROKER_FETCH_MAX_BYTES",
@@ -124,7 +129,7 @@ def _wire_error_code(version: int, error_code: int) -> int:
 def broker_partition_response(
     version: int,
     partition_index: int,
-    records: Any,
+    records: ReadResult | None,
     *,
     fetch_offset: int,
     error_code: int = 0,
@@ -139,7 +144,7 @@ def broker_partition_response(
     is_follower: bool = False,
     hosted: bool = True,
     extra_fields: Mapping[str, Any] | None = None,
-    lazy_records_factory: Callable[[Any, int, int], Any] | None = None,
+    lazy_records_factory: Callable[[Records, int, int], SendableRecords] | None = None,
 ) -> dict[str, Any]:
     """The partition entry a broker sends for one read result (fetch-protocol.md §6).
 
@@ -185,7 +190,7 @@ def broker_partition_response(
     if lazy_records_factory is None:
         from lazyconv.lazy import LazyDownConvertedRecords
 
-        def lazy_records_factory(r: Any, to_magic: int, first_offset: int) -> Any:
+        def lazy_records_factory(r: Records, to_magic: int, first_offset: int) -> SendableRecords:
             return LazyDownConvertedRecords(r, to_magic, first_offset)
 
     if isinstance(records, (bytes, bytearray, memoryview)):
@@ -201,13 +206,13 @@ def broker_partition_response(
     return entry
 
 
-def _base_position(records: Any) -> int:
+def _base_position(records: Records) -> int:
     from lazyconv.records import FileRecords
 
     return records.start if isinstance(records, FileRecords) else 0
 
 
-def _size(records: Any) -> int:
+def _size(records: ReadResult) -> int:
     if isinstance(records, (bytes, bytearray, memoryview)):
         return len(records)
     size = records.size_in_bytes
@@ -269,7 +274,7 @@ class FetchBudget:
         self.remaining = max(0, self.remaining - size)
         return size
 
-    def read(self, records: Any, fetch_offset: int, partition_max_bytes: int) -> Any:
+    def read(self, records: Records, fetch_offset: int, partition_max_bytes: int) -> Records | bytes:
         """The slice of ``records`` this partition gets; empty records are ``b""``.
 
         ``records`` is the partition's readable log data (``MemoryRecords``/``FileRecords``,

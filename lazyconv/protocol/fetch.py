@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazyconv.errors import ProtocolError
 from lazyconv.protocol.headers import (
@@ -42,6 +42,9 @@ from lazyconv.protocol.schema import (
     encode_message,
 )
 from lazyconv.send import BytesSend, Send, SequenceSend
+
+if TYPE_CHECKING:
+    from lazyconv._types import SendableRecords
 
 __all__ = [
     "FETCH_API_KEY",
@@ -431,7 +434,7 @@ class FetchResponseSend(SequenceSend):
         return f"FetchResponseSend(size={self.size}, written={self.written})"
 
 
-def _records_send(records: Any) -> Send:
+def _records_send(records: SendableRecords | bytes | bytearray | memoryview) -> Send:
     if isinstance(records, (bytes, bytearray, memoryview)):
         return BytesSend(records)
     to_send = getattr(records, "to_send", None)
