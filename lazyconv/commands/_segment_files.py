@@ -27,6 +27,12 @@ from typing import Any
 from crc32c import crc32c
 
 from lazyconv.errors import CorruptRecordError, TruncatedDataError
+from lazyconv.fixtures.index import (
+    OFFSET_ENTRY_SIZE,
+    TIME_ENTRY_SIZE,
+    parse_offset_index,
+    parse_time_index,
+)
 
 SUFFIXES = {
     ".log": "log",
@@ -37,8 +43,6 @@ SUFFIXES = {
 }
 FILE_TYPES = ("log", "index", "timeindex", "txnindex", "snapshot")
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 _SNAPSHOT_HEADER = struct.Struct(">hIi")
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
@@ -76,20 +80,20 @@ def _whole_entries(data: bytes, size: int, kind: str) -> int:
 
 def offset_index(data: bytes, base: int) -> Iterator[dict[str, int]]:
     """The entries of an offset index: ``{"offset", "position"}``."""
-    for i in range(_whole_entries(data, _OFFSET_ENTRY.size, "offset index")):
-        relative, position = _OFFSET_ENTRY.unpack_from(data, i * _OFFSET_ENTRY.size)
-        if i > 0 and relative == 0:
+    _whole_entries(data, OFFSET_ENTRY_SIZE, "offset index")
+    for i, entry in enumerate(parse_offset_index(data, base)):
+        if i > 0 and entry.offset == base:
             return  # the zero-filled, pre-allocated tail
-        yield {"offset": base + relative, "position": position}
+        yield {"offset": entry.offset, "position": entry.position}
 
 
 def time_index(data: bytes, base: int) -> Iterator[dict[str, int]]:
     """The entries of a time index: ``{"timestamp", "offset"}``."""
-    for i in range(_whole_entries(data, _TIME_ENTRY.size, "time index")):
-        timestamp, relative = _TIME_ENTRY.unpack_from(data, i * _TIME_ENTRY.size)
-        if i > 0 and relative == 0 and timestamp == 0:
+    _whole_entries(data, TIME_ENTRY_SIZE, "time index")
+    for i, entry in enumerate(parse_time_index(data, base)):
+        if i > 0 and entry.offset == base and entry.timestamp == 0:
             return
-        yield {"timestamp": timestamp, "offset": base + relative}
+        yield {"timestamp": entry.timestamp, "offset": entry.offset}
 
 
 def transaction_index(data: bytes) -> Iterator[dict[str, int]]:

@@ -131,7 +131,7 @@ def _dump_segment_file(path: str, kind: str, json_lines: bool) -> None:
     data = Path(path).read_bytes()
     base = segment_files.base_offset(path)
     if kind in ("index", "timeindex") and base is None:
-        log.warning("%s: the file name is not a base offset; offsets are relative to 0", path)
+        log.info("%s: the file name is not a base offset; offsets are relative to 0", path)
     entries: Any
     if kind == "index":
         entries = segment_files.offset_index(data, base or 0)
