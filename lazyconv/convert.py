@@ -2,7 +2,7 @@
 
 :func:`down_convert` takes batches (of any magic) and a target magic and returns the converted
 bytes plus :class:`ConversionStats`. The rules are those of Kafka's Java code (see
-``spec/downconversion.md`` §2–§5):
+docs/guide/down-conversion.md):
 
 - with a target of 0 or 1, control batches are dropped (before the zstd check), and a zstd
   batch fails the whole call with :class:`~lazyconv.errors.UnsupportedCompressionError`;
@@ -52,8 +52,8 @@ __all__ = [
 
 ZSTD_DOWN_CONVERSION_MESSAGE = "Down-conversion of zstandard-compressed batches is not supported"
 
-# Bytes of a legacy message without key and value (formats.md §3, §4) and of the 12-byte
-# offset+size prefix; used for the builder byte accounting of the statistics (§3).
+# Bytes of a legacy message without key and value (docs/guide/records.md) and of the 12-byte
+# offset+size prefix; used for the builder byte accounting of the statistics.
 _LOG_OVERHEAD = 12
 _RECORD_OVERHEAD = {0: 14, 1: 22}
 _LOG_APPEND_TIME_FLAG = 0x08
@@ -114,7 +114,7 @@ def check_target_magic(to_magic: int) -> None:
 def is_zstd_below_v2(batch: RecordBatch, to_magic: int) -> bool:
     """True if converting ``batch`` to ``to_magic`` must fail because it is zstd-compressed.
 
-    Control batches are dropped before the zstd check (trap 1), so they never count.
+    Control batches are dropped before the zstd check, so they never count.
     """
     if to_magic >= 2 or batch.is_control:
         return False
@@ -155,10 +155,10 @@ def _convert_batch_into_generic(
     compressed = compression != Compression.NONE
     log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     log_append_time = batch.max_timestamp if log_append else -1
-    # Inner/standalone attributes carry only the timestamp-type bit, and only in v1 (§3).
+    # Inner/standalone attributes carry only the timestamp-type bit, and only in v1.
     attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
     # Compressed: the inner messages go to a separate buffer that is then compressed; they are
-    # never filtered by offset (trap 2).
+    # never filtered by offset (the first-offset filter is narrow).
     target = bytearray() if compressed else out
     start = len(target)
     # v1 wrappers hold offsets relative to the first record; v0 keeps absolute offsets.
@@ -287,7 +287,7 @@ def down_convert_bytes(
     converted = 0
     for batch in batch_list:
         if to_magic < 2 and batch.is_control:
-            continue  # dropped without a trace, not even in the stats (trap 1)
+            continue  # dropped before the zstd check, without a trace, not even in the stats
         if batch.magic <= to_magic:
             out += batch.buffer()
             temporary += batch.size_in_bytes
@@ -321,7 +321,7 @@ def down_convert(batches: Iterable[RecordBatch], to_magic: int, first_offset: in
 def down_convert_file(records: Records, to_magic: int, first_offset: int) -> ConvertedRecords:
     """Kafka's ``FileRecords.downConvert``: like :func:`down_convert` over ``records.batches()``,
     except that when no record was converted the result is ``records`` itself (all of its bytes,
-    trailing partial batch and control batches included) with all-zero stats (trap 11)."""
+    trailing partial batch and control batches included) with all-zero stats (see docs/guide/down-conversion.md)."""
     converted = down_convert(records.batches(), to_magic, first_offset)
     if converted.stats.records_converted == 0:
         return ConvertedRecords(records, ZERO_STATS)

@@ -10,7 +10,7 @@ while the channel takes the bytes, and writes *exactly* S_pre bytes:
 - when the converted data is larger than S_pre, the bytes are cut at S_pre, possibly inside a
   message (consumers skip the incomplete entry), and no further chunk is converted;
 - when it is smaller, the rest is overflow padding: steps of at most 131 072 bytes, each
-  ``int64 -1 ‖ int32 max(R + 1, 61) ‖ zeros`` for the R bytes still owed (downconversion.md §7.4).
+  ``int64 -1 ‖ int32 max(R + 1, 61) ‖ zeros`` for the R bytes still owed (docs/guide/down-conversion.md).
 
 Where Kafka's Java code has defects this module does the evident intended thing (README,
 "Where we differ from Kafka on purpose"):

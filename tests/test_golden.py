@@ -22,13 +22,13 @@ from lazyconv.errors import UnsupportedCompressionError
 from lazyconv.lazy import LazyDownConvertedRecords, overflow_padding
 from lazyconv.records import Compression, FileRecords
 
-# Conversions where Kafka's lazy send re-sends the first converted batch (trap 7).
+# Conversions where Kafka's lazy send re-sends the first converted batch (Kafka's duplicate batch).
 DUPLICATE_CASES = {
     ("09_control_first_duplicate", "to1_f0"),
     ("09_control_first_duplicate", "to0_f0"),
     ("12_mid_batch_fetch_uncompressed", "to1_f210_whole_first_batch_dropped"),
 }
-# Conversions where Kafka loses good batches in the chunk of a later zstd batch (trap 3).
+# Conversions where Kafka loses good batches in the chunk of a later zstd batch (zstd fails the whole call).
 ZSTD_MID_CHUNK_CASES = {("06_zstd_after_data", "to1_f0"), ("06_zstd_after_data", "to0_f0")}
 
 
@@ -87,7 +87,7 @@ def test_eager_down_conversion(case: dict, conv: dict) -> None:
     ids=[f"{c['name']}-{v['name']}" for c, v in CASES if "error" not in v["downconvert"]],
 )
 def test_file_down_conversion(case: dict, conv: dict) -> None:
-    """``FileRecords.downConvert`` returns the input itself when nothing was converted (trap 11),
+    """``FileRecords.downConvert`` returns the input itself when nothing was converted,
     otherwise the same as ``RecordsUtil.downConvert``."""
     expected = conv.get("downconvert_file", conv["downconvert"])
     with _open_input(case, conv) as records:

@@ -1,4 +1,4 @@
-"""What a broker puts in each partition of a FetchResponse (fetch-protocol.md §6 and §8).
+"""What a broker puts in each partition of a FetchResponse (docs/guide/fetch-response.md).
 
 Two helpers, both pure functions of their inputs (no logs, no sockets):
 
@@ -100,7 +100,7 @@ def fetch_replica_id(version: int, request: Mapping[str, Any]) -> int:
 def is_follower_fetch(version: int, request: Mapping[str, Any]) -> bool:
     """Whether a decoded FetchRequest comes from a follower broker (replica id ≥ 0).
 
-    −1 is a consumer and −2 a debugging consumer; both are consumers for §6's rules.
+    −1 is a consumer and −2 a debugging consumer; both are consumers for the conversion rules.
     """
     return fetch_replica_id(version, request) >= 0
 
@@ -146,7 +146,7 @@ def broker_partition_response(
     extra_fields: Mapping[str, Any] | None = None,
     lazy_records_factory: Callable[[Records, int, int], SendableRecords] | None = None,
 ) -> dict[str, Any]:
-    """The partition entry a broker sends for one read result (fetch-protocol.md §6).
+    """The partition entry a broker sends for one read result (docs/guide/fetch-response.md).
 
     ``records`` is what the log read returned (``None`` for an error read, bytes,
     ``MemoryRecords`` or a ``FileRecords`` slice — typically from :meth:`FetchBudget.read`).
@@ -184,7 +184,7 @@ def broker_partition_response(
         return error_partition(partition_index, ErrorCode.UNSUPPORTED_VERSION)
     if records is None or _size(records) == 0:
         # Error reads and empty reads are converted as empty records: S_pre = 0, and the
-        # records field is empty rather than null (trap 6).
+        # records field is empty rather than null (error partitions).
         entry["records"] = b""
         return entry
     if lazy_records_factory is None:
@@ -252,7 +252,7 @@ class FetchBudget:
         self.min_one = not self.hard_limit
 
     def take(self, first_batch_size: int, available: int, partition_max_bytes: int) -> int:
-        """Bytes one partition reads under KIP-74, consuming them from the budget (§8).
+        """Bytes one partition reads under KIP-74, consuming them from the budget.
 
         ``first_batch_size`` is the size of the batch holding the fetch offset, ``available``
         the bytes readable from that batch's start (bounded by the high watermark or last

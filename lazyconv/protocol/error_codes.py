@@ -8,7 +8,7 @@ __all__ = ["ErrorCode"]
 
 
 class ErrorCode(IntEnum):
-    """Error codes a Fetch response can carry, with Kafka's numbers (fetch-protocol.md §9)."""
+    """Error codes a Fetch response can carry, with Kafka's numbers (docs/guide/fetch-response.md)."""
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0

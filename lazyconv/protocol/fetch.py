@@ -1,6 +1,6 @@
 """The Fetch API (key 1), versions 0–17: FetchRequest and the lazy FetchResponse encoder.
 
-Schemas follow FetchRequest.json / FetchResponse.json (fetch-protocol.md §3.1, §4.1) with field
+Schemas follow FetchRequest.json / FetchResponse.json (docs/guide/fetch-response.md) with field
 names in snake_case. Flexible from v12: request header v2 / response header v1.
 
 :class:`FetchResponse` never copies or converts records while it is built: it encodes the

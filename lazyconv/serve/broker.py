@@ -445,7 +445,7 @@ class Broker:
         plan = _FetchPlan()
         budget = FetchBudget(version, request.get("max_bytes") if version >= 3 else None)
         plan.limit = budget.limit
-        # Followers are exempt from message.downconversion.enable (fetch-protocol.md §6 3a).
+        # Followers are exempt from message.downconversion.enable (docs/guide/fetch-response.md).
         is_follower = is_follower_fetch(version, request)
         read: list[tuple[str, dict[str, Any]]] = []
         rejected: list[tuple[str, dict[str, Any]]] = []
@@ -473,7 +473,7 @@ class Broker:
     def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
                         budget: FetchBudget, plan: _FetchPlan,
                         is_follower: bool = False) -> dict[str, Any]:
-        """One partition of a fetch, as the response partition dict (fetch-protocol.md §6, §8)."""
+        """One partition of a fetch, as the response partition dict (docs/guide/fetch-response.md)."""
         index = part["partition"]
         fetch_offset = part["fetch_offset"]
         config = self.topic_config(topic)
@@ -522,7 +522,7 @@ class Broker:
 
 
 def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
-    """Bytes of ``region`` this partition gets under KIP-74 (fetch-protocol.md §8).
+    """Bytes of ``region`` this partition gets under KIP-74 (docs/guide/fetch-response.md).
 
     The rules are :meth:`FetchBudget.take`'s; the region already starts at the batch holding
     the fetch offset, so finding it costs a bisect of the entry index rather than reading every
@@ -553,7 +553,7 @@ class _FetchPlan:
 
 
 def _group_by_topic(partitions: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Consecutive partitions of one topic share a topic entry (fetch-protocol.md trap 12)."""
+    """Consecutive partitions of one topic share a topic entry (docs/guide/fetch-response.md: response partition order)."""
     topics: list[dict[str, Any]] = []
     for name, entry in partitions:
         if topics and topics[-1]["topic"] == name:

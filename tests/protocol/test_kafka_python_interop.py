@@ -200,7 +200,7 @@ def kp_request(version: int) -> Any:
         kwargs["cluster_id"] = "cluster-x"
     if version >= 15:
         # A follower's state (non-default). kafka-python also writes a *default* ReplicaState
-        # tag, where Java compares with a default struct and omits it (trap 10; we follow Java).
+        # tag, where Java compares with a default struct and omits it (tagged fields only when not default; we follow Java).
         kwargs["replica_state"] = kp_fetch.FetchRequest.ReplicaState(replica_id=1, replica_epoch=5)
     request = kp_fetch.FetchRequest(**kwargs)
     request.with_header(correlation_id=31, client_id="kp-client")

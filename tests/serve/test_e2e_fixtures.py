@@ -87,7 +87,7 @@ def consume_kafka_python(bootstrap: str, api_version, parts: dict, *, max_partit
             try:
                 polled = consumer.poll(timeout_ms=200)
             except RecordTooLargeError as exc:
-                # Kafka's own behaviour (downconversion.md 7.7): a fetch whose only batch is a
+                # Kafka's own behaviour (docs/guide/down-conversion.md): a fetch whose only batch is a
                 # control batch converts to 12 bytes with no complete entry, which a Fetch v0-2
                 # client reports as "record too large". Legitimate only past the partition's
                 # last record, where nothing is left to consume: stop fetching it.
