@@ -116,7 +116,7 @@ def _gunzip(data: bytes) -> bytes:
 
 
 def test_compressed_batch_becomes_one_v1_wrapper_unfiltered() -> None:
-    """Traps 2 and 4: compressed → one wrapper, same codec, no first-offset filtering."""
+    """A compressed batch becomes one wrapper with the same codec, and is not filtered by offset."""
     data, stats = _convert(_gzip_input(), 1, first_offset=22)
     offset, size, _crc, magic, attributes, timestamp, key_len, value_len = struct.unpack_from(
         ">qiIbbqii", data
