@@ -84,7 +84,7 @@ class _CommandFormatter(logging.Formatter):
         return text
 
 
-class _CommandHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _CommandHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
     """The CLI's stderr handler (replaced, not duplicated, when main() runs again)."""
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from lazyconv.errors import (
     ConfigurationError,
@@ -40,6 +40,9 @@ from lazyconv.records.types import RecordBatch, TimestampType
 
 if TYPE_CHECKING:
     from lazyconv._types import Records
+    from lazyconv.records.memory import MemoryRecords
+
+RecordsT = TypeVar("RecordsT", covariant=True)
 
 __all__ = [
     "ConversionStats",
@@ -97,11 +100,11 @@ ZERO_STATS = ConversionStats()
 
 
 @dataclass(frozen=True)
-class ConvertedRecords:
+class ConvertedRecords(Generic[RecordsT]):
     """The result of a down-conversion: the records (``MemoryRecords``, or the input itself for
     :func:`down_convert_file` when nothing was converted) and the :class:`ConversionStats`."""
 
-    records: Records
+    records: RecordsT
     stats: ConversionStats
 
 
@@ -301,7 +304,9 @@ def down_convert_bytes(
     return out, stats
 
 
-def down_convert(batches: Iterable[RecordBatch], to_magic: int, first_offset: int) -> ConvertedRecords:
+def down_convert(
+    batches: Iterable[RecordBatch], to_magic: int, first_offset: int
+) -> ConvertedRecords[MemoryRecords]:
     """Down-convert ``batches`` to ``to_magic`` as Kafka's ``RecordsUtil.downConvert`` does.
 
     ``batches`` is any iterable of batches (``MemoryRecords(...).batches()``,
@@ -318,7 +323,9 @@ def down_convert(batches: Iterable[RecordBatch], to_magic: int, first_offset: in
     return ConvertedRecords(MemoryRecords(data), stats)
 
 
-def down_convert_file(records: Records, to_magic: int, first_offset: int) -> ConvertedRecords:
+def down_convert_file(
+    records: Records, to_magic: int, first_offset: int
+) -> ConvertedRecords[Records]:
     """Kafka's ``FileRecords.downConvert``: like :func:`down_convert` over ``records.batches()``,
     except that when no record was converted the result is ``records`` itself (all of its bytes,
     trailing partial batch and control batches included) with all-zero stats (see docs/guide/down-conversion.md)."""

@@ -55,6 +55,7 @@ def _build_response(files, to_magic: int, chunk_kib: int | None):
 
     partitions = []
     for index, records in enumerate(files):
+        converted: MemoryRecords | LazyDownConvertedRecords
         if chunk_kib is None:
             converted = MemoryRecords(down_convert(records.batches(), to_magic, 0).records.buffer)
         else:

@@ -57,6 +57,7 @@ def _one_fetch(path: str, partitions: int, mode: str, chunk_size: int, queue) ->
     start = time.perf_counter()
     partition_data = []
     for index in range(partitions):
+        converted: MemoryRecords | LazyDownConvertedRecords
         if mode == "eager":
             converted = MemoryRecords(down_convert(records.batches(), 1, 0).records.buffer)
         else:

@@ -28,6 +28,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from lazyconv.benchmarks._common import (
     CODEC_IDS,
@@ -157,7 +158,7 @@ def run(
                 continue
             if decoded(output) != expected:
                 raise AssertionError(f"{name} converted {codec}/{value_size} B to v{to_magic} wrongly")
-            calls[name] = lambda convert=convert, data=data, to_magic=to_magic: convert(data, to_magic)
+            calls[name] = partial(convert, data, to_magic)
         row.update(interleaved_best(calls, repeat, CLOCKS[clock]))
         results.append(row)
     return results

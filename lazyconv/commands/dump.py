@@ -289,7 +289,7 @@ class _Dumper:
             if common["batch_base_offset"] is None:
                 # after the first record: a legacy wrapper's base offset needs decompression
                 common["batch_base_offset"] = batch.base_offset
-            obj = {
+            obj: dict[str, Any] = {
                 "offset": record.offset,
                 "timestamp": None if magic == 0 else record.timestamp,
                 "timestamp_type": None if magic == 0 else timestamp_type,
