@@ -13,9 +13,9 @@ import pytest
 
 from lazyconv.protocol import FetchRequest, FetchResponse, error_partition, readable_magic
 
-kp_fetch = pytest.importorskip("kafka.protocol.consumer.fetch")
-kp_old = pytest.importorskip("kafka.protocol.old.fetch")
-kp_records = pytest.importorskip("kafka.record.memory_records")
+kp_fetch = pytest.importorskip("kafka.protocol.consumer.fetch", reason="needs the dev extra: pip install -e '.[dev]'")
+kp_old = pytest.importorskip("kafka.protocol.old.fetch", reason="needs the dev extra: pip install -e '.[dev]'")
+kp_records = pytest.importorskip("kafka.record.memory_records", reason="needs the dev extra: pip install -e '.[dev]'")
 
 VERSIONS = range(0, 18)
 TOPIC_A = uuid.UUID("11111111-2222-3333-4444-555555555555")

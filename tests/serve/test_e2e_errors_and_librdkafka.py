@@ -13,8 +13,8 @@ from lazyconv.protocol.headers import encode_request_header
 from lazyconv.serve import TopicConfig
 from tests.serve.logbuild import build_mixed_log, build_zstd_log
 
-kafka = pytest.importorskip("kafka")
-confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka", reason="needs the dev extra: pip install -e '.[dev]'")
+confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs the dev extra: pip install -e '.[dev]'")
 
 TOPIC = "legacy-consumers"
 

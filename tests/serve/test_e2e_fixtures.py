@@ -13,8 +13,8 @@ from lazyconv.fixtures import checksum as fixture_checksum
 from lazyconv.records import FileRecords
 from tests.conftest import REPO_ROOT
 
-kafka = pytest.importorskip("kafka")
-confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka", reason="needs the dev extra: pip install -e '.[dev]'")
+confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs the dev extra: pip install -e '.[dev]'")
 from kafka.consumer.fetcher import RecordTooLargeError  # noqa: E402
 
 # api_version -> magic the consumer reads (Fetch v1, v2, v3, v5)
