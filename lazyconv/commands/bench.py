@@ -50,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         try:
             module = importlib.import_module(f"lazyconv.benchmarks.{BENCHMARKS[name]}")
-            status = max(status, module.main(args.options, prog=f"lazyconv bench {name}"))
+            options = {"prog": f"lazyconv bench {name}"}
+            if name == "chunk-sizes":  # the scripts write into the checkout; the CLI under out/
+                options["default_plot"] = "out/bench/chunk_sizes.png"
+            status = max(status, module.main(args.options, **options))
         except ModuleNotFoundError as exc:
             error = missing_extra(exc, f"lazyconv bench {name}")
             if error is None:
