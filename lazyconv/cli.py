@@ -117,7 +117,10 @@ def _describe(exc: BaseException) -> tuple[str, int]:
             return f"{verb} {exc.filename}: {exc.strerror}", EXIT_USAGE
         return f"{exc.strerror or exc}", EXIT_USAGE
     if isinstance(exc, (OverflowError, ValueError)):
-        return f"bad value: {exc}", EXIT_USAGE
+        text = str(exc)
+        if text.startswith("invalid literal for int() with base 10: "):
+            text = "not an integer: " + text.rsplit(": ", 1)[1]
+        return f"bad value: {text}", EXIT_USAGE
     text = str(exc).splitlines()[0] if str(exc) else ""
     return (
         f"internal error: {type(exc).__name__}: {text} (please report it, with the output of "

@@ -119,6 +119,7 @@ def _cases(f: dict[str, Path], tmp: Path) -> Iterator[tuple[str, list[str], int,
 
     yield "validate", ["validate", missing], USAGE, "No such file or directory"
     yield "validate", ["validate", str(f["segment.log"])], USAGE, "not a directory"
+    yield "validate", ["validate", folder, "--to-magic", "abc"], USAGE, "not an integer: 'abc'"
 
     yield "fixtures generate", ["fixtures", "generate", str(tmp / "fx"), "--size", "lots"], \
         USAGE, "not a size"
