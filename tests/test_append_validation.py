@@ -340,3 +340,13 @@ def test_a_rejected_decision_cannot_be_applied() -> None:
     decision = validate_produce(None, produce_version=8)
     with pytest.raises(ConfigurationError):
         ProducerStateTable().apply(decision, 0)
+
+
+def test_max_timestamp_is_corrected_whatever_the_attribute_bits() -> None:
+    """Found by the fuzzer: attribute bits above bit 14 (unused) must not break the rewrite."""
+    data = v2_batch(2, timestamps=[5, 9])
+    bad = recrafted(data, attributes=-0x8000, max_timestamp=1)  # bit 15 set, CreateTime
+    (entry,) = validate_produce(bad, produce_version=8).entries
+    (batch,) = list(MemoryRecords(entry.data).batches())
+    assert batch.max_timestamp == 9 and batch.is_valid()
+    assert entry.data[:35] == bad[:17] + entry.data[17:21] + bad[21:35]

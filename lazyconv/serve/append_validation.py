@@ -75,7 +75,7 @@ from lazyconv.errors import (
     UnsupportedCompressionError,
 )
 from lazyconv.records import DefaultBatch, LegacyBatch, MemoryRecords
-from lazyconv.records.builder import encode_v2_batch
+from lazyconv.records._codec import crc32c
 from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 
 __all__ = [
@@ -101,6 +101,7 @@ _ZSTD = 4
 _LEGACY_HEADER = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
 _LEGACY_OVERHEAD = {0: 14, 1: 22}
 
 
@@ -588,7 +589,7 @@ def _validate_v2(batch: DefaultBatch, config: AppendConfig, now_ms: int | None) 
     _raise_record_errors(errors, timestamp_errors)
     data = bytes(batch.buffer())
     if create_time and batch.max_timestamp != max_timestamp:
-        data = _with_max_timestamp(batch, data, max_timestamp)
+        data = _with_max_timestamp(data, max_timestamp)
     else:
         max_timestamp = batch.max_timestamp
     return AppendEntry(
@@ -604,21 +605,13 @@ def _validate_v2(batch: DefaultBatch, config: AppendConfig, now_ms: int | None) 
     )
 
 
-def _with_max_timestamp(batch: DefaultBatch, data: bytes, max_timestamp: int) -> bytes:
-    """``data`` with MaxTimestamp set (and the CRC recomputed), as Kafka's setMaxTimestamp."""
-    return encode_v2_batch(
-        base_offset=batch.base_offset,
-        partition_leader_epoch=batch.partition_leader_epoch,
-        attributes=_I32.unpack(b"\x00\x00" + data[21:23])[0],
-        last_offset_delta=batch.last_offset_delta,
-        base_timestamp=batch.base_timestamp,
-        max_timestamp=max_timestamp,
-        producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence,
-        record_count=batch.record_count,
-        payload=data[61:],
-    )
+def _with_max_timestamp(data: bytes, max_timestamp: int) -> bytes:
+    """``data`` (one v2 batch) with MaxTimestamp set and the CRC-32C recomputed, as Kafka's
+    ``setMaxTimestamp`` does; every other byte is kept."""
+    out = bytearray(data)
+    _I64.pack_into(out, 35, max_timestamp)
+    _U32.pack_into(out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
 
 
 def _validate_legacy(batch: LegacyBatch, config: AppendConfig, now_ms: int | None) -> AppendEntry:
