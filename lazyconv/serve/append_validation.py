@@ -717,7 +717,7 @@ def _check_producers(
         if entry.producer_id < 0:
             continue
         current = producers.entry(entry.producer_id)
-        if current is not None and entry.producer_id not in updated:
+        if current is not None:  # each batch is compared with the appended state, as in Kafka
             duplicate = current.find_duplicate(entry.producer_epoch, entry.first_sequence, entry.last_sequence)
             if duplicate is not None:
                 log.info("producer %d: duplicate of the batch at offset %d", entry.producer_id,
