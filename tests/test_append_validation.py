@@ -350,3 +350,12 @@ def test_max_timestamp_is_corrected_whatever_the_attribute_bits() -> None:
     (batch,) = list(MemoryRecords(entry.data).batches())
     assert batch.max_timestamp == 9 and batch.is_valid()
     assert entry.data[:35] == bad[:17] + entry.data[17:21] + bad[21:35]
+
+
+def test_a_timestamp_beyond_int64_is_invalid_timestamp() -> None:
+    """Found by the fuzzer: BaseTimestamp + delta past int64 (Java would wrap it)."""
+    data = v2_batch(2, timestamps=[5, 9])
+    bad = recrafted(data, base_timestamp=(1 << 63) - 3)  # record 1 (delta 4) is past int64
+    decision = validate_produce(bad, produce_version=8)
+    assert_rejected(decision, E.INVALID_TIMESTAMP)
+    assert [e.batch_index for e in decision.record_errors] == [1]

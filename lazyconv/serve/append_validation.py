@@ -97,6 +97,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's max.message.bytes default
 BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN: the duplicate window
 _INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
 _ZSTD = 4
 _LEGACY_HEADER = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _I32 = struct.Struct(">i")
@@ -524,7 +525,7 @@ def _check_batch_header(batch: DefaultBatch, config: AppendConfig) -> None:
 def _timestamp_error(
     index: int, offset: int, timestamp: int, config: AppendConfig, now_ms: int | None
 ) -> RecordError | None:
-    if timestamp < -1:
+    if timestamp < -1 or timestamp > _INT64_MAX:  # Java would wrap BaseTimestamp + delta
         return RecordError(index, f"Timestamp {timestamp} of message with offset {offset} is invalid")
     if timestamp == -1 or now_ms is None:
         return None
