@@ -359,3 +359,15 @@ def test_a_timestamp_beyond_int64_is_invalid_timestamp() -> None:
     decision = validate_produce(bad, produce_version=8)
     assert_rejected(decision, E.INVALID_TIMESTAMP)
     assert [e.batch_index for e in decision.record_errors] == [1]
+
+
+def test_the_producer_table_forgets_the_least_recent_producer_first() -> None:
+    table = ProducerStateTable(max_producers=2)
+    assert append(table, idem(0, pid=1), 0).accepted
+    assert append(table, idem(0, pid=2), 2).accepted
+    assert append(table, idem(2, pid=1), 4).accepted  # producer 1 is now the most recent
+    assert append(table, idem(0, pid=3), 6).accepted  # producer 2 is forgotten
+    assert len(table) == 2 and table.entry(2) is None and table.entry(1) is not None
+    assert append(table, idem(9, pid=2), 8).accepted  # starts afresh, like after Kafka's expiry
+    with pytest.raises(ConfigurationError):
+        ProducerStateTable(max_producers=0)

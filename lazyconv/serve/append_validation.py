@@ -59,6 +59,7 @@ rewritten), as Kafka's in-place assignment does.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import struct
 import zlib
@@ -282,14 +283,40 @@ class ProducerStateTable:
 
     :func:`validate_produce` reads it; :meth:`apply` records an append; :meth:`end_transaction`
     closes a producer's open transaction when its COMMIT/ABORT marker is written.
+
+    Memory is bounded: at most ``max_producers`` producers are kept, the one that appended
+    least recently is forgotten first (Kafka expires idle producers after
+    ``producer.id.expiration.ms``); a forgotten producer's next batch starts it afresh, with any
+    sequence, as after Kafka's expiry. Producers with an open transaction are forgotten last.
     """
 
-    def __init__(self) -> None:
-        self._entries: dict[int, ProducerEntry] = {}
+    def __init__(self, max_producers: int = 65536) -> None:
+        if max_producers < 1:
+            raise ConfigurationError(f"max_producers must be at least 1, got {max_producers}")
+        self.max_producers = max_producers
+        self._entries: collections.OrderedDict[int, ProducerEntry] = collections.OrderedDict()
 
     def entry(self, producer_id: int) -> ProducerEntry | None:
-        """The producer's state, or ``None`` if it never appended here."""
+        """The producer's state, or ``None`` if it never appended here (or was forgotten)."""
         return self._entries.get(producer_id)
+
+    def _state(self, producer_id: int) -> ProducerEntry:
+        state = self._entries.get(producer_id)
+        if state is None:
+            state = self._entries[producer_id] = ProducerEntry(producer_id)
+            self._evict()
+        else:
+            self._entries.move_to_end(producer_id)
+        return state
+
+    def _evict(self) -> None:
+        while len(self._entries) > self.max_producers:
+            older = itertools.islice(self._entries.items(), len(self._entries) - 1)  # not the newest
+            victim = next(
+                (pid for pid, e in older if e.transaction_first_offset is None),
+                next(iter(self._entries)),
+            )
+            del self._entries[victim]
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -303,12 +330,11 @@ class ProducerStateTable:
             first, offset = offset, offset + entry.offset_count
             if entry.producer_id < 0:
                 continue
-            state = self._entries.setdefault(entry.producer_id, ProducerEntry(entry.producer_id))
-            _record_batch(state, entry, first)
+            _record_batch(self._state(entry.producer_id), entry, first)
 
     def end_transaction(self, producer_id: int, producer_epoch: int) -> None:
         """Close the producer's open transaction (a marker was written); a newer epoch is taken."""
-        state = self._entries.setdefault(producer_id, ProducerEntry(producer_id))
+        state = self._state(producer_id)
         if producer_epoch > state.producer_epoch:
             state.producer_epoch = producer_epoch
             state.batches.clear()
