@@ -52,3 +52,18 @@ def test_a_short_fuzz_run_finds_nothing() -> None:
     assert set(report.per_target) == set(TARGETS)
     assert report.executions > 5_000
     assert report.max_traced_bytes < 64 << 20
+
+
+def test_a_running_alarm_timer_survives_the_oracle() -> None:
+    import signal
+
+    previous = signal.signal(signal.SIGALRM, lambda *_: None)
+    signal.setitimer(signal.ITIMER_REAL, 60.0)
+    try:
+        with Oracle(timeout=0.5).armed():
+            pass
+        left, _interval = signal.getitimer(signal.ITIMER_REAL)
+        assert 55.0 < left <= 60.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -164,7 +164,10 @@ class Oracle:
 
     @contextmanager
     def armed(self) -> Iterator[None]:
-        """Install the SIGALRM handler and tracemalloc for a series of inputs."""
+        """Install the SIGALRM handler and tracemalloc for a series of inputs; a timer that
+        was running (e.g. pytest-timeout's) is re-armed with what was left of it afterwards."""
+        previous_timer = signal.getitimer(signal.ITIMER_REAL)
+        armed_at = time.monotonic()
         previous = signal.signal(signal.SIGALRM, _raise_timeout)
         started = False
         if self.trace_memory and not tracemalloc.is_tracing():
@@ -175,6 +178,9 @@ class Oracle:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+            if previous_timer[0] > 0:
+                left = max(previous_timer[0] - (time.monotonic() - armed_at), 0.001)
+                signal.setitimer(signal.ITIMER_REAL, left, previous_timer[1])
             if started:
                 tracemalloc.stop()
 
