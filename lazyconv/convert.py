@@ -12,13 +12,16 @@ docs/guide/down-conversion.md):
 - the first-offset filter drops records below ``first_offset`` only from converted,
   uncompressed batches (and only for targets 0/1); a converted batch left with no record is
   dropped entirely;
-- headers, producer state, the transactional flag and the partition leader epoch are dropped.
+- headers, producer state, the transactional flag and the partition leader epoch are dropped;
+- a record with a negative offset is refused (:class:`~lazyconv.errors.InvalidRecordError`)
+  instead of being written into messages our reader (and Kafka's) rejects or misreads.
 
 This module knows nothing of chunks or of the committed size: that is :mod:`lazyconv.lazy`.
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -51,6 +54,7 @@ __all__ = [
     "down_convert_bytes",
     "down_convert_file",
     "ZSTD_DOWN_CONVERSION_MESSAGE",
+    "negative_offset_error",
 ]
 
 ZSTD_DOWN_CONVERSION_MESSAGE = "Down-conversion of zstandard-compressed batches is not supported"
@@ -62,6 +66,8 @@ _RECORD_OVERHEAD = {0: 14, 1: 22}
 _LOG_APPEND_TIME_FLAG = 0x08
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
+_I64 = struct.Struct(">q")
+_LOG_HEADER = struct.Struct(">qi")
 
 
 @dataclass(frozen=True)
@@ -170,6 +176,7 @@ def _convert_batch_into_generic(
     max_timestamp = -1
     written = 0
     last_offset = 0
+    first_kept = 0
     append = append_legacy_message
     for record in batch:
         offset = record.offset
@@ -181,6 +188,8 @@ def _convert_batch_into_generic(
                 batch.position,
             )
         timestamp = log_append_time if log_append else record.timestamp
+        if written == 0:
+            first_kept = offset
         if written == 0 and relative:
             relative_to = offset
         if not (
@@ -196,6 +205,8 @@ def _convert_batch_into_generic(
         last_offset = offset
     if written == 0:
         return 0, 0
+    if first_kept < 0:  # checked after parsing every record, as the fused path does
+        raise negative_offset_error(first_kept, batch.position)
     uncompressed = len(target) - start
     if not compressed:
         return written, uncompressed
@@ -250,6 +261,8 @@ def _convert_v2_batch_into(
             out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, first_offset,
             to_magic, message_attributes, False, position + 61, position, False,
         )
+        if written and (first := _I64.unpack_from(out, start)[0]) < 0:  # the least kept offset
+            raise negative_offset_error(first, position)
         return written, len(out) - start
     data = decompress(compression, payload, 2, batch.max_decompressed_size, position=position + 61)
     inner = bytearray()
@@ -259,6 +272,9 @@ def _convert_v2_batch_into(
     )
     if written == 0:
         return 0, 0
+    first = _first_inner_offset(inner, last_offset, to_magic)
+    if first < 0:
+        raise negative_offset_error(first, position)
     value = compress(compression, inner, to_magic)  # default level, v0 LZ4 quirk by magic
     append_legacy_message(
         out,
@@ -270,6 +286,28 @@ def _convert_v2_batch_into(
         codec | message_attributes,
     )
     return written, len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
+
+
+def negative_offset_error(offset: int, position: int) -> InvalidRecordError:
+    """The error for a record whose offset is negative: no legacy message may carry one (a v1
+    wrapper could not even express it, and a log never holds one), so down-conversion refuses."""
+    return InvalidRecordError(
+        f"record offset {offset} is negative: down-conversion refuses negative offsets", position
+    )
+
+
+def _first_inner_offset(inner: bytearray, last_offset: int, to_magic: int) -> int:
+    """The absolute offset of the first of the legacy messages in ``inner`` (the inner messages
+    of a wrapper whose last absolute offset is ``last_offset``)."""
+    first_field = _I64.unpack_from(inner, 0)[0]
+    if to_magic == 0:
+        return first_field  # absolute offsets
+    position = 0
+    last_relative = 0
+    while position < len(inner):  # v1: relative offsets, 0 for the first; find the last one
+        last_relative, size = _LOG_HEADER.unpack_from(inner, position)
+        position += _LOG_OVERHEAD + size
+    return last_offset - last_relative
 
 
 def down_convert_bytes(
