@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from zlib import crc32
+from zlib import crc32 as _zlib_crc32
 
-from crc32c import crc32c
+from crc32c import crc32c as _package_crc32c
 
 from lazyconv.errors import (
     CorruptRecordError,
@@ -25,6 +25,7 @@ from lazyconv.errors import (
     MalformedVarintError,
     RecordsError,
 )
+from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.types import Record
 
 __all__ = [
@@ -67,6 +68,11 @@ I8 = struct.Struct(">b")
 I32 = struct.Struct(">i")
 U32 = struct.Struct(">I")
 I64 = struct.Struct(">q")
+
+# CRC-32 and CRC-32C: the kernel's (PCLMULQDQ / SSE4.2 when the CPU has them) or zlib's and
+# the crc32c package's; same signature ``crc(data, value=0)`` and same results.
+crc32 = _kernel.crc32 if _kernel is not None else _zlib_crc32
+crc32c = _kernel.crc32c if _kernel is not None else _package_crc32c
 
 _MASK32 = 0xFFFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF

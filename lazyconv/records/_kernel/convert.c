@@ -1,0 +1,338 @@
+/* Down-conversion kernel (see convert.h). Every read is bounds-checked against the end of its
+ * range before it happens, whatever the length fields say. Anything unusual stops the kernel
+ * at the start of the batch: the Python reference parser then handles that batch, so errors
+ * (types, messages, positions) are the reference's. */
+#include "convert.h"
+
+#include <string.h>
+
+#include "crc.h"
+#include "format.h"
+
+static inline int64_t get_i64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t get_i32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+static inline void put_i64(uint8_t *p, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)u;
+        u >>= 8;
+    }
+}
+
+static inline void put_i32(uint8_t *p, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    p[0] = (uint8_t)(u >> 24);
+    p[1] = (uint8_t)(u >> 16);
+    p[2] = (uint8_t)(u >> 8);
+    p[3] = (uint8_t)u;
+}
+
+/* Unsigned base-128 varint of at most max_bytes bytes from [*pp, end); Java's semantics: bits
+ * beyond 64 are dropped (the caller masks to 32 for varints). Returns 0, or -1 if malformed. */
+static inline int read_uvarint(const uint8_t **pp, const uint8_t *end, int max_bytes, uint64_t *value)
+{
+    const uint8_t *p = *pp;
+    uint64_t v = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (p >= end)
+            return -1;
+        uint8_t b = *p++;
+        if (7 * i < 64)
+            v |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (b < 0x80) {
+            *pp = p;
+            *value = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static inline int read_varint(const uint8_t **pp, const uint8_t *end, int32_t *value)
+{
+    const uint8_t *p = *pp;
+    if (p < end && *p < 0x80) { /* one byte: the common case */
+        uint32_t u = *p;
+        *value = (int32_t)((u >> 1) ^ (0u - (u & 1)));
+        *pp = p + 1;
+        return 0;
+    }
+    uint64_t u;
+    if (read_uvarint(pp, end, 5, &u) < 0)
+        return -1;
+    uint32_t u32 = (uint32_t)u;
+    *value = (int32_t)((u32 >> 1) ^ (0u - (u32 & 1)));
+    return 0;
+}
+
+static inline int read_varlong(const uint8_t **pp, const uint8_t *end, int64_t *value)
+{
+    uint64_t u;
+    if (read_uvarint(pp, end, 10, &u) < 0)
+        return -1;
+    *value = (int64_t)((u >> 1) ^ (0ull - (u & 1)));
+    return 0;
+}
+
+/* 1 if [p, p+n) is well-formed UTF-8 as Python's strict decoder sees it (no surrogates, no
+ * overlong forms, nothing above U+10FFFF). */
+static int valid_utf8(const uint8_t *p, size_t n)
+{
+    const uint8_t *end = p + n;
+    while (p < end) {
+        uint8_t b = *p;
+        if (b < 0x80) {
+            p++;
+            continue;
+        }
+        size_t need;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (b >= 0xC2 && b <= 0xDF) {
+            need = 1;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            need = 2;
+            if (b == 0xE0)
+                lo = 0xA0;
+            else if (b == 0xED)
+                hi = 0x9F;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            need = 3;
+            if (b == 0xF0)
+                lo = 0x90;
+            else if (b == 0xF4)
+                hi = 0x8F;
+        } else {
+            return 0;
+        }
+        if ((size_t)(end - p) < need + 1)
+            return 0;
+        if (p[1] < lo || p[1] > hi)
+            return 0;
+        for (size_t i = 2; i <= need; i++)
+            if (p[i] < 0x80 || p[i] > 0xBF)
+                return 0;
+        p += need + 1;
+    }
+    return 1;
+}
+
+/* The headers of one record: structure and key encoding checked, nothing kept. */
+static int skip_headers(const uint8_t **pp, const uint8_t *end, int32_t count)
+{
+    const uint8_t *p = *pp;
+    if (count < 0 || count > end - p)
+        return -1;
+    for (int32_t i = 0; i < count; i++) {
+        int32_t klen, vlen;
+        if (read_varint(&p, end, &klen) < 0 || klen < 0 || klen > end - p)
+            return -1;
+        if (!valid_utf8(p, (size_t)klen))
+            return -1;
+        p += klen;
+        if (read_varint(&p, end, &vlen) < 0)
+            return -1;
+        if (vlen >= 0) {
+            if (vlen > end - p)
+                return -1;
+            p += vlen;
+        }
+    }
+    *pp = p;
+    return 0;
+}
+
+int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_records_params *params,
+                       uint8_t *out, size_t cap, lc_records_result *result)
+{
+    const uint8_t *p = data;
+    const uint8_t *end = data + n;
+    uint8_t *w = out;
+    const int v1 = params->to_magic == 1;
+    const size_t overhead = v1 ? LC_RECORD_OVERHEAD_V1 : LC_RECORD_OVERHEAD_V0;
+    int64_t kept = 0, last_kept = 0, rel = 0, max_timestamp = -1;
+    (void)cap; /* the caller reserved enough: see convert.h */
+
+    for (int64_t index = 0; index < count; index++) {
+        int32_t length, off_delta, klen, vlen, hcount;
+        int64_t ts_delta;
+        if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+            return -1;
+        const uint8_t *rec_end = p + length;
+        if (p >= rec_end)
+            return -1;
+        p++; /* attributes: unused */
+        if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
+            read_varint(&p, rec_end, &klen) < 0)
+            return -1;
+        const uint8_t *key = p;
+        if (klen >= 0) {
+            if (klen > rec_end - p)
+                return -1;
+            p += klen;
+        } else {
+            klen = -1;
+        }
+        if (read_varint(&p, rec_end, &vlen) < 0)
+            return -1;
+        const uint8_t *value = p;
+        if (vlen >= 0) {
+            if (vlen > rec_end - p)
+                return -1;
+            p += vlen;
+        } else {
+            vlen = -1;
+        }
+        if (read_varint(&p, rec_end, &hcount) < 0)
+            return -1;
+        if (hcount != 0 && skip_headers(&p, rec_end, hcount) < 0)
+            return -1;
+        if (p != rec_end)
+            return -1;
+
+        /* offsets and timestamps as exact integers: anything beyond int64 is the slow path's */
+        __int128 offset = (__int128)params->base_offset + off_delta;
+        if (params->filter && offset < params->first_offset)
+            continue;
+        __int128 timestamp = params->has_log_append_time ? (__int128)params->log_append_time
+                                                         : (__int128)params->base_timestamp + ts_delta;
+        if (offset > INT64_MAX || offset < INT64_MIN || timestamp > INT64_MAX || timestamp < -1)
+            return -1;
+        if (kept > 0 && offset <= last_kept)
+            return -1;
+        if (kept == 0 && params->relative_offsets)
+            rel = (int64_t)offset;
+        __int128 written_offset = offset - rel;
+        if (written_offset > INT64_MAX || written_offset < INT64_MIN)
+            return -1;
+        last_kept = (int64_t)offset;
+        if ((int64_t)timestamp > max_timestamp)
+            max_timestamp = (int64_t)timestamp;
+        kept++;
+
+        size_t kbytes = klen > 0 ? (size_t)klen : 0;
+        size_t vbytes = vlen > 0 ? (size_t)vlen : 0;
+        size_t size = overhead + kbytes + vbytes;
+        put_i64(w, (int64_t)written_offset);
+        put_i32(w + LC_SIZE_OFFSET, (int32_t)size);
+        uint8_t *body = w + LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET;
+        uint8_t *q = body;
+        *q++ = (uint8_t)params->to_magic;
+        *q++ = params->attributes;
+        if (v1) {
+            put_i64(q, (int64_t)timestamp);
+            q += 8;
+        }
+        put_i32(q, klen);
+        q += 4;
+        memcpy(q, key, kbytes);
+        q += kbytes;
+        put_i32(q, vlen);
+        q += 4;
+        memcpy(q, value, vbytes);
+        q += vbytes;
+        put_i32(w + LC_LOG_OVERHEAD + LC_LEGACY_CRC_OFFSET, (int32_t)lc_crc32(0, body, (size_t)(q - body)));
+        w = q;
+    }
+    if (p != end)
+        return -1;
+    result->kept = kept;
+    result->last_kept_offset = last_kept;
+    result->max_timestamp = max_timestamp;
+    result->written = (size_t)(w - out);
+    return 0;
+}
+
+void lc_convert_run(const uint8_t *data, size_t n, int to_magic, int64_t first_offset, uint8_t *out,
+                    size_t cap, lc_run_result *result)
+{
+    size_t pos = 0, written = 0;
+    int64_t converted = 0, temporary = 0;
+    enum lc_stop stop = LC_STOP_END;
+    lc_records_params params;
+    memset(&params, 0, sizeof params);
+    params.filter = 1;
+    params.first_offset = first_offset;
+    params.to_magic = to_magic;
+
+    while (pos < n) {
+        const uint8_t *batch = data + pos;
+        size_t remaining = n - pos;
+        if (remaining < LC_HEADER_SIZE_UP_TO_MAGIC) {
+            stop = LC_STOP_PARTIAL;
+            break;
+        }
+        int32_t length = get_i32(batch + LC_LENGTH_OFFSET);
+        if (batch[LC_MAGIC_OFFSET] != 2) {
+            stop = LC_STOP_NOT_V2;
+            break;
+        }
+        if (length < LC_BATCH_LENGTH_MIN) {
+            stop = LC_STOP_INVALID;
+            break;
+        }
+        size_t size = (size_t)length + LC_LOG_OVERHEAD;
+        if (remaining < size) {
+            stop = LC_STOP_PARTIAL;
+            break;
+        }
+        uint8_t attributes = batch[LC_ATTRIBUTES_OFFSET + 1]; /* the low byte of the int16 */
+        if (attributes & LC_CONTROL_FLAG_MASK) { /* dropped below magic 2 */
+            pos += size;
+            continue;
+        }
+        if (attributes & LC_COMPRESSION_CODEC_MASK) {
+            stop = LC_STOP_COMPRESSED;
+            break;
+        }
+        int32_t count = get_i32(batch + LC_RECORDS_COUNT_OFFSET);
+        size_t payload = size - LC_RECORD_BATCH_OVERHEAD;
+        if (count < 0 || (size_t)count > payload) {
+            stop = LC_STOP_INVALID;
+            break;
+        }
+        if (count == 0) {
+            pos += size;
+            continue;
+        }
+        size_t need = payload + (size_t)count * LC_MAX_GROWTH_PER_RECORD;
+        if (cap - written < need) {
+            stop = LC_STOP_NO_SPACE;
+            break;
+        }
+        params.base_offset = get_i64(batch + LC_BASE_OFFSET_OFFSET);
+        params.base_timestamp = get_i64(batch + LC_BASE_TIMESTAMP_OFFSET);
+        params.has_log_append_time = (attributes & LC_TIMESTAMP_TYPE_MASK) != 0;
+        params.log_append_time = get_i64(batch + LC_MAX_TIMESTAMP_OFFSET);
+        params.attributes = (params.has_log_append_time && to_magic == 1) ? LC_TIMESTAMP_TYPE_MASK : 0;
+        lc_records_result records;
+        if (lc_convert_records(batch + LC_RECORDS_OFFSET, payload, count, &params, out + written,
+                               cap - written, &records) < 0) {
+            stop = LC_STOP_INVALID;
+            break;
+        }
+        if (records.kept > 0) {
+            written += records.written;
+            converted += records.kept;
+            temporary += (int64_t)size + (int64_t)records.written;
+        }
+        pos += size;
+    }
+    result->consumed = pos;
+    result->written = written;
+    result->converted = converted;
+    result->temporary = temporary;
+    result->stop = stop;
+}

@@ -1,0 +1,63 @@
+/* The down-conversion kernel: magic v2 records to magic 0/1 messages, without Python objects.
+ * Pure C over byte ranges (no CPython API): callable with the GIL released. */
+#ifndef LAZYCONV_CONVERT_H
+#define LAZYCONV_CONVERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Why lc_convert_run stopped (the batch at `consumed` is left for the Python path). */
+enum lc_stop {
+    LC_STOP_END = 0,        /* every batch of the range was converted */
+    LC_STOP_COMPRESSED = 1, /* a compressed (non-control) batch */
+    LC_STOP_NOT_V2 = 2,     /* an entry whose magic is not 2 */
+    LC_STOP_PARTIAL = 3,    /* the range ends inside an entry */
+    LC_STOP_INVALID = 4,    /* a batch or record the strict parser must report (or an edge
+                               case such as an offset or timestamp beyond int64) */
+    LC_STOP_NO_SPACE = 5,   /* the output needs more room before the next batch */
+};
+
+/* Converting the records of one batch (or of one decompressed payload). */
+typedef struct {
+    int64_t base_offset;
+    int64_t base_timestamp;
+    int has_log_append_time;
+    int64_t log_append_time;
+    int filter;             /* records below first_offset are parsed but not written */
+    int64_t first_offset;
+    int to_magic;           /* 0 or 1 */
+    uint8_t attributes;     /* attributes of every written message */
+    int relative_offsets;   /* offsets relative to the first kept record (v1 wrapper inners) */
+} lc_records_params;
+
+typedef struct {
+    int64_t kept;
+    int64_t last_kept_offset;
+    int64_t max_timestamp;
+    size_t written;
+} lc_records_result;
+
+/* Bytes a converted record may need beyond its v2 bytes (v1: 34-byte message overhead with
+ * log header, against at least 7 bytes of v2 record). */
+#define LC_MAX_GROWTH_PER_RECORD 27
+
+/* Convert `count` records of data[0:n) into out[0:cap). Returns 0 on success (the records end
+ * exactly at n), -1 when the strict parser must take over (malformed or unwritable record).
+ * The caller guarantees cap >= n + count * LC_MAX_GROWTH_PER_RECORD. */
+int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_records_params *params,
+                       uint8_t *out, size_t cap, lc_records_result *result);
+
+typedef struct {
+    size_t consumed;        /* bytes of input fully handled (whole entries) */
+    size_t written;         /* bytes appended to out */
+    int64_t converted;      /* records written */
+    int64_t temporary;      /* sum of (batch size + bytes written) over batches that kept records */
+    enum lc_stop stop;
+} lc_run_result;
+
+/* Convert consecutive uncompressed v2 batches of data[0:n) to `to_magic` (0/1), dropping
+ * control batches, into out[0:cap). Stops at the first entry it does not handle. */
+void lc_convert_run(const uint8_t *data, size_t n, int to_magic, int64_t first_offset, uint8_t *out,
+                    size_t cap, lc_run_result *result);
+
+#endif

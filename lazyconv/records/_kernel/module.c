@@ -1,0 +1,300 @@
+/* lazyconv.records._ckernel: the CPython face of the compiled kernel (crc.c, convert.c).
+ *
+ * Every function that works on a buffer holds a Py_buffer on it and releases the GIL while the
+ * C code runs (CRCs only above a size where that pays). Nothing here constructs errors about
+ * the data: the kernel says where it stopped and the Python reference code takes over there.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "convert.h"
+#include "crc.h"
+#include "format.h"
+
+#define GIL_RELEASE_THRESHOLD 4096 /* CRCs of shorter buffers keep the GIL */
+
+static PyObject *crc_common(PyObject *args, int castagnoli)
+{
+    Py_buffer view;
+    unsigned long start = 0;
+    if (!PyArg_ParseTuple(args, "y*|k", &view, &start))
+        return NULL;
+    uint32_t crc = (uint32_t)start;
+    const uint8_t *p = view.buf;
+    size_t n = (size_t)view.len;
+    if (n >= GIL_RELEASE_THRESHOLD) {
+        Py_BEGIN_ALLOW_THREADS
+        crc = castagnoli ? lc_crc32c(crc, p, n) : lc_crc32(crc, p, n);
+        Py_END_ALLOW_THREADS
+    } else {
+        crc = castagnoli ? lc_crc32c(crc, p, n) : lc_crc32(crc, p, n);
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+PyDoc_STRVAR(crc32_doc, "crc32(data, value=0) -> int\n\nCRC-32 (zlib's) of data, continuing from value.");
+static PyObject *py_crc32(PyObject *self, PyObject *args) { return crc_common(args, 0); }
+
+PyDoc_STRVAR(crc32c_doc, "crc32c(data, value=0) -> int\n\nCRC-32C (Castagnoli) of data, continuing from value.");
+static PyObject *py_crc32c(PyObject *self, PyObject *args) { return crc_common(args, 1); }
+
+static int impl_from_name(const char *name, enum lc_crc_impl *impl)
+{
+    if (strcmp(name, "auto") == 0)
+        *impl = LC_CRC_AUTO;
+    else if (strcmp(name, "portable") == 0)
+        *impl = LC_CRC_PORTABLE;
+    else if (strcmp(name, "hardware") == 0)
+        *impl = LC_CRC_HARDWARE;
+    else
+        return -1;
+    return 0;
+}
+
+PyDoc_STRVAR(select_crc_doc,
+             "select_crc(crc32='auto', crc32c='auto') -> None\n\n"
+             "Force the CRC implementations ('auto', 'portable' or 'hardware'), for tests.\n"
+             "Raises ValueError for an unknown name or hardware the CPU lacks.");
+static PyObject *py_select_crc(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"crc32", "crc32c", NULL};
+    const char *a = "auto", *b = "auto";
+    enum lc_crc_impl ia, ib;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ss", kwlist, &a, &b))
+        return NULL;
+    if (impl_from_name(a, &ia) < 0 || impl_from_name(b, &ib) < 0) {
+        PyErr_Format(PyExc_ValueError, "CRC implementation must be auto, portable or hardware, got %s/%s", a, b);
+        return NULL;
+    }
+    if (lc_crc_select(ia, ib) < 0) {
+        PyErr_SetString(PyExc_ValueError, "this CPU lacks the instructions of the hardware CRC implementation");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(crc_implementations_doc,
+             "crc_implementations() -> (str, str)\n\nThe CRC-32 and CRC-32C implementations in use.");
+static PyObject *py_crc_implementations(PyObject *self, PyObject *noargs)
+{
+    return Py_BuildValue("(ss)", lc_crc32_impl_name(), lc_crc32c_impl_name());
+}
+
+PyDoc_STRVAR(cpu_features_doc, "cpu_features() -> tuple[str, ...]\n\nThe CPU features the kernel can use.");
+static PyObject *py_cpu_features(PyObject *self, PyObject *noargs)
+{
+    PyObject *list = PyList_New(0);
+    if (list == NULL)
+        return NULL;
+    if (lc_cpu_has_pclmul() && PyList_Append(list, PyUnicode_FromString("pclmul")) < 0)
+        goto fail;
+    if (lc_cpu_has_sse42() && PyList_Append(list, PyUnicode_FromString("sse4.2")) < 0)
+        goto fail;
+    PyObject *tuple = PyList_AsTuple(list);
+    Py_DECREF(list);
+    return tuple;
+fail:
+    Py_DECREF(list);
+    return NULL;
+}
+
+/* Room for the conversion of data[0:n): what lc_convert_run can need before it stops. */
+static size_t run_bound(const uint8_t *data, size_t n)
+{
+    size_t pos = 0, bound = 0;
+    while (n - pos >= LC_RECORD_BATCH_OVERHEAD) {
+        const uint8_t *b = data + pos;
+        int32_t length = (int32_t)(((uint32_t)b[8] << 24) | ((uint32_t)b[9] << 16) | ((uint32_t)b[10] << 8) | b[11]);
+        int32_t count = (int32_t)(((uint32_t)b[57] << 24) | ((uint32_t)b[58] << 16) | ((uint32_t)b[59] << 8) | b[60]);
+        if (b[LC_MAGIC_OFFSET] != 2 || length < LC_BATCH_LENGTH_MIN || (size_t)length + LC_LOG_OVERHEAD > n - pos)
+            break;
+        size_t payload = (size_t)length + LC_LOG_OVERHEAD - LC_RECORD_BATCH_OVERHEAD;
+        if (count > 0 && (size_t)count <= payload)
+            bound += payload + (size_t)count * LC_MAX_GROWTH_PER_RECORD;
+        pos += (size_t)length + LC_LOG_OVERHEAD;
+    }
+    return bound;
+}
+
+/* Grow `out` by `extra` bytes and lock it with a writable Py_buffer. */
+static int reserve(PyObject *out, Py_ssize_t extra, Py_ssize_t *start, Py_buffer *view)
+{
+    *start = PyByteArray_GET_SIZE(out);
+    if (extra > PY_SSIZE_T_MAX - *start) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (PyByteArray_Resize(out, *start + extra) < 0)
+        return -1;
+    return PyObject_GetBuffer(out, view, PyBUF_WRITABLE);
+}
+
+static int finish(PyObject *out, Py_buffer *view, Py_ssize_t length)
+{
+    PyBuffer_Release(view);
+    return PyByteArray_Resize(out, length);
+}
+
+PyDoc_STRVAR(convert_v2_run_doc,
+             "convert_v2_run(data, out, to_magic, first_offset) -> (consumed, converted, temporary, stop)\n\n"
+             "Down-convert the consecutive magic-2 batches at the start of data (a buffer of whole\n"
+             "entries) to magic to_magic (0 or 1), appending legacy messages to the bytearray out:\n"
+             "control batches are dropped, records below first_offset (an int64) are skipped and a\n"
+             "batch left without records writes nothing. Stops at the first entry it does not\n"
+             "handle: consumed is the number of input bytes handled, converted the records\n"
+             "written, temporary the sum of (batch size + bytes written) over the batches that\n"
+             "wrote records, stop why it ended (STOP_* constants; STOP_END: all of data). The\n"
+             "entry at `consumed` must be converted by the reference code, which raises the\n"
+             "errors. The GIL is released while converting; out must not be used by another\n"
+             "thread meanwhile (it is locked against resizing).");
+static PyObject *py_convert_v2_run(PyObject *self, PyObject *args)
+{
+    Py_buffer data, view;
+    PyObject *out;
+    int to_magic;
+    long long first_offset;
+    if (!PyArg_ParseTuple(args, "y*O!iL", &data, &PyByteArray_Type, &out, &to_magic, &first_offset))
+        return NULL;
+    if (to_magic != 0 && to_magic != 1) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "to_magic must be 0 or 1");
+        return NULL;
+    }
+    const uint8_t *p = data.buf;
+    size_t n = (size_t)data.len;
+    size_t consumed = 0;
+    int64_t converted = 0, temporary = 0;
+    enum lc_stop stop = LC_STOP_END;
+    for (;;) {
+        Py_ssize_t start;
+        size_t bound = run_bound(p + consumed, n - consumed);
+        if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0) {
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+        lc_run_result result;
+        Py_BEGIN_ALLOW_THREADS
+        lc_convert_run(p + consumed, n - consumed, to_magic, first_offset, (uint8_t *)view.buf + start,
+                       bound, &result);
+        Py_END_ALLOW_THREADS
+        if (finish(out, &view, start + (Py_ssize_t)result.written) < 0) {
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+        consumed += result.consumed;
+        converted += result.converted;
+        temporary += result.temporary;
+        stop = result.stop;
+        /* run_bound covers every batch the run converts; a second round is only a safety net */
+        if (stop != LC_STOP_NO_SPACE || result.consumed == 0)
+            break;
+    }
+    PyBuffer_Release(&data);
+    if (stop == LC_STOP_NO_SPACE)
+        stop = LC_STOP_INVALID;
+    return Py_BuildValue("(nLLi)", (Py_ssize_t)consumed, (long long)converted, (long long)temporary, (int)stop);
+}
+
+PyDoc_STRVAR(convert_v2_records_doc,
+             "convert_v2_records(out, data, count, base_offset, base_timestamp, log_append_time,\n"
+             "                   to_magic, attributes, relative_offsets) -> (kept, last_offset, max_timestamp) | None\n\n"
+             "Append one legacy message per record of the count v2 records of data (a whole\n"
+             "decompressed payload) to the bytearray out, as records._codec.convert_v2_records_to_legacy\n"
+             "does without a first-offset filter. Returns None (out unchanged) when the reference\n"
+             "code must handle the payload (malformed or unwritable records): it raises the error.");
+static PyObject *py_convert_v2_records(PyObject *self, PyObject *args)
+{
+    Py_buffer data, view;
+    PyObject *out, *log_append_obj;
+    long long count, base_offset, base_timestamp;
+    int to_magic, attributes, relative;
+    if (!PyArg_ParseTuple(args, "O!y*LLLOiip", &PyByteArray_Type, &out, &data, &count, &base_offset,
+                          &base_timestamp, &log_append_obj, &to_magic, &attributes, &relative))
+        return NULL;
+    lc_records_params params;
+    memset(&params, 0, sizeof params);
+    params.base_offset = base_offset;
+    params.base_timestamp = base_timestamp;
+    if (log_append_obj != Py_None) {
+        params.has_log_append_time = 1;
+        params.log_append_time = PyLong_AsLongLong(log_append_obj);
+        if (params.log_append_time == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+    }
+    params.to_magic = to_magic;
+    params.attributes = (uint8_t)attributes;
+    params.relative_offsets = relative;
+    if ((to_magic != 0 && to_magic != 1) || count < 0 || (uint64_t)count > (uint64_t)data.len) {
+        PyBuffer_Release(&data);
+        Py_RETURN_NONE; /* the reference code says what is wrong */
+    }
+    size_t bound = (size_t)data.len + (size_t)count * LC_MAX_GROWTH_PER_RECORD;
+    Py_ssize_t start;
+    if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    lc_records_result result;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = lc_convert_records(data.buf, (size_t)data.len, count, &params, (uint8_t *)view.buf + start, bound,
+                                &result);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    if (finish(out, &view, start + (status == 0 ? (Py_ssize_t)result.written : 0)) < 0)
+        return NULL;
+    if (status < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LLL)", (long long)result.kept, (long long)result.last_kept_offset,
+                         (long long)result.max_timestamp);
+}
+
+static PyMethodDef methods[] = {
+    {"crc32", py_crc32, METH_VARARGS, crc32_doc},
+    {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
+    {"select_crc", (PyCFunction)(void (*)(void))py_select_crc, METH_VARARGS | METH_KEYWORDS, select_crc_doc},
+    {"crc_implementations", py_crc_implementations, METH_NOARGS, crc_implementations_doc},
+    {"cpu_features", py_cpu_features, METH_NOARGS, cpu_features_doc},
+    {"convert_v2_run", py_convert_v2_run, METH_VARARGS, convert_v2_run_doc},
+    {"convert_v2_records", py_convert_v2_records, METH_VARARGS, convert_v2_records_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "lazyconv.records._ckernel",
+    "The compiled kernel of lazyconv.records (see lazyconv.records._native for the Python face).", -1, methods,
+};
+
+#define ADD_FORMAT(name) \
+    tmp = PyLong_FromLong(LC_##name); \
+    if (tmp == NULL || PyDict_SetItemString(format, #name, tmp) < 0) { Py_XDECREF(tmp); goto fail; } \
+    Py_DECREF(tmp);
+
+PyMODINIT_FUNC PyInit__ckernel(void)
+{
+    lc_crc_init();
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    PyObject *format = PyDict_New(), *tmp;
+    if (format == NULL)
+        goto fail_module;
+    LC_FORMAT_NAMES(ADD_FORMAT)
+    if (PyModule_AddObject(m, "FORMAT", format) < 0)
+        goto fail;
+    if (PyModule_AddIntConstant(m, "STOP_END", LC_STOP_END) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_COMPRESSED", LC_STOP_COMPRESSED) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_NOT_V2", LC_STOP_NOT_V2) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_PARTIAL", LC_STOP_PARTIAL) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_INVALID", LC_STOP_INVALID) < 0)
+        goto fail_module;
+    return m;
+fail:
+    Py_DECREF(format);
+fail_module:
+    Py_DECREF(m);
+    return NULL;
+}
