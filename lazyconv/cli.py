@@ -17,11 +17,21 @@ from collections.abc import Sequence
 import lazyconv.commands
 from lazyconv import __version__
 from lazyconv.errors import LazyconvError
+from lazyconv.records._native import describe
 
 log = logging.getLogger("lazyconv")
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the version and which implementation (compiled kernel or pure Python) and
+    CPU features are in use, printed as is (argparse's version action re-wraps lines)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(f"lazyconv {__version__}\n{describe()}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
             "Run 'lazyconv COMMAND --help' for the options of a command."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"lazyconv {__version__}")
+    parser.add_argument(
+        "--version", action=_VersionAction, nargs=0, help="show the version and the implementation in use, then exit"
+    )
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)"
     )

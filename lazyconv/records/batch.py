@@ -160,6 +160,10 @@ class DefaultBatch(RecordBatch):
 
     # -- bytes, validation, records --------------------------------------------------------
 
+    def records_buffer(self) -> bytes | memoryview:
+        """The bytes after the 61-byte header: the records, or their compressed form."""
+        return self._source.read(self.position + RECORD_BATCH_OVERHEAD, self.size_in_bytes - RECORD_BATCH_OVERHEAD)
+
     def compute_crc(self) -> int:
         """CRC-32C of bytes 21 .. end, as stored in the CRC field of a valid batch."""
         return crc32c(self.buffer()[_CRC_START:])
