@@ -33,7 +33,11 @@ from lazyconv.records._codec import append_legacy_message, unwritable_record_err
 from lazyconv.records._format import LOG_OVERHEAD, RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import Compression, compress
-from lazyconv.records.conversion import append_batch_as_legacy, convert_batch_run
+from lazyconv.records.conversion import (
+    append_batch_as_legacy,
+    convert_batch_run,
+    convert_memory_range,
+)
 from lazyconv.records.types import TimestampType
 
 __all__ = [
@@ -247,15 +251,19 @@ def down_convert_bytes(
     what the lazy send uses per chunk)."""
     check_target_magic(to_magic)
     start = time.perf_counter_ns()
+    out = bytearray()
+    temporary = 0
+    converted = 0
+    # Memory-backed records of plain v2 batches only: one kernel call for all of them.
+    whole = convert_memory_range(batches, out, to_magic, first_offset) if to_magic < 2 else None
+    if whole is not None:
+        converted, temporary, batches = whole
     batch_list: Sequence[Any] = batches if isinstance(batches, Sequence) else list(batches)
     # Pass 1 (headers only): zstd anywhere fails the whole call before anything is built.
     if to_magic < 2:
         for batch in batch_list:
             if is_zstd_below_v2(batch, to_magic):
                 raise _zstd_error(batch)
-    out = bytearray()
-    temporary = 0
-    converted = 0
     index = 0
     count = len(batch_list)
     while index < count:

@@ -25,11 +25,14 @@ from lazyconv.records._format import RECORDS_COUNT_OFFSET, RECORDS_OFFSET, TIMES
 from lazyconv.records._native import kernel
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import Compression, decompress
+from lazyconv.records.entries import BatchIterator, iter_batches
+from lazyconv.records.types import RecordBatch
 
 __all__ = [
     "RunResult",
     "convert_uncompressed_run",
     "convert_batch_run",
+    "convert_memory_range",
     "append_batch_as_legacy",
     "STOP_END",
 ]
@@ -98,6 +101,40 @@ def convert_batch_run(
     while index < stop and batches[index].position < done:
         index += 1
     return index, converted, temporary
+
+
+def convert_memory_range(
+    batches: object, out: bytearray, to_magic: int, first_offset: int
+) -> tuple[int, int, list[RecordBatch]] | None:
+    """Convert an untouched :class:`BatchIterator` over memory-backed records (what
+    ``MemoryRecords.batches()`` returns) in one kernel call, without creating batch objects.
+
+    Applies only when every complete entry is an uncompressed or control v2 batch (checked by
+    the kernel's scan first, so no error is skipped or reordered); returns ``None`` otherwise
+    (and when the kernel is not in use), having taken nothing. Else returns ``(converted,
+    temporary, rest)``: ``rest`` is the batches from where the kernel stopped (a batch the
+    reference code must convert, which raises its error), empty when it converted everything.
+    """
+    if (
+        kernel is None
+        or not isinstance(batches, BatchIterator)
+        or not batches.untouched
+        or not _INT64_MIN <= first_offset <= _INT64_MAX
+    ):
+        return None
+    view = getattr(batches.source, "view", None)  # memory-backed sources only: files stay chunked
+    if not isinstance(view, memoryview):
+        return None
+    data = view[batches.start : batches.end]
+    end = kernel.scan_plain_v2(data)
+    if end < 0:
+        return None
+    consumed, converted, temporary, stop = kernel.convert_v2_run(data[:end], out, to_magic, first_offset)
+    rest: list[RecordBatch] = []
+    if stop != STOP_END:
+        start = batches.start + consumed
+        rest = list(iter_batches(batches.source, start, batches.start + end, batches.max_decompressed_size))
+    return converted, temporary, rest
 
 
 def append_batch_as_legacy(

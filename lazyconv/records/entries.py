@@ -17,7 +17,7 @@ from lazyconv.records.types import (
     RecordBatch,
 )
 
-__all__ = ["iter_batches", "MAX_ENTRY_SIZE"]
+__all__ = ["iter_batches", "BatchIterator", "MAX_ENTRY_SIZE"]
 
 MAX_ENTRY_SIZE = 2**31 - 1  # the consumer's limit: none beyond int32
 
@@ -62,3 +62,32 @@ def iter_batches(
         else:
             yield LegacyBatch(source, pos, header, max_decompressed_size)
         pos += LOG_OVERHEAD + size
+
+
+class BatchIterator(Iterator[RecordBatch]):
+    """The batches of ``[start, end)`` of a source, as :func:`iter_batches` yields them, plus
+    what a consumer of the *whole* range needs to work on its bytes at once: ``source``,
+    ``start``, ``end``, ``max_decompressed_size`` and :attr:`untouched` (no batch taken yet).
+    ``down_convert`` uses it to convert memory-backed records in one kernel call."""
+
+    __slots__ = ("source", "start", "end", "max_decompressed_size", "_batches")
+
+    def __init__(self, source: ByteSource, start: int, end: int, max_decompressed_size: int) -> None:
+        self.source = source
+        self.start = start
+        self.end = end
+        self.max_decompressed_size = max_decompressed_size
+        self._batches: Iterator[RecordBatch] | None = None
+
+    @property
+    def untouched(self) -> bool:
+        """``True`` until the first batch is taken."""
+        return self._batches is None
+
+    def __iter__(self) -> BatchIterator:
+        return self
+
+    def __next__(self) -> RecordBatch:
+        if self._batches is None:
+            self._batches = iter_batches(self.source, self.start, self.end, self.max_decompressed_size)
+        return next(self._batches)

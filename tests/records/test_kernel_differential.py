@@ -71,9 +71,9 @@ entries = st.one_of(
 @st.composite
 def mutated(draw: st.DrawFn, stream: bytes) -> bytes:
     data = bytearray(stream)
-    if not data:
-        return b""
     for _ in range(draw(st.integers(0, 3))):
+        if not data:
+            break
         kind = draw(st.sampled_from(["flip", "length", "count", "truncate"]))
         position = draw(st.integers(0, len(data) - 1))
         if kind == "flip":

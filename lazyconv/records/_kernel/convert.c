@@ -336,3 +336,29 @@ void lc_convert_run(const uint8_t *data, size_t n, int to_magic, int64_t first_o
     result->temporary = temporary;
     result->stop = stop;
 }
+
+int64_t lc_scan_plain_v2(const uint8_t *data, size_t n)
+{
+    size_t pos = 0;
+    for (;;) {
+        size_t remaining = n - pos;
+        if (remaining < LC_LOG_OVERHEAD)
+            return (int64_t)pos;
+        const uint8_t *entry = data + pos;
+        int32_t size = get_i32(entry + LC_SIZE_OFFSET);
+        if (size < LC_RECORD_OVERHEAD_V0)
+            return -1;
+        if (remaining < LC_HEADER_SIZE_UP_TO_MAGIC)
+            return (int64_t)pos;
+        if (entry[LC_MAGIC_OFFSET] > 2)
+            return -1;
+        if (remaining < LC_LOG_OVERHEAD + (size_t)size)
+            return (int64_t)pos;
+        if (entry[LC_MAGIC_OFFSET] != 2 || size < LC_BATCH_LENGTH_MIN)
+            return -1;
+        uint8_t attributes = entry[LC_ATTRIBUTES_OFFSET + 1];
+        if ((attributes & LC_COMPRESSION_CODEC_MASK) && !(attributes & LC_CONTROL_FLAG_MASK))
+            return -1;
+        pos += LC_LOG_OVERHEAD + (size_t)size;
+    }
+}

@@ -60,4 +60,10 @@ typedef struct {
 void lc_convert_run(const uint8_t *data, size_t n, int to_magic, int64_t first_offset, uint8_t *out,
                     size_t cap, lc_run_result *result);
 
+/* Walk the entries of data[0:n) as the Python entry splitter does. Returns the end of the
+ * complete entries (a trailing partial entry is left out, as the splitter skips it) when every
+ * complete entry is a well-formed v2 batch that is uncompressed or a control batch; -1 when any
+ * entry needs the Python path (legacy or compressed entries, anything the splitter rejects). */
+int64_t lc_scan_plain_v2(const uint8_t *data, size_t n);
+
 #endif

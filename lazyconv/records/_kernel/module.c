@@ -252,6 +252,24 @@ static PyObject *py_convert_v2_records(PyObject *self, PyObject *args)
                          (long long)result.max_timestamp);
 }
 
+PyDoc_STRVAR(scan_plain_v2_doc,
+             "scan_plain_v2(data) -> int\n\n"
+             "The end of the complete entries of data when every one is a well-formed magic-2 batch\n"
+             "that is uncompressed or a control batch (a trailing partial entry is left out, as the\n"
+             "entry splitter skips it); -1 when some entry needs the Python path. GIL released.");
+static PyObject *py_scan_plain_v2(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data))
+        return NULL;
+    int64_t end;
+    Py_BEGIN_ALLOW_THREADS
+    end = lc_scan_plain_v2(data.buf, (size_t)data.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    return PyLong_FromLongLong(end);
+}
+
 static PyMethodDef methods[] = {
     {"crc32", py_crc32, METH_VARARGS, crc32_doc},
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
@@ -260,6 +278,7 @@ static PyMethodDef methods[] = {
     {"cpu_features", py_cpu_features, METH_NOARGS, cpu_features_doc},
     {"convert_v2_run", py_convert_v2_run, METH_VARARGS, convert_v2_run_doc},
     {"convert_v2_records", py_convert_v2_records, METH_VARARGS, convert_v2_records_doc},
+    {"scan_plain_v2", py_scan_plain_v2, METH_VARARGS, scan_plain_v2_doc},
     {NULL, NULL, 0, NULL},
 };
 
