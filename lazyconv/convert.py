@@ -231,7 +231,8 @@ def _convert_v2_batch_into(
         return 0, 0
     log_append = batch.attributes & _LOG_APPEND_TIME_FLAG
     message_attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
-    value = compress(batch.compression, inner, to_magic)  # default level, v0 LZ4 quirk by magic
+    codec = batch.attributes & 0x07  # a known codec: append_batch_as_legacy checked it
+    value = compress(codec, inner, to_magic)  # default level, v0 LZ4 quirk by magic
     append_legacy_message(
         out,
         last_offset,  # the last *kept* record, not the batch's last offset
@@ -239,7 +240,7 @@ def _convert_v2_batch_into(
         None,
         value,
         to_magic,
-        batch.compression_id | message_attributes,
+        codec | message_attributes,
     )
     return written, len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 

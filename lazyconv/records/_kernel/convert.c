@@ -6,6 +6,14 @@
 
 #include <string.h>
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define TO_BIG_ENDIAN_64(u) (u)
+#define TO_BIG_ENDIAN_32(u) (u)
+#else
+#define TO_BIG_ENDIAN_64(u) __builtin_bswap64(u)
+#define TO_BIG_ENDIAN_32(u) __builtin_bswap32(u)
+#endif
+
 #include "crc.h"
 #include "format.h"
 
@@ -24,20 +32,14 @@ static inline int32_t get_i32(const uint8_t *p)
 
 static inline void put_i64(uint8_t *p, int64_t v)
 {
-    uint64_t u = (uint64_t)v;
-    for (int i = 7; i >= 0; i--) {
-        p[i] = (uint8_t)u;
-        u >>= 8;
-    }
+    uint64_t u = TO_BIG_ENDIAN_64((uint64_t)v); /* big-endian on the wire */
+    memcpy(p, &u, 8);
 }
 
 static inline void put_i32(uint8_t *p, int32_t v)
 {
-    uint32_t u = (uint32_t)v;
-    p[0] = (uint8_t)(u >> 24);
-    p[1] = (uint8_t)(u >> 16);
-    p[2] = (uint8_t)(u >> 8);
-    p[3] = (uint8_t)u;
+    uint32_t u = TO_BIG_ENDIAN_32((uint32_t)v);
+    memcpy(p, &u, 4);
 }
 
 /* Unsigned base-128 varint of at most max_bytes bytes from [*pp, end); Java's semantics: bits
@@ -80,6 +82,13 @@ static inline int read_varint(const uint8_t **pp, const uint8_t *end, int32_t *v
 
 static inline int read_varlong(const uint8_t **pp, const uint8_t *end, int64_t *value)
 {
+    const uint8_t *p = *pp;
+    if (p < end && *p < 0x80) { /* one byte: small timestamp deltas */
+        uint64_t u = *p;
+        *value = (int64_t)((u >> 1) ^ (0ull - (u & 1)));
+        *pp = p + 1;
+        return 0;
+    }
     uint64_t u;
     if (read_uvarint(pp, end, 10, &u) < 0)
         return -1;

@@ -50,11 +50,7 @@ static inline uint32_t load_le32(const uint8_t *p)
 /* Raw state in, raw state out. */
 static uint32_t raw_slice8(uint32_t tables[8][256], uint32_t s, const uint8_t *p, size_t n)
 {
-    while (n && ((uintptr_t)p & 7)) {
-        s = tables[0][(s ^ *p++) & 0xFF] ^ (s >> 8);
-        n--;
-    }
-    while (n >= 8) {
+    while (n >= 8) { /* byte-wise loads: no alignment needed */
         uint32_t lo = s ^ load_le32(p);
         uint32_t hi = load_le32(p + 4);
         s = tables[7][lo & 0xFF] ^ tables[6][(lo >> 8) & 0xFF] ^ tables[5][(lo >> 16) & 0xFF] ^
