@@ -50,6 +50,7 @@ __all__ = [
     "append_v2_record",
     "parse_legacy_message",
     "append_legacy_message",
+    "append_legacy_message_reference",
     "convert_v2_records_to_legacy",
     "unwritable_record_error",
 ]
@@ -488,7 +489,7 @@ def parse_legacy_message(
     return offset, crc, magic, attributes, timestamp, key, value
 
 
-def append_legacy_message(
+def append_legacy_message_reference(
     out: bytearray,
     offset: int,
     timestamp: int,
@@ -529,6 +530,27 @@ def append_legacy_message(
     if vlen > 0:
         out += value  # type: ignore[operator]
     return size + 12
+
+
+def _append_legacy_message_native(
+    out: bytearray,
+    offset: int,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    magic: int,
+    attributes: int,
+) -> int:
+    """:func:`append_legacy_message_reference` by the compiled kernel (one call, one CRC);
+    values it cannot write go to the reference, which raises as it always has."""
+    try:
+        return _kernel.append_legacy_message(out, offset, timestamp, key, value, magic, attributes)  # type: ignore[union-attr, no-any-return]
+    except (OverflowError, ValueError, TypeError):
+        return append_legacy_message_reference(out, offset, timestamp, key, value, magic, attributes)
+
+
+append_legacy_message = _append_legacy_message_native if _kernel is not None else append_legacy_message_reference
+append_legacy_message.__doc__ = append_legacy_message_reference.__doc__
 
 
 # --------------------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ def mutated(draw: st.DrawFn, stream: bytes) -> bytes:
     return bytes(data)
 
 
-@settings(max_examples=100)
+@settings(max_examples=60)
 @given(st.lists(entries, min_size=1, max_size=5), st.sampled_from([0, 1]), st.integers(-1, 120))
 def test_kernel_equals_reference_on_random_record_sets(
     parts: list[bytes], to_magic: int, first_offset: int
@@ -97,7 +97,7 @@ def test_kernel_equals_reference_on_random_record_sets(
     assert native == reference
 
 
-@settings(max_examples=120)
+@settings(max_examples=80)
 @given(st.data(), st.lists(entries, min_size=1, max_size=4), st.sampled_from([0, 1]), st.integers(-1, 50))
 def test_kernel_equals_reference_on_mutated_record_sets(
     data: st.DataObject, parts: list[bytes], to_magic: int, first_offset: int

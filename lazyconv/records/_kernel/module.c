@@ -11,6 +11,8 @@
 #include "crc.h"
 #include "format.h"
 
+#include <string.h>
+
 #define GIL_RELEASE_THRESHOLD 4096 /* CRCs of shorter buffers keep the GIL */
 
 static PyObject *crc_common(PyObject *args, int castagnoli)
@@ -252,6 +254,106 @@ static PyObject *py_convert_v2_records(PyObject *self, PyObject *args)
                          (long long)result.max_timestamp);
 }
 
+static inline void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+PyDoc_STRVAR(append_legacy_message_doc,
+             "append_legacy_message(out, offset, timestamp, key, value, magic, attributes) -> int\n\n"
+             "Append one legacy entry (offset, size, CRC-32, magic-0 message if magic is 0, else\n"
+             "magic 1) to the bytearray out; returns the bytes appended. key/value: bytes-like or\n"
+             "None. Raises OverflowError/ValueError/TypeError on values the wire cannot hold (the\n"
+             "Python reference then reports them as it always has).");
+static PyObject *py_append_legacy_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "append_legacy_message takes 7 arguments");
+        return NULL;
+    }
+    PyObject *out = args[0];
+    if (!PyByteArray_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "out must be a bytearray");
+        return NULL;
+    }
+    long long offset = PyLong_AsLongLong(args[1]);
+    if (offset == -1 && PyErr_Occurred())
+        return NULL;
+    long magic = PyLong_AsLong(args[5]);
+    if (magic == -1 && PyErr_Occurred())
+        return NULL;
+    long long timestamp = 0;
+    if (magic != 0) {
+        timestamp = PyLong_AsLongLong(args[2]);
+        if (timestamp == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    long attributes = PyLong_AsLong(args[6]);
+    if (attributes == -1 && PyErr_Occurred())
+        return NULL;
+    if (attributes < -128 || attributes > 127) {
+        PyErr_SetString(PyExc_ValueError, "attributes out of int8 range");
+        return NULL;
+    }
+    Py_buffer key = {0}, value = {0};
+    int has_key = args[3] != Py_None, has_value = args[4] != Py_None;
+    if (has_key && PyObject_GetBuffer(args[3], &key, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (has_value && PyObject_GetBuffer(args[4], &value, PyBUF_SIMPLE) < 0) {
+        if (has_key)
+            PyBuffer_Release(&key);
+        return NULL;
+    }
+    Py_ssize_t overhead = magic == 0 ? LC_RECORD_OVERHEAD_V0 : LC_RECORD_OVERHEAD_V1;
+    Py_ssize_t klen = has_key ? key.len : -1, vlen = has_value ? value.len : -1;
+    Py_ssize_t size = overhead + (klen > 0 ? klen : 0) + (vlen > 0 ? vlen : 0);
+    PyObject *result = NULL;
+    if (size > INT32_MAX || klen > INT32_MAX || vlen > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "message too large for int32 sizes");
+        goto done;
+    }
+    Py_ssize_t start = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, start + LC_LOG_OVERHEAD + size) < 0)
+        goto done;
+    uint8_t *w = (uint8_t *)PyByteArray_AS_STRING(out) + start;
+    put_be64(w, (uint64_t)offset);
+    put_be32(w + LC_SIZE_OFFSET, (uint32_t)size);
+    uint8_t *body = w + LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET, *q = body;
+    *q++ = magic == 0 ? 0 : 1;
+    *q++ = (uint8_t)attributes;
+    if (magic != 0) {
+        put_be64(q, (uint64_t)timestamp);
+        q += 8;
+    }
+    put_be32(q, (uint32_t)(int32_t)klen);
+    q += 4;
+    if (klen > 0) {
+        memcpy(q, key.buf, (size_t)klen);
+        q += klen;
+    }
+    put_be32(q, (uint32_t)(int32_t)vlen);
+    q += 4;
+    if (vlen > 0) {
+        memcpy(q, value.buf, (size_t)vlen);
+        q += vlen;
+    }
+    put_be32(w + LC_LOG_OVERHEAD + LC_LEGACY_CRC_OFFSET, lc_crc32(0, body, (size_t)(q - body)));
+    result = PyLong_FromSsize_t(LC_LOG_OVERHEAD + size);
+done:
+    if (has_key)
+        PyBuffer_Release(&key);
+    if (has_value)
+        PyBuffer_Release(&value);
+    return result;
+}
+
 PyDoc_STRVAR(scan_plain_v2_doc,
              "scan_plain_v2(data) -> int\n\n"
              "The end of the complete entries of data when every one is a well-formed magic-2 batch\n"
@@ -279,6 +381,8 @@ static PyMethodDef methods[] = {
     {"convert_v2_run", py_convert_v2_run, METH_VARARGS, convert_v2_run_doc},
     {"convert_v2_records", py_convert_v2_records, METH_VARARGS, convert_v2_records_doc},
     {"scan_plain_v2", py_scan_plain_v2, METH_VARARGS, scan_plain_v2_doc},
+    {"append_legacy_message", (PyCFunction)(void (*)(void))py_append_legacy_message, METH_FASTCALL,
+     append_legacy_message_doc},
     {NULL, NULL, 0, NULL},
 };
 
