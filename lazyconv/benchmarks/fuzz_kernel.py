@@ -8,7 +8,8 @@ counts and record lengths, random garbage), and then:
 1. calls the kernel's entry points directly on the raw bytes (``convert_v2_run`` on the whole
    stream, ``convert_v2_records`` on a batch's payload), which must not crash or read out of
    bounds whatever the length fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
-2. converts the stream with ``down_convert_bytes`` on the kernel and on the pure-Python path:
+2. scans the stream with ``scan_batches`` (kernel) and ``scan_batches_reference``, and converts
+   it with ``down_convert_bytes`` on the kernel and on the pure-Python path: scan results,
    output bytes, stats and errors (type, message, position) must be identical.
 
 ``python bench/fuzz_kernel.py --seconds 120`` runs for a time budget and prints the number of
@@ -155,6 +156,7 @@ def _outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
 def run(seconds: float, seed: int) -> tuple[int, int, int]:
     """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
     import lazyconv.records.conversion as conversion
+    from lazyconv.records.scan import scan_batches, scan_batches_reference
 
     kernel = conversion.kernel
     if kernel is None:
@@ -185,7 +187,13 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                         rng.choice((None, 5, -9)), to_magic, 0, rng.random() < 0.5,
                     )
                     executions += 1
-            # 2. differential: the public conversion on both implementations
+            # 2. differential: the scan and the public conversion on both implementations
+            scanned = scan_batches(data, 7)
+            executions += 1
+            expected = scan_batches_reference(data, 7)
+            if (scanned.entries, scanned.end, scanned.stop) != (expected.entries, expected.end, expected.stop):
+                differences += 1
+                log.error("scan difference on input %s", data.hex())
             native = _outcome(data, to_magic, first_offset)
             executions += 1
             conversion.kernel = None

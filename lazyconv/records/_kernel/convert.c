@@ -371,3 +371,158 @@ int64_t lc_scan_plain_v2(const uint8_t *data, size_t n)
         pos += LC_LOG_OVERHEAD + (size_t)size;
     }
 }
+
+/* Records of an uncompressed v2 batch parse exactly as the reference iterates them. */
+static int check_v2_records(const uint8_t *data, size_t n, int64_t count)
+{
+    const uint8_t *p = data, *end = data + n;
+    for (int64_t index = 0; index < count; index++) {
+        int32_t length, off_delta, klen, vlen, hcount;
+        int64_t ts_delta;
+        if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+            return -1;
+        const uint8_t *rec_end = p + length;
+        if (p >= rec_end)
+            return -1;
+        p++;
+        if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
+            read_varint(&p, rec_end, &klen) < 0)
+            return -1;
+        if (klen >= 0) {
+            if (klen > rec_end - p)
+                return -1;
+            p += klen;
+        }
+        if (read_varint(&p, rec_end, &vlen) < 0)
+            return -1;
+        if (vlen >= 0) {
+            if (vlen > rec_end - p)
+                return -1;
+            p += vlen;
+        }
+        if (read_varint(&p, rec_end, &hcount) < 0)
+            return -1;
+        if (hcount != 0 && skip_headers(&p, rec_end, hcount) < 0)
+            return -1;
+        if (p != rec_end)
+            return -1;
+    }
+    return p == end ? 0 : -1;
+}
+
+/* parse_legacy_message(check_crc=True) on a delimited entry. */
+static int check_legacy(const uint8_t *entry, size_t total, int magic)
+{
+    size_t overhead = magic == 0 ? LC_RECORD_OVERHEAD_V0 : LC_RECORD_OVERHEAD_V1;
+    size_t size = total - LC_LOG_OVERHEAD;
+    if (size < overhead)
+        return -1;
+    const uint8_t *end = entry + total;
+    uint32_t stored = (uint32_t)get_i32(entry + LC_LOG_OVERHEAD + LC_LEGACY_CRC_OFFSET);
+    const uint8_t *body = entry + LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET;
+    if (lc_crc32(0, body, (size_t)(end - body)) != stored)
+        return -1;
+    const uint8_t *p = entry + LC_LOG_OVERHEAD + (magic == 0 ? LC_LEGACY_KEY_SIZE_OFFSET_V0 : LC_LEGACY_KEY_SIZE_OFFSET_V1);
+    int32_t klen = get_i32(p);
+    p += 4;
+    if (klen >= 0) {
+        if ((int64_t)klen > end - p - 4)
+            return -1;
+        p += klen;
+    }
+    int32_t vlen = get_i32(p);
+    p += 4;
+    if (vlen >= 0) {
+        if ((int64_t)vlen > end - p)
+            return -1;
+        p += vlen;
+    }
+    return p == end ? 0 : -1;
+}
+
+enum lc_scan_stop lc_scan_entries(const uint8_t *data, size_t n, lc_entry *entries, size_t max_entries,
+                                  size_t *count, size_t *consumed)
+{
+    size_t pos = 0, k = 0;
+    enum lc_scan_stop stop;
+    for (;;) {
+        size_t remaining = n - pos;
+        if (remaining == 0) {
+            stop = LC_SCAN_END;
+            break;
+        }
+        if (remaining < LC_LOG_OVERHEAD) {
+            stop = LC_SCAN_PARTIAL;
+            break;
+        }
+        const uint8_t *entry = data + pos;
+        int32_t size = get_i32(entry + LC_SIZE_OFFSET);
+        if (size < LC_RECORD_OVERHEAD_V0) {
+            stop = LC_SCAN_BAD_SIZE;
+            break;
+        }
+        if (remaining < LC_HEADER_SIZE_UP_TO_MAGIC) {
+            stop = LC_SCAN_PARTIAL;
+            break;
+        }
+        int magic = entry[LC_MAGIC_OFFSET];
+        if (magic > 2) {
+            stop = LC_SCAN_BAD_MAGIC;
+            break;
+        }
+        size_t total = LC_LOG_OVERHEAD + (size_t)size;
+        if (remaining < total) {
+            stop = LC_SCAN_PARTIAL;
+            break;
+        }
+        if (k == max_entries) {
+            stop = LC_SCAN_MORE;
+            break;
+        }
+        lc_entry *e = &entries[k++];
+        e->position = (int64_t)pos;
+        e->size = (int64_t)total;
+        e->magic = magic;
+        e->base_offset = get_i64(entry + LC_OFFSET_OFFSET);
+        e->valid = 0;
+        e->records_checked = 0;
+        if (magic == 2) {
+            e->attributes = total > LC_ATTRIBUTES_OFFSET + 1 ? entry[LC_ATTRIBUTES_OFFSET + 1] : 0;
+            if (size < LC_BATCH_LENGTH_MIN) { /* no header to read: DefaultBatch refuses it */
+                e->last_offset_delta = 0;
+                e->record_count = 0;
+                e->max_timestamp = -1;
+            } else {
+                int32_t records = get_i32(entry + LC_RECORDS_COUNT_OFFSET);
+                e->last_offset_delta = get_i32(entry + LC_LAST_OFFSET_DELTA_OFFSET);
+                e->record_count = records;
+                e->max_timestamp = get_i64(entry + LC_MAX_TIMESTAMP_OFFSET);
+                uint32_t stored = (uint32_t)get_i32(entry + LC_CRC_OFFSET);
+                int crc_ok = lc_crc32c(0, entry + LC_ATTRIBUTES_OFFSET, total - LC_ATTRIBUTES_OFFSET) == stored;
+                if (e->attributes & LC_COMPRESSION_CODEC_MASK) {
+                    e->valid = crc_ok;
+                } else {
+                    size_t payload = total - LC_RECORD_BATCH_OVERHEAD;
+                    e->records_checked = 1;
+                    e->valid = crc_ok && records >= 0 &&
+                               (records == 0 || ((size_t)records <= payload &&
+                                                 check_v2_records(entry + LC_RECORDS_OFFSET, payload, records) == 0));
+                }
+            }
+        } else {
+            e->attributes = entry[LC_LOG_OVERHEAD + LC_LEGACY_ATTRIBUTES_OFFSET];
+            e->last_offset_delta = 0;
+            int wrapper = (e->attributes & LC_COMPRESSION_CODEC_MASK) != 0;
+            e->record_count = wrapper ? -1 : 1;
+            e->max_timestamp = -1;
+            if (magic == 1 && total >= LC_LOG_OVERHEAD + LC_LEGACY_TIMESTAMP_OFFSET + 8)
+                e->max_timestamp = get_i64(entry + LC_LOG_OVERHEAD + LC_LEGACY_TIMESTAMP_OFFSET);
+            e->records_checked = !wrapper;
+            e->valid = check_legacy(entry, total, magic) == 0;
+        }
+        pos += total;
+    }
+    *count = k;
+    *consumed = pos;
+    return stop;
+}

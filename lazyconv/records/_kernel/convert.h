@@ -66,4 +66,31 @@ void lc_convert_run(const uint8_t *data, size_t n, int to_magic, int64_t first_o
  * entry needs the Python path (legacy or compressed entries, anything the splitter rejects). */
 int64_t lc_scan_plain_v2(const uint8_t *data, size_t n);
 
+/* One complete entry as lc_scan_entries sees it. */
+typedef struct {
+    int64_t position;      /* from the start of the scanned range */
+    int64_t size;          /* 12 + size field */
+    int magic;
+    int attributes;        /* low byte */
+    int64_t base_offset;   /* v2: header base offset; legacy: the message offset */
+    int32_t last_offset_delta; /* v2: the header's (0 when the length is below 49); legacy: 0 */
+    int64_t record_count;  /* v2: header count; legacy: 1, or -1 for a compressed wrapper */
+    int64_t max_timestamp; /* v2: header; v1: the message timestamp; v0: -1 */
+    int valid;             /* size, CRC and (uncompressed) record structure all fine */
+    int records_checked;   /* the records were parsed (uncompressed entries) */
+} lc_entry;
+
+enum lc_scan_stop {
+    LC_SCAN_END = 0,      /* the range ends exactly after the last entry */
+    LC_SCAN_PARTIAL = 1,  /* a trailing incomplete entry (skipped, as a fetch's partial batch) */
+    LC_SCAN_BAD_SIZE = 2, /* a size field below 14: nothing after it can be delimited */
+    LC_SCAN_BAD_MAGIC = 3,/* a magic above 2: likewise */
+    LC_SCAN_MORE = 4,     /* `max_entries` were filled: call again from `*consumed` */
+};
+
+/* Delimit and check up to max_entries entries of data[0:n), as the entry splitter delimits
+ * them and as DefaultBatch/LegacyBatch validate() and iteration check them. */
+enum lc_scan_stop lc_scan_entries(const uint8_t *data, size_t n, lc_entry *entries, size_t max_entries,
+                                  size_t *count, size_t *consumed);
+
 #endif

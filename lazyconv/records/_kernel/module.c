@@ -354,6 +354,61 @@ done:
     return result;
 }
 
+#define SCAN_BLOCK 4096
+
+PyDoc_STRVAR(scan_entries_doc,
+             "scan_entries(data, base_position=0) -> (entries, end, stop)\n\n"
+             "Delimit and check every complete entry of data (see records.scan.scan_batches, the\n"
+             "documented entry point). entries: list of tuples (position, size, magic, attributes,\n"
+             "base_offset, last_offset_delta, record_count, max_timestamp, valid, records_checked);\n"
+             "end: base_position + bytes delimited; stop: SCAN_* code. GIL released while scanning.");
+static PyObject *py_scan_entries(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    long long base = 0;
+    if (!PyArg_ParseTuple(args, "y*|L", &data, &base))
+        return NULL;
+    PyObject *list = PyList_New(0);
+    lc_entry *block = PyMem_Malloc(sizeof(lc_entry) * SCAN_BLOCK);
+    if (list == NULL || block == NULL) {
+        Py_XDECREF(list);
+        PyMem_Free(block);
+        PyBuffer_Release(&data);
+        return PyErr_NoMemory();
+    }
+    const uint8_t *p = data.buf;
+    size_t n = (size_t)data.len, done = 0;
+    enum lc_scan_stop stop;
+    do {
+        size_t count = 0, consumed = 0;
+        Py_BEGIN_ALLOW_THREADS
+        stop = lc_scan_entries(p + done, n - done, block, SCAN_BLOCK, &count, &consumed);
+        Py_END_ALLOW_THREADS
+        for (size_t i = 0; i < count; i++) {
+            lc_entry *e = &block[i];
+            PyObject *item = Py_BuildValue("(LLiiLiLLOO)", (long long)(base + (int64_t)done + e->position),
+                                           (long long)e->size, e->magic, e->attributes, (long long)e->base_offset,
+                                           (int)e->last_offset_delta, (long long)e->record_count,
+                                           (long long)e->max_timestamp, e->valid ? Py_True : Py_False,
+                                           e->records_checked ? Py_True : Py_False);
+            if (item == NULL || PyList_Append(list, item) < 0) {
+                Py_XDECREF(item);
+                Py_DECREF(list);
+                PyMem_Free(block);
+                PyBuffer_Release(&data);
+                return NULL;
+            }
+            Py_DECREF(item);
+        }
+        done += consumed;
+    } while (stop == LC_SCAN_MORE);
+    PyMem_Free(block);
+    PyBuffer_Release(&data);
+    PyObject *result = Py_BuildValue("(OLi)", list, (long long)(base + (int64_t)done), (int)stop);
+    Py_DECREF(list);
+    return result;
+}
+
 PyDoc_STRVAR(scan_plain_v2_doc,
              "scan_plain_v2(data) -> int\n\n"
              "The end of the complete entries of data when every one is a well-formed magic-2 batch\n"
@@ -381,6 +436,7 @@ static PyMethodDef methods[] = {
     {"convert_v2_run", py_convert_v2_run, METH_VARARGS, convert_v2_run_doc},
     {"convert_v2_records", py_convert_v2_records, METH_VARARGS, convert_v2_records_doc},
     {"scan_plain_v2", py_scan_plain_v2, METH_VARARGS, scan_plain_v2_doc},
+    {"scan_entries", py_scan_entries, METH_VARARGS, scan_entries_doc},
     {"append_legacy_message", (PyCFunction)(void (*)(void))py_append_legacy_message, METH_FASTCALL,
      append_legacy_message_doc},
     {NULL, NULL, 0, NULL},
@@ -412,7 +468,11 @@ PyMODINIT_FUNC PyInit__ckernel(void)
         PyModule_AddIntConstant(m, "STOP_COMPRESSED", LC_STOP_COMPRESSED) < 0 ||
         PyModule_AddIntConstant(m, "STOP_NOT_V2", LC_STOP_NOT_V2) < 0 ||
         PyModule_AddIntConstant(m, "STOP_PARTIAL", LC_STOP_PARTIAL) < 0 ||
-        PyModule_AddIntConstant(m, "STOP_INVALID", LC_STOP_INVALID) < 0)
+        PyModule_AddIntConstant(m, "STOP_INVALID", LC_STOP_INVALID) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_END", LC_SCAN_END) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_PARTIAL", LC_SCAN_PARTIAL) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_BAD_SIZE", LC_SCAN_BAD_SIZE) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_BAD_MAGIC", LC_SCAN_BAD_MAGIC) < 0)
         goto fail_module;
     return m;
 fail:
