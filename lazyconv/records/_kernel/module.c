@@ -10,6 +10,7 @@
 #include "convert.h"
 #include "crc.h"
 #include "format.h"
+#include "wire.h"
 
 #include <string.h>
 
@@ -409,6 +410,178 @@ static PyObject *py_scan_entries(PyObject *self, PyObject *args)
     return result;
 }
 
+/* One record's headers as a tuple of (str, bytes | None); NULL with no exception set when the
+ * reference must report a problem. */
+static PyObject *decode_headers(const uint8_t **pp, const uint8_t *end, int32_t count)
+{
+    const uint8_t *p = *pp;
+    if (count < 0 || count > end - p)
+        return NULL;
+    PyObject *headers = PyTuple_New(count);
+    if (headers == NULL)
+        return NULL;
+    for (int32_t i = 0; i < count; i++) {
+        int32_t klen, vlen;
+        if (read_varint(&p, end, &klen) < 0 || klen < 0 || klen > end - p || !valid_utf8(p, (size_t)klen))
+            goto fail;
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)p, klen, "strict");
+        if (key == NULL)
+            goto fail;
+        p += klen;
+        PyObject *value;
+        if (read_varint(&p, end, &vlen) < 0) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        if (vlen < 0) {
+            value = Py_NewRef(Py_None);
+        } else if (vlen > end - p) {
+            Py_DECREF(key);
+            goto fail;
+        } else {
+            value = PyBytes_FromStringAndSize((const char *)p, vlen);
+            p += vlen;
+        }
+        PyObject *pair = value == NULL ? NULL : PyTuple_Pack(2, key, value);
+        Py_DECREF(key);
+        Py_XDECREF(value);
+        if (pair == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(headers, i, pair);
+    }
+    *pp = p;
+    return headers;
+fail:
+    Py_DECREF(headers);
+    return NULL;
+}
+
+PyDoc_STRVAR(decode_v2_records_doc,
+             "decode_v2_records(record_type, data, count, base_offset, base_timestamp, timestamp_override) -> list | None\n\n"
+             "The count v2 records of data (uncompressed records or a decompressed payload) as\n"
+             "record_type tuples (offset, timestamp, key, value, headers), as\n"
+             "records._codec.iter_v2_records yields them with require_exact_end; None when the data\n"
+             "is malformed (the reference then raises the error at the right record).");
+static PyObject *py_decode_v2_records(PyObject *self, PyObject *args)
+{
+    PyTypeObject *record_type;
+    Py_buffer data;
+    long long count, base_offset, base_timestamp;
+    PyObject *override_obj;
+    if (!PyArg_ParseTuple(args, "O!y*LLLO", &PyType_Type, &record_type, &data, &count, &base_offset,
+                          &base_timestamp, &override_obj))
+        return NULL;
+    if (!PyType_IsSubtype(record_type, &PyTuple_Type)) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+        return NULL;
+    }
+    PyObject *override = override_obj == Py_None ? NULL : override_obj;
+    const uint8_t *p = data.buf, *end = p + data.len;
+    PyObject *list = NULL, *empty = NULL;
+    if (count < 0 || count > data.len)
+        goto malformed;
+    list = PyList_New((Py_ssize_t)count);
+    empty = PyTuple_New(0);
+    if (list == NULL || empty == NULL)
+        goto error;
+    for (long long index = 0; index < count; index++) {
+        int32_t length, off_delta, klen, vlen, hcount;
+        int64_t ts_delta;
+        if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+            goto malformed;
+        const uint8_t *rec_end = p + length;
+        if (p >= rec_end)
+            goto malformed;
+        p++;
+        if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
+            read_varint(&p, rec_end, &klen) < 0)
+            goto malformed;
+        const uint8_t *key = p;
+        if (klen >= 0) {
+            if (klen > rec_end - p)
+                goto malformed;
+            p += klen;
+        }
+        if (read_varint(&p, rec_end, &vlen) < 0)
+            goto malformed;
+        const uint8_t *value = p;
+        if (vlen >= 0) {
+            if (vlen > rec_end - p)
+                goto malformed;
+            p += vlen;
+        }
+        if (read_varint(&p, rec_end, &hcount) < 0)
+            goto malformed;
+        PyObject *headers;
+        if (hcount == 0) {
+            headers = Py_NewRef(empty);
+        } else {
+            headers = decode_headers(&p, rec_end, hcount);
+            if (headers == NULL) {
+                if (PyErr_Occurred())
+                    goto error;
+                goto malformed;
+            }
+        }
+        if (p != rec_end) {
+            Py_DECREF(headers);
+            goto malformed;
+        }
+        PyObject *record = record_type->tp_alloc(record_type, 5);
+        if (record == NULL) {
+            Py_DECREF(headers);
+            goto error;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)index, record); /* owned by the list from here */
+        /* offsets and timestamps as exact Python ints (no int64 wrap-around) */
+        PyObject *offset;
+        if (off_delta >= 0 ? base_offset <= INT64_MAX - off_delta : base_offset >= INT64_MIN - off_delta) {
+            offset = PyLong_FromLongLong(base_offset + off_delta);
+        } else {
+            PyObject *delta = PyLong_FromLong(off_delta);
+            offset = delta == NULL ? NULL : PyNumber_Add(PyTuple_GET_ITEM(args, 3), delta);
+            Py_XDECREF(delta);
+        }
+        PyObject *timestamp;
+        if (override != NULL)
+            timestamp = Py_NewRef(override);
+        else if (ts_delta >= 0 ? base_timestamp <= INT64_MAX - ts_delta : base_timestamp >= INT64_MIN - ts_delta)
+            timestamp = PyLong_FromLongLong(base_timestamp + ts_delta);
+        else {
+            PyObject *delta = PyLong_FromLongLong(ts_delta);
+            timestamp = delta == NULL ? NULL : PyNumber_Add(PyTuple_GET_ITEM(args, 4), delta);
+            Py_XDECREF(delta);
+        }
+        PyObject *key_obj = klen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)key, klen);
+        PyObject *value_obj = vlen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)value, vlen);
+        PyTuple_SET_ITEM(record, 0, offset);
+        PyTuple_SET_ITEM(record, 1, timestamp);
+        PyTuple_SET_ITEM(record, 2, key_obj);
+        PyTuple_SET_ITEM(record, 3, value_obj);
+        PyTuple_SET_ITEM(record, 4, headers);
+        if (offset == NULL || timestamp == NULL || key_obj == NULL || value_obj == NULL)
+            goto error;
+        /* ints, bytes, None and str/bytes pairs cannot form cycles: keep the collector away */
+        PyObject_GC_UnTrack(record);
+    }
+    if (p != end)
+        goto malformed;
+    Py_DECREF(empty);
+    PyBuffer_Release(&data);
+    return list;
+malformed:
+    Py_XDECREF(list);
+    Py_XDECREF(empty);
+    PyBuffer_Release(&data);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(list);
+    Py_XDECREF(empty);
+    PyBuffer_Release(&data);
+    return NULL;
+}
+
 PyDoc_STRVAR(scan_plain_v2_doc,
              "scan_plain_v2(data) -> int\n\n"
              "The end of the complete entries of data when every one is a well-formed magic-2 batch\n"
@@ -437,6 +610,7 @@ static PyMethodDef methods[] = {
     {"convert_v2_records", py_convert_v2_records, METH_VARARGS, convert_v2_records_doc},
     {"scan_plain_v2", py_scan_plain_v2, METH_VARARGS, scan_plain_v2_doc},
     {"scan_entries", py_scan_entries, METH_VARARGS, scan_entries_doc},
+    {"decode_v2_records", py_decode_v2_records, METH_VARARGS, decode_v2_records_doc},
     {"append_legacy_message", (PyCFunction)(void (*)(void))py_append_legacy_message, METH_FASTCALL,
      append_legacy_message_doc},
     {NULL, NULL, 0, NULL},
