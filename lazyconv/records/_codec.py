@@ -404,7 +404,7 @@ def append_v2_record(
         n = len(value)
         vl = small[n + 64] if n <= _SMALL_MAX else ev(n)
     if headers:
-        hb = bytearray(ev(len(headers)))
+        hb: bytes | bytearray = bytearray(ev(len(headers)))
         for hkey, hval in headers:
             hk = hkey.encode("utf-8")
             hb += ev(len(hk))
@@ -525,10 +525,10 @@ def append_legacy_message_reference(
     out += _LEGACY_PREFIX.pack(offset, size, c)
     out += head
     if klen > 0:
-        out += key  # type: ignore[operator]
+        out += key  # type: ignore[operator, arg-type]
     out += vl
     if vlen > 0:
-        out += value  # type: ignore[operator]
+        out += value  # type: ignore[operator, arg-type]
     return size + 12
 
 
@@ -646,7 +646,8 @@ def convert_v2_records_to_legacy(
     rel = 0
     unset = _NO_FILTER
     last_kept = unset  # below every offset: the first kept record needs no predecessor
-    last_vlen = vl = None  # values often have one size: their length field is packed once
+    last_vlen: int | None = None  # values often have one size: their length field is packed once
+    vl = b""
     max_timestamp = -1
     # offset deltas are int32: offsets can leave the int64 range only near its ends
     check_offsets = not (_INT64_MIN + (1 << 32) <= base_offset <= _INT64_MAX - (1 << 32))
@@ -719,9 +720,9 @@ def convert_v2_records_to_legacy(
             if data[pos] == 0:  # no headers
                 pos += 1
             else:
-                pos = None
+                pos = None  # type: ignore[assignment]  # headers: the strict parser takes over
         except (IndexError, RecordsError):
-            pos = None
+            pos = None  # type: ignore[assignment]
             rec_end = -1  # may not be set yet; None never equals it: the strict parser takes over
         if pos != rec_end:  # positions only grow: equal means every byte read was in the record
             # The strict reader parses this record again: it raises the error the generic path
@@ -734,11 +735,11 @@ def convert_v2_records_to_legacy(
                 if decompressed:
                     raise _in_decompressed(exc, batch_position) from None
                 raise
-            off_delta, ts_delta, key, value, _ = record
-            klen = -1 if key is None else len(key)
-            vlen = -1 if value is None else len(value)
-            key = key or b""
-            value = value or b""
+            off_delta, ts_delta, parsed_key, parsed_value, _ = record
+            klen = -1 if parsed_key is None else len(parsed_key)
+            vlen = -1 if parsed_value is None else len(parsed_value)
+            key = parsed_key or b""
+            value = memoryview(parsed_value or b"")
             length, pos = read_varint(data, rec_start, end, error_base)
             pos += length
         offset = base_offset + off_delta
@@ -779,9 +780,9 @@ def convert_v2_records_to_legacy(
         out += pack_prefix(offset - rel, len(body) + 4, crc(body))  # the size counts the CRC
         out += body
     if pos != end:
-        exc = InvalidRecordError(
+        remaining = InvalidRecordError(
             f"{end - pos} bytes still remain after the {count} records the batch declares",
             error_base + pos,
         )
-        raise _in_decompressed(exc, batch_position) if decompressed else exc
+        raise _in_decompressed(remaining, batch_position) if decompressed else remaining
     return count - filtered, last_kept, max_timestamp

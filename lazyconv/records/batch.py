@@ -10,7 +10,12 @@ from lazyconv.errors import (
     RecordsError,
 )
 from lazyconv.records._codec import LOG_HEADER, V2_HEADER, crc32c, iter_v2_records
-from lazyconv.records._format import ATTRIBUTES_OFFSET, BATCH_LENGTH_MIN, CRC_OFFSET, RECORDS_COUNT_OFFSET
+from lazyconv.records._format import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_MIN,
+    CRC_OFFSET,
+    RECORDS_COUNT_OFFSET,
+)
 from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,

@@ -12,6 +12,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crc32c import crc32c as package_crc32c
@@ -75,7 +76,10 @@ def _paths() -> list[str]:
     return paths
 
 
-@pytest.fixture(params=_paths() or [pytest.param("none", marks=pytest.mark.skip("no kernel"))])
+_NO_PATHS: list[Any] = [pytest.param("none", marks=pytest.mark.skip("no kernel"))]
+
+
+@pytest.fixture(params=_paths() or _NO_PATHS)
 def crc_path(request: pytest.FixtureRequest) -> Iterator[str]:
     assert _native.kernel is not None
     _native.kernel.select_crc(request.param, request.param)

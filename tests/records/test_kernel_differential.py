@@ -126,7 +126,7 @@ def test_kernel_converts_whole_runs_in_one_call(monkeypatch: pytest.MonkeyPatch)
     """Plain v2 batches are converted per run, not per batch: one kernel call for the chunk."""
     from lazyconv.benchmarks._common import make_v2_batches
 
-    kernel = conversion.kernel
+    kernel: Any = conversion.kernel
     assert kernel is not None
     calls: list[int] = []
 
