@@ -14,6 +14,7 @@ extension was expected but cannot be imported, a :class:`RuntimeWarning` says so
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import warnings
@@ -31,7 +32,7 @@ def _load() -> ModuleType | None:
     if os.environ.get(NO_EXTENSIONS_ENV) == "1":
         return None
     try:
-        from lazyconv.records import _ckernel  # type: ignore[attr-defined]
+        module = importlib.import_module("lazyconv.records._ckernel")
     except ImportError as exc:
         warnings.warn(
             f"lazyconv's compiled kernel is not available ({exc}); running in pure Python "
@@ -40,7 +41,7 @@ def _load() -> ModuleType | None:
             stacklevel=3,
         )
         return None
-    return _ckernel
+    return module
 
 
 kernel: ModuleType | None = _load()
