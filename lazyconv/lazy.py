@@ -41,6 +41,7 @@ from lazyconv.convert import (
     is_zstd_below_v2,
 )
 from lazyconv.errors import ConfigurationError, UnsupportedCompressionError
+from lazyconv.records.entries import read_ahead
 from lazyconv.send import Send, write_to_channel
 
 __all__ = [
@@ -231,7 +232,8 @@ class LazyDownConvertedRecords:
         return (data, stats) if data else None
 
     def _later_chunks(self) -> Iterator[_Chunk]:
-        batches = _skip(iter(self.records.batches()), self._resume_after)
+        # file-backed records: headers and chunks come from windows of two chunks (few reads)
+        batches = _skip(read_ahead(self.records.batches(), 2 * self.chunk_size), self._resume_after)
         for group in chunk_groups(batches, self.chunk_size, self.to_magic):
             data, stats = down_convert_bytes(group, self.to_magic, self.first_offset)
             if data:  # empty conversions are skipped and their stats dropped, as in Kafka
