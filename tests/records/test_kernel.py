@@ -41,8 +41,11 @@ def test_extension_constants_equal_format_py() -> None:
 
 
 def test_implementation_is_reported() -> None:
-    info = _native.implementation_info()
-    assert info["implementation"] == _native.IMPLEMENTATION
+    import lazyconv.records
+
+    info = lazyconv.records.implementation_info()
+    assert info["implementation"] == lazyconv.records.IMPLEMENTATION == _native.IMPLEMENTATION
+    assert lazyconv.records.CPU_FEATURES == _native.CPU_FEATURES
     if os.environ.get("LAZYCONV_NO_EXTENSIONS") == "1":
         assert _native.IMPLEMENTATION == "python" and _native.CPU_FEATURES == ()
     elif os.environ.get("LAZYCONV_EXPECT_NATIVE") == "1":  # set by .ci/run: the build must work
