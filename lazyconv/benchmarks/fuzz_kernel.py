@@ -9,8 +9,9 @@ counts and record lengths, random garbage), and then:
    stream, ``convert_v2_records`` on a batch's payload), which must not crash or read out of
    bounds whatever the length fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
 2. scans the stream with ``scan_batches`` (kernel) and ``scan_batches_reference``, and converts
-   it with ``down_convert_bytes`` on the kernel and on the pure-Python path: scan results,
-   output bytes, stats and errors (type, message, position) must be identical.
+   it with ``down_convert_bytes`` and decodes its records on the kernel and on the pure-Python
+   path: scan results, output bytes, stats, decoded records and errors (type, message,
+   position) must be identical.
 
 ``python bench/fuzz_kernel.py --seconds 120`` runs for a time budget and prints the number of
 executions (kernel calls) and differences; exit status 1 on any difference.
@@ -153,8 +154,22 @@ def _outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
     return ("ok", bytes(out), stats.records_converted, stats.temporary_memory_bytes)
 
 
+def _decoded(data: bytes) -> tuple[Any, ...]:
+    from lazyconv.errors import LazyconvError
+    from lazyconv.records import MemoryRecords
+
+    out: list[Any] = []
+    try:
+        for record in MemoryRecords(data).records():
+            out.append(record)
+    except LazyconvError as exc:
+        return ("error", out, type(exc).__name__, str(exc), exc.position)
+    return ("ok", out)
+
+
 def run(seconds: float, seed: int) -> tuple[int, int, int]:
     """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
+    import lazyconv.records.batch as batch_module
     import lazyconv.records.conversion as conversion
     from lazyconv.records.scan import scan_batches, scan_batches_reference
 
@@ -194,17 +209,17 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
             if (scanned.entries, scanned.end, scanned.stop) != (expected.entries, expected.end, expected.stop):
                 differences += 1
                 log.error("scan difference on input %s", data.hex())
-            native = _outcome(data, to_magic, first_offset)
-            executions += 1
-            conversion.kernel = None
+            native = _outcome(data, to_magic, first_offset), _decoded(data)
+            executions += 2
+            conversion.kernel = batch_module._kernel = None
             try:
-                reference = _outcome(data, to_magic, first_offset)
+                reference = _outcome(data, to_magic, first_offset), _decoded(data)
             finally:
-                conversion.kernel = kernel
+                conversion.kernel = batch_module._kernel = kernel
             if native != reference:
                 differences += 1
                 log.error("difference on input %s (to_magic %d, first_offset %d):\n native    %r\n reference %r",
-                          data.hex(), to_magic, first_offset, native[:4], reference[:4])
+                          data.hex(), to_magic, first_offset, native, reference)
     return executions, inputs, differences
 
 

@@ -332,7 +332,7 @@ def iter_v2_records(
         )
     if require_exact_end and pos != end:
         raise InvalidRecordError(
-            f"{end - pos} bytes still remain after the {count} records the batch declares",
+            f"{end - pos} bytes still remain after the {total} records the batch declares",
             error_base + pos,
         )
 

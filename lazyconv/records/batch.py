@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from lazyconv.errors import (
     CorruptRecordError,
@@ -47,6 +47,21 @@ ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
 _CRC_START = ATTRIBUTES_OFFSET  # the CRC covers attributes .. end of batch
 _MIN_LENGTH = BATCH_LENGTH_MIN  # 49
+
+
+def _reference_from(
+    data: bytes | memoryview, count: int, base_offset: int, base_timestamp: int, override: int | None, error_base: int
+) -> Callable[[int, int], Iterator[Record]]:
+    """The kernel's hand-over: the reference parser from record ``index`` at ``position``
+    (yields or raises exactly what iterating the whole batch with it would from there)."""
+
+    def rest(position: int, index: int) -> Iterator[Record]:
+        buf = bytes(data)
+        return iter_v2_records(
+            buf, position, len(buf), count - index, base_offset, base_timestamp, override, error_base, True, index, count
+        )
+
+    return rest
 
 
 class DefaultBatch(RecordBatch):
@@ -200,12 +215,13 @@ class DefaultBatch(RecordBatch):
                     f"v2 batch declares {count} records but has only {len(payload)} bytes of records",
                     self.position + RECORDS_COUNT_OFFSET,
                 )
-            if _kernel is not None:  # one call for the batch; None: the reference reports the error
-                records = _kernel.decode_v2_records(Record, payload, count, self._base_offset, self.base_timestamp, override)
-                if records is not None:
-                    return iter(records)
-            data = bytes(payload)  # indexing bytes is faster than a memoryview; one batch-sized copy
             error_base = self.position + RECORD_BATCH_OVERHEAD
+            if _kernel is not None:  # decoded in C; from a malformed record on, the reference
+                return _kernel.iter_v2_records(  # type: ignore[no-any-return]
+                    Record, payload, count, self._base_offset, self.base_timestamp, override,
+                    _reference_from(payload, count, self._base_offset, self.base_timestamp, override, error_base),
+                )
+            data = bytes(payload)  # indexing bytes is faster than a memoryview; one batch-sized copy
             return iter_v2_records(
                 data, 0, len(data), count, self._base_offset, self.base_timestamp, override, error_base
             )
@@ -217,12 +233,13 @@ class DefaultBatch(RecordBatch):
     def _iter_decompressed(self, data: bytes, count: int, override: int | None) -> Iterator[Record]:
         # Offsets inside decompressed data are not positions in the records: report the batch
         # position and say where in the decompressed payload the problem is.
-        if _kernel is not None:
-            records = _kernel.decode_v2_records(Record, data, count, self._base_offset, self.base_timestamp, override)
-            if records is not None:
-                yield from records
-                return
         try:
+            if _kernel is not None:
+                yield from _kernel.iter_v2_records(
+                    Record, data, count, self._base_offset, self.base_timestamp, override,
+                    _reference_from(data, count, self._base_offset, self.base_timestamp, override, 0),
+                )
+                return
             yield from iter_v2_records(
                 data, 0, len(data), count, self._base_offset, self.base_timestamp, override, 0
             )

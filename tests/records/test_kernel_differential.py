@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_convert_fused import corrupted, well_formed
 
+import lazyconv.records.batch as batch_module
 import lazyconv.records.conversion as conversion
 from lazyconv.convert import down_convert_bytes
 from lazyconv.errors import LazyconvError
@@ -35,13 +36,23 @@ def outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
     return ("ok", bytes(out), stats.records_converted, stats.temporary_memory_bytes)
 
 
+def decoded(data: bytes) -> tuple[Any, ...]:
+    records: list[Any] = []
+    try:
+        for record in MemoryRecords(data).records():
+            records.append(record)
+    except LazyconvError as exc:
+        return ("error", records, type(exc), str(exc), exc.position)
+    return ("ok", records)
+
+
 def pure(fn: Callable[[], Any]) -> Any:
     saved = conversion.kernel
-    conversion.kernel = None
+    conversion.kernel = batch_module._kernel = None
     try:
         return fn()
     finally:
-        conversion.kernel = saved
+        conversion.kernel = batch_module._kernel = saved
 
 
 def both(data: bytes, to_magic: int, first_offset: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -105,6 +116,16 @@ def test_kernel_equals_reference_on_mutated_record_sets(
     stream = data.draw(mutated(b"".join(parts)))
     native, reference = both(stream, to_magic, first_offset)
     assert native == reference
+    assert decoded(stream) == pure(lambda: decoded(stream))
+
+
+@settings(max_examples=60)
+@given(st.lists(entries, min_size=1, max_size=4))
+def test_decoding_equals_reference(parts: list[bytes]) -> None:
+    """Iterating records (kernel decoder, hand-over to the reference at a malformed record)
+    yields the same records, then the same error, as the reference alone."""
+    stream = b"".join(parts)
+    assert decoded(stream) == pure(lambda: decoded(stream))
 
 
 def _runs() -> Iterator[bytes]:

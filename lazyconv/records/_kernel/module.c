@@ -7,6 +7,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
+
 #include "convert.h"
 #include "crc.h"
 #include "format.h"
@@ -582,6 +584,208 @@ error:
     return NULL;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* RecordIterator: v2 records decoded one at a time (each record's objects are freed before the
+ * next is made, so the allocator reuses them); on a malformed record it hands over to the
+ * reference generator returned by fallback(position_in_data, index), which yields or raises
+ * exactly what the reference does from there. */
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer view;
+    int has_view;
+    PyTypeObject *record_type;
+    Py_ssize_t pos;
+    long long index, count;
+    long long base_offset, base_timestamp;
+    PyObject *base_offset_obj, *base_timestamp_obj, *override, *fallback, *delegate, *empty;
+} RecordIterator;
+
+static void record_iterator_release(RecordIterator *it)
+{
+    if (it->has_view) {
+        PyBuffer_Release(&it->view);
+        it->has_view = 0;
+    }
+}
+
+static void record_iterator_dealloc(RecordIterator *it)
+{
+    record_iterator_release(it);
+    Py_XDECREF(it->record_type);
+    Py_XDECREF(it->base_offset_obj);
+    Py_XDECREF(it->base_timestamp_obj);
+    Py_XDECREF(it->override);
+    Py_XDECREF(it->fallback);
+    Py_XDECREF(it->delegate);
+    Py_XDECREF(it->empty);
+    Py_TYPE(it)->tp_free((PyObject *)it);
+}
+
+static PyObject *record_iterator_hand_over(RecordIterator *it, Py_ssize_t at)
+{
+    record_iterator_release(it);
+    PyObject *delegate = PyObject_CallFunction(it->fallback, "nL", at, it->index);
+    if (delegate == NULL)
+        return NULL;
+    it->delegate = PyObject_GetIter(delegate);
+    Py_DECREF(delegate);
+    if (it->delegate == NULL)
+        return NULL;
+    return PyIter_Next(it->delegate);
+}
+
+static PyObject *exact_sum(long long base, PyObject *base_obj, long long delta)
+{
+    if (delta >= 0 ? base <= LLONG_MAX - delta : base >= LLONG_MIN - delta)
+        return PyLong_FromLongLong(base + delta);
+    PyObject *d = PyLong_FromLongLong(delta);
+    PyObject *sum = d == NULL ? NULL : PyNumber_Add(base_obj, d);
+    Py_XDECREF(d);
+    return sum;
+}
+
+static PyObject *record_iterator_next(RecordIterator *it)
+{
+    if (it->delegate != NULL)
+        return PyIter_Next(it->delegate);
+    if (!it->has_view)
+        return NULL;
+    const uint8_t *data = it->view.buf, *end = data + it->view.len;
+    const uint8_t *p = data + it->pos, *start = p;
+    if (it->index >= it->count) {
+        if (p != end) /* bytes remain: the reference raises it */
+            return record_iterator_hand_over(it, it->pos);
+        record_iterator_release(it);
+        return NULL;
+    }
+    int32_t length, off_delta, klen, vlen, hcount;
+    int64_t ts_delta;
+    if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+        return record_iterator_hand_over(it, start - data);
+    const uint8_t *rec_end = p + length;
+    if (p >= rec_end)
+        return record_iterator_hand_over(it, start - data);
+    p++;
+    if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
+        read_varint(&p, rec_end, &klen) < 0)
+        return record_iterator_hand_over(it, start - data);
+    const uint8_t *key = p;
+    if (klen >= 0) {
+        if (klen > rec_end - p)
+            return record_iterator_hand_over(it, start - data);
+        p += klen;
+    }
+    if (read_varint(&p, rec_end, &vlen) < 0)
+        return record_iterator_hand_over(it, start - data);
+    const uint8_t *value = p;
+    if (vlen >= 0) {
+        if (vlen > rec_end - p)
+            return record_iterator_hand_over(it, start - data);
+        p += vlen;
+    }
+    if (read_varint(&p, rec_end, &hcount) < 0)
+        return record_iterator_hand_over(it, start - data);
+    PyObject *headers;
+    if (hcount == 0) {
+        headers = Py_NewRef(it->empty);
+    } else {
+        headers = decode_headers(&p, rec_end, hcount);
+        if (headers == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            return record_iterator_hand_over(it, start - data);
+        }
+    }
+    if (p != rec_end) {
+        Py_DECREF(headers);
+        return record_iterator_hand_over(it, start - data);
+    }
+    PyObject *record = it->record_type->tp_alloc(it->record_type, 5);
+    if (record == NULL) {
+        Py_DECREF(headers);
+        return NULL;
+    }
+    PyObject *offset = exact_sum(it->base_offset, it->base_offset_obj, off_delta);
+    PyObject *timestamp = it->override != NULL ? Py_NewRef(it->override)
+                                               : exact_sum(it->base_timestamp, it->base_timestamp_obj, ts_delta);
+    PyObject *key_obj = klen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)key, klen);
+    PyObject *value_obj = vlen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)value, vlen);
+    PyTuple_SET_ITEM(record, 0, offset);
+    PyTuple_SET_ITEM(record, 1, timestamp);
+    PyTuple_SET_ITEM(record, 2, key_obj);
+    PyTuple_SET_ITEM(record, 3, value_obj);
+    PyTuple_SET_ITEM(record, 4, headers);
+    if (offset == NULL || timestamp == NULL || key_obj == NULL || value_obj == NULL) {
+        Py_DECREF(record);
+        return NULL;
+    }
+    PyObject_GC_UnTrack(record); /* ints, bytes, None, str/bytes pairs: no cycles possible */
+    it->pos = p - data;
+    it->index++;
+    return record;
+}
+
+static PyTypeObject RecordIteratorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lazyconv.records._ckernel.RecordIterator",
+    .tp_basicsize = sizeof(RecordIterator),
+    .tp_dealloc = (destructor)record_iterator_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Iterator over the v2 records of a buffer (see iter_v2_records).",
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)record_iterator_next,
+};
+
+PyDoc_STRVAR(iter_v2_records_doc,
+             "iter_v2_records(record_type, data, count, base_offset, base_timestamp, timestamp_override, fallback)\n"
+             "-> iterator\n\n"
+             "The count v2 records of data as record_type tuples, decoded one at a time. Where a\n"
+             "record is malformed (or bytes remain after the last), iteration continues with\n"
+             "fallback(position_in_data, index): the reference generator from that record, which\n"
+             "raises its error. The iterator holds a buffer on data until it is exhausted.");
+static PyObject *py_iter_v2_records(PyObject *self, PyObject *args)
+{
+    PyTypeObject *record_type;
+    PyObject *data, *base_offset_obj, *base_timestamp_obj, *override, *fallback;
+    long long count;
+    if (!PyArg_ParseTuple(args, "O!OLOOOO", &PyType_Type, &record_type, &data, &count, &base_offset_obj,
+                          &base_timestamp_obj, &override, &fallback))
+        return NULL;
+    if (!PyType_IsSubtype(record_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+        return NULL;
+    }
+    long long base_offset = PyLong_AsLongLong(base_offset_obj);
+    if (base_offset == -1 && PyErr_Occurred())
+        return NULL;
+    long long base_timestamp = PyLong_AsLongLong(base_timestamp_obj);
+    if (base_timestamp == -1 && PyErr_Occurred())
+        return NULL;
+    RecordIterator *it = PyObject_New(RecordIterator, &RecordIteratorType);
+    if (it == NULL)
+        return NULL;
+    it->has_view = 0;
+    it->record_type = (PyTypeObject *)Py_NewRef(record_type);
+    it->base_offset_obj = Py_NewRef(base_offset_obj);
+    it->base_timestamp_obj = Py_NewRef(base_timestamp_obj);
+    it->override = override == Py_None ? NULL : Py_NewRef(override);
+    it->fallback = Py_NewRef(fallback);
+    it->delegate = NULL;
+    it->empty = PyTuple_New(0);
+    it->pos = 0;
+    it->index = 0;
+    it->count = count < 0 ? 0 : count;
+    it->base_offset = base_offset;
+    it->base_timestamp = base_timestamp;
+    if (it->empty == NULL || PyObject_GetBuffer(data, &it->view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(it);
+        return NULL;
+    }
+    it->has_view = 1;
+    return (PyObject *)it;
+}
+
 PyDoc_STRVAR(scan_plain_v2_doc,
              "scan_plain_v2(data) -> int\n\n"
              "The end of the complete entries of data when every one is a well-formed magic-2 batch\n"
@@ -611,6 +815,7 @@ static PyMethodDef methods[] = {
     {"scan_plain_v2", py_scan_plain_v2, METH_VARARGS, scan_plain_v2_doc},
     {"scan_entries", py_scan_entries, METH_VARARGS, scan_entries_doc},
     {"decode_v2_records", py_decode_v2_records, METH_VARARGS, decode_v2_records_doc},
+    {"iter_v2_records", py_iter_v2_records, METH_VARARGS, iter_v2_records_doc},
     {"append_legacy_message", (PyCFunction)(void (*)(void))py_append_legacy_message, METH_FASTCALL,
      append_legacy_message_doc},
     {NULL, NULL, 0, NULL},
@@ -629,6 +834,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__ckernel(void)
 {
     lc_crc_init();
+    if (PyType_Ready(&RecordIteratorType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
