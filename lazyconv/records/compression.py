@@ -486,7 +486,16 @@ def lz4_frame_header(magic: int) -> bytes:
 _LZ4_HEADERS = {magic: lz4_frame_header(magic) for magic in (0, 1, 2)}
 
 
+_LZ4_END_MARK = b"\x00\x00\x00\x00"
+_LZ4_BLOCK_SIZE = struct.Struct("<I")
+
+
 def _lz4_compress(data: bytes | bytearray | memoryview, magic: int, level: int) -> bytes:
+    if level == _LZ4_DEFAULT_LEVEL and 0 < len(data) <= _LZ4_BLOCK and isinstance(data, (bytes, bytearray)):
+        # one block (a batch of at most 64 KiB): the loop below without its per-block overhead
+        block = lz4.block.compress(data, mode="default", store_size=False)
+        if len(block) < len(data):
+            return b"".join((_LZ4_HEADERS[magic], _LZ4_BLOCK_SIZE.pack(len(block)), block, _LZ4_END_MARK))
     view = memoryview(data).cast("B")
     parts = [_LZ4_HEADERS[magic]]
     for start in range(0, len(view), _LZ4_BLOCK):
