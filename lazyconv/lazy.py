@@ -41,6 +41,7 @@ from lazyconv.convert import (
     is_zstd_below_v2,
 )
 from lazyconv.errors import ConfigurationError, UnsupportedCompressionError
+from lazyconv.records._format import RECORD_BATCH_OVERHEAD
 from lazyconv.records.entries import read_ahead
 from lazyconv.send import Send, write_to_channel
 
@@ -232,8 +233,10 @@ class LazyDownConvertedRecords:
         return (data, stats) if data else None
 
     def _later_chunks(self) -> Iterator[_Chunk]:
-        # file-backed records: headers and chunks come from windows of two chunks (few reads)
-        batches = _skip(read_ahead(self.records.batches(), 2 * self.chunk_size), self._resume_after)
+        # file-backed records: headers and chunk bytes come from windows of a chunk and a batch
+        # header (a few reads per chunk instead of one per batch; memory stays one chunk)
+        window = self.chunk_size + RECORD_BATCH_OVERHEAD
+        batches = _skip(read_ahead(self.records.batches(), window), self._resume_after)
         for group in chunk_groups(batches, self.chunk_size, self.to_magic):
             data, stats = down_convert_bytes(group, self.to_magic, self.first_offset)
             if data:  # empty conversions are skipped and their stats dropped, as in Kafka
