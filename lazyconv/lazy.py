@@ -41,7 +41,7 @@ from lazyconv.convert import (
     is_zstd_below_v2,
 )
 from lazyconv.errors import ConfigurationError, UnsupportedCompressionError
-from lazyconv.records._format import RECORD_BATCH_OVERHEAD
+from lazyconv.records._format import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from lazyconv.records.entries import read_ahead
 from lazyconv.send import Send, write_to_channel
 
@@ -67,8 +67,8 @@ MAX_CHUNK_SIZE = 1024 * 1024
 OVERFLOW_STEP_SIZE = 128 * 1024
 # The size field of a padding header is at least the v2 batch overhead, so readers see a
 # plausible (never complete) entry.
-_MIN_OVERFLOW_LENGTH = 61
-_LOG_OVERHEAD = 12
+_MIN_OVERFLOW_LENGTH = RECORD_BATCH_OVERHEAD
+_LOG_OVERHEAD = LOG_OVERHEAD
 _OVERFLOW_HEADER = struct.Struct(">qi")
 
 # A converted chunk: its bytes and what converting it cost.

@@ -28,6 +28,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from lazyconv.records._format import RECORDS_OFFSET
+
 log = logging.getLogger(__name__)
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -194,8 +196,8 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                 del scratch[:]
                 kernel.convert_v2_run(data[start:], scratch, to_magic, first_offset)
                 executions += 1
-            if len(data) > 61:
-                payload = data[61:]
+            if len(data) > RECORDS_OFFSET:
+                payload = data[RECORDS_OFFSET:]
                 for count in (rng.randint(0, 20), len(payload)):
                     kernel.convert_v2_records(
                         scratch, payload, count, rng.choice((0, _INT64_MAX - 5)), rng.choice((0, -3)),
