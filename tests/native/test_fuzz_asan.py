@@ -15,8 +15,15 @@ import pytest
 SCRIPT = Path(__file__).with_name("fuzz_asan.sh")
 
 
+def _have_asan() -> bool:
+    if shutil.which("gcc") is None:
+        return False
+    found = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    return Path(found).is_absolute() and Path(found).exists()
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the sanitized kernel")
+@pytest.mark.skipif(not _have_asan(), reason="needs gcc with libasan to build the sanitized kernel")
 def test_sanitized_differential_fuzz() -> None:
     done = subprocess.run(
         ["bash", str(SCRIPT), "35"], capture_output=True, text=True, timeout=120,
