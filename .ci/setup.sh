@@ -11,7 +11,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 stamp=.venv/.lazyconv-setup
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# the compiled kernel is rebuilt when its sources or build script change
+want=$(cat pyproject.toml setup.py lazyconv/records/_kernel/*.[ch] | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -e ".[dev,spark]"

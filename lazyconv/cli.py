@@ -23,6 +23,7 @@ import lazyconv.commands
 from lazyconv import __version__
 from lazyconv.commands._common import EXIT_DATA, EXIT_USAGE, missing_extra
 from lazyconv.errors import ConfigurationError, LazyconvError
+from lazyconv.records._native import describe
 
 log = logging.getLogger("lazyconv")
 
@@ -39,6 +40,15 @@ class CommandParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the version and which implementation (compiled kernel or pure Python) and
+    CPU features are in use, printed as is (argparse's version action re-wraps lines)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(f"lazyconv {__version__}\n{describe()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every sub-command found in :mod:`lazyconv.commands`."""
     parser = CommandParser(
@@ -52,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
             "validation), 2 usage mistake (bad option, missing path, busy port, missing extra)."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"lazyconv {__version__}")
+    parser.add_argument(
+        "--version", action=_VersionAction, nargs=0, help="show the version and the implementation in use, then exit"
+    )
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)"
     )

@@ -32,13 +32,15 @@ from lazyconv.errors import (
     InvalidRecordError,
     UnsupportedCompressionError,
 )
-from lazyconv.records._codec import (
-    append_legacy_message,
-    convert_v2_records_to_legacy,
-    unwritable_record_error,
-)
+from lazyconv.records._codec import append_legacy_message, unwritable_record_error
+from lazyconv.records._format import LOG_OVERHEAD, RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
 from lazyconv.records.batch import DefaultBatch
-from lazyconv.records.compression import Compression, compress, decompress
+from lazyconv.records.compression import Compression, compress
+from lazyconv.records.conversion import (
+    append_batch_as_legacy,
+    convert_batch_run,
+    convert_memory_range,
+)
 from lazyconv.records.types import RecordBatch, TimestampType
 
 if TYPE_CHECKING:
@@ -61,8 +63,8 @@ ZSTD_DOWN_CONVERSION_MESSAGE = "Down-conversion of zstandard-compressed batches 
 
 # Bytes of a legacy message without key and value (docs/guide/records.md) and of the 12-byte
 # offset+size prefix; used for the builder byte accounting of the statistics.
-_LOG_OVERHEAD = 12
-_RECORD_OVERHEAD = {0: 14, 1: 22}
+_LOG_OVERHEAD = LOG_OVERHEAD
+_RECORD_OVERHEAD = {0: RECORD_OVERHEAD_V0, 1: RECORD_OVERHEAD_V1}
 _LOG_APPEND_TIME_FLAG = 0x08
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -224,62 +226,39 @@ def _convert_batch_into_generic(
     return written, uncompressed + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 
 
-# --- fused v2 path ---------------------------------------------------------------------------
-# The hot path: a v2 batch's records go straight from its bytes to legacy messages in one loop
-# (lazyconv.records._codec.convert_v2_records_to_legacy), with no Record objects. It must stay
-# byte- and error-identical to _convert_batch_into_generic (tests/test_convert_fused.py checks).
-
-_CODECS = tuple(Compression)  # codec id -> Compression without an enum call per batch
+# --- v2 path ----------------------------------------------------------------------------------
+# The hot path: runs of uncompressed v2 batches go through the records layer's compiled kernel in
+# one call per run (lazyconv.records.conversion.convert_batch_run); any other v2 batch goes
+# straight from its record bytes to legacy messages (append_batch_as_legacy, no Record
+# objects). Both must stay byte- and error-identical to _convert_batch_into_generic
+# (tests/test_convert_fused.py, tests/records/test_kernel_differential.py check).
 
 
 def _convert_v2_batch_into(
     out: bytearray, batch: DefaultBatch, to_magic: int, first_offset: int
 ) -> tuple[int, int]:
     """:func:`_convert_batch_into` for a v2 batch, in one pass over its record bytes."""
-    attributes = batch.attributes
-    codec = attributes & 0x07
-    compression = _CODECS[codec] if codec <= 4 else batch.compression  # 5..7 raise here
-    count = batch.record_count
-    position = batch.position
-    if count < 0:
-        raise InvalidRecordError(f"v2 batch with negative record count {count}", position + 57)
-    if count == 0:
-        return 0, 0
-    log_append = attributes & _LOG_APPEND_TIME_FLAG
-    log_append_time = batch.max_timestamp if log_append else None
-    message_attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
-    payload = batch.buffer()[61:]
-    if codec == 0:
-        data = bytes(payload)  # indexing bytes beats indexing a memoryview; one batch-sized copy
-        if count > len(data):  # every record takes at least one byte
-            raise InvalidRecordError(
-                f"v2 batch declares {count} records but has only {len(data)} bytes of records",
-                position + 57,
-            )
+    if batch.attributes & 0x07 == 0:
         start = len(out)
-        written, _, _ = convert_v2_records_to_legacy(
-            out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, first_offset,
-            to_magic, message_attributes, False, position + 61, position, False,
-        )
+        written, _, _ = append_batch_as_legacy(out, batch, to_magic, first_offset)
         if written and (first := _I64.unpack_from(out, start)[0]) < 0:  # the least kept offset
-            raise negative_offset_error(first, position)
+            raise negative_offset_error(first, batch.position)
         return written, len(out) - start
-    data = decompress(compression, payload, 2, batch.max_decompressed_size, position=position + 61)
     inner = bytearray()
-    written, last_offset, max_timestamp = convert_v2_records_to_legacy(
-        inner, data, count, batch.base_offset, batch.base_timestamp, log_append_time, None,
-        to_magic, message_attributes, to_magic == 1, 0, position, True,
-    )
+    written, last_offset, max_timestamp = append_batch_as_legacy(inner, batch, to_magic, None)
     if written == 0:
         return 0, 0
     first = _first_inner_offset(inner, last_offset, to_magic)
     if first < 0:
-        raise negative_offset_error(first, position)
-    value = compress(compression, inner, to_magic)  # default level, v0 LZ4 quirk by magic
+        raise negative_offset_error(first, batch.position)
+    log_append = batch.attributes & _LOG_APPEND_TIME_FLAG
+    message_attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
+    codec = batch.attributes & 0x07  # a known codec: append_batch_as_legacy checked it
+    value = compress(codec, inner, to_magic)  # default level, v0 LZ4 quirk by magic
     append_legacy_message(
         out,
         last_offset,  # the last *kept* record, not the batch's last offset
-        log_append_time if log_append_time is not None else max_timestamp,
+        batch.max_timestamp if log_append else max_timestamp,
         None,
         value,
         to_magic,
@@ -317,16 +296,33 @@ def down_convert_bytes(
     what the lazy send uses per chunk)."""
     check_target_magic(to_magic)
     start = time.perf_counter_ns()
+    out = bytearray()
+    temporary = 0
+    converted = 0
+    # The kernel's runs keep only offsets >= first_offset; a negative first_offset could keep
+    # negative offsets, which the per-batch path refuses (negative_offset_error).
+    use_kernel = to_magic < 2 and first_offset >= 0
+    # Memory-backed records of plain v2 batches only: one kernel call for all of them.
+    whole = convert_memory_range(batches, out, to_magic, first_offset) if use_kernel else None
+    if whole is not None:
+        converted, temporary, batches = whole
     batch_list: Sequence[RecordBatch] = batches if isinstance(batches, Sequence) else list(batches)
     # Pass 1 (headers only): zstd anywhere fails the whole call before anything is built.
     if to_magic < 2:
         for batch in batch_list:
             if is_zstd_below_v2(batch, to_magic):
                 raise _zstd_error(batch)
-    out = bytearray()
-    temporary = 0
-    converted = 0
-    for batch in batch_list:
+    index = 0
+    count = len(batch_list)
+    while index < count:
+        if use_kernel:  # runs of plain v2 batches: one compiled-kernel call each
+            index, run_converted, run_temporary = convert_batch_run(batch_list, index, out, to_magic, first_offset)
+            converted += run_converted
+            temporary += run_temporary
+            if index == count:
+                break
+        batch = batch_list[index]
+        index += 1
         if to_magic < 2 and batch.is_control:
             continue  # dropped before the zstd check, without a trace, not even in the stats
         if batch.magic <= to_magic:

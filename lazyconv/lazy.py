@@ -45,6 +45,8 @@ from lazyconv.convert import (
     is_zstd_below_v2,
 )
 from lazyconv.errors import ConfigurationError, RecordsError, UnsupportedCompressionError
+from lazyconv.records._format import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from lazyconv.records.entries import read_ahead
 from lazyconv.send import Send, write_to_channel
 
 if TYPE_CHECKING:
@@ -73,8 +75,8 @@ MAX_CHUNK_SIZE = 1024 * 1024
 OVERFLOW_STEP_SIZE = 128 * 1024
 # The size field of a padding header is at least the v2 batch overhead, so readers see a
 # plausible (never complete) entry.
-_MIN_OVERFLOW_LENGTH = 61
-_LOG_OVERHEAD = 12
+_MIN_OVERFLOW_LENGTH = RECORD_BATCH_OVERHEAD
+_LOG_OVERHEAD = LOG_OVERHEAD
 _OVERFLOW_HEADER = struct.Struct(">qi")
 
 # A converted chunk: its bytes and what converting it cost.
@@ -298,7 +300,12 @@ class LazyDownConvertedRecords:
         return (data, stats) if data else None
 
     def _later_chunks(self) -> Iterator[_Chunk]:
-        batches = _GuardedBatches(_skip(iter(self.records.batches()), self._resume_after))
+        # file-backed records: headers and chunk bytes come from windows of a chunk and a batch
+        # header (a few reads per chunk instead of one per batch; memory stays one chunk)
+        window = self.chunk_size + RECORD_BATCH_OVERHEAD
+        batches = _GuardedBatches(
+            _skip(read_ahead(self.records.batches(), window), self._resume_after)
+        )
         for group in chunk_groups(batches, self.chunk_size, self.to_magic):
             for data, stats in _convert_group(group, self.to_magic, self.first_offset):
                 if data:  # empty conversions are skipped and their stats dropped, as in Kafka

@@ -3,9 +3,15 @@
 Reading: :class:`MemoryRecords` (any bytes-like object) and :class:`FileRecords` (a log segment
 read with positioned reads) yield batches lazily (:class:`DefaultBatch` for v2,
 :class:`LegacyBatch` for a top-level v0/v1 message); iterating a batch yields :class:`Record`.
-Writing: :class:`RecordsBuilder` and :func:`build_end_txn_marker`.
+Writing: :class:`RecordsBuilder` and :func:`build_end_txn_marker`. Scanning and validating
+whole buffers in one pass: :func:`scan_batches`.
+
+The hot path runs in a compiled kernel when it is built (:data:`IMPLEMENTATION` is
+``"native"``; ``LAZYCONV_NO_EXTENSIONS=1`` forces the pure-Python reference, ``"python"``);
+:data:`CPU_FEATURES` and :func:`implementation_info` say what it uses.
 """
 
+from lazyconv.records._native import CPU_FEATURES, IMPLEMENTATION, implementation_info
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.builder import RecordsBuilder, build_end_txn_marker, encode_v2_batch
 from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
@@ -18,9 +24,16 @@ from lazyconv.records.control import (
 from lazyconv.records.file import FileRecords
 from lazyconv.records.legacy import LegacyBatch
 from lazyconv.records.memory import MemoryRecords
+from lazyconv.records.scan import ScannedEntry, ScanResult, scan_batches
 from lazyconv.records.types import Record, RecordBatch, TimestampType
 
 __all__ = [
+    "IMPLEMENTATION",
+    "CPU_FEATURES",
+    "implementation_info",
+    "scan_batches",
+    "ScanResult",
+    "ScannedEntry",
     "Compression",
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "TimestampType",

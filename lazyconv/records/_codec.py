@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from zlib import crc32
+from zlib import crc32 as _zlib_crc32
 
-from crc32c import crc32c  # noqa: F401  (batch.py and builder.py take it from here)
+from crc32c import crc32c as _package_crc32c
 
 from lazyconv.errors import (
     CorruptRecordError,
@@ -25,6 +25,7 @@ from lazyconv.errors import (
     MalformedVarintError,
     RecordsError,
 )
+from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.types import Record
 
 LOG_HEADER = struct.Struct(">qi")  # offset, size
@@ -41,6 +42,11 @@ I8 = struct.Struct(">b")
 I32 = struct.Struct(">i")
 U32 = struct.Struct(">I")
 I64 = struct.Struct(">q")
+
+# CRC-32 and CRC-32C: the kernel's (PCLMULQDQ / SSE4.2 when the CPU has them) or zlib's and
+# the crc32c package's; same signature ``crc(data, value=0)`` and same results.
+crc32 = _kernel.crc32 if _kernel is not None else _zlib_crc32
+crc32c = _kernel.crc32c if _kernel is not None else _package_crc32c
 
 _MASK32 = 0xFFFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF
@@ -299,7 +305,7 @@ def iter_v2_records(
         )
     if require_exact_end and pos != end:
         raise InvalidRecordError(
-            f"{end - pos} bytes still remain after the {count} records the batch declares",
+            f"{end - pos} bytes still remain after the {total} records the batch declares",
             error_base + pos,
         )
 
@@ -371,7 +377,7 @@ def append_v2_record(
         n = len(value)
         vl = small[n + 64] if n <= _SMALL_MAX else ev(n)
     if headers:
-        hb = bytearray(ev(len(headers)))
+        hb: bytes | bytearray = bytearray(ev(len(headers)))
         for hkey, hval in headers:
             hk = hkey.encode("utf-8")
             hb += ev(len(hk))
@@ -456,7 +462,7 @@ def parse_legacy_message(
     return offset, crc, magic, attributes, timestamp, key, value
 
 
-def append_legacy_message(
+def append_legacy_message_reference(
     out: bytearray,
     offset: int,
     timestamp: int,
@@ -492,11 +498,32 @@ def append_legacy_message(
     out += _LEGACY_PREFIX.pack(offset, size, c)
     out += head
     if klen > 0:
-        out += key  # type: ignore[operator]
+        out += key  # type: ignore[operator, arg-type]
     out += vl
     if vlen > 0:
-        out += value  # type: ignore[operator]
+        out += value  # type: ignore[operator, arg-type]
     return size + 12
+
+
+def _append_legacy_message_native(
+    out: bytearray,
+    offset: int,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    magic: int,
+    attributes: int,
+) -> int:
+    """:func:`append_legacy_message_reference` by the compiled kernel (one call, one CRC);
+    values it cannot write go to the reference, which raises as it always has."""
+    try:
+        return _kernel.append_legacy_message(out, offset, timestamp, key, value, magic, attributes)  # type: ignore[union-attr, no-any-return]
+    except (OverflowError, ValueError, TypeError):
+        return append_legacy_message_reference(out, offset, timestamp, key, value, magic, attributes)
+
+
+append_legacy_message = _append_legacy_message_native if _kernel is not None else append_legacy_message_reference
+append_legacy_message.__doc__ = append_legacy_message_reference.__doc__
 
 
 # --------------------------------------------------------------------------------------------
@@ -592,7 +619,8 @@ def convert_v2_records_to_legacy(
     rel = 0
     unset = _NO_FILTER
     last_kept = unset  # below every offset: the first kept record needs no predecessor
-    last_vlen = vl = None  # values often have one size: their length field is packed once
+    last_vlen: int | None = None  # values often have one size: their length field is packed once
+    vl = b""
     max_timestamp = -1
     # offset deltas are int32: offsets can leave the int64 range only near its ends
     check_offsets = not (_INT64_MIN + (1 << 32) <= base_offset <= _INT64_MAX - (1 << 32))
@@ -665,9 +693,9 @@ def convert_v2_records_to_legacy(
             if data[pos] == 0:  # no headers
                 pos += 1
             else:
-                pos = None
+                pos = None  # type: ignore[assignment]  # headers: the strict parser takes over
         except (IndexError, RecordsError):
-            pos = None
+            pos = None  # type: ignore[assignment]
             rec_end = -1  # may not be set yet; None never equals it: the strict parser takes over
         if pos != rec_end:  # positions only grow: equal means every byte read was in the record
             # The strict reader parses this record again: it raises the error the generic path
@@ -680,11 +708,11 @@ def convert_v2_records_to_legacy(
                 if decompressed:
                     raise _in_decompressed(exc, batch_position) from None
                 raise
-            off_delta, ts_delta, key, value, _ = record
-            klen = -1 if key is None else len(key)
-            vlen = -1 if value is None else len(value)
-            key = key or b""
-            value = value or b""
+            off_delta, ts_delta, parsed_key, parsed_value, _ = record
+            klen = -1 if parsed_key is None else len(parsed_key)
+            vlen = -1 if parsed_value is None else len(parsed_value)
+            key = parsed_key or b""
+            value = memoryview(parsed_value or b"")
             length, pos = read_varint(data, rec_start, end, error_base)
             pos += length
         offset = base_offset + off_delta
@@ -725,9 +753,9 @@ def convert_v2_records_to_legacy(
         out += pack_prefix(offset - rel, len(body) + 4, crc(body))  # the size counts the CRC
         out += body
     if pos != end:
-        exc = InvalidRecordError(
+        remaining = InvalidRecordError(
             f"{end - pos} bytes still remain after the {count} records the batch declares",
             error_base + pos,
         )
-        raise _in_decompressed(exc, batch_position) if decompressed else exc
+        raise _in_decompressed(remaining, batch_position) if decompressed else remaining
     return count - filtered, last_kept, max_timestamp

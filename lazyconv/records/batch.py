@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from lazyconv.errors import (
     CorruptRecordError,
@@ -10,6 +10,13 @@ from lazyconv.errors import (
     RecordsError,
 )
 from lazyconv.records._codec import LOG_HEADER, V2_HEADER, crc32c, iter_v2_records
+from lazyconv.records._format import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_MIN,
+    CRC_OFFSET,
+    RECORDS_COUNT_OFFSET,
+)
+from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Compression,
@@ -38,8 +45,23 @@ ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
-_CRC_START = 21  # the CRC covers attributes .. end of batch
-_MIN_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # 49
+_CRC_START = ATTRIBUTES_OFFSET  # the CRC covers attributes .. end of batch
+_MIN_LENGTH = BATCH_LENGTH_MIN  # 49
+
+
+def _reference_from(
+    data: bytes | memoryview, count: int, base_offset: int, base_timestamp: int, override: int | None, error_base: int
+) -> Callable[[int, int], Iterator[Record]]:
+    """The kernel's hand-over: the reference parser from record ``index`` at ``position``
+    (yields or raises exactly what iterating the whole batch with it would from there)."""
+
+    def rest(position: int, index: int) -> Iterator[Record]:
+        buf = bytes(data)
+        return iter_v2_records(
+            buf, position, len(buf), count - index, base_offset, base_timestamp, override, error_base, True, index, count
+        )
+
+    return rest
 
 
 class DefaultBatch(RecordBatch):
@@ -51,7 +73,7 @@ class DefaultBatch(RecordBatch):
     records) and is the base of every error position.
     """
 
-    ATTRIBUTES_POSITION = 21
+    ATTRIBUTES_POSITION = ATTRIBUTES_OFFSET
 
     __slots__ = (
         "_source",
@@ -160,6 +182,10 @@ class DefaultBatch(RecordBatch):
 
     # -- bytes, validation, records --------------------------------------------------------
 
+    def records_buffer(self) -> bytes | memoryview:
+        """The bytes after the 61-byte header: the records, or their compressed form."""
+        return self._source.read(self.position + RECORD_BATCH_OVERHEAD, self.size_in_bytes - RECORD_BATCH_OVERHEAD)
+
     def compute_crc(self) -> int:
         """CRC-32C of bytes 21 .. end, as stored in the CRC field of a valid batch."""
         return crc32c(self.buffer()[_CRC_START:])
@@ -170,26 +196,32 @@ class DefaultBatch(RecordBatch):
         if actual != self._crc:
             raise CorruptRecordError(
                 f"v2 batch CRC mismatch: stored {self._crc:#010x}, computed {actual:#010x}",
-                self.position + 17,
+                self.position + CRC_OFFSET,
             )
 
     def __iter__(self) -> Iterator[Record]:
         count = self._count
         if count < 0:
-            raise InvalidRecordError(f"v2 batch with negative record count {count}", self.position + 57)
+            raise InvalidRecordError(f"v2 batch with negative record count {count}", self.position + RECORDS_COUNT_OFFSET)
         if count == 0:
             return iter(())
-        codec = self.compression  # raises on 5..7
+        plain = not self.attributes & ATTR_COMPRESSION_MASK  # no Compression enum per batch
+        codec = Compression.NONE if plain else self.compression  # raises on 5..7
         override = self._max_timestamp if self.attributes & ATTR_TIMESTAMP_TYPE else None
         payload = self._source.read(self.position + RECORD_BATCH_OVERHEAD, self.size_in_bytes - RECORD_BATCH_OVERHEAD)
-        if codec == Compression.NONE:
-            data = bytes(payload)  # indexing bytes is faster than a memoryview; one batch-sized copy
-            if count > len(data):  # every record takes at least one byte
+        if plain:
+            if count > len(payload):  # every record takes at least one byte
                 raise InvalidRecordError(
-                    f"v2 batch declares {count} records but has only {len(data)} bytes of records",
-                    self.position + 57,
+                    f"v2 batch declares {count} records but has only {len(payload)} bytes of records",
+                    self.position + RECORDS_COUNT_OFFSET,
                 )
             error_base = self.position + RECORD_BATCH_OVERHEAD
+            if _kernel is not None:  # decoded in C; from a malformed record on, the reference
+                return _kernel.iter_v2_records(
+                    Record, payload, count, self._base_offset, self.base_timestamp, override,
+                    _reference_from(payload, count, self._base_offset, self.base_timestamp, override, error_base),
+                )
+            data = bytes(payload)  # indexing bytes is faster than a memoryview; one batch-sized copy
             return iter_v2_records(
                 data, 0, len(data), count, self._base_offset, self.base_timestamp, override, error_base
             )
@@ -202,6 +234,12 @@ class DefaultBatch(RecordBatch):
         # Offsets inside decompressed data are not positions in the records: report the batch
         # position and say where in the decompressed payload the problem is.
         try:
+            if _kernel is not None:
+                yield from _kernel.iter_v2_records(
+                    Record, data, count, self._base_offset, self.base_timestamp, override,
+                    _reference_from(data, count, self._base_offset, self.base_timestamp, override, 0),
+                )
+                return
             yield from iter_v2_records(
                 data, 0, len(data), count, self._base_offset, self.base_timestamp, override, 0
             )

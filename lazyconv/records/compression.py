@@ -71,6 +71,9 @@ _NAMES = {
 }
 
 
+_BY_ID: dict[object, Compression] = {member.value: member for member in Compression}
+
+
 def compression_name(codec: int) -> str:
     """Kafka's name of a codec id: ``"none"``, ``"gzip"``, ``"snappy"``, ``"lz4"``, ``"zstd"``."""
     return _NAMES[compression_from_id(codec)]
@@ -79,8 +82,8 @@ def compression_name(codec: int) -> str:
 def compression_from_id(codec_id: int, position: int | None = None) -> Compression:
     """The :class:`Compression` for a codec id; ids 5..7 (or anything else) are unknown."""
     try:
-        return Compression(codec_id)
-    except ValueError:
+        return _BY_ID[codec_id]  # what Compression(codec_id) finds, without the enum call
+    except (KeyError, TypeError):
         raise UnknownCompressionError(
             f"unknown compression codec id {codec_id} (Kafka defines 0..4)", position
         ) from None
@@ -460,7 +463,16 @@ _LZ4_FLG_INDEPENDENT = 0x20
 
 
 def _lz4_header_checksum(descriptor: bytes | memoryview) -> int:
-    return (xxhash.xxh32_intdigest(descriptor, 0) >> 8) & 0xFF
+    key = bytes(descriptor)
+    checksum = _LZ4_HEADER_CHECKSUMS.get(key)
+    if checksum is None:
+        checksum = (xxhash.xxh32_intdigest(key, 0) >> 8) & 0xFF
+        if len(_LZ4_HEADER_CHECKSUMS) < 256:  # a few descriptors occur in practice
+            _LZ4_HEADER_CHECKSUMS[key] = checksum
+    return checksum
+
+
+_LZ4_HEADER_CHECKSUMS: dict[bytes, int] = {}
 
 
 def lz4_frame_header(magic: int) -> bytes:
@@ -474,7 +486,16 @@ def lz4_frame_header(magic: int) -> bytes:
 _LZ4_HEADERS = {magic: lz4_frame_header(magic) for magic in (0, 1, 2)}
 
 
+_LZ4_END_MARK = b"\x00\x00\x00\x00"
+_LZ4_BLOCK_SIZE = struct.Struct("<I")
+
+
 def _lz4_compress(data: bytes | bytearray | memoryview, magic: int, level: int) -> bytes:
+    if level == _LZ4_DEFAULT_LEVEL and 0 < len(data) <= _LZ4_BLOCK and isinstance(data, (bytes, bytearray)):
+        # one block (a batch of at most 64 KiB): the loop below without its per-block overhead
+        block = lz4.block.compress(data, mode="default", store_size=False)
+        if len(block) < len(data):
+            return b"".join((_LZ4_HEADERS[magic], _LZ4_BLOCK_SIZE.pack(len(block)), block, _LZ4_END_MARK))
     view = memoryview(data).cast("B")
     parts = [_LZ4_HEADERS[magic]]
     for start in range(0, len(view), _LZ4_BLOCK):

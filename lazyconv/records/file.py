@@ -8,7 +8,7 @@ from typing import BinaryIO
 
 from lazyconv.errors import ConfigurationError, TruncatedDataError
 from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
-from lazyconv.records.entries import iter_batches
+from lazyconv.records.entries import BatchIterator
 from lazyconv.records.types import Record, RecordBatch
 from lazyconv.send import FileRegionSend
 
@@ -119,7 +119,7 @@ class FileRecords:
 
     def batches(self) -> Iterator[RecordBatch]:
         """Complete batches in order; a trailing partial batch is skipped silently."""
-        return iter_batches(self._source, self.start, self.end, self.max_decompressed_size)
+        return BatchIterator(self._source, self.start, self.end, self.max_decompressed_size)
 
     def __iter__(self) -> Iterator[RecordBatch]:
         return self.batches()

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from lazyconv.errors import ConfigurationError, TruncatedDataError
 from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
-from lazyconv.records.entries import iter_batches
+from lazyconv.records.entries import BatchIterator
 from lazyconv.records.types import Record, RecordBatch
 from lazyconv.send import BytesSend
 
@@ -60,7 +60,7 @@ class MemoryRecords:
 
     def batches(self) -> Iterator[RecordBatch]:
         """Complete batches in order; a trailing partial batch is skipped silently."""
-        return iter_batches(self._source, 0, len(self._view), self.max_decompressed_size)
+        return BatchIterator(self._source, 0, len(self._view), self.max_decompressed_size)
 
     def __iter__(self) -> Iterator[RecordBatch]:
         return self.batches()

@@ -8,6 +8,13 @@ from enum import IntEnum
 from typing import ClassVar, NamedTuple, Protocol
 
 from lazyconv.errors import RecordsError, UnknownCompressionError
+from lazyconv.records._format import (  # re-exported: the layout's one source is _format.py
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
+)
 from lazyconv.records.compression import Compression
 
 __all__ = [
@@ -27,11 +34,6 @@ __all__ = [
     "NO_PARTITION_LEADER_EPOCH",
 ]
 
-LOG_OVERHEAD = 12
-HEADER_SIZE_UP_TO_MAGIC = 17
-RECORD_BATCH_OVERHEAD = 61
-RECORD_OVERHEAD_V0 = 14
-RECORD_OVERHEAD_V1 = 22
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -1,0 +1,244 @@
+"""Differential fuzzing of the compiled kernel against the pure-Python reference.
+
+Each execution builds a small random record set (v2 batches with random records, headers,
+nulls, long and non-canonical varints, extreme offsets and timestamps; compressed and control
+batches; legacy entries), mutates it (byte flips, truncation, lying batch lengths, record
+counts and record lengths, random garbage), and then:
+
+1. calls the kernel's entry points directly on the raw bytes (``convert_v2_run`` on the whole
+   stream, ``convert_v2_records`` on a batch's payload), which must not crash or read out of
+   bounds whatever the length fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
+2. scans the stream with ``scan_batches`` (kernel) and ``scan_batches_reference``, and converts
+   it with ``down_convert_bytes`` and decodes its records on the kernel and on the pure-Python
+   path: scan results, output bytes, stats, decoded records and errors (type, message,
+   position) must be identical.
+
+``python bench/fuzz_kernel.py --seconds 120`` runs for a time budget and prints the number of
+executions (kernel calls) and differences; exit status 1 on any difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import struct
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from lazyconv.records._format import RECORDS_OFFSET
+
+log = logging.getLogger(__name__)
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_INT64_MAX = (1 << 63) - 1
+_INT64_MIN = -(1 << 63)
+
+
+def _uvarint(u: int) -> bytes:
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+def _varint(rng: random.Random, value: int, bits: int = 64) -> bytes:
+    u = ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
+    raw = _uvarint(u)
+    if rng.random() < 0.03 and len(raw) < (5 if bits == 32 else 10):  # non-canonical: a padding byte
+        raw = raw[:-1] + bytes([raw[-1] | 0x80, 0x00])
+    return raw
+
+
+def _bytes(rng: random.Random) -> bytes | None:
+    roll = rng.random()
+    if roll < 0.15:
+        return None
+    if roll < 0.25:
+        return b""
+    return rng.randbytes(rng.choice((1, 3, 8, 30, 70, 200)))
+
+
+def _record(rng: random.Random, offset_delta: int) -> bytes:
+    body = bytearray([rng.getrandbits(8) if rng.random() < 0.05 else 0])
+    ts = rng.choice((0, 1, 5, 1000, 1 << 40, rng.getrandbits(20), rng.getrandbits(8))) if rng.random() < 0.97 else \
+        rng.choice((-1, -1000, _INT64_MAX, _INT64_MIN))
+    body += _varint(rng, ts)
+    body += _varint(rng, offset_delta, 32)
+    for field in (_bytes(rng), _bytes(rng)):
+        body += _varint(rng, -1 if field is None else len(field), 32)
+        body += field or b""
+    keys = (b"h", "é".encode(), "\U0001F600".encode(), b"", b"key") if rng.random() < 0.97 else \
+        (b"\xff\xfe", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\x80", b"\xe0\x80\x80")
+    headers = [] if rng.random() < 0.7 else [
+        (rng.choice(keys), _bytes(rng))
+        for _ in range(rng.randint(1, 3))
+    ]
+    body += _varint(rng, len(headers), 32)
+    for key, value in headers:
+        body += _varint(rng, len(key), 32) + key
+        body += _varint(rng, -1 if value is None else len(value), 32) + (value or b"")
+    return _varint(rng, len(body), 32) + bytes(body)
+
+
+def _batch(rng: random.Random) -> bytes:
+    from crc32c import crc32c
+
+    from lazyconv.records.compression import Compression, compress
+
+    count = rng.choice((0, 1, 2, 3, 5, 12))
+    delta = 0
+    parts = []
+    for _ in range(count):
+        parts.append(_record(rng, delta))
+        delta += rng.choice((1, 1, 1, 2, 100)) if rng.random() < 0.97 else rng.choice((0, -1))
+    records = b"".join(parts)
+    codec = rng.choice((0, 0, 0, 0, 0, 1, 3))
+    payload = records if codec == 0 else compress(Compression(codec), records, 2)
+    attributes = codec | rng.choice((0, 0, 0x08, 0x10, 0x20 if rng.random() < 0.3 else 0))
+    base_offset = rng.choice((0, 10, 1 << 40, _INT64_MAX - 3, _INT64_MIN + 2, rng.getrandbits(16)))
+    base_ts = rng.choice((0, 1_700_000_000_000, -1, 1 << 50)) if rng.random() < 0.95 else rng.choice((-5, _INT64_MAX - 2))
+    max_ts = rng.choice((base_ts, -1, 1_700_000_000_123)) if rng.random() < 0.95 else -7
+    header = bytearray(
+        _V2_HEADER.pack(base_offset, 49 + len(payload), -1, 2, 0, attributes, max(count - 1, 0), base_ts, max_ts,
+                        -1, -1, -1, count)
+    )
+    struct.pack_into(">I", header, 17, crc32c(bytes(header[21:]) + payload))
+    return bytes(header) + payload
+
+
+def _legacy(rng: random.Random) -> bytes:
+    from lazyconv.records import RecordsBuilder
+
+    builder = RecordsBuilder(rng.choice((0, 1)), rng.choice((0, 0, 1)), base_offset=rng.randint(0, 50))
+    for _ in range(rng.randint(1, 3)):
+        builder.append(None, 1_700_000_000_000, _bytes(rng), _bytes(rng))
+    return bytes(builder.build())
+
+
+def _mutate(rng: random.Random, data: bytes) -> bytes:
+    buf = bytearray(data)
+    for _ in range(rng.choice((0, 0, 0, 1, 1, 2, 4))):
+        if not buf:
+            break
+        kind = rng.random()
+        position = rng.randrange(len(buf))
+        if kind < 0.4:
+            buf[position] = rng.getrandbits(8)
+        elif kind < 0.55 and len(buf) >= 12:
+            at = position if position + 12 <= len(buf) and rng.random() < 0.5 else 0
+            struct.pack_into(">i", buf, at + 8, rng.choice((-1, 0, 13, 48, 49, 50, len(buf), 1 << 30, 0x7FFFFFFF)))
+        elif kind < 0.7 and len(buf) >= 61:
+            struct.pack_into(">i", buf, 57, rng.choice((-1, 0, 1, 2, 100, 0x7FFFFFFF)))
+        elif kind < 0.85:
+            del buf[position:]
+        elif kind < 0.95 and len(buf) > 61:
+            position = rng.randrange(61, len(buf))  # a lying varint inside the records
+            buf[position:position + 1] = rng.choice((b"\xff", b"\x80\x80\x80\x80\x80\x01", b"\x7f", b"\x01"))
+        else:
+            buf[position:position] = rng.randbytes(rng.randint(1, 20))
+    return bytes(buf)
+
+
+def _outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
+    from lazyconv.convert import down_convert_bytes
+    from lazyconv.errors import LazyconvError
+    from lazyconv.records import MemoryRecords
+
+    try:
+        out, stats = down_convert_bytes(MemoryRecords(data).batches(), to_magic, first_offset)
+    except LazyconvError as exc:
+        return ("error", type(exc).__name__, str(exc), exc.position)
+    return ("ok", bytes(out), stats.records_converted, stats.temporary_memory_bytes)
+
+
+def _decoded(data: bytes) -> tuple[Any, ...]:
+    from lazyconv.errors import LazyconvError
+    from lazyconv.records import MemoryRecords
+
+    out: list[Any] = []
+    try:
+        for record in MemoryRecords(data).records():
+            out.append(record)
+    except LazyconvError as exc:
+        return ("error", out, type(exc).__name__, str(exc), exc.position)
+    return ("ok", out)
+
+
+def run(seconds: float, seed: int) -> tuple[int, int, int]:
+    """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
+    import lazyconv.records.batch as batch_module
+    import lazyconv.records.conversion as conversion
+    from lazyconv.records.scan import scan_batches, scan_batches_reference
+
+    kernel = conversion.kernel
+    if kernel is None:
+        raise SystemExit("the compiled kernel is not in use: nothing to fuzz")
+    rng = random.Random(seed)
+    deadline = time.monotonic() + seconds
+    executions = inputs = differences = 0
+    scratch = bytearray()
+    while time.monotonic() < deadline:
+        for _ in range(50):
+            parts = [_batch(rng) if rng.random() < 0.85 else _legacy(rng) for _ in range(rng.randint(1, 4))]
+            data = _mutate(rng, b"".join(parts))
+            if rng.random() < 0.02:
+                data = rng.randbytes(rng.randint(0, 300))
+            to_magic = rng.choice((0, 1))
+            first_offset = rng.choice((0, 0, 3, 11, _INT64_MAX, _INT64_MIN))
+            inputs += 1
+            # 1. raw kernel calls on every suffix start a parser could be pointed at
+            for start in (0, rng.randrange(len(data) + 1)):
+                del scratch[:]
+                kernel.convert_v2_run(data[start:], scratch, to_magic, first_offset)
+                executions += 1
+            if len(data) > RECORDS_OFFSET:
+                payload = data[RECORDS_OFFSET:]
+                for count in (rng.randint(0, 20), len(payload)):
+                    kernel.convert_v2_records(
+                        scratch, payload, count, rng.choice((0, _INT64_MAX - 5)), rng.choice((0, -3)),
+                        rng.choice((None, 5, -9)), to_magic, 0, rng.random() < 0.5,
+                    )
+                    executions += 1
+            # 2. differential: the scan and the public conversion on both implementations
+            scanned = scan_batches(data, 7)
+            executions += 1
+            expected = scan_batches_reference(data, 7)
+            if (scanned.entries, scanned.end, scanned.stop) != (expected.entries, expected.end, expected.stop):
+                differences += 1
+                log.error("scan difference on input %s", data.hex())
+            native = _outcome(data, to_magic, first_offset), _decoded(data)
+            executions += 2
+            conversion.kernel = batch_module._kernel = None
+            try:
+                reference = _outcome(data, to_magic, first_offset), _decoded(data)
+            finally:
+                conversion.kernel = batch_module._kernel = kernel
+            if native != reference:
+                differences += 1
+                log.error("difference on input %s (to_magic %d, first_offset %d):\n native    %r\n reference %r",
+                          data.hex(), to_magic, first_offset, native, reference)
+    return executions, inputs, differences
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``--seconds`` (time budget), ``--seed``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="time budget (default 60)")
+    parser.add_argument("--seed", type=int, default=12, help="random seed (default 12)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    start = time.monotonic()
+    executions, inputs, differences = run(args.seconds, args.seed)
+    elapsed = time.monotonic() - start
+    print(f"fuzz_kernel: {executions} kernel executions on {inputs} inputs in {elapsed:.0f} s, "
+          f"{differences} differences")
+    return 1 if differences else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+/* The down-conversion kernel: magic v2 records to magic 0/1 messages, without Python objects.
+ * Pure C over byte ranges (no CPython API): callable with the GIL released. */
+#ifndef LAZYCONV_CONVERT_H
+#define LAZYCONV_CONVERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Why lc_convert_run stopped (the batch at `consumed` is left for the Python path). */
+enum lc_stop {
+    LC_STOP_END = 0,        /* every batch of the range was converted */
+    LC_STOP_COMPRESSED = 1, /* a compressed (non-control) batch */
+    LC_STOP_NOT_V2 = 2,     /* an entry whose magic is not 2 */
+    LC_STOP_PARTIAL = 3,    /* the range ends inside an entry */
+    LC_STOP_INVALID = 4,    /* a batch or record the strict parser must report (or an edge
+                               case such as an offset or timestamp beyond int64) */
+    LC_STOP_NO_SPACE = 5,   /* the output needs more room before the next batch */
+};
+
+/* Converting the records of one batch (or of one decompressed payload). */
+typedef struct {
+    int64_t base_offset;
+    int64_t base_timestamp;
+    int has_log_append_time;
+    int64_t log_append_time;
+    int filter;             /* records below first_offset are parsed but not written */
+    int64_t first_offset;
+    int to_magic;           /* 0 or 1 */
+    uint8_t attributes;     /* attributes of every written message */
+    int relative_offsets;   /* offsets relative to the first kept record (v1 wrapper inners) */
+} lc_records_params;
+
+typedef struct {
+    int64_t kept;
+    int64_t last_kept_offset;
+    int64_t max_timestamp;
+    size_t written;
+} lc_records_result;
+
+/* Bytes a converted record may need beyond its v2 bytes (v1: 34-byte message overhead with
+ * log header, against at least 7 bytes of v2 record). */
+#define LC_MAX_GROWTH_PER_RECORD 27
+
+/* Convert `count` records of data[0:n) into out[0:cap). Returns 0 on success (the records end
+ * exactly at n), -1 when the strict parser must take over (malformed or unwritable record).
+ * The caller guarantees cap >= n + count * LC_MAX_GROWTH_PER_RECORD. */
+int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_records_params *params,
+                       uint8_t *out, size_t cap, lc_records_result *result);
+
+typedef struct {
+    size_t consumed;        /* bytes of input fully handled (whole entries) */
+    size_t written;         /* bytes appended to out */
+    int64_t converted;      /* records written */
+    int64_t temporary;      /* sum of (batch size + bytes written) over batches that kept records */
+    enum lc_stop stop;
+} lc_run_result;
+
+/* Convert consecutive uncompressed v2 batches of data[0:n) to `to_magic` (0/1), dropping
+ * control batches, into out[0:cap). Stops at the first entry it does not handle. */
+void lc_convert_run(const uint8_t *data, size_t n, int to_magic, int64_t first_offset, uint8_t *out,
+                    size_t cap, lc_run_result *result);
+
+/* Walk the entries of data[0:n) as the Python entry splitter does. Returns the end of the
+ * complete entries (a trailing partial entry is left out, as the splitter skips it) when every
+ * complete entry is a well-formed v2 batch that is uncompressed or a control batch; -1 when any
+ * entry needs the Python path (legacy or compressed entries, anything the splitter rejects). */
+int64_t lc_scan_plain_v2(const uint8_t *data, size_t n);
+
+/* One complete entry as lc_scan_entries sees it. */
+typedef struct {
+    int64_t position;      /* from the start of the scanned range */
+    int64_t size;          /* 12 + size field */
+    int magic;
+    int attributes;        /* low byte */
+    int64_t base_offset;   /* v2: header base offset; legacy: the message offset */
+    int32_t last_offset_delta; /* v2: the header's (0 when the length is below 49); legacy: 0 */
+    int64_t record_count;  /* v2: header count; legacy: 1, or -1 for a compressed wrapper */
+    int64_t max_timestamp; /* v2: header; v1: the message timestamp; v0: -1 */
+    int valid;             /* size, CRC and (uncompressed) record structure all fine */
+    int records_checked;   /* the records were parsed (uncompressed entries) */
+} lc_entry;
+
+enum lc_scan_stop {
+    LC_SCAN_END = 0,      /* the range ends exactly after the last entry */
+    LC_SCAN_PARTIAL = 1,  /* a trailing incomplete entry (skipped, as a fetch's partial batch) */
+    LC_SCAN_BAD_SIZE = 2, /* a size field below 14: nothing after it can be delimited */
+    LC_SCAN_BAD_MAGIC = 3,/* a magic above 2: likewise */
+    LC_SCAN_MORE = 4,     /* `max_entries` were filled: call again from `*consumed` */
+};
+
+/* Delimit and check up to max_entries entries of data[0:n), as the entry splitter delimits
+ * them and as DefaultBatch/LegacyBatch validate() and iteration check them. */
+enum lc_scan_stop lc_scan_entries(const uint8_t *data, size_t n, lc_entry *entries, size_t max_entries,
+                                  size_t *count, size_t *consumed);
+
+#endif

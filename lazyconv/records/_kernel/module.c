@@ -1,0 +1,864 @@
+/* lazyconv.records._ckernel: the CPython face of the compiled kernel (crc.c, convert.c).
+ *
+ * Every function that works on a buffer holds a Py_buffer on it and releases the GIL while the
+ * C code runs (CRCs only above a size where that pays). Nothing here constructs errors about
+ * the data: the kernel says where it stopped and the Python reference code takes over there.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <limits.h>
+
+#include "convert.h"
+#include "crc.h"
+#include "format.h"
+#include "wire.h"
+
+#include <string.h>
+
+#define GIL_RELEASE_THRESHOLD 4096 /* CRCs of shorter buffers keep the GIL */
+
+static PyObject *crc_common(PyObject *args, int castagnoli)
+{
+    Py_buffer view;
+    unsigned long start = 0;
+    if (!PyArg_ParseTuple(args, "y*|k", &view, &start))
+        return NULL;
+    uint32_t crc = (uint32_t)start;
+    const uint8_t *p = view.buf;
+    size_t n = (size_t)view.len;
+    if (n >= GIL_RELEASE_THRESHOLD) {
+        Py_BEGIN_ALLOW_THREADS
+        crc = castagnoli ? lc_crc32c(crc, p, n) : lc_crc32(crc, p, n);
+        Py_END_ALLOW_THREADS
+    } else {
+        crc = castagnoli ? lc_crc32c(crc, p, n) : lc_crc32(crc, p, n);
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+PyDoc_STRVAR(crc32_doc, "crc32(data, value=0) -> int\n\nCRC-32 (zlib's) of data, continuing from value.");
+static PyObject *py_crc32(PyObject *self, PyObject *args) { return crc_common(args, 0); }
+
+PyDoc_STRVAR(crc32c_doc, "crc32c(data, value=0) -> int\n\nCRC-32C (Castagnoli) of data, continuing from value.");
+static PyObject *py_crc32c(PyObject *self, PyObject *args) { return crc_common(args, 1); }
+
+static int impl_from_name(const char *name, enum lc_crc_impl *impl)
+{
+    if (strcmp(name, "auto") == 0)
+        *impl = LC_CRC_AUTO;
+    else if (strcmp(name, "portable") == 0)
+        *impl = LC_CRC_PORTABLE;
+    else if (strcmp(name, "hardware") == 0)
+        *impl = LC_CRC_HARDWARE;
+    else
+        return -1;
+    return 0;
+}
+
+PyDoc_STRVAR(select_crc_doc,
+             "select_crc(crc32='auto', crc32c='auto') -> None\n\n"
+             "Force the CRC implementations ('auto', 'portable' or 'hardware'), for tests.\n"
+             "Raises ValueError for an unknown name or hardware the CPU lacks.");
+static PyObject *py_select_crc(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"crc32", "crc32c", NULL};
+    const char *a = "auto", *b = "auto";
+    enum lc_crc_impl ia, ib;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ss", kwlist, &a, &b))
+        return NULL;
+    if (impl_from_name(a, &ia) < 0 || impl_from_name(b, &ib) < 0) {
+        PyErr_Format(PyExc_ValueError, "CRC implementation must be auto, portable or hardware, got %s/%s", a, b);
+        return NULL;
+    }
+    if (lc_crc_select(ia, ib) < 0) {
+        PyErr_SetString(PyExc_ValueError, "this CPU lacks the instructions of the hardware CRC implementation");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(crc_implementations_doc,
+             "crc_implementations() -> (str, str)\n\nThe CRC-32 and CRC-32C implementations in use.");
+static PyObject *py_crc_implementations(PyObject *self, PyObject *noargs)
+{
+    return Py_BuildValue("(ss)", lc_crc32_impl_name(), lc_crc32c_impl_name());
+}
+
+PyDoc_STRVAR(cpu_features_doc, "cpu_features() -> tuple[str, ...]\n\nThe CPU features the kernel can use.");
+static PyObject *py_cpu_features(PyObject *self, PyObject *noargs)
+{
+    PyObject *list = PyList_New(0);
+    if (list == NULL)
+        return NULL;
+    if (lc_cpu_has_pclmul() && PyList_Append(list, PyUnicode_FromString("pclmul")) < 0)
+        goto fail;
+    if (lc_cpu_has_sse42() && PyList_Append(list, PyUnicode_FromString("sse4.2")) < 0)
+        goto fail;
+    PyObject *tuple = PyList_AsTuple(list);
+    Py_DECREF(list);
+    return tuple;
+fail:
+    Py_DECREF(list);
+    return NULL;
+}
+
+/* Room for the conversion of data[0:n): what lc_convert_run can need before it stops. */
+static size_t run_bound(const uint8_t *data, size_t n)
+{
+    size_t pos = 0, bound = 0;
+    while (n - pos >= LC_RECORD_BATCH_OVERHEAD) {
+        const uint8_t *b = data + pos;
+        int32_t length = (int32_t)(((uint32_t)b[8] << 24) | ((uint32_t)b[9] << 16) | ((uint32_t)b[10] << 8) | b[11]);
+        int32_t count = (int32_t)(((uint32_t)b[57] << 24) | ((uint32_t)b[58] << 16) | ((uint32_t)b[59] << 8) | b[60]);
+        if (b[LC_MAGIC_OFFSET] != 2 || length < LC_BATCH_LENGTH_MIN || (size_t)length + LC_LOG_OVERHEAD > n - pos)
+            break;
+        size_t payload = (size_t)length + LC_LOG_OVERHEAD - LC_RECORD_BATCH_OVERHEAD;
+        if (count > 0 && (size_t)count <= payload)
+            bound += payload + (size_t)count * LC_MAX_GROWTH_PER_RECORD;
+        pos += (size_t)length + LC_LOG_OVERHEAD;
+    }
+    return bound;
+}
+
+/* Grow `out` by `extra` bytes and lock it with a writable Py_buffer. */
+static int reserve(PyObject *out, Py_ssize_t extra, Py_ssize_t *start, Py_buffer *view)
+{
+    *start = PyByteArray_GET_SIZE(out);
+    if (extra > PY_SSIZE_T_MAX - *start) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (PyByteArray_Resize(out, *start + extra) < 0)
+        return -1;
+    return PyObject_GetBuffer(out, view, PyBUF_WRITABLE);
+}
+
+static int finish(PyObject *out, Py_buffer *view, Py_ssize_t length)
+{
+    PyBuffer_Release(view);
+    return PyByteArray_Resize(out, length);
+}
+
+PyDoc_STRVAR(convert_v2_run_doc,
+             "convert_v2_run(data, out, to_magic, first_offset) -> (consumed, converted, temporary, stop)\n\n"
+             "Down-convert the consecutive magic-2 batches at the start of data (a buffer of whole\n"
+             "entries) to magic to_magic (0 or 1), appending legacy messages to the bytearray out:\n"
+             "control batches are dropped, records below first_offset (an int64) are skipped and a\n"
+             "batch left without records writes nothing. Stops at the first entry it does not\n"
+             "handle: consumed is the number of input bytes handled, converted the records\n"
+             "written, temporary the sum of (batch size + bytes written) over the batches that\n"
+             "wrote records, stop why it ended (STOP_* constants; STOP_END: all of data). The\n"
+             "entry at `consumed` must be converted by the reference code, which raises the\n"
+             "errors. The GIL is released while converting; out must not be used by another\n"
+             "thread meanwhile (it is locked against resizing).");
+static PyObject *py_convert_v2_run(PyObject *self, PyObject *args)
+{
+    Py_buffer data, view;
+    PyObject *out;
+    int to_magic;
+    long long first_offset;
+    if (!PyArg_ParseTuple(args, "y*O!iL", &data, &PyByteArray_Type, &out, &to_magic, &first_offset))
+        return NULL;
+    if (to_magic != 0 && to_magic != 1) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "to_magic must be 0 or 1");
+        return NULL;
+    }
+    const uint8_t *p = data.buf;
+    size_t n = (size_t)data.len;
+    size_t consumed = 0;
+    int64_t converted = 0, temporary = 0;
+    enum lc_stop stop = LC_STOP_END;
+    for (;;) {
+        Py_ssize_t start;
+        size_t bound = run_bound(p + consumed, n - consumed);
+        if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0) {
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+        lc_run_result result;
+        Py_BEGIN_ALLOW_THREADS
+        lc_convert_run(p + consumed, n - consumed, to_magic, first_offset, (uint8_t *)view.buf + start,
+                       bound, &result);
+        Py_END_ALLOW_THREADS
+        if (finish(out, &view, start + (Py_ssize_t)result.written) < 0) {
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+        consumed += result.consumed;
+        converted += result.converted;
+        temporary += result.temporary;
+        stop = result.stop;
+        /* run_bound covers every batch the run converts; a second round is only a safety net */
+        if (stop != LC_STOP_NO_SPACE || result.consumed == 0)
+            break;
+    }
+    PyBuffer_Release(&data);
+    if (stop == LC_STOP_NO_SPACE)
+        stop = LC_STOP_INVALID;
+    return Py_BuildValue("(nLLi)", (Py_ssize_t)consumed, (long long)converted, (long long)temporary, (int)stop);
+}
+
+PyDoc_STRVAR(convert_v2_records_doc,
+             "convert_v2_records(out, data, count, base_offset, base_timestamp, log_append_time,\n"
+             "                   to_magic, attributes, relative_offsets) -> (kept, last_offset, max_timestamp) | None\n\n"
+             "Append one legacy message per record of the count v2 records of data (a whole\n"
+             "decompressed payload) to the bytearray out, as records._codec.convert_v2_records_to_legacy\n"
+             "does without a first-offset filter. Returns None (out unchanged) when the reference\n"
+             "code must handle the payload (malformed or unwritable records): it raises the error.");
+static PyObject *py_convert_v2_records(PyObject *self, PyObject *args)
+{
+    Py_buffer data, view;
+    PyObject *out, *log_append_obj;
+    long long count, base_offset, base_timestamp;
+    int to_magic, attributes, relative;
+    if (!PyArg_ParseTuple(args, "O!y*LLLOiip", &PyByteArray_Type, &out, &data, &count, &base_offset,
+                          &base_timestamp, &log_append_obj, &to_magic, &attributes, &relative))
+        return NULL;
+    lc_records_params params;
+    memset(&params, 0, sizeof params);
+    params.base_offset = base_offset;
+    params.base_timestamp = base_timestamp;
+    if (log_append_obj != Py_None) {
+        params.has_log_append_time = 1;
+        params.log_append_time = PyLong_AsLongLong(log_append_obj);
+        if (params.log_append_time == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+    }
+    params.to_magic = to_magic;
+    params.attributes = (uint8_t)attributes;
+    params.relative_offsets = relative;
+    if ((to_magic != 0 && to_magic != 1) || count < 0 || (uint64_t)count > (uint64_t)data.len) {
+        PyBuffer_Release(&data);
+        Py_RETURN_NONE; /* the reference code says what is wrong */
+    }
+    size_t bound = (size_t)data.len + (size_t)count * LC_MAX_GROWTH_PER_RECORD;
+    Py_ssize_t start;
+    if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    lc_records_result result;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = lc_convert_records(data.buf, (size_t)data.len, count, &params, (uint8_t *)view.buf + start, bound,
+                                &result);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    if (finish(out, &view, start + (status == 0 ? (Py_ssize_t)result.written : 0)) < 0)
+        return NULL;
+    if (status < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LLL)", (long long)result.kept, (long long)result.last_kept_offset,
+                         (long long)result.max_timestamp);
+}
+
+static inline void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+PyDoc_STRVAR(append_legacy_message_doc,
+             "append_legacy_message(out, offset, timestamp, key, value, magic, attributes) -> int\n\n"
+             "Append one legacy entry (offset, size, CRC-32, magic-0 message if magic is 0, else\n"
+             "magic 1) to the bytearray out; returns the bytes appended. key/value: bytes-like or\n"
+             "None. Raises OverflowError/ValueError/TypeError on values the wire cannot hold (the\n"
+             "Python reference then reports them as it always has).");
+static PyObject *py_append_legacy_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "append_legacy_message takes 7 arguments");
+        return NULL;
+    }
+    PyObject *out = args[0];
+    if (!PyByteArray_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "out must be a bytearray");
+        return NULL;
+    }
+    long long offset = PyLong_AsLongLong(args[1]);
+    if (offset == -1 && PyErr_Occurred())
+        return NULL;
+    long magic = PyLong_AsLong(args[5]);
+    if (magic == -1 && PyErr_Occurred())
+        return NULL;
+    long long timestamp = 0;
+    if (magic != 0) {
+        timestamp = PyLong_AsLongLong(args[2]);
+        if (timestamp == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    long attributes = PyLong_AsLong(args[6]);
+    if (attributes == -1 && PyErr_Occurred())
+        return NULL;
+    if (attributes < -128 || attributes > 127) {
+        PyErr_SetString(PyExc_ValueError, "attributes out of int8 range");
+        return NULL;
+    }
+    Py_buffer key = {0}, value = {0};
+    int has_key = args[3] != Py_None, has_value = args[4] != Py_None;
+    if (has_key && PyObject_GetBuffer(args[3], &key, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (has_value && PyObject_GetBuffer(args[4], &value, PyBUF_SIMPLE) < 0) {
+        if (has_key)
+            PyBuffer_Release(&key);
+        return NULL;
+    }
+    Py_ssize_t overhead = magic == 0 ? LC_RECORD_OVERHEAD_V0 : LC_RECORD_OVERHEAD_V1;
+    Py_ssize_t klen = has_key ? key.len : -1, vlen = has_value ? value.len : -1;
+    Py_ssize_t size = overhead + (klen > 0 ? klen : 0) + (vlen > 0 ? vlen : 0);
+    PyObject *result = NULL;
+    if (size > INT32_MAX || klen > INT32_MAX || vlen > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "message too large for int32 sizes");
+        goto done;
+    }
+    Py_ssize_t start = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, start + LC_LOG_OVERHEAD + size) < 0)
+        goto done;
+    uint8_t *w = (uint8_t *)PyByteArray_AS_STRING(out) + start;
+    put_be64(w, (uint64_t)offset);
+    put_be32(w + LC_SIZE_OFFSET, (uint32_t)size);
+    uint8_t *body = w + LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET, *q = body;
+    *q++ = magic == 0 ? 0 : 1;
+    *q++ = (uint8_t)attributes;
+    if (magic != 0) {
+        put_be64(q, (uint64_t)timestamp);
+        q += 8;
+    }
+    put_be32(q, (uint32_t)(int32_t)klen);
+    q += 4;
+    if (klen > 0) {
+        memcpy(q, key.buf, (size_t)klen);
+        q += klen;
+    }
+    put_be32(q, (uint32_t)(int32_t)vlen);
+    q += 4;
+    if (vlen > 0) {
+        memcpy(q, value.buf, (size_t)vlen);
+        q += vlen;
+    }
+    put_be32(w + LC_LOG_OVERHEAD + LC_LEGACY_CRC_OFFSET, lc_crc32(0, body, (size_t)(q - body)));
+    result = PyLong_FromSsize_t(LC_LOG_OVERHEAD + size);
+done:
+    if (has_key)
+        PyBuffer_Release(&key);
+    if (has_value)
+        PyBuffer_Release(&value);
+    return result;
+}
+
+#define SCAN_BLOCK 4096
+
+PyDoc_STRVAR(scan_entries_doc,
+             "scan_entries(data, base_position=0) -> (entries, end, stop)\n\n"
+             "Delimit and check every complete entry of data (see records.scan.scan_batches, the\n"
+             "documented entry point). entries: list of tuples (position, size, magic, attributes,\n"
+             "base_offset, last_offset_delta, record_count, max_timestamp, valid, records_checked);\n"
+             "end: base_position + bytes delimited; stop: SCAN_* code. GIL released while scanning.");
+static PyObject *py_scan_entries(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    long long base = 0;
+    if (!PyArg_ParseTuple(args, "y*|L", &data, &base))
+        return NULL;
+    PyObject *list = PyList_New(0);
+    lc_entry *block = PyMem_Malloc(sizeof(lc_entry) * SCAN_BLOCK);
+    if (list == NULL || block == NULL) {
+        Py_XDECREF(list);
+        PyMem_Free(block);
+        PyBuffer_Release(&data);
+        return PyErr_NoMemory();
+    }
+    const uint8_t *p = data.buf;
+    size_t n = (size_t)data.len, done = 0;
+    enum lc_scan_stop stop;
+    do {
+        size_t count = 0, consumed = 0;
+        Py_BEGIN_ALLOW_THREADS
+        stop = lc_scan_entries(p + done, n - done, block, SCAN_BLOCK, &count, &consumed);
+        Py_END_ALLOW_THREADS
+        for (size_t i = 0; i < count; i++) {
+            lc_entry *e = &block[i];
+            PyObject *item = Py_BuildValue("(LLiiLiLLOO)", (long long)(base + (int64_t)done + e->position),
+                                           (long long)e->size, e->magic, e->attributes, (long long)e->base_offset,
+                                           (int)e->last_offset_delta, (long long)e->record_count,
+                                           (long long)e->max_timestamp, e->valid ? Py_True : Py_False,
+                                           e->records_checked ? Py_True : Py_False);
+            if (item == NULL || PyList_Append(list, item) < 0) {
+                Py_XDECREF(item);
+                Py_DECREF(list);
+                PyMem_Free(block);
+                PyBuffer_Release(&data);
+                return NULL;
+            }
+            Py_DECREF(item);
+        }
+        done += consumed;
+    } while (stop == LC_SCAN_MORE);
+    PyMem_Free(block);
+    PyBuffer_Release(&data);
+    PyObject *result = Py_BuildValue("(OLi)", list, (long long)(base + (int64_t)done), (int)stop);
+    Py_DECREF(list);
+    return result;
+}
+
+/* One record's headers as a tuple of (str, bytes | None); NULL with no exception set when the
+ * reference must report a problem. */
+static PyObject *decode_headers(const uint8_t **pp, const uint8_t *end, int32_t count)
+{
+    const uint8_t *p = *pp;
+    if (count < 0 || count > end - p)
+        return NULL;
+    PyObject *headers = PyTuple_New(count);
+    if (headers == NULL)
+        return NULL;
+    for (int32_t i = 0; i < count; i++) {
+        int32_t klen, vlen;
+        if (read_varint(&p, end, &klen) < 0 || klen < 0 || klen > end - p || !valid_utf8(p, (size_t)klen))
+            goto fail;
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)p, klen, "strict");
+        if (key == NULL)
+            goto fail;
+        p += klen;
+        PyObject *value;
+        if (read_varint(&p, end, &vlen) < 0) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        if (vlen < 0) {
+            value = Py_NewRef(Py_None);
+        } else if (vlen > end - p) {
+            Py_DECREF(key);
+            goto fail;
+        } else {
+            value = PyBytes_FromStringAndSize((const char *)p, vlen);
+            p += vlen;
+        }
+        PyObject *pair = value == NULL ? NULL : PyTuple_Pack(2, key, value);
+        Py_DECREF(key);
+        Py_XDECREF(value);
+        if (pair == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(headers, i, pair);
+    }
+    *pp = p;
+    return headers;
+fail:
+    Py_DECREF(headers);
+    return NULL;
+}
+
+PyDoc_STRVAR(decode_v2_records_doc,
+             "decode_v2_records(record_type, data, count, base_offset, base_timestamp, timestamp_override) -> list | None\n\n"
+             "The count v2 records of data (uncompressed records or a decompressed payload) as\n"
+             "record_type tuples (offset, timestamp, key, value, headers), as\n"
+             "records._codec.iter_v2_records yields them with require_exact_end; None when the data\n"
+             "is malformed (the reference then raises the error at the right record).");
+static PyObject *py_decode_v2_records(PyObject *self, PyObject *args)
+{
+    PyTypeObject *record_type;
+    Py_buffer data;
+    long long count, base_offset, base_timestamp;
+    PyObject *override_obj;
+    if (!PyArg_ParseTuple(args, "O!y*LLLO", &PyType_Type, &record_type, &data, &count, &base_offset,
+                          &base_timestamp, &override_obj))
+        return NULL;
+    if (!PyType_IsSubtype(record_type, &PyTuple_Type)) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+        return NULL;
+    }
+    PyObject *override = override_obj == Py_None ? NULL : override_obj;
+    const uint8_t *p = data.buf, *end = p + data.len;
+    PyObject *list = NULL, *empty = NULL;
+    if (count < 0 || count > data.len)
+        goto malformed;
+    list = PyList_New((Py_ssize_t)count);
+    empty = PyTuple_New(0);
+    if (list == NULL || empty == NULL)
+        goto error;
+    for (long long index = 0; index < count; index++) {
+        int32_t length, off_delta, klen, vlen, hcount;
+        int64_t ts_delta;
+        if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+            goto malformed;
+        const uint8_t *rec_end = p + length;
+        if (p >= rec_end)
+            goto malformed;
+        p++;
+        if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
+            read_varint(&p, rec_end, &klen) < 0)
+            goto malformed;
+        const uint8_t *key = p;
+        if (klen >= 0) {
+            if (klen > rec_end - p)
+                goto malformed;
+            p += klen;
+        }
+        if (read_varint(&p, rec_end, &vlen) < 0)
+            goto malformed;
+        const uint8_t *value = p;
+        if (vlen >= 0) {
+            if (vlen > rec_end - p)
+                goto malformed;
+            p += vlen;
+        }
+        if (read_varint(&p, rec_end, &hcount) < 0)
+            goto malformed;
+        PyObject *headers;
+        if (hcount == 0) {
+            headers = Py_NewRef(empty);
+        } else {
+            headers = decode_headers(&p, rec_end, hcount);
+            if (headers == NULL) {
+                if (PyErr_Occurred())
+                    goto error;
+                goto malformed;
+            }
+        }
+        if (p != rec_end) {
+            Py_DECREF(headers);
+            goto malformed;
+        }
+        PyObject *record = record_type->tp_alloc(record_type, 5);
+        if (record == NULL) {
+            Py_DECREF(headers);
+            goto error;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)index, record); /* owned by the list from here */
+        /* offsets and timestamps as exact Python ints (no int64 wrap-around) */
+        PyObject *offset;
+        if (off_delta >= 0 ? base_offset <= INT64_MAX - off_delta : base_offset >= INT64_MIN - off_delta) {
+            offset = PyLong_FromLongLong(base_offset + off_delta);
+        } else {
+            PyObject *delta = PyLong_FromLong(off_delta);
+            offset = delta == NULL ? NULL : PyNumber_Add(PyTuple_GET_ITEM(args, 3), delta);
+            Py_XDECREF(delta);
+        }
+        PyObject *timestamp;
+        if (override != NULL)
+            timestamp = Py_NewRef(override);
+        else if (ts_delta >= 0 ? base_timestamp <= INT64_MAX - ts_delta : base_timestamp >= INT64_MIN - ts_delta)
+            timestamp = PyLong_FromLongLong(base_timestamp + ts_delta);
+        else {
+            PyObject *delta = PyLong_FromLongLong(ts_delta);
+            timestamp = delta == NULL ? NULL : PyNumber_Add(PyTuple_GET_ITEM(args, 4), delta);
+            Py_XDECREF(delta);
+        }
+        PyObject *key_obj = klen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)key, klen);
+        PyObject *value_obj = vlen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)value, vlen);
+        PyTuple_SET_ITEM(record, 0, offset);
+        PyTuple_SET_ITEM(record, 1, timestamp);
+        PyTuple_SET_ITEM(record, 2, key_obj);
+        PyTuple_SET_ITEM(record, 3, value_obj);
+        PyTuple_SET_ITEM(record, 4, headers);
+        if (offset == NULL || timestamp == NULL || key_obj == NULL || value_obj == NULL)
+            goto error;
+        /* ints, bytes, None and str/bytes pairs cannot form cycles: keep the collector away */
+        PyObject_GC_UnTrack(record);
+    }
+    if (p != end)
+        goto malformed;
+    Py_DECREF(empty);
+    PyBuffer_Release(&data);
+    return list;
+malformed:
+    Py_XDECREF(list);
+    Py_XDECREF(empty);
+    PyBuffer_Release(&data);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(list);
+    Py_XDECREF(empty);
+    PyBuffer_Release(&data);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* RecordIterator: v2 records decoded one at a time (each record's objects are freed before the
+ * next is made, so the allocator reuses them); on a malformed record it hands over to the
+ * reference generator returned by fallback(position_in_data, index), which yields or raises
+ * exactly what the reference does from there. */
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer view;
+    int has_view;
+    PyTypeObject *record_type;
+    Py_ssize_t pos;
+    long long index, count;
+    long long base_offset, base_timestamp;
+    PyObject *base_offset_obj, *base_timestamp_obj, *override, *fallback, *delegate, *empty;
+} RecordIterator;
+
+static void record_iterator_release(RecordIterator *it)
+{
+    if (it->has_view) {
+        PyBuffer_Release(&it->view);
+        it->has_view = 0;
+    }
+}
+
+static void record_iterator_dealloc(RecordIterator *it)
+{
+    record_iterator_release(it);
+    Py_XDECREF(it->record_type);
+    Py_XDECREF(it->base_offset_obj);
+    Py_XDECREF(it->base_timestamp_obj);
+    Py_XDECREF(it->override);
+    Py_XDECREF(it->fallback);
+    Py_XDECREF(it->delegate);
+    Py_XDECREF(it->empty);
+    Py_TYPE(it)->tp_free((PyObject *)it);
+}
+
+static PyObject *record_iterator_hand_over(RecordIterator *it, Py_ssize_t at)
+{
+    record_iterator_release(it);
+    PyObject *delegate = PyObject_CallFunction(it->fallback, "nL", at, it->index);
+    if (delegate == NULL)
+        return NULL;
+    it->delegate = PyObject_GetIter(delegate);
+    Py_DECREF(delegate);
+    if (it->delegate == NULL)
+        return NULL;
+    return PyIter_Next(it->delegate);
+}
+
+static PyObject *exact_sum(long long base, PyObject *base_obj, long long delta)
+{
+    if (delta >= 0 ? base <= LLONG_MAX - delta : base >= LLONG_MIN - delta)
+        return PyLong_FromLongLong(base + delta);
+    PyObject *d = PyLong_FromLongLong(delta);
+    PyObject *sum = d == NULL ? NULL : PyNumber_Add(base_obj, d);
+    Py_XDECREF(d);
+    return sum;
+}
+
+static PyObject *record_iterator_next(RecordIterator *it)
+{
+    if (it->delegate != NULL)
+        return PyIter_Next(it->delegate);
+    if (!it->has_view)
+        return NULL;
+    const uint8_t *data = it->view.buf, *end = data + it->view.len;
+    const uint8_t *p = data + it->pos, *start = p;
+    if (it->index >= it->count) {
+        if (p != end) /* bytes remain: the reference raises it */
+            return record_iterator_hand_over(it, it->pos);
+        record_iterator_release(it);
+        return NULL;
+    }
+    int32_t length, off_delta, klen, vlen, hcount;
+    int64_t ts_delta;
+    if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+        return record_iterator_hand_over(it, start - data);
+    const uint8_t *rec_end = p + length;
+    if (p >= rec_end)
+        return record_iterator_hand_over(it, start - data);
+    p++;
+    if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
+        read_varint(&p, rec_end, &klen) < 0)
+        return record_iterator_hand_over(it, start - data);
+    const uint8_t *key = p;
+    if (klen >= 0) {
+        if (klen > rec_end - p)
+            return record_iterator_hand_over(it, start - data);
+        p += klen;
+    }
+    if (read_varint(&p, rec_end, &vlen) < 0)
+        return record_iterator_hand_over(it, start - data);
+    const uint8_t *value = p;
+    if (vlen >= 0) {
+        if (vlen > rec_end - p)
+            return record_iterator_hand_over(it, start - data);
+        p += vlen;
+    }
+    if (read_varint(&p, rec_end, &hcount) < 0)
+        return record_iterator_hand_over(it, start - data);
+    PyObject *headers;
+    if (hcount == 0) {
+        headers = Py_NewRef(it->empty);
+    } else {
+        headers = decode_headers(&p, rec_end, hcount);
+        if (headers == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            return record_iterator_hand_over(it, start - data);
+        }
+    }
+    if (p != rec_end) {
+        Py_DECREF(headers);
+        return record_iterator_hand_over(it, start - data);
+    }
+    PyObject *record = it->record_type->tp_alloc(it->record_type, 5);
+    if (record == NULL) {
+        Py_DECREF(headers);
+        return NULL;
+    }
+    PyObject *offset = exact_sum(it->base_offset, it->base_offset_obj, off_delta);
+    PyObject *timestamp = it->override != NULL ? Py_NewRef(it->override)
+                                               : exact_sum(it->base_timestamp, it->base_timestamp_obj, ts_delta);
+    PyObject *key_obj = klen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)key, klen);
+    PyObject *value_obj = vlen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)value, vlen);
+    PyTuple_SET_ITEM(record, 0, offset);
+    PyTuple_SET_ITEM(record, 1, timestamp);
+    PyTuple_SET_ITEM(record, 2, key_obj);
+    PyTuple_SET_ITEM(record, 3, value_obj);
+    PyTuple_SET_ITEM(record, 4, headers);
+    if (offset == NULL || timestamp == NULL || key_obj == NULL || value_obj == NULL) {
+        Py_DECREF(record);
+        return NULL;
+    }
+    PyObject_GC_UnTrack(record); /* ints, bytes, None, str/bytes pairs: no cycles possible */
+    it->pos = p - data;
+    it->index++;
+    return record;
+}
+
+static PyTypeObject RecordIteratorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lazyconv.records._ckernel.RecordIterator",
+    .tp_basicsize = sizeof(RecordIterator),
+    .tp_dealloc = (destructor)record_iterator_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Iterator over the v2 records of a buffer (see iter_v2_records).",
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)record_iterator_next,
+};
+
+PyDoc_STRVAR(iter_v2_records_doc,
+             "iter_v2_records(record_type, data, count, base_offset, base_timestamp, timestamp_override, fallback)\n"
+             "-> iterator\n\n"
+             "The count v2 records of data as record_type tuples, decoded one at a time. Where a\n"
+             "record is malformed (or bytes remain after the last), iteration continues with\n"
+             "fallback(position_in_data, index): the reference generator from that record, which\n"
+             "raises its error. The iterator holds a buffer on data until it is exhausted.");
+static PyObject *py_iter_v2_records(PyObject *self, PyObject *args)
+{
+    PyTypeObject *record_type;
+    PyObject *data, *base_offset_obj, *base_timestamp_obj, *override, *fallback;
+    long long count;
+    if (!PyArg_ParseTuple(args, "O!OLOOOO", &PyType_Type, &record_type, &data, &count, &base_offset_obj,
+                          &base_timestamp_obj, &override, &fallback))
+        return NULL;
+    if (!PyType_IsSubtype(record_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+        return NULL;
+    }
+    long long base_offset = PyLong_AsLongLong(base_offset_obj);
+    if (base_offset == -1 && PyErr_Occurred())
+        return NULL;
+    long long base_timestamp = PyLong_AsLongLong(base_timestamp_obj);
+    if (base_timestamp == -1 && PyErr_Occurred())
+        return NULL;
+    RecordIterator *it = PyObject_New(RecordIterator, &RecordIteratorType);
+    if (it == NULL)
+        return NULL;
+    it->has_view = 0;
+    it->record_type = (PyTypeObject *)Py_NewRef(record_type);
+    it->base_offset_obj = Py_NewRef(base_offset_obj);
+    it->base_timestamp_obj = Py_NewRef(base_timestamp_obj);
+    it->override = override == Py_None ? NULL : Py_NewRef(override);
+    it->fallback = Py_NewRef(fallback);
+    it->delegate = NULL;
+    it->empty = PyTuple_New(0);
+    it->pos = 0;
+    it->index = 0;
+    it->count = count < 0 ? 0 : count;
+    it->base_offset = base_offset;
+    it->base_timestamp = base_timestamp;
+    if (it->empty == NULL || PyObject_GetBuffer(data, &it->view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(it);
+        return NULL;
+    }
+    it->has_view = 1;
+    return (PyObject *)it;
+}
+
+PyDoc_STRVAR(scan_plain_v2_doc,
+             "scan_plain_v2(data) -> int\n\n"
+             "The end of the complete entries of data when every one is a well-formed magic-2 batch\n"
+             "that is uncompressed or a control batch (a trailing partial entry is left out, as the\n"
+             "entry splitter skips it); -1 when some entry needs the Python path. GIL released.");
+static PyObject *py_scan_plain_v2(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data))
+        return NULL;
+    int64_t end;
+    Py_BEGIN_ALLOW_THREADS
+    end = lc_scan_plain_v2(data.buf, (size_t)data.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    return PyLong_FromLongLong(end);
+}
+
+static PyMethodDef methods[] = {
+    {"crc32", py_crc32, METH_VARARGS, crc32_doc},
+    {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
+    {"select_crc", (PyCFunction)(void (*)(void))py_select_crc, METH_VARARGS | METH_KEYWORDS, select_crc_doc},
+    {"crc_implementations", py_crc_implementations, METH_NOARGS, crc_implementations_doc},
+    {"cpu_features", py_cpu_features, METH_NOARGS, cpu_features_doc},
+    {"convert_v2_run", py_convert_v2_run, METH_VARARGS, convert_v2_run_doc},
+    {"convert_v2_records", py_convert_v2_records, METH_VARARGS, convert_v2_records_doc},
+    {"scan_plain_v2", py_scan_plain_v2, METH_VARARGS, scan_plain_v2_doc},
+    {"scan_entries", py_scan_entries, METH_VARARGS, scan_entries_doc},
+    {"decode_v2_records", py_decode_v2_records, METH_VARARGS, decode_v2_records_doc},
+    {"iter_v2_records", py_iter_v2_records, METH_VARARGS, iter_v2_records_doc},
+    {"append_legacy_message", (PyCFunction)(void (*)(void))py_append_legacy_message, METH_FASTCALL,
+     append_legacy_message_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "lazyconv.records._ckernel",
+    "The compiled kernel of lazyconv.records (see lazyconv.records._native for the Python face).", -1, methods,
+};
+
+#define ADD_FORMAT(name) \
+    tmp = PyLong_FromLong(LC_##name); \
+    if (tmp == NULL || PyDict_SetItemString(format, #name, tmp) < 0) { Py_XDECREF(tmp); goto fail; } \
+    Py_DECREF(tmp);
+
+PyMODINIT_FUNC PyInit__ckernel(void)
+{
+    lc_crc_init();
+    if (PyType_Ready(&RecordIteratorType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    PyObject *format = PyDict_New(), *tmp;
+    if (format == NULL)
+        goto fail_module;
+    LC_FORMAT_NAMES(ADD_FORMAT)
+    if (PyModule_AddObject(m, "FORMAT", format) < 0)
+        goto fail;
+    if (PyModule_AddIntConstant(m, "STOP_END", LC_STOP_END) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_COMPRESSED", LC_STOP_COMPRESSED) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_NOT_V2", LC_STOP_NOT_V2) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_PARTIAL", LC_STOP_PARTIAL) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_INVALID", LC_STOP_INVALID) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_END", LC_SCAN_END) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_PARTIAL", LC_SCAN_PARTIAL) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_BAD_SIZE", LC_SCAN_BAD_SIZE) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_BAD_MAGIC", LC_SCAN_BAD_MAGIC) < 0)
+        goto fail_module;
+    return m;
+fail:
+    Py_DECREF(format);
+fail_module:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -1,0 +1,189 @@
+"""Batch-level entry points of down-conversion to legacy messages (what ``convert.py`` calls).
+
+Two levels, one contract, each with a compiled and a pure-Python implementation giving the same
+bytes and the same errors:
+
+- :func:`convert_uncompressed_run`: a run of consecutive whole entries (a chunk's bytes); the
+  compiled kernel converts its uncompressed magic-2 batches in one call and stops at the first
+  entry it leaves to the caller (compressed, not v2, anything invalid). ``None`` when the kernel
+  is not in use: the caller converts batch by batch.
+- :func:`append_batch_as_legacy`: one v2 batch's records (decompressed first if need be) as
+  legacy messages; the records go through the kernel when it is in use, and through the
+  reference parser whenever the kernel declines, so errors are always the reference's.
+
+Compression of wrappers, zstd rules, statistics and the committed size stay with the callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from lazyconv.errors import InvalidRecordError
+from lazyconv.records._codec import convert_v2_records_to_legacy
+from lazyconv.records._format import RECORDS_COUNT_OFFSET, RECORDS_OFFSET, TIMESTAMP_TYPE_MASK
+from lazyconv.records._native import kernel
+from lazyconv.records.batch import DefaultBatch
+from lazyconv.records.compression import Compression, decompress
+from lazyconv.records.entries import BatchIterator, iter_batches
+from lazyconv.records.types import RecordBatch
+
+__all__ = [
+    "RunResult",
+    "convert_uncompressed_run",
+    "convert_batch_run",
+    "convert_memory_range",
+    "append_batch_as_legacy",
+    "STOP_END",
+]
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+STOP_END = 0  # the kernel converted every entry of the run
+_CODECS = tuple(Compression)  # codec id -> Compression without an enum call per batch
+
+
+class RunResult(NamedTuple):
+    """What :func:`convert_uncompressed_run` did: ``consumed`` input bytes (whole entries),
+    ``converted`` records written, ``temporary`` = Σ (batch size + bytes written) over batches
+    that wrote records, and ``stop`` (``STOP_END`` or why the entry at ``consumed`` is left)."""
+
+    consumed: int
+    converted: int
+    temporary: int
+    stop: int
+
+
+def convert_uncompressed_run(
+    data: bytes | bytearray | memoryview, out: bytearray, to_magic: int, first_offset: int
+) -> RunResult | None:
+    """Convert the uncompressed v2 batches at the start of ``data`` (whole entries) to magic
+    ``to_magic`` (0 or 1) into ``out``, control batches dropped, records below ``first_offset``
+    skipped; ``None`` when the compiled kernel is not in use (or ``first_offset`` is beyond
+    int64). The GIL is released while the kernel runs."""
+    if kernel is None or not _INT64_MIN <= first_offset <= _INT64_MAX:
+        return None
+    return RunResult(*kernel.convert_v2_run(data, out, to_magic, first_offset))
+
+
+def _runnable(batch: object) -> bool:
+    # what the kernel converts or drops itself: uncompressed or control v2 batches
+    return type(batch) is DefaultBatch and (batch.attributes & 0x27 == 0 or batch.attributes & 0x20 != 0)
+
+
+def convert_batch_run(
+    batches: Sequence[Any], index: int, out: bytearray, to_magic: int, first_offset: int
+) -> tuple[int, int, int]:
+    """Convert, in one kernel call, the longest run of batches from ``batches[index]`` that are
+    uncompressed (or control) v2 batches lying back to back in the same records, as
+    :func:`convert_uncompressed_run` (to_magic 0 or 1).
+
+    Returns ``(next_index, converted, temporary)``: ``batches[index:next_index]`` are done (the
+    caller converts ``batches[next_index]`` itself, if any); ``next_index == index`` when the
+    kernel is not in use or ``batches[index]`` cannot start a run.
+    """
+    first = batches[index]
+    if kernel is None or not _runnable(first) or not _INT64_MIN <= first_offset <= _INT64_MAX:
+        return index, 0, 0
+    source = first._source
+    start = first.position
+    end = start + first.size_in_bytes
+    stop = index + 1
+    while stop < len(batches):
+        batch = batches[stop]
+        if not _runnable(batch) or batch._source is not source or batch.position != end:
+            break
+        end += batch.size_in_bytes
+        stop += 1
+    data = source.read(start, end - start)
+    consumed, converted, temporary, _ = kernel.convert_v2_run(data, out, to_magic, first_offset)
+    done = start + consumed
+    while index < stop and batches[index].position < done:
+        index += 1
+    return index, converted, temporary
+
+
+def convert_memory_range(
+    batches: object, out: bytearray, to_magic: int, first_offset: int
+) -> tuple[int, int, list[RecordBatch]] | None:
+    """Convert an untouched :class:`BatchIterator` over memory-backed records (what
+    ``MemoryRecords.batches()`` returns) in one kernel call, without creating batch objects.
+
+    Applies only when every complete entry is an uncompressed or control v2 batch (checked by
+    the kernel's scan first, so no error is skipped or reordered); returns ``None`` otherwise
+    (and when the kernel is not in use), having taken nothing. Else returns ``(converted,
+    temporary, rest)``: ``rest`` is the batches from where the kernel stopped (a batch the
+    reference code must convert, which raises its error), empty when it converted everything.
+    """
+    if (
+        kernel is None
+        or not isinstance(batches, BatchIterator)
+        or not batches.untouched
+        or not _INT64_MIN <= first_offset <= _INT64_MAX
+    ):
+        return None
+    view = getattr(batches.source, "view", None)  # memory-backed sources only: files stay chunked
+    if not isinstance(view, memoryview):
+        return None
+    data = view[batches.start : batches.end]
+    end = kernel.scan_plain_v2(data)
+    if end < 0:
+        return None
+    consumed, converted, temporary, stop = kernel.convert_v2_run(data[:end], out, to_magic, first_offset)
+    rest: list[RecordBatch] = []
+    if stop != STOP_END:
+        start = batches.start + consumed
+        rest = list(iter_batches(batches.source, start, batches.start + end, batches.max_decompressed_size))
+    return converted, temporary, rest
+
+
+def append_batch_as_legacy(
+    out: bytearray, batch: DefaultBatch, to_magic: int, first_offset: int | None
+) -> tuple[int, int, int]:
+    """Append the records of ``batch`` (a v2 batch) to ``out`` as magic ``to_magic`` messages.
+
+    Uncompressed batches: one standalone message per record at or above ``first_offset``, with
+    absolute offsets. Compressed batches: the decompressed records, none filtered
+    (``first_offset`` is ignored), offsets relative to the first one when ``to_magic`` is 1 (the
+    inner messages of a wrapper). Messages carry the timestamp-type bit in v1 for LogAppendTime
+    batches. Returns ``(written, last_offset, max_timestamp)`` as
+    :func:`~lazyconv.records._codec.convert_v2_records_to_legacy`; raises the records layer's
+    errors for corrupt batches (codec ids 5..7 included).
+    """
+    attributes = batch.attributes
+    codec = attributes & 0x07
+    compression = _CODECS[codec] if codec <= 4 else batch.compression  # 5..7 raise here
+    count = batch.record_count
+    position = batch.position
+    if count < 0:
+        raise InvalidRecordError(f"v2 batch with negative record count {count}", position + RECORDS_COUNT_OFFSET)
+    if count == 0:
+        return 0, 0, -1
+    log_append = attributes & TIMESTAMP_TYPE_MASK
+    log_append_time = batch.max_timestamp if log_append else None
+    message_attributes = TIMESTAMP_TYPE_MASK if (log_append and to_magic == 1) else 0
+    payload = batch.records_buffer()
+    if codec == 0:
+        data = bytes(payload)  # indexing bytes beats indexing a memoryview; one batch-sized copy
+        if count > len(data):  # every record takes at least one byte
+            raise InvalidRecordError(
+                f"v2 batch declares {count} records but has only {len(data)} bytes of records",
+                position + RECORDS_COUNT_OFFSET,
+            )
+        return convert_v2_records_to_legacy(
+            out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, first_offset,
+            to_magic, message_attributes, False, position + RECORDS_OFFSET, position, False,
+        )
+    data = decompress(compression, payload, 2, batch.max_decompressed_size, position=position + RECORDS_OFFSET)
+    relative = to_magic == 1
+    if kernel is not None:
+        done = kernel.convert_v2_records(
+            out, data, count, batch.base_offset, batch.base_timestamp, log_append_time,
+            to_magic, message_attributes, relative,
+        )
+        if done is not None:
+            return done
+    return convert_v2_records_to_legacy(
+        out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, None,
+        to_magic, message_attributes, relative, 0, position, True,
+    )

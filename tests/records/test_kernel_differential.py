@@ -1,0 +1,166 @@
+"""Differential tests: the compiled kernel and the pure-Python reference give the same output
+(bytes and stats) and the same errors (type, message, position) on random record sets.
+
+Inputs: concatenations of random v2 batches (every codec but zstd, CreateTime/LogAppendTime,
+control and transactional batches, headers, null keys/values, extreme offsets/timestamps),
+legacy v0/v1 entries, and the same streams mutated (byte flips, truncation, lying length and
+count fields), at random first offsets. The pure path is forced in-process by taking the kernel
+away from ``lazyconv.records.conversion``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_convert_fused import corrupted, well_formed
+
+import lazyconv.records.batch as batch_module
+import lazyconv.records.conversion as conversion
+from lazyconv.convert import down_convert_bytes
+from lazyconv.errors import LazyconvError
+from lazyconv.records import MemoryRecords, RecordsBuilder, build_end_txn_marker
+
+pytestmark = pytest.mark.skipif(conversion.kernel is None, reason="compiled kernel not in use")
+
+
+def outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
+    try:
+        out, stats = down_convert_bytes(MemoryRecords(data).batches(), to_magic, first_offset)
+    except LazyconvError as exc:
+        return ("error", type(exc), str(exc), exc.position)
+    return ("ok", bytes(out), stats.records_converted, stats.temporary_memory_bytes)
+
+
+def decoded(data: bytes) -> tuple[Any, ...]:
+    records: list[Any] = []
+    try:
+        for record in MemoryRecords(data).records():
+            records.append(record)
+    except LazyconvError as exc:
+        return ("error", records, type(exc), str(exc), exc.position)
+    return ("ok", records)
+
+
+def pure(fn: Callable[[], Any]) -> Any:
+    saved = conversion.kernel
+    conversion.kernel = batch_module._kernel = None
+    try:
+        return fn()
+    finally:
+        conversion.kernel = batch_module._kernel = saved
+
+
+def both(data: bytes, to_magic: int, first_offset: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    return outcome(data, to_magic, first_offset), pure(lambda: outcome(data, to_magic, first_offset))
+
+
+def legacy_entry(magic: int, offset: int, codec: int) -> bytes:
+    builder = RecordsBuilder(magic, codec, base_offset=offset)
+    builder.append(None, 1_700_000_000_000, b"key", b"value-%d" % offset)
+    builder.append(None, 1_700_000_000_001, None, b"")
+    return bytes(builder.build())
+
+
+def control_batch(offset: int) -> bytes:
+    return bytes(build_end_txn_marker(offset, 1_700_000_000_000, 7, 1, True))
+
+
+entries = st.one_of(
+    well_formed().map(lambda case: case[0]),
+    well_formed().map(lambda case: case[0]),
+    corrupted().map(lambda case: case[0]),
+    st.builds(legacy_entry, st.sampled_from([0, 1]), st.integers(0, 100), st.sampled_from([0, 1])),
+    st.builds(control_batch, st.integers(0, 100)),
+)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, stream: bytes) -> bytes:
+    data = bytearray(stream)
+    for _ in range(draw(st.integers(0, 3))):
+        if not data:
+            break
+        kind = draw(st.sampled_from(["flip", "length", "count", "truncate"]))
+        position = draw(st.integers(0, len(data) - 1))
+        if kind == "flip":
+            data[position] = draw(st.integers(0, 255))
+        elif kind == "length" and len(data) >= 12:  # a lying batch length, at a batch start or not
+            at = draw(st.sampled_from([0, position])) if position + 12 <= len(data) else 0
+            struct.pack_into(">i", data, at + 8, draw(st.integers(-5, 1 << 20) | st.sampled_from([49, 0x7FFFFFFF])))
+        elif kind == "count" and len(data) >= 61:
+            struct.pack_into(">i", data, 57, draw(st.integers(-2, 1 << 31 - 1)))
+        elif kind == "truncate":
+            del data[position:]
+    return bytes(data)
+
+
+@settings(max_examples=60)
+@given(st.lists(entries, min_size=1, max_size=5), st.sampled_from([0, 1]), st.integers(-1, 120))
+def test_kernel_equals_reference_on_random_record_sets(
+    parts: list[bytes], to_magic: int, first_offset: int
+) -> None:
+    native, reference = both(b"".join(parts), to_magic, first_offset)
+    assert native == reference
+
+
+@settings(max_examples=80)
+@given(st.data(), st.lists(entries, min_size=1, max_size=4), st.sampled_from([0, 1]), st.integers(-1, 50))
+def test_kernel_equals_reference_on_mutated_record_sets(
+    data: st.DataObject, parts: list[bytes], to_magic: int, first_offset: int
+) -> None:
+    stream = data.draw(mutated(b"".join(parts)))
+    native, reference = both(stream, to_magic, first_offset)
+    assert native == reference
+    assert decoded(stream) == pure(lambda: decoded(stream))
+
+
+@settings(max_examples=60)
+@given(st.lists(entries, min_size=1, max_size=4))
+def test_decoding_equals_reference(parts: list[bytes]) -> None:
+    """Iterating records (kernel decoder, hand-over to the reference at a malformed record)
+    yields the same records, then the same error, as the reference alone."""
+    stream = b"".join(parts)
+    assert decoded(stream) == pure(lambda: decoded(stream))
+
+
+def _runs() -> Iterator[bytes]:
+    from lazyconv.benchmarks._common import make_v2_batches
+
+    for value_size in (0, 10, 1024):
+        yield make_v2_batches(20_000, max(value_size, 1))
+
+
+@pytest.mark.parametrize("to_magic", [0, 1])
+@pytest.mark.parametrize("first_offset", [0, 7, 1 << 70, -(1 << 70)])
+def test_kernel_equals_reference_on_producer_batches(to_magic: int, first_offset: int) -> None:
+    for data in _runs():
+        native, reference = both(data, to_magic, first_offset)
+        assert native == reference and native[0] == "ok"
+
+
+def test_kernel_converts_whole_runs_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain v2 batches are converted per run, not per batch: one kernel call for the chunk."""
+    from lazyconv.benchmarks._common import make_v2_batches
+
+    kernel: Any = conversion.kernel
+    assert kernel is not None
+    calls: list[int] = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(kernel, name)
+
+        def convert_v2_run(self, *args: Any) -> Any:
+            calls.append(1)
+            return kernel.convert_v2_run(*args)
+
+    monkeypatch.setattr(conversion, "kernel", Counting())
+    data = make_v2_batches(200_000, 100)
+    assert len(list(MemoryRecords(data).batches())) > 5
+    down_convert_bytes(MemoryRecords(data).batches(), 1, 0)
+    assert len(calls) == 1
