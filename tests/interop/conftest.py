@@ -1,0 +1,155 @@
+"""Interop fixtures: the client tools (installed when missing, else skipped with the reason) and
+a ``lazyconv serve`` subprocess over a copy of the committed fixture, one per test module."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.interop.clients import BY_ID, CLIENTS, Client, scratch_topic
+from tests.interop.expected import FixturePartition, load_manifest
+from tests.interop.harness import Server, which
+
+log = logging.getLogger(__name__)
+
+# librdkafka sizes its Metadata v0 parse buffer from the response size, which is too small for
+# one-partition topics with short names ("tmpabuf memory shortage", with any broker); longer
+# served names keep the records identical and the response parseable.
+TOPIC_PREFIX = "lazyconv-interop-"
+KAFKAJS_VERSION = "2.2.4"
+INSTALL_TIMEOUT_S = 300
+SCRATCH_PURPOSES = ("produce",)
+
+
+def _install_kcat() -> tuple[str | None, str]:
+    if which("kcat"):
+        return which("kcat"), ""
+    if not which("apt-get"):
+        return None, "kcat is not installed and there is no apt-get to install it"
+    if os.geteuid() != 0:
+        return None, "kcat is not installed and apt-get needs root"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "kcat"]):
+        try:
+            done = subprocess.run(argv, env=env, capture_output=True, text=True,
+                                  timeout=INSTALL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return None, f"`{' '.join(argv)}` took more than {INSTALL_TIMEOUT_S} s"
+        if done.returncode != 0:
+            return None, f"`{' '.join(argv)}` failed: {done.stderr.strip()[-500:]}"
+    path = which("kcat")
+    return path, "" if path else "apt-get installed kcat but it is not on PATH"
+
+
+def _node_folder(config: pytest.Config) -> Path:
+    venv = REPO_ROOT / ".venv"
+    if venv.is_dir():
+        return venv / "interop-node"
+    return Path(config.cache.mkdir("interop-node")) if config.cache else REPO_ROOT / ".interop-node"
+
+
+def _install_kafkajs(folder: Path) -> tuple[str | None, str]:
+    node, npm = which("node"), which("npm")
+    if not node or not npm:
+        return None, "kafkajs needs node and npm, which are not installed"
+    if not (folder / "node_modules/kafkajs/package.json").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            done = subprocess.run(
+                [npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund",
+                 "--no-save", f"kafkajs@{KAFKAJS_VERSION}"],
+                capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return None, f"npm install kafkajs took more than {INSTALL_TIMEOUT_S} s"
+        if done.returncode != 0:
+            return None, f"npm install kafkajs failed: {done.stderr.strip()[-500:]}"
+    return node, ""
+
+
+@pytest.fixture(scope="session")
+def tools(request: pytest.FixtureRequest) -> dict[str, str]:
+    """Paths of the non-Python clients, installed on first use; ``missing:<family>`` holds why
+    one could not be had."""
+    found: dict[str, str] = {}
+    kcat, why = _install_kcat()
+    if kcat:
+        found["kcat"] = kcat
+    else:
+        found["missing:kcat"] = why
+    folder = _node_folder(request.config)
+    node, why = _install_kafkajs(folder)
+    if node:
+        found["node"] = node
+        found["node_path"] = str(folder / "node_modules")
+    else:
+        found["missing:kafkajs"] = why
+    return found
+
+
+def require(client_id: str, tools: dict[str, str]) -> Client:
+    """The client, or a skip saying why it cannot run here."""
+    client = BY_ID[client_id]
+    why = tools.get(f"missing:{client.family}")
+    if why:
+        pytest.skip(f"{client.family} unavailable: {why}")
+    for module in {"kafka-python": "kafka", "confluent-kafka": "confluent_kafka",
+                   "aiokafka": "aiokafka"}.get(client.family, "").split():
+        pytest.importorskip(module, reason=f"{client.family} is not installed")
+    return client
+
+
+def not_applicable(client: Client, feature: str) -> None:
+    if feature in client.not_applicable:
+        pytest.skip(f"not applicable: {client.not_applicable[feature]}")
+
+
+@dataclass
+class Served:
+    """The running server and the fixture it serves (manifest keyed by served TOPIC-PARTITION)."""
+
+    server: Server
+    logdir: Path
+    manifest: dict[str, FixturePartition]
+
+    @property
+    def bootstrap(self) -> str:
+        return self.server.bootstrap
+
+    def folder(self, part: FixturePartition) -> Path:
+        return self.logdir / part.name
+
+
+def served_copy(tmp: Path) -> tuple[Path, dict[str, FixturePartition]]:
+    """The committed fixture under prefixed topic names, plus empty scratch topics."""
+    source = REPO_ROOT / "fixtures"
+    logdir = tmp / "logdir"
+    logdir.mkdir()
+    manifest = {}
+    for name, part in load_manifest(source).items():
+        shutil.copytree(source / name, logdir / (TOPIC_PREFIX + name))
+        manifest[TOPIC_PREFIX + name] = FixturePartition(
+            TOPIC_PREFIX + name, TOPIC_PREFIX + part.topic, part.partition, part.records,
+            part.aborted_records, part.last_record_offset, part.checksum)
+    for client in CLIENTS:
+        for purpose in SCRATCH_PURPOSES:
+            for p in (0, 1):
+                (logdir / f"{scratch_topic(client, purpose)}-{p}").mkdir()
+    return logdir, manifest
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    logdir, manifest = served_copy(tmp_path_factory.mktemp("interop"))
+    server = Server(logdir, "--chunk-size", "16K")
+    try:
+        yield Served(server, logdir, manifest)
+    finally:
+        server.stop()
