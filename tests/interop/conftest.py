@@ -127,6 +127,11 @@ class Served:
         return self.logdir / part.name
 
 
+def fixture_topic(part: FixturePartition) -> str:
+    """The topic's name in the fixture (without the served prefix)."""
+    return part.topic.removeprefix(TOPIC_PREFIX)
+
+
 def served_copy(tmp: Path) -> tuple[Path, dict[str, FixturePartition]]:
     """The committed fixture under prefixed topic names, plus empty scratch topics."""
     source = REPO_ROOT / "fixtures"
