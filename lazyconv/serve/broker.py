@@ -32,6 +32,8 @@ from lazyconv.protocol import (
     metadata,
     produce,
 )
+from lazyconv.protocol import fetch as fetch_api
+from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.decision import (
     FetchBudget,
     broker_partition_response,
@@ -51,22 +53,23 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Broker", "Listener", "TopicConfig", "Response", "SUPPORTED_VERSIONS"]
 
-FETCH_KEY = 1
-FETCH_MIN_VERSION = 0
-# Fetch v13+ names topics by id, which the Metadata versions served here do not carry.
-FETCH_MAX_VERSION = 12
-FETCH_FLEXIBLE_FROM = 12
+FETCH_KEY = fetch_api.SPEC.key
+FETCH_MIN_VERSION = fetch_api.SPEC.min_version
+FETCH_MAX_VERSION = fetch_api.SPEC.max_version
 
-# api key -> (min version, max version, first flexible version)
-SUPPORTED_VERSIONS: dict[int, tuple[int, int, int]] = {
-    produce.API_KEY: (produce.MIN_VERSION, produce.MAX_VERSION, 9),
-    FETCH_KEY: (FETCH_MIN_VERSION, FETCH_MAX_VERSION, FETCH_FLEXIBLE_FROM),
-    list_offsets.API_KEY: (list_offsets.MIN_VERSION, list_offsets.MAX_VERSION, 6),
-    metadata.API_KEY: (metadata.MIN_VERSION, metadata.MAX_VERSION, 9),
-    find_coordinator.API_KEY: (find_coordinator.MIN_VERSION, find_coordinator.MAX_VERSION, 3),
-    api_versions.API_KEY: (api_versions.MIN_VERSION, api_versions.MAX_VERSION, 3),
-    init_producer_id.API_KEY: (init_producer_id.MIN_VERSION, init_producer_id.MAX_VERSION,
-                               init_producer_id.FLEXIBLE_FROM),
+# The APIs this broker answers; their version ranges come from the protocol declarations.
+SERVED_APIS: tuple[ApiSpec, ...] = (
+    produce.SPEC,
+    fetch_api.SPEC,
+    list_offsets.SPEC,
+    metadata.SPEC,
+    find_coordinator.SPEC,
+    api_versions.SPEC,
+    init_producer_id.SPEC,
+)
+# api key -> (min version, max version, first flexible version or None), derived from SERVED_APIS
+SUPPORTED_VERSIONS: dict[int, tuple[int, int, int | None]] = {
+    spec.key: (spec.min_version, spec.max_version, spec.first_flexible) for spec in SERVED_APIS
 }
 
 # Transactions need a coordinator this server does not have: their InitProducerId is refused
@@ -167,6 +170,14 @@ class _TrackedLazyRecords(_TrackedRecords):
             self._stats.records_converted += stats.records_converted
 
 
+@dataclass(frozen=True)
+class RequestContext:
+    """Who asked: the client id from the request header and the listener it connected to."""
+
+    client_id: str | None
+    listener: Listener
+
+
 @dataclass
 class Response:
     """A response ready to be written, and what to release once it is written (or abandoned)."""
@@ -181,14 +192,6 @@ class Response:
             except Exception:  # closing must never mask the error that ended the response
                 log.exception("closing %r failed", resource)
         self.resources.clear()
-
-
-def _header_version(api_key: int, version: int) -> tuple[int, int]:
-    """(request header version, response header version) for a supported key/version."""
-    flexible = version >= SUPPORTED_VERSIONS[api_key][2]
-    if api_key == api_versions.API_KEY:
-        return (2 if flexible else 1), 0  # ApiVersions responses always use header v0
-    return (2, 1) if flexible else (1, 0)
 
 
 class Broker:
@@ -223,8 +226,9 @@ class Broker:
             )
         # Capping Fetch makes the server look like an older broker to clients that negotiate
         # versions with ApiVersions (e.g. max 2 = a 0.10.0 broker: magic v1 for everyone).
-        self.supported_versions = dict(SUPPORTED_VERSIONS)
-        self.supported_versions[FETCH_KEY] = (FETCH_MIN_VERSION, max_fetch_version, FETCH_FLEXIBLE_FROM)
+        self.apis: dict[int, ApiSpec] = {spec.key: spec for spec in SERVED_APIS}
+        self.max_versions: dict[int, int] = {spec.key: spec.max_version for spec in SERVED_APIS}
+        self.max_versions[FETCH_KEY] = max_fetch_version
         self.stats = BrokerStats()
         self._next_producer_id = FIRST_PRODUCER_ID
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
@@ -245,58 +249,45 @@ class Broker:
         api_key = reader.int16("request_api_key")
         version = reader.int16("request_api_version")
         reader.pos = 0
-        supported = self.supported_versions.get(api_key)
-        if supported is None:
+        spec = self.apis.get(api_key)
+        if spec is None:
             raise ProtocolError(f"unsupported API key {api_key}", 0)
-        low, high, _flex = supported
+        low, high = spec.min_version, self.max_versions[api_key]
         if not low <= version <= high:
             if api_key == api_versions.API_KEY:
                 header = decode_request_header(reader, 1)  # the body is unknown: not read
-                body = api_versions.unsupported_version_response(self.api_version_table())
-                return self._reply(header["correlation_id"], 0, body)
+                fallback = api_versions.unsupported_version_response(self.api_version_table())
+                return self._reply(header["correlation_id"], 0, fallback)
             raise ProtocolError(
-                f"unsupported version {version} of API key {api_key} (this server speaks {low}-{high})",
+                f"unsupported version {version} of {spec.name} (key {api_key}; this server speaks "
+                f"{low}-{high})",
                 2,
             )
         self.request_counts[(api_key, version)] += 1
-        request_header_version, response_header_version = _header_version(api_key, version)
-        header = decode_request_header(reader, request_header_version)
+        header = decode_request_header(reader, spec.request_header_version(version))
         correlation_id = header["correlation_id"]
-        body = reader.view[reader.pos :]
-        log.debug("request key=%d v=%d corr=%d client=%r", api_key, version, correlation_id,
+        body_at = reader.pos
+        body = reader.view[body_at:]
+        log.debug("request %s v%d corr=%d client=%r", spec.name, version, correlation_id,
                   header.get("client_id"))
         if api_key == FETCH_KEY:
             return await self.fetch(version, correlation_id, body)
-        if api_key == api_versions.API_KEY:
-            api_versions.decode_request(version, Reader(body, base=reader.pos))
-            answer = api_versions.encode_response(
-                version, {"error_code": 0, "api_keys": self.api_version_table(), "throttle_time_ms": 0}
-            )
-        elif api_key == metadata.API_KEY:
-            answer = self.metadata(version, metadata.decode_request(version, Reader(body, base=reader.pos)))
-        elif api_key == list_offsets.API_KEY:
-            answer = self.list_offsets(
-                version, list_offsets.decode_request(version, Reader(body, base=reader.pos))
-            )
-        elif api_key == find_coordinator.API_KEY:
-            find_coordinator.decode_request(version, Reader(body, base=reader.pos))
-            answer = find_coordinator.encode_response(
-                version,
-                {"error_code": 0, "node_id": listener.node_id, "host": listener.host,
-                 "port": listener.port},
-            )
-        elif api_key == init_producer_id.API_KEY:
-            answer = self.init_producer_id(
-                version, init_producer_id.decode_request(version, Reader(body, base=reader.pos))
-            )
-        else:  # produce
-            request = produce.decode_request(version, Reader(body, base=reader.pos))
+        request_reader = Reader(body, base=body_at)
+        request = spec.decode_request(version, request_reader, exact=False)
+        if request_reader.remaining:
+            log.warning("%s v%d from %r: ignoring %d bytes after the request body", spec.name,
+                        version, header.get("client_id"), request_reader.remaining)
+        context = RequestContext(header.get("client_id"), listener)
+        if api_key == produce.API_KEY:
             answer = self.produce(version, request)
             if listener.produce_delay_ms > 0:
                 await asyncio.sleep(listener.produce_delay_ms / 1000)
             if request["acks"] == 0:
                 return None
-        return self._reply(correlation_id, response_header_version, answer)
+        else:
+            answer = self._handlers[api_key](version, request, context)
+        encoded = spec.encode_response(version, answer)
+        return self._reply(correlation_id, spec.response_header_version(version), encoded)
 
     @staticmethod
     def _reply(correlation_id: int, header_version: int, body: bytes) -> Response:
@@ -305,19 +296,62 @@ class Broker:
         return Response(BytesSend(payload.to_bytes(4, "big") + header + body))
 
     def api_version_table(self) -> list[dict[str, int]]:
+        """ApiVersions' list: every served API, from its declaration (Fetch possibly capped)."""
         return [
-            {"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high, _flex) in sorted(self.supported_versions.items())
+            {"api_key": key, "min_version": spec.min_version, "max_version": self.max_versions[key]}
+            for key, spec in sorted(self.apis.items())
         ]
+
+    @property
+    def supported_versions(self) -> dict[int, tuple[int, int, int | None]]:
+        """api key -> (min version, max version, first flexible version) as served."""
+        return {key: (spec.min_version, self.max_versions[key], spec.first_flexible)
+                for key, spec in self.apis.items()}
+
+    @property
+    def _handlers(self) -> dict[int, Any]:
+        return {
+            api_versions.API_KEY: self.api_versions,
+            metadata.API_KEY: self.metadata,
+            list_offsets.API_KEY: self.list_offsets,
+            find_coordinator.API_KEY: self.find_coordinator,
+            init_producer_id.API_KEY: self.init_producer_id,
+        }
+
+    def api_versions(self, version: int, request: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+        return {"error_code": 0, "api_keys": self.api_version_table(), "throttle_time_ms": 0}
+
+    def find_coordinator(self, version: int, request: dict[str, Any],
+                         context: RequestContext) -> dict[str, Any]:
+        """Every group and transactional id is coordinated by the listener that was asked."""
+        listener = context.listener
+        if version >= 4:
+            return {"throttle_time_ms": 0, "coordinators": [
+                {"key": key, "node_id": listener.node_id, "host": listener.host, "port": listener.port,
+                 "error_code": 0} for key in request["coordinator_keys"]]}
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "node_id": listener.node_id, "host": listener.host, "port": listener.port}
 
     # -- Metadata, ListOffsets, Produce ----------------------------------------------------
 
-    def metadata(self, version: int, request: dict[str, Any]) -> bytes:
+    def metadata(self, version: int, request: dict[str, Any],
+                 context: RequestContext | None = None) -> dict[str, Any]:
+        """Brokers (one per listener), the cluster id and every asked topic with its id."""
         self.logdir.refresh()
         known = self.logdir.topics()
-        names = list(known) if request["topics"] is None else [t["name"] for t in request["topics"]]
+        asked: list[tuple[str | None, Any]]
+        if request["topics"] is None:
+            asked = [(name, None) for name in known]
+        else:
+            asked = [(t["name"], t.get("topic_id")) for t in request["topics"]]
         topics = []
-        for name in names:
+        for name, topic_id in asked:
+            if name is None:  # v12: asked by id
+                name = self.logdir.topic_name(topic_id) if topic_id is not None else None
+                if name is None:
+                    topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None,
+                                   "topic_id": topic_id, "partitions": []})
+                    continue
             if name not in known:
                 topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": name,
                                "partitions": []})
@@ -327,17 +361,20 @@ class Broker:
                 leader = self.leader_for(p).node_id
                 partitions.append({"error_code": 0, "partition_index": p, "leader_id": leader,
                                    "leader_epoch": 0, "replica_nodes": [leader], "isr_nodes": [leader]})
-            topics.append({"error_code": 0, "name": name, "partitions": partitions})
-        body = {
+            entry: dict[str, Any] = {"error_code": 0, "name": name, "partitions": partitions}
+            if version >= 10:
+                entry["topic_id"] = self.logdir.topic_id(name)
+            topics.append(entry)
+        return {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": li.node_id, "host": li.host, "port": li.port} for li in self.listeners],
             "cluster_id": self.cluster_id,
             "controller_id": self.listeners[0].node_id,
             "topics": topics,
         }
-        return metadata.encode_response(version, body)
 
-    def list_offsets(self, version: int, request: dict[str, Any]) -> bytes:
+    def list_offsets(self, version: int, request: dict[str, Any],
+                     context: RequestContext | None = None) -> dict[str, Any]:
         topics = []
         for topic in request["topics"]:
             partitions = []
@@ -352,9 +389,15 @@ class Broker:
                     plog.refresh()
                     ts = part["timestamp"]
                     if ts == list_offsets.LATEST_TIMESTAMP:
-                        answer["offset"] = plog.high_watermark
-                    elif ts == list_offsets.EARLIEST_TIMESTAMP:
+                        answer["offset"] = (self.last_stable_offset(plog)
+                                            if request.get("isolation_level", 0) == 1
+                                            else plog.high_watermark)
+                    elif ts in (list_offsets.EARLIEST_TIMESTAMP, list_offsets.EARLIEST_LOCAL_TIMESTAMP):
                         answer["offset"] = plog.log_start_offset
+                    elif ts == list_offsets.MAX_TIMESTAMP:
+                        found = plog.offset_of_max_timestamp()
+                        if found is not None:
+                            answer["offset"], answer["timestamp"] = found
                     else:
                         found = plog.offset_for_timestamp(ts)
                         if found is not None:
@@ -364,20 +407,30 @@ class Broker:
                 )
                 partitions.append(answer)
             topics.append({"name": topic["name"], "partitions": partitions})
-        return list_offsets.encode_response(version, {"throttle_time_ms": 0, "topics": topics})
+        return {"throttle_time_ms": 0, "topics": topics}
 
-    def init_producer_id(self, version: int, request: dict[str, Any]) -> bytes:
+    def last_stable_offset(self, plog: PartitionLog) -> int:
+        """The offset below which every transaction has ended (the high watermark for now)."""
+        return plog.high_watermark
+
+    def _transaction_view(self, plog: PartitionLog, hw: int, fetch_offset: int, records: Any,
+                          isolation_level: int) -> tuple[int, list[dict[str, int]]]:
+        """(LastStableOffset, AbortedTransactions) for one partition read."""
+        if hw < 0:
+            return -1, []
+        return self.last_stable_offset(plog), []
+
+    def init_producer_id(self, version: int, request: dict[str, Any],
+                         context: RequestContext | None = None) -> dict[str, Any]:
         """A fresh producer id for an idempotent producer (sequence numbers are not checked)."""
         if request["transactional_id"] is not None:
-            return init_producer_id.encode_response(version, {
-                "throttle_time_ms": 0, "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1})
+            return {"throttle_time_ms": 0, "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "producer_id": -1, "producer_epoch": -1}
         producer_id = self._next_producer_id
         self._next_producer_id += 1
-        return init_producer_id.encode_response(version, {
-            "throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0})
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
 
-    def produce(self, version: int, request: dict[str, Any]) -> bytes:
+    def produce(self, version: int, request: dict[str, Any]) -> dict[str, Any]:
         responses = []
         for topic in request["topic_data"]:
             partitions = []
@@ -403,7 +456,7 @@ class Broker:
                         answer["error_message"] = str(exc)
                 partitions.append(answer)
             responses.append({"name": topic["name"], "partition_responses": partitions})
-        return produce.encode_response(version, {"responses": responses, "throttle_time_ms": 0})
+        return {"responses": responses, "throttle_time_ms": 0}
 
     # -- Fetch -----------------------------------------------------------------------------
 
@@ -447,21 +500,24 @@ class Broker:
         plan.limit = budget.limit
         # Followers are exempt from message.downconversion.enable (fetch-protocol.md §6 3a).
         is_follower = is_follower_fetch(version, request)
-        read: list[tuple[str, dict[str, Any]]] = []
-        rejected: list[tuple[str, dict[str, Any]]] = []
+        read: list[tuple[tuple[str, Any], dict[str, Any]]] = []
+        rejected: list[tuple[tuple[str, Any], dict[str, Any]]] = []
         try:
             for topic in request["topics"]:
-                name = topic["topic"]
+                name, topic_id = topic["topic"], topic.get("topic_id")
+                unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if version >= 13:  # topics are named by id
+                    name = self.logdir.topic_name(topic_id) or ""
+                    unknown = ErrorCode.UNKNOWN_TOPIC_ID
                 for part in topic["partitions"]:
-                    plog = self.logdir.partition(name, part["partition"])
+                    plog = self.logdir.partition(name, part["partition"]) if name else None
                     if plog is None:
-                        rejected.append(
-                            (name, error_partition(part["partition"], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                        )
+                        rejected.append(((name, topic_id), error_partition(part["partition"], unknown)))
                         continue
                     before = budget.remaining
-                    entry = self._read_partition(version, name, plog, part, budget, plan, is_follower)
-                    read.append((name, entry))
+                    entry = self._read_partition(version, name, plog, part, budget, plan, is_follower,
+                                                 request.get("isolation_level", 0))
+                    read.append(((name, topic_id), entry))
                     plan.bytes_read += before - budget.remaining
                     plan.partitions += 1
         except BaseException:
@@ -472,11 +528,12 @@ class Broker:
 
     def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
                         budget: FetchBudget, plan: _FetchPlan,
-                        is_follower: bool = False) -> dict[str, Any]:
+                        is_follower: bool = False, isolation_level: int = 0) -> dict[str, Any]:
         """One partition of a fetch, as the response partition dict (fetch-protocol.md §6, §8)."""
         index = part["partition"]
         fetch_offset = part["fetch_offset"]
         config = self.topic_config(topic)
+        records: Any
         try:
             region = plog.locate(fetch_offset)
         except OffsetOutOfRange as exc:
@@ -497,6 +554,7 @@ class Broker:
                 plan.resources.append(records)
                 plan.partial_tails += not region.segment.is_entry_boundary(region.position + size)
         chunk_size = self.chunk_size
+        lso, aborted = self._transaction_view(plog, hw, fetch_offset, records, isolation_level)
 
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
             tracked = _TrackedLazyRecords(
@@ -509,7 +567,8 @@ class Broker:
 
         entry = broker_partition_response(
             version, index, records, fetch_offset=fetch_offset, error_code=int(error),
-            high_watermark=hw, last_stable_offset=hw, log_start_offset=start,
+            high_watermark=hw, last_stable_offset=lso, log_start_offset=start,
+            aborted_transactions=aborted,
             topic_compression=config.compression_type,
             downconversion_enable=config.downconversion_enable, is_follower=is_follower,
             lazy_records_factory=lazy,
@@ -552,12 +611,22 @@ class _FetchPlan:
         self.resources.clear()
 
 
-def _group_by_topic(partitions: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Consecutive partitions of one topic share a topic entry (fetch-protocol.md trap 12)."""
+def _group_by_topic(partitions: list[tuple[tuple[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Consecutive partitions of one topic share a topic entry (fetch-protocol.md trap 12).
+
+    Each partition comes with its topic's ``(name, id)`` as the request named it (the id is what
+    Fetch v13+ sends back).
+    """
     topics: list[dict[str, Any]] = []
-    for name, entry in partitions:
-        if topics and topics[-1]["topic"] == name:
+    last: tuple[str, Any] | None = None
+    for key, entry in partitions:
+        if topics and last == key:
             topics[-1]["partitions"].append(entry)
         else:
-            topics.append({"topic": name, "partitions": [entry]})
+            name, topic_id = key
+            topic: dict[str, Any] = {"topic": name, "partitions": [entry]}
+            if topic_id is not None:
+                topic["topic_id"] = topic_id
+            topics.append(topic)
+            last = key
     return topics

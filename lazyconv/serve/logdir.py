@@ -19,11 +19,13 @@ import os
 import re
 import struct
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lazyconv.errors import CorruptRecordError, ValidationError
+from lazyconv.serve.topic_ids import ensure_topic_id
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +247,19 @@ class PartitionLog:
                             return record.offset, record.timestamp
         return None
 
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record carrying the log's largest timestamp
+        (ListOffsets −3, KIP-734); ``None`` for an empty log."""
+        self.refresh()
+        best: Entry | None = None
+        for _segment, entry in self.entries():
+            if best is None or entry.max_timestamp > best.max_timestamp:
+                best = entry
+        if best is None:
+            return None
+        found = self.offset_for_timestamp(best.max_timestamp)
+        return found if found is not None else (best.last_offset, best.max_timestamp)
+
     def append(self, entries: list[tuple[bytes, int]]) -> tuple[int, int]:
         """Append entries whose offsets are assigned by ``assign(bytes, next_offset)``.
 
@@ -293,6 +308,8 @@ class LogDirectory:
         if not self.root.is_dir():
             raise ValidationError(f"log directory {self.root} does not exist or is not a directory")
         self.partitions: dict[tuple[str, int], PartitionLog] = {}
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._topics_by_id: dict[uuid.UUID, str] = {}
         self._lock = threading.Lock()
         self.refresh()
 
@@ -307,6 +324,30 @@ class LogDirectory:
                 key = (m.group("topic"), int(m.group("partition")))
                 if key not in self.partitions:
                     self.partitions[key] = PartitionLog(key[0], key[1], path)
+                    self._topic_ids.pop(key[0], None)  # a new folder: make sure it gets the id
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's stable id (from ``partition.metadata``, created on first use)."""
+        with self._lock:
+            known = self._topic_ids.get(topic)
+            if known is not None:
+                return known
+            directories = [plog.directory for (name, _p), plog in sorted(self.partitions.items())
+                           if name == topic]
+            if not directories:
+                raise ValidationError(f"topic {topic!r} has no partition in {self.root}")
+            topic_id = ensure_topic_id(topic, directories)
+            self._topic_ids[topic] = topic_id
+            self._topics_by_id[topic_id] = topic
+            return topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The topic with id ``topic_id`` (None if no topic here has it)."""
+        if topic_id not in self._topics_by_id:
+            self.refresh()
+            for topic in self.topics():
+                self.topic_id(topic)
+        return self._topics_by_id.get(topic_id)
 
     def topics(self) -> dict[str, list[int]]:
         """Topic name → sorted partition ids."""
