@@ -133,7 +133,7 @@ class Events:
             event = self.next(deadline)
             if event is None:
                 raise AssertionError(
-                    f"no {kind!r} event within {timeout:.0f} s from {self.child.argv[:4]}; "
+                    f"no {kind!r} event within {timeout:.0f} s from {self.child.argv[:2]}; "
                     f"events: {summarize(self.events)}; stderr: {self.child.stderr_tail()}")
             if event["ev"] == "error":
                 raise AssertionError(f"client error: {event['message']}; "

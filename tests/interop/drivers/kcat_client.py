@@ -1,0 +1,135 @@
+"""kcat driver: runs the ``kcat`` program and reports its output as :mod:`common` events.
+
+``client``: {"kcat": path, "config": {extra -X settings}}. kcat has no API for pausing or
+committing chosen offsets, so its jobs are approximations: "assign" runs one simple consumer
+(``-C``) per partition; "subscribe" runs a balanced consumer (``-G``) until the end of its
+partitions (``-e``) or ``count`` records (``-c``), committing what it consumed when it exits;
+"produce" pipes the records to ``-P`` (one kcat per partition, keys and headers supported).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.interop.drivers.common import Progress, emit, emit_record, load_job, unb64
+
+ASSIGNED = re.compile(r"rebalanced .*: assigned: (?P<parts>.*)$")
+PART = re.compile(r"(?P<topic>[^\s,]+) \[(?P<p>\d+)\]")
+
+
+def base(job: dict) -> list[str]:
+    argv = [job["client"]["kcat"], "-b", job["bootstrap"],
+            "-X", "fetch.message.max.bytes=8388608", "-X", "receive.message.max.bytes=104857600"]
+    for key, value in job["client"].get("config", {}).items():
+        argv += ["-X", f"{key}={value}"]
+    return argv
+
+
+def text_bytes(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
+
+
+def report(line: bytes, progress: Progress) -> None:
+    m = json.loads(line)
+    if not progress.wanted(m["topic"], m["partition"], m["offset"]):
+        return
+    flat = m.get("headers") or []
+    headers = [(flat[i], text_bytes(flat[i + 1])) for i in range(0, len(flat), 2)]
+    emit_record(m["topic"], m["partition"], m["offset"],
+                None if m.get("tstype", "none") == "none" else m.get("ts"),
+                text_bytes(m["key"]), text_bytes(m["payload"]), headers)
+
+
+def consume_partition(job: dict, topic: str, partition: int) -> tuple[list[bytes], str, int]:
+    argv = [*base(job), "-X", f"isolation.level={job['isolation']}", "-C", "-J", "-e", "-q",
+            "-o", "beginning", "-t", topic, "-p", str(partition)]
+    done = subprocess.run(argv, capture_output=True, timeout=job["timeout"])
+    return done.stdout.splitlines(), done.stderr.decode(errors="replace"), done.returncode
+
+
+def consume_assign(job: dict) -> None:
+    progress = Progress(job["last"])
+    emit("assigned", partitions=sorted(job["partitions"]))
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda tp: consume_partition(job, *tp), job["partitions"]))
+    for (topic, partition), (lines, stderr, rc) in zip(job["partitions"], results, strict=True):
+        if rc != 0:
+            emit("error", message=f"kcat on {topic} [{partition}] exited {rc}: {stderr[-800:]}")
+            return
+        for line in lines:
+            report(line, progress)
+    emit("done")
+
+
+def consume_subscribe(job: dict) -> None:
+    progress = Progress(job["last"])
+    argv = [*base(job), "-X", f"isolation.level={job['isolation']}",
+            "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500",
+            "-X", "auto.offset.reset=earliest", "-G", job["group"], "-J", "-e"]
+    if job.get("count"):
+        argv += ["-c", str(job["count"])]
+    proc = subprocess.Popen([*argv, *job["topics"]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    started = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=job["timeout"])
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        emit("error", message=f"kcat -G did not finish in {job['timeout']} s: {err[-800:]!r}")
+        return
+    for line in err.decode(errors="replace").splitlines():
+        m = ASSIGNED.search(line)
+        if m:
+            emit("assigned", partitions=sorted([t, int(p)] for t, p in PART.findall(m.group("parts"))))
+    for line in out.splitlines():
+        report(line, progress)
+    if proc.returncode != 0:
+        emit("error", message=f"kcat -G exited {proc.returncode}: {err.decode(errors='replace')[-800:]}")
+        return
+    emit("done", seconds=time.monotonic() - started)
+
+
+def produce(job: dict) -> None:
+    by_partition: dict[int, list[dict]] = {}
+    for r in job["records"]:
+        by_partition.setdefault(r["partition"], []).append(r)
+    for partition, records in sorted(by_partition.items()):
+        # kcat -P takes one record a line (-D) with the key before a delimiter (-K); headers are
+        # per run (-H), so every record of one run carries the same ones.
+        headers = records[0]["headers"]
+        assert all(r["headers"] == headers for r in records), "kcat: one header set per run"
+        argv = [*base(job), "-P", "-t", job["topic"], "-p", str(partition), "-K", "\t",
+                "-D", "\n", "-X", "acks=all", "-X", "linger.ms=5"]
+        for k, v in headers:
+            argv += ["-H", f"{k}={unb64(v).decode()}"]
+        payload = b"".join(unb64(r["key"]) + b"\t" + unb64(r["value"]) + b"\n" for r in records)
+        done = subprocess.run(argv, input=payload, capture_output=True, timeout=job["timeout"])
+        if done.returncode != 0:
+            emit("error", message=f"kcat -P exited {done.returncode}: {done.stderr[-800:]!r}")
+            return
+    emit("done")
+
+
+def main() -> None:
+    job = load_job()
+    try:
+        if job["action"] == "produce":
+            produce(job)
+        elif job["mode"] == "assign":
+            consume_assign(job)
+        else:
+            consume_subscribe(job)
+    except Exception as exc:
+        emit("error", message=f"{type(exc).__name__}: {exc}")
+        raise
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
