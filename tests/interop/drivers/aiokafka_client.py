@@ -18,6 +18,23 @@ from tests.interop.drivers.common import (
 )
 
 
+class Gate(aiokafka.ConsumerRebalanceListener):
+    """Pauses a new assignment (before anything is fetched) unless it has the expected size."""
+
+    def __init__(self, consumer: aiokafka.AIOKafkaConsumer, expect: int | None) -> None:
+        self.consumer = consumer
+        self.expect = expect
+
+    def on_partitions_revoked(self, revoked) -> None:
+        pass
+
+    def on_partitions_assigned(self, assigned) -> None:
+        if self.expect is not None and len(assigned) != self.expect:
+            self.consumer.pause(*assigned)
+        else:
+            self.consumer.resume(*assigned)
+
+
 async def consume(job: dict) -> None:
     progress = Progress(job["last"])
     consumer = aiokafka.AIOKafkaConsumer(
@@ -37,7 +54,7 @@ async def consume(job: dict) -> None:
             for tp in tps:
                 consumer.seek(tp, 0)
         else:
-            consumer.subscribe(job["topics"])
+            consumer.subscribe(job["topics"], listener=Gate(consumer, expect))
         while time.monotonic() < deadline:
             polled = await consumer.getmany(timeout_ms=100)
             owned = consumer.assignment()
@@ -45,8 +62,6 @@ async def consume(job: dict) -> None:
                 emit("assigned", partitions=sorted([tp.topic, tp.partition] for tp in owned))
                 reported = set(owned)
             if expect is not None and len(owned) != expect:
-                if owned:
-                    consumer.pause(*owned)
                 continue
             for tp, messages in polled.items():
                 for m in messages:

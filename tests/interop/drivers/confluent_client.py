@@ -38,7 +38,16 @@ def consume(job: dict) -> None:
         if job["mode"] == "assign":
             consumer.assign([ck.TopicPartition(t, p, 0) for t, p in job["partitions"]])
         else:
-            consumer.subscribe(job["topics"])
+            def on_assign(c: ck.Consumer, partitions: list) -> None:
+                # Pause a new assignment before anything is fetched unless it has the size
+                # the job waits for.
+                c.assign(partitions)
+                if expect is not None and len(partitions) != expect:
+                    c.pause(partitions)
+                else:  # a partition paused in an earlier generation stays paused otherwise
+                    c.resume(partitions)
+
+            consumer.subscribe(job["topics"], on_assign=on_assign)
         while time.monotonic() < deadline:
             m = consumer.poll(0.1)
             owned = sorted([tp.topic, tp.partition] for tp in consumer.assignment())
@@ -46,8 +55,6 @@ def consume(job: dict) -> None:
                 emit("assigned", partitions=owned)
                 reported = owned
             if expect is not None and len(owned) != expect:
-                if owned:
-                    consumer.pause(consumer.assignment())
                 continue
             if m is not None:
                 if m.error():

@@ -25,6 +25,23 @@ def settings(job: dict) -> dict:
             **({"api_version": tuple(api)} if api else {})}
 
 
+class Gate(kafka.ConsumerRebalanceListener):
+    """Pauses a new assignment (before anything is fetched) unless it has the expected size."""
+
+    def __init__(self, consumer: kafka.KafkaConsumer, expect: int | None) -> None:
+        self.consumer = consumer
+        self.expect = expect
+
+    def on_partitions_revoked(self, revoked) -> None:
+        pass
+
+    def on_partitions_assigned(self, assigned) -> None:
+        if self.expect is not None and len(self.consumer.assignment()) != self.expect:
+            self.consumer.pause(*self.consumer.assignment())
+        else:
+            self.consumer.resume(*self.consumer.assignment())
+
+
 def consume(job: dict) -> None:
     progress = Progress(job["last"])
     consumer = kafka.KafkaConsumer(
@@ -43,7 +60,7 @@ def consume(job: dict) -> None:
             for tp in tps:
                 consumer.seek(tp, 0)
         else:
-            consumer.subscribe(job["topics"])
+            consumer.subscribe(job["topics"], listener=Gate(consumer, expect))
         while time.monotonic() < deadline:
             try:
                 polled = consumer.poll(timeout_ms=100)
@@ -60,8 +77,6 @@ def consume(job: dict) -> None:
                 emit("assigned", partitions=sorted([tp.topic, tp.partition] for tp in owned))
                 reported = set(owned)
             if expect is not None and len(owned) != expect:
-                if owned:
-                    consumer.pause(*owned)
                 continue
             for tp, messages in polled.items():
                 for m in messages:

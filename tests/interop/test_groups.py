@@ -1,0 +1,128 @@
+"""subscribe(): two members of a group split the partitions, read up to a midpoint and commit;
+a restarted consumer of the group resumes from the committed offsets, so that together they
+deliver every record exactly once."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.interop.checks import assert_same_records, received
+from tests.interop.clients import Client, client_ids
+from tests.interop.conftest import Served, fixture_topic, not_applicable, require
+from tests.interop.expected import FixturePartition, Record, expected
+from tests.interop.harness import Events
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(150)]
+
+GROUP_TOPICS = ("headers", "idempotent")  # 4 partitions, magic v2 only, no zstd
+PHASE_TIMEOUT_S = 45
+
+
+def _parts(served: Served) -> list[FixturePartition]:
+    return [p for p in served.manifest.values() if fixture_topic(p) in GROUP_TOPICS]
+
+
+def _stop(*members: Events) -> None:
+    for m in members:
+        m.child.close_stdin()
+    deadline = time.monotonic() + 10
+    for m in members:
+        try:
+            m.child.proc.wait(max(0.1, deadline - time.monotonic()))
+        except Exception:
+            pass
+        m.child.kill()
+
+
+def _final_assignment(events: Events) -> set[tuple[str, int]]:
+    assigned = events.of("assigned")
+    assert assigned, "the member never got an assignment"
+    return {(t, p) for t, p in assigned[-1]["partitions"]}
+
+
+@pytest.mark.parametrize("client_id", client_ids())
+def test_group_split_commit_and_resume(served: Served, tools: dict[str, str], client_id: str) -> None:
+    client = require(client_id, tools)
+    not_applicable(client, "groups")
+    if client.family == "kcat":
+        return _kcat_group(served, tools, client)
+    parts = _parts(served)
+    topics = sorted({p.topic for p in parts})
+    group = f"interop-group-{client.id}"
+    wants: dict[tuple[str, int], list[Record]] = {
+        (p.topic, p.partition): expected(served.folder(p), client.magic, read_committed=False)
+        for p in parts}
+    mid = {tp: want[len(want) // 2][0] for tp, want in wants.items()}
+    key = {tp: f"{tp[0]}/{tp[1]}" for tp in wants}
+
+    # Phase 1: two members, each reading its half of the partitions up to the midpoint.
+    job = {"action": "consume", "mode": "subscribe", "topics": topics, "group": group,
+           "isolation": "read_uncommitted", "expect_partitions": len(parts) // 2,
+           "last": {key[tp]: mid[tp] for tp in wants}, "commit": True, "hold": True}
+    members = [client.start(tools, served.bootstrap, job, timeout=PHASE_TIMEOUT_S + 30)
+               for _ in range(2)]
+    try:
+        for m in members:
+            m.wait_for("committed", PHASE_TIMEOUT_S)
+    finally:
+        _stop(*members)
+    owned = [_final_assignment(m) for m in members]
+    assert len(owned[0]) == len(owned[1]) == len(parts) // 2, owned
+    assert owned[0] | owned[1] == set(wants) and not owned[0] & owned[1], owned
+    for m, mine in zip(members, owned, strict=True):
+        got = received(m.events)
+        assert set(got) <= mine, f"records from partitions not owned: {set(got) - mine}"
+        for tp in mine:
+            first_half = [r for r in wants[tp] if r[0] <= mid[tp]]
+            assert_same_records(got.get(tp, []), first_half, f"{client.id} member, {tp}")
+        committed = {(t, p): o for t, p, o in m.of("committed")[-1]["offsets"]}
+        assert committed == {tp: mid[tp] + 1 for tp in mine}
+
+    # Phase 2: a restarted consumer of the group resumes from the committed offsets.
+    job = dict(job, expect_partitions=len(parts), hold=False,
+               last={key[tp]: wants[tp][-1][0] for tp in wants})
+    restarted = client.start(tools, served.bootstrap, job, timeout=PHASE_TIMEOUT_S)
+    try:
+        restarted.wait_for("done", PHASE_TIMEOUT_S + 10)
+    finally:
+        restarted.child.kill()
+    got = received(restarted.events)
+    for tp, want in wants.items():
+        assert_same_records(got.get(tp, []), [r for r in want if r[0] > mid[tp]],
+                            f"{client.id} restarted consumer, {tp}")
+
+
+def _kcat_group(served: Served, tools: dict[str, str], client: Client) -> None:
+    """kcat -G cannot stop at chosen offsets or commit them: each of two members reads a count
+    of records and commits what it consumed on exit; a restarted member reads the rest (-e)."""
+    parts = _parts(served)
+    topics = sorted({p.topic for p in parts})
+    wants = {(p.topic, p.partition): expected(served.folder(p), client.magic, read_committed=False)
+             for p in parts}
+    total = sum(len(w) for w in wants.values())
+    job = {"action": "consume", "mode": "subscribe", "topics": topics,
+           "group": f"interop-group-{client.id}", "isolation": "read_uncommitted",
+           "last": {f"{t}/{p}": w[-1][0] for (t, p), w in wants.items()}, "count": total // 4}
+    members = [client.start(tools, served.bootstrap, job, timeout=PHASE_TIMEOUT_S)
+               for _ in range(2)]
+    try:
+        for m in members:
+            m.wait_for("done", PHASE_TIMEOUT_S + 10)
+    finally:
+        _stop(*members)
+    halves = [[{(t, p) for t, p in a["partitions"]} for a in m.of("assigned")] for m in members]
+    assert any(len(a) == len(b) == len(parts) // 2 and not a & b
+               for a in halves[0] for b in halves[1]), f"the members never split: {halves}"
+    restarted = client.start(tools, served.bootstrap, dict(job, count=None), timeout=PHASE_TIMEOUT_S)
+    try:
+        restarted.wait_for("done", PHASE_TIMEOUT_S + 10)
+    finally:
+        restarted.child.kill()
+    delivered: dict[tuple[str, int], list[Record]] = {}
+    for events in (*members, restarted):
+        for tp, records in received(events.events).items():
+            delivered.setdefault(tp, []).extend(records)
+    for tp, want in wants.items():
+        assert_same_records(sorted(delivered.get(tp, []), key=lambda r: r[0]), want, f"kcat group, {tp}")
