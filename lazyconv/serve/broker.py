@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import inspect
 import logging
 import time
 from collections import Counter
@@ -26,11 +27,19 @@ from lazyconv.errors import ConfigurationError, ProtocolError, RecordsError
 from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE, LazyDownConvertedRecords
 from lazyconv.protocol import (
     api_versions,
+    describe_groups,
     find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_fetch,
     produce,
+    sync_group,
 )
 from lazyconv.protocol import fetch as fetch_api
 from lazyconv.protocol.api import ApiSpec
@@ -46,7 +55,10 @@ from lazyconv.protocol.headers import decode_request_header, encode_response_hea
 from lazyconv.protocol.primitives import Reader
 from lazyconv.records import FileRecords
 from lazyconv.send import BytesSend, Send
+from lazyconv.serve.group_apis import GroupApis
+from lazyconv.serve.group_coordinator import CoordinatorConfig
 from lazyconv.serve.logdir import LogDirectory, OffsetOutOfRange, PartitionLog, Region
+from lazyconv.serve.offset_store import OffsetStore
 from lazyconv.serve.offsets import split_entries
 
 log = logging.getLogger(__name__)
@@ -66,6 +78,14 @@ SERVED_APIS: tuple[ApiSpec, ...] = (
     find_coordinator.SPEC,
     api_versions.SPEC,
     init_producer_id.SPEC,
+    join_group.SPEC,
+    sync_group.SPEC,
+    heartbeat.SPEC,
+    leave_group.SPEC,
+    offset_commit.SPEC,
+    offset_fetch.SPEC,
+    list_groups.SPEC,
+    describe_groups.SPEC,
 )
 # api key -> (min version, max version, first flexible version or None), derived from SERVED_APIS
 SUPPORTED_VERSIONS: dict[int, tuple[int, int, int | None]] = {
@@ -176,6 +196,7 @@ class RequestContext:
 
     client_id: str | None
     listener: Listener
+    client_host: str = ""
 
 
 @dataclass
@@ -207,7 +228,11 @@ class Broker:
         topic_configs: dict[str, TopicConfig] | None = None,
         cluster_id: str = "lazyconv",
         max_fetch_version: int = FETCH_MAX_VERSION,
+        group_config: CoordinatorConfig | None = None,
+        offsets_in_memory: bool = False,
     ) -> None:
+        """``group_config``: the coordinator's session limits and initial rebalance delay;
+        ``offsets_in_memory``: do not persist committed offsets under the log directory."""
         if not listeners:
             raise ValueError("a broker needs at least one listener")
         self.logdir = logdir
@@ -232,6 +257,17 @@ class Broker:
         self.stats = BrokerStats()
         self._next_producer_id = FIRST_PRODUCER_ID
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
+        store = OffsetStore(None if offsets_in_memory else logdir.root)
+        self.groups = GroupApis(store, lambda topic, p: logdir.partition(topic, p) is not None,
+                                config=group_config)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the timers (group sessions and rebalance timeouts) on the serving loop."""
+        self.groups.start(loop)
+
+    def close(self) -> None:
+        """Stop the timers."""
+        self.groups.stop()
 
     def topic_config(self, topic: str) -> TopicConfig:
         return self.topic_configs.get(topic, self.default_config)
@@ -241,7 +277,8 @@ class Broker:
 
     # -- dispatch --------------------------------------------------------------------------
 
-    async def handle(self, frame: bytes | memoryview, listener: Listener) -> Response | None:
+    async def handle(self, frame: bytes | memoryview, listener: Listener,
+                     peer: str = "") -> Response | None:
         """Answer one request frame (header + body). Raises ProtocolError for invalid ones."""
         reader = Reader(frame)
         if reader.remaining < 8:
@@ -277,7 +314,7 @@ class Broker:
         if request_reader.remaining:
             log.warning("%s v%d from %r: ignoring %d bytes after the request body", spec.name,
                         version, header.get("client_id"), request_reader.remaining)
-        context = RequestContext(header.get("client_id"), listener)
+        context = RequestContext(header.get("client_id"), listener, peer)
         if api_key == produce.API_KEY:
             answer = self.produce(version, request)
             if listener.produce_delay_ms > 0:
@@ -286,6 +323,8 @@ class Broker:
                 return None
         else:
             answer = self._handlers[api_key](version, request, context)
+            if inspect.isawaitable(answer):
+                answer = await answer
         encoded = spec.encode_response(version, answer)
         return self._reply(correlation_id, spec.response_header_version(version), encoded)
 
@@ -316,6 +355,14 @@ class Broker:
             list_offsets.API_KEY: self.list_offsets,
             find_coordinator.API_KEY: self.find_coordinator,
             init_producer_id.API_KEY: self.init_producer_id,
+            join_group.SPEC.key: lambda v, r, c: self.groups.join_group(v, r, c.client_id, c.client_host),
+            sync_group.SPEC.key: lambda v, r, c: self.groups.sync_group(v, r),
+            heartbeat.SPEC.key: lambda v, r, c: self.groups.heartbeat(v, r),
+            leave_group.SPEC.key: lambda v, r, c: self.groups.leave_group(v, r),
+            offset_commit.SPEC.key: lambda v, r, c: self.groups.offset_commit(v, r),
+            offset_fetch.SPEC.key: lambda v, r, c: self.groups.offset_fetch(v, r),
+            list_groups.SPEC.key: lambda v, r, c: self.groups.list_groups(v, r),
+            describe_groups.SPEC.key: lambda v, r, c: self.groups.describe_groups(v, r),
         }
 
     def api_versions(self, version: int, request: dict[str, Any], context: RequestContext) -> dict[str, Any]:
