@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 # one-partition topics with short names ("tmpabuf memory shortage", with any broker); longer
 # served names keep the records identical and the response parseable.
 TOPIC_PREFIX = "lazyconv-interop-"
-KAFKAJS_VERSION = "2.2.4"
+# kafkajs and the codec packages its driver registers (kafkajs decodes only gzip itself)
+NODE_PACKAGES = ("kafkajs@2.2.4", "kafkajs-snappy@1.1.0", "lz4js@0.2.0", "fzstd@0.1.1")
 INSTALL_TIMEOUT_S = 300
 SCRATCH_PURPOSES = ("produce",)
 
@@ -60,12 +61,13 @@ def _install_kafkajs(folder: Path) -> tuple[str | None, str]:
     node, npm = which("node"), which("npm")
     if not node or not npm:
         return None, "kafkajs needs node and npm, which are not installed"
-    if not (folder / "node_modules/kafkajs/package.json").is_file():
+    names = [spec.rsplit("@", 1)[0] for spec in NODE_PACKAGES]
+    if not all((folder / "node_modules" / name / "package.json").is_file() for name in names):
         folder.mkdir(parents=True, exist_ok=True)
         try:
             done = subprocess.run(
                 [npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund",
-                 "--no-save", f"kafkajs@{KAFKAJS_VERSION}"],
+                 "--no-save", *NODE_PACKAGES],
                 capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return None, f"npm install kafkajs took more than {INSTALL_TIMEOUT_S} s"

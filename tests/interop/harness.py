@@ -132,8 +132,9 @@ class Events:
         while True:
             event = self.next(deadline)
             if event is None:
+                ended = "the client exited" if self.finished else f"{timeout:.0f} s passed"
                 raise AssertionError(
-                    f"no {kind!r} event within {timeout:.0f} s from {self.child.argv[:2]}; "
+                    f"no {kind!r} event ({ended}) from {self.child.argv[:2]}; "
                     f"events: {summarize(self.events)}; stderr: {self.child.stderr_tail()}")
             if event["ev"] == "error":
                 raise AssertionError(f"client error: {event['message']}; "
@@ -149,8 +150,12 @@ def summarize(events: list[dict[str, Any]]) -> str:
     counts: dict[str, int] = {}
     for e in events:
         counts[e["ev"]] = counts.get(e["ev"], 0) + 1
-    tail = [e for e in events if e["ev"] != "record"][-5:]
-    return f"{counts} last non-record: {tail}"
+    last: dict[str, int] = {}
+    for e in events:
+        if e["ev"] == "record":
+            last[f"{e['t']}/{e['p']}"] = e["o"]
+    tail = [e for e in events if e["ev"] not in ("record", "assigned")][-5:]
+    return f"{counts}; last offset per partition {last}; last other events: {tail}"
 
 
 def which(name: str) -> str | None:

@@ -1,7 +1,20 @@
 // kafkajs driver for the interop suite: the job (JSON, argv[2]) and the JSON-lines events it
 // prints are those of tests/interop/drivers/common.py.
 'use strict'
-const { Kafka, logLevel } = require('kafkajs')
+const { Kafka, logLevel, CompressionTypes, CompressionCodecs } = require('kafkajs')
+
+// kafkajs itself decodes only gzip; applications register codecs for the others, as here:
+// kafkajs-snappy (Snappy, with Kafka's xerial framing), and decoders from lz4js (LZ4 frames)
+// and fzstd (Zstandard frames). Consumers only decompress; the producer sends uncompressed.
+CompressionCodecs[CompressionTypes.Snappy] = require('kafkajs-snappy')
+const lz4 = require('lz4js')
+const fzstd = require('fzstd')
+const decodeOnly = (name, decode) => () => ({
+  async compress () { throw new Error(`${name} compression is not set up in this driver`) },
+  async decompress (buffer) { return Buffer.from(decode(new Uint8Array(buffer))) },
+})
+CompressionCodecs[CompressionTypes.LZ4] = decodeOnly('LZ4', (data) => lz4.decompress(data))
+CompressionCodecs[CompressionTypes.ZSTD] = decodeOnly('ZSTD', (data) => fzstd.decompress(data))
 
 const job = JSON.parse(process.argv[2])
 const emit = (ev, fields) => process.stdout.write(JSON.stringify({ ev, ...fields }) + '\n')
@@ -55,7 +68,7 @@ async function consume () {
   })
   consumer.on(consumer.events.CRASH, (e) => {
     emit('error', { message: `consumer crashed: ${e.payload.error.name}: ${e.payload.error.message}` })
-    process.exit(1)
+    exit(1)
   })
   await withDeadline(consumer.connect(), 'connect')
   try {
@@ -79,7 +92,8 @@ async function consume () {
           if (o > last[k] || o <= (seen[k] ?? -1)) continue
           seen[k] = o
           emit('record', {
-            t: batch.topic, p: batch.partition, o, ts: Number(m.timestamp),
+            // magic v0 messages have no timestamp (kafkajs leaves it undefined)
+            t: batch.topic, p: batch.partition, o, ts: m.timestamp === undefined ? -1 : Number(m.timestamp),
             k: b64(m.key), v: b64(m.value),
             h: Object.entries(m.headers || {}).map(([hk, hv]) => [hk, b64(hv)]),
           })
@@ -136,9 +150,12 @@ async function produce () {
   }
 }
 
-(job.action === 'produce' ? produce() : consume())
-  .then(() => process.exit(0))
+// Writes to a pipe are asynchronous: exit only once everything printed has been flushed.
+const exit = (code) => process.stdout.write('', () => process.exit(code))
+
+;(job.action === 'produce' ? produce() : consume())
+  .then(() => exit(0))
   .catch((err) => {
     emit('error', { message: `${err.name}: ${err.message}` })
-    process.exit(1)
+    exit(1)
   })
