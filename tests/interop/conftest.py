@@ -27,7 +27,7 @@ TOPIC_PREFIX = "lazyconv-interop-"
 # kafkajs and the codec packages its driver registers (kafkajs decodes only gzip itself)
 NODE_PACKAGES = ("kafkajs@2.2.4", "kafkajs-snappy@1.1.0", "lz4js@0.2.0", "fzstd@0.1.1")
 INSTALL_TIMEOUT_S = 300
-SCRATCH_PURPOSES = ("produce",)
+SCRATCH_TOPICS = {"produce": 2, "group": 4}  # purpose -> partitions
 
 
 def _install_kcat() -> tuple[str | None, str]:
@@ -146,8 +146,8 @@ def served_copy(tmp: Path) -> tuple[Path, dict[str, FixturePartition]]:
             TOPIC_PREFIX + name, TOPIC_PREFIX + part.topic, part.partition, part.records,
             part.aborted_records, part.last_record_offset, part.checksum)
     for client in CLIENTS:
-        for purpose in SCRATCH_PURPOSES:
-            for p in (0, 1):
+        for purpose, partitions in SCRATCH_TOPICS.items():
+            for p in range(partitions):
                 (logdir / f"{scratch_topic(client, purpose)}-{p}").mkdir()
     return logdir, manifest
 

@@ -4,12 +4,13 @@ deliver every record exactly once."""
 
 from __future__ import annotations
 
+import base64
 import time
 
 import pytest
 
 from tests.interop.checks import assert_same_records, received
-from tests.interop.clients import Client, client_ids
+from tests.interop.clients import Client, client_ids, scratch_topic
 from tests.interop.conftest import Served, fixture_topic, not_applicable, require
 from tests.interop.expected import FixturePartition, Record, expected
 from tests.interop.harness import Events
@@ -95,34 +96,56 @@ def test_group_split_commit_and_resume(served: Served, tools: dict[str, str], cl
 
 
 def _kcat_group(served: Served, tools: dict[str, str], client: Client) -> None:
-    """kcat -G cannot stop at chosen offsets or commit them: each of two members reads a count
-    of records and commits what it consumed on exit; a restarted member reads the rest (-e)."""
-    parts = _parts(served)
-    topics = sorted({p.topic for p in parts})
-    wants = {(p.topic, p.partition): expected(served.folder(p), client.magic, read_committed=False)
-             for p in parts}
-    total = sum(len(w) for w in wants.values())
-    job = {"action": "consume", "mode": "subscribe", "topics": topics,
+    """kcat -G can neither pause nor commit chosen offsets, and reads a fixture topic faster
+    than a second member can join. So its members join on an empty topic of 4 partitions,
+    and only once they have split it are records produced (by kcat -P); each member reads a
+    count of records (half of what its partitions get) and commits what it consumed when it
+    exits; a restarted member then reads the rest (-e). Together: every record exactly once."""
+    topic = scratch_topic(client, "group")
+    per_partition = 40
+    records = [{"partition": p, "key": _b64(f"k{p}-{i}".encode()),
+                "value": _b64(f"value {i} of partition {p}".encode()), "headers": []}
+               for p in range(4) for i in range(per_partition)]
+    job = {"action": "consume", "mode": "subscribe", "topics": [topic],
            "group": f"interop-group-{client.id}", "isolation": "read_uncommitted",
-           "last": {f"{t}/{p}": w[-1][0] for (t, p), w in wants.items()}, "count": total // 4}
+           "last": {f"{topic}/{p}": per_partition - 1 for p in range(4)},
+           "count": per_partition}  # half of what 2 partitions get
     members = [client.start(tools, served.bootstrap, job, timeout=PHASE_TIMEOUT_S)
                for _ in range(2)]
     try:
+        deadline = time.monotonic() + PHASE_TIMEOUT_S
+        while True:
+            owned = [_final_assignment(m) if m.of("assigned") else set() for m in members]
+            if len(owned[0]) == len(owned[1]) == 2 and not owned[0] & owned[1]:
+                break
+            assert time.monotonic() < deadline, f"the kcat members never split: {owned}"
+            for m in members:
+                m.next(time.monotonic() + 0.05)
+        producer = client.start(tools, served.bootstrap,
+                                {"action": "produce", "topic": topic, "records": records},
+                                timeout=PHASE_TIMEOUT_S)
+        producer.wait_for("done", PHASE_TIMEOUT_S)
         for m in members:
-            m.wait_for("done", PHASE_TIMEOUT_S + 10)
+            m.wait_for("done", PHASE_TIMEOUT_S)
     finally:
         _stop(*members)
-    halves = [[{(t, p) for t, p in a["partitions"]} for a in m.of("assigned")] for m in members]
-    assert any(len(a) == len(b) == len(parts) // 2 and not a & b
-               for a in halves[0] for b in halves[1]), f"the members never split: {halves}"
     restarted = client.start(tools, served.bootstrap, dict(job, count=None), timeout=PHASE_TIMEOUT_S)
     try:
         restarted.wait_for("done", PHASE_TIMEOUT_S + 10)
     finally:
         restarted.child.kill()
+    for m in members:
+        assert len(m.of("record")) == per_partition
     delivered: dict[tuple[str, int], list[Record]] = {}
     for events in (*members, restarted):
-        for tp, records in received(events.events).items():
-            delivered.setdefault(tp, []).extend(records)
-    for tp, want in wants.items():
-        assert_same_records(sorted(delivered.get(tp, []), key=lambda r: r[0]), want, f"kcat group, {tp}")
+        for tp, got in received(events.events).items():
+            delivered.setdefault(tp, []).extend(got)
+    for p in range(4):
+        got = sorted(delivered.get((topic, p), []), key=lambda r: r[0])
+        assert [(r[0], r[2], r[3]) for r in got] == [
+            (i, f"k{p}-{i}".encode(), f"value {i} of partition {p}".encode())
+            for i in range(per_partition)], f"kcat group, partition {p}: each record exactly once"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()

@@ -2,8 +2,9 @@
 
 ``client``: {"kcat": path, "config": {extra -X settings}}. kcat has no API for pausing or
 committing chosen offsets, so its jobs are approximations: "assign" runs one simple consumer
-(``-C``) per partition; "subscribe" runs a balanced consumer (``-G``) until the end of its
-partitions (``-e``) or ``count`` records (``-c``), committing what it consumed when it exits;
+(``-C``) per partition; "subscribe" runs a balanced consumer (``-G``) until ``count`` records
+(``-c``) or else the end of its partitions (``-e``), committing what it consumed when it exits
+(reporting each rebalance's assignment as it happens);
 "produce" pipes the records to ``-P`` (one kcat per partition, keys and headers supported).
 """
 
@@ -13,7 +14,7 @@ import json
 import re
 import subprocess
 import sys
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.interop.drivers.common import Progress, emit, emit_record, load_job, unb64
@@ -70,29 +71,37 @@ def consume_subscribe(job: dict) -> None:
     progress = Progress(job["last"])
     argv = [*base(job), "-X", f"isolation.level={job['isolation']}",
             "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500",
-            "-X", "auto.offset.reset=earliest", "-G", job["group"], "-J", "-e"]
-    if job.get("count"):
-        argv += ["-c", str(job["count"])]
+            "-X", "auto.offset.reset=earliest", "-G", job["group"], "-J"]
+    argv += ["-c", str(job["count"])] if job.get("count") else ["-e"]
     proc = subprocess.Popen([*argv, *job["topics"]], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
-    started = time.monotonic()
+    stderr: list[str] = []
+
+    def watch_stderr() -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            stderr.append(line)
+            m = ASSIGNED.search(line)
+            if m:  # kcat prints each rebalance: "... rebalanced (memberid ...): assigned: t [0], ..."
+                emit("assigned", partitions=sorted([t, int(p)] for t, p in PART.findall(m.group("parts"))))
+
+    watcher = threading.Thread(target=watch_stderr, daemon=True)
+    watcher.start()
+    timer = threading.Timer(job["timeout"], proc.kill)
+    timer.start()
     try:
-        out, err = proc.communicate(timeout=job["timeout"])
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        emit("error", message=f"kcat -G did not finish in {job['timeout']} s: {err[-800:]!r}")
-        return
-    for line in err.decode(errors="replace").splitlines():
-        m = ASSIGNED.search(line)
-        if m:
-            emit("assigned", partitions=sorted([t, int(p)] for t, p in PART.findall(m.group("parts"))))
-    for line in out.splitlines():
-        report(line, progress)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            report(line, progress)
+        proc.wait()
+    finally:
+        timer.cancel()
+    watcher.join(5)
     if proc.returncode != 0:
-        emit("error", message=f"kcat -G exited {proc.returncode}: {err.decode(errors='replace')[-800:]}")
+        emit("error", message=f"kcat -G exited {proc.returncode}: {' / '.join(stderr[-8:])}")
         return
-    emit("done", seconds=time.monotonic() - started)
+    emit("done")
 
 
 def produce(job: dict) -> None:
