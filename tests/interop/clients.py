@@ -33,6 +33,7 @@ class Client:
     # topic (fixture name) -> why this client cannot read it from any broker
     unreadable_topics: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    server_args: tuple[str, ...] = ()  # extra ``lazyconv serve`` arguments it is tested against
 
     def driver_argv(self, tools: dict[str, str]) -> list[str]:
         if self.family == "kafkajs":
@@ -76,10 +77,18 @@ CLIENTS: list[Client] = [
     Client("confluent-kafka-fallback-0.9.0", "confluent-kafka",
            {"config": {"api.version.request": False, "broker.version.fallback": "0.9.0"}},
            0, 0, {"read_committed": NEEDS_FETCH_V4}),
-    # librdkafka >= 1.x sends ApiVersions anyway when the fallback is 0.10.0 or later, so this
-    # configuration negotiates like the default one (it reads magic v2 here).
+    # librdkafka sends ApiVersions anyway when the fallback is 0.10.0 or later, so this
+    # configuration negotiates like the default one (Fetch v16, magic v2 here) ...
     Client("confluent-kafka-fallback-0.10.0", "confluent-kafka",
            {"config": {"api.version.request": False, "broker.version.fallback": "0.10.0"}}),
+    # ... and reads magic v1 only from a broker whose Fetch stops at v2, as an 0.10.0 broker's.
+    Client("confluent-kafka-fallback-0.10.0-fetch-v2-server", "confluent-kafka",
+           {"config": {"api.version.request": False, "broker.version.fallback": "0.10.0"}},
+           1, 1, {"read_committed": NEEDS_FETCH_V4,
+                  "produce": "the server caps only Fetch (at v2), which no real broker does: "
+                             "librdkafka then writes magic v1 into Produce v10, which Kafka "
+                             "and this server refuse (INVALID_RECORD)"},
+           server_args=("--max-fetch-version", "2")),
     # aiokafka 0.14's compiled record parser fails on magic v0/v1 entries in a Fetch v4+
     # response (CorruptRecordException "Can't read N bytes from pos 22", or "Negative size
     # passed to PyBytes_FromStringAndSize"); its pure-Python parser reads them: use that one.

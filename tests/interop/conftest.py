@@ -152,11 +152,36 @@ def served_copy(tmp: Path) -> tuple[Path, dict[str, FixturePartition]]:
     return logdir, manifest
 
 
+class ServerPool:
+    """One ``lazyconv serve`` per set of server arguments a client needs (most need none),
+    each over its own copy of the fixture, started on first use and stopped with the module."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp = tmp_path_factory
+        self._servers: dict[tuple[str, ...], Served] = {}
+
+    def default(self) -> Served:
+        return self._get(())
+
+    def for_client(self, client: Client) -> Served:
+        return self._get(client.server_args)
+
+    def _get(self, args: tuple[str, ...]) -> Served:
+        if args not in self._servers:
+            logdir, manifest = served_copy(self._tmp.mktemp("interop"))
+            server = Server(logdir, "--chunk-size", "16K", *args)
+            self._servers[args] = Served(server, logdir, manifest)
+        return self._servers[args]
+
+    def stop(self) -> None:
+        for served in self._servers.values():
+            served.server.stop()
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    logdir, manifest = served_copy(tmp_path_factory.mktemp("interop"))
-    server = Server(logdir, "--chunk-size", "16K")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    pool = ServerPool(tmp_path_factory)
     try:
-        yield Served(server, logdir, manifest)
+        yield pool
     finally:
-        server.stop()
+        pool.stop()

@@ -6,7 +6,7 @@ import pytest
 
 from tests.interop.checks import assert_same_records, received
 from tests.interop.clients import client_ids
-from tests.interop.conftest import Served, fixture_topic, require
+from tests.interop.conftest import ServerPool, fixture_topic, require
 from tests.interop.expected import ZSTD_TOPICS, checksum, expected
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
@@ -14,8 +14,9 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 CLIENT_TIMEOUT_S = 60
 
 
-def test_expected_views_match_the_manifest(served: Served) -> None:
+def test_expected_views_match_the_manifest(servers: ServerPool) -> None:
     """The harness's own expectation (read from the log files) agrees with manifest.json."""
+    served = servers.default()
     for part in served.manifest.values():
         everything = expected(served.folder(part), 2, read_committed=False)
         assert len(everything) == part.records, part.name
@@ -25,8 +26,9 @@ def test_expected_views_match_the_manifest(served: Served) -> None:
 
 
 @pytest.mark.parametrize("client_id", client_ids())
-def test_assign_reads_every_partition(served: Served, tools: dict[str, str], client_id: str) -> None:
+def test_assign_reads_every_partition(servers: ServerPool, tools: dict[str, str], client_id: str) -> None:
     client = require(client_id, tools)
+    served = servers.for_client(client)
     # Below Fetch v10 (magic 0/1 here) a zstd batch cannot be down-converted: Kafka and this
     # server answer UNSUPPORTED_COMPRESSION_TYPE for those topics, so they are left out.
     parts = [p for p in served.manifest.values()

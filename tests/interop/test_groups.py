@@ -11,7 +11,7 @@ import pytest
 
 from tests.interop.checks import assert_same_records, received
 from tests.interop.clients import Client, client_ids, scratch_topic
-from tests.interop.conftest import Served, fixture_topic, not_applicable, require
+from tests.interop.conftest import Served, ServerPool, fixture_topic, not_applicable, require
 from tests.interop.expected import FixturePartition, Record, expected
 from tests.interop.harness import Events
 
@@ -44,8 +44,9 @@ def _final_assignment(events: Events) -> set[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("client_id", client_ids())
-def test_group_split_commit_and_resume(served: Served, tools: dict[str, str], client_id: str) -> None:
+def test_group_split_commit_and_resume(servers: ServerPool, tools: dict[str, str], client_id: str) -> None:
     client = require(client_id, tools)
+    served = servers.for_client(client)
     not_applicable(client, "groups")
     if client.family == "kcat":
         return _kcat_group(served, tools, client)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.interop.checks import assert_same_records, received
 from tests.interop.clients import client_ids
-from tests.interop.conftest import Served, fixture_topic, not_applicable, require
+from tests.interop.conftest import ServerPool, fixture_topic, not_applicable, require
 from tests.interop.expected import expected, stored_records
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
@@ -18,9 +18,10 @@ CLIENT_TIMEOUT_S = 30
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
 @pytest.mark.parametrize("client_id", client_ids())
-def test_isolation_level(served: Served, tools: dict[str, str], client_id: str,
+def test_isolation_level(servers: ServerPool, tools: dict[str, str], client_id: str,
                          isolation: str) -> None:
     client = require(client_id, tools)
+    served = servers.for_client(client)
     if isolation == "read_committed":
         not_applicable(client, "read_committed")
     committed = isolation == "read_committed"
