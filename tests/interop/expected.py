@@ -69,6 +69,8 @@ def stored_records(folder: Path) -> tuple[StoredRecord, ...]:
             for batch in records.batches():
                 if batch.is_control:
                     for r in batch:
+                        if r.key is None or len(r.key) < 4:
+                            raise ValueError(f"{folder}: control record without a key at {r.offset}")
                         _version, kind = struct.unpack(">hh", r.key[:4])
                         pending = open_txns.pop(batch.producer_id, [])
                         if kind == ABORT:

@@ -48,8 +48,8 @@ class ChildProcess:
 
     def _pump_stderr(self) -> None:
         assert self.proc.stderr is not None
-        for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):  # type: ignore[union-attr]
-            self.stderr += chunk
+        for line in self.proc.stderr:
+            self.stderr += line
 
     def close_stdin(self) -> None:
         if self.proc.stdin is not None and not self.proc.stdin.closed:

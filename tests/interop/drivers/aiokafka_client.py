@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-import aiokafka
-from aiokafka.structs import TopicPartition
+import aiokafka  # type: ignore[import-untyped]
+from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
 
 from tests.interop.drivers.common import (
     Progress,

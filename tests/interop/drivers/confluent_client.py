@@ -33,7 +33,7 @@ def consume(job: dict) -> None:
     })
     deadline = time.monotonic() + job["timeout"]
     expect = job.get("expect_partitions")
-    reported: list = []
+    reported: list[tuple[str, int]] = []
     try:
         if job["mode"] == "assign":
             consumer.assign([ck.TopicPartition(t, p, 0) for t, p in job["partitions"]])
@@ -50,25 +50,27 @@ def consume(job: dict) -> None:
             consumer.subscribe(job["topics"], on_assign=on_assign)
         while time.monotonic() < deadline:
             m = consumer.poll(0.1)
-            owned = sorted([tp.topic, tp.partition] for tp in consumer.assignment())
+            owned = sorted((tp.topic, tp.partition) for tp in consumer.assignment())
             if owned != reported and owned:
-                emit("assigned", partitions=owned)
+                emit("assigned", partitions=[list(tp) for tp in owned])
                 reported = owned
             if expect is not None and len(owned) != expect:
                 continue
             if m is not None:
-                if m.error():
-                    if m.error().fatal():
-                        raise RuntimeError(str(m.error()))
-                    emit("warning", message=str(m.error()))
-                else:
+                error = m.error()
+                topic, partition, offset = m.topic(), m.partition(), m.offset()
+                if error is not None:
+                    if error.fatal():
+                        raise RuntimeError(str(error))
+                    emit("warning", message=str(error))
+                elif topic is not None and partition is not None and offset is not None:
                     ts_type, ts = m.timestamp()
-                    if progress.wanted(m.topic(), m.partition(), m.offset()):
-                        emit_record(m.topic(), m.partition(), m.offset(),
+                    if progress.wanted(topic, partition, offset):
+                        emit_record(topic, partition, offset,
                                     None if ts_type == ck.TIMESTAMP_NOT_AVAILABLE else ts,
                                     m.key(), m.value(), m.headers())
-                    if progress.done(m.topic(), m.partition()):
-                        consumer.pause([ck.TopicPartition(m.topic(), m.partition())])
+                    if progress.done(topic, partition):
+                        consumer.pause([ck.TopicPartition(topic, partition)])
             if owned and all(progress.done(t, p) for t, p in owned):
                 break
         else:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
-import kafka
-from kafka.consumer.fetcher import RecordTooLargeError
-from kafka.structs import OffsetAndMetadata
+import kafka  # type: ignore[import-untyped]
+from kafka.consumer.fetcher import RecordTooLargeError  # type: ignore[import-untyped]
+from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
 
 from tests.interop.drivers.common import (
     Progress,

@@ -104,6 +104,14 @@ def consume_subscribe(job: dict) -> None:
     emit("done")
 
 
+def present(text: str | None) -> bytes:
+    """Bytes kcat -P can send: it has no way to produce a null key or header value."""
+    data = unb64(text)
+    if data is None:
+        raise ValueError("kcat -P cannot send null keys or header values")
+    return data
+
+
 def produce(job: dict) -> None:
     by_partition: dict[int, list[dict]] = {}
     for r in job["records"]:
@@ -116,8 +124,9 @@ def produce(job: dict) -> None:
         argv = [*base(job), "-P", "-t", job["topic"], "-p", str(partition), "-K", "\t",
                 "-D", "\n", "-X", "acks=all", "-X", "linger.ms=5"]
         for k, v in headers:
-            argv += ["-H", f"{k}={unb64(v).decode()}"]
-        payload = b"".join(unb64(r["key"]) + b"\t" + unb64(r["value"]) + b"\n" for r in records)
+            argv += ["-H", f"{k}={present(v).decode()}"]
+        payload = b"".join(present(r["key"]) + b"\t" + present(r["value"]) + b"\n"
+                           for r in records)
         done = subprocess.run(argv, input=payload, capture_output=True, timeout=job["timeout"])
         if done.returncode != 0:
             emit("error", message=f"kcat -P exited {done.returncode}: {done.stderr[-800:]!r}")
