@@ -62,7 +62,9 @@ def consume(job: dict) -> None:
                 if error is not None:
                     if error.fatal():
                         raise RuntimeError(str(error))
-                    emit("warning", message=str(error))
+                    emit("warning", message=str(error), code=error.code(), t=topic, p=partition)
+                    if job.get("stop_on_error") and topic is not None:
+                        break
                 elif topic is not None and partition is not None and offset is not None:
                     ts_type, ts = m.timestamp()
                     if progress.wanted(topic, partition, offset):
