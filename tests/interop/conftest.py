@@ -173,6 +173,13 @@ class ServerPool:
             self._servers[args] = Served(server, logdir, manifest)
         return self._servers[args]
 
+    def restart(self, client: Client) -> Served:
+        """Stop the client's server and serve the same log directory again (a new port)."""
+        served = self.for_client(client)
+        served.server.stop()
+        served.server = Server(served.logdir, "--chunk-size", "16K", *client.server_args)
+        return served
+
     def stop(self) -> None:
         for served in self._servers.values():
             served.server.stop()

@@ -96,6 +96,41 @@ def test_group_split_commit_and_resume(servers: ServerPool, tools: dict[str, str
                             f"{client.id} restarted consumer, {tp}")
 
 
+@pytest.mark.parametrize("client_id", ["kafka-python-0.9", "kafka-python-negotiated",
+                                       "confluent-kafka-negotiated", "aiokafka-negotiated",
+                                       "kafkajs"])
+def test_committed_offsets_survive_a_server_restart(servers: ServerPool, tools: dict[str, str],
+                                                    client_id: str) -> None:
+    """A consumer commits at the midpoint, the server restarts over the same log directory, and
+    a new consumer of the group resumes there (offsets are kept in the log directory)."""
+    client = require(client_id, tools)
+    served = servers.for_client(client)
+    parts = _parts(served)
+    wants = {(p.topic, p.partition): expected(served.folder(p), client.magic, read_committed=False)
+             for p in parts}
+    mid = {tp: want[len(want) // 3][0] for tp, want in wants.items()}
+    job = {"action": "consume", "mode": "subscribe", "topics": sorted({p.topic for p in parts}),
+           "group": f"interop-restart-{client.id}", "isolation": "read_uncommitted",
+           "expect_partitions": len(parts), "commit": True,
+           "last": {f"{t}/{p}": mid[(t, p)] for t, p in wants}}
+    first = client.start(tools, served.bootstrap, job, timeout=PHASE_TIMEOUT_S)
+    try:
+        first.wait_for("done", PHASE_TIMEOUT_S + 10)
+    finally:
+        _stop(first)
+    served = servers.restart(client)
+    job = dict(job, last={f"{t}/{p}": w[-1][0] for (t, p), w in wants.items()})
+    second = client.start(tools, served.bootstrap, job, timeout=PHASE_TIMEOUT_S)
+    try:
+        second.wait_for("done", PHASE_TIMEOUT_S + 10)
+    finally:
+        second.child.kill()
+    got = received(second.events)
+    for tp, want in wants.items():
+        assert_same_records(got.get(tp, []), [r for r in want if r[0] > mid[tp]],
+                            f"{client.id} after the restart, {tp}")
+
+
 def _kcat_group(served: Served, tools: dict[str, str], client: Client) -> None:
     """kcat -G can neither pause nor commit chosen offsets, and reads a fixture topic faster
     than a second member can join. So its members join on an empty topic of 4 partitions,
