@@ -76,35 +76,47 @@ def _install_kafkajs(folder: Path) -> tuple[str | None, str]:
     return node, ""
 
 
+class Tools(dict[str, str]):
+    """Paths of the non-Python clients ("kcat", "node", "node_path"), each installed the first
+    time a test needs it; ``missing:<family>`` holds why one could not be had."""
+
+    def __init__(self, node_folder: Path) -> None:
+        super().__init__()
+        self._node_folder = node_folder
+        self._tried: set[str] = set()
+
+    def ensure(self, family: str) -> None:
+        """Install ``family``'s program if it needs one and was not tried yet; skip if missing."""
+        if family in ("kcat", "kafkajs") and family not in self._tried:
+            self._tried.add(family)
+            installer = _install_kcat if family == "kcat" else (
+                lambda: _install_kafkajs(self._node_folder))
+            path, why = installer()
+            if path is None:
+                self[f"missing:{family}"] = why
+            elif family == "kcat":
+                self["kcat"] = path
+            else:
+                self["node"] = path
+                self["node_path"] = str(self._node_folder / "node_modules")
+        missing = self.get(f"missing:{family}")
+        if missing:
+            pytest.skip(f"{family} unavailable: {missing}")
+
+
 @pytest.fixture(scope="session")
-def tools(request: pytest.FixtureRequest) -> dict[str, str]:
-    """Paths of the non-Python clients, installed on first use; ``missing:<family>`` holds why
-    one could not be had."""
-    found: dict[str, str] = {}
-    kcat, why = _install_kcat()
-    if kcat:
-        found["kcat"] = kcat
-    else:
-        found["missing:kcat"] = why
-    folder = _node_folder(request.config)
-    node, why = _install_kafkajs(folder)
-    if node:
-        found["node"] = node
-        found["node_path"] = str(folder / "node_modules")
-    else:
-        found["missing:kafkajs"] = why
-    return found
+def tools(request: pytest.FixtureRequest) -> Tools:
+    return Tools(_node_folder(request.config))
 
 
-def require(client_id: str, tools: dict[str, str]) -> Client:
+def require(client_id: str, tools: Tools) -> Client:
     """The client, or a skip saying why it cannot run here."""
     client = BY_ID[client_id]
-    why = tools.get(f"missing:{client.family}")
-    if why:
-        pytest.skip(f"{client.family} unavailable: {why}")
-    for module in {"kafka-python": "kafka", "confluent-kafka": "confluent_kafka",
-                   "aiokafka": "aiokafka"}.get(client.family, "").split():
+    module = {"kafka-python": "kafka", "confluent-kafka": "confluent_kafka",
+              "aiokafka": "aiokafka"}.get(client.family)
+    if module:
         pytest.importorskip(module, reason=f"{client.family} is not installed")
+    tools.ensure(client.family)
     return client
 
 

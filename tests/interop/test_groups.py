@@ -11,14 +11,14 @@ import pytest
 
 from tests.interop.checks import assert_same_records, received
 from tests.interop.clients import Client, client_ids, scratch_topic
-from tests.interop.conftest import Served, ServerPool, fixture_topic, not_applicable, require
+from tests.interop.conftest import Served, ServerPool, Tools, fixture_topic, not_applicable, require
 from tests.interop.expected import FixturePartition, Record, expected
 from tests.interop.harness import Events
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
 
 GROUP_TOPICS = ("headers", "idempotent")  # 4 partitions, magic v2 only, no zstd
-PHASE_TIMEOUT_S = 45
+PHASE_TIMEOUT_S = 25
 
 
 def _parts(served: Served) -> list[FixturePartition]:
@@ -44,7 +44,7 @@ def _final_assignment(events: Events) -> set[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("client_id", client_ids())
-def test_group_split_commit_and_resume(servers: ServerPool, tools: dict[str, str], client_id: str) -> None:
+def test_group_split_commit_and_resume(servers: ServerPool, tools: Tools, client_id: str) -> None:
     client = require(client_id, tools)
     served = servers.for_client(client)
     not_applicable(client, "groups")
@@ -99,7 +99,7 @@ def test_group_split_commit_and_resume(servers: ServerPool, tools: dict[str, str
 @pytest.mark.parametrize("client_id", ["kafka-python-0.9", "kafka-python-negotiated",
                                        "confluent-kafka-negotiated", "aiokafka-negotiated",
                                        "kafkajs"])
-def test_committed_offsets_survive_a_server_restart(servers: ServerPool, tools: dict[str, str],
+def test_committed_offsets_survive_a_server_restart(servers: ServerPool, tools: Tools,
                                                     client_id: str) -> None:
     """A consumer commits at the midpoint, the server restarts over the same log directory, and
     a new consumer of the group resumes there (offsets are kept in the log directory)."""
@@ -131,7 +131,7 @@ def test_committed_offsets_survive_a_server_restart(servers: ServerPool, tools: 
                             f"{client.id} after the restart, {tp}")
 
 
-def _kcat_group(served: Served, tools: dict[str, str], client: Client) -> None:
+def _kcat_group(served: Served, tools: Tools, client: Client) -> None:
     """kcat -G can neither pause nor commit chosen offsets, and reads a fixture topic faster
     than a second member can join. So its members join on an empty topic of 4 partitions,
     and only once they have split it are records produced (by kcat -P); each member reads a

@@ -10,11 +10,11 @@ import pytest
 
 from tests.interop.checks import received
 from tests.interop.clients import Client, client_ids, scratch_topic
-from tests.interop.conftest import ServerPool, not_applicable, require
+from tests.interop.conftest import ServerPool, Tools, not_applicable, require
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(75)]
 
-CLIENT_TIMEOUT_S = 45
+CLIENT_TIMEOUT_S = 25
 PER_PARTITION = 40
 
 
@@ -54,7 +54,7 @@ def _bytes(text: str | None) -> bytes | None:
 
 
 @pytest.mark.parametrize("client_id", client_ids())
-def test_produce_then_consume_round_trip(servers: ServerPool, tools: dict[str, str], client_id: str) -> None:
+def test_produce_then_consume_round_trip(servers: ServerPool, tools: Tools, client_id: str) -> None:
     client = require(client_id, tools)
     not_applicable(client, "produce")
     served = servers.for_client(client)

@@ -8,17 +8,17 @@ import pytest
 
 from tests.interop.checks import assert_same_records, received
 from tests.interop.clients import client_ids
-from tests.interop.conftest import ServerPool, fixture_topic, not_applicable, require
+from tests.interop.conftest import ServerPool, Tools, fixture_topic, not_applicable, require
 from tests.interop.expected import expected, stored_records
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(60)]
 
 CLIENT_TIMEOUT_S = 30
 
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
 @pytest.mark.parametrize("client_id", client_ids())
-def test_isolation_level(servers: ServerPool, tools: dict[str, str], client_id: str,
+def test_isolation_level(servers: ServerPool, tools: Tools, client_id: str,
                          isolation: str) -> None:
     client = require(client_id, tools)
     served = servers.for_client(client)
