@@ -129,7 +129,10 @@ def test_kafka_python_group_of_two_splits_commits_and_resumes(serve_logdir, tmp_
     threads = [threading.Thread(target=run, args=(name,)) for name in ("c1", "c2")]
     for t in threads:
         t.start()
-    assert both_assigned.wait(30), f"the two members never split the partitions: {seen}"
+    split = both_assigned.wait(30)
+    done.set()
+    assert split, (f"the two members never split the partitions: {seen}; "
+                   f"{server.server.broker.groups.coordinator.groups}")
     done.set()
     for t in threads:
         t.join(20)
