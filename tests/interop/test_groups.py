@@ -5,6 +5,8 @@ deliver every record exactly once."""
 from __future__ import annotations
 
 import base64
+import os
+import signal
 import time
 
 import pytest
@@ -19,6 +21,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
 
 GROUP_TOPICS = ("headers", "idempotent")  # 4 partitions, magic v2 only, no zstd
 PHASE_TIMEOUT_S = 25
+SESSION_TIMEOUT_S = 10  # session.timeout.ms the drivers set
 
 
 def _parts(served: Served) -> list[FixturePartition]:
@@ -129,6 +132,37 @@ def test_committed_offsets_survive_a_server_restart(servers: ServerPool, tools: 
     for tp, want in wants.items():
         assert_same_records(got.get(tp, []), [r for r in want if r[0] > mid[tp]],
                             f"{client.id} after the restart, {tp}")
+
+
+@pytest.mark.parametrize("client_id", ["kafka-python-negotiated", "confluent-kafka-negotiated"])
+def test_dead_member_is_evicted_after_its_session_timeout(servers: ServerPool, tools: Tools,
+                                                          client_id: str) -> None:
+    """A member killed without LeaveGroup stops heartbeating; once its session times out
+    (10 s in the drivers) the coordinator evicts it and the survivor gets every partition."""
+    client = require(client_id, tools)
+    served = servers.for_client(client)
+    parts = _parts(served)
+    job = {"action": "consume", "mode": "subscribe", "topics": sorted({p.topic for p in parts}),
+           "group": f"interop-evict-{client.id}", "isolation": "read_uncommitted",
+           "expect_partitions": len(parts) // 2, "hold": True,
+           "last": {f"{p.topic}/{p.partition}": -1 for p in parts}}
+    members = [client.start(tools, served.bootstrap, job, timeout=SESSION_TIMEOUT_S + 40)
+               for _ in range(2)]
+    try:
+        for m in members:
+            m.wait_for("done", PHASE_TIMEOUT_S)
+        dead, survivor = members
+        os.killpg(dead.child.proc.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        while True:
+            event = survivor.wait_for("assigned", SESSION_TIMEOUT_S + 20)
+            if len(event["partitions"]) == len(parts):
+                break
+        waited = time.monotonic() - killed
+    finally:
+        _stop(*members)
+    # Not before the session timeout (the member might only be slow), not long after it.
+    assert SESSION_TIMEOUT_S - 1 <= waited <= SESSION_TIMEOUT_S + 15, waited
 
 
 def _kcat_group(served: Served, tools: Tools, client: Client) -> None:

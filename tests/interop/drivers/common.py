@@ -11,7 +11,8 @@ Job (JSON, argv[1]) keys:
   ``expect_partitions`` (subscribe): consume only while the assignment has exactly this many
   partitions (pausing and discarding otherwise, never committing), so a member does not read
   partitions a second member is about to take; ``commit``: commit ``last + 1`` for each
-  assigned partition once done; ``hold``: stay in the group (polling) until stdin closes;
+  assigned partition once done; ``hold``: stay in the group (polling, reporting later
+  assignments, kafka-python and confluent-kafka) until stdin closes;
   ``stop_on_error`` (confluent-kafka): stop at the first partition error (a ``warning`` event).
 - ``action`` "produce": ``topic``, ``records``: [{"partition", "key", "value", "headers"}]
   with base64 bytes (None for null); the driver waits for every acknowledgement.

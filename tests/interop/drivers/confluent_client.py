@@ -86,7 +86,11 @@ def consume(job: dict) -> None:
         if job.get("hold"):
             closed = stdin_closed_event()
             while not closed.is_set() and time.monotonic() < deadline:
-                consumer.poll(0.1)
+                consumer.poll(0.1)  # records are not read here (nor reported)
+                owned = sorted((tp.topic, tp.partition) for tp in consumer.assignment())
+                if owned != reported and owned:  # a later rebalance
+                    emit("assigned", partitions=[list(tp) for tp in owned])
+                    reported = owned
     finally:
         consumer.close()
 

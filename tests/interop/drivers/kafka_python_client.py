@@ -100,7 +100,11 @@ def consume(job: dict) -> None:
         if job.get("hold"):
             closed = stdin_closed_event()
             while not closed.is_set() and time.monotonic() < deadline:
-                consumer.poll(timeout_ms=100)
+                consumer.poll(timeout_ms=100)  # records are not read here (nor reported)
+                owned = consumer.assignment()
+                if frozenset(owned) != frozenset(reported) and owned:  # a later rebalance
+                    emit("assigned", partitions=sorted([tp.topic, tp.partition] for tp in owned))
+                    reported = set(owned)
     finally:
         consumer.close()
 
