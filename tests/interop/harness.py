@@ -160,3 +160,17 @@ def summarize(events: list[dict[str, Any]]) -> str:
 
 def which(name: str) -> str | None:
     return shutil.which(name)
+
+
+def stop_members(*members: Events, grace: float = 10.0) -> None:
+    """Close the members' stdin (their signal to leave the group), give them ``grace`` seconds
+    to exit, then kill whatever is left."""
+    for m in members:
+        m.child.close_stdin()
+    deadline = time.monotonic() + grace
+    for m in members:
+        try:
+            m.child.proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        m.child.kill()

@@ -15,7 +15,7 @@ from tests.interop.checks import assert_same_records, received
 from tests.interop.clients import Client, client_ids, scratch_topic
 from tests.interop.conftest import Served, ServerPool, Tools, fixture_topic, not_applicable, require
 from tests.interop.expected import FixturePartition, Record, expected
-from tests.interop.harness import Events
+from tests.interop.harness import Events, stop_members
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
 
@@ -26,18 +26,6 @@ SESSION_TIMEOUT_S = 10  # session.timeout.ms the drivers set
 
 def _parts(served: Served) -> list[FixturePartition]:
     return [p for p in served.manifest.values() if fixture_topic(p) in GROUP_TOPICS]
-
-
-def _stop(*members: Events) -> None:
-    for m in members:
-        m.child.close_stdin()
-    deadline = time.monotonic() + 10
-    for m in members:
-        try:
-            m.child.proc.wait(max(0.1, deadline - time.monotonic()))
-        except Exception:
-            pass
-        m.child.kill()
 
 
 def _final_assignment(events: Events) -> set[tuple[str, int]]:
@@ -72,7 +60,7 @@ def test_group_split_commit_and_resume(servers: ServerPool, tools: Tools, client
         for m in members:
             m.wait_for("committed", PHASE_TIMEOUT_S)
     finally:
-        _stop(*members)
+        stop_members(*members)
     owned = [_final_assignment(m) for m in members]
     assert len(owned[0]) == len(owned[1]) == len(parts) // 2, owned
     assert owned[0] | owned[1] == set(wants) and not owned[0] & owned[1], owned
@@ -120,7 +108,7 @@ def test_committed_offsets_survive_a_server_restart(servers: ServerPool, tools: 
     try:
         first.wait_for("done", PHASE_TIMEOUT_S + 10)
     finally:
-        _stop(first)
+        stop_members(first)
     served = servers.restart(client)
     job = dict(job, last={f"{t}/{p}": w[-1][0] for (t, p), w in wants.items()})
     second = client.start(tools, served.bootstrap, job, timeout=PHASE_TIMEOUT_S)
@@ -160,7 +148,7 @@ def test_dead_member_is_evicted_after_its_session_timeout(servers: ServerPool, t
                 break
         waited = time.monotonic() - killed
     finally:
-        _stop(*members)
+        stop_members(*members)
     # Not before the session timeout (the member might only be slow), not long after it.
     assert SESSION_TIMEOUT_S - 1 <= waited <= SESSION_TIMEOUT_S + 15, waited
 
@@ -198,7 +186,7 @@ def _kcat_group(served: Served, tools: Tools, client: Client) -> None:
         for m in members:
             m.wait_for("done", PHASE_TIMEOUT_S)
     finally:
-        _stop(*members)
+        stop_members(*members)
     restarted = client.start(tools, served.bootstrap, dict(job, count=None), timeout=PHASE_TIMEOUT_S)
     try:
         restarted.wait_for("done", PHASE_TIMEOUT_S + 10)
