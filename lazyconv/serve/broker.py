@@ -457,15 +457,8 @@ class Broker:
         return {"throttle_time_ms": 0, "topics": topics}
 
     def last_stable_offset(self, plog: PartitionLog) -> int:
-        """The offset below which every transaction has ended (the high watermark for now)."""
-        return plog.high_watermark
-
-    def _transaction_view(self, plog: PartitionLog, hw: int, fetch_offset: int, records: Any,
-                          isolation_level: int) -> tuple[int, list[dict[str, int]]]:
-        """(LastStableOffset, AbortedTransactions) for one partition read."""
-        if hw < 0:
-            return -1, []
-        return self.last_stable_offset(plog), []
+        """The offset below which every transaction has ended (the high watermark without any)."""
+        return plog.last_stable_offset()
 
     def init_producer_id(self, version: int, request: dict[str, Any],
                          context: RequestContext | None = None) -> dict[str, Any]:
@@ -581,8 +574,13 @@ class Broker:
         fetch_offset = part["fetch_offset"]
         config = self.topic_config(topic)
         records: Any
+        # Transactions (Fetch v4+): the LSO is reported to everyone; a read_committed fetch
+        # stops at it and learns which aborted transactions its records may contain.
+        read_committed = version >= 4 and isolation_level == 1
+        txns = plog.transaction_state() if version >= 4 else None
+        lso = txns.last_stable_offset(plog.high_watermark) if txns is not None else -1
         try:
-            region = plog.locate(fetch_offset)
+            region = plog.locate(fetch_offset, max_offset=lso if read_committed else None)
         except OffsetOutOfRange as exc:
             log.info("fetch: %s", exc)
             records, error, hw, start = None, ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1
@@ -601,7 +599,12 @@ class Broker:
                 plan.resources.append(records)
                 plan.partial_tails += not region.segment.is_entry_boundary(region.position + size)
         chunk_size = self.chunk_size
-        lso, aborted = self._transaction_view(plog, hw, fetch_offset, records, isolation_level)
+        aborted: list[dict[str, int]] = []
+        if hw < 0 or txns is None:
+            lso = hw
+        elif read_committed:
+            aborted = [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+                       for t in txns.aborted_between(fetch_offset, lso)]
 
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
             tracked = _TrackedLazyRecords(
