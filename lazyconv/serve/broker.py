@@ -490,6 +490,7 @@ class Broker:
                             answer["error_message"] = "Produce v3+ carries magic v2 batches only"
                         else:
                             answer["base_offset"], answer["log_start_offset"] = plog.append(entries)
+                            plog.transaction_state()  # keep the producer state current
                     except RecordsError as exc:
                         log.warning("rejected produce to %s-%d: %s", topic["name"], part["index"], exc)
                         answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
