@@ -152,7 +152,14 @@ class GroupApis:
                 partitions.append({"partition_index": index, "error_code": code})
             topics.append({"name": topic["name"], "partitions": partitions})
         if accepted:
-            self.store.commit(group_id, accepted)
+            try:
+                self.store.commit(group_id, accepted)
+            except OSError as exc:  # e.g. a read-only or full log directory
+                log.error("group %s: cannot persist committed offsets: %s", group_id, exc)
+                for topic in topics:
+                    for part in topic["partitions"]:
+                        if part["error_code"] == 0:
+                            part["error_code"] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return {"throttle_time_ms": 0, "topics": topics}
 
     def offset_fetch(self, version: int, request: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,9 @@ the callback runs (synchronously, inside a later call) when its answer is known.
 
 Kafka's error codes apply: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS,
 INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, INVALID_GROUP_ID and, for JoinGroup v4+,
-the MEMBER_ID_REQUIRED round trip of KIP-394. Static membership (``group.instance.id``) is
-accepted but not honoured: such members are treated as dynamic ones.
+the MEMBER_ID_REQUIRED round trip of KIP-394 (dynamic members only). Static membership
+(``group.instance.id``) is only approximated: a member joining with a known instance id replaces
+the previous member of that instance, through a rebalance (Kafka would keep its assignment).
 """
 
 from __future__ import annotations
@@ -174,6 +175,15 @@ class GroupCoordinator:
 
         if not member_id:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if group_instance_id is not None:
+                # A static member restarting: it replaces its previous incarnation at once
+                # (Kafka keeps the old id and skips the rebalance; here the group rebalances).
+                for old in list(group.members.values()):
+                    if old.group_instance_id == group_instance_id:
+                        log.info("group %s: instance %s replaces member %s", group_id,
+                                 group_instance_id, old.member_id)
+                        self._remove_member(group, old.member_id, now, "was replaced")
+                require_known_member_id = False  # KIP-394 applies to dynamic members only
             if require_known_member_id:
                 # KIP-394: hand out the id and let the client come back with it.
                 group.pending_members[new_id] = now + session_timeout_ms / 1000

@@ -75,10 +75,19 @@ class OffsetStore:
     def commit(self, group: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
         """Store ``offsets`` for ``group`` and persist them before returning."""
         with self._lock:
+            before = {topic: dict(parts) for topic, parts in self._offsets.get(group, {}).items()}
             topics = self._offsets.setdefault(group, {})
             for (topic, partition), committed in offsets.items():
                 topics.setdefault(topic, {})[partition] = committed
-            self._save_locked()
+            try:
+                self._save_locked()
+            except BaseException:
+                # not stored, not served: the memory keeps what the file holds
+                if before:
+                    self._offsets[group] = before
+                else:
+                    del self._offsets[group]
+                raise
 
     def fetch(self, group: str, topic: str, partition: int) -> CommittedOffset | None:
         """The committed offset, or None."""

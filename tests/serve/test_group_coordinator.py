@@ -240,3 +240,24 @@ def test_commit_rules() -> None:
     assert c.commit_allowed(0.0, "g", a, 0) == ErrorCode.ILLEGAL_GENERATION
     assert c.commit_allowed(0.0, "g", "x", 1) == ErrorCode.UNKNOWN_MEMBER_ID
     assert c.commit_allowed(0.0, "g", "", -1) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_static_member_restarting_replaces_its_previous_incarnation() -> None:
+    c = GroupCoordinator()
+
+    def static_join(now: float) -> Answers:
+        answers = Answers()
+        c.join(now, group_id="g", member_id="", group_instance_id="instance-1", client_id="cli",
+               client_host="/h", session_timeout_ms=SESSION_MS, rebalance_timeout_ms=REBALANCE_MS,
+               protocol_type="consumer", protocols=[("range", b"m")], require_known_member_id=True,
+               callback=answers)
+        return answers
+
+    first = static_join(0.0)
+    assert first.last.error_code == 0  # no MEMBER_ID_REQUIRED round trip for static members
+    old_id = first.last.member_id
+    sync(c, 0.0, old_id, first.last.generation_id, [(old_id, b"a")])
+    second = static_join(1.0)
+    assert second.last.error_code == 0 and second.last.member_id != old_id
+    assert set(c.groups["g"].members) == {second.last.member_id}
+    assert c.heartbeat(1.0, group_id="g", member_id=old_id, generation_id=1) == ErrorCode.UNKNOWN_MEMBER_ID

@@ -148,3 +148,20 @@ def test_kafka_python_group_of_two_splits_commits_and_resumes(serve_logdir, tmp_
             got.extend((m.partition, m.offset) for m in messages)
     consumer.close(autocommit=False)
     assert sorted(got) == [(p, o) for p in range(4) for o in (3, 4)]
+
+
+def test_offsets_that_cannot_be_written_are_refused_not_half_kept(tmp_path, monkeypatch) -> None:
+    from lazyconv.serve.offset_store import OffsetStore
+
+    store = OffsetStore(tmp_path)
+    from lazyconv.serve.offset_store import CommittedOffset
+    store.commit("g", {("t", 0): CommittedOffset(5)})
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("lazyconv.serve.offset_store.tempfile.mkstemp", broken)
+    with pytest.raises(OSError):
+        store.commit("g", {("t", 0): CommittedOffset(9), ("t", 1): CommittedOffset(1)})
+    assert store.fetch("g", "t", 0) == CommittedOffset(5) and store.fetch("g", "t", 1) is None
+    assert OffsetStore(tmp_path).fetch("g", "t", 0) == CommittedOffset(5)

@@ -15,7 +15,6 @@ from lazyconv.records import MemoryRecords
 from lazyconv.serve.logdir import LogDirectory
 from lazyconv.serve.transactions import (
     AbortedTxn,
-    PartitionTransactions,
     encode_txnindex_entry,
     parse_txnindex,
 )
