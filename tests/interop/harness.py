@@ -56,18 +56,19 @@ class ChildProcess:
             self.proc.stdin.close()
 
     def kill(self) -> None:
-        """SIGTERM the process group, SIGKILL it if it is still there a moment later."""
+        """SIGTERM the process group (the program and anything it started, even after the
+        program itself exited), then SIGKILL whatever is left of it."""
+        for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break  # the group is gone
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                continue
         if self.proc.poll() is None:
-            for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-                try:
-                    os.killpg(self.proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    self.proc.wait(grace)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            self.proc.wait(5)
         self.close_stdin()
 
     def stderr_tail(self, size: int = 3000) -> str:
