@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tests.conftest import REPO_ROOT
@@ -109,7 +108,3 @@ def client_ids() -> list[str]:
 def scratch_topic(client: Client, purpose: str) -> str:
     """A topic of this client's own for ``purpose`` (created empty by the served-log fixture)."""
     return f"interop-{purpose}-{client.id.replace('.', '_')}"
-
-
-def fixture_root() -> Path:
-    return REPO_ROOT / "fixtures"

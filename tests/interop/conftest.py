@@ -1,9 +1,9 @@
 """Interop fixtures: the client tools (installed when missing, else skipped with the reason) and
-a ``lazyconv serve`` subprocess over a copy of the committed fixture, one per test module."""
+``lazyconv serve`` subprocesses over copies of the committed fixture: per test module, one for
+each set of server arguments the clients need (most need none)."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
@@ -17,8 +17,6 @@ from tests.conftest import REPO_ROOT
 from tests.interop.clients import BY_ID, CLIENTS, Client, scratch_topic
 from tests.interop.expected import FixturePartition, load_manifest
 from tests.interop.harness import Server, which
-
-log = logging.getLogger(__name__)
 
 # librdkafka sizes its Metadata v0 parse buffer from the response size, which is too small for
 # one-partition topics with short names ("tmpabuf memory shortage", with any broker); longer
