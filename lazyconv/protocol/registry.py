@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from lazyconv.protocol import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     describe_groups,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -18,6 +21,7 @@ from lazyconv.protocol import (
     offset_fetch,
     produce,
     sync_group,
+    txn_offset_commit,
 )
 from lazyconv.protocol.api import ApiSpec
 
@@ -40,6 +44,10 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(sorted(
         list_groups.SPEC,
         api_versions.SPEC,
         init_producer_id.SPEC,
+        add_partitions_to_txn.SPEC,
+        add_offsets_to_txn.SPEC,
+        end_txn.SPEC,
+        txn_offset_commit.SPEC,
     ),
     key=lambda spec: spec.key,
 ))
