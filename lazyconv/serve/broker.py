@@ -17,14 +17,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections import Counter
 from typing import Any
 
 from lazyconv.errors import ConfigurationError, ProtocolError, RecordsError
 from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 from lazyconv.protocol import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     describe_groups,
+    end_txn,
     find_coordinator,
     heartbeat,
     init_producer_id,
@@ -37,20 +41,24 @@ from lazyconv.protocol import (
     offset_fetch,
     produce,
     sync_group,
+    txn_offset_commit,
 )
 from lazyconv.protocol import fetch as fetch_api
 from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.headers import decode_request_header, encode_response_header
 from lazyconv.protocol.primitives import Reader
+from lazyconv.records import ControlRecordType, RecordsBuilder
+from lazyconv.records.control import control_key, end_txn_marker_value
 from lazyconv.send import BytesSend
 from lazyconv.serve.fetch_handler import FetchHandler
 from lazyconv.serve.group_apis import GroupApis
 from lazyconv.serve.group_coordinator import CoordinatorConfig
 from lazyconv.serve.logdir import LogDirectory, PartitionLog
 from lazyconv.serve.model import BrokerStats, Listener, RequestContext, Response, TopicConfig
-from lazyconv.serve.offset_store import OffsetStore
+from lazyconv.serve.offset_store import CommittedOffset, OffsetStore
 from lazyconv.serve.offsets import split_entries
+from lazyconv.serve.txn_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +85,16 @@ SERVED_APIS: tuple[ApiSpec, ...] = (
     offset_fetch.SPEC,
     list_groups.SPEC,
     describe_groups.SPEC,
+    add_partitions_to_txn.SPEC,
+    add_offsets_to_txn.SPEC,
+    end_txn.SPEC,
+    txn_offset_commit.SPEC,
 )
 # api key -> (min version, max version, first flexible version or None), derived from SERVED_APIS
 SUPPORTED_VERSIONS: dict[int, tuple[int, int, int | None]] = {
     spec.key: (spec.min_version, spec.max_version, spec.first_flexible) for spec in SERVED_APIS
 }
 
-# Transactions need a coordinator this server does not have: their InitProducerId is refused
-# with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, an error producers treat as fatal.
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 FIRST_PRODUCER_ID = 1000
 
 
@@ -136,6 +145,9 @@ class Broker:
         store = OffsetStore(None if offsets_in_memory else logdir.root)
         self.groups = GroupApis(store, lambda topic, p: logdir.partition(topic, p) is not None,
                                 config=group_config)
+        self.transactions = TransactionCoordinator(
+            self._allocate_producer_id, self._write_marker, store.commit,
+            lambda topic, p: logdir.partition(topic, p) is not None)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the timers (group sessions and rebalance timeouts) on the serving loop."""
@@ -239,6 +251,10 @@ class Broker:
             offset_fetch.SPEC.key: lambda v, r, c: self.groups.offset_fetch(v, r),
             list_groups.SPEC.key: lambda v, r, c: self.groups.list_groups(v, r),
             describe_groups.SPEC.key: lambda v, r, c: self.groups.describe_groups(v, r),
+            add_partitions_to_txn.SPEC.key: self.add_partitions_to_txn,
+            add_offsets_to_txn.SPEC.key: self.add_offsets_to_txn,
+            end_txn.SPEC.key: self.end_txn,
+            txn_offset_commit.SPEC.key: self.txn_offset_commit,
         }
 
     def api_versions(self, version: int, request: dict[str, Any], context: RequestContext) -> dict[str, Any]:
@@ -336,15 +352,76 @@ class Broker:
         """The offset below which every transaction has ended (the high watermark without any)."""
         return plog.last_stable_offset()
 
-    def init_producer_id(self, version: int, request: dict[str, Any],
-                         context: RequestContext | None = None) -> dict[str, Any]:
-        """A fresh producer id for an idempotent producer (sequence numbers are not checked)."""
-        if request["transactional_id"] is not None:
-            return {"throttle_time_ms": 0, "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    "producer_id": -1, "producer_epoch": -1}
+    def _allocate_producer_id(self) -> int:
         producer_id = self._next_producer_id
         self._next_producer_id += 1
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
+        return producer_id
+
+    def init_producer_id(self, version: int, request: dict[str, Any],
+                         context: RequestContext | None = None) -> dict[str, Any]:
+        """A producer id: fresh for an idempotent producer (sequence numbers are not checked);
+        kept per transactional id, with a bumped epoch, for a transactional one."""
+        if request["transactional_id"] is not None:
+            code, producer_id, epoch = self.transactions.init_producer_id(
+                request["transactional_id"], request["transaction_timeout_ms"])
+            return {"throttle_time_ms": 0, "error_code": code, "producer_id": producer_id,
+                    "producer_epoch": epoch}
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": self._allocate_producer_id(),
+                "producer_epoch": 0}
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def _write_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
+                      commit: bool) -> None:
+        """Append a COMMIT/ABORT control batch to one partition (the coordinator's marker)."""
+        plog = self.logdir.partition(topic, partition)
+        if plog is None:
+            log.error("transaction marker for %s-%d: the partition is gone", topic, partition)
+            return
+        builder = RecordsBuilder(2, producer_id=producer_id, producer_epoch=epoch,
+                                 is_transactional=True, is_control=True)
+        kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        builder.append(offset=0, timestamp=int(time.time() * 1000), key=control_key(kind),
+                       value=end_txn_marker_value(0))
+        plog.append(split_entries(builder.build()))
+        plog.transaction_state()
+
+    def add_partitions_to_txn(self, version: int, request: dict[str, Any],
+                              context: RequestContext) -> dict[str, Any]:
+        partitions = [(t["name"], p) for t in request["v3_and_below_topics"] for p in t["partitions"]]
+        codes = self.transactions.add_partitions(
+            request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
+            request["v3_and_below_producer_epoch"], partitions)
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+            {"name": t["name"], "results_by_partition": [
+                {"partition_index": p, "partition_error_code": codes[(t["name"], p)]}
+                for p in t["partitions"]]}
+            for t in request["v3_and_below_topics"]]}
+
+    def add_offsets_to_txn(self, version: int, request: dict[str, Any],
+                           context: RequestContext) -> dict[str, Any]:
+        code = self.transactions.add_offsets(request["transactional_id"], request["producer_id"],
+                                             request["producer_epoch"], request["group_id"])
+        return {"throttle_time_ms": 0, "error_code": code}
+
+    def end_txn(self, version: int, request: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+        code = self.transactions.end_txn(request["transactional_id"], request["producer_id"],
+                                         request["producer_epoch"], request["committed"])
+        return {"throttle_time_ms": 0, "error_code": code}
+
+    def txn_offset_commit(self, version: int, request: dict[str, Any],
+                          context: RequestContext) -> dict[str, Any]:
+        offsets = {(t["name"], p["partition_index"]): CommittedOffset(
+                       p["committed_offset"], p.get("committed_leader_epoch", -1),
+                       p["committed_metadata"], int(time.time() * 1000))
+                   for t in request["topics"] for p in t["partitions"]}
+        code = self.transactions.txn_offset_commit(
+            request["transactional_id"], request["producer_id"], request["producer_epoch"],
+            request["group_id"], offsets)
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
+            for t in request["topics"]]}
 
     def produce(self, version: int, request: dict[str, Any]) -> dict[str, Any]:
         responses = []
