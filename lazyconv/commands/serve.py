@@ -23,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Answer ApiVersions v0-4, Metadata v0-12, ListOffsets v0-8, Fetch v0-17 (with "
             "down-conversion for v0-3 streamed in chunks, read_committed from the log's "
-            "transaction markers), Produce v0-11 (appending to the log), InitProducerId v0-5 "
-            "(idempotent producers) and a single-node group coordinator (FindCoordinator v0-4, "
+            "transaction markers), Produce v0-11 (appending to the log), InitProducerId v0-5, "
+            "a transaction coordinator (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, "
+            "TxnOffsetCommit v0-3) and a single-node group coordinator (FindCoordinator v0-4, "
             "JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-5, OffsetCommit and "
             "OffsetFetch v0-8, ListGroups and DescribeGroups v0-5; committed offsets are kept "
             "in LOGDIR/__lazyconv_offsets) over LOGDIR, laid out as a broker does "
