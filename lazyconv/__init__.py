@@ -1,7 +1,82 @@
-"""lazyconv: Kafka record formats, KIP-283 lazy down-conversion and a lazy FetchResponse encoder."""
+"""lazyconv: Kafka record formats, KIP-283 lazy down-conversion and a lazy FetchResponse encoder.
 
-from lazyconv.errors import LazyconvError
+The names below are the stable public API (see the documentation's API reference); everything
+else lives in modules whose layout may change between minor releases.
 
-__version__ = "0.1.0"
+Reading and writing records::
 
-__all__ = ["LazyconvError", "__version__"]
+    from lazyconv import Compression, FileRecords, MemoryRecords, RecordsBuilder
+
+Down-converting them for an old consumer, eagerly or lazily::
+
+    from lazyconv import LazyDownConvertedRecords, down_convert, drain
+
+Answering a Fetch::
+
+    from lazyconv import FetchRequest, FetchResponse
+"""
+
+from lazyconv._types import Channel, Records, SendableRecords
+from lazyconv.convert import ConversionStats, ConvertedRecords, down_convert, down_convert_file
+from lazyconv.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    LazyconvError,
+    ProtocolError,
+    RecordsError,
+    UnsupportedCompressionError,
+)
+from lazyconv.lazy import LazyDownConvertedRecords
+from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.protocol.fetch import FetchRequest, FetchResponse
+from lazyconv.records import (
+    Compression,
+    ControlRecordType,
+    FileRecords,
+    MemoryRecords,
+    Record,
+    RecordBatch,
+    RecordsBuilder,
+    TimestampType,
+    build_end_txn_marker,
+)
+from lazyconv.send import Send, drain
+
+__version__ = "0.2.0"
+
+__all__ = [
+    # records
+    "MemoryRecords",
+    "FileRecords",
+    "RecordsBuilder",
+    "Record",
+    "RecordBatch",
+    "Compression",
+    "TimestampType",
+    "ControlRecordType",
+    "build_end_txn_marker",
+    # down-conversion
+    "down_convert",
+    "down_convert_file",
+    "ConvertedRecords",
+    "ConversionStats",
+    "LazyDownConvertedRecords",
+    # sends and the Fetch API
+    "Send",
+    "drain",
+    "FetchRequest",
+    "FetchResponse",
+    "ErrorCode",
+    # typed contracts
+    "Records",
+    "SendableRecords",
+    "Channel",
+    # errors (the whole tree is in lazyconv.errors)
+    "LazyconvError",
+    "RecordsError",
+    "CorruptRecordError",
+    "UnsupportedCompressionError",
+    "ProtocolError",
+    "ConfigurationError",
+    "__version__",
+]

@@ -2,7 +2,7 @@
 
 :func:`down_convert` takes batches (of any magic) and a target magic and returns the converted
 bytes plus :class:`ConversionStats`. The rules are those of Kafka's Java code (see
-``spec/downconversion.md`` §2–§5):
+docs/guide/down-conversion.md):
 
 - with a target of 0 or 1, control batches are dropped (before the zstd check), and a zstd
   batch fails the whole call with :class:`~lazyconv.errors.UnsupportedCompressionError`;
@@ -12,17 +12,20 @@ bytes plus :class:`ConversionStats`. The rules are those of Kafka's Java code (s
 - the first-offset filter drops records below ``first_offset`` only from converted,
   uncompressed batches (and only for targets 0/1); a converted batch left with no record is
   dropped entirely;
-- headers, producer state, the transactional flag and the partition leader epoch are dropped.
+- headers, producer state, the transactional flag and the partition leader epoch are dropped;
+- a record with a negative offset is refused (:class:`~lazyconv.errors.InvalidRecordError`)
+  instead of being written into messages our reader (and Kafka's) rejects or misreads.
 
 This module knows nothing of chunks or of the committed size: that is :mod:`lazyconv.lazy`.
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from lazyconv.errors import (
     ConfigurationError,
@@ -36,7 +39,13 @@ from lazyconv.records._codec import (
 )
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import Compression, compress, decompress
-from lazyconv.records.types import TimestampType
+from lazyconv.records.types import RecordBatch, TimestampType
+
+if TYPE_CHECKING:
+    from lazyconv._types import Records
+    from lazyconv.records.memory import MemoryRecords
+
+RecordsT = TypeVar("RecordsT", covariant=True)
 
 __all__ = [
     "ConversionStats",
@@ -45,17 +54,20 @@ __all__ = [
     "down_convert_bytes",
     "down_convert_file",
     "ZSTD_DOWN_CONVERSION_MESSAGE",
+    "negative_offset_error",
 ]
 
 ZSTD_DOWN_CONVERSION_MESSAGE = "Down-conversion of zstandard-compressed batches is not supported"
 
-# Bytes of a legacy message without key and value (formats.md §3, §4) and of the 12-byte
-# offset+size prefix; used for the builder byte accounting of the statistics (§3).
+# Bytes of a legacy message without key and value (docs/guide/records.md) and of the 12-byte
+# offset+size prefix; used for the builder byte accounting of the statistics.
 _LOG_OVERHEAD = 12
 _RECORD_OVERHEAD = {0: 14, 1: 22}
 _LOG_APPEND_TIME_FLAG = 0x08
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
+_I64 = struct.Struct(">q")
+_LOG_HEADER = struct.Struct(">qi")
 
 
 @dataclass(frozen=True)
@@ -94,11 +106,11 @@ ZERO_STATS = ConversionStats()
 
 
 @dataclass(frozen=True)
-class ConvertedRecords:
+class ConvertedRecords(Generic[RecordsT]):
     """The result of a down-conversion: the records (``MemoryRecords``, or the input itself for
     :func:`down_convert_file` when nothing was converted) and the :class:`ConversionStats`."""
 
-    records: Any
+    records: RecordsT
     stats: ConversionStats
 
 
@@ -108,10 +120,10 @@ def check_target_magic(to_magic: int) -> None:
         raise ConfigurationError(f"target magic must be 0, 1 or 2, got {to_magic!r}")
 
 
-def is_zstd_below_v2(batch: Any, to_magic: int) -> bool:
+def is_zstd_below_v2(batch: RecordBatch, to_magic: int) -> bool:
     """True if converting ``batch`` to ``to_magic`` must fail because it is zstd-compressed.
 
-    Control batches are dropped before the zstd check (trap 1), so they never count.
+    Control batches are dropped before the zstd check, so they never count.
     """
     if to_magic >= 2 or batch.is_control:
         return False
@@ -120,7 +132,7 @@ def is_zstd_below_v2(batch: Any, to_magic: int) -> bool:
     return batch.compression == Compression.ZSTD
 
 
-def _zstd_error(batch: Any) -> UnsupportedCompressionError:
+def _zstd_error(batch: RecordBatch) -> UnsupportedCompressionError:
     return UnsupportedCompressionError(
         f"{ZSTD_DOWN_CONVERSION_MESSAGE}: batch with last offset {batch.last_offset} is zstd",
         batch.position,
@@ -152,10 +164,10 @@ def _convert_batch_into_generic(
     compressed = compression != Compression.NONE
     log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     log_append_time = batch.max_timestamp if log_append else -1
-    # Inner/standalone attributes carry only the timestamp-type bit, and only in v1 (§3).
+    # Inner/standalone attributes carry only the timestamp-type bit, and only in v1.
     attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
     # Compressed: the inner messages go to a separate buffer that is then compressed; they are
-    # never filtered by offset (trap 2).
+    # never filtered by offset (the first-offset filter is narrow).
     target = bytearray() if compressed else out
     start = len(target)
     # v1 wrappers hold offsets relative to the first record; v0 keeps absolute offsets.
@@ -164,6 +176,7 @@ def _convert_batch_into_generic(
     max_timestamp = -1
     written = 0
     last_offset = 0
+    first_kept = 0
     append = append_legacy_message
     for record in batch:
         offset = record.offset
@@ -175,6 +188,8 @@ def _convert_batch_into_generic(
                 batch.position,
             )
         timestamp = log_append_time if log_append else record.timestamp
+        if written == 0:
+            first_kept = offset
         if written == 0 and relative:
             relative_to = offset
         if not (
@@ -190,6 +205,8 @@ def _convert_batch_into_generic(
         last_offset = offset
     if written == 0:
         return 0, 0
+    if first_kept < 0:  # checked after parsing every record, as the fused path does
+        raise negative_offset_error(first_kept, batch.position)
     uncompressed = len(target) - start
     if not compressed:
         return written, uncompressed
@@ -244,6 +261,8 @@ def _convert_v2_batch_into(
             out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, first_offset,
             to_magic, message_attributes, False, position + 61, position, False,
         )
+        if written and (first := _I64.unpack_from(out, start)[0]) < 0:  # the least kept offset
+            raise negative_offset_error(first, position)
         return written, len(out) - start
     data = decompress(compression, payload, 2, batch.max_decompressed_size, position=position + 61)
     inner = bytearray()
@@ -253,6 +272,9 @@ def _convert_v2_batch_into(
     )
     if written == 0:
         return 0, 0
+    first = _first_inner_offset(inner, last_offset, to_magic)
+    if first < 0:
+        raise negative_offset_error(first, position)
     value = compress(compression, inner, to_magic)  # default level, v0 LZ4 quirk by magic
     append_legacy_message(
         out,
@@ -266,14 +288,36 @@ def _convert_v2_batch_into(
     return written, len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 
 
+def negative_offset_error(offset: int, position: int) -> InvalidRecordError:
+    """The error for a record whose offset is negative: no legacy message may carry one (a v1
+    wrapper could not even express it, and a log never holds one), so down-conversion refuses."""
+    return InvalidRecordError(
+        f"record offset {offset} is negative: down-conversion refuses negative offsets", position
+    )
+
+
+def _first_inner_offset(inner: bytearray, last_offset: int, to_magic: int) -> int:
+    """The absolute offset of the first of the legacy messages in ``inner`` (the inner messages
+    of a wrapper whose last absolute offset is ``last_offset``)."""
+    first_field = _I64.unpack_from(inner, 0)[0]
+    if to_magic == 0:
+        return first_field  # absolute offsets
+    position = 0
+    last_relative = 0
+    while position < len(inner):  # v1: relative offsets, 0 for the first; find the last one
+        last_relative, size = _LOG_HEADER.unpack_from(inner, position)
+        position += _LOG_OVERHEAD + size
+    return last_offset - last_relative
+
+
 def down_convert_bytes(
-    batches: Iterable[Any], to_magic: int, first_offset: int
+    batches: Iterable[RecordBatch], to_magic: int, first_offset: int
 ) -> tuple[bytearray, ConversionStats]:
     """:func:`down_convert` returning the converted bytes as a ``bytearray`` (no final copy;
     what the lazy send uses per chunk)."""
     check_target_magic(to_magic)
     start = time.perf_counter_ns()
-    batch_list: Sequence[Any] = batches if isinstance(batches, Sequence) else list(batches)
+    batch_list: Sequence[RecordBatch] = batches if isinstance(batches, Sequence) else list(batches)
     # Pass 1 (headers only): zstd anywhere fails the whole call before anything is built.
     if to_magic < 2:
         for batch in batch_list:
@@ -284,7 +328,7 @@ def down_convert_bytes(
     converted = 0
     for batch in batch_list:
         if to_magic < 2 and batch.is_control:
-            continue  # dropped without a trace, not even in the stats (trap 1)
+            continue  # dropped before the zstd check, without a trace, not even in the stats
         if batch.magic <= to_magic:
             out += batch.buffer()
             temporary += batch.size_in_bytes
@@ -298,7 +342,9 @@ def down_convert_bytes(
     return out, stats
 
 
-def down_convert(batches: Iterable[Any], to_magic: int, first_offset: int) -> ConvertedRecords:
+def down_convert(
+    batches: Iterable[RecordBatch], to_magic: int, first_offset: int
+) -> ConvertedRecords[MemoryRecords]:
     """Down-convert ``batches`` to ``to_magic`` as Kafka's ``RecordsUtil.downConvert`` does.
 
     ``batches`` is any iterable of batches (``MemoryRecords(...).batches()``,
@@ -315,10 +361,12 @@ def down_convert(batches: Iterable[Any], to_magic: int, first_offset: int) -> Co
     return ConvertedRecords(MemoryRecords(data), stats)
 
 
-def down_convert_file(records: Any, to_magic: int, first_offset: int) -> ConvertedRecords:
+def down_convert_file(
+    records: Records, to_magic: int, first_offset: int
+) -> ConvertedRecords[Records]:
     """Kafka's ``FileRecords.downConvert``: like :func:`down_convert` over ``records.batches()``,
     except that when no record was converted the result is ``records`` itself (all of its bytes,
-    trailing partial batch and control batches included) with all-zero stats (trap 11)."""
+    trailing partial batch and control batches included) with all-zero stats (see docs/guide/down-conversion.md)."""
     converted = down_convert(records.batches(), to_magic, first_offset)
     if converted.stats.records_converted == 0:
         return ConvertedRecords(records, ZERO_STATS)

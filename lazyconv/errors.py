@@ -58,7 +58,7 @@ class LazyconvError(Exception):
             message = f"{message} (at byte {position})"
         super().__init__(message)
 
-    def __reduce__(self):  # keep pickling (multiprocessing, Spark) faithful
+    def __reduce__(self) -> tuple[type[LazyconvError], tuple[str, int | None]]:  # keep pickling (multiprocessing, Spark) faithful
         return (type(self), (self.message, self.position))
 
 

@@ -10,7 +10,7 @@ while the channel takes the bytes, and writes *exactly* S_pre bytes:
 - when the converted data is larger than S_pre, the bytes are cut at S_pre, possibly inside a
   message (consumers skip the incomplete entry), and no further chunk is converted;
 - when it is smaller, the rest is overflow padding: steps of at most 131 072 bytes, each
-  ``int64 -1 ‖ int32 max(R + 1, 61) ‖ zeros`` for the R bytes still owed (downconversion.md §7.4).
+  ``int64 -1 ‖ int32 max(R + 1, 61) ‖ zeros`` for the R bytes still owed (docs/guide/down-conversion.md).
 
 Where Kafka's Java code has defects this module does the evident intended thing (README,
 "Where we differ from Kafka on purpose"):
@@ -20,7 +20,11 @@ Where Kafka's Java code has defects this module does the evident intended thing 
 - a chunk never contains a zstd batch below magic 2: it ends before it, so every good batch
   before the zstd one is converted and sent, then the rest is padded (Kafka loses the whole
   chunk);
-- padding continues for any length after a zstd error (Kafka fails after 131 072 bytes).
+- padding continues for any length after a zstd error (Kafka fails after 131 072 bytes);
+- a corrupt batch met after the size is committed is handled like a zstd one (Kafka aborts the
+  whole response): everything converted before it is sent, then the rest is padded, so the
+  response stays well-formed and the other partitions arrive; the error is kept in the send's
+  ``error`` (and passed to ``on_error``) for the server to report.
 
 Memory: one converted chunk at a time (its input batches are at most ``chunk_size`` bytes unless
 a single batch is larger), plus the first converted batch until it has been written.
@@ -30,8 +34,8 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from lazyconv.convert import (
     ZERO_STATS,
@@ -40,8 +44,12 @@ from lazyconv.convert import (
     down_convert_bytes,
     is_zstd_below_v2,
 )
-from lazyconv.errors import ConfigurationError, UnsupportedCompressionError
+from lazyconv.errors import ConfigurationError, RecordsError, UnsupportedCompressionError
 from lazyconv.send import Send, write_to_channel
+
+if TYPE_CHECKING:
+    from lazyconv._types import Channel, Records
+    from lazyconv.records.types import RecordBatch
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -99,7 +107,9 @@ def overflow_padding(remaining: int) -> bytes:
     return bytes(out)
 
 
-def chunk_groups(batches: Iterator[Any], chunk_size: int, to_magic: int) -> Iterator[list[Any]]:
+def chunk_groups(
+    batches: Iterator[RecordBatch], chunk_size: int, to_magic: int
+) -> Iterator[list[RecordBatch]]:
     """Group ``batches`` into chunks of whole batches.
 
     A chunk takes the next batch unconditionally, then following batches while the total of
@@ -108,7 +118,7 @@ def chunk_groups(batches: Iterator[Any], chunk_size: int, to_magic: int) -> Iter
     that would *start* with a zstd batch raises
     :class:`~lazyconv.errors.UnsupportedCompressionError` instead (the send pads from there).
     """
-    pending: Any = None
+    pending: RecordBatch | None = None
     while True:
         first = pending if pending is not None else next(batches, None)
         pending = None
@@ -131,7 +141,53 @@ def chunk_groups(batches: Iterator[Any], chunk_size: int, to_magic: int) -> Iter
         yield group
 
 
-def _skip(batches: Iterator[Any], count: int) -> Iterator[Any]:
+class _GuardedBatches:
+    """Iterates batches but stops at a read error instead of raising it, keeping the error in
+    ``error``: the batches already taken into a chunk are converted before it is raised."""
+
+    def __init__(self, batches: Iterator[Any]) -> None:
+        self._batches = batches
+        self.error: RecordsError | None = None
+
+    def __iter__(self) -> _GuardedBatches:
+        return self
+
+    def __next__(self) -> Any:
+        if self.error is not None:
+            raise StopIteration
+        try:
+            return next(self._batches)
+        except RecordsError as exc:
+            self.error = exc
+            raise StopIteration from None
+
+
+def _convert_group(group: list[Any], to_magic: int, first_offset: int) -> Iterator[_Chunk]:
+    """The conversion of a chunk; if a batch of it is corrupt, the conversion of the batches
+    before that one (if any), then the error."""
+    try:
+        yield down_convert_bytes(group, to_magic, first_offset)
+        return
+    except UnsupportedCompressionError:
+        raise
+    except RecordsError:
+        pass
+    out = bytearray()
+    stats = ZERO_STATS
+    for batch in group:
+        try:
+            data, batch_stats = down_convert_bytes([batch], to_magic, first_offset)
+        except RecordsError:
+            if out:
+                yield out, stats
+            raise
+        if data:
+            out += data
+            stats = stats + batch_stats
+    raise AssertionError("a chunk failed to convert but each of its batches converted")
+
+
+def _skip(batches: Iterator[RecordBatch], count: int) -> Iterator[RecordBatch]:
     for _ in range(count):
         if next(batches, None) is None:
             break
@@ -150,15 +206,20 @@ class LazyDownConvertedRecords:
     ``size_in_bytes = max(records.size_in_bytes, len(F))``; 12 if no batch converts to anything
     but there is at least one complete batch, 0 if there is none. A zstd batch met there (target
     0/1) raises :class:`~lazyconv.errors.UnsupportedCompressionError` (Kafka answers the
-    partition with error 76, UNSUPPORTED_COMPRESSION_TYPE).
+    partition with error 76, UNSUPPORTED_COMPRESSION_TYPE), a corrupt one its
+    :class:`~lazyconv.errors.RecordsError`.
+
+    Errors met by a send after the size is committed end its conversion (the rest is padded):
+    ``on_error(error)`` is called with each, and :attr:`send_error` holds the latest send's.
     """
 
     def __init__(
         self,
-        records: Any,
+        records: Records,
         to_magic: int,
         first_offset: int,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
+        on_error: Callable[[RecordsError], None] | None = None,
     ) -> None:
         check_target_magic(to_magic)
         if not isinstance(chunk_size, int) or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
@@ -170,6 +231,7 @@ class LazyDownConvertedRecords:
         self.to_magic = to_magic
         self.first_offset = first_offset
         self.chunk_size = chunk_size
+        self.on_error = on_error
         self._last_send: LazyDownConvertSend | None = None
         self._first: _Chunk | None = None
         # Number of input batches up to and including the one F came from: the send resumes
@@ -210,6 +272,11 @@ class LazyDownConvertedRecords:
         return None
 
     @property
+    def send_error(self) -> RecordsError | None:
+        """The error that ended the latest send's conversion early (zstd or corrupt data)."""
+        return self._last_send.error if self._last_send is not None else None
+
+    @property
     def stats(self) -> ConversionStats:
         """Conversion stats of the latest send so far (summed over the chunks it took,
         including the first converted batch); zero before any send."""
@@ -231,15 +298,19 @@ class LazyDownConvertedRecords:
         return (data, stats) if data else None
 
     def _later_chunks(self) -> Iterator[_Chunk]:
-        batches = _skip(iter(self.records.batches()), self._resume_after)
+        batches = _GuardedBatches(_skip(iter(self.records.batches()), self._resume_after))
         for group in chunk_groups(batches, self.chunk_size, self.to_magic):
-            data, stats = down_convert_bytes(group, self.to_magic, self.first_offset)
-            if data:  # empty conversions are skipped and their stats dropped, as in Kafka
-                yield data, stats
+            for data, stats in _convert_group(group, self.to_magic, self.first_offset):
+                if data:  # empty conversions are skipped and their stats dropped, as in Kafka
+                    yield data, stats
+        if batches.error is not None:
+            raise batches.error
 
     def to_send(self) -> LazyDownConvertSend:
         """A :class:`~lazyconv.send.Send` of exactly ``size_in_bytes`` bytes."""
-        send = LazyDownConvertSend(self._size, self._first_chunk(), self._later_chunks())
+        send = LazyDownConvertSend(
+            self._size, self._first_chunk(), self._later_chunks(), on_error=self.on_error
+        )
         self._last_send = send
         return send
 
@@ -257,7 +328,8 @@ class LazyDownConvertSend(Send):
     each later chunk's conversion, each limited to the bytes still owed (the cut), then overflow
     padding until ``size`` bytes have gone out. ``stats`` sums the conversion stats of every
     chunk written; ``chunks`` counts them; ``padding_bytes`` counts padding; ``error`` is the
-    zstd error that ended conversion early, if any.
+    error that ended conversion early, if any: a zstd batch, or corrupt data met after the size
+    was committed (``on_error`` is called with it once).
     """
 
     def __init__(
@@ -265,8 +337,10 @@ class LazyDownConvertSend(Send):
         size: int,
         first: _Chunk | None,
         chunks: Iterator[_Chunk],
+        on_error: Callable[[RecordsError], None] | None = None,
     ) -> None:
         self._size = size
+        self._on_error = on_error
         self._written = 0
         self._first = first
         self._chunks: Iterator[_Chunk] | None = chunks
@@ -281,7 +355,7 @@ class LazyDownConvertSend(Send):
         # and padding steps; Kafka writes each with one writeTo call.
         self.piece_sizes: list[int] = []
         self.truncated = False
-        self.error: UnsupportedCompressionError | None = None
+        self.error: RecordsError | None = None
 
     @property
     def size(self) -> int:
@@ -302,12 +376,18 @@ class LazyDownConvertSend(Send):
         except StopIteration:
             self._chunks = None
             return None
-        except UnsupportedCompressionError as exc:
+        except RecordsError as exc:
             # A zstd batch after the first chunk: the committed size is padded from here on;
-            # the consumer refetches from the zstd batch and then gets error 76.
-            log.warning("lazy down-conversion stopped, padding the rest: %s", exc)
+            # the consumer refetches from the zstd batch and then gets error 76. Corrupt data
+            # the same way: the consumer refetches from it and the server answers its error.
+            if isinstance(exc, UnsupportedCompressionError):
+                log.warning("lazy down-conversion stopped, padding the rest: %s", exc)
+            else:
+                log.error("lazy down-conversion met corrupt data, padding the rest: %s", exc)
             self.error = exc
             self._chunks = None
+            if self._on_error is not None:
+                self._on_error(exc)
             return None
 
     def _next_piece(self, remaining: int) -> memoryview:
@@ -328,7 +408,7 @@ class LazyDownConvertSend(Send):
         self.piece_sizes.append(len(step))
         return memoryview(step)
 
-    def write_to(self, channel: Any) -> int:
+    def write_to(self, channel: Channel) -> int:
         total = 0
         while self._written < self._size:
             if self._piece is None or self._piece_pos >= len(self._piece):

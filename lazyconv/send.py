@@ -23,9 +23,13 @@ import os
 import selectors
 import socket
 from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, cast
 
+from lazyconv._types import SendingChannel
 from lazyconv.errors import ConfigurationError, TruncatedDataError
+
+if TYPE_CHECKING:
+    from lazyconv._types import Channel
 
 __all__ = [
     "Send",
@@ -45,7 +49,7 @@ _HAS_SENDFILE = hasattr(os, "sendfile")
 MAX_IDLE_CALLS = 100_000
 
 
-def write_to_channel(channel: Any, data: memoryview | bytes) -> int:
+def write_to_channel(channel: Channel, data: memoryview | bytes) -> int:
     """Write as much of ``data`` as ``channel`` accepts now and return how many bytes it took.
 
     Returns 0 when a non-blocking channel would block.
@@ -53,9 +57,8 @@ def write_to_channel(channel: Any, data: memoryview | bytes) -> int:
     try:
         if isinstance(channel, socket.socket):
             return channel.send(data)
-        sender = getattr(channel, "send", None)
-        if sender is not None:
-            written = sender(data)
+        if isinstance(channel, SendingChannel):
+            written: int | None = channel.send(data)
         else:
             written = channel.write(data)
     except (BlockingIOError, InterruptedError):
@@ -89,7 +92,7 @@ class Send(abc.ABC):
         return self.written >= self.size
 
     @abc.abstractmethod
-    def write_to(self, channel: Any) -> int:
+    def write_to(self, channel: Channel) -> int:
         """Write the next bytes to ``channel``; return how many were written by this call."""
 
     def to_bytes(self) -> bytes:
@@ -125,7 +128,7 @@ class BytesSend(Send):
     def written(self) -> int:
         return self._written
 
-    def write_to(self, channel: Any) -> int:
+    def write_to(self, channel: Channel) -> int:
         total = 0
         view = self._view
         while self._written < len(view):
@@ -190,9 +193,9 @@ class FileRegionSend(Send):
             if isinstance(f, int):
                 self._fd = f
             elif hasattr(f, "fileno"):
-                self._fd = f.fileno()  # type: ignore[union-attr]
+                self._fd = f.fileno()
             else:
-                self._fd = os.open(os.fspath(f), os.O_RDONLY)  # type: ignore[arg-type]
+                self._fd = os.open(os.fspath(f), os.O_RDONLY)
                 self._owns_fd = True
         return self._fd
 
@@ -203,7 +206,7 @@ class FileRegionSend(Send):
         self._fd = None
         self._owns_fd = False
 
-    def write_to(self, channel: Any) -> int:
+    def write_to(self, channel: Channel) -> int:
         if self.completed:
             return 0
         fd = self._fileno()
@@ -242,7 +245,7 @@ class FileRegionSend(Send):
             total += n
         return total
 
-    def _write_copying(self, fd: int, channel: Any) -> int:
+    def _write_copying(self, fd: int, channel: Channel) -> int:
         total = 0
         while self._written < self._size:
             if self._pending is None or len(self._pending) == 0:
@@ -296,7 +299,7 @@ class SequenceSend(Send):
     def written(self) -> int:
         return self._written
 
-    def write_to(self, channel: Any) -> int:
+    def write_to(self, channel: Channel) -> int:
         total = 0
         while self._written < self._size:
             if self._current is None:
@@ -328,7 +331,7 @@ class SequenceSend(Send):
         return f"SequenceSend(size={self._size}, written={self._written})"
 
 
-def drain(send: Send, channel: Any, *, timeout: float | None = None) -> int:
+def drain(send: Send, channel: Channel, *, timeout: float | None = None) -> int:
     """Write ``send`` to ``channel`` until it completes; return the bytes written.
 
     For a non-blocking socket, waits for writability between calls (at most ``timeout``
@@ -349,7 +352,7 @@ def drain(send: Send, channel: Any, *, timeout: float | None = None) -> int:
             elif n == 0 and not send.completed:
                 if selector is None:
                     selector = selectors.DefaultSelector()
-                    selector.register(channel, selectors.EVENT_WRITE)
+                    selector.register(cast(socket.socket, channel), selectors.EVENT_WRITE)
                 if not selector.select(timeout):
                     raise TimeoutError("channel stayed unwritable")
     finally:

@@ -6,11 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from golden_cases import GOLDEN_DIR
 from hypothesis import HealthCheck, settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = Path(os.environ.get("LAZYCONV_SHARED", REPO_ROOT.parent / "shared"))
-GOLDEN_DIR = SHARED_DIR / "golden"
 
 settings.register_profile(
     "default", deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -23,6 +22,6 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 @pytest.fixture(scope="session")
 def golden_dir() -> Path:
-    if not GOLDEN_DIR.is_dir():
-        pytest.skip(f"golden cases not found at {GOLDEN_DIR}")
+    """``tests/golden``: Kafka's golden cases (part of the repository, never skipped)."""
+    assert GOLDEN_DIR.is_dir(), f"{GOLDEN_DIR} is missing: restore it with git checkout"
     return GOLDEN_DIR

@@ -3,30 +3,14 @@ would (kafka-python, an independent implementation), and partial-write channels.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from crc32c import crc32c
 from kafka.record import MemoryRecords as KafkaMemoryRecords
 
 from lazyconv.records import RecordsBuilder, TimestampType
-
-
-def _find_golden_dir() -> Path:
-    """``$LAZYCONV_SHARED/golden``, else ``shared/golden`` beside the checkout (/work/main or a
-    worktree under /work/wt)."""
-    if os.environ.get("LAZYCONV_SHARED"):
-        return Path(os.environ["LAZYCONV_SHARED"]) / "golden"
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "shared" / "golden").is_dir():
-            return parent / "shared" / "golden"
-    return Path("/nonexistent/shared/golden")
-
-
-GOLDEN_DIR = _find_golden_dir()
 
 # (offset, timestamp, key, value): what a consumer sees of a record after down-conversion.
 ConsumerRecord = tuple[int, int, bytes | None, bytes | None]
@@ -122,7 +106,7 @@ def v2_set_log_append_time(batch: bytes, log_append_time: int) -> bytes:
 def v2_end_txn_marker(
     offset: int, timestamp: int, producer_id: int, producer_epoch: int = 0, commit: bool = True
 ) -> bytes:
-    """A transaction marker control batch (formats.md §6.7 layout), built by hand."""
+    """A transaction marker control batch (its layout in docs/guide/records.md), built by hand."""
     key = struct.pack(">hh", 0, 1 if commit else 0)
     value = struct.pack(">hi", 0, 0)
     body = bytes([0, 0, 0]) + b"\x08" + key + b"\x0c" + value + b"\x00"  # attrs, tsΔ, offΔ, klen
@@ -136,7 +120,7 @@ def v2_end_txn_marker(
 
 
 def v2_empty_batch(base_offset: int, last_offset_delta: int = 0, max_timestamp: int = 5) -> bytes:
-    """A v2 batch with no records, as compaction leaves it (formats.md trap 13, §6.3)."""
+    """A v2 batch with no records, as compaction leaves it (docs/guide/records.md: empty v2 batches)."""
     after_crc = struct.pack(">hiqqqhii", 0, last_offset_delta, -1, max_timestamp, -1, -1, -1, 0)
     crc = crc32c(after_crc)
     return struct.pack(">qiibI", base_offset, 9 + len(after_crc), -1, 2, crc) + after_crc

@@ -1,4 +1,4 @@
-"""Eager down-conversion (spec/downconversion.md §2–§6): the worked examples' exact bytes and
+"""Eager down-conversion (docs/guide/down-conversion.md): the worked examples' exact bytes and
 one test per trap that concerns RecordsUtil semantics."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from lazyconv.records import (
 
 
 def _x_batch(base_offset: int = 0, log_append_time: int | None = None) -> bytes:
-    """Input X of §4: the 82-byte v2 batch of formats.md §6.6."""
+    """Input X of the worked examples: an 82-byte uncompressed v2 batch."""
     builder = RecordsBuilder(
         2,
         timestamp_type=TimestampType.CREATE_TIME
@@ -116,7 +116,7 @@ def _gunzip(data: bytes) -> bytes:
 
 
 def test_compressed_batch_becomes_one_v1_wrapper_unfiltered() -> None:
-    """Traps 2 and 4: compressed → one wrapper, same codec, no first-offset filtering."""
+    """A compressed batch becomes one wrapper with the same codec, and is not filtered by offset."""
     data, stats = _convert(_gzip_input(), 1, first_offset=22)
     offset, size, _crc, magic, attributes, timestamp, key_len, value_len = struct.unpack_from(
         ">qiIbbqii", data
@@ -156,7 +156,7 @@ def test_wrapper_codec_framing(compression: int, to_magic: int, prefix: str) -> 
 
 
 def test_wrapper_uses_the_default_level_not_the_producers() -> None:
-    """Trap 4: a batch produced with gzip level 1 is recompressed at the default level 6."""
+    """One wrapper per compressed batch, at the default level: a batch produced with gzip level 1 is recompressed at the default level 6."""
     inner = GZIP_INNER_V1
     level1 = RecordsBuilder(2, compression=Compression.GZIP, base_offset=20, compression_level=1)
     for (ts, key, value), off in zip(GZIP_RECORDS, [20, 22, 23], strict=True):
@@ -231,7 +231,7 @@ def test_v2_logappendtime_compressed_to_v1() -> None:
     assert [r[1] for r in consumer_records(data)] == [4242, 4242]
 
 
-# --- trap 1: control batches --------------------------------------------------------------
+# --- control batches go before the zstd check -------------------------------------------------------------
 
 COMMIT = v2_end_txn_marker(2, 2000, producer_id=7, producer_epoch=1)
 
@@ -264,7 +264,7 @@ def test_zstd_control_batch_is_dropped_before_the_zstd_check() -> None:
     assert data == bytes.fromhex(X_V1_0 + X_V1_1)
 
 
-# --- trap 3: zstd ------------------------------------------------------------------------
+# --- zstd fails the whole call --------------------------------------------------------------------
 
 
 def test_zstd_fails_the_whole_call_even_after_good_batches() -> None:
@@ -276,7 +276,7 @@ def test_zstd_fails_the_whole_call_even_after_good_batches() -> None:
     assert data == _x_batch() + zstd and stats.records_converted == 0
 
 
-# --- trap 12: dropped fields ------------------------------------------------------------------
+# --- dropped fields --------------------------------------------------------------------------------
 
 
 def test_headers_producer_state_and_transactions_are_dropped() -> None:
@@ -327,7 +327,7 @@ def test_down_convert_returns_memory_records() -> None:
     assert [r.offset for r in result.records.records()] == [0, 1]
 
 
-# --- trap 11: FileRecords.downConvert --------------------------------------------------------
+# --- FileRecords.downConvert returns its input -----------------------------------------------------------------
 
 
 def test_file_down_convert_returns_the_input_when_nothing_converts(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "fixtures"
 
 
-# --- wire bytes against formats.md's hex ---------------------------------------------------------
+# --- wire bytes against the worked hex examples ---------------------------------------------------------
 
 def test_v2_batch_matches_spec_example() -> None:
     batch = wire.v2_batch([FixtureRecord(0, 1000, b"k", b"v", (("h", b"x"),)),

@@ -1,4 +1,4 @@
-"""Golden cases produced by Kafka's Java record classes (../shared/golden): eager down-conversion,
+"""Golden cases produced by Kafka's Java record classes (tests/golden): eager down-conversion,
 ``FileRecords.downConvert`` and the lazy send, compared with ours.
 
 Rules: byte-identical where the input holds no compressed batch; record-identical (read by
@@ -12,34 +12,27 @@ from __future__ import annotations
 
 import json
 
+import golden_cases
 import pytest
-from lazy_support import GOLDEN_DIR, TrickleChannel, consumer_records, drive
+from golden_cases import GOLDEN_DIR
+from lazy_support import TrickleChannel, consumer_records, drive
 
 from lazyconv.convert import ConversionStats, down_convert, down_convert_bytes, down_convert_file
 from lazyconv.errors import UnsupportedCompressionError
 from lazyconv.lazy import LazyDownConvertedRecords, overflow_padding
 from lazyconv.records import Compression, FileRecords
 
-# Conversions where Kafka's lazy send re-sends the first converted batch (trap 7).
+# Conversions where Kafka's lazy send re-sends the first converted batch (Kafka's duplicate batch).
 DUPLICATE_CASES = {
     ("09_control_first_duplicate", "to1_f0"),
     ("09_control_first_duplicate", "to0_f0"),
     ("12_mid_batch_fetch_uncompressed", "to1_f210_whole_first_batch_dropped"),
 }
-# Conversions where Kafka loses good batches in the chunk of a later zstd batch (trap 3).
+# Conversions where Kafka loses good batches in the chunk of a later zstd batch (zstd fails the whole call).
 ZSTD_MID_CHUNK_CASES = {("06_zstd_after_data", "to1_f0"), ("06_zstd_after_data", "to0_f0")}
 
 
-def _load_cases() -> list[tuple[dict, dict]]:
-    manifest = GOLDEN_DIR / "MANIFEST.json"
-    if not manifest.is_file():
-        return []
-    cases = json.loads(manifest.read_text())["cases"]
-    return [(case, conv) for case in cases for conv in case["conversions"]]
-
-
-CASES = _load_cases()
-pytestmark = pytest.mark.skipif(not CASES, reason=f"golden cases not found at {GOLDEN_DIR}")
+CASES = [(case, conv) for case in golden_cases.cases() for conv in case["conversions"]]
 
 
 def _ids() -> list[str]:
@@ -94,7 +87,7 @@ def test_eager_down_conversion(case: dict, conv: dict) -> None:
     ids=[f"{c['name']}-{v['name']}" for c, v in CASES if "error" not in v["downconvert"]],
 )
 def test_file_down_conversion(case: dict, conv: dict) -> None:
-    """``FileRecords.downConvert`` returns the input itself when nothing was converted (trap 11),
+    """``FileRecords.downConvert`` returns the input itself when nothing was converted,
     otherwise the same as ``RecordsUtil.downConvert``."""
     expected = conv.get("downconvert_file", conv["downconvert"])
     with _open_input(case, conv) as records:

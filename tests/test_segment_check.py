@@ -120,7 +120,7 @@ def test_corrupted_copy_plants_faults_at_distinct_places(tmp_path: Path) -> None
 
 
 def test_fsspec_urls_work_like_local_paths() -> None:
-    pytest.importorskip("fsspec")
+    pytest.importorskip("fsspec", reason="needs the spark extra: pip install -e '.[spark]'")
     local = list_segments(str(COMMITTED))
     remote = list_segments(COMMITTED.as_uri())
     assert [(s.topic, s.partition, s.base_offset, s.size) for s in remote] == [

@@ -172,32 +172,32 @@ def validate_input(problem: AssignmentInput) -> None:
             raise AssignmentInputError(path, f"unknown client {client_id!r} (not in $.clients)")
         for role, ids in (("active", tasks.active), ("standby", tasks.standby)):
             seen_here: set[str] = set()
-            for k, task_id in enumerate(ids):
+            for k, listed_id in enumerate(ids):
                 where = f"{path}.{role}[{k}]"
-                task = task_by_id.get(task_id)
-                if task is None:
-                    raise AssignmentInputError(where, f"unknown task {task_id!r} (not in $.tasks)")
-                if task_id in seen_here:
-                    raise AssignmentInputError(where, f"task {task_id!r} is listed twice")
-                seen_here.add(task_id)
+                listed = task_by_id.get(listed_id)
+                if listed is None:
+                    raise AssignmentInputError(where, f"unknown task {listed_id!r} (not in $.tasks)")
+                if listed_id in seen_here:
+                    raise AssignmentInputError(where, f"task {listed_id!r} is listed twice")
+                seen_here.add(listed_id)
                 if role == "active":
-                    if task_id in active_on:
+                    if listed_id in active_on:
                         raise AssignmentInputError(
-                            where, f"task {task_id!r} is already active on client {active_on[task_id]!r}"
+                            where, f"task {listed_id!r} is already active on client {active_on[listed_id]!r}"
                         )
-                    active_on[task_id] = client_id
+                    active_on[listed_id] = client_id
                 else:
-                    if task_id in tasks.active:
-                        raise AssignmentInputError(where, f"task {task_id!r} is also active on this client")
+                    if listed_id in tasks.active:
+                        raise AssignmentInputError(where, f"task {listed_id!r} is also active on this client")
                     if problem.num_standby_replicas == 0:
                         raise AssignmentInputError(where, "standby tasks given but num_standby_replicas is 0")
-                    if not task.stateful or not task.changelog_partitions:
+                    if not listed.stateful or not listed.changelog_partitions:
                         raise AssignmentInputError(
-                            where, f"standby task {task_id!r} must be stateful and have changelog_partitions"
+                            where, f"standby task {listed_id!r} must be stateful and have changelog_partitions"
                         )
-    for i, task in enumerate(problem.tasks):
-        if task.id not in active_on:
-            raise AssignmentInputError(f"$.tasks[{i}]", f"task {task.id!r} is not active on any client in $.current")
+    for i, listed in enumerate(problem.tasks):
+        if listed.id not in active_on:
+            raise AssignmentInputError(f"$.tasks[{i}]", f"task {listed.id!r} is not active on any client in $.current")
     if problem.num_standby_replicas < 0:
         raise AssignmentInputError("$.num_standby_replicas", "must be >= 0")
     for name in ("traffic_cost", "non_overlap_cost"):
@@ -278,29 +278,29 @@ def assign(
 
     # The input's standby cost, before the role swaps below can change any standby.
     standby_before = sum(
-        model.cost(task, client_id, True, weights, True)
+        model.cost(tid, client_id, True, weights, True)
         for client_id, held in original_standby.items()
-        for task in held
+        for tid in held
     )
     phases: list[PhaseCost] = []
-    for phase, tasks, phase_weights in (
+    for phase, phase_tasks, phase_weights in (
         ("stateful_active", stateful, weights),
         ("stateless_active", stateless, STATELESS_COSTS),
     ):
-        before, _ = _placement_cost(clients, original_active, "active", tasks, model, phase_weights)
-        optimize_active_tasks(tasks, clients, model, phase_weights, strategy, groups)
-        after, moved = _placement_cost(clients, original_active, "active", tasks, model, phase_weights)
+        before, _ = _placement_cost(clients, original_active, "active", phase_tasks, model, phase_weights)
+        optimize_active_tasks(phase_tasks, clients, model, phase_weights, strategy, groups)
+        after, moved = _placement_cost(clients, original_active, "active", phase_tasks, model, phase_weights)
         phases.append(PhaseCost(phase, phase_weights, before, after, moved))
         done(phase)
 
     # Put the standbys back; a standby now colliding with its own active swaps roles with it.
-    previous_owner = {task: cid for cid, held in original_active.items() for task in held}
+    previous_owner = {tid: cid for cid, held in original_active.items() for tid in held}
     for client in clients:
-        for task in sorted(standbys[client.process_id]):
-            target = by_id[previous_owner[task]] if task in client.active else client
-            target.assign_standby(task)
+        for tid in sorted(standbys[client.process_id]):
+            owner = by_id[previous_owner[tid]] if tid in client.active else client
+            owner.assign_standby(tid)
     if problem.num_standby_replicas > 0:
-        all_standby = {task for held in original_standby.values() for task in held}
+        all_standby = {tid for held in original_standby.values() for tid in held}
         optimize_standby_tasks(clients, model, weights)
         after, moved = _placement_cost(clients, original_standby, "standby", all_standby, model, weights)
         phases.append(PhaseCost("standby", weights, standby_before, after, moved))

@@ -314,7 +314,7 @@ class RackAwareTaskAssignor:
                 if any(rack is None for rack in replicas):
                     log.warning("a replica of %s has no rack", tp)
                     return False
-                self.racks_for_partition.setdefault(tp, set()).update(replicas)
+                self.racks_for_partition.setdefault(tp, set()).update(r for r in replicas if r is not None)
         return self._describe_for_racks(to_describe) if to_describe else True
 
     def _describe_for_racks(self, topics: Set[str]) -> bool:
@@ -335,7 +335,9 @@ class RackAwareTaskAssignor:
             for partition, replicas in partitions.items():
                 if not replicas or any(rack is None for rack in replicas):
                     return False
-                self.racks_for_partition.setdefault(TopicPartition(topic, partition), set()).update(replicas)
+                self.racks_for_partition.setdefault(TopicPartition(topic, partition), set()).update(
+                    r for r in replicas if r is not None
+                )
         return True
 
     def optimize_active_tasks(

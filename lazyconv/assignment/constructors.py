@@ -21,11 +21,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lazyconv.assignment.errors import AssignmentError
-from lazyconv.assignment.graph import Graph
+from lazyconv.assignment.graph import Edge, Graph
 from lazyconv.assignment.ids import TaskId
 from lazyconv.assignment.state import ClientState
+
+if TYPE_CHECKING:
+    from lazyconv.assignment.fast_balance import BalanceSolver
 
 __all__ = [
     "SOURCE_ID",
@@ -59,7 +63,7 @@ class TaskGraph:
     original_count: list[int]
     group_of: list[int] = field(default_factory=list)
     group_count: int = 0
-    fast_solver: object | None = None  # BalanceSolver holding the max flow, when used
+    fast_solver: BalanceSolver | None = None  # BalanceSolver holding the max flow, when used
 
     def client_index(self, task_index: int, destination: int) -> int:
         """The client j that ``task_index``'s edge to ``destination`` stands for."""
@@ -220,9 +224,18 @@ class BalanceSubtopologyGraphConstructor:
         return _assign_from_flow(task_graph, assign, unassign, has_task)
 
 
+def _existing_edge(graph: Graph, u: int, v: int) -> Edge:
+    """The edge ``u -> v`` of a graph this module built (so it exists)."""
+    edge = graph.edge(u, v)
+    if edge is None:
+        raise AssignmentError(f"the balance graph has no edge {u} -> {v}")
+    return edge
+
+
 def write_balance_flows(task_graph: TaskGraph) -> None:
     """Copy the fast solver's placement into the balance graph's edge flows."""
     solver = task_graph.fast_solver
+    assert solver is not None, "write_balance_flows needs the fast solver's placement"
     graph, t, c, g_count = task_graph.graph, len(task_graph.tasks), len(task_graph.clients), task_graph.group_count
     owner = solver.owner.tolist()
     counts: dict[tuple[int, int], int] = {}
@@ -230,7 +243,7 @@ def write_balance_flows(task_graph: TaskGraph) -> None:
         for edge in graph.edges(i):
             edge.flow = 1 if edge.destination == t + c * g + owner[i] else 0
             edge.residual_flow = edge.capacity - edge.flow
-        source_edge = graph.edge(SOURCE_ID, i)
+        source_edge = _existing_edge(graph, SOURCE_ID, i)
         source_edge.flow = 1 if owner[i] >= 0 else 0
         source_edge.residual_flow = source_edge.capacity - source_edge.flow
         if owner[i] >= 0:
@@ -239,12 +252,12 @@ def write_balance_flows(task_graph: TaskGraph) -> None:
     load = [0] * c
     for g in set(task_graph.group_of):
         for j in range(c):
-            edge = graph.edge(t + c * g + j, second_stage + j)
+            edge = _existing_edge(graph, t + c * g + j, second_stage + j)
             edge.flow = counts.get((g, j), 0)
             edge.residual_flow = edge.capacity - edge.flow
             load[j] += edge.flow
     for j in range(c):
-        edge = graph.edge(second_stage + j, second_stage + c)
+        edge = _existing_edge(graph, second_stage + j, second_stage + c)
         edge.flow = load[j]
         edge.residual_flow = edge.capacity - edge.flow
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from lazyconv.assignment.api import (
     AssignmentInput,
@@ -63,6 +63,10 @@ def _str(value: Any, path: str) -> str:
     return value
 
 
+@overload
+def _int(value: Any, path: str, minimum: int = 0, nullable: Literal[False] = False) -> int: ...
+@overload
+def _int(value: Any, path: str, minimum: int = 0, *, nullable: bool) -> int | None: ...
 def _int(value: Any, path: str, minimum: int = 0, nullable: bool = False) -> int | None:
     if value is None and nullable:
         return None

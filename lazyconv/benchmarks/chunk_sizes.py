@@ -55,6 +55,7 @@ def _build_response(files, to_magic: int, chunk_kib: int | None):
 
     partitions = []
     for index, records in enumerate(files):
+        converted: MemoryRecords | LazyDownConvertedRecords
         if chunk_kib is None:
             converted = MemoryRecords(down_convert(records.batches(), to_magic, 0).records.buffer)
         else:
@@ -241,9 +242,15 @@ def plot(results: list[dict], path: str) -> None:
     plt.close(fig)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    prog: str = "bench/chunk_sizes.py",
+    default_plot: str = "bench/results/chunk_sizes.png",
+) -> int:
+    """Run the benchmark with command-line ``argv``; ``prog`` names it in ``--help`` and
+    ``default_plot`` is where the PNG goes unless ``--plot`` says otherwise."""
     parser = argparse.ArgumentParser(
-        prog="bench/chunk_sizes.py",
+        prog=prog,
         description="Throughput and sender memory of a 12-partition down-converted fetch per chunk size.",
     )
     parser.add_argument("--value-size", type=int, default=1024, help="record value bytes (default 1024)")
@@ -251,8 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="stored MiB per partition (default 8; 12 partitions)")
     parser.add_argument("--to-magic", default="1,0", help="target magics (default 1,0)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per configuration, best kept (default 2)")
-    parser.add_argument("--plot", default="bench/results/chunk_sizes.png",
-                        help="PNG to write (default bench/results/chunk_sizes.png; '' for none)")
+    parser.add_argument("--plot", default=default_plot,
+                        help=f"PNG to write (default {default_plot}, folder created; '' for none)")
     parser.add_argument("--quick", action="store_true", help="small partitions, one run (smoke test)")
     args = parser.parse_args(argv)
     partition_mib = 0.25 if args.quick else args.partition_mib

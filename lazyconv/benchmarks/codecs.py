@@ -39,7 +39,7 @@ _WORDS = [
 def make_records(count: int, value_size: int, seed: int = 1) -> list[RecordTuple]:
     """Records with 16-byte keys and JSON-like values (compressible like real payloads)."""
     rng = random.Random(seed)
-    records = []
+    records: list[RecordTuple] = []
     base_timestamp = 1_700_000_000_000
     for index in range(count):
         parts = []
@@ -87,7 +87,7 @@ def _lazyconv() -> Implementation:
         return b"".join(out)
 
     def decode(data: bytes) -> list[tuple]:
-        seen = []
+        seen: list[tuple] = []
         append = seen.append
         for batch in MemoryRecords(data).batches():
             for record in batch:
@@ -158,7 +158,7 @@ def _aiokafka(compiled: bool) -> Implementation | None:
 
 def _decode_batches(records_class: Callable[[bytes], Any], data: bytes) -> list[tuple]:
     """Decode with a peer's ``MemoryRecords``-like class (``has_next`` / ``next_batch``)."""
-    seen = []
+    seen: list[tuple] = []
     append = seen.append
     records = records_class(data)
     while records.has_next():
@@ -196,7 +196,9 @@ def implementations() -> list[Implementation]:
     compiled = _aiokafka(compiled=True)
     if compiled is not None:
         found.append(compiled)
-    found.append(_aiokafka(compiled=False))
+    pure = _aiokafka(compiled=False)
+    if pure is not None:
+        found.append(pure)
     return found
 
 
@@ -324,9 +326,10 @@ def format_table(results: list[Result]) -> str:
     return "\n".join(rows)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "bench/codecs.py") -> int:
+    """Run the benchmark with command-line ``argv``; ``prog`` names it in ``--help``."""
     parser = argparse.ArgumentParser(
-        prog="bench/codecs.py",description=__doc__.split("\n\n")[0])
+        prog=prog,description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 000 records, best of 2")
     parser.add_argument("--records", type=int, default=None, help="records per workload (20 000)")
     parser.add_argument(

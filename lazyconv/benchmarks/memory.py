@@ -57,6 +57,7 @@ def _one_fetch(path: str, partitions: int, mode: str, chunk_size: int, queue) ->
     start = time.perf_counter()
     partition_data = []
     for index in range(partitions):
+        converted: MemoryRecords | LazyDownConvertedRecords
         if mode == "eager":
             converted = MemoryRecords(down_convert(records.batches(), 1, 0).records.buffer)
         else:
@@ -116,9 +117,10 @@ def table(results: list[dict]) -> str:
          "RSS peak MiB", "MiB/s (under tracemalloc)"], rows)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "bench/memory.py") -> int:
+    """Run the benchmark with command-line ``argv``; ``prog`` names it in ``--help``."""
     parser = argparse.ArgumentParser(
-        prog="bench/memory.py",
+        prog=prog,
         description="Peak memory of one 250-partition down-converted fetch, eager vs lazy, as it grows.",
     )
     parser.add_argument("--partitions", type=int, default=250, help="partitions in the fetch (default 250)")

@@ -28,6 +28,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from lazyconv.benchmarks._common import (
     CODEC_IDS,
@@ -157,7 +158,7 @@ def run(
                 continue
             if decoded(output) != expected:
                 raise AssertionError(f"{name} converted {codec}/{value_size} B to v{to_magic} wrongly")
-            calls[name] = lambda convert=convert, data=data, to_magic=to_magic: convert(data, to_magic)
+            calls[name] = partial(convert, data, to_magic)
         row.update(interleaved_best(calls, repeat, CLOCKS[clock]))
         results.append(row)
     return results
@@ -180,9 +181,10 @@ def table(results: list[dict]) -> str:
     return format_table(headers, rows)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "bench/peers.py") -> int:
+    """Run the benchmark with command-line ``argv``; ``prog`` names it in ``--help``."""
     parser = argparse.ArgumentParser(
-        prog="bench/peers.py",
+        prog=prog,
         description="Down-conversion throughput of lazyconv vs kafka-python and aiokafka codecs.",
     )
     parser.add_argument("--value-sizes", default="1024,100",
@@ -205,15 +207,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if codec not in CODEC_IDS or codec == "zstd":
             parser.error(f"unsupported codec {codec!r}: choose from none, gzip, snappy, lz4")
     input_bytes = int((0.05 if args.quick else args.input_mib) * 1024 * 1024)
+    repeat = 1 if args.quick else args.repeat
     results = run(
         [int(v) for v in args.value_sizes.split(",")],
         codecs,
         [int(t) for t in args.to_magic.split(",")],
         input_bytes,
-        1 if args.quick else args.repeat,
+        repeat,
         args.clock,
     )
-    print(f"Down-conversion throughput ({machine_line()}, {args.clock} time, best of {args.repeat} "
+    print(f"Down-conversion throughput ({machine_line()}, {args.clock} time, best of {repeat} "
           "interleaved rounds); × = lazyconv speed-up over the peer")
     print(table(results))
     print("n/a: the peer refuses this combination (aiokafka cannot write lz4 for magic 0)")

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from lazyconv.commands._common import finish_progress, input_file, progress_bar
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -56,20 +58,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from lazyconv.assignment.api import PHASES, assign
-    from lazyconv.assignment.jsonio import load_input, parse_text, result_to_json
+    from lazyconv.assignment.errors import AssignmentInputError
+    from lazyconv.assignment.jsonio import parse_text, result_to_json
+    from lazyconv.errors import ValidationError
 
-    problem = parse_text(sys.stdin.read()) if args.input == "-" else load_input(args.input)
-    disable = args.quiet or not sys.stderr.isatty()
-    with tqdm(total=len(PHASES), desc="assign", unit="phase", disable=disable, file=sys.stderr) as bar:
+    try:
+        problem = parse_text(_read_input(args.input))
+    except AssignmentInputError as exc:  # the document's content: bad data, exit status 1
+        raise ValidationError(f"{args.input}: {exc}") from None
+    with progress_bar(len(PHASES), "assign", quiet=args.quiet, unit="phase") as bar:
 
         def phase_done(phase: str) -> None:
             bar.set_postfix_str(phase)
             bar.update(1)
 
-        result = assign(problem, strategy=args.strategy, assignor=args.assignor, on_phase_done=phase_done)
+        try:
+            result = assign(
+                problem, strategy=args.strategy, assignor=args.assignor, on_phase_done=phase_done
+            )
+        except AssignmentInputError as exc:
+            raise ValidationError(f"{args.input}: {exc}") from None
+        finish_progress(bar)
     document = result_to_json(result)
     if args.details:
         document["phases"] = [
@@ -85,3 +95,18 @@ def run(args: argparse.Namespace) -> int:
         ]
     print(json.dumps(document, indent=args.indent or None))
     return 0
+
+
+def _read_input(path: str) -> str:
+    """The JSON text of INPUT ('-': stdin); a file that is not UTF-8 text is bad data."""
+    from lazyconv.errors import ValidationError
+
+    if path == "-":
+        return sys.stdin.read()
+    data = input_file(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            f"{path} is not a JSON document (not UTF-8 text at byte {exc.start})"
+        ) from None

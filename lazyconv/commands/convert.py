@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from lazyconv.commands._common import check_complete, input_file, int_choice, output_file
+
 
 def register(subparsers: Any) -> None:
     """Add the ``convert`` sub-command."""
@@ -23,9 +25,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("output", metavar="OUT", help="file to write the converted records to")
     parser.add_argument(
         "--to-magic",
-        type=int,
+        type=int_choice(0, 1, 2),
         required=True,
-        choices=(0, 1, 2),
+        metavar="{0,1,2}",
         help="target message format: 0 or 1 (2 copies every batch and keeps control batches)",
     )
     parser.add_argument(
@@ -37,6 +39,11 @@ def register(subparsers: Any) -> None:
             "(default 0)"
         ),
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 1) when IN ends in a partial batch instead of warning and skipping it",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -45,8 +52,11 @@ def run(args: argparse.Namespace) -> int:
     from lazyconv.convert import down_convert
     from lazyconv.records import FileRecords
 
+    input_file(args.input)
+    output_file(args.output)
     with FileRecords.open(args.input) as records:
         input_size = records.size_in_bytes
+        check_complete(records, strict=args.strict, what=args.input)
         result = down_convert(records.batches(), args.to_magic, args.first_offset)
     data = result.records.buffer
     with open(args.output, "wb") as out:

@@ -1,5 +1,5 @@
-"""``lazyconv dump PATH``: list the batches and records of a log segment (like Kafka's
-DumpLogSegments), as readable text or as JSON lines.
+"""``lazyconv dump PATH...``: list the batches and records of log segments and the entries of
+Kafka's other segment files (like Kafka's DumpLogSegments), as readable text or as JSON lines.
 
 Output is streamed batch by batch: on corrupt input everything valid before the problem has
 already been printed when the command exits with status 1 and the error (with its byte
@@ -13,7 +13,11 @@ import json
 import logging
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+from lazyconv.commands import _segment_files as segment_files
+from lazyconv.commands._common import finish_progress, input_file, progress_bar, size_type
 
 if TYPE_CHECKING:
     from lazyconv.records import Record, RecordBatch
@@ -28,16 +32,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``dump`` sub-command."""
     parser = subparsers.add_parser(
         "dump",
-        help="list the batches and records of a log segment file",
+        help="list the batches and records of log segments and Kafka's index files",
         description=(
-            "Print the batches and records of a Kafka log segment (any file of concatenated "
-            "record batches, magic v0/v1/v2, any codec). Default: a readable listing, one "
-            "header line per batch and one indented line per record. A trailing partial batch "
-            "is skipped with a warning. Corrupt input: what was valid is printed, then the "
-            "command exits with status 1 and the error and its byte position on stderr."
+            "Print the batches and records of Kafka log segments (.log, or .bin: any file of "
+            "concatenated record batches, magic v0/v1/v2, any codec) and the entries of a "
+            "segment's other files: offset index (.index), time index (.timeindex), aborted "
+            "transactions (.txnindex) and producer state snapshots (.snapshot). The type comes "
+            "from the file name (--type overrides it); other names are refused. Default: a "
+            "readable listing, one header line per batch and one indented line per record. A "
+            "trailing partial batch is skipped with a warning (an error with --strict). Corrupt "
+            "input: what was valid is printed, then the command exits with status 1 and the "
+            "error and its byte position on stderr."
         ),
     )
-    parser.add_argument("path", metavar="PATH", help="log segment file to read")
+    parser.add_argument("paths", metavar="PATH", nargs="+", help="segment files to read, in order")
+    parser.add_argument(
+        "--type",
+        choices=segment_files.FILE_TYPES,
+        default=None,
+        help="read every PATH as this type instead of guessing it from the file name "
+        "(log = record batches)",
+    )
     parser.add_argument(
         "--json",
         action="store_true",
@@ -63,10 +78,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--max-decompressed-size",
-        type=int,
+        type=size_type(1),
         default=None,
-        metavar="BYTES",
-        help="refuse a compressed batch that decompresses to more than BYTES (default 128 MiB)",
+        metavar="SIZE",
+        help="refuse a compressed batch that decompresses to more than SIZE (default 128M)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 1) on a trailing partial batch instead of warning and skipping it",
     )
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress bar on stderr (none when not a TTY)"
@@ -75,39 +95,104 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dump ``args.path``; returns the exit status (errors propagate as LazyconvError)."""
-    from lazyconv.errors import ConfigurationError
+    """Dump every PATH in order; returns the exit status (errors propagate as LazyconvError)."""
+    from lazyconv.commands._common import UsageError
+
+    kinds = []
+    for path in args.paths:
+        input_file(path)
+        kind = args.type or _guess_type(path)
+        if kind is None:
+            raise UsageError(
+                f"cannot tell what {path} holds from its name: expected a .log or .bin "
+                "(record batches), .index, .timeindex, .txnindex or .snapshot file "
+                "(--type sets the type)"
+            )
+        kinds.append(kind)
+    try:
+        for path, kind in zip(args.paths, kinds, strict=True):
+            if kind == "log":
+                _dump_records(path, args)
+            else:
+                _dump_segment_file(path, kind, args.json)
+    finally:
+        sys.stdout.flush()
+    return 0
+
+
+def _guess_type(path: str) -> str | None:
+    if Path(path).suffix.lower() == ".bin":
+        return "log"
+    return segment_files.file_type(path)
+
+
+def _dump_segment_file(path: str, kind: str, json_lines: bool) -> None:
+    """List the entries of an index, transaction index or producer snapshot file."""
+    data = Path(path).read_bytes()
+    base = segment_files.base_offset(path)
+    if kind in ("index", "timeindex") and base is None:
+        log.info("%s: the file name is not a base offset; offsets are relative to 0", path)
+    entries: Any
+    if kind == "index":
+        entries = segment_files.offset_index(data, base or 0)
+    elif kind == "timeindex":
+        entries = segment_files.time_index(data, base or 0)
+    elif kind == "txnindex":
+        entries = segment_files.transaction_index(data)
+    else:
+        entries = segment_files.producer_snapshot(data)
+    out = sys.stdout
+    if not json_lines:
+        out.write(f"Dumping {path}\n")
+    for entry in entries:
+        if json_lines:
+            out.write(json.dumps(entry) + "\n")
+        else:
+            out.write(" ".join(f"{_camel(k)}: {v}" for k, v in entry.items()) + "\n")
+
+
+def _camel(name: str) -> str:
+    """``producer_id`` -> ``producerId``, the spelling of Kafka's tool."""
+    first, *rest = name.split("_")
+    return first + "".join(part.capitalize() for part in rest)
+
+
+def _dump_records(path: str, args: argparse.Namespace) -> None:
+    """Dump the batches and records of one segment."""
+    from lazyconv.errors import ConfigurationError, TruncatedDataError
     from lazyconv.records import DEFAULT_MAX_DECOMPRESSED_SIZE, FileRecords
 
     max_size = args.max_decompressed_size or DEFAULT_MAX_DECOMPRESSED_SIZE
     try:
-        records = FileRecords(args.path, max_decompressed_size=max_size)
+        records = FileRecords(path, max_decompressed_size=max_size)
     except OSError as exc:
-        raise ConfigurationError(f"cannot open {args.path}: {exc.strerror or exc}") from None
+        raise ConfigurationError(f"cannot open {path}: {exc.strerror or exc}") from None
     out = sys.stdout
-    try:
-        with records, _progress(records.size_in_bytes, args.quiet) as progress:
-            dumper = _Dumper(out, json_lines=args.json, validate=not args.no_validate)
-            if not args.json:
-                out.write(f"Dumping {args.path}\n")
-            end = 0
-            for batch in _batches(records, progress):
-                if args.batches:
-                    dumper.batch_only(batch)
-                else:
-                    dumper.batch_and_records(batch)
-                end = batch.position + batch.size_in_bytes
-            trailing = records.size_in_bytes - end
-            if trailing > 0:
-                log.warning(
-                    "%d trailing bytes at byte %d do not form a complete batch (skipped)",
-                    trailing,
-                    end,
+    with records, _progress(records.size_in_bytes, args.quiet) as progress:
+        dumper = _Dumper(out, json_lines=args.json, validate=not args.no_validate)
+        if not args.json:
+            out.write(f"Dumping {path}\n")
+        end = 0
+        for batch in _batches(records, progress):
+            if args.batches:
+                dumper.batch_only(batch)
+            else:
+                dumper.batch_and_records(batch)
+            end = batch.position + batch.size_in_bytes
+        trailing = records.size_in_bytes - end
+        if trailing > 0:
+            if args.strict:
+                raise TruncatedDataError(
+                    f"{trailing} trailing bytes do not form a complete batch (--strict)", end
                 )
-            dumper.finish()
-    finally:
-        out.flush()
-    return 0
+            log.warning(
+                "%s: %d trailing bytes at byte %d do not form a complete batch (skipped)",
+                path,
+                trailing,
+                end,
+            )
+        finish_progress(progress)
+        dumper.finish()
 
 
 def _batches(records: Any, progress: Any) -> Iterator[RecordBatch]:
@@ -117,16 +202,7 @@ def _batches(records: Any, progress: Any) -> Iterator[RecordBatch]:
 
 
 def _progress(total: int, quiet: bool) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total,
-        unit="B",
-        unit_scale=True,
-        desc="dump",
-        file=sys.stderr,
-        disable=quiet or not sys.stderr.isatty(),
-    )
+    return progress_bar(total, "dump", quiet=quiet, unit="B", unit_scale=True)
 
 
 def _hex(data: bytes | None) -> str | None:
@@ -213,7 +289,7 @@ class _Dumper:
             if common["batch_base_offset"] is None:
                 # after the first record: a legacy wrapper's base offset needs decompression
                 common["batch_base_offset"] = batch.base_offset
-            obj = {
+            obj: dict[str, Any] = {
                 "offset": record.offset,
                 "timestamp": None if magic == 0 else record.timestamp,
                 "timestamp_type": None if magic == 0 else timestamp_type,

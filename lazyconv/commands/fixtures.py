@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
+from lazyconv.commands._common import finish_progress, progress_bar, size_type
 from lazyconv.fixtures.generate import DEFAULT_SEGMENT_BYTES
 from lazyconv.fixtures.index import DEFAULT_INDEX_INTERVAL_BYTES
 from lazyconv.fixtures.profiles import PROFILE_SETS
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     gen.add_argument("outdir", metavar="OUTDIR", help="output folder (created; must be empty)")
-    gen.add_argument("--size", required=True,
+    gen.add_argument("--size", required=True, type=size_type(0),
                      help="approximate total log bytes, e.g. 4M, 512M, 1G (binary units)")
     gen.add_argument("--partitions", type=int, default=1,
                      help="partitions per topic (default 1; the 'large' topic has one)")
@@ -36,10 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--profile", default="mixed", choices=sorted(PROFILE_SETS),
                      help="which topics to write: 'mixed' (default) writes one topic per "
                           "profile; any other name writes only that topic")
-    gen.add_argument("--segment-bytes", default=str(DEFAULT_SEGMENT_BYTES),
+    gen.add_argument("--segment-bytes", default=DEFAULT_SEGMENT_BYTES, type=size_type(1024),
                      help="roll a segment when the next batch would pass this size "
                           "(default 8M)")
-    gen.add_argument("--index-interval-bytes", type=int, default=DEFAULT_INDEX_INTERVAL_BYTES,
+    gen.add_argument("--index-interval-bytes", type=size_type(1), default=DEFAULT_INDEX_INTERVAL_BYTES,
                      help="log bytes between offset/time index entries (default 4096, as "
                           "Kafka's index.interval.bytes)")
     gen.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -48,17 +48,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Generate the fixture and print one summary line per partition."""
-    from tqdm import tqdm
+    from lazyconv.fixtures.generate import generate
 
-    from lazyconv.fixtures.generate import generate, parse_size
-
-    size = parse_size(args.size)
-    with tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="fixtures",
-              disable=args.quiet or not sys.stderr.isatty(), file=sys.stderr) as bar:
+    size = args.size
+    with progress_bar(size, "fixtures", quiet=args.quiet, unit="B", unit_scale=True,
+                      unit_divisor=1024) as bar:
         manifest = generate(args.outdir, size, partitions=args.partitions, seed=args.seed,
-                            profile=args.profile, segment_bytes=parse_size(args.segment_bytes),
+                            profile=args.profile, segment_bytes=args.segment_bytes,
                             index_interval_bytes=args.index_interval_bytes,
                             progress=bar.update)
+        finish_progress(bar)  # the size is a target: the last segment ends near it
     total = 0
     for name, part in manifest["partitions"].items():
         total += part["bytes"]

@@ -11,7 +11,19 @@ import json
 import sys
 from typing import Any
 
+from lazyconv.commands._common import (
+    check_complete,
+    finish_progress,
+    input_file,
+    int_choice,
+    output_file,
+    progress_bar,
+    size_type,
+)
+
 _DEFAULT_CHUNK_SIZE = 128 * 1024
+_MIN_CHUNK_SIZE = 16 * 1024
+_MAX_CHUNK_SIZE = 1024 * 1024
 
 
 def register(subparsers: Any) -> None:
@@ -31,9 +43,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("output", metavar="OUT", help="file to write the sent bytes to")
     parser.add_argument(
         "--to-magic",
-        type=int,
+        type=int_choice(0, 1, 2),
         required=True,
-        choices=(0, 1, 2),
+        metavar="{0,1,2}",
         help="message format the consumer reads: 0 or 1 (2 converts nothing)",
     )
     parser.add_argument(
@@ -44,12 +56,18 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--chunk-size",
-        type=int,
+        type=size_type(_MIN_CHUNK_SIZE, _MAX_CHUNK_SIZE),
         default=_DEFAULT_CHUNK_SIZE,
+        metavar="SIZE",
         help=(
-            "input bytes converted at a time, whole batches, at least one batch "
-            "(16384..1048576, default 131072)"
+            "input bytes converted at a time, whole batches, at least one batch: bytes or "
+            "16K..1M (default 128K)"
         ),
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 1) when IN ends in a partial batch instead of warning",
     )
     parser.add_argument(
         "--quiet", action="store_true", help="no progress bar on stderr"
@@ -59,22 +77,23 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Drive the lazy send of IN into OUT and print its stats as one JSON line."""
-    from tqdm import tqdm
-
     from lazyconv.lazy import LazyDownConvertedRecords
     from lazyconv.records import FileRecords
 
+    input_file(args.input)
+    output_file(args.output)
     with FileRecords.open(args.input) as records, open(args.output, "wb") as out:
+        check_complete(records, strict=args.strict, what=args.input)
         lazy = LazyDownConvertedRecords(
             records, args.to_magic, args.first_offset, chunk_size=args.chunk_size
         )
         send = lazy.to_send()
-        disable = args.quiet or not sys.stderr.isatty()
-        with tqdm(
-            total=send.size, unit="B", unit_scale=True, disable=disable, desc="lazy-send"
+        with progress_bar(
+            send.size, "lazy-send", quiet=args.quiet, unit="B", unit_scale=True
         ) as bar:
             while not send.completed:
                 bar.update(send.write_to(out))
+            finish_progress(bar)
         stats = send.stats
         line: dict[str, Any] = {
             "input_bytes": records.size_in_bytes,

@@ -8,6 +8,7 @@ import logging
 import re
 import sys
 
+from lazyconv.commands._common import input_dir, parse_size, port_number
 from lazyconv.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -29,12 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-5, OffsetCommit and "
             "OffsetFetch v0-8, ListGroups and DescribeGroups v0-5; committed offsets are kept "
             "in LOGDIR/__lazyconv_offsets) over LOGDIR, laid out as a broker does "
-            "(TOPIC-PARTITION/%%020d.log). Runs until interrupted."
+            "(TOPIC-PARTITION/00000000000000000000.log). Runs until interrupted."
         ),
     )
     parser.add_argument("logdir", metavar="LOGDIR", help="directory holding TOPIC-PARTITION folders")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=9092,
+    parser.add_argument("--port", type=port_number, default=9092,
                         help="port of the first listener (default 9092; 0 picks a free port)")
     parser.add_argument("--advertised-host", default=None,
                         help="host name Metadata advertises (default: --host)")
@@ -76,12 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _size(text: str) -> int:
-    units = {"": 1, "K": 1024, "M": 1024 * 1024, "G": 1024**3}
-    m = re.fullmatch(r"(\d+)([KMG]?)(?:I?B)?", text.strip().upper())
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 16K, 128K, 1M)")
-    return int(m.group(1)) * units[m.group(2)]
+_size = parse_size  # the size syntax every command shares (16K, 128KiB, 1M, bytes)
 
 
 def _parse_topic_configs(items: list[str], downconversion: bool):
@@ -139,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from lazyconv.serve.logdir import LogDirectory
     from lazyconv.serve.server import KafkaServer
 
-    logdir = LogDirectory(args.logdir)
+    logdir = LogDirectory(input_dir(args.logdir))
     topic_configs = _parse_topic_configs(args.topic_config, not args.no_downconversion)
     specs = build_listener_specs(args)
     group_config = _group_config(args)

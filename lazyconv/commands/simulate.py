@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from lazyconv.commands._common import finish_progress, output_file, progress_bar, require_extra
+
 DEFAULT_RATES = (2048.0, 4096.0)
 DEFAULT_VARIANTS = ("kip480-sticky", "uniform", "adaptive", "adaptive-timeout-5ms")
-DEFAULT_PLOT = "partitioner-simulation.png"
+DEFAULT_PLOT = "out/simulate/partitioner-simulation.png"
 
 
 def register(subparsers: Any) -> None:
@@ -65,9 +66,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     p.add_argument(
         "--plot", metavar="PATH", default=DEFAULT_PLOT,
-        help=f"where to write the PNG (default {DEFAULT_PLOT})",
+        help=f"where to write the PNG (default {DEFAULT_PLOT}, folder created; needs the 'plot' "
+             "extra: pip install 'lazyconv[plot]')",
     )
-    p.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
+    p.add_argument("--no-plot", action="store_true",
+                   help="do not draw the PNG (no matplotlib needed)")
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.set_defaults(handler=run)
 
@@ -135,8 +138,6 @@ def _table(results: list[Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the simulations and print / plot them."""
-    from tqdm import tqdm
-
     from lazyconv.partitioner.simulator import SimulationConfig, simulate
 
     rates = args.rate or list(DEFAULT_RATES)
@@ -150,13 +151,16 @@ def run(args: argparse.Namespace) -> int:
         for rate in rates
         for v in variants
     ]
-    disable = args.quiet or not sys.stderr.isatty()
+    if not args.no_plot:  # before the simulations run, not after
+        require_extra("matplotlib", "drawing the plot (or use --no-plot)")
+        output_file(args.plot, create_parent=args.plot == DEFAULT_PLOT)
     results = []
-    with tqdm(total=len(configs), desc="simulate", unit="run", disable=disable, file=sys.stderr) as bar:
+    with progress_bar(len(configs), "simulate", quiet=args.quiet, unit="run") as bar:
         for cfg in configs:
             bar.set_postfix_str(f"{cfg.variant} @ {cfg.rate_records_per_s:g}/s")
             results.append(simulate(cfg))
             bar.update(1)
+        finish_progress(bar)
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:

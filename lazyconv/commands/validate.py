@@ -56,6 +56,10 @@ def _csv(text: str, parse) -> tuple:
 
 def run(args: argparse.Namespace) -> int:
     """Run the job, print the summary tables, return 1 when violations were found."""
+    from lazyconv.commands._common import input_dir
+
+    if args.logdir is not None and "://" not in args.logdir:
+        input_dir(args.logdir)  # before Spark starts
     from lazyconv.errors import ConfigurationError
     from lazyconv.fixtures.generate import generate, parse_size
     from lazyconv.spark.job import run_validation

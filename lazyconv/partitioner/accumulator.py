@@ -233,8 +233,9 @@ class RecordAccumulator:
         bp = self.built_in_partitioner(topic) if partition == UNKNOWN_PARTITION else None
         while True:
             if bp is not None:
-                info: StickyPartitionInfo | None = bp.peek_current_partition_info(self.cluster)
-                effective = info.partition
+                peeked = bp.peek_current_partition_info(self.cluster)
+                info: StickyPartitionInfo | None = peeked
+                effective = peeked.partition
             else:
                 info = None
                 effective = partition

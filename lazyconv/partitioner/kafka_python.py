@@ -208,6 +208,7 @@ class KIP794Partitioner(_KafkaPartitioner):
                 if new_batch:
                     all_full_after = size + RECORD_BATCH_OVERHEAD >= self.batch_size
                 else:
+                    assert last is not None  # new_batch is False only with a last batch
                     all_full_after = last.records.size_in_bytes() + size >= self.batch_size
             appended = size + (RECORD_BATCH_OVERHEAD if new_batch else 0)
             state.last_info = info

@@ -70,8 +70,8 @@ class StickyPartitionCache:
         elif len(available) == 1:
             new = available[0]
         else:
-            new = None
-            while new is None or new == old:
+            new = available[self._random() % len(available)]
+            while new == old:
                 new = available[self._random() % len(available)]
         self._cache[topic] = new
         return new

@@ -1,6 +1,6 @@
 """KIP-794's experiment as a discrete-event simulation of a producer and three brokers.
 
-The model (spec section 10.3): an application offers records on a throttle (bursts as
+The model (see docs/guide/partitioner.md): an application offers records on a throttle (bursts as
 ``ThroughputThrottler`` produces them, or uniform arrivals); ``send()`` places each record with a
 :class:`~lazyconv.partitioner.producer.PartitioningProducer` (the exact accumulator and
 partitioner logic) and blocks while ``buffer.memory`` is exhausted; a sender thread, woken by a
@@ -57,7 +57,7 @@ _ARRIVAL, _SENDER, _RESPONSE = 0, 1, 2
 
 @dataclass(frozen=True)
 class SimulationConfig:
-    """Workload, producer and broker parameters (defaults: the KIP's setup, spec 10.5 calibration)."""
+    """Workload, producer and broker parameters (defaults: the KIP's setup, calibrated against its figures)."""
 
     variant: str = "adaptive"
     rate_records_per_s: float = 2048.0

@@ -1,4 +1,4 @@
-"""What a broker puts in each partition of a FetchResponse (fetch-protocol.md §6 and §8).
+"""What a broker puts in each partition of a FetchResponse (docs/guide/fetch-response.md).
 
 Two helpers, both pure functions of their inputs (no logs, no sockets):
 
@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazyconv.errors import ConfigurationError, ProtocolError, UnsupportedCompressionError
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.fetch import MAX_FETCH_VERSION, MIN_FETCH_VERSION
+
+if TYPE_CHECKING:
+    from lazyconv._types import Records, SendableRecords
+
+    ReadResult = Records | bytes | bytearray | memoryview
 
 __all__ = [
     "DEFAULT_BROKER_FETCH_MAX_BYTES",
@@ -95,7 +100,7 @@ def fetch_replica_id(version: int, request: Mapping[str, Any]) -> int:
 def is_follower_fetch(version: int, request: Mapping[str, Any]) -> bool:
     """Whether a decoded FetchRequest comes from a follower broker (replica id ≥ 0).
 
-    −1 is a consumer and −2 a debugging consumer; both are consumers for §6's rules.
+    −1 is a consumer and −2 a debugging consumer; both are consumers for the conversion rules.
     """
     return fetch_replica_id(version, request) >= 0
 
@@ -130,7 +135,7 @@ def _wire_error_code(version: int, error_code: int) -> int:
 def broker_partition_response(
     version: int,
     partition_index: int,
-    records: Any,
+    records: ReadResult | None,
     *,
     fetch_offset: int,
     error_code: int = 0,
@@ -145,10 +150,10 @@ def broker_partition_response(
     is_follower: bool = False,
     hosted: bool = True,
     extra_fields: Mapping[str, Any] | None = None,
-    lazy_records_factory: Callable[[Any, int, int], Any] | None = None,
+    lazy_records_factory: Callable[[Records, int, int], SendableRecords] | None = None,
     null_records: bool = False,
 ) -> dict[str, Any]:
-    """The partition entry a broker sends for one read result (fetch-protocol.md §6).
+    """The partition entry a broker sends for one read result (docs/guide/fetch-response.md).
 
     ``records`` is what the log read returned (``None`` for an error read, bytes,
     ``MemoryRecords`` or a ``FileRecords`` slice — typically from :meth:`FetchBudget.read`).
@@ -189,13 +194,13 @@ def broker_partition_response(
         return error_partition(partition_index, ErrorCode.UNSUPPORTED_VERSION, null_records=null_records)
     if records is None or _size(records) == 0:
         # Error reads and empty reads are converted as empty records: S_pre = 0, and the
-        # records field is empty rather than null (trap 6).
+        # records field is empty rather than null (error partitions).
         entry["records"] = b""
         return entry
     if lazy_records_factory is None:
         from lazyconv.lazy import LazyDownConvertedRecords
 
-        def lazy_records_factory(r: Any, to_magic: int, first_offset: int) -> Any:
+        def lazy_records_factory(r: Records, to_magic: int, first_offset: int) -> SendableRecords:
             return LazyDownConvertedRecords(r, to_magic, first_offset)
 
     if isinstance(records, (bytes, bytearray, memoryview)):
@@ -212,13 +217,13 @@ def broker_partition_response(
     return entry
 
 
-def _base_position(records: Any) -> int:
+def _base_position(records: Records) -> int:
     from lazyconv.records import FileRecords
 
     return records.start if isinstance(records, FileRecords) else 0
 
 
-def _size(records: Any) -> int:
+def _size(records: ReadResult) -> int:
     if isinstance(records, (bytes, bytearray, memoryview)):
         return len(records)
     size = records.size_in_bytes
@@ -258,7 +263,7 @@ class FetchBudget:
         self.min_one = not self.hard_limit
 
     def take(self, first_batch_size: int, available: int, partition_max_bytes: int) -> int:
-        """Bytes one partition reads under KIP-74, consuming them from the budget (§8).
+        """Bytes one partition reads under KIP-74, consuming them from the budget.
 
         ``first_batch_size`` is the size of the batch holding the fetch offset, ``available``
         the bytes readable from that batch's start (bounded by the high watermark or last
@@ -280,7 +285,7 @@ class FetchBudget:
         self.remaining = max(0, self.remaining - size)
         return size
 
-    def read(self, records: Any, fetch_offset: int, partition_max_bytes: int) -> Any:
+    def read(self, records: Records, fetch_offset: int, partition_max_bytes: int) -> Records | bytes:
         """The slice of ``records`` this partition gets; empty records are ``b""``.
 
         ``records`` is the partition's readable log data (``MemoryRecords``/``FileRecords``,

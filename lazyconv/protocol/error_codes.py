@@ -8,7 +8,7 @@ __all__ = ["ErrorCode"]
 
 
 class ErrorCode(IntEnum):
-    """Error codes the served APIs can carry, with Kafka's numbers (fetch-protocol.md §9 for Fetch)."""
+    """Error codes the served APIs can carry, with Kafka's numbers (docs/guide/fetch-response.md for Fetch)."""
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0

@@ -1,6 +1,6 @@
 """The Fetch API (key 1), versions 0–17: FetchRequest and the lazy FetchResponse encoder.
 
-Schemas follow FetchRequest.json / FetchResponse.json (fetch-protocol.md §3.1, §4.1) with field
+Schemas follow FetchRequest.json / FetchResponse.json (docs/guide/fetch-response.md) with field
 names in snake_case. Flexible from v12: request header v2 / response header v1.
 
 :class:`FetchResponse` never copies or converts records while it is built: it encodes the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazyconv.errors import ProtocolError
 from lazyconv.protocol.api import ApiSpec
@@ -43,6 +43,9 @@ from lazyconv.protocol.schema import (
     encode_message,
 )
 from lazyconv.send import BytesSend, Send, SequenceSend
+
+if TYPE_CHECKING:
+    from lazyconv._types import SendableRecords
 
 __all__ = [
     "SPEC",
@@ -427,7 +430,7 @@ class FetchResponseSend(SequenceSend):
         return f"FetchResponseSend(size={self.size}, written={self.written})"
 
 
-def _records_send(records: Any) -> Send:
+def _records_send(records: SendableRecords | bytes | bytearray | memoryview) -> Send:
     if isinstance(records, (bytes, bytearray, memoryview)):
         return BytesSend(records)
     to_send = getattr(records, "to_send", None)

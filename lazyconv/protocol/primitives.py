@@ -1,6 +1,6 @@
 """Kafka wire primitives: a byte writer and a bounds-checked reader (sans-IO).
 
-Encodings follow fetch-protocol.md §2: big-endian fixed-width integers, 16-byte UUIDs, unsigned
+Encodings follow docs/guide/fetch-response.md: big-endian fixed-width integers, 16-byte UUIDs, unsigned
 varints (7 bits per byte, little-endian groups, no zig-zag), strings and byte arrays with
 int16/int32 length prefixes (classic) or ``uvarint(length + 1)`` (compact, used by flexible
 versions), arrays likewise, and tagged-field sections. Fetch and the other APIs here never carry

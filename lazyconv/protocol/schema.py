@@ -6,7 +6,7 @@ decoder walk a schema for a given version, so every version of a message comes f
 definition (as Kafka's generated message classes do). Field names are Kafka's schema names in
 snake_case; message values are plain dicts keyed by those names.
 
-Encoding rules (fetch-protocol.md §2):
+Encoding rules (docs/guide/fetch-response.md):
 
 - fields missing from a value dict take the schema default;
 - fields the version lacks are dropped (with ``strict=True`` a non-ignorable one holding a

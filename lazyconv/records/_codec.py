@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from zlib import crc32
 
-from crc32c import crc32c
+from crc32c import crc32c  # noqa: F401  (batch.py and builder.py take it from here)
 
 from lazyconv.errors import (
     CorruptRecordError,
@@ -26,32 +26,6 @@ from lazyconv.errors import (
     RecordsError,
 )
 from lazyconv.records.types import Record
-
-__all__ = [
-    "LOG_HEADER",
-    "V2_HEADER",
-    "LEGACY_HEADER",
-    "I8",
-    "I32",
-    "I64",
-    "U32",
-    "crc32",
-    "crc32c",
-    "read_uvarint",
-    "read_varint",
-    "read_varlong",
-    "zigzag32",
-    "zigzag64",
-    "encode_varint",
-    "encode_varlong",
-    "varint_size",
-    "iter_v2_records",
-    "append_v2_record",
-    "parse_legacy_message",
-    "append_legacy_message",
-    "convert_v2_records_to_legacy",
-    "unwritable_record_error",
-]
 
 LOG_HEADER = struct.Struct(">qi")  # offset, size
 # base offset, length, partition leader epoch, magic, crc, attributes, last offset delta,

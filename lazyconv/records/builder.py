@@ -258,7 +258,7 @@ def build_end_txn_marker(
     coordinator_epoch: int = 0,
     partition_leader_epoch: int = -1,
 ) -> bytes:
-    """A transactional control batch holding one COMMIT or ABORT marker (formats.md 6.7)."""
+    """A transactional control batch holding one COMMIT or ABORT marker (docs/guide/records.md)."""
     builder = RecordsBuilder(
         2,
         base_offset=offset,

@@ -1,7 +1,7 @@
 """Kafka's compression codecs: none, gzip, snappy (xerial framing), lz4 (Kafka's frame), zstd.
 
 The compressed stream of a v2 batch (from byte 61) or of a legacy wrapper's value is exactly one
-codec stream as written by Kafka's Java classes (spec/formats.md §9). :func:`compress` writes the
+codec stream as written by Kafka's Java classes (docs/guide/records.md). :func:`compress` writes the
 framing byte for byte as Java does (the compressed payload inside depends on the library);
 :func:`decompress` reads everything the Java readers accept.
 
@@ -87,7 +87,7 @@ def compression_from_id(codec_id: int, position: int | None = None) -> Compressi
 
 
 def codec_allowed(codec: int, magic: int) -> bool:
-    """Whether ``codec`` may appear in records of ``magic`` (zstd needs magic 2; spec §9.5)."""
+    """Whether ``codec`` may appear in records of ``magic`` (zstd needs magic 2)."""
     if magic not in (0, 1, 2) or codec not in _NAMES:
         return False
     return magic >= 2 or codec != Compression.ZSTD
@@ -232,7 +232,7 @@ class _Output:
 
 
 # ---------------------------------------------------------------------------------------------
-# gzip (spec §9.1)
+# gzip
 
 _GZIP_HEADER = bytes.fromhex("1f8b08000000000000ff")  # no flags, MTIME 0, XFL 0, OS 255 (JDK >= 16)
 _GZIP_FHCRC, _GZIP_FEXTRA, _GZIP_FNAME, _GZIP_FCOMMENT = 0x02, 0x04, 0x08, 0x10
@@ -366,7 +366,7 @@ def _gzip_member(view: memoryview, pos: int, out: _Output, base: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# snappy, xerial framing (spec §9.2)
+# snappy, xerial framing
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -445,7 +445,7 @@ def _snappy_decompress(data: bytes | memoryview, max_size: int, base: int) -> by
 
 
 # ---------------------------------------------------------------------------------------------
-# lz4, Kafka's frame subset (spec §9.4)
+# lz4, Kafka's frame subset
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_FLG = 0x60  # version 01, independent blocks, no checksums, no content size
@@ -529,7 +529,7 @@ def _lz4_decompress(data: bytes | memoryview, magic: int, max_size: int, base: i
         pos += 8
     if end < pos + 1:
         raise DecompressionError("lz4 stream ended prematurely (header checksum)", base + end)
-    if magic >= 1:  # magic 0 frames carry Kafka's broken checksum: not checked (spec trap 6)
+    if magic >= 1:  # magic 0 frames carry Kafka's broken checksum: not checked (docs/guide/records.md: lz4 with magic 0)
         expected = _lz4_header_checksum(view[4:pos])
         if view[pos] != expected:
             raise DecompressionError(
@@ -582,7 +582,7 @@ def _lz4_decompress(data: bytes | memoryview, magic: int, max_size: int, base: i
 
 
 # ---------------------------------------------------------------------------------------------
-# zstd (spec §9.3)
+# zstd
 
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0

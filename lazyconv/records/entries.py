@@ -1,4 +1,4 @@
-"""Splitting a record set into entries (formats.md 10.1), shared by memory and file records."""
+"""Splitting a record set into entries (docs/guide/records.md), shared by memory and file records."""
 
 from __future__ import annotations
 

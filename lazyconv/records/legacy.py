@@ -1,4 +1,4 @@
-"""Magic v0/v1 entries: plain messages and compressed wrapper messages (formats.md 3-5)."""
+"""Magic v0/v1 entries: plain messages and compressed wrapper messages (docs/guide/records.md)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ class MemoryRecords:
     """A record set in memory (a fetch response's records, a built batch, a file's bytes).
 
     Nothing is copied on construction; :meth:`batches` walks the entries lazily (Kafka's
-    splitting rules, formats.md 10.1). Byte positions in errors are relative to this buffer.
+    splitting rules, docs/guide/records.md). Byte positions in errors are relative to this buffer.
     ``max_decompressed_size`` bounds every decompressed batch payload.
     """
 

@@ -1,4 +1,4 @@
-"""Kafka's RackAwareTaskAssignorTest scenarios (spec sections 10.4-10.7 and 11)."""
+"""Kafka's RackAwareTaskAssignorTest scenarios."""
 
 from __future__ import annotations
 
@@ -375,7 +375,7 @@ def test_min_traffic_versus_balance_subtopology_10_5(strategy, after, expected):
 
 
 def test_moving_an_active_onto_its_standby_is_an_error():
-    """Trap 12: actives are optimized before standbys exist; Kafka's ClientState refuses this."""
+    """Actives are optimized before standbys exist; Kafka's ClientState refuses this."""
     racks = {task("0_0"): ["r1"], task("0_1"): ["r0"]}
     assignor = assignor_for({pid(1): "r0", pid(2): "r1"}, racks)
     clients = [client(1, "r0", ["0_0"], ["0_1"]), client(2, "r1", ["0_1"])]

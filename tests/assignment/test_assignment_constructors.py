@@ -1,4 +1,4 @@
-"""Kafka's RackAwareGraphConstructorTest scenarios and the float capacity trap (spec 6, 10.8)."""
+"""Kafka's RackAwareGraphConstructorTest scenarios and the capacities Java computes in doubles."""
 
 from __future__ import annotations
 

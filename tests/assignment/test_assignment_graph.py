@@ -1,4 +1,4 @@
-"""Kafka's GraphTest scenarios (spec section 11) for the min-cost-flow engine."""
+"""Kafka's GraphTest scenarios for the min-cost-flow engine."""
 
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def test_period_shortcut_gives_the_flows_of_all_v_passes(seed):
 
 
 def test_validation_ignores_nodes_without_inflow():
-    """Trap 14: only nodes with inflow are checked; a node with out-edges and no inflow passes."""
+    """Only nodes with inflow are checked; a node with out-edges and no inflow passes."""
     graph = build([(0, 1, 1, 5, 1), (1, 2, 1, 0, 1), (3, 1, 1, 0, 0), (3, 2, 1, 0, 0)], source=0, sink=2)
     graph.solve_min_cost_flow()
     assert graph.total_cost() == 5 and graph.flow() == 1

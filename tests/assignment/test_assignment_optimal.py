@@ -1,4 +1,4 @@
-"""Optimality against independent solvers, determinism, Java's orders (spec traps 1-3, 6)."""
+"""Optimality against independent solvers, determinism, Java's orders of clients, tasks, nodes and edges."""
 
 from __future__ import annotations
 

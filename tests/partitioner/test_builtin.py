@@ -1,4 +1,4 @@
-"""KIP-794's built-in partitioner: the scenarios of Kafka's BuiltInPartitionerTest and spec 6."""
+"""KIP-794's built-in partitioner: the scenarios of Kafka's BuiltInPartitionerTest and KIP-794's rules."""
 
 from __future__ import annotations
 

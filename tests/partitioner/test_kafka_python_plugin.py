@@ -144,7 +144,7 @@ class _FakeBatch:
 
 
 def test_bound_plugin_weights_switches_by_kafka_python_queue_sizes():
-    """Queues [1, 7, 2] in kafka-python's accumulator give cft [7, 8, 14] (spec 6.6)."""
+    """Queues [1, 7, 2] in kafka-python's accumulator give cft [7, 8, 14]."""
     from collections import deque
     from types import SimpleNamespace
 

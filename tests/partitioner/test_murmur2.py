@@ -1,4 +1,4 @@
-"""Keyed partitioning: the spec's murmur2 vectors and kafka-python's murmur2 on random keys."""
+"""Keyed partitioning: murmur2 vectors computed with Kafka's Utils.murmur2 and kafka-python's murmur2 on random keys."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from lazyconv.errors import ConfigurationError
 from lazyconv.partitioner import murmur2, partition_for_key, to_positive
 
-# input, signed murmur2, hex(u32), toPositive, %3, %6, %10, %12, %100  (spec section 4.1)
+# input, signed murmur2, hex(u32), toPositive, %3, %6, %10, %12, %100
 VECTORS = [
     (b"21", -973932308, 0xC5F2F8EC, 1173551340, 0, 0, 0, 0, 40),
     (b"foobar", -790332482, 0xD0E47BBE, 1357151166, 0, 0, 6, 6, 66),

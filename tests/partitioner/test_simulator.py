@@ -85,7 +85,7 @@ def test_deferred_rule_adaptive_still_keeps_up_but_uniform_skews():
     assert sustains(run("adaptive", 4096, 122880, **deferred))
     uniform = run("uniform", 2048, 122880, **deferred)
     assert sustains(uniform)
-    # Two batches per stint on the backlogged partition: no longer an even split (spec 10.5).
+    # Two batches per stint on the backlogged partition: no longer an even split.
     assert uniform.slow_broker_share > 0.38
 
 

@@ -1,4 +1,4 @@
-"""The per-partition broker decision (fetch-protocol.md §6) and KIP-74 limits (§8)."""
+"""The per-partition broker decision (docs/guide/fetch-response.md) and KIP-74 limits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FetchRequest/FetchResponse codec behaviour beyond the spec examples: errors, tags, defaults."""
+"""FetchRequest/FetchResponse codec behaviour beyond the worked examples: errors, tags, defaults."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def test_every_truncation_of_a_response_raises_protocol_error(version: int) -> N
 
 def test_strict_request_drops_the_ignorable_cluster_id() -> None:
     # FetchRequest.json marks ClusterId (tag 0, v12+) ignorable: Kafka drops it for v0-11
-    # instead of failing (fetch-protocol.md §2 lists the non-ignorable ones).
+    # instead of failing (Kafka's serializer throws only for the non-ignorable ones).
     body = {"max_wait_ms": 1, "min_bytes": 1, "topics": [], "cluster_id": "c1"}
     assert FetchRequest.encode(11, body, strict=True) == FetchRequest.encode(11, {**body, "cluster_id": None})
 
@@ -138,7 +138,7 @@ def test_strict_request_drops_the_ignorable_cluster_id() -> None:
 def test_strict_refuses_non_default_structs_a_version_lacks() -> None:
     # Kafka compares a struct with a default-constructed one over all its fields, whatever the
     # version being written: a non-default ReplicaState in v14 or CurrentLeader in v11 is an
-    # UnsupportedVersionException (both are non-ignorable, fetch-protocol.md §2).
+    # UnsupportedVersionException (both are non-ignorable).
     request = {"max_wait_ms": 1, "min_bytes": 1, "topics": [],
                "replica_state": {"replica_id": 1, "replica_epoch": 2}}
     with pytest.raises(ProtocolError, match="replica_state"):

@@ -13,9 +13,9 @@ import pytest
 
 from lazyconv.protocol import FetchRequest, FetchResponse, error_partition, readable_magic
 
-kp_fetch = pytest.importorskip("kafka.protocol.consumer.fetch")
-kp_old = pytest.importorskip("kafka.protocol.old.fetch")
-kp_records = pytest.importorskip("kafka.record.memory_records")
+kp_fetch = pytest.importorskip("kafka.protocol.consumer.fetch", reason="needs the dev extra: pip install -e '.[dev]'")
+kp_old = pytest.importorskip("kafka.protocol.old.fetch", reason="needs the dev extra: pip install -e '.[dev]'")
+kp_records = pytest.importorskip("kafka.record.memory_records", reason="needs the dev extra: pip install -e '.[dev]'")
 
 VERSIONS = range(0, 18)
 TOPIC_A = uuid.UUID("11111111-2222-3333-4444-555555555555")
@@ -200,7 +200,7 @@ def kp_request(version: int) -> Any:
         kwargs["cluster_id"] = "cluster-x"
     if version >= 15:
         # A follower's state (non-default). kafka-python also writes a *default* ReplicaState
-        # tag, where Java compares with a default struct and omits it (trap 10; we follow Java).
+        # tag, where Java compares with a default struct and omits it (tagged fields only when not default; we follow Java).
         kwargs["replica_state"] = kp_fetch.FetchRequest.ReplicaState(replica_id=1, replica_epoch=5)
     request = kp_fetch.FetchRequest(**kwargs)
     request.with_header(correlation_id=31, client_id="kp-client")

@@ -166,8 +166,8 @@ def test_many_partition_response_through_a_socket_pair(logs) -> None:
 
 
 def test_kafka_python_reads_the_streamed_response(logs) -> None:
-    kp_fetch = pytest.importorskip("kafka.protocol.consumer.fetch")
-    kp_records = pytest.importorskip("kafka.record.memory_records")
+    kp_fetch = pytest.importorskip("kafka.protocol.consumer.fetch", reason="needs the dev extra: pip install -e '.[dev]'")
+    kp_records = pytest.importorskip("kafka.record.memory_records", reason="needs the dev extra: pip install -e '.[dev]'")
     conv, legacy = logs
     parts = [broker_partition_response(1, 0, conv.slice(0, 40_000), fetch_offset=3),
              broker_partition_response(1, 1, legacy.slice(0, 20_000), fetch_offset=0, topic_magic=0)]

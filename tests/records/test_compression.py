@@ -1,4 +1,4 @@
-"""Kafka's compression framing (spec/formats.md §8, §9): vectors, round trips, interop, bombs."""
+"""Kafka's compression framing (docs/guide/records.md): vectors, round trips, interop, bombs."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def _lz4_blocks(frame: bytes) -> list[tuple[bool, bytes]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Codec ids and the magic rule (§8, §9.5)
+# Codec ids and the magic rule
 
 
 def test_codec_ids_and_names() -> None:
@@ -121,7 +121,7 @@ def test_levels_follow_kafka_ranges() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Spec vectors (§9.1–9.4)
+# Spec vectors
 
 
 def test_gzip_spec_example_byte_exact() -> None:
@@ -363,7 +363,7 @@ def test_lz4_frame_options_from_python_lz4() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reader rules (§9.1 gzip)
+# Reader rules (gzip)
 
 
 def _gzip_member(data: bytes, flags: int = 0, extra: bytes = b"") -> bytes:
@@ -427,7 +427,7 @@ def test_gzip_corruption_is_typed() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reader rules (§9.2 snappy)
+# Reader rules (snappy)
 
 _XERIAL = bytes.fromhex("82534e41505059000000000100000001")
 
@@ -481,7 +481,7 @@ def test_snappy_raw_short_inputs() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reader rules (§9.4 lz4)
+# Reader rules (lz4)
 
 
 def _lz4_header(flg: int, bd: int, magic: int = 2, content_size: bytes = b"") -> bytes:
@@ -555,7 +555,7 @@ def test_lz4_v0_header_checksum_is_not_checked_for_magic_0() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reader rules (§9.3 zstd)
+# Reader rules (zstd)
 
 
 def test_zstd_concatenated_and_skippable_frames() -> None:

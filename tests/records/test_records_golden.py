@@ -4,10 +4,9 @@ from memory and from a file."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
+from golden_cases import GOLDEN_DIR, case_dirs
 
 from lazyconv.records import (
     Compression,
@@ -19,18 +18,8 @@ from lazyconv.records import (
     parse_end_txn_marker,
 )
 
-
-def _find_golden() -> Path:
-    if os.environ.get("LAZYCONV_SHARED"):
-        return Path(os.environ["LAZYCONV_SHARED"]) / "golden"
-    for parent in Path(__file__).resolve().parents:  # /work/main or a worktree under /work/wt
-        if (parent / "shared" / "golden").is_dir():
-            return parent / "shared" / "golden"
-    return Path("/nonexistent")
-
-
-GOLDEN = _find_golden()
-CASES = sorted(p.parent.name for p in GOLDEN.glob("*/input.bin")) if GOLDEN.is_dir() else []
+GOLDEN = GOLDEN_DIR
+CASES = sorted(p.name for p in case_dirs())
 # every other golden byte file with a dump: Java's down-converted outputs and lazy sends
 OUTPUTS = (
     sorted(
@@ -38,8 +27,6 @@ OUTPUTS = (
         for p in GOLDEN.glob("*/*.bin")
         if p.name != "input.bin" and p.with_suffix(".dump.jsonl").is_file()
     )
-    if GOLDEN.is_dir()
-    else []
 )
 
 TS_NAMES = {
@@ -111,7 +98,6 @@ def check(records_obj, case: str, name: str = "input") -> None:
     assert valid_bytes == end["valid_bytes"]
 
 
-@pytest.mark.skipif(not CASES, reason="golden cases not found")
 @pytest.mark.parametrize("case", CASES)
 def test_golden_input_from_memory(case: str) -> None:
     data = (GOLDEN / case / "input.bin").read_bytes()
@@ -121,14 +107,12 @@ def test_golden_input_from_memory(case: str) -> None:
     assert len(data) - records.valid_bytes() == end["trailing_bytes"]
 
 
-@pytest.mark.skipif(not CASES, reason="golden cases not found")
 @pytest.mark.parametrize("case", CASES)
 def test_golden_input_from_file(case: str) -> None:
     with FileRecords.open(GOLDEN / case / "input.bin") as records:
         check(records, case)
 
 
-@pytest.mark.skipif(not OUTPUTS, reason="golden cases not found")
 @pytest.mark.parametrize("output", OUTPUTS)
 def test_golden_java_outputs_decode_as_java_reads_them(output: str) -> None:
     case, filename = output.split("/")

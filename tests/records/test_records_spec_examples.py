@@ -1,4 +1,4 @@
-"""Every hex example of formats.md: the builder reproduces the uncompressed ones byte for byte,
+"""Worked hex examples of each record format (Kafka's own bytes): the builder reproduces the uncompressed ones byte for byte,
 and the reader decodes all of them to the stated contents."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reader validation rules of formats.md 10 and 5.3: each rule raises its typed error at the
+"""Reader validation rules of docs/guide/records.md: each rule raises its typed error at the
 right byte position (or is silently tolerated where Kafka tolerates it)."""
 
 from __future__ import annotations

@@ -46,14 +46,14 @@ def exit_status(proc: subprocess.Popen) -> tuple[int, str]:
 
 def test_serve_rejects_bad_arguments(tmp_path):
     status, err = exit_status(run_cli("serve", str(tmp_path / "nope"), "--port", "0"))
-    assert status == 1 and "does not exist" in err
+    assert status == 2 and "No such file or directory" in err  # usage mistakes exit with 2
     status, err = exit_status(run_cli("serve", str(tmp_path), "--topic-config", "t:no.such=1", "--port", "0"))
-    assert status == 1 and "unknown key" in err
+    assert status == 2 and "unknown key" in err
     status, err = exit_status(run_cli("serve", str(tmp_path), "--chunk-size", "1K", "--port", "0"))
-    assert status == 1 and "chunk size" in err  # below the lazy send's 16 KiB minimum
+    assert status == 2 and "chunk size" in err  # below the lazy send's 16 KiB minimum
     status, err = exit_status(run_cli("serve", str(tmp_path), "--group-min-session-timeout-ms", "9000",
                                       "--group-max-session-timeout-ms", "8000", "--port", "0"))
-    assert status == 1 and "session timeouts" in err
+    assert status == 2 and "session timeouts" in err
 
 
 def test_serve_help_explains_every_option():

@@ -13,8 +13,8 @@ from lazyconv.protocol.headers import encode_request_header
 from lazyconv.serve import TopicConfig
 from tests.serve.logbuild import build_mixed_log, build_zstd_log
 
-kafka = pytest.importorskip("kafka")
-confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka", reason="needs the dev extra: pip install -e '.[dev]'")
+confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs the dev extra: pip install -e '.[dev]'")
 
 TOPIC = "legacy-consumers"
 
@@ -131,7 +131,7 @@ def test_zstd_topic_below_fetch_v10_gets_unsupported_compression_type(serve_logd
 
 def test_zstd_batches_in_a_producer_topic_fail_only_on_conversion(serve_logdir, logs):
     """compression.type=producer: v4-9 get the zstd batches unchanged, the conversion path
-    (v0-3) meets zstd in the first batch and answers 76 (fetch-protocol.md trap 4)."""
+    (v0-3) meets zstd in the first batch and answers 76 (docs/guide/fetch-response.md: the zstd gate is the topic's config)."""
     root, _, _ = logs
     server = serve_logdir(root)
     v5 = fetch_raw(server.port, 5, "zstd-topic", 0)["responses"][0]["partitions"][0]
@@ -149,7 +149,7 @@ def test_no_downconversion_gives_old_consumers_unsupported_version(serve_logdir,
         assert partition["records"] == b""
     assert fetch_raw(server.port, 4, TOPIC, 0)["responses"][0]["partitions"][0]["error_code"] == 0
 
-    # A follower (replica id >= 0) is exempt (fetch-protocol.md §6 3a): it gets converted records.
+    # A follower (replica id >= 0) is exempt (docs/guide/fetch-response.md): it gets converted records.
     for version in (1, 3):
         partition = fetch_raw(server.port, version, TOPIC, 0, replica_id=1)["responses"][0]["partitions"][0]
         assert partition["error_code"] == 0

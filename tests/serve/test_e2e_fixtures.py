@@ -13,8 +13,8 @@ from lazyconv.fixtures import checksum as fixture_checksum
 from lazyconv.records import FileRecords
 from tests.conftest import REPO_ROOT
 
-kafka = pytest.importorskip("kafka")
-confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka", reason="needs the dev extra: pip install -e '.[dev]'")
+confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs the dev extra: pip install -e '.[dev]'")
 from kafka.consumer.fetcher import RecordTooLargeError  # noqa: E402
 
 # api_version -> magic the consumer reads (Fetch v1, v2, v3, v5)
@@ -87,7 +87,7 @@ def consume_kafka_python(bootstrap: str, api_version, parts: dict, *, max_partit
             try:
                 polled = consumer.poll(timeout_ms=200)
             except RecordTooLargeError as exc:
-                # Kafka's own behaviour (downconversion.md 7.7): a fetch whose only batch is a
+                # Kafka's own behaviour (docs/guide/down-conversion.md): a fetch whose only batch is a
                 # control batch converts to 12 bytes with no complete entry, which a Fetch v0-2
                 # client reports as "record too large". Legitimate only past the partition's
                 # last record, where nothing is left to consume: stop fetching it.

@@ -9,7 +9,7 @@ import pytest
 
 from tests.serve.logbuild import build_mixed_log
 
-kafka = pytest.importorskip("kafka")
+kafka = pytest.importorskip("kafka", reason="needs the dev extra: pip install -e '.[dev]'")
 
 pytestmark = pytest.mark.slow  # the quick run reads the fixtures once with Fetch v1 instead
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-pytest.importorskip("psutil")
+pytest.importorskip("psutil", reason="needs the dev extra: pip install -e '.[dev]'")
 
 
 def load_bench():

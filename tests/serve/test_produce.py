@@ -11,7 +11,7 @@ from lazyconv.records import FileRecords, RecordsBuilder
 from lazyconv.serve.logdir import LogDirectory
 from lazyconv.serve.offsets import split_entries
 
-kafka = pytest.importorskip("kafka")
+kafka = pytest.importorskip("kafka", reason="needs the dev extra: pip install -e '.[dev]'")
 
 
 def make_topic(root, name: str, partitions: int) -> None:

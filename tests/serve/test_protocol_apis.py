@@ -16,9 +16,9 @@ from lazyconv.protocol import (
 )
 from lazyconv.records import RecordsBuilder
 
-kp_metadata = pytest.importorskip("kafka.protocol.metadata")
-kp_consumer = pytest.importorskip("kafka.protocol.consumer")
-kp_producer = pytest.importorskip("kafka.protocol.producer")
+kp_metadata = pytest.importorskip("kafka.protocol.metadata", reason="needs the dev extra: pip install -e '.[dev]'")
+kp_consumer = pytest.importorskip("kafka.protocol.consumer", reason="needs the dev extra: pip install -e '.[dev]'")
+kp_producer = pytest.importorskip("kafka.protocol.producer", reason="needs the dev extra: pip install -e '.[dev]'")
 
 
 @pytest.mark.parametrize("version", range(api_versions.MIN_VERSION, api_versions.MAX_VERSION + 1))

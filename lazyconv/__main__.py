@@ -1,0 +1,8 @@
+"""``python -m lazyconv``: the same as the ``lazyconv`` command."""
+
+import sys
+
+from lazyconv.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

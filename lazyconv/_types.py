@@ -1,0 +1,70 @@
+"""Typed contracts shared by the layers: what a record set and a channel must offer.
+
+These are :class:`typing.Protocol` s, checked structurally: :class:`~lazyconv.MemoryRecords`,
+:class:`~lazyconv.FileRecords` and :class:`~lazyconv.LazyDownConvertedRecords` satisfy them
+without inheriting from them, and so can a user's own classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
+
+if TYPE_CHECKING:
+    from lazyconv.records.types import RecordBatch
+    from lazyconv.send import Send
+
+__all__ = ["Records", "SendableRecords", "Channel", "SendingChannel", "WritableChannel"]
+
+
+@runtime_checkable
+class SendableRecords(Protocol):
+    """Records that know their exact size and can be written out as a :class:`~lazyconv.send.Send`
+    (what a FetchResponse carries in a partition's ``records`` field)."""
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The exact number of bytes :meth:`to_send` writes."""
+        ...
+
+    def to_send(self) -> Send:
+        """A fresh, resumable send of exactly :attr:`size_in_bytes` bytes."""
+        ...
+
+
+@runtime_checkable
+class Records(SendableRecords, Protocol):
+    """A record set that can also be read batch by batch (a log segment, a byte buffer)."""
+
+    def batches(self) -> Iterator[RecordBatch]:
+        """The complete batches in order (a trailing partial batch is not yielded)."""
+        ...
+
+    def slice(self, position: int, size: int) -> Records:
+        """The records ``[position, position + size)``, clamped to the end."""
+        ...
+
+
+@runtime_checkable
+class SendingChannel(Protocol):
+    """A socket-like channel: ``send`` returns how many bytes it took (raises BlockingIOError
+    or returns 0 when a non-blocking channel would block)."""
+
+    def send(self, data: bytes | memoryview, /) -> int:
+        """Take as much of ``data`` as possible now."""
+        ...
+
+
+@runtime_checkable
+class WritableChannel(Protocol):
+    """A file-like channel: ``write`` returns how many bytes it took (``None`` when a raw
+    non-blocking file would block)."""
+
+    def write(self, data: bytes | memoryview, /) -> int | None:
+        """Take as much of ``data`` as possible now."""
+        ...
+
+
+Channel = Union[SendingChannel, WritableChannel]  # noqa: UP007 (a runtime alias on 3.10)
+"""Where a :class:`~lazyconv.send.Send` writes: a socket, or any object with ``send`` or
+``write`` (a file, a ``BytesIO``, a test double accepting a few bytes at a time)."""
