@@ -22,10 +22,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "serve",
         help="serve a log directory over the Kafka protocol (Fetch with lazy down-conversion)",
         description=(
-            "Answer ApiVersions, Metadata, ListOffsets, FindCoordinator, Fetch (v0-12, with "
-            "down-conversion for v0-3 streamed in chunks) and Produce (v2-8, appending to the "
-            "log) over LOGDIR, laid out as a broker does (TOPIC-PARTITION/00000000000000000000.log). Runs until "
-            "interrupted."
+            "Answer ApiVersions v0-4, Metadata v0-12, ListOffsets v0-8, Fetch v0-17 (with "
+            "down-conversion for v0-3 streamed in chunks, read_committed from the log's "
+            "transaction markers), Produce v0-11 (appending to the log), InitProducerId v0-5, "
+            "a transaction coordinator (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, "
+            "TxnOffsetCommit v0-3) and a single-node group coordinator (FindCoordinator v0-4, "
+            "JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-5, OffsetCommit and "
+            "OffsetFetch v0-8, ListGroups and DescribeGroups v0-5; committed offsets are kept "
+            "in LOGDIR/__lazyconv_offsets) over LOGDIR, laid out as a broker does "
+            "(TOPIC-PARTITION/00000000000000000000.log). Runs until interrupted."
         ),
     )
     parser.add_argument("logdir", metavar="LOGDIR", help="directory holding TOPIC-PARTITION folders")
@@ -44,8 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="a topic setting; keys: compression.type (e.g. zstd: Fetch < v10 "
                              "gets UNSUPPORTED_COMPRESSION_TYPE), message.downconversion.enable "
                              "(true/false). Repeatable")
-    parser.add_argument("--max-fetch-version", type=int, default=12,
-                        help="highest Fetch version advertised in ApiVersions (0-12, default 12); "
+    parser.add_argument("--max-fetch-version", type=int, default=17,
+                        help="highest Fetch version advertised in ApiVersions (0-17, default 17); "
                              "e.g. 2 makes version-negotiating clients fetch like against a 0.10.0 "
                              "broker (magic v1)")
     parser.add_argument("--produce-delay-ms", type=int, default=0,
@@ -60,6 +65,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--socket-send-buffer", type=_size, default=102400,
                         help="SO_SNDBUF of client connections (default 100K, Kafka's "
                              "socket.send.buffer.bytes; 0 keeps the OS default)")
+    parser.add_argument("--group-initial-rebalance-delay-ms", type=int, default=0,
+                        help="how long a group's first rebalance waits for more members (Kafka's "
+                             "group.initial.rebalance.delay.ms; default 0 here, 3000 in Kafka)")
+    parser.add_argument("--group-min-session-timeout-ms", type=int, default=6000,
+                        help="smallest session timeout a member may ask for (Kafka's "
+                             "group.min.session.timeout.ms, default 6000)")
+    parser.add_argument("--group-max-session-timeout-ms", type=int, default=1800000,
+                        help="largest session timeout a member may ask for (Kafka's "
+                             "group.max.session.timeout.ms, default 1800000)")
     parser.set_defaults(handler=run)
 
 
@@ -84,7 +98,23 @@ def _parse_topic_configs(items: list[str], downconversion: bool):
             topic["downconversion_enable"] = value.lower() == "true"
         else:
             raise ConfigurationError(f"--topic-config {item!r}: unknown key {key!r}")
-    return {name: TopicConfig(**kw) for name, kw in settings.items()}
+    return {name: TopicConfig(compression_type=str(kw.get("compression_type", "producer")),
+                              downconversion_enable=bool(kw["downconversion_enable"]))
+            for name, kw in settings.items()}
+
+
+def _group_config(args: argparse.Namespace):
+    from lazyconv.serve.group_coordinator import CoordinatorConfig
+
+    delay = args.group_initial_rebalance_delay_ms
+    low, high = args.group_min_session_timeout_ms, args.group_max_session_timeout_ms
+    if delay < 0:
+        raise ConfigurationError(f"--group-initial-rebalance-delay-ms must be >= 0, got {delay}")
+    if not 0 < low <= high:
+        raise ConfigurationError(
+            f"group session timeouts need 0 < min <= max, got min {low} and max {high}")
+    return CoordinatorConfig(min_session_timeout_ms=low, max_session_timeout_ms=high,
+                             initial_rebalance_delay_ms=delay)
 
 
 def build_listener_specs(args: argparse.Namespace):
@@ -108,14 +138,15 @@ def run(args: argparse.Namespace) -> int:
     logdir = LogDirectory(input_dir(args.logdir))
     topic_configs = _parse_topic_configs(args.topic_config, not args.no_downconversion)
     specs = build_listener_specs(args)
+    group_config = _group_config(args)
     # Fail on bad settings now, not when the first client connects.
     Broker(logdir, [Listener(0, args.host, args.port)], chunk_size=args.chunk_size,
-           max_fetch_version=args.max_fetch_version)
+           max_fetch_version=args.max_fetch_version, group_config=group_config)
 
     def make_broker(listeners):
         return Broker(logdir, listeners, chunk_size=args.chunk_size,
                       downconversion_enable=not args.no_downconversion, topic_configs=topic_configs,
-                      max_fetch_version=args.max_fetch_version)
+                      max_fetch_version=args.max_fetch_version, group_config=group_config)
 
     async def main() -> None:
         server = KafkaServer(make_broker, specs, max_request_size=args.max_request_size,

@@ -1,9 +1,13 @@
-"""Kafka wire protocol for fetches, sans-IO: primitives, headers, FetchRequest, FetchResponse.
+"""Kafka wire protocol, sans-IO: primitives, headers, one declaration per API, FetchResponse.
 
-Nothing here touches a socket: requests are decoded from bytes, responses become
+Each API module (``metadata``, ``fetch``, ``join_group``, ...) declares its ``SPEC``
+(:class:`~lazyconv.protocol.api.ApiSpec`: key, version range, first flexible version, request and
+response schemas); :mod:`lazyconv.protocol.registry` lists them all and derives the ApiVersions
+table. Nothing here touches a socket: requests are decoded from bytes, responses become bytes or
 :class:`~lazyconv.send.Send` objects that the caller writes to its own channel.
 """
 
+from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.decision import (
     FetchBudget,
     broker_partition_response,
@@ -24,8 +28,13 @@ from lazyconv.protocol.fetch import (
     request_header_version,
     response_header_version,
 )
+from lazyconv.protocol.registry import ALL_APIS, API_BY_KEY, api_versions_table
 
 __all__ = [
+    "ALL_APIS",
+    "API_BY_KEY",
+    "ApiSpec",
+    "api_versions_table",
     "ErrorCode",
     "FETCH_API_KEY",
     "MAX_FETCH_VERSION",

@@ -12,23 +12,16 @@ Quirks a server must honour (KIP-511, ApiVersionsResponse.json):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.primitives import Reader
-from lazyconv.protocol.schema import (
-    INT16,
-    INT32,
-    STRING,
-    ArrayOf,
-    Field,
-    Struct,
-    decode_message,
-    encode_message,
-)
+from lazyconv.protocol.schema import INT16, INT32, STRING, ArrayOf, Field, Struct
 
 __all__ = [
+    "SPEC",
     "API_KEY",
     "MIN_VERSION",
     "MAX_VERSION",
@@ -38,16 +31,11 @@ __all__ = [
     "unsupported_version_response",
 ]
 
-API_KEY = 18
-MIN_VERSION = 0
-MAX_VERSION = 4
-FLEXIBLE_FROM = 3
-
 REQUEST = Struct(
     "ApiVersionsRequest",
     (
-        Field("client_software_name", STRING, "3+"),
-        Field("client_software_version", STRING, "3+"),
+        Field("client_software_name", STRING, "3+", ignorable=True),
+        Field("client_software_version", STRING, "3+", ignorable=True),
     ),
 )
 
@@ -71,25 +59,29 @@ RESPONSE = Struct(
     ),
 )
 
+SPEC = ApiSpec(18, "ApiVersions", 0, 4, 3, REQUEST, RESPONSE)
+API_KEY = SPEC.key
+MIN_VERSION = SPEC.min_version
+MAX_VERSION = SPEC.max_version
+
 
 def is_flexible(version: int) -> bool:
     """Whether ``version`` uses request header v2 and compact encodings."""
-    return version >= FLEXIBLE_FROM
+    return SPEC.is_flexible(version)
 
 
 def decode_request(version: int, data: bytes | memoryview | Reader) -> dict[str, Any]:
     """Decode an ApiVersions request body of ``version`` (0–4)."""
-    reader = data if isinstance(data, Reader) else Reader(data)
-    return decode_message(REQUEST, reader, version, is_flexible(version))
+    return SPEC.decode_request(version, data, exact=False)
 
 
 def encode_response(version: int, body: Mapping[str, Any]) -> bytes:
     """Encode an ApiVersions response body; ``body['api_keys']`` is a list of
     ``{"api_key", "min_version", "max_version"}`` dicts."""
-    return encode_message(RESPONSE, body, version, is_flexible(version)).to_bytes()
+    return SPEC.encode_response(version, body)
 
 
-def unsupported_version_response(api_keys: list[Mapping[str, int]]) -> bytes:
+def unsupported_version_response(api_keys: Sequence[Mapping[str, int]]) -> bytes:
     """The v0 body answering an ApiVersions request of an unknown version (KIP-511)."""
     return encode_response(
         0, {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": list(api_keys)}

@@ -105,8 +105,14 @@ def is_follower_fetch(version: int, request: Mapping[str, Any]) -> bool:
     return fetch_replica_id(version, request) >= 0
 
 
-def error_partition(partition_index: int, error_code: int) -> dict[str, Any]:
-    """A partition built for an error: HW/LSO/log start −1, no aborted txns, null records."""
+def error_partition(partition_index: int, error_code: int, *, null_records: bool = False) -> dict[str, Any]:
+    """A partition built for an error: HW/LSO/log start −1, no aborted txns, empty records.
+
+    Kafka itself sends null records (length −1) here, but librdkafka (confluent-kafka, kcat)
+    rejects a null records field ("invalid MessageSetSize -1") and drops the rest of the
+    response, so lazyconv sends empty records (fetch-protocol.md trap 6). ``null_records=True``
+    gives Kafka's exact bytes.
+    """
     return {
         "partition_index": partition_index,
         "error_code": int(error_code),
@@ -115,7 +121,7 @@ def error_partition(partition_index: int, error_code: int) -> dict[str, Any]:
         "log_start_offset": -1,
         "aborted_transactions": [],
         "preferred_read_replica": -1,
-        "records": None,
+        "records": None if null_records else b"",
     }
 
 
@@ -145,6 +151,7 @@ def broker_partition_response(
     hosted: bool = True,
     extra_fields: Mapping[str, Any] | None = None,
     lazy_records_factory: Callable[[Records, int, int], SendableRecords] | None = None,
+    null_records: bool = False,
 ) -> dict[str, Any]:
     """The partition entry a broker sends for one read result (docs/guide/fetch-response.md).
 
@@ -156,11 +163,14 @@ def broker_partition_response(
     ``extra_fields`` (e.g. ``current_leader``, ``diverging_epoch``) are copied into the entry.
     ``lazy_records_factory(records, to_magic, first_offset)`` builds the lazily converted
     records; it defaults to :class:`lazyconv.lazy.LazyDownConvertedRecords`.
+    An error read (``records`` None) is sent with empty records, as every error partition is
+    (see :func:`error_partition`); ``null_records=True`` keeps Kafka's null.
     """
     _check_version(version)
     if hosted:
         if str(topic_compression).lower() == "zstd" and not zstd_readable(version):
-            return error_partition(partition_index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+            return error_partition(partition_index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                   null_records=null_records)
         target = conversion_target_magic(version, topic_magic)
     else:
         target = None
@@ -173,7 +183,7 @@ def broker_partition_response(
         "log_start_offset": log_start_offset,
         "aborted_transactions": None if aborted_transactions is None else list(aborted_transactions),
         "preferred_read_replica": preferred_read_replica,
-        "records": records,
+        "records": (None if null_records else b"") if records is None else records,
     }
     if extra_fields:
         entry.update(extra_fields)
@@ -181,7 +191,7 @@ def broker_partition_response(
         return entry
 
     if not is_follower and not downconversion_enable:
-        return error_partition(partition_index, ErrorCode.UNSUPPORTED_VERSION)
+        return error_partition(partition_index, ErrorCode.UNSUPPORTED_VERSION, null_records=null_records)
     if records is None or _size(records) == 0:
         # Error reads and empty reads are converted as empty records: S_pre = 0, and the
         # records field is empty rather than null (error partitions).
@@ -202,7 +212,8 @@ def broker_partition_response(
     except UnsupportedCompressionError as exc:
         log.info("partition %d: first batch cannot be converted to magic %d: %s",
                  partition_index, target, exc)
-        return error_partition(partition_index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        return error_partition(partition_index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                               null_records=null_records)
     return entry
 
 

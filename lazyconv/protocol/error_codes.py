@@ -1,4 +1,4 @@
-"""Kafka protocol error codes used by fetches (Errors.java numbers)."""
+"""Kafka protocol error codes this library sends (Errors.java numbers)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ __all__ = ["ErrorCode"]
 
 
 class ErrorCode(IntEnum):
-    """Error codes a Fetch response can carry, with Kafka's numbers (docs/guide/fetch-response.md)."""
+    """Error codes the served APIs can carry, with Kafka's numbers (docs/guide/fetch-response.md for Fetch)."""
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
@@ -18,15 +18,34 @@ class ErrorCode(IntEnum):
     NOT_LEADER_OR_FOLLOWER = 6
     REPLICA_NOT_AVAILABLE = 9
     MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
     TOPIC_AUTHORIZATION_FAILED = 29
     UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    CONCURRENT_TRANSACTIONS = 51
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    OPERATION_NOT_ATTEMPTED = 55
     KAFKA_STORAGE_ERROR = 56
+    GROUP_ID_NOT_FOUND = 69
     FETCH_SESSION_ID_NOT_FOUND = 70
     INVALID_FETCH_SESSION_EPOCH = 71
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76
     OFFSET_NOT_AVAILABLE = 78
+    MEMBER_ID_REQUIRED = 79
     INVALID_RECORD = 87
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_TOPIC_ID = 103

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lazyconv.errors import ProtocolError
+from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.headers import (
     decode_request_header,
     decode_response_header,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from lazyconv._types import SendableRecords
 
 __all__ = [
+    "SPEC",
     "FETCH_API_KEY",
     "MIN_FETCH_VERSION",
     "MAX_FETCH_VERSION",
@@ -61,36 +63,7 @@ __all__ = [
     "FetchResponseSend",
 ]
 
-FETCH_API_KEY = 1
-MIN_FETCH_VERSION = 0
-MAX_FETCH_VERSION = 17
-FIRST_FLEXIBLE_VERSION = 12
-
 _I32 = struct.Struct(">i")
-
-
-def _check_version(version: int, position: int | None = None) -> None:
-    if not isinstance(version, int) or not MIN_FETCH_VERSION <= version <= MAX_FETCH_VERSION:
-        raise ProtocolError(
-            f"Fetch version {version!r} is not supported (supported: "
-            f"{MIN_FETCH_VERSION}..{MAX_FETCH_VERSION})",
-            position,
-        )
-
-
-def is_flexible(version: int) -> bool:
-    """Fetch v12+ uses compact encodings and tagged fields."""
-    return version >= FIRST_FLEXIBLE_VERSION
-
-
-def request_header_version(version: int) -> int:
-    """Request header version for a Fetch version: 2 for flexible versions, else 1."""
-    return 2 if is_flexible(version) else 1
-
-
-def response_header_version(version: int) -> int:
-    """Response header version for a Fetch version: 1 for flexible versions, else 0."""
-    return 1 if is_flexible(version) else 0
 
 
 # -- FetchRequest.json ---------------------------------------------------------------------
@@ -211,6 +184,29 @@ FETCH_RESPONSE_SCHEMA = Struct(
         Field("node_endpoints", ArrayOf(_NODE_ENDPOINT), "16+", tag=0, tagged_versions="16+"),
     ),
 )
+
+
+SPEC = ApiSpec(1, "Fetch", 0, 17, 12, FETCH_REQUEST_SCHEMA, FETCH_RESPONSE_SCHEMA)
+FETCH_API_KEY = SPEC.key
+MIN_FETCH_VERSION = SPEC.min_version
+MAX_FETCH_VERSION = SPEC.max_version
+FIRST_FLEXIBLE_VERSION = 12
+_check_version = SPEC.check_version
+
+
+def is_flexible(version: int) -> bool:
+    """Fetch v12+ uses compact encodings and tagged fields."""
+    return SPEC.is_flexible(version)
+
+
+def request_header_version(version: int) -> int:
+    """Request header version for a Fetch version: 2 for flexible versions, else 1."""
+    return SPEC.request_header_version(version)
+
+
+def response_header_version(version: int) -> int:
+    """Response header version for a Fetch version: 1 for flexible versions, else 0."""
+    return SPEC.response_header_version(version)
 
 
 def _framed(header: bytes, body: bytes) -> bytes:

@@ -1,7 +1,8 @@
-"""InitProducerId (API key 22), versions 0–4, sans-IO.
+"""InitProducerId (API key 22), versions 0–5, sans-IO.
 
-An idempotent producer asks for a producer id before its first Produce. v2 makes the API
-flexible; v3 adds the current ``ProducerId``/``ProducerEpoch`` to the request (for epoch bumps).
+An idempotent or transactional producer asks for a producer id before its first Produce. v2
+makes the API flexible; v3 adds the current ``ProducerId``/``ProducerEpoch`` to the request (for
+epoch bumps); v4 and v5 change only error semantics.
 """
 
 from __future__ import annotations
@@ -9,24 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.primitives import Reader
-from lazyconv.protocol.schema import (
-    INT16,
-    INT32,
-    INT64,
-    STRING,
-    Field,
-    Struct,
-    decode_message,
-    encode_message,
-)
+from lazyconv.protocol.schema import INT16, INT32, INT64, STRING, Field, Struct
 
-__all__ = ["API_KEY", "MIN_VERSION", "MAX_VERSION", "FLEXIBLE_FROM", "decode_request", "encode_response"]
-
-API_KEY = 22
-MIN_VERSION = 0
-MAX_VERSION = 4
-FLEXIBLE_FROM = 2
+__all__ = ["SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "decode_request", "encode_response"]
 
 REQUEST = Struct(
     "InitProducerIdRequest",
@@ -41,20 +29,25 @@ REQUEST = Struct(
 RESPONSE = Struct(
     "InitProducerIdResponse",
     (
-        Field("throttle_time_ms", INT32),
+        Field("throttle_time_ms", INT32, ignorable=True),
         Field("error_code", INT16),
         Field("producer_id", INT64, default=-1),
         Field("producer_epoch", INT16),
     ),
 )
 
+SPEC = ApiSpec(22, "InitProducerId", 0, 5, 2, REQUEST, RESPONSE)
+API_KEY = SPEC.key
+MIN_VERSION = SPEC.min_version
+MAX_VERSION = SPEC.max_version
+FLEXIBLE_FROM = 2
+
 
 def decode_request(version: int, data: bytes | memoryview | Reader) -> dict[str, Any]:
-    """Decode an InitProducerId request body of ``version`` (0–4)."""
-    reader = data if isinstance(data, Reader) else Reader(data)
-    return decode_message(REQUEST, reader, version, version >= FLEXIBLE_FROM)
+    """Decode an InitProducerId request body of ``version`` (0–5)."""
+    return SPEC.decode_request(version, data, exact=False)
 
 
 def encode_response(version: int, body: Mapping[str, Any]) -> bytes:
-    """Encode an InitProducerId response body of ``version`` (0–4)."""
-    return encode_message(RESPONSE, body, version, version >= FLEXIBLE_FROM).to_bytes()
+    """Encode an InitProducerId response body of ``version`` (0–5)."""
+    return SPEC.encode_response(version, body)

@@ -1,10 +1,12 @@
-"""Metadata (API key 3), versions 0–8 (the non-flexible ones), sans-IO.
+"""Metadata (API key 3), versions 0–12, sans-IO (MetadataRequest/Response.json).
 
 Request: v0 ``Topics`` is a non-nullable array (empty = every topic); v1+ null = every topic,
-empty = none; v4 adds ``AllowAutoTopicCreation``; v8 adds the two "include authorized
-operations" flags. Response: v1 adds broker racks, ``ControllerId`` and ``IsInternal``; v2
-``ClusterId``; v3 ``ThrottleTimeMs``; v5 ``OfflineReplicas``; v7 ``LeaderEpoch``; v8 the
-authorized-operations bit fields (−2147483648 = not requested).
+empty = none; v4 adds ``AllowAutoTopicCreation``; v8 the two "include authorized operations"
+flags (the cluster one until v10); v9 is the first flexible version; v10 adds a ``TopicId`` per
+requested topic and lets ``Name`` be null (looked up by id from v12). Response: v1 adds broker
+racks, ``ControllerId`` and ``IsInternal``; v2 ``ClusterId``; v3 ``ThrottleTimeMs``; v5
+``OfflineReplicas``; v7 ``LeaderEpoch``; v8 the authorized-operations bit fields (−2147483648 =
+not requested); v10 each topic's ``TopicId``; v12 a null ``Name`` for a topic asked by id.
 """
 
 from __future__ import annotations
@@ -12,27 +14,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.primitives import Reader
 from lazyconv.protocol.schema import (
     BOOL,
     INT16,
     INT32,
     STRING,
+    UUID,
     ArrayOf,
     Field,
     Struct,
-    decode_message,
-    encode_message,
 )
 
-__all__ = ["API_KEY", "MIN_VERSION", "MAX_VERSION", "decode_request", "encode_response"]
+__all__ = ["SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "decode_request", "encode_response"]
 
-API_KEY = 3
-MIN_VERSION = 0
-MAX_VERSION = 8
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
-_REQUEST_TOPIC = Struct("MetadataRequestTopic", (Field("name", STRING),))
+_REQUEST_TOPIC = Struct(
+    "MetadataRequestTopic",
+    (
+        Field("topic_id", UUID, "10+"),
+        Field("name", STRING, nullable_versions="10+"),
+    ),
+)
 
 REQUEST = Struct(
     "MetadataRequest",
@@ -71,7 +76,8 @@ _TOPIC = Struct(
     "MetadataResponseTopic",
     (
         Field("error_code", INT16),
-        Field("name", STRING),
+        Field("name", STRING, nullable_versions="12+"),
+        Field("topic_id", UUID, "10+", ignorable=True),
         Field("is_internal", BOOL, "1+", ignorable=True),
         Field("partitions", ArrayOf(_PARTITION)),
         Field("topic_authorized_operations", INT32, "8+", default=AUTHORIZED_OPERATIONS_OMITTED),
@@ -90,12 +96,16 @@ RESPONSE = Struct(
     ),
 )
 
+SPEC = ApiSpec(3, "Metadata", 0, 12, 9, REQUEST, RESPONSE)
+API_KEY = SPEC.key
+MIN_VERSION = SPEC.min_version
+MAX_VERSION = SPEC.max_version
+
 
 def decode_request(version: int, data: bytes | memoryview | Reader) -> dict[str, Any]:
     """Decode a Metadata request body. ``topics`` is None when every topic is asked for
     (v1+ null, or an empty v0 list)."""
-    reader = data if isinstance(data, Reader) else Reader(data)
-    body = decode_message(REQUEST, reader, version, False)
+    body = SPEC.decode_request(version, data, exact=False)
     if version == 0 and not body["topics"]:
         body["topics"] = None
     return body
@@ -103,4 +113,4 @@ def decode_request(version: int, data: bytes | memoryview | Reader) -> dict[str,
 
 def encode_response(version: int, body: Mapping[str, Any]) -> bytes:
     """Encode a Metadata response body (fields a version lacks are dropped)."""
-    return encode_message(RESPONSE, body, version, False).to_bytes()
+    return SPEC.encode_response(version, body)

@@ -1,9 +1,11 @@
-"""Produce (API key 0), versions 2–8 (the non-flexible ones from magic v1 on), sans-IO.
+"""Produce (API key 0), versions 0–11, sans-IO.
 
-Request: v3 adds ``TransactionalId`` (and requires magic v2 records). ``Acks`` 0 means the
-client expects no response at all. Response: ``ThrottleTimeMs`` comes *after* the responses;
-v2 adds ``LogAppendTimeMs`` (−1 unless the topic uses LogAppendTime), v5 ``LogStartOffset``,
-v8 per-batch ``RecordErrors`` and an ``ErrorMessage``.
+Request: v0–1 carry magic v0 records, v2 magic v1; v3 adds ``TransactionalId`` (and requires
+magic v2 records); v9 is the first flexible version. ``Acks`` 0 means the client expects no
+response at all. Response: ``ThrottleTimeMs`` (v1+) comes *after* the responses; v2 adds
+``LogAppendTimeMs`` (−1 unless the topic uses LogAppendTime), v5 ``LogStartOffset``, v8
+per-batch ``RecordErrors`` and an ``ErrorMessage``, v10 (KIP-951) the tagged ``CurrentLeader``
+and ``NodeEndpoints`` (left at their defaults: this server is always the leader).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.primitives import Reader
 from lazyconv.protocol.schema import (
     BYTES,
@@ -21,15 +24,10 @@ from lazyconv.protocol.schema import (
     ArrayOf,
     Field,
     Struct,
-    decode_message,
-    encode_message,
 )
 
-__all__ = ["API_KEY", "MIN_VERSION", "MAX_VERSION", "decode_request", "encode_response"]
+__all__ = ["SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "decode_request", "encode_response"]
 
-API_KEY = 0
-MIN_VERSION = 2
-MAX_VERSION = 8
 
 _PARTITION_DATA = Struct(
     "PartitionProduceData",
@@ -61,6 +59,21 @@ _BATCH_INDEX_AND_ERROR = Struct(
     ),
 )
 
+_LEADER_ID_AND_EPOCH = Struct(
+    "LeaderIdAndEpoch",
+    (Field("leader_id", INT32, "10+", default=-1), Field("leader_epoch", INT32, "10+", default=-1)),
+)
+
+_NODE_ENDPOINT = Struct(
+    "NodeEndpoint",
+    (
+        Field("node_id", INT32, "10+"),
+        Field("host", STRING, "10+"),
+        Field("port", INT32, "10+"),
+        Field("rack", STRING, "10+", nullable_versions="10+", null_default=True),
+    ),
+)
+
 _PARTITION_RESPONSE = Struct(
     "PartitionProduceResponse",
     (
@@ -71,6 +84,7 @@ _PARTITION_RESPONSE = Struct(
         Field("log_start_offset", INT64, "5+", default=-1, ignorable=True),
         Field("record_errors", ArrayOf(_BATCH_INDEX_AND_ERROR), "8+", ignorable=True),
         Field("error_message", STRING, "8+", nullable_versions="8+", null_default=True, ignorable=True),
+        Field("current_leader", _LEADER_ID_AND_EPOCH, "10+", tag=0, tagged_versions="10+"),
     ),
 )
 
@@ -84,16 +98,22 @@ RESPONSE = Struct(
     (
         Field("responses", ArrayOf(_TOPIC_RESPONSE)),
         Field("throttle_time_ms", INT32, "1+", ignorable=True),
+        Field("node_endpoints", ArrayOf(_NODE_ENDPOINT), "10+", tag=0, tagged_versions="10+"),
     ),
 )
 
 
+SPEC = ApiSpec(0, "Produce", 0, 11, 9, REQUEST, RESPONSE)
+API_KEY = SPEC.key
+MIN_VERSION = SPEC.min_version
+MAX_VERSION = SPEC.max_version
+
+
 def decode_request(version: int, data: bytes | memoryview | Reader) -> dict[str, Any]:
-    """Decode a Produce request body of ``version`` (2–8); records come back as bytes."""
-    reader = data if isinstance(data, Reader) else Reader(data)
-    return decode_message(REQUEST, reader, version, False)
+    """Decode a Produce request body of ``version`` (0–11); records come back as bytes."""
+    return SPEC.decode_request(version, data, exact=False)
 
 
 def encode_response(version: int, body: Mapping[str, Any]) -> bytes:
-    """Encode a Produce response body of ``version`` (2–8)."""
-    return encode_message(RESPONSE, body, version, False).to_bytes()
+    """Encode a Produce response body of ``version`` (0–11)."""
+    return SPEC.encode_response(version, body)

@@ -164,6 +164,17 @@ class Struct:
     name: str
     fields: tuple[Field, ...] = field(default_factory=tuple)
 
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.fields]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name} declares a field twice: {names}")
+        object.__setattr__(self, "_names", frozenset(names))
+
+    @property
+    def field_names(self) -> frozenset[str]:
+        """The names a value dict of this struct may use."""
+        return self._names  # type: ignore[attr-defined,no-any-return]
+
 
 def default_value(f: Field) -> Any:
     """The default of field ``f`` (a fresh object for arrays and structs)."""
@@ -273,6 +284,7 @@ class _Encoder:
             value = {}
         elif not isinstance(value, Mapping):
             raise ProtocolError(f"{path}: expected a dict for {struct.name}, got {type(value).__name__}")
+        _check_keys(struct, value, path)
         tagged: list[tuple[int, Field, Any]] = []
         for f in struct.fields:
             v = value.get(f.name, _MISSING)
@@ -372,6 +384,19 @@ class _Encoder:
 
 
 _MISSING = object()
+
+
+def _check_keys(struct: Struct, value: Mapping[str, Any], path: str) -> None:
+    """A key the struct does not declare is a caller's typo: refuse it rather than send a default.
+
+    Keys starting with ``_`` are bookkeeping (e.g. ``_unknown_tagged_fields`` from decoding).
+    """
+    names = struct.field_names
+    for key in value:
+        if key not in names and not (isinstance(key, str) and key.startswith("_")):
+            raise ProtocolError(
+                f"{path}: {struct.name} has no field {key!r} (its fields: {', '.join(sorted(names))})"
+            )
 
 
 def _as_uuid(v: Any, path: str) -> uuid.UUID:

@@ -19,11 +19,14 @@ import os
 import re
 import struct
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lazyconv.errors import CorruptRecordError, ValidationError
+from lazyconv.serve.topic_ids import ensure_topic_id
+from lazyconv.serve.transactions import PartitionTransactions
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,7 @@ class Entry:
     magic: int
     codec: int
     max_timestamp: int
+    attributes: int = 0  # the full attributes (v2: transactional 0x10, control 0x20)
 
 
 @dataclass(slots=True)
@@ -132,13 +136,15 @@ def _parse_entry_header(header: bytes, position: int, file_size: int, path: Path
             raise CorruptRecordError(f"{path}: v2 batch shorter than its header", position)
         attributes, last_delta = struct.unpack_from(">hi", header, 21)
         (max_ts,) = struct.unpack_from(">q", header, 35)
-        return Entry(position, total, offset, offset + last_delta, 2, attributes & _CODEC_MASK, max_ts)
+        return Entry(position, total, offset, offset + last_delta, 2, attributes & _CODEC_MASK, max_ts,
+                     attributes)
     if magic in (0, 1):
         attributes = header[17]
         timestamp = -1
         if magic == 1 and len(header) >= 26:
             (timestamp,) = struct.unpack_from(">q", header, 18)
-        return Entry(position, total, offset, offset, magic, attributes & _CODEC_MASK, timestamp)
+        return Entry(position, total, offset, offset, magic, attributes & _CODEC_MASK, timestamp,
+                     attributes)
     raise CorruptRecordError(f"{path}: unknown magic {magic}", position + 16)
 
 
@@ -168,6 +174,7 @@ class PartitionLog:
         self.directory = directory
         self.segments: list[Segment] = []
         self._lock = threading.Lock()
+        self.transactions = PartitionTransactions()
         self.refresh()
 
     def refresh(self) -> None:
@@ -203,9 +210,12 @@ class PartitionLog:
             for entry in segment.entries:
                 yield segment, entry
 
-    def locate(self, fetch_offset: int) -> Region:
+    def locate(self, fetch_offset: int, max_offset: int | None = None) -> Region:
         """The readable region a fetch at ``fetch_offset`` starts in (one segment, complete
-        entries only). Raises :class:`OffsetOutOfRange` outside ``[log start, high watermark]``."""
+        entries only). Raises :class:`OffsetOutOfRange` outside ``[log start, high watermark]``.
+
+        ``max_offset`` (a read_committed fetch's last stable offset) ends the region before the
+        first entry holding an offset at or above it."""
         self.refresh()
         hw = self.high_watermark
         start_offset = self.log_start_offset
@@ -219,8 +229,14 @@ class PartitionLog:
                 raise segment.corruption  # the offset lies in or after data that cannot be read
             if i < len(segment.entries):
                 entry = segment.entries[i]
-                return Region(segment.path, segment, entry.position, segment.scanned_bytes, entry.size,
-                              hw, start_offset)
+                end = segment.scanned_bytes
+                if max_offset is not None:
+                    j = segment.entry_index_for(max_offset)
+                    if j < len(segment.entries):
+                        end = segment.positions[j]
+                    if end <= entry.position:
+                        return Region(None, None, 0, 0, 0, hw, start_offset)
+                return Region(segment.path, segment, entry.position, end, entry.size, hw, start_offset)
         return Region(None, None, 0, 0, 0, hw, start_offset)
 
     def _segments_from(self, offset: int) -> list[Segment]:
@@ -244,6 +260,31 @@ class PartitionLog:
                         if record.timestamp >= timestamp:
                             return record.offset, record.timestamp
         return None
+
+    def transaction_state(self) -> PartitionTransactions:
+        """The partition's transaction state, brought up to date with the log."""
+        self.refresh()
+        with self._lock:
+            self.transactions.update(self)
+        return self.transactions
+
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest open transaction, else the high watermark."""
+        state = self.transaction_state()
+        return state.last_stable_offset(self.high_watermark)
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record carrying the log's largest timestamp
+        (ListOffsets −3, KIP-734); ``None`` for an empty log."""
+        self.refresh()
+        best: Entry | None = None
+        for _segment, entry in self.entries():
+            if best is None or entry.max_timestamp > best.max_timestamp:
+                best = entry
+        if best is None:
+            return None
+        found = self.offset_for_timestamp(best.max_timestamp)
+        return found if found is not None else (best.last_offset, best.max_timestamp)
 
     def append(self, entries: list[tuple[bytes, int]]) -> tuple[int, int]:
         """Append entries whose offsets are assigned by ``assign(bytes, next_offset)``.
@@ -293,6 +334,8 @@ class LogDirectory:
         if not self.root.is_dir():
             raise ValidationError(f"log directory {self.root} does not exist or is not a directory")
         self.partitions: dict[tuple[str, int], PartitionLog] = {}
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._topics_by_id: dict[uuid.UUID, str] = {}
         self._lock = threading.Lock()
         self.refresh()
 
@@ -307,6 +350,30 @@ class LogDirectory:
                 key = (m.group("topic"), int(m.group("partition")))
                 if key not in self.partitions:
                     self.partitions[key] = PartitionLog(key[0], key[1], path)
+                    self._topic_ids.pop(key[0], None)  # a new folder: make sure it gets the id
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's stable id (from ``partition.metadata``, created on first use)."""
+        with self._lock:
+            known = self._topic_ids.get(topic)
+            if known is not None:
+                return known
+            directories = [plog.directory for (name, _p), plog in sorted(self.partitions.items())
+                           if name == topic]
+            if not directories:
+                raise ValidationError(f"topic {topic!r} has no partition in {self.root}")
+            topic_id = ensure_topic_id(topic, directories)
+            self._topic_ids[topic] = topic_id
+            self._topics_by_id[topic_id] = topic
+            return topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The topic with id ``topic_id`` (None if no topic here has it)."""
+        if topic_id not in self._topics_by_id:
+            self.refresh()
+            for topic in self.topics():
+                self.topic_id(topic)
+        return self._topics_by_id.get(topic_id)
 
     def topics(self) -> dict[str, list[int]]:
         """Topic name → sorted partition ids."""

@@ -87,6 +87,7 @@ class KafkaServer:
             self.listeners.append(Listener(node_id, host, port, spec.produce_delay_ms))
         self.broker = self._broker_factory(self.listeners)
         loop = asyncio.get_running_loop()
+        self.broker.start(loop)
         for sock, listener in zip(self._sockets, self.listeners, strict=True):
             self._accept_tasks.append(loop.create_task(self._accept_loop(sock, listener)))
         for listener in self.listeners:
@@ -102,6 +103,8 @@ class KafkaServer:
         for sock in self._sockets:
             sock.close()
         self._sockets.clear()
+        if self.broker is not None:
+            self.broker.close()
 
     async def serve_forever(self) -> None:
         await asyncio.gather(*self._accept_tasks)
@@ -142,7 +145,7 @@ class KafkaServer:
                     log.info("%s closed the connection inside a request", peer)
                     return
                 try:
-                    response = await self.broker.handle(frame, listener)
+                    response = await self.broker.handle(frame, listener, _host_of(peer))
                 except LazyconvError as exc:
                     log.warning("closing %s: invalid request: %s", peer, exc)
                     return
@@ -167,6 +170,13 @@ class KafkaServer:
         finally:
             with contextlib.suppress(OSError):
                 conn.close()
+
+
+def _host_of(peer: object) -> str:
+    """The client host as Kafka's DescribeGroups shows it ("/127.0.0.1")."""
+    if isinstance(peer, tuple) and peer:
+        return f"/{peer[0]}"
+    return ""
 
 
 async def _recv_exactly(loop: asyncio.AbstractEventLoop, conn: socket.socket, n: int) -> bytes | None:

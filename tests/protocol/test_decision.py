@@ -48,7 +48,7 @@ def test_zstd_topic_below_v10_is_error_76_even_without_conversion(version: int) 
     p = broker_partition_response(version, 3, MemoryRecords(LOG), fetch_offset=0,
                                   high_watermark=10, topic_compression="zstd")
     assert p == error_partition(3, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
-    assert p["records"] is None and p["high_watermark"] == -1
+    assert p["records"] == b"" and p["high_watermark"] == -1
 
 
 def test_zstd_topic_from_v10_is_sent_as_read() -> None:
@@ -103,9 +103,26 @@ def test_error_read_on_the_conversion_path_has_empty_not_null_records() -> None:
     assert p["records"] == b"" and p["error_code"] == 1 and p["high_watermark"] == -1
     data = FetchResponse(2, {"responses": [{"topic": "t", "partitions": [p]}]}).to_bytes(1)
     assert data.endswith(bytes.fromhex("00000000 0001 ffffffffffffffff 00000000"))
-    # without conversion an error read keeps null records
+    # without conversion an error read has empty records too (librdkafka rejects null)
     q = broker_partition_response(4, 0, None, fetch_offset=0, error_code=1)
-    assert q["records"] is None
+    assert q["records"] == b""
+    # Kafka's exact null stays available
+    k = broker_partition_response(4, 0, None, fetch_offset=0, error_code=1, null_records=True)
+    assert k["records"] is None
+
+
+@pytest.mark.parametrize("version", range(0, 18))
+def test_error_partitions_have_zero_length_records_on_the_wire(version: int) -> None:
+    """Every error partition, every version: length 0 (int32 0 / varint 1), never −1 / 0."""
+    for p in (error_partition(0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+              broker_partition_response(version, 0, None, fetch_offset=5, error_code=1)):
+        topic = {"topic": "t", "topic_id": "00000000-0000-0000-0000-000000000001", "partitions": [p]}
+        body = FetchResponse(version, {"responses": [topic]}).to_bytes(1)[4:]
+        decoded = FetchResponse.decode(version, body[5 if version >= 12 else 4:])
+        assert decoded["responses"][0]["partitions"][0]["records"] == b""
+        # records length, then (flexible) the partition's, topic's and response's tag sections
+        tail = "01 00 00 00" if version >= 12 else "00000000"
+        assert body.endswith(bytes.fromhex(tail))
 
 
 def test_storage_error_is_rewritten_for_v5_and_older() -> None:
@@ -116,7 +133,7 @@ def test_storage_error_is_rewritten_for_v5_and_older() -> None:
 def test_partition_not_hosted_is_sent_as_read() -> None:
     p = broker_partition_response(0, 0, None, fetch_offset=0, error_code=3, hosted=False,
                                   topic_compression="zstd")
-    assert p["records"] is None and p["error_code"] == 3
+    assert p["records"] == b"" and p["error_code"] == 3
 
 
 def test_extra_fields_are_copied() -> None:

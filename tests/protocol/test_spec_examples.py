@@ -271,7 +271,8 @@ def test_v16_response_with_node_endpoint() -> None:
 
 
 def test_error_partition_examples() -> None:
-    p = error_partition(0, 76)
+    """Kafka's exact bytes (records null) on request; lazyconv's default is empty records."""
+    p = error_partition(0, 76, null_records=True)
     v3 = FetchResponse(3, {"responses": [{"topic": "t", "partitions": [p]}]}).to_bytes(7)
     assert v3.endswith(h("00000000 004c ffffffffffffffff ffffffff"))
     v12 = FetchResponse(12, {"responses": [{"topic": "t", "partitions": [p]}]}).to_bytes(7)
@@ -279,6 +280,11 @@ def test_error_partition_examples() -> None:
         h("00000000 004c ffffffffffffffff ffffffffffffffff ffffffffffffffff 01 ffffffff 00 00")
         + h("00 00")  # topic tags, top-level tags
     )
+    empty = error_partition(0, 76)
+    v3 = FetchResponse(3, {"responses": [{"topic": "t", "partitions": [empty]}]}).to_bytes(7)
+    assert v3.endswith(h("00000000 004c ffffffffffffffff 00000000"))
+    v12 = FetchResponse(12, {"responses": [{"topic": "t", "partitions": [empty]}]}).to_bytes(7)
+    assert v12.endswith(h("01 ffffffff 01 00 00 00"))
 
 
 SECTION7_RECORDS = h("""

@@ -48,6 +48,8 @@ class ServerThread:
         return asyncio.run_coroutine_threadsafe(coro_fn(), self.loop).result(timeout)
 
     def stop(self) -> None:
+        if self.loop.is_closed():
+            return  # stopped already (a test restarting the server)
         asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)

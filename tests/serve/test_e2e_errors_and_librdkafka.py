@@ -103,7 +103,7 @@ def test_zstd_topic_below_fetch_v10_gets_unsupported_compression_type(serve_logd
     for version in (1, 3, 5, 9):  # converted (v1, v3) and unconverted (v5, v9) alike
         partition = fetch_raw(server.port, version, "zstd-topic", 0)["responses"][0]["partitions"][0]
         assert partition["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-        assert partition["high_watermark"] == -1 and partition["records"] is None
+        assert partition["high_watermark"] == -1 and partition["records"] == b""
     ok = fetch_raw(server.port, 10, "zstd-topic", 0)["responses"][0]["partitions"][0]
     assert ok["error_code"] == 0 and ok["high_watermark"] == len(zstd_values)
 
@@ -137,7 +137,7 @@ def test_zstd_batches_in_a_producer_topic_fail_only_on_conversion(serve_logdir, 
     v5 = fetch_raw(server.port, 5, "zstd-topic", 0)["responses"][0]["partitions"][0]
     assert v5["error_code"] == 0 and len(v5["records"]) > 0
     v3 = fetch_raw(server.port, 3, "zstd-topic", 0)["responses"][0]["partitions"][0]
-    assert v3["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE and v3["records"] is None
+    assert v3["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE and v3["records"] == b""
 
 
 def test_no_downconversion_gives_old_consumers_unsupported_version(serve_logdir, logs):
@@ -146,7 +146,7 @@ def test_no_downconversion_gives_old_consumers_unsupported_version(serve_logdir,
     for version in (0, 1, 2, 3):
         partition = fetch_raw(server.port, version, TOPIC, 0)["responses"][0]["partitions"][0]
         assert partition["error_code"] == ErrorCode.UNSUPPORTED_VERSION
-        assert partition["records"] is None
+        assert partition["records"] == b""
     assert fetch_raw(server.port, 4, TOPIC, 0)["responses"][0]["partitions"][0]["error_code"] == 0
 
     # A follower (replica id >= 0) is exempt (docs/guide/fetch-response.md): it gets converted records.
@@ -175,3 +175,33 @@ def test_no_downconversion_gives_old_consumers_unsupported_version(serve_logdir,
             got.extend(messages)
     consumer.close()
     assert [m.offset for m in got] == [r[0] for r in expected[0].records]
+
+
+@pytest.mark.slow
+def test_librdkafka_fallback_0_9_sees_error_76_instead_of_spinning(serve_logdir, logs):
+    """Issue 14: with null records librdkafka failed to parse the Fetch v1 response ("invalid
+    MessageSetSize -1"), never saw error 76 and refetched thousands of times per second. With
+    empty records it parses the partition and reports the error to the application."""
+    root, _, _ = logs
+    server = serve_logdir(root, topic_configs={"zstd-topic": TopicConfig(compression_type="zstd")})
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": server.bootstrap, "group.id": "serve-test-76",
+        "api.version.request": False, "broker.version.fallback": "0.9.0",
+        "enable.auto.commit": False, "fetch.wait.max.ms": 100, "log_level": 3,
+        "fetch.error.backoff.ms": 200,
+    })
+    errors = []
+    try:
+        consumer.assign([confluent_kafka.TopicPartition("zstd-topic", 0, 0)])
+        started = time.monotonic()
+        while not errors and time.monotonic() - started < 10:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is not None:
+                errors.append(message.error())
+        elapsed = time.monotonic() - started
+    finally:
+        consumer.close()
+    assert errors, "librdkafka never reported the partition error"
+    assert errors[0].code() == confluent_kafka.KafkaError.UNSUPPORTED_COMPRESSION_TYPE
+    fetches = sum(n for (key, _v), n in server.server.broker.request_counts.items() if key == 1)
+    assert fetches < 50 * max(elapsed, 1), f"{fetches} fetches in {elapsed:.1f}s: spinning"

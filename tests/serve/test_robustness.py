@@ -132,7 +132,7 @@ def test_unknown_api_versions_version_gets_the_fallback_answer(serve_logdir, tmp
     assert (correlation_id, error_code) == (5, 35)
     table = {struct.unpack_from(">h", answer, 10 + 6 * i)[0]: struct.unpack_from(">hh", answer, 12 + 6 * i)
              for i in range(count)}
-    assert table[18] == (0, 4) and table[1] == (0, 12)
+    assert table[18] == (0, 4) and table[1] == (0, 17)
     assert len(answer) == 10 + 6 * count  # v0 layout: no throttle time, no tagged fields
 
 

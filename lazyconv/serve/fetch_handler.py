@@ -1,0 +1,281 @@
+"""Fetch on the server side: read each partition under KIP-74's budget, decide per partition as
+a broker does (fetch-protocol.md §6), and build the lazily streamed FetchResponse.
+
+Partitions that need no conversion go out as file slices (``os.sendfile``); the others through
+:class:`~lazyconv.lazy.LazyDownConvertedRecords`. Transactions: every Fetch v4+ carries the last
+stable offset, and a read_committed fetch stops there and lists the aborted transactions.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from lazyconv.errors import RecordsError
+from lazyconv.lazy import LazyDownConvertedRecords
+from lazyconv.protocol.decision import (
+    FetchBudget,
+    broker_partition_response,
+    error_partition,
+    is_follower_fetch,
+)
+from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.protocol.fetch import FetchRequest, FetchResponse
+from lazyconv.records import FileRecords
+from lazyconv.send import Send
+from lazyconv.serve.logdir import LogDirectory, OffsetOutOfRange, PartitionLog, Region
+from lazyconv.serve.model import BrokerStats, Response, TopicConfig
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FetchHandler", "FETCH_POLL_INTERVAL_S"]
+
+# How often a waiting fetch looks at the log again.
+FETCH_POLL_INTERVAL_S = 0.02
+
+
+class _TrackedRecords(abc.ABC):
+    """Wraps a partition's records so the broker learns what their send did.
+
+    The send is accounted for by :meth:`close`, once the response is finished (or abandoned).
+    """
+
+    def __init__(self, records: Any, stats: BrokerStats) -> None:
+        self._records = records
+        self._stats = stats
+        self._send: Any = None
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._records.size_in_bytes
+
+    def to_send(self) -> Send:
+        self._send = self._records.to_send()
+        return self._send
+
+    def close(self) -> None:
+        send, self._send = self._send, None
+        if send is not None:
+            self._account(send)
+
+    @abc.abstractmethod
+    def _account(self, send: Any) -> None:
+        """Add what ``send`` did to the broker's stats."""
+
+
+class _TrackedFileRecords(_TrackedRecords):
+    """A file slice sent unconverted: how much went out zero-copy; closes the slice."""
+
+    def _account(self, send: Any) -> None:
+        self._stats.zero_copy_bytes += getattr(send, "zero_copy_bytes", 0)
+
+    def close(self) -> None:
+        super().close()
+        self._records.close()
+
+
+class _TrackedLazyRecords(_TrackedRecords):
+    """Lazily converted records: padding, chunks and records converted by their send."""
+
+    def _account(self, send: Any) -> None:
+        self._stats.padded_bytes += getattr(send, "padding_bytes", 0)
+        self._stats.converted_chunks += getattr(send, "chunks", 0)
+        stats = getattr(send, "stats", None)
+        if stats is not None:
+            self._stats.records_converted += stats.records_converted
+
+
+class FetchHandler:
+    """Answers Fetch requests from a :class:`LogDirectory`."""
+
+    def __init__(self, logdir: LogDirectory, stats: BrokerStats, chunk_size: int,
+                 topic_config: Callable[[str], TopicConfig]) -> None:
+        self.logdir = logdir
+        self.stats = stats
+        self.chunk_size = chunk_size
+        self.topic_config = topic_config
+
+    async def fetch(self, version: int, correlation_id: int, body: memoryview) -> Response:
+        request = FetchRequest.decode(version, body)
+        session_epoch = request.get("session_epoch", -1)
+        session_id = request.get("session_id", 0)
+        if version >= 7 and session_epoch not in (-1, 0):
+            # Sessions are never created here (we answer SessionId 0), so an incremental fetch
+            # refers to a session this server does not know.
+            code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if session_id else ErrorCode.INVALID_FETCH_SESSION_EPOCH
+            return self._fetch_response(version, correlation_id, int(code), [], [])
+        min_bytes = request.get("min_bytes", 0)
+        deadline = time.monotonic() + max(0, request.get("max_wait_ms", 0)) / 1000
+        while True:
+            plan = self._plan_fetch(version, request)
+            if plan.bytes_read >= min(min_bytes, plan.limit) or time.monotonic() >= deadline:
+                break
+            plan.close()
+            await asyncio.sleep(FETCH_POLL_INTERVAL_S)
+        self.stats.fetch_partitions += plan.partitions
+        self.stats.converted_partitions += plan.converted
+        self.stats.zero_copy_partitions += plan.zero_copy
+        self.stats.partial_tail_responses += plan.partial_tails
+        try:
+            return self._fetch_response(version, correlation_id, 0, plan.topics, plan.resources)
+        except BaseException:
+            plan.close()
+            raise
+
+    def _fetch_response(self, version: int, correlation_id: int, error_code: int,
+                        topics: list[dict[str, Any]], resources: list[Any]) -> Response:
+        body = {"throttle_time_ms": 0, "error_code": error_code, "session_id": 0, "responses": topics}
+        response = FetchResponse(version, body)
+        return Response(response.to_send(correlation_id), list(resources))
+
+    def _plan_fetch(self, version: int, request: dict[str, Any]) -> _FetchPlan:
+        """Read every partition of a fetch in request order under KIP-74's budget."""
+        plan = _FetchPlan()
+        budget = FetchBudget(version, request.get("max_bytes") if version >= 3 else None)
+        plan.limit = budget.limit
+        # Followers are exempt from message.downconversion.enable (fetch-protocol.md §6 3a).
+        is_follower = is_follower_fetch(version, request)
+        read: list[tuple[tuple[str, Any], dict[str, Any]]] = []
+        rejected: list[tuple[tuple[str, Any], dict[str, Any]]] = []
+        try:
+            for topic in request["topics"]:
+                name, topic_id = topic["topic"], topic.get("topic_id")
+                unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if version >= 13:  # topics are named by id
+                    name = self.logdir.topic_name(topic_id) or ""
+                    unknown = ErrorCode.UNKNOWN_TOPIC_ID
+                for part in topic["partitions"]:
+                    plog = self.logdir.partition(name, part["partition"]) if name else None
+                    if plog is None:
+                        rejected.append(((name, topic_id), error_partition(part["partition"], unknown)))
+                        continue
+                    before = budget.remaining
+                    entry = self._read_partition(version, name, plog, part, budget, plan, is_follower,
+                                                 request.get("isolation_level", 0))
+                    read.append(((name, topic_id), entry))
+                    plan.bytes_read += before - budget.remaining
+                    plan.partitions += 1
+        except BaseException:
+            plan.close()
+            raise
+        plan.topics = _group_by_topic(read + rejected)
+        return plan
+
+    def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
+                        budget: FetchBudget, plan: _FetchPlan,
+                        is_follower: bool = False, isolation_level: int = 0) -> dict[str, Any]:
+        """One partition of a fetch, as the response partition dict (fetch-protocol.md §6, §8)."""
+        index = part["partition"]
+        fetch_offset = part["fetch_offset"]
+        config = self.topic_config(topic)
+        records: Any
+        # Transactions (Fetch v4+): the LSO is reported to everyone; a read_committed fetch
+        # stops at it and learns which aborted transactions its records may contain.
+        read_committed = version >= 4 and isolation_level == 1
+        txns = plog.transaction_state() if version >= 4 else None
+        lso = txns.last_stable_offset(plog.high_watermark) if txns is not None else -1
+        try:
+            region = plog.locate(fetch_offset, max_offset=lso if read_committed else None)
+        except OffsetOutOfRange as exc:
+            log.info("fetch: %s", exc)
+            records, error, hw, start = None, ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1
+        except RecordsError as exc:
+            # Unreadable log data: Kafka's answer for a failed log is a storage error (sent as
+            # NOT_LEADER_OR_FOLLOWER to Fetch v0-5 by the decision helper).
+            log.error("fetch %s-%d at %d: %s", topic, index, fetch_offset, exc)
+            records, error, hw, start = None, ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
+        else:
+            error, hw, start = ErrorCode.NONE, region.high_watermark, region.log_start_offset
+            records = b""
+            size = _consume_budget(budget, region, part["partition_max_bytes"])
+            if size > 0:
+                assert region.path is not None and region.segment is not None
+                records = FileRecords(region.path, start=region.position, end=region.position + size)
+                plan.resources.append(records)
+                plan.partial_tails += not region.segment.is_entry_boundary(region.position + size)
+        chunk_size = self.chunk_size
+        aborted: list[dict[str, int]] = []
+        if hw < 0 or txns is None:
+            lso = hw
+        elif read_committed:
+            aborted = [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+                       for t in txns.aborted_between(fetch_offset, lso)]
+
+        def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
+            tracked = _TrackedLazyRecords(
+                LazyDownConvertedRecords(records_in, to_magic, first_offset, chunk_size=chunk_size),
+                self.stats,
+            )
+            plan.resources.append(tracked)
+            plan.converted += 1
+            return tracked
+
+        entry = broker_partition_response(
+            version, index, records, fetch_offset=fetch_offset, error_code=int(error),
+            high_watermark=hw, last_stable_offset=lso, log_start_offset=start,
+            aborted_transactions=aborted,
+            topic_compression=config.compression_type,
+            downconversion_enable=config.downconversion_enable, is_follower=is_follower,
+            lazy_records_factory=lazy,
+        )
+        if isinstance(records, FileRecords) and entry["records"] is records:
+            plan.zero_copy += 1
+            entry["records"] = tracked = _TrackedFileRecords(records, self.stats)
+            plan.resources.append(tracked)
+        return entry
+
+
+def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
+    """Bytes of ``region`` this partition gets under KIP-74 (fetch-protocol.md §8).
+
+    The rules are :meth:`FetchBudget.take`'s; the region already starts at the batch holding
+    the fetch offset, so finding it costs a bisect of the entry index rather than reading every
+    batch header of the segment.
+    """
+    if region.path is None or region.end <= region.position:
+        return 0
+    return budget.take(region.first_entry_size, region.end - region.position, partition_max_bytes)
+
+
+class _FetchPlan:
+    """The partitions of one fetch and the files it opened."""
+
+    def __init__(self) -> None:
+        self.topics: list[dict[str, Any]] = []
+        self.resources: list[Any] = []
+        self.bytes_read = 0
+        self.limit = 0
+        self.partial_tails = 0
+        self.converted = 0
+        self.zero_copy = 0
+        self.partitions = 0
+
+    def close(self) -> None:
+        for resource in self.resources:
+            resource.close()
+        self.resources.clear()
+
+
+def _group_by_topic(partitions: list[tuple[tuple[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Consecutive partitions of one topic share a topic entry (fetch-protocol.md trap 12).
+
+    Each partition comes with its topic's ``(name, id)`` as the request named it (the id is what
+    Fetch v13+ sends back).
+    """
+    topics: list[dict[str, Any]] = []
+    last: tuple[str, Any] | None = None
+    for key, entry in partitions:
+        if topics and last == key:
+            topics[-1]["partitions"].append(entry)
+        else:
+            name, topic_id = key
+            topic: dict[str, Any] = {"topic": name, "partitions": [entry]}
+            if topic_id is not None:
+                topic["topic_id"] = topic_id
+            topics.append(topic)
+            last = key
+    return topics

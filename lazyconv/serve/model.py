@@ -1,0 +1,77 @@
+"""The small value types the broker and its helpers share: listeners, topic settings, stats,
+request context and responses."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from lazyconv.send import Send
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TopicConfig", "Listener", "BrokerStats", "RequestContext", "Response"]
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """The topic settings that change what a fetch returns.
+
+    ``compression_type`` is Kafka's ``compression.type`` ("producer", "zstd", ...): "zstd" makes
+    fetches below v10 fail with UNSUPPORTED_COMPRESSION_TYPE. ``downconversion_enable`` is
+    ``message.downconversion.enable``. The message format is always v2 (inter-broker protocol
+    ≥ 3.0), so Fetch v0–1 get magic 0 and v2–3 magic 1.
+    """
+
+    compression_type: str = "producer"
+    downconversion_enable: bool = True
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One advertised endpoint; each listener plays one broker (node id) in Metadata."""
+
+    node_id: int
+    host: str
+    port: int
+    produce_delay_ms: int = 0
+
+
+@dataclass
+class BrokerStats:
+    """Counters over everything this broker answered (tests and logs read them)."""
+
+    fetch_partitions: int = 0
+    zero_copy_partitions: int = 0  # records sent straight from the file
+    converted_partitions: int = 0  # records lazily down-converted
+    partial_tail_responses: int = 0  # records that end inside a batch (cut by a byte limit)
+    padded_bytes: int = 0  # overflow padding written by lazy sends (after they completed)
+    converted_chunks: int = 0
+    records_converted: int = 0
+    zero_copy_bytes: int = 0  # bytes that went from a log file to a socket with os.sendfile
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """Who asked: the client id from the request header and the listener it connected to."""
+
+    client_id: str | None
+    listener: Listener
+    client_host: str = ""
+
+
+@dataclass
+class Response:
+    """A response ready to be written, and what to release once it is written (or abandoned)."""
+
+    send: Send
+    resources: list[Any] = field(default_factory=list)
+
+    def close(self) -> None:
+        for resource in self.resources:
+            try:
+                resource.close()
+            except Exception:  # closing must never mask the error that ended the response
+                log.exception("closing %r failed", resource)
+        self.resources.clear()

@@ -1,0 +1,192 @@
+"""Per-partition transaction state: open transactions, aborted ones, the last stable offset.
+
+What Kafka's ProducerStateManager and TransactionIndex keep, rebuilt from the log:
+
+- a transactional v2 batch (attribute bit 4) opens a transaction for its producer id at its
+  base offset, unless one is open already;
+- a control batch (bit 5) from that producer ends it; its one record's key is
+  ``version int16, type int16`` with type 0 = ABORT, 1 = COMMIT;
+- an aborted transaction is remembered as Kafka's ``AbortedTxn``: producer id, first offset,
+  last offset (the marker's) and the last stable offset once it ended (the first offset of the
+  next open transaction, else the marker's offset + 1);
+- the last stable offset (LSO) is the first offset of the oldest open transaction, else the
+  high watermark.
+
+Segments that carry a ``.txnindex`` (Kafka's TransactionIndex: 34-byte entries, see
+:func:`parse_txnindex`) give their aborted transactions from it; their control batches up to
+the index's last entry then need no reading beyond the batch header (later ones, appended after
+the index was written, are read from the log). The scan resumes where it stopped, so Produce keeps the
+state current by calling :meth:`PartitionTransactions.update` after each append.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lazyconv.errors import CorruptRecordError
+
+if TYPE_CHECKING:
+    from lazyconv.serve.logdir import PartitionLog, Segment
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AbortedTxn", "PartitionTransactions", "parse_txnindex", "encode_txnindex_entry",
+           "TXNINDEX_SUFFIX", "TXNINDEX_ENTRY_SIZE"]
+
+TXNINDEX_SUFFIX = ".txnindex"
+_ENTRY = struct.Struct(">hqqqq")
+TXNINDEX_ENTRY_SIZE = _ENTRY.size  # 34
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_PRODUCER_ID_AT = 43  # in a v2 batch: after the 43 bytes up to MaxTimestamp
+_RECORDS_AT = 61  # producer id 8, epoch 2, base sequence 4, record count 4
+_ABORT = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """Kafka's AbortedTxn: one aborted transaction of one producer."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+def encode_txnindex_entry(txn: AbortedTxn) -> bytes:
+    """One 34-byte TransactionIndex entry (version 0)."""
+    return _ENTRY.pack(0, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+
+
+def parse_txnindex(data: bytes, path: Path | str = "<txnindex>") -> list[AbortedTxn]:
+    """The entries of a ``.txnindex`` file; raises :class:`CorruptRecordError` naming the place."""
+    if len(data) % TXNINDEX_ENTRY_SIZE:
+        raise CorruptRecordError(
+            f"{path}: {len(data)} bytes is not a whole number of {TXNINDEX_ENTRY_SIZE}-byte entries",
+            len(data) - len(data) % TXNINDEX_ENTRY_SIZE)
+    out = []
+    for position in range(0, len(data), TXNINDEX_ENTRY_SIZE):
+        version, pid, first, last, lso = _ENTRY.unpack_from(data, position)
+        if version != 0:
+            raise CorruptRecordError(f"{path}: entry version {version} (only 0 exists)", position)
+        out.append(AbortedTxn(pid, first, last, lso))
+    return out
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """A zig-zag varint at ``at``: (value, next position)."""
+    shift = result = 0
+    while True:
+        if at >= len(data):
+            raise ValueError("truncated varint")
+        byte = data[at]
+        at += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), at
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _control_type(header: bytes) -> int:
+    """The control type (0 abort, 1 commit) from a control batch's first record key."""
+    at = _RECORDS_AT
+    _length, at = _varint(header, at)
+    at += 1  # record attributes
+    _ts_delta, at = _varint(header, at)
+    _offset_delta, at = _varint(header, at)
+    key_length, at = _varint(header, at)
+    if key_length < 4 or at + 4 > len(header):
+        raise ValueError(f"control record key of {key_length} bytes")
+    _version, kind = struct.unpack_from(">hh", header, at)
+    return int(kind)
+
+
+@dataclass
+class _SegmentProgress:
+    entries_done: int = 0
+    index_covers: int = -1  # markers up to this offset are accounted for by the .txnindex
+
+
+@dataclass
+class PartitionTransactions:
+    """The transaction state of one partition, updated incrementally from its log."""
+
+    ongoing: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
+    aborted: list[AbortedTxn] = field(default_factory=list)  # by last offset
+    _aborted_last: list[int] = field(default_factory=list)
+    _progress: dict[Path, _SegmentProgress] = field(default_factory=dict)
+
+    def update(self, plog: PartitionLog) -> None:
+        """Take in the entries appended since the last update."""
+        for segment in list(plog.segments):
+            progress = self._progress.get(segment.path)
+            if progress is None:
+                progress = self._progress[segment.path] = _SegmentProgress()
+                index_path = segment.path.with_suffix(TXNINDEX_SUFFIX)
+                if index_path.is_file():
+                    try:
+                        indexed = parse_txnindex(index_path.read_bytes(), index_path)
+                    except CorruptRecordError as exc:
+                        log.warning("%s; rebuilding from the log instead", exc)
+                    else:
+                        for txn in indexed:
+                            self._add_aborted(txn)
+                        # entries appended after the index was written are read from the log
+                        progress.index_covers = max((t.last_offset for t in indexed), default=-1)
+            entries = segment.entries
+            if progress.entries_done >= len(entries):
+                continue
+            self._scan(segment, progress, len(entries))
+
+    def _scan(self, segment: Segment, progress: _SegmentProgress, upto: int) -> None:
+        fd = os.open(segment.path, os.O_RDONLY)
+        try:
+            for entry in segment.entries[progress.entries_done:upto]:
+                progress.entries_done += 1
+                if entry.magic != 2 or not entry.attributes & _TRANSACTIONAL:
+                    continue
+                is_control = bool(entry.attributes & _CONTROL)
+                from_index = entry.last_offset <= progress.index_covers
+                need = 96 if is_control and not from_index else _PRODUCER_ID_AT + 8
+                header = os.pread(fd, min(need, entry.size), entry.position)
+                (pid,) = struct.unpack_from(">q", header, _PRODUCER_ID_AT)
+                if not is_control:
+                    self.ongoing.setdefault(pid, entry.first_offset)
+                    continue
+                first = self.ongoing.pop(pid, None)
+                if from_index or first is None:
+                    continue  # the index has the aborted ones; a marker with nothing open
+                try:
+                    kind = _control_type(header)
+                except (ValueError, struct.error) as exc:
+                    log.warning("%s at %d: unreadable control record (%s); taken as a commit",
+                                segment.path, entry.position, exc)
+                    continue
+                if kind == _ABORT:
+                    lso = min(self.ongoing.values(), default=entry.last_offset + 1)
+                    self._add_aborted(AbortedTxn(pid, first, entry.last_offset, lso))
+        finally:
+            os.close(fd)
+
+    def _add_aborted(self, txn: AbortedTxn) -> None:
+        i = bisect.bisect_right(self._aborted_last, txn.last_offset)
+        self._aborted_last.insert(i, txn.last_offset)
+        self.aborted.insert(i, txn)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """First offset of the oldest open transaction, else the high watermark."""
+        return min(min(self.ongoing.values(), default=high_watermark), high_watermark)
+
+    def aborted_between(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions a fetch of ``[fetch_offset, upper_bound)`` must report
+        (Kafka: last offset >= fetch offset and first offset < upper bound)."""
+        start = bisect.bisect_left(self._aborted_last, fetch_offset)
+        return [txn for txn in self.aborted[start:] if txn.first_offset < upper_bound]

@@ -1,0 +1,263 @@
+"""The group coordinator's state machine with an injected clock (no sockets, no sleeping)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.serve.group_coordinator import (
+    CoordinatorConfig,
+    GroupCoordinator,
+    GroupState,
+    JoinResult,
+    SyncResult,
+)
+
+SESSION_MS = 10_000
+REBALANCE_MS = 30_000
+
+
+class Answers:
+    """Collects callback answers."""
+
+    def __init__(self) -> None:
+        self.got: list[Any] = []
+
+    def __call__(self, result: Any) -> None:
+        self.got.append(result)
+
+    @property
+    def last(self) -> Any:
+        assert self.got, "no answer yet"
+        return self.got[-1]
+
+
+def join(c: GroupCoordinator, now: float, member_id: str = "", *, group: str = "g", v4: bool = True,
+         protocols=(("range", b"m"),), client_id: str = "cli") -> Answers:
+    answers = Answers()
+    c.join(now, group_id=group, member_id=member_id, group_instance_id=None, client_id=client_id,
+           client_host="/h", session_timeout_ms=SESSION_MS, rebalance_timeout_ms=REBALANCE_MS,
+           protocol_type="consumer", protocols=list(protocols), require_known_member_id=v4,
+           callback=answers)
+    return answers
+
+
+def sync(c: GroupCoordinator, now: float, member_id: str, generation: int,
+         assignments=(), group: str = "g") -> Answers:
+    answers = Answers()
+    c.sync(now, group_id=group, member_id=member_id, generation_id=generation, protocol_type=None,
+           protocol_name=None, assignments=list(assignments), callback=answers)
+    return answers
+
+
+def joined_member(c: GroupCoordinator, now: float, **kw) -> tuple[str, Answers]:
+    """The v4 round trip: MEMBER_ID_REQUIRED with an id, then the real join."""
+    first = join(c, now, **kw)
+    assert first.last.error_code == ErrorCode.MEMBER_ID_REQUIRED and first.last.member_id
+    return first.last.member_id, join(c, now, first.last.member_id, **kw)
+
+
+def two_member_group(c: GroupCoordinator, now: float = 0.0) -> tuple[str, str, int]:
+    """a joins (generation 1 alone), b joins, a rejoins: generation 2 with both, not synced."""
+    a, _ = joined_member(c, now)
+    b, b_join = joined_member(c, now)
+    join(c, now, a)
+    assert b_join.last.error_code == 0 and set(c.groups["g"].members) == {a, b}
+    return a, b, b_join.last.generation_id
+
+
+def test_single_member_join_sync_heartbeat() -> None:
+    c = GroupCoordinator()
+    member, answers = joined_member(c, 0.0)
+    result: JoinResult = answers.last
+    assert (result.error_code, result.generation_id, result.leader, result.protocol_name) == (0, 1, member, "range")
+    assert result.members == [{"member_id": member, "group_instance_id": None, "metadata": b"m"}]
+    s = sync(c, 0.1, member, 1, [(member, b"assignment")])
+    assert s.last == SyncResult(0, b"assignment", "consumer", "range")
+    assert c.groups["g"].state == GroupState.STABLE
+    assert c.heartbeat(1.0, group_id="g", member_id=member, generation_id=1) == 0
+    assert c.heartbeat(1.0, group_id="g", member_id=member, generation_id=0) == ErrorCode.ILLEGAL_GENERATION
+    assert c.heartbeat(1.0, group_id="g", member_id="nobody", generation_id=1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.heartbeat(1.0, group_id="other", member_id=member, generation_id=1) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_join_below_v4_gets_an_id_at_once() -> None:
+    c = GroupCoordinator()
+    answers = join(c, 0.0, v4=False)
+    assert answers.last.error_code == 0 and answers.last.member_id.startswith("cli-")
+
+
+def test_unknown_member_id_on_join() -> None:
+    c = GroupCoordinator()
+    assert join(c, 0.0, "made-up").last.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_second_member_triggers_a_rebalance_and_the_leader_assigns_both() -> None:
+    c = GroupCoordinator()
+    a, a_join = joined_member(c, 0.0, client_id="a")
+    sync(c, 0.0, a, 1, [(a, b"all")])
+    b, b_join = joined_member(c, 1.0, client_id="b")
+    assert b_join.got == []  # waits for the existing member to rejoin
+    assert c.groups["g"].state == GroupState.PREPARING_REBALANCE
+    assert c.heartbeat(1.5, group_id="g", member_id=a, generation_id=1) == ErrorCode.REBALANCE_IN_PROGRESS
+    a_rejoin = join(c, 2.0, a)
+    assert a_rejoin.last.generation_id == b_join.last.generation_id == 2
+    assert a_rejoin.last.leader == a and b_join.last.leader == a
+    assert {m["member_id"] for m in a_rejoin.last.members} == {a, b}
+    assert b_join.last.members == []  # only the leader sees the members
+    b_sync = sync(c, 2.1, b, 2)
+    assert b_sync.got == []  # a follower waits for the leader's assignment
+    a_sync = sync(c, 2.2, a, 2, [(a, b"p0"), (b, b"p1")])
+    assert a_sync.last.assignment == b"p0" and b_sync.last.assignment == b"p1"
+    assert c.groups["g"].state == GroupState.STABLE
+
+
+def test_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() -> None:
+    c = GroupCoordinator()
+    a, _ = joined_member(c, 0.0)
+    sync(c, 0.0, a, 1, [(a, b"x")])
+    b, b_join = joined_member(c, 1.0)
+    t = 1.0
+    while t < 1.0 + REBALANCE_MS / 1000 - 3:  # a stays alive but never rejoins
+        t += 3
+        c.heartbeat(t, group_id="g", member_id=a, generation_id=1)
+        c.tick(t)
+    c.tick(1.0 + REBALANCE_MS / 1000 - 0.01)
+    assert b_join.got == []
+    c.tick(1.0 + REBALANCE_MS / 1000)
+    assert b_join.last.error_code == 0 and b_join.last.generation_id == 2 and b_join.last.leader == b
+    assert set(c.groups["g"].members) == {b}
+
+
+def test_session_timeout_evicts_a_silent_member_and_rebalances() -> None:
+    c = GroupCoordinator()
+    a, b, gen = two_member_group(c)
+    group = c.groups["g"]
+    sync(c, 0.0, b, gen)
+    sync(c, 0.0, a, gen, [(a, b"1"), (b, b"2")])
+    for t in (3.0, 6.0, 9.0):
+        assert c.heartbeat(t, group_id="g", member_id=a, generation_id=gen) == 0
+        c.tick(t)
+    assert set(group.members) == {a, b}
+    c.tick(SESSION_MS / 1000 + 0.01)  # b never heartbeat
+    assert set(group.members) == {a} and group.state == GroupState.PREPARING_REBALANCE
+    assert c.heartbeat(10.5, group_id="g", member_id=a, generation_id=gen) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert join(c, 10.6, a).last.generation_id == gen + 1
+
+
+def test_leave_group_rebalances_the_rest() -> None:
+    c = GroupCoordinator()
+    a, b, gen = two_member_group(c)
+    sync(c, 0.0, b, gen)
+    sync(c, 0.0, a, gen, [(a, b"1"), (b, b"2")])
+    assert c.leave(1.0, group_id="g", member_id=a) == 0
+    assert c.leave(1.0, group_id="g", member_id=a) == ErrorCode.UNKNOWN_MEMBER_ID
+    rejoin = join(c, 1.1, b)
+    assert rejoin.last.generation_id == gen + 1 and rejoin.last.leader == b
+    assert c.leave(2.0, group_id="g", member_id=b) == 0
+    assert c.groups["g"].state == GroupState.EMPTY
+
+
+def test_sync_errors() -> None:
+    c = GroupCoordinator()
+    a, _ = joined_member(c, 0.0)
+    assert sync(c, 0.0, a, 7).last.error_code == ErrorCode.ILLEGAL_GENERATION
+    assert sync(c, 0.0, "x", 1).last.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    sync(c, 0.0, a, 1, [(a, b"1")])
+    joined_member(c, 1.0)
+    assert sync(c, 1.0, a, 1).last.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_rebalance_during_completing_fails_waiting_followers() -> None:
+    c = GroupCoordinator()
+    a, b, gen = two_member_group(c)
+    waiting = sync(c, 0.1, b, gen)
+    joined_member(c, 0.2)  # a third member arrives before the leader synced
+    assert waiting.last.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_leader_that_never_syncs_restarts_the_rebalance() -> None:
+    c = GroupCoordinator()
+    a, b, gen = two_member_group(c)
+    waiting = sync(c, 0.1, b, gen)
+    t = 0.0
+    while t < REBALANCE_MS / 1000 - 3:  # the leader heartbeats but never sends SyncGroup
+        t += 3
+        assert c.heartbeat(t, group_id="g", member_id=a, generation_id=gen) == 0
+        c.tick(t)
+    assert waiting.got == []
+    c.tick(REBALANCE_MS / 1000 + 0.01)
+    assert c.groups["g"].state == GroupState.PREPARING_REBALANCE
+    assert set(c.groups["g"].members) == {b}
+    assert waiting.last.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+@pytest.mark.parametrize(("kwargs", "code"), [
+    ({"group": ""}, ErrorCode.INVALID_GROUP_ID),
+    ({"protocols": ()}, ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+])
+def test_invalid_joins(kwargs, code) -> None:
+    assert join(GroupCoordinator(), 0.0, **kwargs).last.error_code == code
+
+
+def test_session_timeout_bounds_and_incompatible_protocols() -> None:
+    c = GroupCoordinator(CoordinatorConfig(min_session_timeout_ms=20_000))
+    assert join(c, 0.0).last.error_code == ErrorCode.INVALID_SESSION_TIMEOUT
+    c = GroupCoordinator()
+    joined_member(c, 0.0)
+    assert join(c, 0.1, protocols=(("roundrobin", b""),)).last.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_protocol_is_chosen_by_votes_among_common_ones() -> None:
+    c = GroupCoordinator()
+    a, _ = joined_member(c, 0.0, protocols=(("range", b"ra"), ("sticky", b"sa")))
+    b, b_join = joined_member(c, 0.0, protocols=(("sticky", b"sb"), ("range", b"rb")))
+    c_id, c_join = joined_member(c, 0.0, protocols=(("sticky", b"sc"),))
+    a_join = join(c, 0.0, a, protocols=(("range", b"ra"), ("sticky", b"sa")))
+    assert a_join.last.protocol_name == "sticky"
+    assert {m["member_id"]: m["metadata"] for m in a_join.last.members} == {a: b"sa", b: b"sb", c_id: b"sc"}
+
+
+def test_initial_rebalance_delay_lets_members_arrive_together() -> None:
+    c = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000))
+    a, a_join = joined_member(c, 0.0)
+    b, b_join = joined_member(c, 1.0)
+    c.tick(2.9)
+    assert a_join.got == [] and b_join.got == []
+    c.tick(3.0)
+    assert a_join.last.generation_id == b_join.last.generation_id == 1
+
+
+def test_commit_rules() -> None:
+    c = GroupCoordinator()
+    assert c.commit_allowed(0.0, "simple", "", -1) == 0  # no group: a "simple" commit
+    a, _ = joined_member(c, 0.0)
+    assert c.commit_allowed(0.0, "g", a, 1) == ErrorCode.REBALANCE_IN_PROGRESS  # completing
+    sync(c, 0.0, a, 1, [(a, b"")])
+    assert c.commit_allowed(0.0, "g", a, 1) == 0
+    assert c.commit_allowed(0.0, "g", a, 0) == ErrorCode.ILLEGAL_GENERATION
+    assert c.commit_allowed(0.0, "g", "x", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.commit_allowed(0.0, "g", "", -1) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_static_member_restarting_replaces_its_previous_incarnation() -> None:
+    c = GroupCoordinator()
+
+    def static_join(now: float) -> Answers:
+        answers = Answers()
+        c.join(now, group_id="g", member_id="", group_instance_id="instance-1", client_id="cli",
+               client_host="/h", session_timeout_ms=SESSION_MS, rebalance_timeout_ms=REBALANCE_MS,
+               protocol_type="consumer", protocols=[("range", b"m")], require_known_member_id=True,
+               callback=answers)
+        return answers
+
+    first = static_join(0.0)
+    assert first.last.error_code == 0  # no MEMBER_ID_REQUIRED round trip for static members
+    old_id = first.last.member_id
+    sync(c, 0.0, old_id, first.last.generation_id, [(old_id, b"a")])
+    second = static_join(1.0)
+    assert second.last.error_code == 0 and second.last.member_id != old_id
+    assert set(c.groups["g"].members) == {second.last.member_id}
+    assert c.heartbeat(1.0, group_id="g", member_id=old_id, generation_id=1) == ErrorCode.UNKNOWN_MEMBER_ID

@@ -1,0 +1,114 @@
+"""The transaction coordinator: producer ids and epochs per transactional id, markers, offsets."""
+
+from __future__ import annotations
+
+import time
+from itertools import count
+
+import pytest
+
+from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.serve.offset_store import CommittedOffset
+from lazyconv.serve.txn_coordinator import TransactionCoordinator
+
+
+@pytest.fixture
+def world():
+    markers: list[tuple[str, int, int, int, bool]] = []
+    commits: list[tuple[str, dict]] = []
+    ids = count(1000)
+    coordinator = TransactionCoordinator(lambda: next(ids), lambda *m: markers.append(m),
+                                         lambda g, o: commits.append((g, o)),
+                                         lambda topic, p: topic == "t" and p in (0, 1))
+    return coordinator, markers, commits
+
+
+def test_commit_writes_markers_and_applies_offsets(world) -> None:
+    c, markers, commits = world
+    code, pid, epoch = c.init_producer_id("tx", 60000)
+    assert (code, pid, epoch) == (0, 1000, 0)
+    assert c.add_partitions("tx", pid, epoch, [("t", 0), ("t", 1)]) == {("t", 0): 0, ("t", 1): 0}
+    assert c.add_offsets("tx", pid, epoch, "g") == 0
+    offsets = {("t", 0): CommittedOffset(5)}
+    assert c.txn_offset_commit("tx", pid, epoch, "g", offsets) == 0
+    assert commits == []  # not before the commit
+    assert c.end_txn("tx", pid, epoch, True) == 0
+    assert markers == [("t", 0, 1000, 0, True), ("t", 1, 1000, 0, True)]
+    assert commits == [("g", offsets)]
+
+
+def test_abort_drops_the_offsets(world) -> None:
+    c, markers, commits = world
+    _, pid, epoch = c.init_producer_id("tx", 60000)
+    c.add_partitions("tx", pid, epoch, [("t", 1)])
+    c.add_offsets("tx", pid, epoch, "g")
+    c.txn_offset_commit("tx", pid, epoch, "g", {("t", 1): CommittedOffset(1)})
+    assert c.end_txn("tx", pid, epoch, False) == 0
+    assert markers == [("t", 1, pid, epoch, False)] and commits == []
+
+
+def test_reinit_fences_the_old_epoch_and_aborts_its_transaction(world) -> None:
+    c, markers, _ = world
+    _, pid, old = c.init_producer_id("tx", 60000)
+    c.add_partitions("tx", pid, old, [("t", 0)])
+    code, same_pid, new = c.init_producer_id("tx", 60000)
+    assert (code, same_pid, new) == (0, pid, old + 1)
+    assert markers == [("t", 0, pid, old, False)]
+    assert c.add_partitions("tx", pid, old, [("t", 0)]) == {("t", 0): ErrorCode.INVALID_PRODUCER_EPOCH}
+    assert c.end_txn("tx", pid, old, True) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert c.end_txn("tx", pid + 1, new, True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert c.end_txn("unknown", pid, new, True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_unknown_partitions_fail_the_whole_add(world) -> None:
+    c, _, _ = world
+    _, pid, epoch = c.init_producer_id("tx", 60000)
+    assert c.add_partitions("tx", pid, epoch, [("t", 0), ("nope", 0)]) == {
+        ("t", 0): ErrorCode.OPERATION_NOT_ATTEMPTED, ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert c.txn_offset_commit("tx", pid, epoch, "g", {}) == ErrorCode.INVALID_TXN_STATE  # no AddOffsets
+
+
+kafka = pytest.importorskip("kafka")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+
+@pytest.mark.slow
+def test_transactional_producers_and_read_committed_consumers(serve_logdir, tmp_path) -> None:
+    """kafka-python and confluent-kafka transactional producers commit and abort through the
+    server; read_committed consumers see only the committed records, read_uncommitted all."""
+    for p in (0, 1):
+        (tmp_path / f"tx-{p}").mkdir()
+    server = serve_logdir(tmp_path)
+    producer = kafka.KafkaProducer(bootstrap_servers=server.bootstrap, transactional_id="kp-tx")
+    producer.init_transactions()
+    for outcome in ("commit", "abort"):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.send("tx", f"kp-{outcome}-{i}".encode(), partition=i % 2)
+        producer.flush()
+        producer.commit_transaction() if outcome == "commit" else producer.abort_transaction()
+    producer.close()
+    cproducer = confluent_kafka.Producer({"bootstrap.servers": server.bootstrap,
+                                          "transactional.id": "ck-tx", "log_level": 3})
+    cproducer.init_transactions(10)
+    for outcome in ("commit", "abort"):
+        cproducer.begin_transaction()
+        for i in range(4):
+            cproducer.produce("tx", f"ck-{outcome}-{i}".encode(), partition=i % 2)
+        cproducer.flush(10)
+        cproducer.commit_transaction(10) if outcome == "commit" else cproducer.abort_transaction(10)
+    everything = {f"{who}-{outcome}-{i}".encode() for who in ("kp", "ck")
+                  for outcome in ("commit", "abort") for i in range(4)}
+    for isolation, expected in (("read_uncommitted", everything),
+                                ("read_committed", {v for v in everything if b"commit" in v})):
+        consumer = kafka.KafkaConsumer(bootstrap_servers=server.bootstrap, isolation_level=isolation,
+                                       fetch_max_wait_ms=100)
+        consumer.assign([kafka.TopicPartition("tx", p) for p in (0, 1)])
+        consumer.seek_to_beginning()
+        got: list[bytes] = []
+        deadline = time.monotonic() + 15
+        while len(got) < len(expected) and time.monotonic() < deadline:
+            for messages in consumer.poll(200).values():
+                got.extend(m.value for m in messages)
+        consumer.close()
+        assert sorted(got) == sorted(expected), isolation

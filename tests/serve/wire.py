@@ -1,0 +1,48 @@
+"""A tiny blocking client for the serve tests: one request of any declared API, decoded."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from lazyconv.protocol.api import ApiSpec
+from lazyconv.protocol.headers import decode_response_header, encode_request_header
+from lazyconv.protocol.primitives import Reader
+
+
+class WireClient:
+    """One connection; :meth:`call` sends a request and returns the decoded response body."""
+
+    def __init__(self, port: int, client_id: str = "wire-test") -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.client_id = client_id
+        self.correlation_id = 0
+
+    def call(self, spec: ApiSpec, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self.correlation_id += 1
+        header = encode_request_header(spec.request_header_version(version), spec.key, version,
+                                       self.correlation_id, self.client_id)
+        payload = header + spec.encode_request(version, body)
+        self.sock.sendall(len(payload).to_bytes(4, "big") + payload)
+        size = int.from_bytes(self._recv(4), "big")
+        reader = Reader(self._recv(size))
+        got = decode_response_header(reader, spec.response_header_version(version))
+        assert got["correlation_id"] == self.correlation_id
+        return spec.decode_response(version, reader)
+
+    def _recv(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            piece = self.sock.recv(n - len(data))
+            assert piece, "server closed the connection"
+            data += piece
+        return bytes(data)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
