@@ -150,8 +150,8 @@ class Broker:
             lambda topic, p: logdir.partition(topic, p) is not None)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the timers (group sessions and rebalance timeouts) on the serving loop."""
-        self.groups.start(loop)
+        """Start the timers (group sessions, rebalance and transaction timeouts) on the loop."""
+        self.groups.start(loop, extra_tick=self.transactions.expire)
 
     def close(self) -> None:
         """Stop the timers."""

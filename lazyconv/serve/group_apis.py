@@ -48,13 +48,17 @@ class GroupApis:
 
     # -- timers ----------------------------------------------------------------------------
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Tick the coordinator every :data:`TICK_INTERVAL_S` on ``loop``."""
+    def start(self, loop: asyncio.AbstractEventLoop,
+              extra_tick: Callable[[float], None] | None = None) -> None:
+        """Tick the coordinator (and ``extra_tick``) every :data:`TICK_INTERVAL_S` on ``loop``."""
         def tick() -> None:
             try:
-                self.coordinator.tick(self.clock())
+                now = self.clock()
+                self.coordinator.tick(now)
+                if extra_tick is not None:
+                    extra_tick(now)
             except Exception:  # a bug must not stop the timer
-                log.exception("group coordinator tick failed")
+                log.exception("coordinator tick failed")
             self._timer = loop.call_later(TICK_INTERVAL_S, tick)
 
         if self._timer is None:

@@ -2,12 +2,14 @@
 
 What Kafka's TransactionCoordinator does for one broker, kept in memory (a restart forgets open
 transactions; their partitions keep them open until the same transactional id initialises
-again and aborts them, as Kafka's timeout would):
+again and aborts them):
 
 - InitProducerId with a transactional id: the id keeps one producer id; every call bumps the
   epoch (fencing older producers) and aborts a transaction the previous incarnation left open;
 - AddPartitionsToTxn / AddOffsetsToTxn record what the transaction touches;
 - TxnOffsetCommit stashes offsets that become the group's committed offsets on commit;
+- a transaction open longer than its ``transaction_timeout_ms`` is aborted by
+  :meth:`TransactionCoordinator.expire` (called by the broker's timer) and its producer fenced;
 - EndTxn writes a COMMIT or ABORT control batch (pid, epoch) into every partition of the
   transaction, through ``write_marker``, then applies or drops the stashed offsets.
 
@@ -19,6 +21,7 @@ without a transaction... All methods are synchronous and do no I/O besides the c
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,6 +47,7 @@ class TransactionalProducer:
     timeout_ms: int
     partitions: set[tuple[str, int]] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
+    started_at: float | None = None  # when the open transaction added its first partition or group
     pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
 
     @property
@@ -59,8 +63,10 @@ class TransactionCoordinator:
     def __init__(self, allocate_producer_id: Callable[[], int],
                  write_marker: Callable[[str, int, int, int, bool], None],
                  commit_offsets: Callable[[str, dict[tuple[str, int], CommittedOffset]], None],
-                 partition_exists: Callable[[str, int], bool]) -> None:
+                 partition_exists: Callable[[str, int], bool],
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.allocate_producer_id = allocate_producer_id
+        self.clock = clock
         self.write_marker = write_marker
         self.commit_offsets = commit_offsets
         self.partition_exists = partition_exists
@@ -106,6 +112,7 @@ class TransactionCoordinator:
             return {tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) if tp in unknown
                     else int(ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
         producer.partitions.update(partitions)
+        self._started(producer)
         return dict.fromkeys(partitions, 0)
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
@@ -113,6 +120,7 @@ class TransactionCoordinator:
         if producer is None:
             return code
         producer.groups.add(group_id)
+        self._started(producer)
         return 0
 
     def txn_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
@@ -132,6 +140,21 @@ class TransactionCoordinator:
         self._complete(producer, commit)
         return 0
 
+    def _started(self, producer: TransactionalProducer) -> None:
+        if producer.started_at is None:
+            producer.started_at = self.clock()
+
+    def expire(self, now: float) -> None:
+        """Abort transactions open longer than their timeout and fence their producer (Kafka
+        bumps the epoch, so the late producer's next request gets INVALID_PRODUCER_EPOCH)."""
+        for producer in self.producers.values():
+            started = producer.started_at
+            if started is not None and now - started >= producer.timeout_ms / 1000:
+                log.info("transactional id %s: transaction timed out after %d ms; aborting",
+                         producer.transactional_id, producer.timeout_ms)
+                self._complete(producer, commit=False)
+                producer.epoch += 1
+
     def _complete(self, producer: TransactionalProducer, commit: bool) -> None:
         for topic, partition in sorted(producer.partitions):
             self.write_marker(topic, partition, producer.producer_id, producer.epoch, commit)
@@ -143,3 +166,4 @@ class TransactionCoordinator:
         producer.partitions.clear()
         producer.groups.clear()
         producer.pending_offsets.clear()
+        producer.started_at = None

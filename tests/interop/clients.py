@@ -17,6 +17,8 @@ from tests.conftest import REPO_ROOT
 from tests.interop.harness import ChildProcess, Events
 
 NEEDS_FETCH_V4 = "read_committed needs Fetch v4+ (Kafka 0.11); this level fetches below v4"
+NEEDS_PRODUCE_V3 = ("transactions need Produce v3+ and InitProducerId (Kafka 0.11); this level "
+                    "produces below v3")
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class Client:
 
 def _kafka_python(api: tuple[int, ...] | None, magic: int, produce_magic: int) -> Client:
     name = "negotiated" if api is None else ".".join(map(str, api))
-    na = {"read_committed": NEEDS_FETCH_V4} if magic < 2 else {}
+    na = {"read_committed": NEEDS_FETCH_V4, "transactions": NEEDS_PRODUCE_V3} if magic < 2 else {}
     return Client(f"kafka-python-{name}", "kafka-python",
                   {"api_version": list(api) if api else None}, magic, produce_magic, na)
 
@@ -75,7 +77,7 @@ CLIENTS: list[Client] = [
     # No ApiVersions at all: Fetch v1 and Produce v1 (an 0.9 broker's versions).
     Client("confluent-kafka-fallback-0.9.0", "confluent-kafka",
            {"config": {"api.version.request": False, "broker.version.fallback": "0.9.0"}},
-           0, 0, {"read_committed": NEEDS_FETCH_V4}),
+           0, 0, {"read_committed": NEEDS_FETCH_V4, "transactions": NEEDS_PRODUCE_V3}),
     # librdkafka sends ApiVersions anyway when the fallback is 0.10.0 or later, so this
     # configuration negotiates like the default one (Fetch v16, magic v2 here) ...
     Client("confluent-kafka-fallback-0.10.0", "confluent-kafka",
@@ -84,6 +86,7 @@ CLIENTS: list[Client] = [
     Client("confluent-kafka-fallback-0.10.0-fetch-v2-server", "confluent-kafka",
            {"config": {"api.version.request": False, "broker.version.fallback": "0.10.0"}},
            1, 1, {"read_committed": NEEDS_FETCH_V4,
+                  "transactions": "produce is not applicable to this configuration (below)",
                   "produce": "the server caps only Fetch (at v2), which no real broker does: "
                              "librdkafka then writes magic v1 into Produce v10, which Kafka "
                              "and this server refuse (INVALID_RECORD)"},
@@ -94,7 +97,9 @@ CLIENTS: list[Client] = [
     Client("aiokafka-negotiated", "aiokafka", env={"AIOKAFKA_NO_EXTENSIONS": "1"},
            unreadable_topics={"upgraded": "aiokafka refuses LZ4 in magic v0 messages "
                                           "(UnsupportedCodecError, by design)"}),
-    Client("kcat", "kcat"),
+    Client("kcat", "kcat", not_applicable={
+        "transactions": "kcat -P with transactional.id commits everything it sends in one "
+                        "transaction; it cannot abort one"}),
     Client("kafkajs", "kafkajs"),
 ]
 

@@ -25,7 +25,7 @@ TOPIC_PREFIX = "lazyconv-interop-"
 # kafkajs and the codec packages its driver registers (kafkajs decodes only gzip itself)
 NODE_PACKAGES = ("kafkajs@2.2.4", "kafkajs-snappy@1.1.0", "lz4js@0.2.0", "fzstd@0.1.1")
 INSTALL_TIMEOUT_S = 300
-SCRATCH_TOPICS = {"produce": 2, "group": 4}  # purpose -> partitions
+SCRATCH_TOPICS = {"produce": 2, "group": 4, "txn": 2}  # purpose -> partitions
 
 
 def _install_kcat() -> tuple[str | None, str]:

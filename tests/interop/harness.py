@@ -155,8 +155,10 @@ def summarize(events: list[dict[str, Any]]) -> str:
     for e in events:
         if e["ev"] == "record":
             last[f"{e['t']}/{e['p']}"] = e["o"]
+    assigned = [e["partitions"] for e in events if e["ev"] == "assigned"][-1:]
     tail = [e for e in events if e["ev"] not in ("record", "assigned")][-5:]
-    return f"{counts}; last offset per partition {last}; last other events: {tail}"
+    return (f"{counts}; last offset per partition {last}; last assignment {assigned}; "
+            f"last other events: {tail}")
 
 
 def which(name: str) -> str | None:

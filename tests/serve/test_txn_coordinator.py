@@ -12,15 +12,42 @@ from lazyconv.serve.offset_store import CommittedOffset
 from lazyconv.serve.txn_coordinator import TransactionCoordinator
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture
-def world():
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def world(clock):
     markers: list[tuple[str, int, int, int, bool]] = []
     commits: list[tuple[str, dict]] = []
     ids = count(1000)
     coordinator = TransactionCoordinator(lambda: next(ids), lambda *m: markers.append(m),
                                          lambda g, o: commits.append((g, o)),
-                                         lambda topic, p: topic == "t" and p in (0, 1))
+                                         lambda topic, p: topic == "t" and p in (0, 1), clock=clock)
     return coordinator, markers, commits
+
+
+def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(world, clock) -> None:
+    c, markers, _ = world
+    _, pid, epoch = c.init_producer_id("tx", 5000)
+    clock.now = 1.0
+    c.add_partitions("tx", pid, epoch, [("t", 0)])
+    c.expire(5.9)
+    assert markers == []
+    c.expire(6.0)
+    assert markers == [("t", 0, pid, epoch, False)]
+    assert c.end_txn("tx", pid, epoch, True) == ErrorCode.INVALID_PRODUCER_EPOCH
+    c.expire(100.0)
+    assert len(markers) == 1  # nothing open any more
 
 
 def test_commit_writes_markers_and_applies_offsets(world) -> None:

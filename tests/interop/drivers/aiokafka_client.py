@@ -106,10 +106,31 @@ async def produce(job: dict) -> None:
         await producer.stop()
 
 
+async def produce_txn(job: dict) -> None:
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=job["bootstrap"],
+                                         transactional_id=job["transactional_id"],
+                                         request_timeout_ms=15000)
+    await asyncio.wait_for(producer.start(), job["timeout"])
+    try:
+        for txn in job["transactions"]:
+            await producer.begin_transaction()
+            for r in txn["records"]:
+                await producer.send(job["topic"], partition=r["partition"],
+                                    key=unb64(r["key"]), value=unb64(r["value"]))
+            if txn["outcome"] == "commit":
+                await asyncio.wait_for(producer.commit_transaction(), job["timeout"])
+            else:
+                await asyncio.wait_for(producer.abort_transaction(), job["timeout"])
+        emit("done")
+    finally:
+        await producer.stop()
+
+
 def main() -> None:
     job = load_job()
     try:
-        asyncio.run({"consume": consume, "produce": produce}[job["action"]](job))
+        actions = {"consume": consume, "produce": produce, "produce_txn": produce_txn}
+        asyncio.run(actions[job["action"]](job))
     except Exception as exc:
         emit("error", message=f"{type(exc).__name__}: {exc}")
         raise

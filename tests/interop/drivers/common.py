@@ -16,6 +16,8 @@ Job (JSON, argv[1]) keys:
   ``stop_on_error`` (confluent-kafka): stop at the first partition error (a ``warning`` event).
 - ``action`` "produce": ``topic``, ``records``: [{"partition", "key", "value", "headers"}]
   with base64 bytes (None for null); the driver waits for every acknowledgement.
+- ``action`` "produce_txn" (not kcat): ``topic``, ``transactional_id``, ``transactions``:
+  [{"outcome": "commit" or "abort", "records": [...]}], one transaction after the other.
 
 Events (one JSON object a line): ``assigned`` (partitions), ``record`` (t, p, o, ts, k, v, h),
 ``committed`` (offsets [[t, p, o]]), ``produced`` (t, p, o), ``warning`` (a non-fatal client

@@ -125,10 +125,29 @@ def produce(job: dict) -> None:
         producer.close(timeout=5)
 
 
+def produce_txn(job: dict) -> None:
+    producer = kafka.KafkaProducer(**settings(job), transactional_id=job["transactional_id"])
+    try:
+        producer.init_transactions()
+        for txn in job["transactions"]:
+            producer.begin_transaction()
+            for r in txn["records"]:
+                producer.send(job["topic"], partition=r["partition"], key=unb64(r["key"]),
+                              value=unb64(r["value"]))
+            producer.flush(timeout=job["timeout"])
+            if txn["outcome"] == "commit":
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+        emit("done")
+    finally:
+        producer.close(timeout=5)
+
+
 def main() -> None:
     job = load_job()
     try:
-        {"consume": consume, "produce": produce}[job["action"]](job)
+        {"consume": consume, "produce": produce, "produce_txn": produce_txn}[job["action"]](job)
     except Exception as exc:  # reported to the test, which shows it in its failure
         emit("error", message=f"{type(exc).__name__}: {exc}")
         raise

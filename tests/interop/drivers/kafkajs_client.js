@@ -150,10 +150,32 @@ async function produce () {
   }
 }
 
+async function produceTxn () {
+  const producer = kafka.producer({
+    transactionalId: job.transactional_id, idempotent: true, maxInFlightRequests: 1,
+  })
+  await withDeadline(producer.connect(), 'connect')
+  try {
+    for (const t of job.transactions) {
+      const txn = await producer.transaction()
+      await withDeadline(txn.send({
+        topic: job.topic,
+        acks: -1,
+        messages: t.records.map((r) => ({ partition: r.partition, key: unb64(r.key), value: unb64(r.value) })),
+      }), 'produce')
+      await withDeadline(t.outcome === 'commit' ? txn.commit() : txn.abort(), t.outcome)
+    }
+    emit('done', {})
+  } finally {
+    await producer.disconnect()
+  }
+}
+
 // Writes to a pipe are asynchronous: exit only once everything printed has been flushed.
 const exit = (code) => process.stdout.write('', () => process.exit(code))
 
-;(job.action === 'produce' ? produce() : consume())
+;const actions = { produce, consume, produce_txn: produceTxn }
+actions[job.action]()
   .then(() => exit(0))
   .catch((err) => {
     emit('error', { message: `${err.name}: ${err.message}` })
