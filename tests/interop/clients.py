@@ -17,6 +17,9 @@ from tests.conftest import REPO_ROOT
 from tests.interop.harness import ChildProcess, Events
 
 NEEDS_FETCH_V4 = "read_committed needs Fetch v4+ (Kafka 0.11); this level fetches below v4"
+FETCH_ONLY_CAP = ("the server caps only Fetch (at v2), which no real broker does: librdkafka "
+                  "then writes magic v1 into Produce v10, which Kafka and this server refuse "
+                  "(INVALID_RECORD)")
 NEEDS_PRODUCE_V3 = ("transactions need Produce v3+ and InitProducerId (Kafka 0.11); this level "
                     "produces below v3")
 
@@ -85,11 +88,8 @@ CLIENTS: list[Client] = [
     # ... and reads magic v1 only from a broker whose Fetch stops at v2, as an 0.10.0 broker's.
     Client("confluent-kafka-fallback-0.10.0-fetch-v2-server", "confluent-kafka",
            {"config": {"api.version.request": False, "broker.version.fallback": "0.10.0"}},
-           1, 1, {"read_committed": NEEDS_FETCH_V4,
-                  "transactions": "produce is not applicable to this configuration (below)",
-                  "produce": "the server caps only Fetch (at v2), which no real broker does: "
-                             "librdkafka then writes magic v1 into Produce v10, which Kafka "
-                             "and this server refuse (INVALID_RECORD)"},
+           1, 1, {"read_committed": NEEDS_FETCH_V4, "transactions": FETCH_ONLY_CAP,
+                  "produce": FETCH_ONLY_CAP},
            server_args=("--max-fetch-version", "2")),
     # aiokafka 0.14's compiled record parser fails on magic v0/v1 entries in a Fetch v4+
     # response (CorruptRecordException "Can't read N bytes from pos 22", or "Negative size
