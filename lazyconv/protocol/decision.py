@@ -110,7 +110,7 @@ def error_partition(partition_index: int, error_code: int, *, null_records: bool
 
     Kafka itself sends null records (length −1) here, but librdkafka (confluent-kafka, kcat)
     rejects a null records field ("invalid MessageSetSize -1") and drops the rest of the
-    response, so lazyconv sends empty records (fetch-protocol.md trap 6). ``null_records=True``
+    response, so lazyconv sends empty records (docs/guide/fetch-response.md). ``null_records=True``
     gives Kafka's exact bytes.
     """
     return {
