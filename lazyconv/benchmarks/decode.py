@@ -38,12 +38,14 @@ def aiokafka_decode(data: bytes) -> int:
     return count
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "bench/decode.py") -> int:
     """Command line: ``--value-sizes``, ``--input-mib``, ``--repeat``."""
-    parser = argparse.ArgumentParser(prog="bench/decode.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--value-sizes", default="1024,100")
-    parser.add_argument("--input-mib", type=float, default=8.0)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("--value-sizes", default="1024,100",
+                        help="comma-separated value sizes in bytes (default 1024,100)")
+    parser.add_argument("--input-mib", type=float, default=8.0,
+                        help="MiB of values decoded per case (default 8)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds; the best is kept (default 5)")
     args = parser.parse_args(argv)
     rows = []
     for value_size in (int(v) for v in args.value_sizes.split(",")):

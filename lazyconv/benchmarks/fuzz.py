@@ -742,19 +742,21 @@ def replay_corpus(corpus_dir: Path, *, timeout: float = 2.0, memory_bound: int =
     return count, findings
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Mutation fuzzing of lazyconv's decoders and server handler.")
+def main(argv: list[str] | None = None, prog: str = "bench/fuzz.py") -> int:
+    """Command line: ``--budget``, ``--targets``, ``--seed``, ``--replay``, ... (see ``--help``)."""
+    parser = argparse.ArgumentParser(prog=prog, description="Mutation fuzzing of lazyconv's decoders and server handler.")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds to fuzz (default 600)")
     parser.add_argument("--cpu-budget", action="store_true",
                         help="count the budget in this process's CPU seconds, not wall-clock seconds")
     parser.add_argument("--targets", default="all", help=f"comma-separated subset of {','.join(TARGETS)}")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--timeout", type=float, default=2.0, help="per-input time bound in seconds")
     parser.add_argument("--memory-bound-mib", type=float, default=64.0, help="per-input traced memory bound")
     parser.add_argument("--no-trace-memory", action="store_true", help="skip tracemalloc (faster)")
     parser.add_argument("--save-corpus", type=Path, help="write new interesting inputs under DIR/<target>/")
     parser.add_argument("--max-saved", type=int, default=25, help="inputs saved per target")
-    parser.add_argument("--findings", type=Path, default=Path(tempfile.gettempdir()) / "lazyconv-fuzz-findings")
+    parser.add_argument("--findings", type=Path, default=Path(tempfile.gettempdir()) / "lazyconv-fuzz-findings",
+                        help="where the inputs of findings are written (default: lazyconv-fuzz-findings in the temporary folder)")
     parser.add_argument("--replay", type=Path, help="only replay a saved corpus directory")
     args = parser.parse_args(argv)
     if args.replay is not None:

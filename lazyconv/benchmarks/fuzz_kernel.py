@@ -225,9 +225,9 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
     return executions, inputs, differences
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "bench/fuzz_kernel.py") -> int:
     """Command line: ``--seconds`` (time budget), ``--seed``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="time budget (default 60)")
     parser.add_argument("--seed", type=int, default=12, help="random seed (default 12)")
     args = parser.parse_args(argv)

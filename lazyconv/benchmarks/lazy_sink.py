@@ -48,14 +48,17 @@ def aiokafka_eager(path: Path, to_magic: int) -> int:
     return len(convert(path.read_bytes(), to_magic))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``--value-sizes``, ``--to-magic``, ``--input-mib``, ``--repeat``."""
-    parser = argparse.ArgumentParser(prog="bench/lazy_sink.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--value-sizes", default="1024,100")
-    parser.add_argument("--to-magic", default="1,0")
-    parser.add_argument("--input-mib", type=float, default=8.0)
-    parser.add_argument("--chunk-size", type=int, default=128 * 1024)
-    parser.add_argument("--repeat", type=int, default=5)
+def main(argv: Sequence[str] | None = None, prog: str = "bench/lazy_sink.py") -> int:
+    """Command line: ``--value-sizes``, ``--to-magic``, ``--input-mib``, ``--chunk-size``, ``--repeat``."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("--value-sizes", default="1024,100",
+                        help="comma-separated value sizes in bytes (default 1024,100)")
+    parser.add_argument("--to-magic", default="1,0", help="target magics (default 1,0)")
+    parser.add_argument("--input-mib", type=float, default=8.0,
+                        help="MiB of values written to the log file per case (default 8)")
+    parser.add_argument("--chunk-size", type=int, default=128 * 1024,
+                        help="bytes converted per step of the lazy send (default 131072)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds; the best is kept (default 5)")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -57,12 +57,13 @@ def _measure(value_size: int, input_mib: float, repeat: int) -> dict[str, float]
     return best
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "bench/lz4_overhead.py") -> int:
     """Print a before/after table (pure Python vs compiled kernel) for lz4 conversion."""
-    parser = argparse.ArgumentParser(prog="bench/lz4_overhead.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--value-size", type=int, default=1024)
-    parser.add_argument("--input-mib", type=float, default=4.0)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("--value-size", type=int, default=1024, help="value size in bytes (default 1024)")
+    parser.add_argument("--input-mib", type=float, default=4.0,
+                        help="MiB of values in lz4 batches (default 4)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds; the best is kept (default 5)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
