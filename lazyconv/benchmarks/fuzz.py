@@ -349,20 +349,19 @@ def request_seeds() -> list[tuple[int, int, bytes]]:
     out: list[tuple[int, int, bytes]] = []
     for version in (0, 1, 3, 4, 7, 11, 12):
         out.append((1, version, FetchRequest.encode(version, fetch_body)))
-    simple: list[tuple[Any, dict[str, Any], int]] = [
-        (produce, produce_body, 99),
-        (metadata, {"topics": [{"name": "fuzz"}]}, 99),
-        (list_offsets, list_body, 99),
-        (api_versions, {"client_software_name": "fuzz", "client_software_version": "1"},
-         api_versions.FLEXIBLE_FROM),
-        (find_coordinator, {"key": "g", "key_type": 0}, 99),
-        (init_producer_id, {"transactional_id": None, "transaction_timeout_ms": 1000},
-         init_producer_id.FLEXIBLE_FROM),
+    simple: list[tuple[Any, dict[str, Any]]] = [
+        (produce, produce_body),
+        (metadata, {"topics": [{"name": "fuzz"}]}),
+        (list_offsets, list_body),
+        (api_versions, {"client_software_name": "fuzz", "client_software_version": "1"}),
+        (find_coordinator, {"key": "g", "key_type": 0}),
+        (init_producer_id, {"transactional_id": None, "transaction_timeout_ms": 1000}),
     ]
-    for module, body, flexible_from in simple:
+    for module, body in simple:
         for version in sorted({module.MIN_VERSION, (module.MIN_VERSION + module.MAX_VERSION) // 2,
                                module.MAX_VERSION}):
-            encoded = encode_message(module.REQUEST, body, version, version >= flexible_from).to_bytes()
+            flexible = module.SPEC.is_flexible(version)
+            encoded = encode_message(module.REQUEST, body, version, flexible).to_bytes()
             out.append((module.API_KEY, version, encoded))
     return out
 
@@ -522,21 +521,19 @@ class _BrokerTarget:
     corrupt batch planted after good ones. Fetch waits run on a virtual clock."""
 
     def __init__(self, directory: Path) -> None:
-        from lazyconv.serve import broker as broker_module
+        from lazyconv.serve import fetch_handler
 
         self.root = directory / "logs"
         self.loop = asyncio.new_event_loop()
         self.runs = 0
         # Fetch waits (max_wait_ms up to 24 days) must not stall the fuzzer: a virtual clock
         # that jumps far ahead on every reading ends each wait after one poll, and polls are
-        # immediate. Only the broker module's view of time changes, until close().
-        self._module = broker_module
-        self._saved = {name: getattr(broker_module, name)
-                       for name in ("time", "FETCH_POLL_INTERVAL_S") if hasattr(broker_module, name)}
-        if "time" in self._saved:
-            setattr(broker_module, "time", _JumpingClock())  # noqa: B010
-        if "FETCH_POLL_INTERVAL_S" in self._saved:
-            broker_module.FETCH_POLL_INTERVAL_S = 0
+        # immediate. Only the fetch handler's view of time changes, until close().
+        self._module = fetch_handler
+        self._saved = {"time": fetch_handler.time,
+                       "FETCH_POLL_INTERVAL_S": fetch_handler.FETCH_POLL_INTERVAL_S}
+        setattr(fetch_handler, "time", _JumpingClock())  # noqa: B010
+        fetch_handler.FETCH_POLL_INTERVAL_S = 0
         self.reset()
 
     def reset(self) -> None:
@@ -603,7 +600,8 @@ def broker_seeds() -> list[bytes]:
 
     seeds = []
     for key, version, body in request_seeds():
-        flexible = version >= SUPPORTED_VERSIONS[key][2]
+        first_flexible = SUPPORTED_VERSIONS[key][2]
+        flexible = first_flexible is not None and version >= first_flexible
         seeds.append(_frame(key, version, body, flexible))
     return seeds
 

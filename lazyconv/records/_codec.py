@@ -498,10 +498,10 @@ def append_legacy_message_reference(
     out += _LEGACY_PREFIX.pack(offset, size, c)
     out += head
     if klen > 0:
-        out += key  # type: ignore[operator, arg-type]
+        out += key  # type: ignore[arg-type]
     out += vl
     if vlen > 0:
-        out += value  # type: ignore[operator, arg-type]
+        out += value  # type: ignore[arg-type]
     return size + 12
 
 
@@ -517,7 +517,7 @@ def _append_legacy_message_native(
     """:func:`append_legacy_message_reference` by the compiled kernel (one call, one CRC);
     values it cannot write go to the reference, which raises as it always has."""
     try:
-        return _kernel.append_legacy_message(out, offset, timestamp, key, value, magic, attributes)  # type: ignore[union-attr, no-any-return]
+        return _kernel.append_legacy_message(out, offset, timestamp, key, value, magic, attributes)  # type: ignore[union-attr]
     except (OverflowError, ValueError, TypeError):
         return append_legacy_message_reference(out, offset, timestamp, key, value, magic, attributes)
 

@@ -77,6 +77,7 @@ from lazyconv.errors import (
 )
 from lazyconv.records import DefaultBatch, LegacyBatch, MemoryRecords
 from lazyconv.records._codec import crc32c
+from lazyconv.records._format import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
 from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 
 __all__ = [
@@ -104,7 +105,7 @@ _LEGACY_HEADER = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
-_LEGACY_OVERHEAD = {0: 14, 1: 22}
+_LEGACY_OVERHEAD = {0: RECORD_OVERHEAD_V0, 1: RECORD_OVERHEAD_V1}
 
 
 class AppendErrorCode(IntEnum):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lazyconv.errors import CorruptRecordError, ValidationError
+from lazyconv.records._format import LOG_OVERHEAD
 from lazyconv.serve.topic_ids import ensure_topic_id
 from lazyconv.serve.transactions import PartitionTransactions
 
@@ -36,7 +37,6 @@ SEGMENT_SUFFIX = ".log"
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SEGMENT_NAME = re.compile(r"^(?P<base>\d{20})\.log$")
 
-LOG_OVERHEAD = 12  # offset int64 + size int32
 # Enough header bytes for every magic: v2 needs up to MaxTimestamp (byte 43).
 _HEADER_READ = 43
 _MIN_ENTRY_SIZE = 14  # smallest legal size field (a v0 message with null key and value)

@@ -27,6 +27,7 @@ from lazyconv.fixtures.index import (
     parse_time_index,
 )
 from lazyconv.fixtures.layout import SegmentFiles
+from lazyconv.records._format import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
 
 __all__ = [
     "VIOLATION_KINDS",
@@ -36,8 +37,6 @@ __all__ = [
     "check_segment",
 ]
 
-LOG_OVERHEAD = 12
-HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_ENTRY_SIZE_FIELD = 14
 
 VIOLATION_KINDS = (
