@@ -173,7 +173,7 @@ class Struct:
     @property
     def field_names(self) -> frozenset[str]:
         """The names a value dict of this struct may use."""
-        return self._names  # type: ignore[attr-defined,no-any-return]
+        return self._names  # type: ignore[attr-defined]
 
 
 def default_value(f: Field) -> Any:
