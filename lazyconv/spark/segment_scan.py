@@ -204,6 +204,7 @@ class _RangeScan:
         self.max_ts = -1
         self.prev_offset: int | None = None
         self.prev_epoch: int | None = None
+        self.first_epoch_position = -1
         self.abort_markers: dict[tuple[int, int], int] = {}  # (pid, offset) -> log position
         self.txn_first: dict[int, int] = {}  # pid -> first offset of its open transaction
         self.txn_starts: dict[tuple[int, int], int] = {}  # (pid, marker offset) -> first offset
@@ -253,6 +254,7 @@ def scan_range(task: ScanTask, options: ScanOptions = ScanOptions()) -> dict[str
         "first_offset": s["first_offset"], "last_offset": s["last_offset"],
         "first_epoch": s["first_epoch"], "last_epoch": s["last_epoch"],
         "max_timestamp": scan.max_ts, "scan_end": s["scan_end"],
+        "first_epoch_position": scan.first_epoch_position,
         "deferred_time_entries": deferred,
     }
     return {"summary": s, "violations": scan.violations, "conversions": conversions,
@@ -443,6 +445,7 @@ def _check_v2_header(scan: _RangeScan, batch: Any, records: list[Any], pos: int)
                      offset=batch.base_offset)
         if s["first_epoch"] is None:
             s["first_epoch"] = epoch
+            scan.first_epoch_position = pos
         s["last_epoch"] = epoch if scan.prev_epoch is None else max(epoch, scan.prev_epoch)
         scan.prev_epoch = s["last_epoch"]
     if records and not batch.attributes & 0x08:  # create time: the header states the records' max
