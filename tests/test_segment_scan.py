@@ -18,7 +18,6 @@ from lazyconv.spark.segment_scan import ScanOptions, scan_range
 from tests.fault_planting import (
     leader_epoch_backwards,
     leader_epoch_backwards_across_segments,
-    offset_backwards,
     segment_base_overlap,
     short_v2_length,
     trailing_zeros,
@@ -36,10 +35,10 @@ def _place(v):
 
 
 def _validate_dir(root: Path, range_bytes: int = 1 << 30,
-                  options: ScanOptions = ScanOptions()) -> tuple[list, list]:
+                  options: ScanOptions | None = None) -> tuple[list, list]:
     """Everything the Spark job does, in one process: plan, scan every range, reduce."""
     ranges = plan_ranges(list_segments(str(root)), range_bytes)
-    results = [scan_range(t, options) for t in ranges]
+    results = [scan_range(t, options or ScanOptions()) for t in ranges]
     found = [v for r in results for v in r["violations"]]
     by_partition: dict = {}
     for r in results:

@@ -222,7 +222,7 @@ def _load_manifest(logdir: str) -> dict[str, Any] | None:
         from lazyconv.fixtures.generate import load_manifest
 
         return load_manifest(logdir)
-    import fsspec
+    import fsspec  # type: ignore[import-untyped]
 
     fs, root = fsspec.core.url_to_fs(logdir)
     path = root.rstrip("/") + "/manifest.json"

@@ -38,7 +38,7 @@ def range_target(total_bytes: int, tasks: int) -> int:
 class _Positioned:
     def __init__(self, path: str) -> None:
         if "://" in path:
-            import fsspec
+            import fsspec  # type: ignore[import-untyped]
 
             self._file: Any = fsspec.open(path, "rb").open()
             self._fd: int | None = None
@@ -116,16 +116,16 @@ def plan_ranges(segments: Iterable[SegmentFiles], target: int) -> list[ScanTask]
     segments = list(segments)
     last_of_partition: dict[tuple[str, int], int] = {}
     for seg in segments:
-        key = (seg.topic, seg.partition)
-        last_of_partition[key] = max(last_of_partition.get(key, -1), seg.base_offset)
+        name = (seg.topic, seg.partition)
+        last_of_partition[name] = max(last_of_partition.get(name, -1), seg.base_offset)
     tasks: list[ScanTask] = []
     for seg in segments:
         cuts = _cuts(seg, target) if seg.size > target + target // 2 else []
-        starts = [(0, None)] + [(p, o) for p, o in cuts]
+        starts: list[tuple[int, int | None]] = [(0, None), *cuts]
         count = len(starts)
         last = last_of_partition[(seg.topic, seg.partition)] == seg.base_offset
         for i, (start, key) in enumerate(starts):
-            end, end_key = (starts[i + 1] if i + 1 < count else (-1, None))
+            end, end_key = starts[i + 1] if i + 1 < count else (-1, None)
             tasks.append(ScanTask(seg.topic, seg.partition, seg.base_offset, seg.log_path,
                                   seg.index_path, seg.timeindex_path, seg.size, start, end,
                                   key, end_key, i, count, last))

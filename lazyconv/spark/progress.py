@@ -27,7 +27,7 @@ class SparkProgress:
     def __enter__(self) -> SparkProgress:
         if self._disable:
             return self
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped]
 
         self._bar = tqdm(total=0, unit="task", desc=self._desc, file=sys.stderr)
         self._thread = threading.Thread(target=self._poll, name="spark-progress", daemon=True)

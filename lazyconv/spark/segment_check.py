@@ -35,7 +35,7 @@ class SegmentReader:
         self.path = path
         self._fd: int | None = None
         if "://" in path:
-            import fsspec
+            import fsspec  # type: ignore[import-untyped]
 
             self._file: Any = fsspec.open(path, "rb").open()
             self._file.seek(0, os.SEEK_END)
@@ -70,8 +70,8 @@ def task_for(seg: SegmentFiles, last_in_partition: bool = False) -> ScanTask:
                     seg.timeindex_path, seg.size, last_in_partition=last_in_partition)
 
 
-def check_segment(seg: SegmentFiles, options: ScanOptions = ScanOptions(), *,
+def check_segment(seg: SegmentFiles, options: ScanOptions | None = None, *,
                   last_in_partition: bool = False) -> dict[str, Any]:
     """Check one whole segment (every batch, its index files); see
     :func:`~lazyconv.spark.segment_scan.scan_range` for the result."""
-    return scan_range(task_for(seg, last_in_partition), options)
+    return scan_range(task_for(seg, last_in_partition), options or ScanOptions())

@@ -122,7 +122,7 @@ class BlockReader:
         self.block_size = block_size
         self._fd: int | None = None
         if "://" in path:
-            import fsspec
+            import fsspec  # type: ignore[import-untyped]
 
             self._file: Any = fsspec.open(path, "rb").open()
             self._file.seek(0, os.SEEK_END)
@@ -166,7 +166,7 @@ class BlockReader:
 def _read_small_file(path: str) -> bytes | None:
     """A whole index file, or ``None`` when there is none."""
     if "://" in path:
-        import fsspec
+        import fsspec  # type: ignore[import-untyped]
 
         fs, local = fsspec.core.url_to_fs(path)
         if not fs.exists(local):
