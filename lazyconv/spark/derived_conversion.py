@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import struct
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,7 +127,11 @@ class DerivedConsumer:
         self.fetch_max_bytes = fetch_max_bytes
         self.next_offset = start_offset
         self._decode = decode_entries
-        self._window: deque[ConvertedBatch] = deque()
+        # batches held: self._window[self._head:] (a list with a moving head, so indexing is
+        # O(1) and dropping from the front is amortized O(1))
+        self._window: list[ConvertedBatch] = []
+        self._head = 0
+        self._held_bytes = 0
         self._floor = 0  # after a stall: the window index the next fetch may start at
         self.totals = _Totals(tallies={c: ChunkTally() for c in chunk_sizes})
         self.peak_window_bytes = 0
@@ -149,8 +152,9 @@ class DerivedConsumer:
         if batch.zstd:
             self.totals.zstd_batches += 1
         self._window.append(batch)
-        held = sum(len(b.conv) + b.size for b in self._window)
-        self.peak_window_bytes = max(self.peak_window_bytes, held)
+        self._held_bytes += len(batch.conv) + batch.size
+        if self._held_bytes > self.peak_window_bytes:
+            self.peak_window_bytes = self._held_bytes
         self._drain(final=False)
 
     def finish(self, range_end: int) -> None:
@@ -158,19 +162,34 @@ class DerivedConsumer:
         fetches."""
         self._range_end = range_end
         self._drain(final=True)
-        self._window.clear()
+        self._window = []
+        self._head = 0
+        self._held_bytes = 0
 
     # -- the fetch loop -------------------------------------------------------------------------
 
+    def _drop_front(self) -> None:
+        """Forget the batches before the fetch offset (no fetch can start at them any more)."""
+        window = self._window
+        head = self._head
+        while head < len(window) and window[head].last_offset < self.next_offset:
+            self._held_bytes -= len(window[head].conv) + window[head].size
+            head += 1
+        if head > 1024 and head * 2 > len(window):
+            del window[:head]
+            head = 0
+        self._head = head
+
     def _drain(self, final: bool) -> None:
         window = self._window
-        while window and not self._done:
-            # drop batches no fetch can start at any more
-            while window and self._floor == 0 and window[0].last_offset < self.next_offset:
-                window.popleft()
-            if not window:
+        while self._head < len(self._window) and not self._done:
+            if self._floor == 0:
+                self._drop_front()
+            window = self._window
+            head = self._head
+            if head >= len(window):
                 return
-            i = self._floor
+            i = head + self._floor
             if i >= len(window):
                 return
             first = window[i]
@@ -191,11 +210,10 @@ class DerivedConsumer:
     def _expected_ahead(self) -> bool:
         """Whether a record at or above the fetch offset is among the batches held."""
         return any(b.last_record is not None and b.last_record >= self.next_offset
-                   for b in self._window)
+                   for b in self._window[self._head:])
 
     def _fetch(self, i: int, n: int, slice_size: int, final: bool) -> bool:
-        window = self._window
-        batches = [window[k] for k in range(i, n)]
+        batches = self._window[i:n]
         f_index = None
         f_bytes: memoryview | None = None
         f_records = f_temp = 0
@@ -265,7 +283,7 @@ class DerivedConsumer:
                     return True
                 return False  # decided by batches not seen yet
             self.totals.stalls += 1
-            self._floor = i + 1
+            self._floor = i + 1 - self._head
             return True
         self._floor = 0
         self.next_offset = last_complete + 1
