@@ -178,7 +178,12 @@ def _boundary_item(result: dict[str, Any]) -> tuple:
 
 def _partition_checks(item: tuple[tuple[str, int], Any]) -> list[dict[str, Any]]:
     (topic, partition), ranges = item
-    return check_partition(topic, partition, list(ranges))
+    try:
+        return check_partition(topic, partition, list(ranges))
+    except Exception as exc:  # noqa: BLE001 - a task reports, it never aborts the job
+        log.exception("internal error in the checks between ranges of %s-%d", topic, partition)
+        return [violation(topic, partition, "", "partition", -1, "internal_error",
+                          f"checks between ranges and segments: {type(exc).__name__}: {exc}")]
 
 
 def _manifest_check(manifest_partitions: dict[str, Any]) -> Any:
