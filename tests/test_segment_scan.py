@@ -247,3 +247,12 @@ def test_packing_balances_bytes() -> None:
     assert sum(loads) == sum(s.size for s in segments)
     largest = max(s.size for s in segments)
     assert max(loads) - min(loads) <= largest
+
+
+def test_the_manifest_is_read_from_urls_too() -> None:
+    pytest.importorskip("fsspec")
+    from lazyconv.spark.job import _load_manifest
+
+    by_url = _load_manifest(COMMITTED.as_uri())
+    assert by_url is not None and by_url == _load_manifest(str(COMMITTED))
+    assert _load_manifest((COMMITTED / "codecs-0").as_uri()) is None
