@@ -57,12 +57,15 @@ def copy(tmp_path: Path) -> Path:
 
 
 def test_committed_fixtures_are_clean_through_plan_scan_and_reduce(copy: Path) -> None:
+    entries = 0
     for seg in list_segments(str(copy)):
         if seg.topic == "transactions":
-            assert write_txn_index(seg)  # Kafka's .txnindex for the aborted transactions
+            written = write_txn_index(seg)  # Kafka's .txnindex for the aborted transactions
+            assert written
+            entries += len(written)
     found, results = _validate_dir(copy)
     assert found == []
-    assert sum(r["summary"]["txnindex_entries"] for r in results) == 20
+    assert sum(r["summary"]["txnindex_entries"] for r in results) == entries
 
 
 @pytest.mark.parametrize(("planter", "topic"), [
