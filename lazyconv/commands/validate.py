@@ -116,6 +116,7 @@ def _fail(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run the job and print the summary: exit status 0 clean, 1 violations, 2 bad usage or a
     failed job (one line on stderr)."""
+    from lazyconv.commands._common import require_extra
     from lazyconv.errors import LazyconvError
     from lazyconv.fixtures.generate import generate, parse_size
     from lazyconv.spark.job import list_log_directory, run_validation
@@ -141,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
             segments = list_log_directory(logdir)  # before Spark starts
         except LazyconvError as exc:
             return _fail(str(exc))
+        require_extra("pyspark", "the Spark validation job")  # names the extra to install
         conf = {}
         if args.executor_python:
             conf["spark.pyspark.python"] = args.executor_python
