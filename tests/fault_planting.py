@@ -113,3 +113,160 @@ def corrupted_copy(source: Path, target: Path) -> list[Fault]:
         wrong_time_index_entry(target, "logappend", 0),
         overlapping_segment(target, "codecs", 1),
     ]
+
+
+# --- the checks of issue 13 ------------------------------------------------------------------
+
+_V2_EPOCH = 12  # partition leader epoch: not covered by the CRC
+_V2_CRC = 17
+_V2_ATTRIBUTES = 21
+_V2_MAX_TIMESTAMP = 35
+
+
+def _v2_entries(seg: SegmentFiles) -> list[tuple[int, int, int]]:
+    return [e for e in entries(seg.log_path) if e[2] == 2]
+
+
+def _recompute_crc(f, pos: int, size: int) -> None:
+    from crc32c import crc32c
+
+    f.seek(pos + _V2_ATTRIBUTES)
+    body = f.read(size - _V2_ATTRIBUTES)
+    f.seek(pos + _V2_CRC)
+    f.write(struct.pack(">I", crc32c(body)))
+
+
+def segment_base_overlap(root: Path, topic: str, partition: int) -> Fault:
+    """Rename the second segment (all three files) to a base offset inside the first one: the
+    batches still follow the first segment's, only the file name is wrong."""
+    first, second = _segments(root, topic, partition)[:2]
+    new_base = first.base_offset + 1
+    folder = Path(second.log_path).parent
+    for suffix in (".log", ".index", ".timeindex"):
+        old = folder / f"{second.base_offset:020d}{suffix}"
+        if old.exists():
+            old.rename(folder / f"{new_base:020d}{suffix}")
+    return (topic, partition, f"{new_base:020d}.log", "log", 0, "segment_overlap")
+
+
+def leader_epoch_backwards(root: Path, topic: str, partition: int) -> Fault:
+    """Give the first three v2 batches of the first segment leader epoch 7: the fourth (epoch 0)
+    goes backwards."""
+    seg = _segments(root, topic, partition)[0]
+    batches = _v2_entries(seg)
+    with open(seg.log_path, "r+b") as f:
+        for pos, _, _ in batches[:3]:
+            f.seek(pos + _V2_EPOCH)
+            f.write(struct.pack(">i", 7))
+    return _loc(seg, "log", batches[3][0], "leader_epoch")
+
+
+def leader_epoch_backwards_across_segments(root: Path, topic: str, partition: int) -> Fault:
+    """Give every v2 batch of the first segment leader epoch 7: the second segment's first v2
+    batch (epoch 0) goes backwards, which only the per-partition reduce can see."""
+    first, second = _segments(root, topic, partition)[:2]
+    with open(first.log_path, "r+b") as f:
+        for pos, _, _ in _v2_entries(first):
+            f.seek(pos + _V2_EPOCH)
+            f.write(struct.pack(">i", 7))
+    return _loc(second, "log", _v2_entries(second)[0][0], "leader_epoch")
+
+
+def wrong_max_timestamp(root: Path, topic: str, partition: int) -> Fault:
+    """Raise the stated max timestamp of the third v2 batch (create time) of the first segment
+    by one second, CRC recomputed: only the records disagree."""
+    seg = _segments(root, topic, partition)[0]
+    with open(seg.log_path, "r+b") as f:
+        for pos, size, _ in _v2_entries(seg)[2:]:
+            f.seek(pos + _V2_ATTRIBUTES)
+            attributes = struct.unpack(">h", f.read(2))[0]
+            if attributes & 0x28:  # log-append time or control: not this fault
+                continue
+            f.seek(pos + _V2_MAX_TIMESTAMP)
+            stated = struct.unpack(">q", f.read(8))[0]
+            f.seek(pos + _V2_MAX_TIMESTAMP)
+            f.write(struct.pack(">q", stated + 1000))
+            _recompute_crc(f, pos, size)
+            return _loc(seg, "log", pos, "timestamp")
+    raise AssertionError(f"no create-time v2 batch in {seg.log_path}")
+
+
+def short_v2_length(root: Path, topic: str, partition: int) -> Fault:
+    """Set the length field of the second v2 batch of the first segment to 40 (< 49)."""
+    seg = _segments(root, topic, partition)[0]
+    pos = _v2_entries(seg)[1][0]
+    with open(seg.log_path, "r+b") as f:
+        f.seek(pos + 8)
+        f.write(struct.pack(">i", 40))
+    return _loc(seg, "log", pos, "structure")
+
+
+def trailing_zeros(root: Path, topic: str, partition: int, *, last: bool = True,
+                   count: int = 4096) -> Fault:
+    """Append ``count`` zero bytes (preallocation) to the partition's last (or first) segment."""
+    segs = _segments(root, topic, partition)
+    seg = segs[-1] if last else segs[0]
+    size = Path(seg.log_path).stat().st_size
+    with open(seg.log_path, "ab") as f:
+        f.write(bytes(count))
+    return _loc(seg, "log", size, "trailing_zeros")
+
+
+def write_txn_index(seg: SegmentFiles) -> list[tuple[int, int, int, int]]:
+    """Write the ``.txnindex`` Kafka keeps for ``seg`` (one 34-byte entry per ABORT marker:
+    version 0, producer id, first offset of the aborted transaction, marker offset, LSO) and
+    return the entries ``(producer id, first, last, file position)``."""
+    data = Path(seg.log_path).read_bytes()
+    open_txn: dict[int, int] = {}
+    out = bytearray()
+    written = []
+    for pos, size, magic in entries(seg.log_path):
+        if magic != 2:
+            continue
+        base = struct.unpack_from(">q", data, pos)[0]
+        attributes = struct.unpack_from(">h", data, pos + 21)[0]
+        pid = struct.unpack_from(">q", data, pos + 43)[0]
+        if attributes & 0x20:  # control: the marker's key type is 0 for ABORT
+            first = open_txn.pop(pid, None)
+            # the single control record: attributes(1) delta ts/offset varints, key length...
+            record = data[pos + 61: pos + size]
+            key_type = _control_key_type(record)
+            if key_type == 0 and first is not None:
+                written.append((pid, first, base, len(out)))
+                out += struct.pack(">hqqqq", 0, pid, first, base, first)
+        elif attributes & 0x10:
+            open_txn.setdefault(pid, base)
+    Path(seg.log_path[: -len(".log")] + ".txnindex").write_bytes(bytes(out))
+    return written
+
+
+def _control_key_type(record: bytes) -> int:
+    """The type of the (uncompressed) control record at the start of ``record``."""
+    def varint(buf: bytes, i: int) -> tuple[int, int]:
+        shift = value = 0
+        while True:
+            b = buf[i]
+            value |= (b & 0x7F) << shift
+            i += 1
+            if not b & 0x80:
+                return (value >> 1) ^ -(value & 1), i
+            shift += 7
+
+    _, i = varint(record, 0)  # record length
+    i += 1  # attributes
+    _, i = varint(record, i)  # timestamp delta
+    _, i = varint(record, i)  # offset delta
+    key_len, i = varint(record, i)
+    return struct.unpack_from(">h", record, i + 2)[0] if key_len >= 4 else -1
+
+
+def txn_index_wrong_last_offset(root: Path, topic: str, partition: int) -> Fault:
+    """Write the partition's first segment's ``.txnindex``, then move its second entry's last
+    offset one past its ABORT marker."""
+    seg = _segments(root, topic, partition)[0]
+    written = write_txn_index(seg)
+    pid, first, last, position = written[1]
+    with open(seg.log_path[: -len(".log")] + ".txnindex", "r+b") as f:
+        f.seek(position)
+        f.write(struct.pack(">hqqqq", 0, pid, first, last + 1, first))
+    return _loc(seg, "txnindex", position, "txnindex")

@@ -117,9 +117,9 @@ def _cases(f: dict[str, Path], tmp: Path) -> Iterator[tuple[str, list[str], int,
     yield "serve", ["serve", folder, "--port", "0", "--chunk-size", "1K"], USAGE, "chunk size"
     yield "serve", ["serve", folder, "--port", "0", "--listener", "x:y:z"], USAGE, "--listener"
 
-    yield "validate", ["validate", missing], USAGE, "No such file or directory"
-    yield "validate", ["validate", str(f["segment.log"])], USAGE, "not a directory"
-    yield "validate", ["validate", folder, "--to-magic", "abc"], USAGE, "not an integer: 'abc'"
+    yield "validate", ["validate", missing], USAGE, "does not exist"
+    yield "validate", ["validate", str(f["segment.log"])], USAGE, "is a file, not a log directory"
+    yield "validate", ["validate", folder, "--to-magic", "abc"], USAGE, "--to-magic: 'abc' is not valid"
 
     yield "fixtures generate", ["fixtures", "generate", str(tmp / "fx"), "--size", "lots"], \
         USAGE, "not a size"
@@ -188,7 +188,8 @@ def test_validate_without_spark_names_the_spark_extra(
     for name in [m for m in sys.modules if m.startswith("lazyconv.spark")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "pyspark", None)
-    status, _, err = run(["validate", str(files["dir"])], capsys)
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"  # a log directory with segments
+    status, _, err = run(["validate", str(fixtures)], capsys)
     assert status == USAGE
     assert_one_error_line(err, "validate", "pip install 'lazyconv[spark]'")
 

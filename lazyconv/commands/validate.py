@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 
 DEFAULT_FIXTURE_SIZE = "8M"
 
@@ -19,8 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Check every batch (CRC, structure, offsets within and across segments) and the "
             "index files of a Kafka log directory, then run the lazy down-converting send over "
             "every segment for each target magic and chunk size and check the records that "
-            "survive. Runs as a Spark job (segments distributed over tasks). Exits 1 when any "
-            "violation is found. Without LOGDIR, a small fixture is generated into a temporary "
+            "survive. Runs as a Spark job (segments cut into byte ranges and packed into tasks by "
+            "size). Exit status: 0 clean (warnings allowed), 1 violations found, 2 bad usage, "
+            "no segments, or a failed job. Without LOGDIR, a small fixture is generated into a temporary "
             "folder and validated."
         ),
     )
@@ -46,56 +49,129 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--driver-memory", default="1g", help="Spark driver memory (default 1g)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the generated fixture when LOGDIR is omitted (default 0)")
+    parser.add_argument("--executor-python", default=None, metavar="PATH",
+                        help="Python the executors run (spark.pyspark.python), e.g. "
+                             "./environment/bin/python with --archives env.tar.gz#environment "
+                             "in spark-submit / PYSPARK_SUBMIT_ARGS; default: the executors' "
+                             "own python3 (a local master uses this interpreter)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
 
 
-def _csv(text: str, parse) -> tuple:
-    return tuple(parse(part) for part in text.split(",") if part.strip())
+EXIT_CLEAN = 0
+EXIT_VIOLATIONS = 1
+EXIT_FAILURE = 2
+
+log = logging.getLogger(__name__)
+
+
+def _csv(text: str, parse: Callable[[str], int], what: str) -> tuple[int, ...]:
+    from lazyconv.errors import ConfigurationError
+
+    values = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        try:
+            values.append(parse(part.strip()))
+        except (ValueError, ConfigurationError):
+            raise ConfigurationError(f"{what}: {part.strip()!r} is not valid in {text!r}") from None
+    if not values:
+        raise ConfigurationError(f"{what}: {text!r} names no value")
+    return tuple(values)
+
+
+def parse_options(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """``(chunk sizes, target magics, fetch max bytes)`` from the command line; raises
+    :class:`~lazyconv.errors.ConfigurationError` with a one-line message."""
+    from lazyconv.errors import ConfigurationError
+    from lazyconv.fixtures.generate import parse_size
+
+    chunk_sizes = _csv(args.chunk_sizes, parse_size, "--chunk-sizes")
+    for size in chunk_sizes:
+        if not 16 * 1024 <= size <= 1024 * 1024:
+            raise ConfigurationError(f"--chunk-sizes: {size} bytes is outside 16K..1M")
+    if args.to_magic.strip().lower() == "none":
+        to_magics: tuple[int, ...] = ()
+    else:
+        to_magics = _csv(args.to_magic, int, "--to-magic")
+        for magic in to_magics:
+            if magic not in (0, 1, 2):
+                raise ConfigurationError(f"--to-magic: {magic} is not 0, 1 or 2")
+    try:
+        fetch_max_bytes = parse_size(args.fetch_max_bytes)
+    except ConfigurationError:
+        raise ConfigurationError(f"--fetch-max-bytes: {args.fetch_max_bytes!r} is not a size"
+                                 ) from None
+    if fetch_max_bytes < 1:
+        raise ConfigurationError("--fetch-max-bytes must be at least 1 byte")
+    return chunk_sizes, to_magics, fetch_max_bytes
+
+
+def _fail(message: str) -> int:
+    print(f"lazyconv validate: error: {message}", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the job, print the summary tables, return 1 when violations were found."""
-    from lazyconv.commands._common import input_dir
-
-    if args.logdir is not None and "://" not in args.logdir:
-        input_dir(args.logdir)  # before Spark starts
-    from lazyconv.errors import ConfigurationError
+    """Run the job and print the summary: exit status 0 clean, 1 violations, 2 bad usage or a
+    failed job (one line on stderr)."""
+    from lazyconv.commands._common import require_extra
+    from lazyconv.errors import LazyconvError
     from lazyconv.fixtures.generate import generate, parse_size
-    from lazyconv.spark.job import run_validation
+    from lazyconv.spark.job import list_log_directory, run_validation
     from lazyconv.spark.progress import SparkProgress
     from lazyconv.spark.report import format_report
     from lazyconv.spark.session import build_session
 
-    chunk_sizes = _csv(args.chunk_sizes, parse_size)
-    for size in chunk_sizes:
-        if not 16 * 1024 <= size <= 1024 * 1024:
-            raise ConfigurationError(f"chunk size {size} is outside 16K..1M")
-    to_magics = () if args.to_magic.strip().lower() == "none" else _csv(args.to_magic, int)
-    for magic in to_magics:
-        if magic not in (0, 1, 2):
-            raise ConfigurationError(f"target magic {magic} is not 0, 1 or 2")
+    try:
+        chunk_sizes, to_magics, fetch_max_bytes = parse_options(args)
+    except LazyconvError as exc:
+        return _fail(str(exc))
     workdir = None
     logdir = args.logdir
-    if logdir is None:
-        workdir = tempfile.mkdtemp(prefix="lazyconv-fixture-")
-        logdir = workdir
-        print(f"generating a {DEFAULT_FIXTURE_SIZE} fixture (seed {args.seed}) in {logdir}",
-              file=sys.stderr)
-        generate(logdir, parse_size(DEFAULT_FIXTURE_SIZE), partitions=2, seed=args.seed,
-                 segment_bytes=512 * 1024)
     try:
-        spark = build_session(args.master, driver_memory=args.driver_memory)
+        if logdir is None:
+            workdir = tempfile.mkdtemp(prefix="lazyconv-fixture-")
+            logdir = workdir
+            print(f"generating a {DEFAULT_FIXTURE_SIZE} fixture (seed {args.seed}) in {logdir}",
+                  file=sys.stderr)
+            generate(logdir, parse_size(DEFAULT_FIXTURE_SIZE), partitions=2, seed=args.seed,
+                     segment_bytes=512 * 1024)
+        try:
+            segments = list_log_directory(logdir)  # before Spark starts
+        except LazyconvError as exc:
+            return _fail(str(exc))
+        require_extra("pyspark", "the Spark validation job")  # names the extra to install
+        conf = {}
+        if args.executor_python:
+            conf["spark.pyspark.python"] = args.executor_python
+        try:
+            spark = build_session(args.master, driver_memory=args.driver_memory,
+                                  extra_conf=conf)
+        except Exception as exc:  # noqa: BLE001 - Spark/JVM start-up failures, one line
+            return _fail(f"Spark did not start on {args.master}: {_one_line(exc)}")
         try:
             with SparkProgress(spark.sparkContext,
                                disable=args.quiet or not sys.stderr.isatty()):
                 result = run_validation(logdir, spark=spark, chunk_sizes=chunk_sizes,
                                         to_magics=to_magics, out=args.out,
-                                        fetch_max_bytes=parse_size(args.fetch_max_bytes))
+                                        fetch_max_bytes=fetch_max_bytes, segments=segments)
+        except LazyconvError as exc:
+            return _fail(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a failed job is exit 2 with one line
+            log.debug("the Spark job failed", exc_info=True)
+            return _fail(f"the Spark job failed: {_one_line(exc)}")
         finally:
             spark.stop()
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     print(format_report(result))
-    return 0 if result.ok else 1
+    return EXIT_CLEAN if result.ok else EXIT_VIOLATIONS
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = next((line for line in text if line.strip()), type(exc).__name__)
+    return f"{type(exc).__name__}: {first.strip()[:300]}"

@@ -1,9 +1,13 @@
 """PySpark jobs over Kafka log directories.
 
 :func:`run_validation` (``lazyconv validate``) checks every batch and index of a log directory
-and runs the lazy down-converting send over every segment, distributed over Spark tasks; the
-per-segment work is plain Python in :mod:`lazyconv.spark.segment_check` and
-:mod:`lazyconv.spark.conversion_check`.
+and the lazy down-converting send over it, in byte ranges packed into Spark tasks
+(:mod:`lazyconv.spark.planning`). All per-byte work is one call per range,
+:func:`lazyconv.spark.segment_scan.scan_range` (the seam for a compiled kernel), which derives
+the lazy send for every chunk size from one conversion per batch
+(:mod:`lazyconv.spark.derived_conversion`); what spans ranges is checked per partition
+(:mod:`lazyconv.spark.partition_checks`). :mod:`lazyconv.spark.conversion_check` is the
+reference consumer that runs the real lazy send per chunk size (tests hold the two equal).
 """
 
 from lazyconv.spark.job import (

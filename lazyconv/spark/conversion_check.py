@@ -1,5 +1,8 @@
 """Run the lazy down-converting send over one segment the way a consumer drives it, and check it.
 
+The reference implementation: the job derives the same figures from one conversion per batch
+(:mod:`lazyconv.spark.derived_conversion`); tests hold the two equal for every chunk size.
+
 For a target magic and each chunk size, :func:`check_conversions` plays an old consumer reading
 the whole segment: fetch from offset ``o`` (a slice of at most ``fetch_max_bytes`` starting at
 the batch holding ``o``, as the broker's offset index lookup gives it), build

@@ -53,9 +53,18 @@ class SparkProgress:
             except Exception:  # noqa: BLE001 - the bar must never break the job (JVM shutdown)
                 return
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         if self._thread is not None:
             self._stop.set()
             self._thread.join(timeout=5)
         if self._bar is not None:
+            if exc_type is None:
+                # every stage has finished: the last poll may have missed the last tasks
+                try:
+                    self._update()
+                except Exception:  # noqa: BLE001 - the bar must never break the job
+                    pass
+                self._bar.total = max(self._bar.total or 0, 1)
+                self._bar.n = self._bar.total
+                self._bar.refresh()
             self._bar.close()

@@ -1,4 +1,9 @@
-"""Plain-text tables of a :class:`~lazyconv.spark.job.ValidationResult` (CLI output)."""
+"""The console summary of a :class:`~lazyconv.spark.job.ValidationResult` (CLI output).
+
+Short by design: one line for the run, one table row per topic (log checks and, per target
+magic, whether every consumer received exactly the expected records), a legend, then the first
+violations. The full tables are the Parquet output.
+"""
 
 from __future__ import annotations
 
@@ -6,51 +11,59 @@ from typing import Any
 
 __all__ = ["format_report"]
 
+LEGEND = ("legend: MiB = log bytes checked; errors/warnings = violations found (warnings, e.g. "
+          "preallocated zeros, do not fail the run); vN = lazy down-conversion to magic N: "
+          "ranges whose consumer received exactly the expected records / ranges run, "
+          "'-' = not run; pad% = padding bytes / bytes sent")
+
 
 def _mib(n: float | None) -> str:
     return f"{(n or 0) / 1048576:.2f}"
 
 
-def _size(n: int) -> str:
-    return f"{n // 1024}K" if n < 1048576 else f"{n // 1048576}M"
-
-
 def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     cells = [headers] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False)))
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w)
+                       for i, (c, w) in enumerate(zip(row, widths, strict=True)))
              for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
 
 
-def format_report(result: Any, max_violations: int = 50) -> str:
-    """Segment checks per topic, conversions per topic x target magic x chunk size, violations."""
-    lines = [f"log directory {result.logdir}: {result.segments} segments, "
-             f"{result.partitions} partitions, {_mib(result.bytes)} MiB, {result.batches} batches, "
-             f"{result.records} records", ""]
-    lines += _table(
-        ["topic", "segments", "MiB", "batches", "records", "control", "violations"],
-        [[r["topic"], r["segments"], _mib(r["bytes"]), r["batches"], r["records"],
-          r["control_batches"], r["segment_violations"]] for r in result.segment_summary])
-    if result.conversion_summary:
-        lines += ["", "lazy down-conversion (per topic, target magic and chunk size):"]
-        rows = []
-        for r in result.conversion_summary:
-            secs = (r["conversion_time_ns"] or 0) / 1e9
-            rows.append([
-                r["topic"], r["to_magic"], _size(r["chunk_size"]),
-                f"{r['segments_ok']}/{r['segments']}", r["records_delivered"],
-                _mib(r["bytes_in"]), _mib(r["bytes_written"]), _mib(r["padding_bytes"]),
-                _mib(r["discarded_bytes"]), r["fetches"], r["chunks"], r["zstd_batches"], r["stalls"],
-                f"{secs:.2f}", f"{(r['bytes_in'] or 0) / 1048576 / secs:.1f}" if secs else "-",
-            ])
-        lines += _table(["topic", "magic", "chunk", "ok", "records", "MiB in", "MiB out",
-                         "MiB pad", "MiB cut", "fetches", "chunks", "zstd", "stalls", "conv s", "MiB/s"],
-                        rows)
-    lines.append("")
-    if result.violation_count:
-        lines.append(f"{result.violation_count} violation(s):")
+def _conversion_cells(result: Any, topic: str, magics: list[int]) -> list[str]:
+    cells = []
+    for magic in magics:
+        rows = [r for r in result.conversion_summary
+                if r["topic"] == topic and r["to_magic"] == magic]
+        if not rows:
+            cells.append("-")
+            continue
+        ok = min(int(r["segments_ok"] or 0) for r in rows)
+        run = max(int(r["segments"] or 0) for r in rows)
+        cells.append(f"{ok}/{run}")
+    rows = [r for r in result.conversion_summary if r["topic"] == topic]
+    written = sum(int(r["bytes_written"] or 0) for r in rows)
+    padding = sum(int(r["padding_bytes"] or 0) for r in rows)
+    cells.append(f"{100 * padding / written:.1f}" if written else "-")
+    return cells
+
+
+def format_report(result: Any, max_violations: int = 20) -> str:
+    """The run line, the per-topic table with its legend, the first violations, the verdict."""
+    lines = [f"{result.logdir}: {result.segments} segments ({result.ranges} byte ranges), "
+             f"{result.partitions} partitions, {_mib(result.bytes)} MiB, {result.batches} "
+             f"batches, {result.records} records; run {result.run_id}", ""]
+    magics = sorted({int(r["to_magic"]) for r in result.conversion_summary})
+    headers = ["topic", "segments", "MiB", "records", "errors", "warnings",
+               *[f"v{m}" for m in magics], "pad%"]
+    rows = [[r["topic"], r["segments"], _mib(r["bytes"]), r["records"], r["errors"],
+             r["warnings"], *_conversion_cells(result, r["topic"], magics)]
+            for r in result.segment_summary]
+    lines += _table(headers, rows)
+    lines += [LEGEND, ""]
+    if result.violation_count or result.warning_count:
+        lines.append(f"{result.violation_count} error(s), {result.warning_count} warning(s):")
         for v in result.violations[:max_violations]:
             where = f"{v['topic']}-{v['partition']}"
             if v["segment"]:
@@ -59,12 +72,17 @@ def format_report(result: Any, max_violations: int = 50) -> str:
                 where += f" ({v['file']})"
             if v["position"] is not None and v["position"] >= 0:
                 where += f" @ byte {v['position']}"
-            lines.append(f"  [{v['kind']}] {where}: {v['message']}")
-        if result.violation_count > max_violations:
-            lines.append(f"  ... {result.violation_count - max_violations} more"
+            if v.get("offset") is not None:
+                where += f" offset {v['offset']}"
+            tag = v["kind"] if v.get("severity", "error") == "error" else f"{v['kind']}, warning"
+            lines.append(f"  [{tag}] {where}: {v['message']}")
+        shown = min(len(result.violations), max_violations)
+        hidden = result.violation_count + result.warning_count - shown
+        if hidden > 0:
+            lines.append(f"  ... {hidden} more"
                          + (f" (all in {result.out}/violations)" if result.out else ""))
-    else:
-        lines.append("no violations")
+    if not result.violation_count:
+        lines.append("no violations" if not result.warning_count else "no errors")
     lines.append(f"validated {_mib(result.bytes)} MiB in {result.seconds:.1f} s "
                  f"({result.bytes / 1048576 / max(result.seconds, 1e-9):.2f} MiB/s)"
                  + (f"; Parquet under {result.out}" if result.out else ""))

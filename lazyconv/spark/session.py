@@ -25,7 +25,7 @@ def package_root() -> Path:
     return Path(lazyconv.__file__).absolute().parent.parent
 
 
-def _zip_package(directory: Path) -> str:
+def _zip_package(directory: Path) -> str:  # noqa: ARG001 - kept for callers
     """Zip the lazyconv package for ``SparkContext.addPyFile`` (non-local masters)."""
     target = Path(tempfile.mkdtemp(prefix="lazyconv-pyfiles-")) / "lazyconv.zip"
     root = package_root()
@@ -36,21 +36,38 @@ def _zip_package(directory: Path) -> str:
     return str(target)
 
 
+def _is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
 def build_session(master: str = DEFAULT_MASTER, app_name: str = "lazyconv-validate",
                   driver_memory: str = "1g", shuffle_partitions: int = 4,
-                  extra_conf: dict[str, str] | None = None) -> Any:
+                  extra_conf: dict[str, str] | None = None,
+                  ship_package: bool = True) -> Any:
     """Start (or reuse) a SparkSession with small-machine settings and quiet logs.
 
-    Executors run the same Python as the driver (``PYSPARK_PYTHON``); on a local master they
-    import lazyconv from this checkout through ``PYTHONPATH``, on a cluster it is shipped as a
-    zip with ``addPyFile`` (the cluster's Python needs lazyconv's dependencies installed).
+    A local master runs its Python workers on this machine: they use this interpreter and
+    import lazyconv from this checkout (``PYTHONPATH``). On a cluster, executors use their own
+    Python: ``spark.pyspark.python`` when given in ``extra_conf`` (e.g. the interpreter of a
+    packed environment shipped with ``--archives``), else ``PYSPARK_PYTHON`` as set in the
+    environment, else the executors' ``python3``; nothing of the driver's interpreter path or
+    checkout is forced on them. With ``ship_package`` the lazyconv package itself (pure Python)
+    goes along as a zip (``addPyFile``), so executors run the driver's version of it; its
+    dependencies must be installed in the executors' Python.
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    root = str(package_root())
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if root not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+    conf = dict(extra_conf or {})
+    executor_python = conf.get("spark.pyspark.python")
+    if _is_local(master):
+        os.environ.setdefault("PYSPARK_PYTHON", executor_python or sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        root = str(package_root())
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if root not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+        conf.setdefault("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+    elif executor_python:
+        # PySpark takes the workers' interpreter from this variable when the context starts
+        os.environ["PYSPARK_PYTHON"] = executor_python
     from pyspark.sql import SparkSession
 
     java_opts = f"-Dlog4j.configurationFile=file:{_LOG4J} -Dlog4j2.configurationFile=file:{_LOG4J}"
@@ -59,19 +76,19 @@ def build_session(master: str = DEFAULT_MASTER, app_name: str = "lazyconv-valida
         .appName(app_name)
         .config("spark.driver.memory", driver_memory)
         .config("spark.driver.extraJavaOptions", java_opts)
-        .config("spark.executor.extraJavaOptions", java_opts)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "false")
-        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
     )
-    for key, value in (extra_conf or {}).items():
+    if _is_local(master):
+        builder = builder.config("spark.executor.extraJavaOptions", java_opts)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if not master.startswith("local"):
-        spark.sparkContext.addPyFile(_zip_package(Path(root)))
+    if not _is_local(master) and ship_package:
+        spark.sparkContext.addPyFile(_zip_package(package_root()))
     log.info("Spark %s session on %s", spark.version, master)
     return spark

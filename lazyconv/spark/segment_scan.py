@@ -1,0 +1,700 @@
+"""One pass over one byte range of one segment: the seam a compiled kernel plugs into.
+
+:func:`scan_range` is all the per-segment work of the validation job. It reads the range once,
+in blocks, and for every entry in order: delimits it (size, magic, torn write, trailing zeros),
+decodes and validates it once (CRC-32C / CRC-32, structure, every compressed batch decompressed
+once), checks offsets, leader epochs and the max timestamp, adds its records to the partition
+checksum, converts it once per target magic and feeds the conversion to a
+:class:`~lazyconv.spark.derived_conversion.DerivedConsumer`, which derives the lazy send's
+behaviour for every chunk size. Then the ``.index``, ``.timeindex`` and ``.txnindex`` entries
+that belong to the range are checked against what the scan saw.
+
+Memory is a read block, the batches of one fetch window and their conversions, and the index
+entries (a few bytes per 4 KiB of log); never the segment.
+
+What a range cannot know alone (offsets and epochs before it, the max timestamp of the log
+before it) comes back in the result's ``boundary`` for the per-partition reduce
+(:mod:`lazyconv.spark.partition_checks`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lazyconv.errors import CorruptRecordError, LazyconvError
+from lazyconv.fixtures.checksum import MASK64, record_hash
+from lazyconv.fixtures.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+from lazyconv.records._format import BATCH_LENGTH_MIN, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
+from lazyconv.spark.derived_conversion import ConvertedBatch, DerivedConsumer
+from lazyconv.spark.violations import ERROR, WARNING, violation
+
+__all__ = [
+    "ScanTask",
+    "ScanOptions",
+    "BlockReader",
+    "scan_range",
+    "TXN_ENTRY_SIZE",
+    "DEFERRED_TIME_ENTRIES",
+]
+
+log = logging.getLogger(__name__)
+
+MIN_ENTRY_SIZE_FIELD = 14
+V2_MIN_SIZE_FIELD = BATCH_LENGTH_MIN  # a v2 batch header is 61 bytes, 12 of them before the size field counts
+TXN_ENTRY_SIZE = 34  # Kafka's AbortedTxn: version i16, producerId i64, first, last, LSO i64
+DEFERRED_TIME_ENTRIES = 64
+BLOCK_SIZE = 1 << 20
+_ZERO_BLOCK = bytes(1 << 16)
+_HEADER = struct.Struct(">qi")
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_TXN_ENTRY = struct.Struct(">hqqqq")
+_INT64_MIN = -(1 << 63)
+
+
+@dataclass(frozen=True)
+class ScanTask:
+    """One byte range ``[start, end)`` of one segment, as the planner cut it.
+
+    ``start_key`` / ``end_key`` are the offset-index offsets the range was cut at (``None`` at
+    the segment's start / end): index entries whose offset lies in ``[start_key, end_key)`` are
+    this range's to check. ``last_in_partition`` marks the range that ends the partition (its
+    trailing zeros are a warning).
+    """
+
+    topic: str
+    partition: int
+    base_offset: int
+    log_path: str
+    index_path: str
+    timeindex_path: str
+    size: int
+    start: int = 0
+    end: int = -1
+    start_key: int | None = None
+    end_key: int | None = None
+    range_index: int = 0
+    range_count: int = 1
+    last_in_partition: bool = False
+
+    @property
+    def segment(self) -> str:
+        return f"{self.base_offset:020d}.log"
+
+    @property
+    def txnindex_path(self) -> str:
+        return self.log_path[: -len(".log")] + ".txnindex"
+
+    @property
+    def stop(self) -> int:
+        """The range's end (the file size for the last range)."""
+        return self.size if self.end < 0 else self.end
+
+    @property
+    def is_last_range(self) -> bool:
+        return self.range_index == self.range_count - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    """What to derive besides the checks: the lazy send for each target magic and chunk size."""
+
+    to_magics: tuple[int, ...] = ()
+    chunk_sizes: tuple[int, ...] = ()
+    fetch_max_bytes: int = 1024 * 1024
+
+
+class BlockReader:
+    """Positioned reads from a local file or an fsspec URL through one reusable block."""
+
+    def __init__(self, path: str, block_size: int = BLOCK_SIZE) -> None:
+        self.path = path
+        self.block_size = block_size
+        self._fd: int | None = None
+        if "://" in path:
+            import fsspec
+
+            self._file: Any = fsspec.open(path, "rb").open()
+            self._file.seek(0, os.SEEK_END)
+            self.size = self._file.tell()
+        else:
+            self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+            self._fd = self._file.fileno()
+            self.size = os.fstat(self._fd).st_size
+        self._block = b""
+        self._block_start = 0
+        self.bytes_read = 0
+
+    def _raw(self, position: int, size: int) -> bytes:
+        self.bytes_read += size
+        if self._fd is not None:
+            return os.pread(self._fd, size, position)
+        self._file.seek(position)
+        return bytes(self._file.read(size))
+
+    def read(self, position: int, size: int) -> bytes:
+        """``size`` bytes at ``position`` (fewer at the end of the file)."""
+        offset = position - self._block_start
+        if 0 <= offset and offset + size <= len(self._block):
+            return self._block[offset:offset + size]
+        if size >= self.block_size:
+            return self._raw(position, size)
+        self._block = self._raw(position, self.block_size)
+        self._block_start = position
+        return self._block[:size]
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> BlockReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read_small_file(path: str) -> bytes | None:
+    """A whole index file, or ``None`` when there is none."""
+    if "://" in path:
+        import fsspec
+
+        fs, local = fsspec.core.url_to_fs(path)
+        if not fs.exists(local):
+            return None
+        with fs.open(local, "rb") as f:
+            return bytes(f.read())
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+class _RangeScan:
+    """The state of one :func:`scan_range` call (kept on an object to keep functions small)."""
+
+    def __init__(self, task: ScanTask, options: ScanOptions) -> None:
+        self.task = task
+        self.options = options
+        self.violations: list[dict[str, Any]] = []
+        self.summary: dict[str, Any] = {
+            "topic": task.topic, "partition": task.partition, "segment": task.segment,
+            "base_offset": task.base_offset, "path": task.log_path, "start": task.start,
+            "end": task.stop, "range_index": task.range_index, "range_count": task.range_count,
+            "bytes": task.stop - task.start, "batches": 0, "control_batches": 0, "records": 0,
+            "first_offset": None, "last_offset": None, "checksum": 0, "batches_v0": 0,
+            "batches_v1": 0, "batches_v2": 0, "index_entries": 0, "timeindex_entries": 0,
+            "txnindex_entries": 0, "violations": 0, "warnings": 0, "check_seconds": 0.0,
+            "scan_end": task.start, "first_epoch": None, "last_epoch": None, "max_timestamp": -1,
+        }
+        # per entry that could be delimited: position, last offset, running max timestamp
+        self.positions: list[int] = []
+        self.last_offsets: list[int] = []
+        self.running_max_ts: list[int | None] = []
+        self.max_ts = -1
+        self.prev_offset: int | None = None
+        self.prev_epoch: int | None = None
+        self.first_epoch_position = -1
+        self.abort_markers: dict[tuple[int, int], int] = {}  # (pid, offset) -> log position
+        self.txn_first: dict[int, int] = {}  # pid -> first offset of its open transaction
+        self.txn_starts: dict[tuple[int, int], int] = {}  # (pid, marker offset) -> first offset
+        self.consumers: dict[int, DerivedConsumer] | None = None if not (
+            options.to_magics and options.chunk_sizes) else {}
+        self.where = ("log", task.start)
+
+    def add(self, file: str, position: int, kind: str, message: str, *,
+            offset: int | None = None, severity: str = ERROR) -> None:
+        t = self.task
+        self.violations.append(violation(t.topic, t.partition, t.segment, file, position, kind,
+                                         message, offset=offset, severity=severity))
+
+
+def scan_range(task: ScanTask, options: ScanOptions = ScanOptions()) -> dict[str, Any]:
+    """Check one byte range of one segment in a single pass.
+
+    Returns ``{"summary", "violations", "conversions", "boundary"}``; never raises: an
+    unexpected exception becomes an ``internal_error`` violation at the file and byte position
+    being checked when it happened.
+    """
+    started = time.perf_counter()
+    scan = _RangeScan(task, options)
+    conversions: list[dict[str, Any]] = []
+    try:
+        _scan_log(scan)
+        scan.where = ("index", -1)
+        _check_offset_index(scan)
+        scan.where = ("timeindex", -1)
+        deferred = _check_time_index(scan)
+        scan.where = ("txnindex", -1)
+        _check_txn_index(scan)
+        scan.where = ("log", -1)
+        conversions = _conversion_rows(scan)
+    except Exception as exc:  # noqa: BLE001 - a task reports, it never aborts the job
+        file, position = scan.where
+        log.exception("internal error checking %s at %s byte %s", task.log_path, file, position)
+        scan.add(file, position, "internal_error", f"{type(exc).__name__}: {exc}")
+        deferred = []
+        conversions = []
+    s = scan.summary
+    s["checksum"] &= MASK64
+    s["violations"] = sum(1 for v in scan.violations if v["severity"] == ERROR)
+    s["warnings"] = len(scan.violations) - s["violations"]
+    s["check_seconds"] = time.perf_counter() - started
+    boundary = {
+        "first_offset": s["first_offset"], "last_offset": s["last_offset"],
+        "first_epoch": s["first_epoch"], "last_epoch": s["last_epoch"],
+        "max_timestamp": scan.max_ts, "scan_end": s["scan_end"],
+        "first_epoch_position": scan.first_epoch_position,
+        "deferred_time_entries": deferred,
+    }
+    return {"summary": s, "violations": scan.violations, "conversions": conversions,
+            "boundary": boundary}
+
+
+# --- the log ---------------------------------------------------------------------------------
+
+def _scan_log(scan: _RangeScan) -> None:
+    task = scan.task
+    try:
+        reader = BlockReader(task.log_path)
+    except OSError as exc:
+        scan.add("log", -1, "unreadable", f"cannot open: {exc}")
+        return
+    with reader:
+        end = min(task.stop, reader.size) if task.end >= 0 else reader.size
+        pos = task.start
+        while pos < end:
+            scan.where = ("log", pos)
+            size = _delimit(scan, reader, pos, end)
+            if size is None:
+                break
+            _check_entry(scan, reader.read(pos, size), pos)
+            pos += size
+        scan.summary["scan_end"] = pos
+        if scan.consumers is not None:
+            for consumer in scan.consumers.values():
+                consumer.finish(pos)
+
+
+def _delimit(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int | None:
+    """The total size of the entry at ``pos``, or ``None`` (with a violation or a warning) where
+    the rest of the range cannot be delimited."""
+    head = reader.read(pos, HEADER_SIZE_UP_TO_MAGIC)
+    if len(head) < LOG_OVERHEAD:
+        if _all_zeros(reader, pos, end):
+            _trailing_zeros(scan, pos, end)
+        else:
+            scan.add("log", pos, "truncated", f"{end - pos} bytes at the end of the segment are "
+                                              f"less than an entry header")
+        return None
+    offset, size = _HEADER.unpack_from(head)
+    if offset == 0 and size == 0 and _all_zeros(reader, pos, end):
+        _trailing_zeros(scan, pos, end)
+        return None
+    if size < MIN_ENTRY_SIZE_FIELD:
+        scan.add("log", pos, "bad_size", f"entry at offset {offset} has size field {size} "
+                                         f"(< 14); the remaining {end - pos} bytes cannot be "
+                                         f"checked", offset=offset)
+        return None
+    if len(head) < HEADER_SIZE_UP_TO_MAGIC or pos + LOG_OVERHEAD + size > end:
+        scan.add("log", pos, "truncated", f"entry at offset {offset} declares {size} bytes but "
+                                          f"the segment ends after {end - pos - LOG_OVERHEAD}",
+                 offset=offset)
+        return None
+    magic = head[16]
+    if magic > 2:
+        scan.add("log", pos, "bad_magic", f"entry at offset {offset} has magic {magic}; the "
+                                          f"remaining {end - pos} bytes cannot be checked",
+                 offset=offset)
+        return None
+    return LOG_OVERHEAD + size
+
+
+def _all_zeros(reader: BlockReader, pos: int, end: int) -> bool:
+    while pos < end:
+        n = min(len(_ZERO_BLOCK), end - pos)
+        if reader.read(pos, n) != _ZERO_BLOCK[:n]:
+            return False
+        pos += n
+    return True
+
+
+def _trailing_zeros(scan: _RangeScan, pos: int, end: int) -> None:
+    task = scan.task
+    if task.last_in_partition and task.is_last_range:
+        scan.add("log", pos, "trailing_zeros",
+                 f"{end - pos} zero bytes after the last entry (preallocated; Kafka reads them as "
+                 f"the end of the log)", severity=WARNING)
+    else:
+        scan.add("log", pos, "trailing_zeros",
+                 f"{end - pos} zero bytes after the last entry of a segment that is not the "
+                 f"partition's last")
+
+
+def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
+    """Decode, validate and check one complete entry at log byte ``pos``."""
+    from lazyconv.records import MemoryRecords
+
+    s = scan.summary
+    magic = data[16]
+    header_offset, size_field = _HEADER.unpack_from(data)
+    if magic == 2 and size_field < V2_MIN_SIZE_FIELD:
+        scan.add("log", pos, "structure",
+                 f"v2 batch at offset {header_offset} has length {size_field}, below the v2 "
+                 f"minimum {V2_MIN_SIZE_FIELD}", offset=header_offset)
+        _keep_place(scan, pos, header_offset, None)
+        scan.consumers = None
+        return
+    try:
+        batch = next(MemoryRecords(data).batches())
+        batch.validate()
+        records = list(batch)
+    except LazyconvError as exc:
+        kind = "crc" if isinstance(exc, CorruptRecordError) else "structure"
+        inner = f" (byte {pos + exc.position} of the segment)" if exc.position else ""
+        scan.add("log", pos, kind, f"{type(exc).__name__}: {exc.message}{inner}",
+                 offset=header_offset)
+        _keep_place(scan, pos, _header_last_offset(data), None)
+        scan.consumers = None  # the conversion of a damaged range is not checked
+        return
+    s["batches"] += 1
+    s[f"batches_v{batch.magic}"] += 1
+    base = batch.base_offset
+    last = batch.last_offset
+    _check_offsets(scan, batch, records, pos, base, last)
+    if magic == 2:
+        _check_v2_header(scan, batch, records, pos)
+    s["last_offset"] = last
+    if batch.is_control:
+        s["control_batches"] += 1
+        _note_control(scan, batch, records, pos)
+    else:
+        checksum = 0
+        for r in records:
+            checksum += record_hash(r.offset, r.timestamp, r.key, r.value, r.headers)
+        s["checksum"] += checksum
+        s["records"] += len(records)
+        if batch.is_transactional and magic == 2 and batch.producer_id not in scan.txn_first:
+            scan.txn_first[batch.producer_id] = base
+    scan.max_ts = max(scan.max_ts, batch.max_timestamp)
+    s["max_timestamp"] = scan.max_ts
+    _keep_place(scan, pos, last, scan.max_ts)
+    if scan.consumers is not None:
+        _feed_consumers(scan, batch, records, pos)
+
+
+def _keep_place(scan: _RangeScan, pos: int, last_offset: int, running_max: int | None) -> None:
+    scan.positions.append(pos)
+    scan.last_offsets.append(last_offset)
+    scan.running_max_ts.append(running_max)
+
+
+def _header_last_offset(entry: bytes) -> int:
+    """Last offset as an entry's header states it (v2: base + delta; legacy: its offset)."""
+    offset = _HEADER.unpack_from(entry)[0]
+    if entry[16] >= 2 and len(entry) >= 27:
+        return int(offset + struct.unpack_from(">i", entry, 23)[0])
+    return int(offset)
+
+
+def _check_offsets(scan: _RangeScan, batch: Any, records: list[Any], pos: int, base: int,
+                   last: int) -> None:
+    s = scan.summary
+    task = scan.task
+    if s["first_offset"] is None:
+        s["first_offset"] = base
+        if base < task.base_offset:
+            scan.add("log", pos, "segment_base", f"first offset {base} is below the segment "
+                                                 f"base offset {task.base_offset}", offset=base)
+    prev = scan.prev_offset
+    if prev is not None and base <= prev:
+        scan.add("log", pos, "offset_order",
+                 f"batch offsets {base}..{last} do not follow offset {prev}", offset=base)
+    if last < base:
+        scan.add("log", pos, "offset_order", f"last offset {last} is below base offset {base}",
+                 offset=base)
+    record_prev = base - 1
+    for r in records:
+        if r.offset <= record_prev or r.offset > last:
+            scan.add("log", pos, "offset_order",
+                     f"record offset {r.offset} out of order in batch {base}..{last} "
+                     f"(previous {record_prev})", offset=r.offset)
+            break
+        record_prev = r.offset
+    scan.prev_offset = last if prev is None else max(last, prev)
+
+
+def _check_v2_header(scan: _RangeScan, batch: Any, records: list[Any], pos: int) -> None:
+    s = scan.summary
+    epoch = batch.partition_leader_epoch
+    if epoch >= 0:  # -1: unknown (written before leader epochs existed)
+        if scan.prev_epoch is not None and epoch < scan.prev_epoch:
+            scan.add("log", pos, "leader_epoch",
+                     f"batch {batch.base_offset}..{batch.last_offset} has partition leader epoch "
+                     f"{epoch}, below the previous batch's {scan.prev_epoch}",
+                     offset=batch.base_offset)
+        if s["first_epoch"] is None:
+            s["first_epoch"] = epoch
+            scan.first_epoch_position = pos
+        s["last_epoch"] = epoch if scan.prev_epoch is None else max(epoch, scan.prev_epoch)
+        scan.prev_epoch = s["last_epoch"]
+    if records and not batch.attributes & 0x08:  # create time: the header states the records' max
+        actual = max(r.timestamp for r in records)
+        if actual != batch.max_timestamp:
+            scan.add("log", pos, "timestamp",
+                     f"batch {batch.base_offset}..{batch.last_offset} states max timestamp "
+                     f"{batch.max_timestamp} but its records' max is {actual}",
+                     offset=batch.base_offset)
+
+
+def _note_control(scan: _RangeScan, batch: Any, records: list[Any], pos: int) -> None:
+    """Remember ABORT markers (for the ``.txnindex`` check) and close the producer's txn."""
+    if batch.magic != 2 or not records:
+        return
+    key = records[0].key
+    if key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 0:
+        marker = (batch.producer_id, records[0].offset)
+        scan.abort_markers[marker] = pos
+        first = scan.txn_first.get(batch.producer_id)
+        if first is not None:
+            scan.txn_starts[marker] = first
+    scan.txn_first.pop(batch.producer_id, None)
+
+
+# --- conversions -------------------------------------------------------------------------------
+
+def _decode_entries(data: memoryview) -> Any:
+    from lazyconv.records import MemoryRecords
+
+    for out_batch in MemoryRecords(bytes(data)).batches():
+        if out_batch.is_control:  # magic 2 keeps markers; a consumer hands no record from them
+            yield out_batch.last_offset, []
+        else:
+            yield out_batch.last_offset, [(r.offset, r.timestamp, r.key, r.value)
+                                          for r in out_batch]
+
+
+def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], pos: int) -> None:
+    from lazyconv.convert import down_convert_bytes, is_zstd_below_v2
+    from lazyconv.records.compression import Compression
+
+    assert scan.consumers is not None
+    options = scan.options
+    for to_magic in options.to_magics:
+        consumer = scan.consumers.get(to_magic)
+        if consumer is None:
+            start = scan.task.base_offset if scan.task.start == 0 else batch.base_offset
+            consumer = DerivedConsumer(to_magic, options.chunk_sizes, options.fetch_max_bytes,
+                                       start, _decode_entries)
+            scan.consumers[to_magic] = consumer
+        zstd = is_zstd_below_v2(batch, to_magic)
+        expected = not batch.is_control and not zstd and bool(records)
+        if zstd or (to_magic < 2 and batch.is_control):
+            conv: bytes | bytearray = b""
+            converted = temporary = 0
+        else:
+            conv, stats = down_convert_bytes([batch], to_magic, _INT64_MIN)
+            converted, temporary = stats.records_converted, stats.temporary_memory_bytes
+        if expected:
+            carries_ts = to_magic > 0 and batch.magic > 0
+            for r in records:
+                consumer.expect(r.offset, r.timestamp if carries_ts else -1, r.key, r.value)
+        consumer.add(ConvertedBatch(
+            position=pos, size=batch.size_in_bytes, last_offset=batch.last_offset, zstd=zstd,
+            conv=conv, records=converted, temporary=temporary,
+            filterable=(batch.magic > to_magic and batch.compression == Compression.NONE),
+            last_record=records[-1].offset if expected else None))
+
+
+def _conversion_rows(scan: _RangeScan) -> list[dict[str, Any]]:
+    """One row per target magic x chunk size; a ``conversion`` violation when the records a
+    consumer receives differ from the expected ones."""
+    if not scan.consumers:
+        return []
+    task = scan.task
+    rows = []
+    for to_magic, consumer in sorted(scan.consumers.items()):
+        t = consumer.totals
+        ok = t.delivered == t.expected and t.delivered_hash == t.expected_hash
+        if not ok:
+            scan.add("log", -1, "conversion",
+                     f"to magic {to_magic}: a consumer receives {t.delivered} records "
+                     f"(hash {t.delivered_hash:016x}), {t.expected} expected "
+                     f"(hash {t.expected_hash:016x})")
+        for chunk_size, tally in sorted(t.tallies.items()):
+            rows.append({
+                "topic": task.topic, "partition": task.partition, "segment": task.segment,
+                "start": task.start, "to_magic": to_magic, "chunk_size": chunk_size,
+                "bytes_in": scan.summary["scan_end"] - task.start,
+                "records_expected": t.expected, "records_delivered": t.delivered,
+                "fetches": t.fetches, "bytes_committed": t.bytes_committed,
+                "bytes_written": t.bytes_committed, "bytes_valid": t.bytes_valid,
+                "padding_bytes": t.padding_bytes,
+                "discarded_bytes": t.bytes_committed - t.bytes_valid, "chunks": tally.chunks,
+                "records_converted": tally.records_converted,
+                "temporary_memory_bytes": tally.temporary_memory_bytes,
+                "zstd_batches": t.zstd_batches, "stalls": t.stalls,
+                "window_peak_bytes": consumer.peak_window_bytes, "ok": ok,
+            })
+    return rows
+
+
+# --- index files -------------------------------------------------------------------------------
+
+def _owned(task: ScanTask, offset: int) -> bool:
+    """Whether an index entry for ``offset`` is this range's to check."""
+    if task.start_key is not None and offset < task.start_key:
+        return False
+    return task.end_key is None or offset < task.end_key
+
+
+def _index_bytes(scan: _RangeScan, file: str, path: str) -> bytes | None:
+    try:
+        return _read_small_file(path)
+    except OSError as exc:
+        scan.add(file, -1, "unreadable", f"cannot read {path}: {exc}")
+        return None
+
+
+def _check_offset_index(scan: _RangeScan) -> None:
+    task = scan.task
+    data = _index_bytes(scan, "index", task.index_path)
+    if data is None:
+        if task.range_index == 0 and not any(v["file"] == "index" for v in scan.violations):
+            scan.add("index", -1, "index", "offset index file is missing")
+        return
+    if len(data) % OFFSET_ENTRY_SIZE and task.is_last_range:
+        scan.add("index", len(data) - len(data) % OFFSET_ENTRY_SIZE, "index",
+                 f"size {len(data)} is not a multiple of 8")
+    by_position = dict(zip(scan.positions, scan.last_offsets, strict=False))
+    base = task.base_offset
+    prev: tuple[int, int] | None = None
+    checked = 0
+    for index_position in range(0, len(data) - OFFSET_ENTRY_SIZE + 1, OFFSET_ENTRY_SIZE):
+        rel, position = _OFFSET_ENTRY.unpack_from(data, index_position)
+        offset = base + rel
+        if rel == 0 and position == 0 and prev is not None:
+            break  # zero-filled tail of a preallocated index: the end of the entries
+        mine = (task.start <= position < task.stop) or (task.is_last_range and position >= task.stop)
+        if task.range_index == 0 and position < task.start:
+            mine = True
+        if mine:
+            checked += 1
+            problem = None
+            if rel < 0:
+                problem = f"relative offset {rel} is negative"
+            elif prev is not None and (offset <= prev[0] or position <= prev[1]):
+                problem = f"entry ({offset}, {position}) does not follow ({prev[0]}, {prev[1]})"
+            elif position not in by_position:
+                problem = (f"entry for offset {offset} points to log byte {position}, which is "
+                           f"not the start of a batch")
+            elif by_position[position] != offset:
+                problem = (f"entry says offset {offset} but the batch at log byte {position} "
+                           f"ends at offset {by_position[position]}")
+            if problem is not None:
+                scan.add("index", index_position, "index", problem, offset=offset)
+        prev = (offset, position)
+    scan.summary["index_entries"] = checked
+
+
+def _check_time_index(scan: _RangeScan) -> list[tuple[int, int, int, int]]:
+    """Check the range's ``.timeindex`` entries; returns the entries whose timestamp depends on
+    the log before the range ``(index position, timestamp, offset, max timestamp in range)``."""
+    task = scan.task
+    data = _index_bytes(scan, "timeindex", task.timeindex_path)
+    deferred: list[tuple[int, int, int, int]] = []
+    if data is None:
+        if task.range_index == 0 and not any(v["file"] == "timeindex" for v in scan.violations):
+            scan.add("timeindex", -1, "timeindex", "time index file is missing")
+        return deferred
+    if len(data) % TIME_ENTRY_SIZE and task.is_last_range:
+        scan.add("timeindex", len(data) - len(data) % TIME_ENTRY_SIZE, "timeindex",
+                 f"size {len(data)} is not a multiple of 12")
+    base = task.base_offset
+    last_offsets = scan.last_offsets
+    prev: tuple[int, int] | None = None
+    exact_deferred = 0
+    checked = 0
+    for index_position in range(0, len(data) - TIME_ENTRY_SIZE + 1, TIME_ENTRY_SIZE):
+        ts, rel = _TIME_ENTRY.unpack_from(data, index_position)
+        offset = base + rel
+        if ts == 0 and rel == 0 and prev is not None:
+            break  # zero-filled tail of a preallocated index
+        if _owned(task, offset):
+            checked += 1
+            problem = None
+            i = bisect.bisect_left(last_offsets, offset)
+            if prev is not None and (ts <= prev[0] or offset < prev[1]):
+                problem = f"entry ({ts}, {offset}) does not follow ({prev[0]}, {prev[1]})"
+            elif i == len(last_offsets) or last_offsets[i] != offset:
+                problem = f"offset {offset} is not the last offset of a batch in the log"
+            else:
+                local = scan.running_max_ts[i]
+                if local is None:
+                    pass  # that batch is damaged; reported once, in the log
+                elif task.start == 0:
+                    if local != ts:
+                        problem = (f"timestamp {ts} for offset {offset} differs from the log's "
+                                   f"max timestamp up to that batch, {local}")
+                elif ts != local:
+                    deferred.append((index_position, ts, offset, local))
+                elif exact_deferred < DEFERRED_TIME_ENTRIES:
+                    # right unless the log before the range has a larger timestamp
+                    exact_deferred += 1
+                    deferred.append((index_position, ts, offset, local))
+            if problem is not None:
+                scan.add("timeindex", index_position, "timeindex", problem, offset=offset)
+        prev = (ts, offset)
+    scan.summary["timeindex_entries"] = checked
+    return deferred
+
+
+def _check_txn_index(scan: _RangeScan) -> None:
+    """Each ABORT marker of the range has its ``.txnindex`` entry and each entry its marker."""
+    task = scan.task
+    data = _index_bytes(scan, "txnindex", task.txnindex_path)
+    if data is None:
+        return  # Kafka writes no file for a segment without aborted transactions
+    if len(data) % TXN_ENTRY_SIZE and task.is_last_range:
+        scan.add("txnindex", len(data) - len(data) % TXN_ENTRY_SIZE, "txnindex",
+                 f"size {len(data)} is not a multiple of {TXN_ENTRY_SIZE}")
+    listed: set[tuple[int, int]] = set()
+    checked = 0
+    first_seen = scan.summary["first_offset"]
+    for index_position in range(0, len(data) - TXN_ENTRY_SIZE + 1, TXN_ENTRY_SIZE):
+        version, pid, first, last, _lso = _TXN_ENTRY.unpack_from(data, index_position)
+        if not _owned(task, last):
+            continue
+        checked += 1
+        listed.add((pid, last))
+        problem = None
+        if version != 0:
+            problem = f"entry version {version} is not 0"
+        elif first > last:
+            problem = f"first offset {first} is after last offset {last}"
+        elif (pid, last) not in scan.abort_markers:
+            problem = (f"aborted transaction of producer {pid} ending at offset {last} has no "
+                       f"ABORT marker at that offset in the log")
+        elif (pid, last) in scan.txn_starts and scan.txn_starts[(pid, last)] != first:
+            problem = (f"aborted transaction of producer {pid} starts at offset "
+                       f"{scan.txn_starts[(pid, last)]} in the log, the entry says {first}")
+        elif (pid, last) not in scan.txn_starts and first_seen is not None and first >= first_seen:
+            problem = (f"aborted transaction of producer {pid} has no batch from offset {first} "
+                       f"in the log")
+        if problem is not None:
+            scan.add("txnindex", index_position, "txnindex", problem, offset=last)
+    for (pid, offset) in sorted(scan.abort_markers):
+        if (pid, offset) not in listed:
+            scan.add("txnindex", -1, "txnindex",
+                     f"ABORT marker of producer {pid} at offset {offset} has no entry",
+                     offset=offset)
+    scan.summary["txnindex_entries"] = checked

@@ -1,0 +1,261 @@
+"""The one-pass range scan, the derived lazy send, byte ranges and the per-partition reduce,
+without Spark (fast)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lazyconv.fixtures import generate, list_segments
+from lazyconv.spark.conversion_check import check_conversions
+from lazyconv.spark.partition_checks import check_partition, range_boundary
+from lazyconv.spark.planning import pack_tasks, plan_ranges
+from lazyconv.spark.segment_check import check_segment
+from lazyconv.spark.segment_scan import ScanOptions, scan_range
+from tests.fault_planting import (
+    leader_epoch_backwards,
+    leader_epoch_backwards_across_segments,
+    segment_base_overlap,
+    short_v2_length,
+    trailing_zeros,
+    txn_index_wrong_last_offset,
+    write_txn_index,
+    wrong_max_timestamp,
+)
+
+COMMITTED = Path(__file__).resolve().parent.parent / "fixtures"
+KIB = 1024
+
+
+def _place(v):
+    return (v["topic"], v["partition"], v["segment"], v["file"], v["position"], v["kind"])
+
+
+def _validate_dir(root: Path, range_bytes: int = 1 << 30,
+                  options: ScanOptions | None = None) -> tuple[list, list]:
+    """Everything the Spark job does, in one process: plan, scan every range, reduce."""
+    ranges = plan_ranges(list_segments(str(root)), range_bytes)
+    results = [scan_range(t, options or ScanOptions()) for t in ranges]
+    found = [v for r in results for v in r["violations"]]
+    by_partition: dict = {}
+    for r in results:
+        s = r["summary"]
+        by_partition.setdefault((s["topic"], s["partition"]), []).append(range_boundary(r))
+    for (topic, partition), boundaries in by_partition.items():
+        found += check_partition(topic, partition, boundaries)
+    return found, results
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    target = tmp_path / "logs"
+    shutil.copytree(COMMITTED, target)
+    return target
+
+
+def test_committed_fixtures_are_clean_through_plan_scan_and_reduce(copy: Path) -> None:
+    entries = 0
+    for seg in list_segments(str(copy)):
+        if seg.topic == "transactions":
+            written = write_txn_index(seg)  # Kafka's .txnindex for the aborted transactions
+            assert written
+            entries += len(written)
+    found, results = _validate_dir(copy)
+    assert found == []
+    assert sum(r["summary"]["txnindex_entries"] for r in results) == entries
+
+
+@pytest.mark.parametrize(("planter", "topic"), [
+    (segment_base_overlap, "codecs"),
+    (leader_epoch_backwards, "headers"),
+    (leader_epoch_backwards_across_segments, "upgraded"),
+    (wrong_max_timestamp, "idempotent"),
+    (short_v2_length, "nulls"),
+    (txn_index_wrong_last_offset, "transactions"),
+])
+def test_each_new_fault_is_found_at_its_place(copy: Path, planter, topic: str) -> None:
+    fault = planter(copy, topic, 0)
+    found, _ = _validate_dir(copy)
+    assert fault in {_place(v) for v in found}, found
+    hit = next(v for v in found if _place(v) == fault)
+    assert hit["severity"] == "error"
+    if fault[3] == "log" and fault[4] > 0:
+        assert hit["offset"] is not None  # the Kafka offset besides the byte position
+
+
+def test_short_v2_length_is_structure_not_crc(copy: Path) -> None:
+    fault = short_v2_length(copy, "nulls", 0)
+    found, _ = _validate_dir(copy)
+    at_fault = [v["kind"] for v in found if v["position"] == fault[4] and v["file"] == "log"
+                and v["segment"] == fault[2] and v["topic"] == "nulls"]
+    assert at_fault == ["structure"]
+
+
+def test_missing_txn_index_entry_is_reported_with_the_marker_offset(copy: Path) -> None:
+    seg = next(s for s in list_segments(str(copy)) if s.topic == "transactions")
+    written = write_txn_index(seg)
+    path = Path(seg.log_path[: -len(".log")] + ".txnindex")
+    path.write_bytes(path.read_bytes()[34:])  # drop the first entry
+    found = check_segment(seg)["violations"]
+    assert [(v["file"], v["kind"], v["offset"]) for v in found] == [
+        ("txnindex", "txnindex", written[0][2])]
+
+
+def test_trailing_zeros_warn_at_the_end_of_a_partition_and_fail_before_another_segment(
+        copy: Path) -> None:
+    warn = trailing_zeros(copy, "codecs", 0, last=True)
+    fail = trailing_zeros(copy, "codecs", 1, last=False)
+    found, _ = _validate_dir(copy)
+    by_place = {_place(v): v["severity"] for v in found}
+    assert by_place[warn] == "warning"
+    assert by_place[fail] == "error"
+    assert len(found) == 2
+
+
+def test_a_time_index_that_is_a_directory_is_a_violation_not_a_crash(copy: Path) -> None:
+    seg = next(s for s in list_segments(str(copy)) if s.topic == "tiny")
+    os.remove(seg.timeindex_path)
+    os.mkdir(seg.timeindex_path)
+    found = check_segment(seg)["violations"]
+    assert [(v["file"], v["position"], v["kind"]) for v in found] == [
+        ("timeindex", -1, "unreadable")]
+
+
+def test_an_unexpected_exception_becomes_internal_error_at_its_place(
+        copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lazyconv.spark.segment_scan as scan_module
+
+    def broken(scan):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(scan_module, "_check_time_index", broken)
+    seg = next(s for s in list_segments(str(copy)) if s.topic == "tiny")
+    result = check_segment(seg)
+    assert [(v["file"], v["position"], v["kind"]) for v in result["violations"]] == [
+        ("timeindex", -1, "internal_error")]
+    assert "boom" in result["violations"][0]["message"]
+    assert result["summary"]["records"] > 0  # the log pass before it still counted
+
+
+# --- the derived lazy send equals the real one -------------------------------------------------
+
+_COMPARED = ("records_expected", "records_delivered", "fetches", "bytes_committed",
+             "bytes_written", "bytes_valid", "padding_bytes", "discarded_bytes", "chunks",
+             "records_converted", "temporary_memory_bytes", "zstd_batches", "stalls", "ok")
+
+
+@pytest.mark.parametrize("fetch_max_bytes", [
+    8 * KIB, pytest.param(1024 * KIB, marks=pytest.mark.slow)])
+def test_derived_per_chunk_size_figures_equal_the_real_lazy_send(fetch_max_bytes: int) -> None:
+    """One conversion per batch and arithmetic per chunk size give exactly what running
+    LazyDownConvertedRecords per chunk size gives (cuts, padding, chunks, stats, stalls)."""
+    chunks = (16 * KIB, 1024 * KIB)
+    stalls = padding = 0
+    for seg in list_segments(str(COMMITTED)):
+        if seg.partition:
+            continue  # partition 0 of each topic has every kind of batch
+        result = check_segment(seg, ScanOptions((0, 1), chunks, fetch_max_bytes))
+        assert result["violations"] == []
+        derived = {(c["to_magic"], c["chunk_size"]): c for c in result["conversions"]}
+        for to_magic in (0, 1):
+            real = check_conversions(seg, to_magic, list(chunks), fetch_max_bytes)
+            for chunk, ref in zip(chunks, real, strict=True):
+                got = derived[(to_magic, chunk)]
+                assert {k: got[k] for k in _COMPARED} == {k: ref["stats"][k] for k in _COMPARED}
+                stalls += got["stalls"]
+                padding += got["padding_bytes"]
+    assert padding > 0
+    if fetch_max_bytes < 64 * KIB:
+        assert stalls > 0  # the consumer's stall path was exercised too
+
+
+def test_derived_send_sees_a_lost_record() -> None:
+    """A consumer that receives other records than expected is a conversion violation."""
+    import lazyconv.spark.segment_scan as scan_module
+
+    seg = next(s for s in list_segments(str(COMMITTED)) if s.topic == "tiny")
+    real = scan_module._decode_entries
+
+    def lossy(data):
+        for n, (last, records) in enumerate(real(data)):
+            yield last, records[1:] if n == 0 else records
+
+    scan_module._decode_entries = lossy
+    try:
+        result = check_segment(seg, ScanOptions((0,), (16 * KIB,)))
+    finally:
+        scan_module._decode_entries = real
+    assert [v["kind"] for v in result["violations"]] == ["conversion"]
+    assert not result["conversions"][0]["ok"]
+
+
+# --- byte ranges -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def big_segments(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("big") / "logs"
+    generate(root, 2 * 1024 * KIB, seed=5, profile="headers", segment_bytes=1024 * KIB)
+    return root
+
+
+def test_large_segments_are_cut_at_index_entries_and_agree_with_whole_scans(
+        big_segments: Path) -> None:
+    segments = list_segments(str(big_segments))
+    ranges = plan_ranges(segments, 128 * KIB)
+    assert len(ranges) > 2 * len(segments)
+    found, results = _validate_dir(big_segments, 128 * KIB,
+                                   ScanOptions((1,), (16 * KIB,), 64 * KIB))
+    assert found == []
+    whole = [check_segment(s) for s in segments]
+    for key in ("records", "batches", "index_entries", "timeindex_entries"):
+        assert sum(r["summary"][key] for r in results) == sum(w["summary"][key] for w in whole)
+    assert (sum(r["summary"]["checksum"] for r in results) % (1 << 64)
+            == sum(w["summary"]["checksum"] for w in whole) % (1 << 64))
+    assert all(c["ok"] for r in results for c in r["conversions"])
+
+
+def test_conversion_memory_is_a_fetch_window_not_the_segment(big_segments: Path) -> None:
+    seg = list_segments(str(big_segments))[0]
+    result = check_segment(seg, ScanOptions((0,), (16 * KIB,), 16 * KIB))
+    assert result["conversions"][0]["ok"]
+    peak = result["conversions"][0]["window_peak_bytes"]
+    assert 0 < peak < 8 * 16 * KIB < seg.size // 4
+
+
+def test_offsets_going_back_across_a_range_boundary_are_found(
+        big_segments: Path, tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    shutil.copytree(big_segments, root)
+    seg = list_segments(str(root))[0]
+    second_range = plan_ranges([seg], 128 * KIB)[1]
+    # the batch at the range start gets the base offset of the segment's first batch
+    with open(seg.log_path, "r+b") as f:
+        first = f.read(8)
+        f.seek(second_range.start)
+        f.write(first)
+    found, _ = _validate_dir(root, 128 * KIB)
+    assert (seg.topic, 0, seg.name, "log", second_range.start, "offset_order") in {
+        _place(v) for v in found}
+
+
+def test_packing_balances_bytes() -> None:
+    segments = list_segments(str(COMMITTED))
+    packed = pack_tasks(plan_ranges(segments, 1 << 30), 4)
+    loads = [0] * 4
+    for b, task in packed:
+        loads[b] += task.stop - task.start
+    assert sum(loads) == sum(s.size for s in segments)
+    largest = max(s.size for s in segments)
+    assert max(loads) - min(loads) <= largest
+
+
+def test_the_manifest_is_read_from_urls_too() -> None:
+    pytest.importorskip("fsspec")
+    from lazyconv.spark.job import _load_manifest
+
+    by_url = _load_manifest(COMMITTED.as_uri())
+    assert by_url is not None and by_url == _load_manifest(str(COMMITTED))
+    assert _load_manifest((COMMITTED / "codecs-0").as_uri()) is None

@@ -1,0 +1,64 @@
+"""``lazyconv validate`` refuses bad input with one line and exit status 2 before Spark starts
+(fast: no JVM is needed for any of these)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lazyconv.cli import main
+
+COMMITTED = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(["validate", *argv, "--quiet"])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.fixture(autouse=True)
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any attempt to start Spark fails the test: these errors come before it."""
+    import lazyconv.spark.session as session
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(session, "build_session", refuse)
+
+
+def test_a_folder_without_segments_is_exit_2(tmp_path: Path, capsys) -> None:
+    (tmp_path / "not-a-partition").mkdir()
+    status, out, err = _run(capsys, str(tmp_path))
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("lazyconv validate: error: ")
+    assert "no segments" in err
+
+
+def test_a_missing_logdir_is_exit_2(tmp_path: Path, capsys) -> None:
+    status, _, err = _run(capsys, str(tmp_path / "missing"))
+    assert status == 2 and "does not exist" in err and err.count("\n") == 1
+
+
+def test_a_file_as_logdir_is_exit_2(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "file"
+    path.write_bytes(b"x")
+    status, _, err = _run(capsys, str(path))
+    assert status == 2 and "is a file" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--to-magic", "abc", "--to-magic"),
+    ("--to-magic", "3", "not 0, 1 or 2"),
+    ("--to-magic", ",", "names no value"),
+    ("--chunk-sizes", "4K", "outside 16K..1M"),
+    ("--chunk-sizes", "big", "--chunk-sizes"),
+    ("--fetch-max-bytes", "zz", "--fetch-max-bytes"),
+])
+def test_bad_option_values_are_exit_2_with_one_line(capsys, option: str, value: str,
+                                                    says: str) -> None:
+    status, _, err = _run(capsys, str(COMMITTED), option, value)
+    assert status == 2
+    assert err.count("\n") == 1 and says in err
