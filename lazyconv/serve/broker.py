@@ -51,6 +51,7 @@ from lazyconv.protocol.primitives import Reader
 from lazyconv.records import ControlRecordType, RecordsBuilder
 from lazyconv.records.control import control_key, end_txn_marker_value
 from lazyconv.send import BytesSend
+from lazyconv.serve.append_validation import AppendConfig, validate_produce
 from lazyconv.serve.fetch_handler import FetchHandler
 from lazyconv.serve.group_apis import GroupApis
 from lazyconv.serve.group_coordinator import CoordinatorConfig
@@ -58,6 +59,7 @@ from lazyconv.serve.logdir import LogDirectory, PartitionLog
 from lazyconv.serve.model import BrokerStats, Listener, RequestContext, Response, TopicConfig
 from lazyconv.serve.offset_store import CommittedOffset, OffsetStore
 from lazyconv.serve.offsets import split_entries
+from lazyconv.serve.producer_state import ProducerStates
 from lazyconv.serve.txn_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -143,6 +145,8 @@ class Broker:
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
         self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config)
         store = OffsetStore(None if offsets_in_memory else logdir.root)
+        self.producer_states = ProducerStates()
+        self.append_config = AppendConfig()
         self.groups = GroupApis(store, lambda topic, p: logdir.partition(topic, p) is not None,
                                 config=group_config)
         self.transactions = TransactionCoordinator(
@@ -384,7 +388,9 @@ class Broker:
         builder.append(offset=0, timestamp=int(time.time() * 1000), key=control_key(kind),
                        value=end_txn_marker_value(0))
         plog.append(split_entries(builder.build()))
+        self.producer_states.end_transaction(plog, producer_id, epoch)
         plog.transaction_state()
+        self._fetch.notify_append()
 
     def add_partitions_to_txn(self, version: int, request: dict[str, Any],
                               context: RequestContext) -> dict[str, Any]:
@@ -424,33 +430,58 @@ class Broker:
             for t in request["topics"]]}
 
     def produce(self, version: int, request: dict[str, Any]) -> dict[str, Any]:
+        """Validate each partition's records as a Kafka leader does, append the valid ones.
+
+        A rejected partition appends nothing and answers with Kafka's error code (and, from
+        Produce v8, the error message and record errors); the other partitions of the request
+        are not affected (see :mod:`lazyconv.serve.append_validation`)."""
+        now_ms = int(time.time() * 1000)
         responses = []
         for topic in request["topic_data"]:
             partitions = []
             for part in topic["partition_data"]:
                 answer: dict[str, Any] = {"index": part["index"], "error_code": 0, "base_offset": -1,
-                                          "log_append_time_ms": -1, "log_start_offset": -1}
+                                          "log_append_time_ms": -1, "log_start_offset": -1,
+                                          "record_errors": [], "error_message": None}
                 plog = self.logdir.partition(topic["name"], part["index"])
                 if plog is None:
                     answer["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                elif part["records"] is None:
-                    answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
                 else:
-                    try:
-                        entries = split_entries(part["records"])
-                        if version >= 3 and any(data[16] != 2 for data, _count in entries):
-                            answer["error_code"] = int(ErrorCode.INVALID_RECORD)
-                            answer["error_message"] = "Produce v3+ carries magic v2 batches only"
-                        else:
-                            answer["base_offset"], answer["log_start_offset"] = plog.append(entries)
-                            plog.transaction_state()  # keep the producer state current
-                    except RecordsError as exc:
-                        log.warning("rejected produce to %s-%d: %s", topic["name"], part["index"], exc)
-                        answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
-                        answer["error_message"] = str(exc)
+                    answer.update(self._append(version, topic["name"], plog, part["records"], now_ms))
                 partitions.append(answer)
             responses.append({"name": topic["name"], "partition_responses": partitions})
         return {"responses": responses, "throttle_time_ms": 0}
+
+    def _append(self, version: int, topic: str, plog: PartitionLog, records: Any,
+                now_ms: int) -> dict[str, Any]:
+        """One partition of a Produce: the response fields it answers with."""
+        table = self.producer_states.table(plog)
+        decision = validate_produce(records, produce_version=version, producers=table,
+                                    config=self.append_config, now_ms=now_ms)
+        fields = decision.response_fields()
+        if not decision.accepted:
+            self.stats.rejected_produce_partitions += 1
+            log.warning("rejected produce to %s-%d: %s (%s)", topic, plog.partition,
+                        decision.error_code.name, decision.error_message)
+            return fields
+        if decision.duplicate is not None:
+            fields["base_offset"] = decision.duplicate.first_offset
+            fields["log_start_offset"] = plog.log_start_offset
+            return fields
+        if not decision.entries:
+            fields["log_start_offset"] = plog.log_start_offset
+            return fields
+        try:
+            base, log_start = plog.append(decision.append_entries())
+        except RecordsError as exc:  # the log itself cannot be appended to (e.g. a partial tail)
+            log.error("append to %s-%d failed: %s", topic, plog.partition, exc)
+            fields.update(error_code=int(ErrorCode.KAFKA_STORAGE_ERROR), error_message=str(exc))
+            return fields
+        table.apply(decision, base)
+        plog.transaction_state()  # keep the transaction state current
+        self._fetch.notify_append()
+        fields["base_offset"], fields["log_start_offset"] = base, log_start
+        return fields
 
     # -- Fetch -----------------------------------------------------------------------------
 

@@ -34,8 +34,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FetchHandler", "FETCH_POLL_INTERVAL_S"]
 
-# How often a waiting fetch looks at the log again.
-FETCH_POLL_INTERVAL_S = 0.02
+# A fetch waiting for MinBytes is woken by every append made through this server (Produce,
+# transaction markers); it also looks at the log again this often, for data written into the
+# log directory by another process.
+FETCH_POLL_INTERVAL_S = 0.25
 
 
 class _TrackedRecords(abc.ABC):
@@ -98,6 +100,25 @@ class FetchHandler:
         self.stats = stats
         self.chunk_size = chunk_size
         self.topic_config = topic_config
+        self._append_waiters: set[asyncio.Future[None]] = set()
+
+    def notify_append(self) -> None:
+        """Wake every fetch waiting for MinBytes (called on the serving loop after an append)."""
+        waiters, self._append_waiters = self._append_waiters, set()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _wait_for_append(self, timeout: float) -> None:
+        """Until the next append through this server, or ``timeout`` seconds."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._append_waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._append_waiters.discard(waiter)
 
     async def fetch(self, version: int, correlation_id: int, body: memoryview) -> Response:
         request = FetchRequest.decode(version, body)
@@ -115,7 +136,7 @@ class FetchHandler:
             if plan.bytes_read >= min(min_bytes, plan.limit) or time.monotonic() >= deadline:
                 break
             plan.close()
-            await asyncio.sleep(FETCH_POLL_INTERVAL_S)
+            await self._wait_for_append(min(FETCH_POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
         self.stats.fetch_partitions += plan.partitions
         self.stats.converted_partitions += plan.converted
         self.stats.zero_copy_partitions += plan.zero_copy
@@ -154,8 +175,8 @@ class FetchHandler:
                         rejected.append(((name, topic_id), error_partition(part["partition"], unknown)))
                         continue
                     before = budget.remaining
-                    entry = self._read_partition(version, name, plog, part, budget, plan, is_follower,
-                                                 request.get("isolation_level", 0))
+                    entry = self._read_partition_guarded(version, name, plog, part, budget, plan,
+                                                         is_follower, request.get("isolation_level", 0))
                     read.append(((name, topic_id), entry))
                     plan.bytes_read += before - budget.remaining
                     plan.partitions += 1
@@ -164,6 +185,33 @@ class FetchHandler:
             raise
         plan.topics = _group_by_topic(read + rejected)
         return plan
+
+    def _read_partition_guarded(self, version: int, topic: str, plog: PartitionLog,
+                                part: dict[str, Any], budget: FetchBudget, plan: _FetchPlan,
+                                is_follower: bool, isolation_level: int) -> dict[str, Any]:
+        """:meth:`_read_partition`, with unreadable log data answered as that partition's
+        KAFKA_STORAGE_ERROR (NOT_LEADER_OR_FOLLOWER below Fetch v6) instead of failing the fetch.
+
+        What the partition had already opened is closed; its share of the budget is returned."""
+        resources_before = len(plan.resources)
+        remaining_before, min_one_before = budget.remaining, budget.min_one
+        counts_before = (plan.converted, plan.zero_copy, plan.partial_tails)
+        try:
+            return self._read_partition(version, topic, plog, part, budget, plan, is_follower,
+                                        isolation_level)
+        except RecordsError as exc:
+            log.error("fetch %s-%d at %d: unreadable log data: %s", topic, part["partition"],
+                      part["fetch_offset"], exc)
+            for resource in plan.resources[resources_before:]:
+                resource.close()
+            del plan.resources[resources_before:]
+            budget.remaining, budget.min_one = remaining_before, min_one_before
+            plan.converted, plan.zero_copy, plan.partial_tails = counts_before
+            self.stats.storage_errors += 1
+            return broker_partition_response(
+                version, part["partition"], None, fetch_offset=part["fetch_offset"],
+                error_code=int(ErrorCode.KAFKA_STORAGE_ERROR), high_watermark=-1,
+                last_stable_offset=-1, log_start_offset=-1, aborted_transactions=[])
 
     def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
                         budget: FetchBudget, plan: _FetchPlan,
@@ -183,11 +231,6 @@ class FetchHandler:
         except OffsetOutOfRange as exc:
             log.info("fetch: %s", exc)
             records, error, hw, start = None, ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1
-        except RecordsError as exc:
-            # Unreadable log data: Kafka's answer for a failed log is a storage error (sent as
-            # NOT_LEADER_OR_FOLLOWER to Fetch v0-5 by the decision helper).
-            log.error("fetch %s-%d at %d: %s", topic, index, fetch_offset, exc)
-            records, error, hw, start = None, ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
         else:
             error, hw, start = ErrorCode.NONE, region.high_watermark, region.log_start_offset
             records = b""
@@ -205,9 +248,17 @@ class FetchHandler:
             aborted = [{"producer_id": t.producer_id, "first_offset": t.first_offset}
                        for t in txns.aborted_between(fetch_offset, lso)]
 
+        def corrupt_after_commit(exc: RecordsError) -> None:
+            # The committed size is honoured: the records converted before the corrupt batch
+            # went out, the rest is padding, and the other partitions of the response arrive.
+            self.stats.corrupt_sends += 1
+            log.error("fetch %s-%d at %d: corrupt log data met while sending; the rest of the "
+                      "partition is padding: %s", topic, index, fetch_offset, exc)
+
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
             tracked = _TrackedLazyRecords(
-                LazyDownConvertedRecords(records_in, to_magic, first_offset, chunk_size=chunk_size),
+                LazyDownConvertedRecords(records_in, to_magic, first_offset, chunk_size=chunk_size,
+                                         on_error=corrupt_after_commit),
                 self.stats,
             )
             plan.resources.append(tracked)
