@@ -60,6 +60,7 @@ from lazyconv.serve.model import BrokerStats, Listener, RequestContext, Response
 from lazyconv.serve.offset_store import CommittedOffset, OffsetStore
 from lazyconv.serve.offsets import split_entries
 from lazyconv.serve.producer_state import ProducerStates
+from lazyconv.serve.segment_files import DEFAULT_MAX_OPEN_SEGMENTS, SegmentFileCache
 from lazyconv.serve.txn_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -116,9 +117,11 @@ class Broker:
         max_fetch_version: int = FETCH_MAX_VERSION,
         group_config: CoordinatorConfig | None = None,
         offsets_in_memory: bool = False,
+        max_open_segments: int = DEFAULT_MAX_OPEN_SEGMENTS,
     ) -> None:
         """``group_config``: the coordinator's session limits and initial rebalance delay;
-        ``offsets_in_memory``: do not persist committed offsets under the log directory."""
+        ``offsets_in_memory``: do not persist committed offsets under the log directory;
+        ``max_open_segments``: segment files kept open for reuse (the shared cache's size)."""
         if not listeners:
             raise ValueError("a broker needs at least one listener")
         self.logdir = logdir
@@ -143,7 +146,8 @@ class Broker:
         self.stats = BrokerStats()
         self._next_producer_id = FIRST_PRODUCER_ID
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
-        self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config)
+        self.segment_files = SegmentFileCache(max_open_segments)
+        self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config, self.segment_files)
         store = OffsetStore(None if offsets_in_memory else logdir.root)
         self.producer_states = ProducerStates()
         self.append_config = AppendConfig()
@@ -158,8 +162,9 @@ class Broker:
         self.groups.start(loop)
 
     def close(self) -> None:
-        """Stop the timers."""
+        """Stop the timers and close the cached segment files."""
         self.groups.stop()
+        self.segment_files.close()
 
     def topic_config(self, topic: str) -> TopicConfig:
         return self.topic_configs.get(topic, self.default_config)

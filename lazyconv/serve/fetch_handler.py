@@ -25,10 +25,10 @@ from lazyconv.protocol.decision import (
 )
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.fetch import FetchRequest, FetchResponse
-from lazyconv.records import FileRecords
 from lazyconv.send import Send
 from lazyconv.serve.logdir import LogDirectory, OffsetOutOfRange, PartitionLog, Region
 from lazyconv.serve.model import BrokerStats, Response, TopicConfig
+from lazyconv.serve.segment_files import CachedFileRecords, SegmentFileCache, SegmentSlice
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +95,11 @@ class FetchHandler:
     """Answers Fetch requests from a :class:`LogDirectory`."""
 
     def __init__(self, logdir: LogDirectory, stats: BrokerStats, chunk_size: int,
-                 topic_config: Callable[[str], TopicConfig]) -> None:
+                 topic_config: Callable[[str], TopicConfig],
+                 segment_files: SegmentFileCache | None = None) -> None:
+        """``segment_files``: the shared cache of open segment files (a private one if None)."""
         self.logdir = logdir
+        self.segment_files = segment_files or SegmentFileCache()
         self.stats = stats
         self.chunk_size = chunk_size
         self.topic_config = topic_config
@@ -237,7 +240,8 @@ class FetchHandler:
             size = _consume_budget(budget, region, part["partition_max_bytes"])
             if size > 0:
                 assert region.path is not None and region.segment is not None
-                records = FileRecords(region.path, start=region.position, end=region.position + size)
+                records = CachedFileRecords(self.segment_files, region.path, region.position,
+                                            region.position + size)
                 plan.resources.append(records)
                 plan.partial_tails += not region.segment.is_entry_boundary(region.position + size)
         chunk_size = self.chunk_size
@@ -273,9 +277,14 @@ class FetchHandler:
             downconversion_enable=config.downconversion_enable, is_follower=is_follower,
             lazy_records_factory=lazy,
         )
-        if isinstance(records, FileRecords) and entry["records"] is records:
+        if isinstance(records, CachedFileRecords) and entry["records"] is records:
+            # Sent as stored: no descriptor is held until the send reaches this partition.
             plan.zero_copy += 1
-            entry["records"] = tracked = _TrackedFileRecords(records, self.stats)
+            region_slice = SegmentSlice(self.segment_files, records.cached_path, records.start,
+                                        records.size_in_bytes)
+            plan.resources.remove(records)
+            records.close()
+            entry["records"] = tracked = _TrackedFileRecords(region_slice, self.stats)
             plan.resources.append(tracked)
         return entry
 

@@ -1,0 +1,169 @@
+"""A shared, bounded cache of open segment files, and the fetch records that use it.
+
+Every partition of every fetch reads a segment file. Opening the file per partition lets one
+request naming the same partition 100,000 times, or a few stalled clients with many-partition
+fetches, exhaust the process's descriptors. Here a segment is opened once and shared by every
+fetch that reads it (reads use ``os.pread`` / ``os.sendfile`` with explicit offsets, so sharing
+one descriptor is safe), and at most ``capacity`` files are kept open once nothing uses them
+(least recently used closed first).
+
+Zero-copy partitions (:class:`SegmentSlice`) take their descriptor only while their bytes are
+being written: a response waiting for a slow reader holds none for the partitions it has not
+reached yet, so the descriptors in use are bounded by the cache size plus one per connection
+that is in the middle of writing a file region. Down-converted partitions read their segment
+during the whole send (one descriptor per distinct segment, shared).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+from pathlib import Path
+
+from lazyconv.errors import ConfigurationError
+from lazyconv.records import FileRecords
+from lazyconv.send import FileRegionSend
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SegmentFileCache", "SegmentSlice", "CachedFileRecords", "DEFAULT_MAX_OPEN_SEGMENTS"]
+
+DEFAULT_MAX_OPEN_SEGMENTS = 1024
+
+
+class _OpenFile:
+    __slots__ = ("fd", "users")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.users = 0
+
+
+class SegmentFileCache:
+    """Open segment files, shared and reference counted; at most ``capacity`` kept open idle."""
+
+    def __init__(self, capacity: int = DEFAULT_MAX_OPEN_SEGMENTS) -> None:
+        if capacity < 1:
+            raise ConfigurationError(f"the segment file cache needs a capacity of at least 1, got {capacity}")
+        self.capacity = capacity
+        self._files: collections.OrderedDict[Path, _OpenFile] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.opened = 0  # files opened since the start (cache misses)
+
+    @property
+    def open_files(self) -> int:
+        """Descriptors open now (in use or kept for reuse)."""
+        return len(self._files)
+
+    def acquire(self, path: Path) -> int:
+        """A descriptor of ``path`` for reading; give it back with :meth:`release`.
+
+        Raises ``OSError`` (e.g. ``FileNotFoundError``) when the file cannot be opened."""
+        with self._lock:
+            entry = self._files.get(path)
+            if entry is None:
+                entry = self._files[path] = _OpenFile(os.open(path, os.O_RDONLY))
+                self.opened += 1
+            else:
+                self._files.move_to_end(path)
+            entry.users += 1
+            self._trim()
+            return entry.fd
+
+    def release(self, path: Path) -> None:
+        """One user of ``path`` is done with it."""
+        with self._lock:
+            entry = self._files.get(path)
+            if entry is None or entry.users <= 0:
+                log.error("segment file cache: release of %s that is not in use", path)
+                return
+            entry.users -= 1
+            self._trim()
+
+    def _trim(self) -> None:
+        if len(self._files) <= self.capacity:
+            return
+        for path in [p for p, e in self._files.items() if e.users == 0]:
+            if len(self._files) <= self.capacity:
+                break
+            os.close(self._files.pop(path).fd)
+
+    def close(self) -> None:
+        """Close every file nobody uses (all of them once the server has stopped)."""
+        with self._lock:
+            for path in [p for p, e in self._files.items() if e.users == 0]:
+                os.close(self._files.pop(path).fd)
+
+
+class _CachedRegionSend(FileRegionSend):
+    """A file region send that takes its descriptor from the cache on its first write and gives
+    it back when complete (``FileRegionSend.write_to`` closes a completed send) or closed."""
+
+    def __init__(self, cache: SegmentFileCache, path: Path, position: int, size: int) -> None:
+        super().__init__(path, position, size)
+        self._cache = cache
+        self._path = path
+        self._held = False
+
+    def _fileno(self) -> int:
+        if self._fd is None:
+            self._fd = self._cache.acquire(self._path)
+            self._held = True
+        return self._fd
+
+    def close(self) -> None:
+        if self._held:
+            self._held = False
+            self._fd = None
+            self._cache.release(self._path)
+
+
+class SegmentSlice:
+    """``size`` bytes of a segment from ``start``, sent as they are stored (zero-copy); holds no
+    descriptor until its send starts writing."""
+
+    def __init__(self, cache: SegmentFileCache, path: Path, start: int, size: int) -> None:
+        self.cache = cache
+        self.path = path
+        self.start = start
+        self._size = size
+        self._sends: list[_CachedRegionSend] = []
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._size
+
+    def to_send(self) -> FileRegionSend:
+        send = _CachedRegionSend(self.cache, self.path, self.start, self._size)
+        self._sends.append(send)
+        return send
+
+    def close(self) -> None:
+        for send in self._sends:
+            send.close()
+        self._sends.clear()
+
+    def __repr__(self) -> str:
+        return f"SegmentSlice({self.path.name}, start={self.start}, size={self._size})"
+
+
+class CachedFileRecords(FileRecords):
+    """A :class:`FileRecords` slice over a descriptor from the cache, given back on close."""
+
+    def __init__(self, cache: SegmentFileCache, path: Path, start: int, end: int) -> None:
+        fd = cache.acquire(path)
+        try:
+            super().__init__(fd, start, end)
+        except BaseException:
+            cache.release(path)
+            raise
+        self._cache: SegmentFileCache | None = cache
+        self.cached_path = path
+
+    def close(self) -> None:
+        super().close()
+        cache, self._cache = self._cache, None
+        if cache is not None:
+            cache.release(self.cached_path)
