@@ -52,7 +52,7 @@ from lazyconv.records import ControlRecordType, RecordsBuilder
 from lazyconv.records.control import control_key, end_txn_marker_value
 from lazyconv.send import BytesSend
 from lazyconv.serve.append_validation import AppendConfig, validate_produce
-from lazyconv.serve.fetch_handler import FetchHandler
+from lazyconv.serve.fetch_handler import DEFAULT_MAX_PARTITIONS_PER_REQUEST, FetchHandler
 from lazyconv.serve.group_apis import GroupApis
 from lazyconv.serve.group_coordinator import CoordinatorConfig
 from lazyconv.serve.logdir import LogDirectory, PartitionLog
@@ -118,10 +118,12 @@ class Broker:
         group_config: CoordinatorConfig | None = None,
         offsets_in_memory: bool = False,
         max_open_segments: int = DEFAULT_MAX_OPEN_SEGMENTS,
+        max_partitions_per_request: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST,
     ) -> None:
         """``group_config``: the coordinator's session limits and initial rebalance delay;
         ``offsets_in_memory``: do not persist committed offsets under the log directory;
-        ``max_open_segments``: segment files kept open for reuse (the shared cache's size)."""
+        ``max_open_segments``: segment files kept open for reuse (the shared cache's size);
+        ``max_partitions_per_request``: a Fetch naming more closes the connection."""
         if not listeners:
             raise ValueError("a broker needs at least one listener")
         self.logdir = logdir
@@ -147,7 +149,8 @@ class Broker:
         self._next_producer_id = FIRST_PRODUCER_ID
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
         self.segment_files = SegmentFileCache(max_open_segments)
-        self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config, self.segment_files)
+        self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config, self.segment_files,
+                                   max_partitions_per_request)
         store = OffsetStore(None if offsets_in_memory else logdir.root)
         self.producer_states = ProducerStates()
         self.append_config = AppendConfig()
@@ -164,6 +167,7 @@ class Broker:
     def close(self) -> None:
         """Stop the timers and close the cached segment files."""
         self.groups.stop()
+        self._fetch.close()
         self.segment_files.close()
 
     def topic_config(self, topic: str) -> TopicConfig:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import concurrent.futures
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from lazyconv.errors import RecordsError
+from lazyconv.errors import ProtocolError, RecordsError
 from lazyconv.lazy import LazyDownConvertedRecords
 from lazyconv.protocol.decision import (
     FetchBudget,
@@ -32,7 +33,16 @@ from lazyconv.serve.segment_files import CachedFileRecords, SegmentFileCache, Se
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FetchHandler", "FETCH_POLL_INTERVAL_S"]
+__all__ = ["FetchHandler", "FETCH_POLL_INTERVAL_S", "DEFAULT_MAX_PARTITIONS_PER_REQUEST",
+           "OFF_LOOP_PARTITIONS"]
+
+# A Fetch naming more partitions closes the connection (an invalid request).
+DEFAULT_MAX_PARTITIONS_PER_REQUEST = 200000
+# Fetches naming at least this many partitions (or with a body of OFF_LOOP_BYTES or more) are
+# decoded and planned on the fetch thread pool, so the event loop keeps serving other clients.
+OFF_LOOP_PARTITIONS = 64
+OFF_LOOP_BYTES = 16384
+FETCH_THREADS = 2
 
 # A fetch waiting for MinBytes is woken by every append made through this server (Produce,
 # transaction markers); it also looks at the log again this often, for data written into the
@@ -96,10 +106,14 @@ class FetchHandler:
 
     def __init__(self, logdir: LogDirectory, stats: BrokerStats, chunk_size: int,
                  topic_config: Callable[[str], TopicConfig],
-                 segment_files: SegmentFileCache | None = None) -> None:
-        """``segment_files``: the shared cache of open segment files (a private one if None)."""
+                 segment_files: SegmentFileCache | None = None,
+                 max_partitions: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST) -> None:
+        """``segment_files``: the shared cache of open segment files (a private one if None);
+        ``max_partitions``: the most partitions one Fetch may name."""
         self.logdir = logdir
         self.segment_files = segment_files or SegmentFileCache()
+        self.max_partitions = max_partitions
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.stats = stats
         self.chunk_size = chunk_size
         self.topic_config = topic_config
@@ -123,8 +137,39 @@ class FetchHandler:
         finally:
             self._append_waiters.discard(waiter)
 
-    async def fetch(self, version: int, correlation_id: int, body: memoryview) -> Response:
+    def close(self) -> None:
+        """Stop the fetch thread pool (fetches being planned finish first)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    async def _off_loop(self, fn: Callable[..., Any], *args: Any,
+                        cleanup: Callable[[Any], None] | None = None) -> Any:
+        """``fn(*args)`` on the fetch thread pool; if the caller is cancelled meanwhile (its
+        client went away), ``cleanup`` releases what ``fn`` returns once it is done."""
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(FETCH_THREADS, "lazyconv-fetch")
+        future = self._pool.submit(fn, *args)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if cleanup is not None:
+                future.add_done_callback(lambda done: _cleanup_result(done, cleanup))
+            raise
+
+    def _decode(self, version: int, body: memoryview) -> dict[str, Any]:
         request = FetchRequest.decode(version, body)
+        count = sum(len(topic["partitions"]) for topic in request["topics"])
+        if count > self.max_partitions:
+            raise ProtocolError(f"Fetch names {count} partitions, more than this server's limit of "
+                                f"{self.max_partitions} (--max-partitions-per-request)", 0)
+        request["partition_count"] = count
+        return request
+
+    async def fetch(self, version: int, correlation_id: int, body: memoryview) -> Response:
+        large = len(body) >= OFF_LOOP_BYTES
+        request = await self._off_loop(self._decode, version, body) if large else self._decode(version, body)
+        large = large or request["partition_count"] >= OFF_LOOP_PARTITIONS
         session_epoch = request.get("session_epoch", -1)
         session_id = request.get("session_id", 0)
         if version >= 7 and session_epoch not in (-1, 0):
@@ -135,7 +180,10 @@ class FetchHandler:
         min_bytes = request.get("min_bytes", 0)
         deadline = time.monotonic() + max(0, request.get("max_wait_ms", 0)) / 1000
         while True:
-            plan = self._plan_fetch(version, request)
+            if large:
+                plan = await self._off_loop(self._plan_fetch, version, request, cleanup=_FetchPlan.close)
+            else:
+                plan = self._plan_fetch(version, request)
             if plan.bytes_read >= min(min_bytes, plan.limit) or time.monotonic() >= deadline:
                 break
             plan.close()
@@ -145,6 +193,11 @@ class FetchHandler:
         self.stats.zero_copy_partitions += plan.zero_copy
         self.stats.partial_tail_responses += plan.partial_tails
         try:
+            if large:  # sizing 100k partitions takes a while too
+                response: Response = await self._off_loop(
+                    self._fetch_response, version, correlation_id, 0, plan.topics, plan.resources,
+                    cleanup=Response.close)
+                return response
             return self._fetch_response(version, correlation_id, 0, plan.topics, plan.resources)
         except BaseException:
             plan.close()
@@ -287,6 +340,11 @@ class FetchHandler:
             entry["records"] = tracked = _TrackedFileRecords(region_slice, self.stats)
             plan.resources.append(tracked)
         return entry
+
+
+def _cleanup_result(done: concurrent.futures.Future[Any], cleanup: Callable[[Any], None]) -> None:
+    if not done.cancelled() and done.exception() is None:
+        cleanup(done.result())
 
 
 def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
