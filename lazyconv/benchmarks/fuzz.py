@@ -522,7 +522,6 @@ class _BrokerTarget:
 
     def __init__(self, directory: Path) -> None:
         from lazyconv.serve import fetch_handler as broker_module
-
         from lazyconv.serve.broker import Broker
 
         self.root = directory / "logs"

@@ -78,6 +78,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(default 30000)")
     parser.add_argument("--max-partitions-per-request", type=_positive_int, default=200000,
                         help="a Fetch naming more partitions closes the connection (default 200000)")
+    parser.add_argument("--max-decompressed-batch-bytes", type=_size, default=32 << 20,
+                        help="largest decompressed batch that down-conversion inflates (default "
+                             "32M); a larger one (a compression bomb) is answered as that "
+                             "partition's storage error")
     parser.add_argument("--max-open-segment-files", type=_positive_int, default=1024,
                         help="segment files kept open for reuse by every fetch (a shared LRU "
                              "cache; default 1024): bounds the server's descriptors")
@@ -188,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
                       downconversion_enable=not args.no_downconversion, topic_configs=topic_configs,
                       max_fetch_version=args.max_fetch_version, group_config=group_config,
                       max_open_segments=args.max_open_segment_files,
-                      max_partitions_per_request=args.max_partitions_per_request)
+                      max_partitions_per_request=args.max_partitions_per_request,
+                      max_decompressed_batch=args.max_decompressed_batch_bytes)
 
     async def main() -> None:
         server = KafkaServer(make_broker, specs, send_buffer_bytes=args.socket_send_buffer,

@@ -52,7 +52,11 @@ from lazyconv.records import ControlRecordType, RecordsBuilder
 from lazyconv.records.control import control_key, end_txn_marker_value
 from lazyconv.send import BytesSend
 from lazyconv.serve.append_validation import AppendConfig, validate_produce
-from lazyconv.serve.fetch_handler import DEFAULT_MAX_PARTITIONS_PER_REQUEST, FetchHandler
+from lazyconv.serve.fetch_handler import (
+    DEFAULT_MAX_DECOMPRESSED_BATCH,
+    DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+    FetchHandler,
+)
 from lazyconv.serve.group_apis import GroupApis
 from lazyconv.serve.group_coordinator import CoordinatorConfig
 from lazyconv.serve.logdir import LogDirectory, PartitionLog
@@ -119,11 +123,13 @@ class Broker:
         offsets_in_memory: bool = False,
         max_open_segments: int = DEFAULT_MAX_OPEN_SEGMENTS,
         max_partitions_per_request: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+        max_decompressed_batch: int = DEFAULT_MAX_DECOMPRESSED_BATCH,
     ) -> None:
         """``group_config``: the coordinator's session limits and initial rebalance delay;
         ``offsets_in_memory``: do not persist committed offsets under the log directory;
         ``max_open_segments``: segment files kept open for reuse (the shared cache's size);
-        ``max_partitions_per_request``: a Fetch naming more closes the connection."""
+        ``max_partitions_per_request``: a Fetch naming more closes the connection;
+        ``max_decompressed_batch``: the largest batch payload down-conversion inflates."""
         if not listeners:
             raise ValueError("a broker needs at least one listener")
         self.logdir = logdir
@@ -150,7 +156,7 @@ class Broker:
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
         self.segment_files = SegmentFileCache(max_open_segments)
         self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config, self.segment_files,
-                                   max_partitions_per_request)
+                                   max_partitions_per_request, max_decompressed_batch)
         store = OffsetStore(None if offsets_in_memory else logdir.root)
         self.producer_states = ProducerStates()
         self.append_config = AppendConfig()

@@ -43,6 +43,9 @@ DEFAULT_MAX_PARTITIONS_PER_REQUEST = 200000
 OFF_LOOP_PARTITIONS = 64
 OFF_LOOP_BYTES = 16384
 FETCH_THREADS = 2
+# Bound on one batch's decompressed payload on the conversion path: a larger one (a compression
+# bomb) is unreadable data, answered as that partition's storage error or ended in padding.
+DEFAULT_MAX_DECOMPRESSED_BATCH = 32 << 20
 
 # A fetch waiting for MinBytes is woken by every append made through this server (Produce,
 # transaction markers); it also looks at the log again this often, for data written into the
@@ -107,12 +110,15 @@ class FetchHandler:
     def __init__(self, logdir: LogDirectory, stats: BrokerStats, chunk_size: int,
                  topic_config: Callable[[str], TopicConfig],
                  segment_files: SegmentFileCache | None = None,
-                 max_partitions: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST) -> None:
+                 max_partitions: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+                 max_decompressed_batch: int = DEFAULT_MAX_DECOMPRESSED_BATCH) -> None:
         """``segment_files``: the shared cache of open segment files (a private one if None);
-        ``max_partitions``: the most partitions one Fetch may name."""
+        ``max_partitions``: the most partitions one Fetch may name; ``max_decompressed_batch``:
+        the largest decompressed batch payload down-conversion inflates."""
         self.logdir = logdir
         self.segment_files = segment_files or SegmentFileCache()
         self.max_partitions = max_partitions
+        self.max_decompressed_batch = max_decompressed_batch
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.stats = stats
         self.chunk_size = chunk_size
@@ -294,7 +300,8 @@ class FetchHandler:
             if size > 0:
                 assert region.path is not None and region.segment is not None
                 records = CachedFileRecords(self.segment_files, region.path, region.position,
-                                            region.position + size)
+                                            region.position + size,
+                                            max_decompressed_size=self.max_decompressed_batch)
                 plan.resources.append(records)
                 plan.partial_tails += not region.segment.is_entry_boundary(region.position + size)
         chunk_size = self.chunk_size

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from lazyconv.errors import ConfigurationError
 from lazyconv.records import FileRecords
+from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from lazyconv.send import FileRegionSend
 
 log = logging.getLogger(__name__)
@@ -152,10 +153,11 @@ class SegmentSlice:
 class CachedFileRecords(FileRecords):
     """A :class:`FileRecords` slice over a descriptor from the cache, given back on close."""
 
-    def __init__(self, cache: SegmentFileCache, path: Path, start: int, end: int) -> None:
+    def __init__(self, cache: SegmentFileCache, path: Path, start: int, end: int, *,
+                 max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> None:
         fd = cache.acquire(path)
         try:
-            super().__init__(fd, start, end)
+            super().__init__(fd, start, end, max_decompressed_size=max_decompressed_size)
         except BaseException:
             cache.release(path)
             raise

@@ -106,3 +106,18 @@ def test_corrupt_batch_met_after_the_size_is_committed_pads(serve_logdir, plante
     # the send is accounted for once the server has finished the response
     assert wait_for(lambda: stats.padded_bytes > 0)
     assert stats.corrupt_sends == 1
+
+
+def test_a_compression_bomb_is_that_partitions_storage_error(serve_logdir, planted):
+    from lazyconv.records import Compression
+
+    builder = RecordsBuilder(2, compression=Compression.GZIP)
+    builder.append(offset=0, timestamp=1, key=None, value=bytes(2 << 20))  # 2 MiB of zeros
+    bomb = builder.build()
+    assert len(bomb) < 10_000
+    (planted / "bad-0" / f"{0:020d}.log").write_bytes(bomb)
+    server = serve_logdir(planted, max_decompressed_batch=1 << 20)
+    alone = fetch_two(server.port, 1, bad_offset=None)["good"]
+    got = fetch_two(server.port, 1, bad_offset=0)
+    assert got["bad"]["error_code"] == 6  # KAFKA_STORAGE_ERROR as Fetch v1 sees it
+    assert bytes(got["good"]["records"]) == bytes(alone["records"])
