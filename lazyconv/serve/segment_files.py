@@ -8,10 +8,9 @@ one descriptor is safe), and at most ``capacity`` files are kept open once nothi
 (least recently used closed first).
 
 Zero-copy partitions (:class:`SegmentSlice`) take their descriptor only while their bytes are
-being written: a response waiting for a slow reader holds none for the partitions it has not
-reached yet, so the descriptors in use are bounded by the cache size plus one per connection
-that is in the middle of writing a file region. Down-converted partitions read their segment
-during the whole send (one descriptor per distinct segment, shared).
+being written, down-converted ones (:class:`CachedFileRecords`) only for each read: a response
+waiting for a slow reader holds none, so the descriptors open are at most the cache size plus
+one per connection in the middle of a ``sendfile`` and one per fetch thread reading.
 """
 
 from __future__ import annotations
@@ -20,11 +19,13 @@ import collections
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
-from lazyconv.errors import ConfigurationError
-from lazyconv.records import FileRecords
+from lazyconv.errors import ConfigurationError, TruncatedDataError
+from lazyconv.records import FileRecords, RecordBatch
 from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from lazyconv.records.entries import iter_batches
 from lazyconv.send import FileRegionSend
 
 log = logging.getLogger(__name__)
@@ -150,22 +151,67 @@ class SegmentSlice:
         return f"SegmentSlice({self.path.name}, start={self.start}, size={self._size})"
 
 
+class _CachedSource:
+    """Reads of one segment through the cache: the descriptor is taken for each read only."""
+
+    __slots__ = ("cache", "path", "owner", "bytes_read")
+
+    def __init__(self, cache: SegmentFileCache, path: Path, owner: FileRecords) -> None:
+        self.cache = cache
+        self.path = path
+        self.owner = owner
+        self.bytes_read = 0
+
+    def read(self, position: int, size: int) -> bytes:
+        self.owner._check_open()
+        fd = self.cache.acquire(self.path)
+        try:
+            parts: list[bytes] = []
+            got = 0
+            while got < size:
+                more = os.pread(fd, size - got, position + got)
+                if not more:
+                    raise TruncatedDataError(
+                        f"{self.path} ends after {got} of the {size} bytes expected here", position + got)
+                parts.append(more)
+                got += len(more)
+        finally:
+            self.cache.release(self.path)
+        self.bytes_read += size
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 class CachedFileRecords(FileRecords):
-    """A :class:`FileRecords` slice over a descriptor from the cache, given back on close."""
+    """A :class:`FileRecords` slice of a segment that holds no descriptor between reads: each
+    read takes the segment's descriptor from the cache and gives it back, so converted
+    partitions waiting for a slow reader cost no descriptor either."""
 
     def __init__(self, cache: SegmentFileCache, path: Path, start: int, end: int, *,
                  max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> None:
         fd = cache.acquire(path)
         try:
             super().__init__(fd, start, end, max_decompressed_size=max_decompressed_size)
-        except BaseException:
+        finally:
             cache.release(path)
-            raise
-        self._cache: SegmentFileCache | None = cache
+        self._fd = -1  # never used: every read goes through the cache
+        self.cache = cache
         self.cached_path = path
+        self._cached_source = _CachedSource(cache, path, self)
 
-    def close(self) -> None:
-        super().close()
-        cache, self._cache = self._cache, None
-        if cache is not None:
-            cache.release(self.cached_path)
+    @property
+    def bytes_read(self) -> int:
+        return self._cached_source.bytes_read
+
+    def batches(self) -> Iterator[RecordBatch]:
+        self._check_open()
+        return iter_batches(self._cached_source, self.start, self.end, self.max_decompressed_size)
+
+    def read(self, position: int, size: int) -> bytes:
+        return self._cached_source.read(self.start + position, size)
+
+    def to_send(self) -> FileRegionSend:
+        self._check_open()
+        return _CachedRegionSend(self.cache, self.cached_path, self.start, self.size_in_bytes)
+
+    def slice(self, position: int, size: int) -> FileRecords:
+        raise NotImplementedError("slices of cached segment records are not used by the server")
