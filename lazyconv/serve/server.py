@@ -161,7 +161,9 @@ class KafkaServer:
                     return
                 if not first:
                     return  # clean close between requests
-                size_bytes = first + await _recv_within(loop, conn, 4 - len(first), read_timeout)
+                # the rest of the size field: idle as much as reading (whichever ends first)
+                size_bytes = first + await _recv_within(
+                    loop, conn, 4 - len(first), min(read_timeout, limits.connections_max_idle_ms / 1000))
                 size = int.from_bytes(size_bytes, "big", signed=True)
                 if size < 8 or size > self.max_request_size:
                     log.warning("closing %s: request size %d outside [8, %d]", peer, size,
