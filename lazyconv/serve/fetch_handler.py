@@ -1,5 +1,5 @@
 """Fetch on the server side: read each partition under KIP-74's budget, decide per partition as
-a broker does (fetch-protocol.md §6), and build the lazily streamed FetchResponse.
+a broker does (docs/guide/fetch-response.md), and build the lazily streamed FetchResponse.
 
 Partitions that need no conversion go out as file slices (``os.sendfile``); the others through
 :class:`~lazyconv.lazy.LazyDownConvertedRecords`. Transactions: every Fetch v4+ carries the last
@@ -220,7 +220,7 @@ class FetchHandler:
         plan = _FetchPlan()
         budget = FetchBudget(version, request.get("max_bytes") if version >= 3 else None)
         plan.limit = budget.limit
-        # Followers are exempt from message.downconversion.enable (fetch-protocol.md §6 3a).
+        # Followers are exempt from message.downconversion.enable (docs/guide/fetch-response.md).
         is_follower = is_follower_fetch(version, request)
         read: list[tuple[tuple[str, Any], dict[str, Any]]] = []
         rejected: list[tuple[tuple[str, Any], dict[str, Any]]] = []
@@ -278,7 +278,7 @@ class FetchHandler:
     def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
                         budget: FetchBudget, plan: _FetchPlan,
                         is_follower: bool = False, isolation_level: int = 0) -> dict[str, Any]:
-        """One partition of a fetch, as the response partition dict (fetch-protocol.md §6, §8)."""
+        """One partition of a fetch, as the response partition dict (docs/guide/fetch-response.md)."""
         index = part["partition"]
         fetch_offset = part["fetch_offset"]
         config = self.topic_config(topic)
@@ -355,7 +355,7 @@ def _cleanup_result(done: concurrent.futures.Future[Any], cleanup: Callable[[Any
 
 
 def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
-    """Bytes of ``region`` this partition gets under KIP-74 (fetch-protocol.md §8).
+    """Bytes of ``region`` this partition gets under KIP-74 (docs/guide/fetch-response.md).
 
     The rules are :meth:`FetchBudget.take`'s; the region already starts at the batch holding
     the fetch offset, so finding it costs a bisect of the entry index rather than reading every
@@ -386,7 +386,7 @@ class _FetchPlan:
 
 
 def _group_by_topic(partitions: list[tuple[tuple[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Consecutive partitions of one topic share a topic entry (fetch-protocol.md trap 12).
+    """Consecutive partitions of one topic share a topic entry (as Kafka groups them; docs/guide/fetch-response.md).
 
     Each partition comes with its topic's ``(name, id)`` as the request named it (the id is what
     Fetch v13+ sends back).
