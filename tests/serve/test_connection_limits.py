@@ -68,7 +68,7 @@ def test_requests_wait_for_room_in_queued_max_request_bytes(serve_logdir, tmp_pa
     unread and is closed after the read timeout; the first is served; the pool empties."""
     (tmp_path / "t-0").mkdir()
     limits = ConnectionLimits(max_request_size=600 << 10, queued_max_request_bytes=1 << 20,
-                              connections_max_idle_ms=5000, request_read_timeout_ms=500,
+                              connections_max_idle_ms=5000, request_read_timeout_ms=300,
                               write_timeout_ms=5000)
     server = serve_logdir(tmp_path, limits=limits)
     pool = server.server.request_memory
