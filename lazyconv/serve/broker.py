@@ -55,6 +55,7 @@ from lazyconv.serve.append_validation import AppendConfig, validate_produce
 from lazyconv.serve.fetch_handler import (
     DEFAULT_MAX_DECOMPRESSED_BATCH,
     DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+    OFF_LOOP_PARTITIONS,
     FetchHandler,
 )
 from lazyconv.serve.group_apis import GroupApis
@@ -104,6 +105,10 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int, int | None]] = {
 
 FIRST_PRODUCER_ID = 1000
 
+
+
+def _partition_count(request: dict[str, Any]) -> int:
+    return sum(len(topic.get("partitions") or ()) for topic in request.get("topics") or ())
 
 
 class Broker:
@@ -228,6 +233,9 @@ class Broker:
                 await asyncio.sleep(listener.produce_delay_ms / 1000)
             if request["acks"] == 0:
                 return None
+        elif api_key == list_offsets.API_KEY and _partition_count(request) >= OFF_LOOP_PARTITIONS:
+            # by-timestamp lookups over many partitions read the log: off the event loop
+            answer = await self._fetch.off_loop(self.list_offsets, version, request, context)
         else:
             answer = self._handlers[api_key](version, request, context)
             if inspect.isawaitable(answer):

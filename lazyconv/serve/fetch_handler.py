@@ -149,7 +149,7 @@ class FetchHandler:
         if pool is not None:
             pool.shutdown(wait=True)
 
-    async def _off_loop(self, fn: Callable[..., Any], *args: Any,
+    async def off_loop(self, fn: Callable[..., Any], *args: Any,
                         cleanup: Callable[[Any], None] | None = None) -> Any:
         """``fn(*args)`` on the fetch thread pool; if the caller is cancelled meanwhile (its
         client went away), ``cleanup`` releases what ``fn`` returns once it is done."""
@@ -174,7 +174,7 @@ class FetchHandler:
 
     async def fetch(self, version: int, correlation_id: int, body: memoryview) -> Response:
         large = len(body) >= OFF_LOOP_BYTES
-        request = await self._off_loop(self._decode, version, body) if large else self._decode(version, body)
+        request = await self.off_loop(self._decode, version, body) if large else self._decode(version, body)
         large = large or request["partition_count"] >= OFF_LOOP_PARTITIONS
         session_epoch = request.get("session_epoch", -1)
         session_id = request.get("session_id", 0)
@@ -187,7 +187,7 @@ class FetchHandler:
         deadline = time.monotonic() + max(0, request.get("max_wait_ms", 0)) / 1000
         while True:
             if large:
-                plan = await self._off_loop(self._plan_fetch, version, request, cleanup=_FetchPlan.close)
+                plan = await self.off_loop(self._plan_fetch, version, request, cleanup=_FetchPlan.close)
             else:
                 plan = self._plan_fetch(version, request)
             if plan.bytes_read >= min(min_bytes, plan.limit) or time.monotonic() >= deadline:
@@ -200,7 +200,7 @@ class FetchHandler:
         self.stats.partial_tail_responses += plan.partial_tails
         try:
             if large:  # sizing 100k partitions takes a while too
-                response: Response = await self._off_loop(
+                response: Response = await self.off_loop(
                     self._fetch_response, version, correlation_id, 0, plan.topics, plan.resources,
                     cleanup=Response.close)
                 return response
