@@ -12,6 +12,7 @@ import abc
 import asyncio
 import concurrent.futures
 import logging
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -164,6 +165,10 @@ class FetchHandler:
             raise
 
     def _decode(self, version: int, body: memoryview) -> dict[str, Any]:
+        announced = _announced_partitions(version, body)
+        if announced is not None and announced > self.max_partitions:  # refused before decoding
+            raise ProtocolError(f"Fetch names {announced} partitions, more than this server's limit "
+                                f"of {self.max_partitions} (--max-partitions-per-request)", 0)
         request = FetchRequest.decode(version, body)
         count = sum(len(topic["partitions"]) for topic in request["topics"])
         if count > self.max_partitions:
@@ -347,6 +352,32 @@ class FetchHandler:
             entry["records"] = tracked = _TrackedFileRecords(region_slice, self.stats)
             plan.resources.append(tracked)
         return entry
+
+
+_FIXED_HEAD = struct.Struct(">iii")  # replica id, max wait, min bytes
+
+
+def _announced_partitions(version: int, body: memoryview) -> int | None:
+    """The partition count a non-flexible Fetch (v0-11) announces, read from its array counts
+    without decoding it (None for flexible versions or a body too short to say)."""
+    if version >= 12:
+        return None
+    at = _FIXED_HEAD.size + (4 if version >= 3 else 0) + (1 if version >= 4 else 0) + \
+        (8 if version >= 7 else 0)
+    entry = 16 + (8 if version >= 5 else 0) + (4 if version >= 9 else 0)
+    try:
+        (topics,) = struct.unpack_from(">i", body, at)
+        at += 4
+        total = 0
+        for _ in range(max(0, topics)):
+            (name_length,) = struct.unpack_from(">h", body, at)
+            at += 2 + max(0, name_length)
+            (partitions,) = struct.unpack_from(">i", body, at)
+            at += 4 + max(0, partitions) * entry
+            total += max(0, partitions)
+        return total
+    except struct.error:
+        return None  # shorter than announced: the decoder says what is wrong
 
 
 def _cleanup_result(done: concurrent.futures.Future[Any], cleanup: Callable[[Any], None]) -> None:

@@ -7,10 +7,12 @@ import socket
 import struct
 import time
 
+import pytest
+
 from lazyconv.protocol import FetchRequest
 from lazyconv.protocol.headers import encode_request_header
 from lazyconv.serve.connection_limits import ConnectionLimits
-from tests.serve.test_robustness import big_log, fetch_frame, metadata_roundtrip, wait_for
+from tests.serve.test_robustness import _recv, big_log, fetch_frame, metadata_roundtrip, wait_for
 
 FAST = dict(connections_max_idle_ms=300, request_read_timeout_ms=300, write_timeout_ms=300)
 
@@ -86,14 +88,43 @@ def test_requests_wait_for_room_in_queued_max_request_bytes(serve_logdir, tmp_pa
     assert metadata_roundtrip(server.port)
 
 
-def test_a_fetch_naming_too_many_partitions_closes_the_connection(serve_logdir, tmp_path):
+@pytest.mark.parametrize("version", [1, 9, 12])  # counted before decoding (v0-11) or after
+def test_a_fetch_naming_too_many_partitions_closes_the_connection(serve_logdir, tmp_path, version):
     big_log(tmp_path, batches=1, records=1, value=10)
     server = serve_logdir(tmp_path, max_partitions_per_request=100)
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "topics": [
-        {"topic": "big", "partitions": [{"partition": 0, "fetch_offset": 0,
-                                         "partition_max_bytes": 100}] * 101}]}
-    payload = encode_request_header(1, 1, 1, 9, "many") + FetchRequest.encode(1, body)
+
+    def fetch(count: int) -> bytes:
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                    {"topic": "big", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                     "partition_max_bytes": 100}] * (count - 1)},
+                    {"topic": "big", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                     "partition_max_bytes": 100}]}],
+                "forgotten_topics_data": [], "rack_id": ""}
+        payload = encode_request_header(2 if version >= 12 else 1, 1, version, 9, "many") + \
+            FetchRequest.encode(version, body)
+        return struct.pack(">i", len(payload)) + payload
+
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
-        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        sock.sendall(fetch(100))  # at the limit: answered
+        size = struct.unpack(">i", _recv(sock, 4))[0]
+        _recv(sock, size)
+        sock.sendall(fetch(101))
         assert closed_by_server(sock, 5) is not None
     assert metadata_roundtrip(server.port)
+
+
+def test_the_partition_count_is_read_without_decoding_for_fetch_v0_to_v11():
+    from lazyconv.serve.fetch_handler import _announced_partitions
+
+    def part(p: int) -> dict:
+        return {"partition": p, "fetch_offset": 0, "partition_max_bytes": 100}
+
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "a", "partitions": [part(p) for p in range(3)]},
+                       {"topic": "bcd", "partitions": [part(p) for p in range(4)]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+    for version in range(12):
+        assert _announced_partitions(version, memoryview(FetchRequest.encode(version, body))) == 7
+    assert _announced_partitions(12, memoryview(FetchRequest.encode(12, body))) is None
