@@ -265,7 +265,8 @@ class FetchHandler:
     def _read_partition_guarded(self, version: int, topic: str, plog: PartitionLog,
                                 part: dict[str, Any], budget: FetchBudget, plan: _FetchPlan,
                                 is_follower: bool, isolation_level: int) -> dict[str, Any]:
-        """:meth:`_read_partition`, with unreadable log data answered as that partition's
+        """:meth:`_read_partition`, with unreadable log data (or a segment file that cannot be
+        opened) answered as that partition's
         KAFKA_STORAGE_ERROR (NOT_LEADER_OR_FOLLOWER below Fetch v6) instead of failing the fetch.
 
         What the partition had already opened is closed; its share of the budget is returned."""
@@ -275,7 +276,7 @@ class FetchHandler:
         try:
             return self._read_partition(version, topic, plog, part, budget, plan, is_follower,
                                         isolation_level)
-        except RecordsError as exc:
+        except (RecordsError, OSError) as exc:  # corrupt data, or a segment gone / unreadable
             log.error("fetch %s-%d at %d: unreadable log data: %s", topic, part["partition"],
                       part["fetch_offset"], exc)
             for resource in plan.resources[resources_before:]:
