@@ -229,6 +229,9 @@ class FetchHandler:
     def _plan_fetch(self, version: int, request: dict[str, Any]) -> _FetchPlan:
         """Read every partition of a fetch in request order under KIP-74's budget."""
         plan = _FetchPlan()
+        # A many-partition response keeps no converted bytes while it waits for its reader: each
+        # partition's first converted batch is converted again when its turn comes.
+        plan.release_first = request.get("partition_count", 0) >= OFF_LOOP_PARTITIONS
         budget = FetchBudget(version, request.get("max_bytes") if version >= 3 else None)
         plan.limit = budget.limit
         # Followers are exempt from message.downconversion.enable (docs/guide/fetch-response.md).
@@ -335,11 +338,11 @@ class FetchHandler:
                       "partition is padding: %s", topic, index, fetch_offset, exc)
 
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
-            tracked = _TrackedLazyRecords(
-                LazyDownConvertedRecords(records_in, to_magic, first_offset, chunk_size=chunk_size,
-                                         on_error=corrupt_after_commit),
-                self.stats,
-            )
+            converted = LazyDownConvertedRecords(records_in, to_magic, first_offset,
+                                                 chunk_size=chunk_size, on_error=corrupt_after_commit)
+            if plan.release_first:
+                converted.release_first_batch()
+            tracked = _TrackedLazyRecords(converted, self.stats)
             plan.resources.append(tracked)
             plan.converted += 1
             return tracked
@@ -420,6 +423,7 @@ class _FetchPlan:
         self.zero_copy = 0
         self.partitions = 0
         self.seen = 0
+        self.release_first = False
 
     def close(self) -> None:
         for resource in self.resources:

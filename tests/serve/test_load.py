@@ -99,6 +99,7 @@ def connect(port: int) -> socket.socket:
 def test_descriptors_are_bounded_by_the_cache(server):
     pid, port = server
     base_fds = fd_count(pid)
+    base_rss = rss_mib(pid)
     stalled = []
     for client in range(25):
         sock = connect(port)
@@ -107,11 +108,13 @@ def test_descriptors_are_bounded_by_the_cache(server):
         sock.sendall(fetch_frame(1 if client % 2 else 5, [(first + i) % PARTITIONS for i in range(1000)]))
         stalled.append(sock)  # never read
     time.sleep(3)
-    held, total = segment_fds(pid), fd_count(pid)
+    held, total, rss = segment_fds(pid), fd_count(pid), rss_mib(pid)
     print(f"\n25 stalled 1000-partition fetches: {held} segment descriptors open "
-          f"(cache {CACHE}), {total} descriptors in all (start {base_fds})")
+          f"(cache {CACHE}), {total} descriptors in all (start {base_fds}); RSS {base_rss:.0f} -> "
+          f"{rss:.0f} MiB")
     assert held <= CACHE + 3  # the cache, plus one per fetch thread or sendfile in progress
     assert total <= base_fds + len(stalled) + CACHE + 3
+    assert rss <= base_rss + 64  # no converted bytes held by the waiting responses
     for sock in stalled:
         sock.close()
 
