@@ -349,21 +349,20 @@ def request_seeds() -> list[tuple[int, int, bytes]]:
     out: list[tuple[int, int, bytes]] = []
     for version in (0, 1, 3, 4, 7, 11, 12):
         out.append((1, version, FetchRequest.encode(version, fetch_body)))
-    simple: list[tuple[Any, dict[str, Any], int]] = [
-        (produce, produce_body, 99),
-        (metadata, {"topics": [{"name": "fuzz"}]}, 99),
-        (list_offsets, list_body, 99),
-        (api_versions, {"client_software_name": "fuzz", "client_software_version": "1"},
-         api_versions.FLEXIBLE_FROM),
-        (find_coordinator, {"key": "g", "key_type": 0}, 99),
-        (init_producer_id, {"transactional_id": None, "transaction_timeout_ms": 1000},
-         init_producer_id.FLEXIBLE_FROM),
+    simple: list[tuple[Any, dict[str, Any]]] = [
+        (produce, produce_body),
+        (metadata, {"topics": [{"name": "fuzz"}]}),
+        (list_offsets, list_body),
+        (api_versions, {"client_software_name": "fuzz", "client_software_version": "1"}),
+        (find_coordinator, {"key": "g", "key_type": 0, "coordinator_keys": ["g"]}),
+        (init_producer_id, {"transactional_id": None, "transaction_timeout_ms": 1000}),
     ]
-    for module, body, flexible_from in simple:
-        for version in sorted({module.MIN_VERSION, (module.MIN_VERSION + module.MAX_VERSION) // 2,
-                               module.MAX_VERSION}):
-            encoded = encode_message(module.REQUEST, body, version, version >= flexible_from).to_bytes()
-            out.append((module.API_KEY, version, encoded))
+    for module, body in simple:
+        spec = module.SPEC
+        for version in sorted({spec.min_version, (spec.min_version + spec.max_version) // 2,
+                               spec.max_version}):
+            encoded = encode_message(spec.request, body, version, spec.is_flexible(version)).to_bytes()
+            out.append((spec.key, version, encoded))
     return out
 
 
@@ -522,10 +521,12 @@ class _BrokerTarget:
     corrupt batch planted after good ones. Fetch waits run on a virtual clock."""
 
     def __init__(self, directory: Path) -> None:
-        from lazyconv.serve import broker as broker_module
+        from lazyconv.serve import fetch_handler as broker_module
+        from lazyconv.serve.broker import Broker
 
         self.root = directory / "logs"
         self.loop = asyncio.new_event_loop()
+        self.broker: Broker | None = None
         self.runs = 0
         # Fetch waits (max_wait_ms up to 24 days) must not stall the fuzzer: a virtual clock
         # that jumps far ahead on every reading ends each wait after one poll, and polls are
@@ -553,12 +554,15 @@ class _BrokerTarget:
             path.mkdir(parents=True)
             (path / f"{0:020d}.log").write_bytes(body)
         self.listener = Listener(0, "127.0.0.1", 9092)
-        self.broker = Broker(LogDirectory(self.root), [self.listener])
+        if self.broker is not None:
+            self.broker.close()  # its fetch threads and cached segment files
+        self.broker = Broker(LogDirectory(self.root), [self.listener], offsets_in_memory=True)
 
     def run(self, data: bytes) -> str:
         self.runs += 1
         if self.runs % 5_000 == 0:
             self.reset()  # produced data must not pile up
+        assert self.broker is not None  # made by reset()
         response = self.loop.run_until_complete(self.broker.handle(data, self.listener))
         if response is None:
             return "no response"
@@ -571,6 +575,8 @@ class _BrokerTarget:
         return f"response of {sent.bit_length()} bits length"
 
     def close(self) -> None:
+        if self.broker is not None:
+            self.broker.close()
         self.loop.close()
         shutil.rmtree(self.root, ignore_errors=True)
         for name, value in self._saved.items():
@@ -603,7 +609,8 @@ def broker_seeds() -> list[bytes]:
 
     seeds = []
     for key, version, body in request_seeds():
-        flexible = version >= SUPPORTED_VERSIONS[key][2]
+        first_flexible = SUPPORTED_VERSIONS[key][2]
+        flexible = first_flexible is not None and version >= first_flexible
         seeds.append(_frame(key, version, body, flexible))
     return seeds
 
