@@ -236,6 +236,7 @@ class LazyDownConvertedRecords:
         self.on_error = on_error
         self._last_send: LazyDownConvertSend | None = None
         self._first: _Chunk | None = None
+        self._first_size: int | None = None  # len(F) once F was released
         # Number of input batches up to and including the one F came from: the send resumes
         # after them.
         self._resume_after = 0
@@ -271,7 +272,15 @@ class LazyDownConvertedRecords:
             return len(self._first[0])
         if self._last_send is not None:
             return self._last_send.first_converted_size
-        return None
+        return self._first_size
+
+    def release_first_batch(self) -> None:
+        """Drop the first converted batch F kept since construction (its memory); the send
+        converts that input batch again when it starts. For servers that plan many partitions
+        at once and want a waiting response to hold no converted bytes."""
+        if self._first is not None:
+            self._first_size = len(self._first[0])
+            self._first = None
 
     @property
     def send_error(self) -> RecordsError | None:

@@ -354,15 +354,15 @@ def request_seeds() -> list[tuple[int, int, bytes]]:
         (metadata, {"topics": [{"name": "fuzz"}]}),
         (list_offsets, list_body),
         (api_versions, {"client_software_name": "fuzz", "client_software_version": "1"}),
-        (find_coordinator, {"key": "g", "key_type": 0}),
+        (find_coordinator, {"key": "g", "key_type": 0, "coordinator_keys": ["g"]}),
         (init_producer_id, {"transactional_id": None, "transaction_timeout_ms": 1000}),
     ]
     for module, body in simple:
-        for version in sorted({module.MIN_VERSION, (module.MIN_VERSION + module.MAX_VERSION) // 2,
-                               module.MAX_VERSION}):
-            flexible = module.SPEC.is_flexible(version)
-            encoded = encode_message(module.REQUEST, body, version, flexible).to_bytes()
-            out.append((module.API_KEY, version, encoded))
+        spec = module.SPEC
+        for version in sorted({spec.min_version, (spec.min_version + spec.max_version) // 2,
+                               spec.max_version}):
+            encoded = encode_message(spec.request, body, version, spec.is_flexible(version)).to_bytes()
+            out.append((spec.key, version, encoded))
     return out
 
 
@@ -521,19 +521,23 @@ class _BrokerTarget:
     corrupt batch planted after good ones. Fetch waits run on a virtual clock."""
 
     def __init__(self, directory: Path) -> None:
-        from lazyconv.serve import fetch_handler
+        from lazyconv.serve import fetch_handler as broker_module
+        from lazyconv.serve.broker import Broker
 
         self.root = directory / "logs"
         self.loop = asyncio.new_event_loop()
+        self.broker: Broker | None = None
         self.runs = 0
         # Fetch waits (max_wait_ms up to 24 days) must not stall the fuzzer: a virtual clock
         # that jumps far ahead on every reading ends each wait after one poll, and polls are
-        # immediate. Only the fetch handler's view of time changes, until close().
-        self._module = fetch_handler
-        self._saved = {"time": fetch_handler.time,
-                       "FETCH_POLL_INTERVAL_S": fetch_handler.FETCH_POLL_INTERVAL_S}
-        setattr(fetch_handler, "time", _JumpingClock())  # noqa: B010
-        fetch_handler.FETCH_POLL_INTERVAL_S = 0
+        # immediate. Only the broker module's view of time changes, until close().
+        self._module = broker_module
+        self._saved = {name: getattr(broker_module, name)
+                       for name in ("time", "FETCH_POLL_INTERVAL_S") if hasattr(broker_module, name)}
+        if "time" in self._saved:
+            setattr(broker_module, "time", _JumpingClock())  # noqa: B010
+        if "FETCH_POLL_INTERVAL_S" in self._saved:
+            broker_module.FETCH_POLL_INTERVAL_S = 0
         self.reset()
 
     def reset(self) -> None:
@@ -550,12 +554,15 @@ class _BrokerTarget:
             path.mkdir(parents=True)
             (path / f"{0:020d}.log").write_bytes(body)
         self.listener = Listener(0, "127.0.0.1", 9092)
-        self.broker = Broker(LogDirectory(self.root), [self.listener])
+        if self.broker is not None:
+            self.broker.close()  # its fetch threads and cached segment files
+        self.broker = Broker(LogDirectory(self.root), [self.listener], offsets_in_memory=True)
 
     def run(self, data: bytes) -> str:
         self.runs += 1
         if self.runs % 5_000 == 0:
             self.reset()  # produced data must not pile up
+        assert self.broker is not None  # made by reset()
         response = self.loop.run_until_complete(self.broker.handle(data, self.listener))
         if response is None:
             return "no response"
@@ -568,6 +575,8 @@ class _BrokerTarget:
         return f"response of {sent.bit_length()} bits length"
 
     def close(self) -> None:
+        if self.broker is not None:
+            self.broker.close()
         self.loop.close()
         shutil.rmtree(self.root, ignore_errors=True)
         for name, value in self._saved.items():

@@ -62,6 +62,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-request-size", type=_size, default=104857600,
                         help="larger requests close the connection (default 100M, Kafka's "
                              "socket.request.max.bytes)")
+    parser.add_argument("--queued-max-request-bytes", type=_size_or_unbounded, default=209715200,
+                        help="bytes of requests being read or answered, over all connections "
+                             "(Kafka's queued.max.request.bytes); a connection whose request does "
+                             "not fit waits, unread, and is closed after --request-read-timeout-ms. "
+                             "Default 200M (Kafka: -1, unbounded); -1 for unbounded")
+    parser.add_argument("--connections-max-idle-ms", type=_positive_int, default=600000,
+                        help="close a connection with no request for this long (Kafka's "
+                             "connections.max.idle.ms, default 600000)")
+    parser.add_argument("--request-read-timeout-ms", type=_positive_int, default=30000,
+                        help="close a connection whose request bytes stop arriving for this long "
+                             "(default 30000, as a client's request.timeout.ms)")
+    parser.add_argument("--write-timeout-ms", type=_positive_int, default=30000,
+                        help="close a connection that reads none of its response for this long "
+                             "(default 30000)")
+    parser.add_argument("--max-partitions-per-request", type=_positive_int, default=200000,
+                        help="a Fetch naming more partitions closes the connection (default 200000)")
+    parser.add_argument("--max-decompressed-batch-bytes", type=_size, default=32 << 20,
+                        help="largest decompressed batch that down-conversion inflates (default "
+                             "32M); a larger one (a compression bomb) is answered as that "
+                             "partition's storage error")
+    parser.add_argument("--max-open-segment-files", type=_positive_int, default=1024,
+                        help="segment files kept open for reuse by every fetch (a shared LRU "
+                             "cache; default 1024): bounds the server's descriptors")
     parser.add_argument("--socket-send-buffer", type=_size, default=102400,
                         help="SO_SNDBUF of client connections (default 100K, Kafka's "
                              "socket.send.buffer.bytes; 0 keeps the OS default)")
@@ -78,6 +101,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 _size = parse_size  # the size syntax every command shares (16K, 128KiB, 1M, bytes)
+
+
+def _size_or_unbounded(text: str) -> int:
+    return -1 if text.strip() == "-1" else parse_size(text)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
 
 
 def _parse_topic_configs(items: list[str], downconversion: bool):
@@ -133,9 +170,16 @@ def build_listener_specs(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from lazyconv.serve.broker import Broker, Listener
     from lazyconv.serve.logdir import LogDirectory
-    from lazyconv.serve.server import KafkaServer
+    from lazyconv.serve.server import ConnectionLimits, KafkaServer
 
     logdir = LogDirectory(input_dir(args.logdir))
+    limits = ConnectionLimits(
+        max_request_size=args.max_request_size,
+        queued_max_request_bytes=args.queued_max_request_bytes,
+        connections_max_idle_ms=args.connections_max_idle_ms,
+        request_read_timeout_ms=args.request_read_timeout_ms,
+        write_timeout_ms=args.write_timeout_ms,
+    )
     topic_configs = _parse_topic_configs(args.topic_config, not args.no_downconversion)
     specs = build_listener_specs(args)
     group_config = _group_config(args)
@@ -146,11 +190,18 @@ def run(args: argparse.Namespace) -> int:
     def make_broker(listeners):
         return Broker(logdir, listeners, chunk_size=args.chunk_size,
                       downconversion_enable=not args.no_downconversion, topic_configs=topic_configs,
-                      max_fetch_version=args.max_fetch_version, group_config=group_config)
+                      max_fetch_version=args.max_fetch_version, group_config=group_config,
+                      max_open_segments=args.max_open_segment_files,
+                      max_partitions_per_request=args.max_partitions_per_request,
+                      max_decompressed_batch=args.max_decompressed_batch_bytes)
+
+    # The event loop shares the GIL with the fetch thread that plans large fetches: hand it over
+    # every millisecond rather than every 5, so other clients wait less behind a huge fetch.
+    sys.setswitchinterval(0.001)
 
     async def main() -> None:
-        server = KafkaServer(make_broker, specs, max_request_size=args.max_request_size,
-                             send_buffer_bytes=args.socket_send_buffer)
+        server = KafkaServer(make_broker, specs, send_buffer_bytes=args.socket_send_buffer,
+                             limits=limits)
         await server.start()
         topics = logdir.topics()
         for listener in server.listeners:

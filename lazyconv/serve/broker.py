@@ -51,13 +51,21 @@ from lazyconv.protocol.primitives import Reader
 from lazyconv.records import ControlRecordType, RecordsBuilder
 from lazyconv.records.control import control_key, end_txn_marker_value
 from lazyconv.send import BytesSend
-from lazyconv.serve.fetch_handler import FetchHandler
+from lazyconv.serve.append_validation import AppendConfig, validate_produce
+from lazyconv.serve.fetch_handler import (
+    DEFAULT_MAX_DECOMPRESSED_BATCH,
+    DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+    OFF_LOOP_PARTITIONS,
+    FetchHandler,
+)
 from lazyconv.serve.group_apis import GroupApis
 from lazyconv.serve.group_coordinator import CoordinatorConfig
 from lazyconv.serve.logdir import LogDirectory, PartitionLog
 from lazyconv.serve.model import BrokerStats, Listener, RequestContext, Response, TopicConfig
 from lazyconv.serve.offset_store import CommittedOffset, OffsetStore
 from lazyconv.serve.offsets import split_entries
+from lazyconv.serve.producer_state import ProducerStates
+from lazyconv.serve.segment_files import DEFAULT_MAX_OPEN_SEGMENTS, SegmentFileCache
 from lazyconv.serve.txn_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -99,6 +107,10 @@ FIRST_PRODUCER_ID = 1000
 
 
 
+def _partition_count(request: dict[str, Any]) -> int:
+    return sum(len(topic.get("partitions") or ()) for topic in request.get("topics") or ())
+
+
 class Broker:
     """Answers Kafka requests from a :class:`LogDirectory`."""
 
@@ -114,9 +126,15 @@ class Broker:
         max_fetch_version: int = FETCH_MAX_VERSION,
         group_config: CoordinatorConfig | None = None,
         offsets_in_memory: bool = False,
+        max_open_segments: int = DEFAULT_MAX_OPEN_SEGMENTS,
+        max_partitions_per_request: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+        max_decompressed_batch: int = DEFAULT_MAX_DECOMPRESSED_BATCH,
     ) -> None:
         """``group_config``: the coordinator's session limits and initial rebalance delay;
-        ``offsets_in_memory``: do not persist committed offsets under the log directory."""
+        ``offsets_in_memory``: do not persist committed offsets under the log directory;
+        ``max_open_segments``: segment files kept open for reuse (the shared cache's size);
+        ``max_partitions_per_request``: a Fetch naming more closes the connection;
+        ``max_decompressed_batch``: the largest batch payload down-conversion inflates."""
         if not listeners:
             raise ValueError("a broker needs at least one listener")
         self.logdir = logdir
@@ -141,8 +159,12 @@ class Broker:
         self.stats = BrokerStats()
         self._next_producer_id = FIRST_PRODUCER_ID
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
-        self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config)
+        self.segment_files = SegmentFileCache(max_open_segments)
+        self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config, self.segment_files,
+                                   max_partitions_per_request, max_decompressed_batch)
         store = OffsetStore(None if offsets_in_memory else logdir.root)
+        self.producer_states = ProducerStates()
+        self.append_config = AppendConfig()
         self.groups = GroupApis(store, lambda topic, p: logdir.partition(topic, p) is not None,
                                 config=group_config)
         self.transactions = TransactionCoordinator(
@@ -154,8 +176,10 @@ class Broker:
         self.groups.start(loop, extra_tick=self.transactions.expire)
 
     def close(self) -> None:
-        """Stop the timers."""
+        """Stop the timers and close the cached segment files."""
         self.groups.stop()
+        self._fetch.close()
+        self.segment_files.close()
 
     def topic_config(self, topic: str) -> TopicConfig:
         return self.topic_configs.get(topic, self.default_config)
@@ -209,6 +233,9 @@ class Broker:
                 await asyncio.sleep(listener.produce_delay_ms / 1000)
             if request["acks"] == 0:
                 return None
+        elif api_key == list_offsets.API_KEY and _partition_count(request) >= OFF_LOOP_PARTITIONS:
+            # by-timestamp lookups over many partitions read the log: off the event loop
+            answer = await self._fetch.off_loop(self.list_offsets, version, request, context)
         else:
             answer = self._handlers[api_key](version, request, context)
             if inspect.isawaitable(answer):
@@ -384,7 +411,9 @@ class Broker:
         builder.append(offset=0, timestamp=int(time.time() * 1000), key=control_key(kind),
                        value=end_txn_marker_value(0))
         plog.append(split_entries(builder.build()))
+        self.producer_states.end_transaction(plog, producer_id, epoch)
         plog.transaction_state()
+        self._fetch.notify_append()
 
     def add_partitions_to_txn(self, version: int, request: dict[str, Any],
                               context: RequestContext) -> dict[str, Any]:
@@ -424,33 +453,58 @@ class Broker:
             for t in request["topics"]]}
 
     def produce(self, version: int, request: dict[str, Any]) -> dict[str, Any]:
+        """Validate each partition's records as a Kafka leader does, append the valid ones.
+
+        A rejected partition appends nothing and answers with Kafka's error code (and, from
+        Produce v8, the error message and record errors); the other partitions of the request
+        are not affected (see :mod:`lazyconv.serve.append_validation`)."""
+        now_ms = int(time.time() * 1000)
         responses = []
         for topic in request["topic_data"]:
             partitions = []
             for part in topic["partition_data"]:
                 answer: dict[str, Any] = {"index": part["index"], "error_code": 0, "base_offset": -1,
-                                          "log_append_time_ms": -1, "log_start_offset": -1}
+                                          "log_append_time_ms": -1, "log_start_offset": -1,
+                                          "record_errors": [], "error_message": None}
                 plog = self.logdir.partition(topic["name"], part["index"])
                 if plog is None:
                     answer["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                elif part["records"] is None:
-                    answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
                 else:
-                    try:
-                        entries = split_entries(part["records"])
-                        if version >= 3 and any(data[16] != 2 for data, _count in entries):
-                            answer["error_code"] = int(ErrorCode.INVALID_RECORD)
-                            answer["error_message"] = "Produce v3+ carries magic v2 batches only"
-                        else:
-                            answer["base_offset"], answer["log_start_offset"] = plog.append(entries)
-                            plog.transaction_state()  # keep the producer state current
-                    except RecordsError as exc:
-                        log.warning("rejected produce to %s-%d: %s", topic["name"], part["index"], exc)
-                        answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
-                        answer["error_message"] = str(exc)
+                    answer.update(self._append(version, topic["name"], plog, part["records"], now_ms))
                 partitions.append(answer)
             responses.append({"name": topic["name"], "partition_responses": partitions})
         return {"responses": responses, "throttle_time_ms": 0}
+
+    def _append(self, version: int, topic: str, plog: PartitionLog, records: Any,
+                now_ms: int) -> dict[str, Any]:
+        """One partition of a Produce: the response fields it answers with."""
+        table = self.producer_states.table(plog)
+        decision = validate_produce(records, produce_version=version, producers=table,
+                                    config=self.append_config, now_ms=now_ms)
+        fields = decision.response_fields()
+        if not decision.accepted:
+            self.stats.rejected_produce_partitions += 1
+            log.warning("rejected produce to %s-%d: %s (%s)", topic, plog.partition,
+                        decision.error_code.name, decision.error_message)
+            return fields
+        if decision.duplicate is not None:
+            fields["base_offset"] = decision.duplicate.first_offset
+            fields["log_start_offset"] = plog.log_start_offset
+            return fields
+        if not decision.entries:
+            fields["log_start_offset"] = plog.log_start_offset
+            return fields
+        try:
+            base, log_start = plog.append(decision.append_entries())
+        except RecordsError as exc:  # the log itself cannot be appended to (e.g. a partial tail)
+            log.error("append to %s-%d failed: %s", topic, plog.partition, exc)
+            fields.update(error_code=int(ErrorCode.KAFKA_STORAGE_ERROR), error_message=str(exc))
+            return fields
+        table.apply(decision, base)
+        plog.transaction_state()  # keep the transaction state current
+        self._fetch.notify_append()
+        fields["base_offset"], fields["log_start_offset"] = base, log_start
+        return fields
 
     # -- Fetch -----------------------------------------------------------------------------
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import concurrent.futures
 import logging
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
 
-from lazyconv.errors import RecordsError
+from lazyconv.errors import ProtocolError, RecordsError
 from lazyconv.lazy import LazyDownConvertedRecords
 from lazyconv.protocol.decision import (
     FetchBudget,
@@ -25,17 +27,37 @@ from lazyconv.protocol.decision import (
 )
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.fetch import FetchRequest, FetchResponse
-from lazyconv.records import FileRecords
 from lazyconv.send import Send
 from lazyconv.serve.logdir import LogDirectory, OffsetOutOfRange, PartitionLog, Region
 from lazyconv.serve.model import BrokerStats, Response, TopicConfig
+from lazyconv.serve.segment_files import CachedFileRecords, SegmentFileCache, SegmentSlice
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FetchHandler", "FETCH_POLL_INTERVAL_S"]
+__all__ = ["FetchHandler", "FETCH_POLL_INTERVAL_S", "DEFAULT_MAX_PARTITIONS_PER_REQUEST",
+           "OFF_LOOP_PARTITIONS"]
 
-# How often a waiting fetch looks at the log again.
-FETCH_POLL_INTERVAL_S = 0.02
+# A Fetch naming more partitions closes the connection (an invalid request).
+DEFAULT_MAX_PARTITIONS_PER_REQUEST = 200000
+# Fetches naming at least this many partitions (or with a body of OFF_LOOP_BYTES or more) are
+# decoded and planned on the fetch thread pool, so the event loop keeps serving other clients.
+OFF_LOOP_PARTITIONS = 64
+OFF_LOOP_BYTES = 16384
+# One thread: planning is Python that holds the GIL, and a second planner would compete with the
+# event loop for it (measured: a fresh consumer waited longer). Raise it once conversion runs in
+# code that releases the GIL.
+FETCH_THREADS = 1
+# A fetch planned on the pool hands the GIL back this often (in partitions), so the event loop
+# keeps answering other clients promptly while a 100k-partition fetch is being planned.
+_YIELD_EVERY = 32
+# Bound on one batch's decompressed payload on the conversion path: a larger one (a compression
+# bomb) is unreadable data, answered as that partition's storage error or ended in padding.
+DEFAULT_MAX_DECOMPRESSED_BATCH = 32 << 20
+
+# A fetch waiting for MinBytes is woken by every append made through this server (Produce,
+# transaction markers); it also looks at the log again this often, for data written into the
+# log directory by another process.
+FETCH_POLL_INTERVAL_S = 0.25
 
 
 class _TrackedRecords(abc.ABC):
@@ -93,14 +115,78 @@ class FetchHandler:
     """Answers Fetch requests from a :class:`LogDirectory`."""
 
     def __init__(self, logdir: LogDirectory, stats: BrokerStats, chunk_size: int,
-                 topic_config: Callable[[str], TopicConfig]) -> None:
+                 topic_config: Callable[[str], TopicConfig],
+                 segment_files: SegmentFileCache | None = None,
+                 max_partitions: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+                 max_decompressed_batch: int = DEFAULT_MAX_DECOMPRESSED_BATCH) -> None:
+        """``segment_files``: the shared cache of open segment files (a private one if None);
+        ``max_partitions``: the most partitions one Fetch may name; ``max_decompressed_batch``:
+        the largest decompressed batch payload down-conversion inflates."""
         self.logdir = logdir
+        self.segment_files = segment_files or SegmentFileCache()
+        self.max_partitions = max_partitions
+        self.max_decompressed_batch = max_decompressed_batch
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.stats = stats
         self.chunk_size = chunk_size
         self.topic_config = topic_config
+        self._append_waiters: set[asyncio.Future[None]] = set()
+
+    def notify_append(self) -> None:
+        """Wake every fetch waiting for MinBytes (called on the serving loop after an append)."""
+        waiters, self._append_waiters = self._append_waiters, set()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _wait_for_append(self, timeout: float) -> None:
+        """Until the next append through this server, or ``timeout`` seconds."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._append_waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._append_waiters.discard(waiter)
+
+    def close(self) -> None:
+        """Stop the fetch thread pool (fetches being planned finish first)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    async def off_loop(self, fn: Callable[..., Any], *args: Any,
+                        cleanup: Callable[[Any], None] | None = None) -> Any:
+        """``fn(*args)`` on the fetch thread pool; if the caller is cancelled meanwhile (its
+        client went away), ``cleanup`` releases what ``fn`` returns once it is done."""
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(FETCH_THREADS, "lazyconv-fetch")
+        future = self._pool.submit(fn, *args)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if cleanup is not None:
+                future.add_done_callback(lambda done: _cleanup_result(done, cleanup))
+            raise
+
+    def _decode(self, version: int, body: memoryview) -> dict[str, Any]:
+        announced = _announced_partitions(version, body)
+        if announced is not None and announced > self.max_partitions:  # refused before decoding
+            raise ProtocolError(f"Fetch names {announced} partitions, more than this server's limit "
+                                f"of {self.max_partitions} (--max-partitions-per-request)", 0)
+        request = FetchRequest.decode(version, body)
+        count = sum(len(topic["partitions"]) for topic in request["topics"])
+        if count > self.max_partitions:
+            raise ProtocolError(f"Fetch names {count} partitions, more than this server's limit of "
+                                f"{self.max_partitions} (--max-partitions-per-request)", 0)
+        request["partition_count"] = count
+        return request
 
     async def fetch(self, version: int, correlation_id: int, body: memoryview) -> Response:
-        request = FetchRequest.decode(version, body)
+        large = len(body) >= OFF_LOOP_BYTES
+        request = await self.off_loop(self._decode, version, body) if large else self._decode(version, body)
+        large = large or request["partition_count"] >= OFF_LOOP_PARTITIONS
         session_epoch = request.get("session_epoch", -1)
         session_id = request.get("session_id", 0)
         if version >= 7 and session_epoch not in (-1, 0):
@@ -111,16 +197,24 @@ class FetchHandler:
         min_bytes = request.get("min_bytes", 0)
         deadline = time.monotonic() + max(0, request.get("max_wait_ms", 0)) / 1000
         while True:
-            plan = self._plan_fetch(version, request)
+            if large:
+                plan = await self.off_loop(self._plan_fetch, version, request, cleanup=_FetchPlan.close)
+            else:
+                plan = self._plan_fetch(version, request)
             if plan.bytes_read >= min(min_bytes, plan.limit) or time.monotonic() >= deadline:
                 break
             plan.close()
-            await asyncio.sleep(FETCH_POLL_INTERVAL_S)
+            await self._wait_for_append(min(FETCH_POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
         self.stats.fetch_partitions += plan.partitions
         self.stats.converted_partitions += plan.converted
         self.stats.zero_copy_partitions += plan.zero_copy
         self.stats.partial_tail_responses += plan.partial_tails
         try:
+            if large:  # sizing 100k partitions takes a while too
+                response: Response = await self.off_loop(
+                    self._fetch_response, version, correlation_id, 0, plan.topics, plan.resources,
+                    cleanup=Response.close)
+                return response
             return self._fetch_response(version, correlation_id, 0, plan.topics, plan.resources)
         except BaseException:
             plan.close()
@@ -135,6 +229,9 @@ class FetchHandler:
     def _plan_fetch(self, version: int, request: dict[str, Any]) -> _FetchPlan:
         """Read every partition of a fetch in request order under KIP-74's budget."""
         plan = _FetchPlan()
+        # A many-partition response keeps no converted bytes while it waits for its reader: each
+        # partition's first converted batch is converted again when its turn comes.
+        plan.release_first = request.get("partition_count", 0) >= OFF_LOOP_PARTITIONS
         budget = FetchBudget(version, request.get("max_bytes") if version >= 3 else None)
         plan.limit = budget.limit
         # Followers are exempt from message.downconversion.enable (docs/guide/fetch-response.md).
@@ -149,13 +246,16 @@ class FetchHandler:
                     name = self.logdir.topic_name(topic_id) or ""
                     unknown = ErrorCode.UNKNOWN_TOPIC_ID
                 for part in topic["partitions"]:
+                    plan.seen += 1
+                    if plan.seen % _YIELD_EVERY == 0:
+                        time.sleep(0)  # let the event loop's thread take the GIL now and then
                     plog = self.logdir.partition(name, part["partition"]) if name else None
                     if plog is None:
                         rejected.append(((name, topic_id), error_partition(part["partition"], unknown)))
                         continue
                     before = budget.remaining
-                    entry = self._read_partition(version, name, plog, part, budget, plan, is_follower,
-                                                 request.get("isolation_level", 0))
+                    entry = self._read_partition_guarded(version, name, plog, part, budget, plan,
+                                                         is_follower, request.get("isolation_level", 0))
                     read.append(((name, topic_id), entry))
                     plan.bytes_read += before - budget.remaining
                     plan.partitions += 1
@@ -164,6 +264,34 @@ class FetchHandler:
             raise
         plan.topics = _group_by_topic(read + rejected)
         return plan
+
+    def _read_partition_guarded(self, version: int, topic: str, plog: PartitionLog,
+                                part: dict[str, Any], budget: FetchBudget, plan: _FetchPlan,
+                                is_follower: bool, isolation_level: int) -> dict[str, Any]:
+        """:meth:`_read_partition`, with unreadable log data (or a segment file that cannot be
+        opened) answered as that partition's
+        KAFKA_STORAGE_ERROR (NOT_LEADER_OR_FOLLOWER below Fetch v6) instead of failing the fetch.
+
+        What the partition had already opened is closed; its share of the budget is returned."""
+        resources_before = len(plan.resources)
+        remaining_before, min_one_before = budget.remaining, budget.min_one
+        counts_before = (plan.converted, plan.zero_copy, plan.partial_tails)
+        try:
+            return self._read_partition(version, topic, plog, part, budget, plan, is_follower,
+                                        isolation_level)
+        except (RecordsError, OSError) as exc:  # corrupt data, or a segment gone / unreadable
+            log.error("fetch %s-%d at %d: unreadable log data: %s", topic, part["partition"],
+                      part["fetch_offset"], exc)
+            for resource in plan.resources[resources_before:]:
+                resource.close()
+            del plan.resources[resources_before:]
+            budget.remaining, budget.min_one = remaining_before, min_one_before
+            plan.converted, plan.zero_copy, plan.partial_tails = counts_before
+            self.stats.storage_errors += 1
+            return broker_partition_response(
+                version, part["partition"], None, fetch_offset=part["fetch_offset"],
+                error_code=int(ErrorCode.KAFKA_STORAGE_ERROR), high_watermark=-1,
+                last_stable_offset=-1, log_start_offset=-1, aborted_transactions=[])
 
     def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
                         budget: FetchBudget, plan: _FetchPlan,
@@ -183,18 +311,15 @@ class FetchHandler:
         except OffsetOutOfRange as exc:
             log.info("fetch: %s", exc)
             records, error, hw, start = None, ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1
-        except RecordsError as exc:
-            # Unreadable log data: Kafka's answer for a failed log is a storage error (sent as
-            # NOT_LEADER_OR_FOLLOWER to Fetch v0-5 by the decision helper).
-            log.error("fetch %s-%d at %d: %s", topic, index, fetch_offset, exc)
-            records, error, hw, start = None, ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
         else:
             error, hw, start = ErrorCode.NONE, region.high_watermark, region.log_start_offset
             records = b""
             size = _consume_budget(budget, region, part["partition_max_bytes"])
             if size > 0:
                 assert region.path is not None and region.segment is not None
-                records = FileRecords(region.path, start=region.position, end=region.position + size)
+                records = CachedFileRecords(self.segment_files, region.path, region.position,
+                                            region.position + size,
+                                            max_decompressed_size=self.max_decompressed_batch)
                 plan.resources.append(records)
                 plan.partial_tails += not region.segment.is_entry_boundary(region.position + size)
         chunk_size = self.chunk_size
@@ -205,11 +330,19 @@ class FetchHandler:
             aborted = [{"producer_id": t.producer_id, "first_offset": t.first_offset}
                        for t in txns.aborted_between(fetch_offset, lso)]
 
+        def corrupt_after_commit(exc: RecordsError) -> None:
+            # The committed size is honoured: the records converted before the corrupt batch
+            # went out, the rest is padding, and the other partitions of the response arrive.
+            self.stats.corrupt_sends += 1
+            log.error("fetch %s-%d at %d: corrupt log data met while sending; the rest of the "
+                      "partition is padding: %s", topic, index, fetch_offset, exc)
+
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
-            tracked = _TrackedLazyRecords(
-                LazyDownConvertedRecords(records_in, to_magic, first_offset, chunk_size=chunk_size),
-                self.stats,
-            )
+            converted = LazyDownConvertedRecords(records_in, to_magic, first_offset,
+                                                 chunk_size=chunk_size, on_error=corrupt_after_commit)
+            if plan.release_first:
+                converted.release_first_batch()
+            tracked = _TrackedLazyRecords(converted, self.stats)
             plan.resources.append(tracked)
             plan.converted += 1
             return tracked
@@ -222,11 +355,47 @@ class FetchHandler:
             downconversion_enable=config.downconversion_enable, is_follower=is_follower,
             lazy_records_factory=lazy,
         )
-        if isinstance(records, FileRecords) and entry["records"] is records:
+        if isinstance(records, CachedFileRecords) and entry["records"] is records:
+            # Sent as stored: no descriptor is held until the send reaches this partition.
             plan.zero_copy += 1
-            entry["records"] = tracked = _TrackedFileRecords(records, self.stats)
+            region_slice = SegmentSlice(self.segment_files, records.cached_path, records.start,
+                                        records.size_in_bytes)
+            plan.resources.remove(records)
+            records.close()
+            entry["records"] = tracked = _TrackedFileRecords(region_slice, self.stats)
             plan.resources.append(tracked)
         return entry
+
+
+_FIXED_HEAD = struct.Struct(">iii")  # replica id, max wait, min bytes
+
+
+def _announced_partitions(version: int, body: memoryview) -> int | None:
+    """The partition count a non-flexible Fetch (v0-11) announces, read from its array counts
+    without decoding it (None for flexible versions or a body too short to say)."""
+    if version >= 12:
+        return None
+    at = _FIXED_HEAD.size + (4 if version >= 3 else 0) + (1 if version >= 4 else 0) + \
+        (8 if version >= 7 else 0)
+    entry = 16 + (8 if version >= 5 else 0) + (4 if version >= 9 else 0)
+    try:
+        (topics,) = struct.unpack_from(">i", body, at)
+        at += 4
+        total = 0
+        for _ in range(max(0, topics)):
+            (name_length,) = struct.unpack_from(">h", body, at)
+            at += 2 + max(0, name_length)
+            (partitions,) = struct.unpack_from(">i", body, at)
+            at += 4 + max(0, partitions) * entry
+            total += max(0, partitions)
+        return total
+    except struct.error:
+        return None  # shorter than announced: the decoder says what is wrong
+
+
+def _cleanup_result(done: concurrent.futures.Future[Any], cleanup: Callable[[Any], None]) -> None:
+    if not done.cancelled() and done.exception() is None:
+        cleanup(done.result())
 
 
 def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
@@ -253,6 +422,8 @@ class _FetchPlan:
         self.converted = 0
         self.zero_copy = 0
         self.partitions = 0
+        self.seen = 0
+        self.release_first = False
 
     def close(self) -> None:
         for resource in self.resources:
@@ -261,7 +432,7 @@ class _FetchPlan:
 
 
 def _group_by_topic(partitions: list[tuple[tuple[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Consecutive partitions of one topic share a topic entry (Kafka groups them so; docs/guide/fetch-response.md).
+    """Consecutive partitions of one topic share a topic entry (as Kafka groups them; docs/guide/fetch-response.md).
 
     Each partition comes with its topic's ``(name, id)`` as the request named it (the id is what
     Fetch v13+ sends back).

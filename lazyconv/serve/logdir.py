@@ -80,14 +80,16 @@ class Segment:
         Corrupt data (a size field or magic no broker writes) stops the scan for good: the
         entries before it stay readable and :attr:`corruption` says what and where.
         """
-        if self.corruption is not None:
-            return
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
             file_size = os.fstat(fd).st_size
+            if file_size < self.scanned_bytes:
+                self._forget_beyond(file_size)
+            if self.corruption is not None:
+                return
             position = self.scanned_bytes
             while position + LOG_OVERHEAD <= file_size:
                 header = os.pread(fd, _HEADER_READ, position)
@@ -106,6 +108,17 @@ class Segment:
             self.scanned_bytes = position
         finally:
             os.close(fd)
+
+    def _forget_beyond(self, file_size: int) -> None:
+        """The file shrank (truncated under us): drop the entries that are no longer in it."""
+        keep = bisect.bisect_right(self.positions, file_size)
+        while keep and self.positions[keep - 1] + self.entries[keep - 1].size > file_size:
+            keep -= 1
+        log.warning("%s shrank to %d bytes: %d of %d entries remain", self.path, file_size, keep,
+                    len(self.entries))
+        del self.entries[keep:], self.last_offsets[keep:], self.positions[keep:]
+        self.scanned_bytes = self.positions[keep - 1] + self.entries[keep - 1].size if keep else 0
+        self.corruption = None  # what was corrupt may be gone: scan again
 
     def is_entry_boundary(self, position: int) -> bool:
         """Whether ``position`` is where an entry starts or where the scanned entries end."""

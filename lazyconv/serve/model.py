@@ -50,6 +50,9 @@ class BrokerStats:
     converted_chunks: int = 0
     records_converted: int = 0
     zero_copy_bytes: int = 0  # bytes that went from a log file to a socket with os.sendfile
+    rejected_produce_partitions: int = 0  # produced partitions refused by append validation
+    storage_errors: int = 0  # partitions answered KAFKA_STORAGE_ERROR (unreadable log data)
+    corrupt_sends: int = 0  # lazy sends that met corrupt data after committing their size
 
 
 @dataclass(frozen=True)

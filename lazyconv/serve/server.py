@@ -13,6 +13,9 @@ writability with ``loop.add_writer``. So a slow reader holds at most the bytes o
 
 A request larger than ``max_request_size``, a negative size, or a request the broker refuses
 closes that connection (Kafka does the same); nothing a client sends can stop the server.
+What a connection may cost is bounded by :class:`~lazyconv.serve.connection_limits.ConnectionLimits`:
+the bytes of requests being read or answered over all connections (``queued.max.request.bytes``),
+idle, request-read and write timeouts (docs/guide/robustness.md).
 """
 
 from __future__ import annotations
@@ -26,16 +29,22 @@ from dataclasses import dataclass
 from lazyconv.errors import LazyconvError
 from lazyconv.send import Send
 from lazyconv.serve.broker import Broker, Listener, Response
+from lazyconv.serve.connection_limits import (
+    DEFAULT_MAX_REQUEST_SIZE,
+    DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+    ConnectionLimits,
+    RequestMemoryPool,
+    release_free_memory,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KafkaServer", "ListenerSpec", "DEFAULT_MAX_REQUEST_SIZE"]
+__all__ = ["KafkaServer", "ListenerSpec", "ConnectionLimits", "DEFAULT_MAX_REQUEST_SIZE"]
 
-# Kafka's socket.request.max.bytes default.
-DEFAULT_MAX_REQUEST_SIZE = 104857600
 # Kafka's socket.send.buffer.bytes default; -1 leaves the OS default (autotuned, often MBs).
 DEFAULT_SEND_BUFFER = 102400
 _RECV_PIECE = 65536
+_LARGE_REQUEST = 1 << 20  # a connection that read one this large gives memory back when it ends
 
 
 @dataclass(frozen=True)
@@ -57,11 +66,19 @@ class KafkaServer:
 
     def __init__(self, broker_factory, listeners: list[ListenerSpec], *,
                  max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
-                 send_buffer_bytes: int = DEFAULT_SEND_BUFFER) -> None:
-        """``broker_factory(listeners)`` builds the :class:`Broker` once the ports are known."""
+                 send_buffer_bytes: int = DEFAULT_SEND_BUFFER,
+                 limits: ConnectionLimits | None = None) -> None:
+        """``broker_factory(listeners)`` builds the :class:`Broker` once the ports are known;
+        ``limits`` (if given) replaces ``max_request_size``."""
         self._broker_factory = broker_factory
         self._specs = listeners
-        self.max_request_size = max_request_size
+        if limits is None:
+            limits = ConnectionLimits(max_request_size=max_request_size,
+                                      queued_max_request_bytes=max(DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+                                                                   max_request_size))
+        self.limits = limits
+        self.max_request_size = limits.max_request_size
+        self.request_memory = RequestMemoryPool(limits.queued_max_request_bytes)
         self.send_buffer_bytes = send_buffer_bytes
         self.broker: Broker | None = None
         self.listeners: list[Listener] = []
@@ -130,32 +147,52 @@ class KafkaServer:
     async def _serve_connection(self, conn: socket.socket, peer, listener: Listener) -> None:
         loop = asyncio.get_running_loop()
         assert self.broker is not None
+        limits = self.limits
+        read_timeout = limits.request_read_timeout_ms / 1000
+        large = False
         try:
             while True:
-                size_bytes = await _recv_exactly(loop, conn, 4)
-                if size_bytes is None:
+                try:
+                    first = await asyncio.wait_for(loop.sock_recv(conn, 4),
+                                                   limits.connections_max_idle_ms / 1000)
+                except asyncio.TimeoutError:
+                    log.info("closing %s: idle for %d ms (connections.max.idle.ms)", peer,
+                             limits.connections_max_idle_ms)
+                    return
+                if not first:
                     return  # clean close between requests
+                # the rest of the size field: idle as much as reading (whichever ends first)
+                size_bytes = first + await _recv_within(
+                    loop, conn, 4 - len(first), min(read_timeout, limits.connections_max_idle_ms / 1000))
                 size = int.from_bytes(size_bytes, "big", signed=True)
                 if size < 8 or size > self.max_request_size:
                     log.warning("closing %s: request size %d outside [8, %d]", peer, size,
                                 self.max_request_size)
                     return
-                frame = await _recv_exactly(loop, conn, size)
-                if frame is None:
-                    log.info("%s closed the connection inside a request", peer)
+                if not await self.request_memory.reserve(size, read_timeout):
+                    log.warning("closing %s: %d request bytes did not fit in queued.max.request.bytes "
+                                "(%d) within %.0f s", peer, size, self.request_memory.capacity,
+                                read_timeout)
                     return
+                large = large or size > _LARGE_REQUEST
                 try:
-                    response = await self.broker.handle(frame, listener, _host_of(peer))
-                except LazyconvError as exc:
-                    log.warning("closing %s: invalid request: %s", peer, exc)
-                    return
+                    frame = await _recv_within(loop, conn, size, read_timeout)
+                    try:
+                        response = await self.broker.handle(frame, listener, _host_of(peer))
+                    except LazyconvError as exc:
+                        log.warning("closing %s: invalid request: %s", peer, exc)
+                        return
+                    finally:
+                        del frame
+                finally:
+                    self.request_memory.release(size)
                 if response is None:
                     continue
                 try:
-                    await _write_send(loop, conn, response)
+                    await _write_send(loop, conn, response, limits.write_timeout_ms / 1000)
                 except LazyconvError as exc:
-                    # e.g. log data that turns out corrupt half-way through a lazy send: the
-                    # committed size can no longer be honoured, so the connection must end.
+                    # e.g. a segment truncated under a zero-copy send: the committed size can no
+                    # longer be honoured, so the connection must end.
                     log.error("aborting the response to %s: %s", peer, exc)
                     return
                 finally:
@@ -170,6 +207,8 @@ class KafkaServer:
         finally:
             with contextlib.suppress(OSError):
                 conn.close()
+            if large:
+                release_free_memory()
 
 
 def _host_of(peer: object) -> str:
@@ -179,32 +218,36 @@ def _host_of(peer: object) -> str:
     return ""
 
 
-async def _recv_exactly(loop: asyncio.AbstractEventLoop, conn: socket.socket, n: int) -> bytes | None:
-    """Read exactly ``n`` bytes; None if the peer closed before the first byte.
-
-    Memory grows with the bytes that actually arrive, so a client announcing a large request
-    and then stalling costs nothing up front.
-    """
+async def _recv_within(loop: asyncio.AbstractEventLoop, conn: socket.socket, n: int,
+                       timeout: float) -> bytes:
+    """Exactly ``n`` bytes of a request that has begun; each piece must arrive within
+    ``timeout`` seconds of the previous one (else the connection is closed)."""
     pieces: list[bytes] = []
     got = 0
     while got < n:
-        piece = await loop.sock_recv(conn, min(n - got, _RECV_PIECE))
+        try:
+            piece = await asyncio.wait_for(loop.sock_recv(conn, min(n - got, _RECV_PIECE)), timeout)
+        except asyncio.TimeoutError:
+            raise _ConnectionClosed(f"no request bytes for {timeout:.0f} s after {got} of {n}") from None
         if not piece:
-            if got == 0:
-                return None
             raise _ConnectionClosed(f"peer closed after {got} of {n} bytes")
         pieces.append(piece)
         got += len(piece)
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
-async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket, response: Response) -> None:
-    """Write a Send to the non-blocking socket, waiting for writability when it would block."""
+async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket, response: Response,
+                      timeout: float | None = None) -> None:
+    """Write a Send to the non-blocking socket, waiting for writability when it would block;
+    a reader that takes nothing for ``timeout`` seconds ends the connection."""
     send: Send = response.send
     while not send.completed:
         written = send.write_to(conn)
         if written == 0 and not send.completed:
-            await _wait_writable(loop, conn)
+            try:
+                await asyncio.wait_for(_wait_writable(loop, conn), timeout)
+            except asyncio.TimeoutError:
+                raise _ConnectionClosed(f"the client read nothing for {timeout:.0f} s") from None
 
 
 async def _wait_writable(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> None:

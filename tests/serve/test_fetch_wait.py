@@ -1,0 +1,66 @@
+"""A Fetch waiting for MinBytes is woken by an append instead of re-planning every few ms."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from lazyconv.protocol import fetch as fetch_api
+from lazyconv.protocol import produce
+from tests.serve.wire import WireClient
+from tests.test_append_validation import v2_batch
+
+
+def test_min_bytes_wait_is_woken_by_a_produce_and_does_not_poll(serve_logdir, tmp_path):
+    (tmp_path / "t-0").mkdir()
+    server = serve_logdir(tmp_path)
+    handler = server.server.broker._fetch
+    plans = 0
+    plan_fetch = handler._plan_fetch
+
+    def counting(*args):
+        nonlocal plans
+        plans += 1
+        return plan_fetch(*args)
+
+    handler._plan_fetch = counting
+    body = {"replica_id": -1, "max_wait_ms": 10000, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "topics": [{"topic": "t", "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    answer: dict = {}
+
+    def consume() -> None:
+        with WireClient(server.port) as client:
+            answer.update(client.call(fetch_api.SPEC, 4, body))
+            answer["at"] = time.monotonic()
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    time.sleep(0.6)  # the fetch waits at the high watermark
+    waited_plans = plans
+    with WireClient(server.port) as producer:
+        producer.call(produce.SPEC, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
+                                        "topic_data": [{"name": "t", "partition_data": [
+                                            {"index": 0, "records": v2_batch(2)}]}]})
+    produced_at = time.monotonic()
+    consumer.join(10)
+    assert answer["responses"][0]["partitions"][0]["high_watermark"] == 2
+    assert answer["at"] - produced_at < 0.2  # woken by the append, long before max_wait_ms
+    assert waited_plans <= 4  # a look every 250 ms at most while waiting (was every 20 ms: 30)
+
+
+def test_list_offsets_over_many_partitions_is_answered_off_the_loop(serve_logdir, tmp_path):
+    from lazyconv.protocol import list_offsets
+
+    (tmp_path / "t-0").mkdir()
+    server = serve_logdir(tmp_path)
+    with WireClient(server.port) as client:
+        client.call(produce.SPEC, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
+                                      "topic_data": [{"name": "t", "partition_data": [
+                                          {"index": 0, "records": v2_batch(3)}]}]})
+        asked = [{"partition_index": 0, "timestamp": ts} for ts in (1_001, 1_002, -1)] * 40
+        answer = client.call(list_offsets.SPEC, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "t", "partitions": asked}]})
+    offsets = [p["offset"] for p in answer["topics"][0]["partitions"]]
+    assert offsets == [1, 2, 3] * 40  # timestamps 1000, 1001, 1002: by timestamp, then latest
+    assert server.server.broker._fetch._pool is not None  # answered on the fetch thread pool

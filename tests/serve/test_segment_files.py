@@ -1,0 +1,69 @@
+"""The shared segment file cache: one descriptor per segment whatever the fetches name, at most
+``capacity`` kept open idle, zero-copy partitions hold none until written."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from lazyconv.protocol import FetchRequest
+from lazyconv.protocol.headers import encode_request_header
+from lazyconv.serve.segment_files import SegmentFileCache, SegmentSlice
+from tests.serve.test_robustness import _recv, big_log, metadata_roundtrip, open_fds, wait_for
+
+
+def test_cache_shares_descriptors_and_keeps_at_most_capacity_idle(tmp_path):
+    paths = [tmp_path / f"{i}.log" for i in range(5)]
+    for path in paths:
+        path.write_bytes(b"x" * 100)
+    cache = SegmentFileCache(2)
+    fds = [cache.acquire(paths[0]) for _ in range(1000)]
+    assert len(set(fds)) == 1 and cache.open_files == 1 and cache.opened == 1
+    for _ in fds:
+        cache.release(paths[0])
+    held = [cache.acquire(p) for p in paths]  # all in use: none may be closed
+    assert cache.open_files == 5
+    for path in paths:
+        cache.release(path)
+    assert cache.open_files == 2  # trimmed to capacity, least recently used first
+    assert cache.acquire(paths[4]) == held[4]  # still open: a hit
+    cache.release(paths[4])
+    cache.close()
+    assert cache.open_files == 0
+
+
+def test_a_zero_copy_slice_holds_no_descriptor_until_written(tmp_path):
+    path = tmp_path / "s.log"
+    path.write_bytes(bytes(range(200)))
+    cache = SegmentFileCache(1)
+    region = SegmentSlice(cache, path, 10, 50)
+    send = region.to_send()
+    assert cache.open_files == 0
+    left, right = socket.socketpair()
+    with left, right:
+        while not send.completed:
+            send.write_to(left)
+        assert _recv(right, 50) == bytes(range(10, 60))
+    region.close()
+    cache.close()
+    assert cache.open_files == 0
+
+
+def test_one_fetch_naming_a_partition_thousands_of_times_opens_it_once(serve_logdir, tmp_path):
+    big_log(tmp_path, batches=2, records=10, value=50)
+    server = serve_logdir(tmp_path)
+    assert metadata_roundtrip(server.port)
+    baseline = open_fds()
+    for version in (1, 5):  # converted and zero-copy
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 30,
+                "isolation_level": 0, "topics": [{"topic": "big", "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}] * 1500}]}
+        payload = encode_request_header(1, 1, version, 3, "many") + FetchRequest.encode(version, body)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(struct.pack(">i", len(payload)) + payload)
+            size = struct.unpack(">i", _recv(sock, 4))[0]
+            _recv(sock, 1000)  # the response is in flight: its partitions share one descriptor
+            assert open_fds() <= baseline + 3  # the connection, the segment, slack for the OS
+            _recv(sock, size - 1000)
+    assert server.server.broker.segment_files.opened == 1
+    assert wait_for(lambda: open_fds() <= baseline + 1)  # the segment stays cached for reuse
