@@ -12,8 +12,8 @@ while the channel takes the bytes, and writes *exactly* S_pre bytes:
 - when it is smaller, the rest is overflow padding: steps of at most 131 072 bytes, each
   ``int64 -1 ‖ int32 max(R + 1, 61) ‖ zeros`` for the R bytes still owed (docs/guide/down-conversion.md).
 
-Where Kafka's Java code has defects this module does the evident intended thing (README,
-"Where we differ from Kafka on purpose"):
+Where Kafka's Java code has defects this module does the evident intended thing
+(docs/differences.md, "The lazy send"):
 
 - the send resumes right after the input batch the first converted chunk came from, so no batch
   is sent twice (Kafka resumes after input batch 1 and re-sends batch k when k > 1);

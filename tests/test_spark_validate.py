@@ -124,7 +124,7 @@ def test_corrupted_copy_reports_every_planted_fault(spark, tmp_path: Path, capsy
 
 @pytest.mark.slow
 def test_main_job_command_generates_and_validates(tmp_path: Path, capsys) -> None:
-    """`lazyconv validate` without LOGDIR: the README's main-job command (one chunk size here)."""
+    """`lazyconv validate` without LOGDIR: the README's main-job set-up command (one chunk size here)."""
     if shutil.which("java") is None:
         pytest.skip("Spark needs a Java runtime (bash .ci/setup.sh installs one)")
     from lazyconv.cli import main

@@ -77,7 +77,7 @@ def best_of(fn: Callable[[], object], repeat: int = 3, min_time: float = 0.2) ->
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A GitHub-flavoured markdown table (readable in a terminal and pasteable into the README)."""
+    """A GitHub-flavoured markdown table (readable in a terminal and pasteable into the docs)."""
     cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = []

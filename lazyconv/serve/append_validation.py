@@ -43,7 +43,7 @@ The checks, in Kafka's order (first failing check decides; codes in :class:`Appe
 6. producer state: epoch (INVALID_PRODUCER_EPOCH), sequence (OUT_OF_ORDER_SEQUENCE_NUMBER),
    a non-transactional write during an open transaction (INVALID_TXN_STATE), duplicates.
 
-Where this is stricter than Kafka, on purpose (README, "Where we differ from Kafka on purpose"):
+Where this is stricter than Kafka, on purpose (docs/differences.md, "Produce validation"):
 
 - Kafka never checks v2 offset deltas (it assigns offsets by position); a batch whose deltas are
   not ``0..n-1`` is refused here, because our reader and the down-conversion use the deltas;

@@ -155,7 +155,7 @@ def test_cli_role_swap_example_reports_input_standby_cost(tmp_path, capsys):
 
 
 def test_cli_readme_example(tmp_path, capsys):
-    """The example in README.md's KIP-925 section prints what the README says."""
+    """The example in docs/guide/assignment.md prints what the guide says."""
     doc = json.loads((Path(__file__).parent / "readme_example.json").read_text())
     status, out, err = run_cli(tmp_path, capsys, doc, "--indent", "0")
     assert status == 0, err

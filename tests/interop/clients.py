@@ -2,8 +2,8 @@
 
 ``magic`` is the message format the configuration's fetches read from this server (Fetch v0-1:
 v0, v2-3: v1, v4+: v2); ``produce_magic`` the format it produces. A feature that the client
-cannot use at that protocol level carries the reason instead of being tested (see the README's
-interop matrix).
+cannot use at that protocol level carries the reason instead of being tested (see the interop
+matrix in docs/guide/serve.md).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Reproduces the resource problems of an unhardened server and asserts the bounds:
   a 10k-partition MinBytes wait are in progress;
 - idle connections are closed after connections.max.idle.ms.
 
-The figures are printed (``-s``) for the README's Robustness section.
+The figures are printed (``-s``) for docs/guide/robustness.md.
 """
 
 from __future__ import annotations
