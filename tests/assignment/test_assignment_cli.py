@@ -154,9 +154,17 @@ def test_cli_role_swap_example_reports_input_standby_cost(tmp_path, capsys):
     assert result["cost"] == {"before": 22, "after": 24}
 
 
-def test_cli_readme_example(tmp_path, capsys):
+def test_cli_guide_example(tmp_path, capsys):
     """The example in docs/guide/assignment.md prints what the guide says."""
-    doc = json.loads((Path(__file__).parent / "readme_example.json").read_text())
+    import re
+
+    guide = (Path(__file__).parents[2] / "docs" / "guide" / "assignment.md").read_text()
+    blocks = re.findall(r"^```json\n(.*?)^```$", guide, re.M | re.S)
+    doc = json.loads(blocks[0])
+    assert json.loads(blocks[1]) == json.loads(
+        '{"assignment": {"c1": {"active": ["0_0", "1_0"], "standby": []}, "c2": {"active": ["1_1"], '
+        '"standby": []}, "c3": {"active": ["0_1"], "standby": []}}, "cost": {"before": 22, "after": 2}}'
+    )
     status, out, err = run_cli(tmp_path, capsys, doc, "--indent", "0")
     assert status == 0, err
     assert out.strip() == (
