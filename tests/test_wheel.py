@@ -134,7 +134,7 @@ def test_serve_starts_answers_and_stops(installed: Path, tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("argv", "extra"),
     [
-        (["validate", "."], "spark"),
+        (["validate", str(REPO / "fixtures")], "spark"),  # a log directory with segments
         (["bench", "peers", "--quick"], "bench"),
         (["simulate", "partitioner", "--records", "100"], "plot"),
     ],
