@@ -206,6 +206,10 @@ class _RangeScan:
         self.first_epoch_position = -1
         self.abort_markers: dict[tuple[int, int], int] = {}  # (pid, offset) -> log position
         self.txn_first: dict[int, int] = {}  # pid -> first offset of its open transaction
+        # producers whose earlier marker is in this range: their next transaction's start is
+        # known here (otherwise it may have begun in an earlier range or segment)
+        self.txn_marker_seen: set[int] = set()
+        self.txn_start_known: set[tuple[int, int]] = set()
         self.txn_starts: dict[tuple[int, int], int] = {}  # (pid, marker offset) -> first offset
         self.consumers: dict[int, DerivedConsumer] | None = None if not (
             options.to_magics and options.chunk_sizes) else {}
@@ -467,7 +471,10 @@ def _note_control(scan: _RangeScan, batch: Any, records: list[Any], pos: int) ->
         first = scan.txn_first.get(batch.producer_id)
         if first is not None:
             scan.txn_starts[marker] = first
+            if batch.producer_id in scan.txn_marker_seen:
+                scan.txn_start_known.add(marker)
     scan.txn_first.pop(batch.producer_id, None)
+    scan.txn_marker_seen.add(batch.producer_id)
 
 
 # --- conversions -------------------------------------------------------------------------------
@@ -684,7 +691,10 @@ def _check_txn_index(scan: _RangeScan) -> None:
         elif (pid, last) not in scan.abort_markers:
             problem = (f"aborted transaction of producer {pid} ending at offset {last} has no "
                        f"ABORT marker at that offset in the log")
-        elif (pid, last) in scan.txn_starts and scan.txn_starts[(pid, last)] != first:
+        elif ((pid, last) in scan.txn_starts and scan.txn_starts[(pid, last)] != first
+              and ((pid, last) in scan.txn_start_known or first_seen is None or first >= first_seen)):
+            # a transaction the entry says began before this range's first offset may have
+            # batches in an earlier range or segment: only a start seen here is compared
             problem = (f"aborted transaction of producer {pid} starts at offset "
                        f"{scan.txn_starts[(pid, last)]} in the log, the entry says {first}")
         elif (pid, last) not in scan.txn_starts and first_seen is not None and first >= first_seen:
