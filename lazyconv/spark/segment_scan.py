@@ -375,14 +375,13 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     if magic == 2:
         _check_v2_header(scan, batch, records, pos)
     s["last_offset"] = last
+    hashes: list[int] = []
     if batch.is_control:
         s["control_batches"] += 1
         _note_control(scan, batch, records, pos)
     else:
-        checksum = 0
-        for r in records:
-            checksum += record_hash(r.offset, r.timestamp, r.key, r.value, r.headers)
-        s["checksum"] += checksum
+        hashes = [record_hash(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+        s["checksum"] += sum(hashes)
         s["records"] += len(records)
         if batch.is_transactional and magic == 2 and batch.producer_id not in scan.txn_first:
             scan.txn_first[batch.producer_id] = base
@@ -390,7 +389,7 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     s["max_timestamp"] = scan.max_ts
     _keep_place(scan, pos, last, scan.max_ts)
     if scan.consumers is not None:
-        _feed_consumers(scan, batch, records, pos)
+        _feed_consumers(scan, batch, records, hashes, pos)
 
 
 def _keep_place(scan: _RangeScan, pos: int, last_offset: int, running_max: int | None) -> None:
@@ -474,17 +473,33 @@ def _note_control(scan: _RangeScan, batch: Any, records: list[Any], pos: int) ->
 # --- conversions -------------------------------------------------------------------------------
 
 def _decode_entries(data: memoryview) -> Any:
+    """Per complete entry of converted bytes: its last offset and ``(offset, record hash)`` of
+    each record a consumer receives from it (none from a control batch)."""
     from lazyconv.records import MemoryRecords
 
     for out_batch in MemoryRecords(bytes(data)).batches():
         if out_batch.is_control:  # magic 2 keeps markers; a consumer hands no record from them
             yield out_batch.last_offset, []
         else:
-            yield out_batch.last_offset, [(r.offset, r.timestamp, r.key, r.value)
-                                          for r in out_batch]
+            yield out_batch.last_offset, [
+                (r.offset, record_hash(r.offset, r.timestamp, r.key, r.value))
+                for r in out_batch]
 
 
-def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], pos: int) -> None:
+def _expected_hash_sum(batch: Any, records: list[Any], hashes: list[int], to_magic: int) -> int:
+    """The sum of the hashes of ``records`` as a consumer of ``to_magic`` sees them (no
+    headers; timestamp -1 unless both magics carry one), reusing the checksum's ``hashes``
+    where the two encodings are the same."""
+    carries_ts = to_magic > 0 and batch.magic > 0
+    if batch.magic == 0 or (carries_ts and not any(r.headers for r in records)):
+        return sum(hashes)  # v0: timestamp -1 and no headers already
+    if carries_ts:
+        return sum(record_hash(r.offset, r.timestamp, r.key, r.value) for r in records)
+    return sum(record_hash(r.offset, -1, r.key, r.value) for r in records)
+
+
+def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], hashes: list[int],
+                    pos: int) -> None:
     from lazyconv.convert import down_convert_bytes, is_zstd_below_v2
     from lazyconv.records.compression import Compression
 
@@ -506,9 +521,8 @@ def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], pos: int) 
             conv, stats = down_convert_bytes([batch], to_magic, _INT64_MIN)
             converted, temporary = stats.records_converted, stats.temporary_memory_bytes
         if expected:
-            carries_ts = to_magic > 0 and batch.magic > 0
-            for r in records:
-                consumer.expect(r.offset, r.timestamp if carries_ts else -1, r.key, r.value)
+            consumer.expect_records(len(records),
+                                    _expected_hash_sum(batch, records, hashes, to_magic))
         consumer.add(ConvertedBatch(
             position=pos, size=batch.size_in_bytes, last_offset=batch.last_offset, zstd=zstd,
             conv=conv, records=converted, temporary=temporary,
