@@ -27,6 +27,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from xxhash import xxh3_64_intdigest
+
 from lazyconv.errors import CorruptRecordError, LazyconvError
 from lazyconv.fixtures.checksum import MASK64, record_hash
 from lazyconv.fixtures.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
@@ -57,6 +59,11 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 _INT64_MIN = -(1 << 63)
+# a plain legacy message: log header 12, crc 4, magic 1, attributes 1, [timestamp 8], key length
+_V0_KEY_START = LOG_OVERHEAD + 6
+_V1_KEY_START = LOG_OVERHEAD + 14
+_OFFSET_TIMESTAMP = struct.Struct(">qq")
+_NO_HEADERS = bytes(4)
 
 
 @dataclass(frozen=True)
@@ -474,11 +481,49 @@ def _note_control(scan: _RangeScan, batch: Any, records: list[Any], pos: int) ->
 
 def _decode_entries(data: memoryview) -> Any:
     """Per complete entry of converted bytes: its last offset and ``(offset, record hash)`` of
-    each record a consumer receives from it (none from a control batch)."""
+    each record a consumer receives from it (none from a control batch).
+
+    The compiled scan delimits and checks every entry (CRC, structure) in one call. A plain
+    legacy message (what a v2 batch converts to below magic 2) is then hashed straight from its
+    bytes: its ``key length | key | value length | value`` tail is the middle of the canonical
+    record encoding. Other entries (compressed wrappers, v2 batches) are decoded record by
+    record; a damaged entry raises the error reading it would.
+    """
+    from lazyconv.records.scan import scan_batches
+
+    result = scan_batches(data)
+    if result.stop != "end":
+        yield from _decode_entries_by_records(data)
+        return
+    view = result.view
+    for entry in result.entries:
+        if not entry.valid:
+            error = result.error(entry)
+            if error is not None:
+                raise error
+        if entry.magic < 2 and entry.record_count == 1:
+            body = entry.position + (_V1_KEY_START if entry.magic == 1 else _V0_KEY_START)
+            timestamp = entry.max_timestamp if entry.magic == 1 else -1
+            offset = entry.base_offset
+            canonical = b"".join((_OFFSET_TIMESTAMP.pack(offset, timestamp),
+                                  view[body:entry.position + entry.size], _NO_HEADERS))
+            yield offset, [(offset, xxh3_64_intdigest(canonical))]
+            continue
+        batch = result.batch(entry)
+        if batch.is_control:  # magic 2 keeps markers; a consumer hands no record from them
+            yield entry.last_offset, []
+        else:
+            yield entry.last_offset, [
+                (r.offset, record_hash(r.offset, r.timestamp, r.key, r.value)) for r in batch]
+
+
+def _decode_entries_by_records(data: memoryview) -> Any:
+    """:func:`_decode_entries` by the records layer's reader, record by record (the
+    reference)."""
     from lazyconv.records import MemoryRecords
 
     for out_batch in MemoryRecords(bytes(data)).batches():
-        if out_batch.is_control:  # magic 2 keeps markers; a consumer hands no record from them
+        if out_batch.is_control:
             yield out_batch.last_offset, []
         else:
             yield out_batch.last_offset, [
