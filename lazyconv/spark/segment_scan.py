@@ -563,7 +563,11 @@ def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], hashes: li
             conv: bytes | bytearray = b""
             converted = temporary = 0
         else:
-            conv, stats = down_convert_bytes([batch], to_magic, _INT64_MIN)
+            # no first-offset filter: 0 keeps every offset of a sane log and lets the compiled
+            # kernel convert plain v2 batches; a negative base offset keeps the reference path
+            # (which refuses negative offsets) as before
+            no_filter = 0 if batch.base_offset >= 0 else _INT64_MIN
+            conv, stats = down_convert_bytes([batch], to_magic, no_filter)
             converted, temporary = stats.records_converted, stats.temporary_memory_bytes
         if expected:
             consumer.expect_records(len(records),
