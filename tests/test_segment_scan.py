@@ -261,6 +261,21 @@ def test_the_manifest_is_read_from_urls_too() -> None:
     assert _load_manifest((COMMITTED / "codecs-0").as_uri()) is None
 
 
+def test_txnindex_checks_hold_when_ranges_cut_inside_transactions(copy: Path) -> None:
+    """A range that starts inside an aborted transaction does not see its first batch: the
+    entry's first offset (before the range) is not a violation there, for any cut."""
+    entries = 0
+    for seg in list_segments(str(copy)):
+        if seg.topic == "transactions":
+            entries += len(write_txn_index(seg))
+    for range_bytes in (8 * KIB, 32 * KIB):
+        found, results = _validate_dir(copy, range_bytes)
+        assert found == []
+        assert sum(r["summary"]["txnindex_entries"] for r in results) == entries
+        assert sum(r["summary"]["range_index"] > 0 for r in results
+                   if r["summary"]["topic"] == "transactions") > 2
+
+
 def test_converted_entries_hashed_from_bytes_equal_the_record_reader() -> None:
     """The fast re-read of converted bytes (legacy messages hashed straight from their bytes)
     gives the same (offset, hash) pairs as decoding every record, for every target magic."""
