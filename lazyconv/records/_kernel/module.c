@@ -141,6 +141,45 @@ static int finish(PyObject *out, Py_buffer *view, Py_ssize_t length)
     return PyByteArray_Resize(out, length);
 }
 
+/* Convert the plain v2 batches at the start of p[0:n) into `out` (lc_convert_run, the GIL
+ * released, `out` grown as the run needs). -1 with an exception set on allocation failure. */
+static int convert_run_into(const uint8_t *p, size_t n, PyObject *out, int to_magic, long long first_offset,
+                            size_t *consumed_out, int64_t *converted_out, int64_t *temporary_out,
+                            enum lc_stop *stop_out)
+{
+    Py_buffer view;
+    size_t consumed = 0;
+    int64_t converted = 0, temporary = 0;
+    enum lc_stop stop = LC_STOP_END;
+    for (;;) {
+        Py_ssize_t start;
+        size_t bound = run_bound(p + consumed, n - consumed);
+        if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0)
+            return -1;
+        lc_run_result result;
+        Py_BEGIN_ALLOW_THREADS
+        lc_convert_run(p + consumed, n - consumed, to_magic, first_offset, (uint8_t *)view.buf + start,
+                       bound, &result);
+        Py_END_ALLOW_THREADS
+        if (finish(out, &view, start + (Py_ssize_t)result.written) < 0)
+            return -1;
+        consumed += result.consumed;
+        converted += result.converted;
+        temporary += result.temporary;
+        stop = result.stop;
+        /* run_bound covers every batch the run converts; a second round is only a safety net */
+        if (stop != LC_STOP_NO_SPACE || result.consumed == 0)
+            break;
+    }
+    if (stop == LC_STOP_NO_SPACE)
+        stop = LC_STOP_INVALID;
+    *consumed_out = consumed;
+    *converted_out = converted;
+    *temporary_out = temporary;
+    *stop_out = stop;
+    return 0;
+}
+
 PyDoc_STRVAR(convert_v2_run_doc,
              "convert_v2_run(data, out, to_magic, first_offset) -> (consumed, converted, temporary, stop)\n\n"
              "Down-convert the consecutive magic-2 batches at the start of data (a buffer of whole\n"
@@ -155,7 +194,7 @@ PyDoc_STRVAR(convert_v2_run_doc,
              "thread meanwhile (it is locked against resizing).");
 static PyObject *py_convert_v2_run(PyObject *self, PyObject *args)
 {
-    Py_buffer data, view;
+    Py_buffer data;
     PyObject *out;
     int to_magic;
     long long first_offset;
@@ -166,38 +205,14 @@ static PyObject *py_convert_v2_run(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "to_magic must be 0 or 1");
         return NULL;
     }
-    const uint8_t *p = data.buf;
-    size_t n = (size_t)data.len;
-    size_t consumed = 0;
-    int64_t converted = 0, temporary = 0;
-    enum lc_stop stop = LC_STOP_END;
-    for (;;) {
-        Py_ssize_t start;
-        size_t bound = run_bound(p + consumed, n - consumed);
-        if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0) {
-            PyBuffer_Release(&data);
-            return NULL;
-        }
-        lc_run_result result;
-        Py_BEGIN_ALLOW_THREADS
-        lc_convert_run(p + consumed, n - consumed, to_magic, first_offset, (uint8_t *)view.buf + start,
-                       bound, &result);
-        Py_END_ALLOW_THREADS
-        if (finish(out, &view, start + (Py_ssize_t)result.written) < 0) {
-            PyBuffer_Release(&data);
-            return NULL;
-        }
-        consumed += result.consumed;
-        converted += result.converted;
-        temporary += result.temporary;
-        stop = result.stop;
-        /* run_bound covers every batch the run converts; a second round is only a safety net */
-        if (stop != LC_STOP_NO_SPACE || result.consumed == 0)
-            break;
-    }
+    size_t consumed;
+    int64_t converted, temporary;
+    enum lc_stop stop;
+    int failed = convert_run_into(data.buf, (size_t)data.len, out, to_magic, first_offset, &consumed, &converted,
+                                  &temporary, &stop);
     PyBuffer_Release(&data);
-    if (stop == LC_STOP_NO_SPACE)
-        stop = LC_STOP_INVALID;
+    if (failed)
+        return NULL;
     return Py_BuildValue("(nLLi)", (Py_ssize_t)consumed, (long long)converted, (long long)temporary, (int)stop);
 }
 
@@ -804,6 +819,52 @@ static PyObject *py_scan_plain_v2(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(end);
 }
 
+PyDoc_STRVAR(convert_v2_chunk_doc,
+             "convert_v2_chunk(data, out, chunk_size, to_magic, first_offset) -> (end, stop, converted, temporary)\n\n"
+             "One chunk of the lazy send, decided and converted in one call. data starts at an entry;\n"
+             "the chunk is the first entry, then the following ones while their sizes total at\n"
+             "most chunk_size. CHUNK_DONE: the chunk is data[0:end) (end 0: nothing the kernel can\n"
+             "take), it ends where the reference policy ends it, and its plain v2 batches were\n"
+             "converted into the bytearray out (to_magic 0 or 1, records below first_offset\n"
+             "skipped; converted and temporary as convert_v2_run). CHUNK_MIXED: the reference policy\n"
+             "would take into this chunk an entry the kernel does not convert, or a batch is invalid:\n"
+             "nothing is meant to be used (out may hold partial output); the caller groups and\n"
+             "converts the chunk itself. The GIL is released while scanning and converting.");
+
+static PyObject *py_convert_v2_chunk(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    PyObject *out;
+    Py_ssize_t chunk_size;
+    int to_magic;
+    long long first_offset;
+    if (!PyArg_ParseTuple(args, "y*O!niL", &data, &PyByteArray_Type, &out, &chunk_size, &to_magic, &first_offset))
+        return NULL;
+    if ((to_magic != 0 && to_magic != 1) || chunk_size < 0) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "to_magic must be 0 or 1 and chunk_size not negative");
+        return NULL;
+    }
+    size_t end = 0, consumed = 0;
+    int64_t converted = 0, temporary = 0;
+    enum lc_chunk_stop chunk_stop;
+    Py_BEGIN_ALLOW_THREADS
+    chunk_stop = lc_chunk_end(data.buf, (size_t)data.len, (size_t)chunk_size, &end);
+    Py_END_ALLOW_THREADS
+    if (chunk_stop == LC_CHUNK_DONE && end > 0) {
+        enum lc_stop stop;
+        if (convert_run_into(data.buf, end, out, to_magic, first_offset, &consumed, &converted, &temporary,
+                             &stop) < 0) {
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+        if (stop != LC_STOP_END || consumed != end)
+            chunk_stop = LC_CHUNK_MIXED; /* an invalid batch: the reference code reports it */
+    }
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(niLL)", (Py_ssize_t)end, (int)chunk_stop, (long long)converted, (long long)temporary);
+}
+
 static PyMethodDef methods[] = {
     {"crc32", py_crc32, METH_VARARGS, crc32_doc},
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
@@ -813,6 +874,7 @@ static PyMethodDef methods[] = {
     {"convert_v2_run", py_convert_v2_run, METH_VARARGS, convert_v2_run_doc},
     {"convert_v2_records", py_convert_v2_records, METH_VARARGS, convert_v2_records_doc},
     {"scan_plain_v2", py_scan_plain_v2, METH_VARARGS, scan_plain_v2_doc},
+    {"convert_v2_chunk", py_convert_v2_chunk, METH_VARARGS, convert_v2_chunk_doc},
     {"scan_entries", py_scan_entries, METH_VARARGS, scan_entries_doc},
     {"decode_v2_records", py_decode_v2_records, METH_VARARGS, decode_v2_records_doc},
     {"iter_v2_records", py_iter_v2_records, METH_VARARGS, iter_v2_records_doc},
@@ -850,6 +912,8 @@ PyMODINIT_FUNC PyInit__ckernel(void)
         PyModule_AddIntConstant(m, "STOP_NOT_V2", LC_STOP_NOT_V2) < 0 ||
         PyModule_AddIntConstant(m, "STOP_PARTIAL", LC_STOP_PARTIAL) < 0 ||
         PyModule_AddIntConstant(m, "STOP_INVALID", LC_STOP_INVALID) < 0 ||
+        PyModule_AddIntConstant(m, "CHUNK_DONE", LC_CHUNK_DONE) < 0 ||
+        PyModule_AddIntConstant(m, "CHUNK_MIXED", LC_CHUNK_MIXED) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_END", LC_SCAN_END) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_PARTIAL", LC_SCAN_PARTIAL) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_BAD_SIZE", LC_SCAN_BAD_SIZE) < 0 ||
