@@ -5,13 +5,14 @@ nulls, long and non-canonical varints, extreme offsets and timestamps; compresse
 batches; legacy entries), mutates it (byte flips, truncation, lying batch lengths, record
 counts and record lengths, random garbage), and then:
 
-1. calls the kernel's entry points directly on the raw bytes (``convert_v2_run`` on the whole
-   stream, ``convert_v2_records`` on a batch's payload), which must not crash or read out of
+1. calls the kernel's entry points directly on the raw bytes (``convert_v2_run`` and
+   ``convert_v2_chunk`` with random chunk sizes on the whole stream and a random suffix, ``convert_v2_records`` on a batch's payload), which must not crash or read out of
    bounds whatever the length fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
 2. scans the stream with ``scan_batches`` (kernel) and ``scan_batches_reference``, and converts
    it with ``down_convert_bytes`` and decodes its records on the kernel and on the pure-Python
-   path: scan results, output bytes, stats, decoded records and errors (type, message,
-   position) must be identical.
+   path, and (every fourth input) drives the lazy send with the kernel's chunking and with the
+   reference grouping: scan results, output bytes, stats, decoded records, sent bytes, chunk
+   pieces and errors (type, message, position) must be identical.
 
 ``python bench/fuzz_kernel.py --seconds 120`` runs for a time budget and prints the number of
 executions (kernel calls) and differences; exit status 1 on any difference.
@@ -169,12 +170,29 @@ def _decoded(data: bytes) -> tuple[Any, ...]:
     return ("ok", out)
 
 
+def _lazy_outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
+    from lazyconv.errors import LazyconvError
+    from lazyconv.lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords
+    from lazyconv.records import MemoryRecords
+
+    try:
+        send = LazyDownConvertedRecords(MemoryRecords(data), to_magic, first_offset, MIN_CHUNK_SIZE).to_send()
+    except LazyconvError as exc:
+        return ("error", type(exc), str(exc), exc.position)
+    sent = send.to_bytes()
+    error = send.error
+    return (sent, send.piece_sizes, send.stats.records_converted, send.stats.temporary_memory_bytes,
+            None if error is None else (type(error), str(error), error.position))
+
+
 def run(seconds: float, seed: int) -> tuple[int, int, int]:
     """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
+    import lazyconv.lazy as lazy_module
     import lazyconv.records.batch as batch_module
     import lazyconv.records.conversion as conversion
     from lazyconv.records.scan import scan_batches, scan_batches_reference
 
+    logging.getLogger("lazyconv.lazy").setLevel(logging.CRITICAL)  # the sends log every stop
     kernel = conversion.kernel
     if kernel is None:
         raise SystemExit("the compiled kernel is not in use: nothing to fuzz")
@@ -195,7 +213,10 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
             for start in (0, rng.randrange(len(data) + 1)):
                 del scratch[:]
                 kernel.convert_v2_run(data[start:], scratch, to_magic, first_offset)
-                executions += 1
+                del scratch[:]
+                chunk_size = rng.choice((0, 1, 61, rng.randrange(len(data) + 100), 1 << 20))
+                kernel.convert_v2_chunk(data[start:], scratch, chunk_size, to_magic, first_offset)
+                executions += 2
             if len(data) > RECORDS_OFFSET:
                 payload = data[RECORDS_OFFSET:]
                 for count in (rng.randint(0, 20), len(payload)):
@@ -218,6 +239,14 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                 reference = _outcome(data, to_magic, first_offset), _decoded(data)
             finally:
                 conversion.kernel = batch_module._kernel = kernel
+            if inputs % 4 == 0:  # the lazy send: kernel chunking against the reference grouping
+                native += (_lazy_outcome(data, to_magic, first_offset),)
+                executions += 1
+                lazy_module.kernel = None
+                try:
+                    reference += (_lazy_outcome(data, to_magic, first_offset),)
+                finally:
+                    lazy_module.kernel = kernel
             if native != reference:
                 differences += 1
                 log.error("difference on input %s (to_magic %d, first_offset %d):\n native    %r\n reference %r",
