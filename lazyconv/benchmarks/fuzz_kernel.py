@@ -232,11 +232,11 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
             if (scanned.entries, scanned.end, scanned.stop) != (expected.entries, expected.end, expected.stop):
                 differences += 1
                 log.error("scan difference on input %s", data.hex())
-            native = _outcome(data, to_magic, first_offset), _decoded(data)
+            native: tuple[Any, ...] = _outcome(data, to_magic, first_offset), _decoded(data)
             executions += 2
             conversion.kernel = batch_module._kernel = None
             try:
-                reference = _outcome(data, to_magic, first_offset), _decoded(data)
+                reference: tuple[Any, ...] = _outcome(data, to_magic, first_offset), _decoded(data)
             finally:
                 conversion.kernel = batch_module._kernel = kernel
             if inputs % 4 == 0:  # the lazy send: kernel chunking against the reference grouping
