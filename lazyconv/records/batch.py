@@ -71,7 +71,8 @@ def plain_v2_records(
 ) -> Iterator[Record] | None:
     """The records of a whole memory-backed record set, when the kernel is in use and every
     complete entry of ``view`` is a v2 batch the kernel's scan accepts (uncompressed or
-    control): one kernel decoder per batch chained, without batch objects. ``None`` otherwise
+    control): each batch decoded by the kernel in one call into a list of records (one batch's
+    records alive at a time), the lists chained, without batch objects. ``None`` otherwise
     (the caller iterates its batches). Yields and raises exactly what iterating
     :class:`DefaultBatch` objects over the same bytes does."""
     if _kernel is None:
@@ -99,7 +100,11 @@ def _plain_v2_decoders(
         else:
             payload = view[position + RECORD_BATCH_OVERHEAD : following]
             override = max_timestamp if attributes & ATTR_TIMESTAMP_TYPE else None
-            yield kernel.iter_v2_records(
+            # the batch's records as one list (at most one batch of records alive); a malformed
+            # batch goes through the iterator, which yields up to the bad record and hands over
+            # to the reference parser there
+            records = kernel.decode_v2_records(Record, payload, count, base_offset, base_timestamp, override)
+            yield records if records is not None else kernel.iter_v2_records(
                 Record, payload, count, base_offset, base_timestamp, override,
                 _reference_from(payload, count, base_offset, base_timestamp, override, position + RECORD_BATCH_OVERHEAD),
             )
