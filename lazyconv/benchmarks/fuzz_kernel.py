@@ -6,7 +6,8 @@ batches; legacy entries), mutates it (byte flips, truncation, lying batch length
 counts and record lengths, random garbage), and then:
 
 1. calls the kernel's entry points directly on the raw bytes (``convert_v2_run`` and
-   ``convert_v2_chunk`` with random chunk sizes on the whole stream and a random suffix, ``convert_v2_records`` on a batch's payload), which must not crash or read out of
+   ``convert_v2_chunk`` with random chunk sizes on the whole stream and a random suffix,
+   ``encode_v2_records`` on random builder records, compared with the reference encoder, ``convert_v2_records`` on a batch's payload), which must not crash or read out of
    bounds whatever the length fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
 2. scans the stream with ``scan_batches`` (kernel) and ``scan_batches_reference``, and converts
    it with ``down_convert_bytes`` and decodes its records on the kernel and on the pure-Python
@@ -170,6 +171,32 @@ def _decoded(data: bytes) -> tuple[Any, ...]:
     return ("ok", out)
 
 
+def _random_builder_records(rng: random.Random) -> tuple[list[Any], int, int]:
+    base_offset = rng.choice((0, 5, _INT64_MAX - 3, _INT64_MIN))
+    base_timestamp = rng.choice((-1, 0, 1_700_000_000_000, _INT64_MAX))
+    records: list[Any] = []
+    for index in range(rng.randint(0, 5)):
+        offset = base_offset + rng.choice((index, rng.randint(-2, 2**31 + 2)))
+        timestamp = rng.choice((-1, base_timestamp, rng.randint(-2, 2**64), 1.5))
+        headers = tuple(
+            (rng.choice(("", "h", "\u00e9t\u00e9", "\ud800")), _bytes(rng)) for _ in range(rng.randint(0, 2))
+        )
+        records.append((offset, timestamp, _bytes(rng), _bytes(rng), headers))
+    return records, base_offset, base_timestamp
+
+
+def _encode_reference(records: list[Any], base_offset: int, base_timestamp: int) -> tuple[Any, ...]:
+    from lazyconv.records._codec import append_v2_record
+
+    out = bytearray()
+    try:
+        for offset, timestamp, key, value, headers in records:
+            append_v2_record(out, offset - base_offset, timestamp - base_timestamp, key, value, headers)
+    except Exception as exc:  # whatever the reference raises on input the builder would refuse
+        return ("error", type(exc))
+    return ("ok", bytes(out))
+
+
 def _lazy_outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
     from lazyconv.errors import LazyconvError
     from lazyconv.lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords
@@ -225,6 +252,17 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                         rng.choice((None, 5, -9)), to_magic, 0, rng.random() < 0.5,
                     )
                     executions += 1
+            # the builder's record encoding: the kernel's bytes are the reference's when it accepts
+            records, base_offset, base_timestamp = _random_builder_records(rng)
+            encoded = bytearray(b"~")
+            if kernel.encode_v2_records(encoded, records, base_offset, base_timestamp):
+                if ("ok", bytes(encoded[1:])) != _encode_reference(records, base_offset, base_timestamp):
+                    differences += 1
+                    log.error("encode_v2_records difference on %r", records)
+            elif encoded != b"~":
+                differences += 1
+                log.error("encode_v2_records declined but changed its output on %r", records)
+            executions += 1
             # 2. differential: the scan and the public conversion on both implementations
             scanned = scan_batches(data, 7)
             executions += 1
