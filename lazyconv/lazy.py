@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,9 @@ from lazyconv.convert import (
 )
 from lazyconv.errors import ConfigurationError, RecordsError, UnsupportedCompressionError
 from lazyconv.records._format import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
-from lazyconv.records.entries import read_ahead
+from lazyconv.records._native import kernel
+from lazyconv.records.conversion import convert_plain_chunk
+from lazyconv.records.entries import BatchIterator, ReadAheadSource, iter_batches, read_ahead
 from lazyconv.send import Send, write_to_channel
 
 if TYPE_CHECKING:
@@ -309,18 +312,63 @@ class LazyDownConvertedRecords:
         return (data, stats) if data else None
 
     def _later_chunks(self) -> Iterator[_Chunk]:
+        batches = self.records.batches()
+        if kernel is not None and self.to_magic < 2 and isinstance(batches, BatchIterator) and batches.untouched:
+            yield from self._kernel_chunks(batches)
+            return
+        yield from self._reference_chunks(batches)
+
+    def _kernel_chunks(self, batches: BatchIterator) -> Iterator[_Chunk]:
+        # One kernel call per chunk decides where it ends and converts it when it is all plain
+        # v2; any other chunk is grouped and converted by the reference policy, one chunk at a
+        # time, so chunks, bytes, stats and errors are those of _reference_chunks.
+        window = self.chunk_size + RECORD_BATCH_OVERHEAD
+        source = batches.source
+        end = batches.end
+        max_decompressed = batches.max_decompressed_size
+        position = batches.start
+        reader = ReadAheadSource(source, end, window)
+        skipped = iter_batches(reader, position, end, max_decompressed)
+        for _ in range(self._resume_after):
+            batch = next(skipped, None)
+            if batch is None:
+                return
+            position = batch.position + batch.size_in_bytes
+        while position < end:
+            started = time.perf_counter_ns()
+            out = bytearray()
+            chunk = convert_plain_chunk(
+                reader.read(position, min(window, end - position)), out, self.chunk_size, self.to_magic,
+                self.first_offset,
+            )
+            if chunk is not None:
+                position += chunk.end
+                if out:  # empty conversions are skipped and their stats dropped, as in Kafka
+                    yield out, ConversionStats(chunk.converted, chunk.temporary, time.perf_counter_ns() - started)
+                continue
+            guarded = _GuardedBatches(iter_batches(reader, position, end, max_decompressed))
+            group = next(chunk_groups(guarded, self.chunk_size, self.to_magic), None)
+            if group is not None:
+                for data, stats in _convert_group(group, self.to_magic, self.first_offset):
+                    if data:
+                        yield data, stats
+            if guarded.error is not None:
+                raise guarded.error
+            if group is None:
+                return
+            position = group[-1].position + group[-1].size_in_bytes
+
+    def _reference_chunks(self, batches: Iterator[RecordBatch]) -> Iterator[_Chunk]:
         # file-backed records: headers and chunk bytes come from windows of a chunk and a batch
         # header (a few reads per chunk instead of one per batch; memory stays one chunk)
         window = self.chunk_size + RECORD_BATCH_OVERHEAD
-        batches = _GuardedBatches(
-            _skip(read_ahead(self.records.batches(), window), self._resume_after)
-        )
-        for group in chunk_groups(batches, self.chunk_size, self.to_magic):
+        guarded = _GuardedBatches(_skip(read_ahead(batches, window), self._resume_after))
+        for group in chunk_groups(guarded, self.chunk_size, self.to_magic):
             for data, stats in _convert_group(group, self.to_magic, self.first_offset):
                 if data:  # empty conversions are skipped and their stats dropped, as in Kafka
                     yield data, stats
-        if batches.error is not None:
-            raise batches.error
+        if guarded.error is not None:
+            raise guarded.error
 
     def to_send(self) -> LazyDownConvertSend:
         """A :class:`~lazyconv.send.Send` of exactly ``size_in_bytes`` bytes."""

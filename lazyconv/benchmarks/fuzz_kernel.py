@@ -5,13 +5,15 @@ nulls, long and non-canonical varints, extreme offsets and timestamps; compresse
 batches; legacy entries), mutates it (byte flips, truncation, lying batch lengths, record
 counts and record lengths, random garbage), and then:
 
-1. calls the kernel's entry points directly on the raw bytes (``convert_v2_run`` on the whole
-   stream, ``convert_v2_records`` on a batch's payload), which must not crash or read out of
+1. calls the kernel's entry points directly on the raw bytes (``convert_v2_run`` and
+   ``convert_v2_chunk`` with random chunk sizes on the whole stream and a random suffix,
+   ``encode_v2_records`` on random builder records, compared with the reference encoder, ``convert_v2_records`` on a batch's payload), which must not crash or read out of
    bounds whatever the length fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
 2. scans the stream with ``scan_batches`` (kernel) and ``scan_batches_reference``, and converts
    it with ``down_convert_bytes`` and decodes its records on the kernel and on the pure-Python
-   path: scan results, output bytes, stats, decoded records and errors (type, message,
-   position) must be identical.
+   path, and (every fourth input) drives the lazy send with the kernel's chunking and with the
+   reference grouping: scan results, output bytes, stats, decoded records, sent bytes, chunk
+   pieces and errors (type, message, position) must be identical.
 
 ``python bench/fuzz_kernel.py --seconds 120`` runs for a time budget and prints the number of
 executions (kernel calls) and differences; exit status 1 on any difference.
@@ -169,12 +171,55 @@ def _decoded(data: bytes) -> tuple[Any, ...]:
     return ("ok", out)
 
 
+def _random_builder_records(rng: random.Random) -> tuple[list[Any], int, int]:
+    base_offset = rng.choice((0, 5, _INT64_MAX - 3, _INT64_MIN))
+    base_timestamp = rng.choice((-1, 0, 1_700_000_000_000, _INT64_MAX))
+    records: list[Any] = []
+    for index in range(rng.randint(0, 5)):
+        offset = base_offset + rng.choice((index, rng.randint(-2, 2**31 + 2)))
+        timestamp = rng.choice((-1, base_timestamp, rng.randint(-2, 2**64), 1.5))
+        headers = tuple(
+            (rng.choice(("", "h", "\u00e9t\u00e9", "\ud800")), _bytes(rng)) for _ in range(rng.randint(0, 2))
+        )
+        records.append((offset, timestamp, _bytes(rng), _bytes(rng), headers))
+    return records, base_offset, base_timestamp
+
+
+def _encode_reference(records: list[Any], base_offset: int, base_timestamp: int) -> tuple[Any, ...]:
+    from lazyconv.records._codec import append_v2_record
+
+    out = bytearray()
+    try:
+        for offset, timestamp, key, value, headers in records:
+            append_v2_record(out, offset - base_offset, timestamp - base_timestamp, key, value, headers)
+    except Exception as exc:  # whatever the reference raises on input the builder would refuse
+        return ("error", type(exc))
+    return ("ok", bytes(out))
+
+
+def _lazy_outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
+    from lazyconv.errors import LazyconvError
+    from lazyconv.lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords
+    from lazyconv.records import MemoryRecords
+
+    try:
+        send = LazyDownConvertedRecords(MemoryRecords(data), to_magic, first_offset, MIN_CHUNK_SIZE).to_send()
+    except LazyconvError as exc:
+        return ("error", type(exc), str(exc), exc.position)
+    sent = send.to_bytes()
+    error = send.error
+    return (sent, send.piece_sizes, send.stats.records_converted, send.stats.temporary_memory_bytes,
+            None if error is None else (type(error), str(error), error.position))
+
+
 def run(seconds: float, seed: int) -> tuple[int, int, int]:
     """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
+    import lazyconv.lazy as lazy_module
     import lazyconv.records.batch as batch_module
     import lazyconv.records.conversion as conversion
     from lazyconv.records.scan import scan_batches, scan_batches_reference
 
+    logging.getLogger("lazyconv.lazy").setLevel(logging.CRITICAL)  # the sends log every stop
     kernel = conversion.kernel
     if kernel is None:
         raise SystemExit("the compiled kernel is not in use: nothing to fuzz")
@@ -195,7 +240,10 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
             for start in (0, rng.randrange(len(data) + 1)):
                 del scratch[:]
                 kernel.convert_v2_run(data[start:], scratch, to_magic, first_offset)
-                executions += 1
+                del scratch[:]
+                chunk_size = rng.choice((0, 1, 61, rng.randrange(len(data) + 100), 1 << 20))
+                kernel.convert_v2_chunk(data[start:], scratch, chunk_size, to_magic, first_offset)
+                executions += 2
             if len(data) > RECORDS_OFFSET:
                 payload = data[RECORDS_OFFSET:]
                 for count in (rng.randint(0, 20), len(payload)):
@@ -204,6 +252,17 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                         rng.choice((None, 5, -9)), to_magic, 0, rng.random() < 0.5,
                     )
                     executions += 1
+            # the builder's record encoding: the kernel's bytes are the reference's when it accepts
+            records, base_offset, base_timestamp = _random_builder_records(rng)
+            encoded = bytearray(b"~")
+            if kernel.encode_v2_records(encoded, records, base_offset, base_timestamp):
+                if ("ok", bytes(encoded[1:])) != _encode_reference(records, base_offset, base_timestamp):
+                    differences += 1
+                    log.error("encode_v2_records difference on %r", records)
+            elif encoded != b"~":
+                differences += 1
+                log.error("encode_v2_records declined but changed its output on %r", records)
+            executions += 1
             # 2. differential: the scan and the public conversion on both implementations
             scanned = scan_batches(data, 7)
             executions += 1
@@ -211,13 +270,21 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
             if (scanned.entries, scanned.end, scanned.stop) != (expected.entries, expected.end, expected.stop):
                 differences += 1
                 log.error("scan difference on input %s", data.hex())
-            native = _outcome(data, to_magic, first_offset), _decoded(data)
+            native: tuple[Any, ...] = _outcome(data, to_magic, first_offset), _decoded(data)
             executions += 2
             conversion.kernel = batch_module._kernel = None
             try:
-                reference = _outcome(data, to_magic, first_offset), _decoded(data)
+                reference: tuple[Any, ...] = _outcome(data, to_magic, first_offset), _decoded(data)
             finally:
                 conversion.kernel = batch_module._kernel = kernel
+            if inputs % 4 == 0:  # the lazy send: kernel chunking against the reference grouping
+                native += (_lazy_outcome(data, to_magic, first_offset),)
+                executions += 1
+                lazy_module.kernel = None
+                try:
+                    reference += (_lazy_outcome(data, to_magic, first_offset),)
+                finally:
+                    lazy_module.kernel = kernel
             if native != reference:
                 differences += 1
                 log.error("difference on input %s (to_magic %d, first_offset %d):\n native    %r\n reference %r",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 from lazyconv.errors import ConfigurationError, UnknownCompressionError, UnsupportedCompressionError
 from lazyconv.records._codec import (
@@ -12,6 +13,7 @@ from lazyconv.records._codec import (
     append_v2_record,
     crc32c,
 )
+from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL
 from lazyconv.records.compression import Compression, compress
 from lazyconv.records.control import ControlRecordType, control_key, end_txn_marker_value
@@ -20,6 +22,8 @@ from lazyconv.records.types import RECORD_BATCH_OVERHEAD, TimestampType
 
 __all__ = ["RecordsBuilder", "build_end_txn_marker", "encode_v2_batch"]
 
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 
@@ -148,8 +152,10 @@ class RecordsBuilder:
         base_timestamp = self._records[0][1]
         body = bytearray()
         base = self.base_offset
-        for offset, timestamp, key, value, headers in self._records:
-            append_v2_record(body, offset - base, timestamp - base_timestamp, key, value, headers)
+        # the kernel encodes every record in one call; the reference encoder whenever it declines
+        if not _encoded_by_kernel(body, self._records, base, base_timestamp):
+            for offset, timestamp, key, value, headers in self._records:
+                append_v2_record(body, offset - base, timestamp - base_timestamp, key, value, headers)
         if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
             max_timestamp = self.log_append_time if self.log_append_time is not None else -1
         else:
@@ -214,6 +220,16 @@ class RecordsBuilder:
             int(self.compression) | ts_bit,
         )
         return bytes(wrapper)
+
+
+def _encoded_by_kernel(body: bytearray, records: list[Any], base_offset: int, base_timestamp: int) -> bool:
+    """Encode every record into ``body`` in one kernel call; ``False`` (``body`` untouched) when
+    the kernel is not in use or declines (the reference encoder then does it)."""
+    if _kernel is None or type(base_offset) is not int or type(base_timestamp) is not int:
+        return False
+    if not (_INT64_MIN <= base_offset <= _INT64_MAX and _INT64_MIN <= base_timestamp <= _INT64_MAX):
+        return False
+    return bool(_kernel.encode_v2_records(body, records, base_offset, base_timestamp))
 
 
 def encode_v2_batch(

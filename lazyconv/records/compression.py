@@ -72,6 +72,9 @@ _NAMES = {
 
 
 _BY_ID: dict[object, Compression] = {member.value: member for member in Compression}
+# The members as module constants: ``Compression.X`` is an enum class attribute lookup (about
+# 0.2 µs each on CPython 3.11), and the codec dispatch below runs once per batch.
+_NONE, _GZIP, _SNAPPY, _LZ4, _ZSTD = (Compression(i) for i in range(5))
 
 
 def compression_name(codec: int) -> str:
@@ -105,7 +108,7 @@ def check_codec_allowed(codec: int, magic: int, position: int | None = None) -> 
     compression = compression_from_id(codec, position)
     if magic not in (0, 1, 2):
         raise UnknownMagicError(f"unknown magic {magic} (expected 0, 1 or 2)", position)
-    if compression == Compression.ZSTD and magic < 2:
+    if compression == _ZSTD and magic < 2:
         raise UnsupportedCompressionError(
             f"zstd compression needs magic 2 (records with magic {magic} cannot carry it)", position
         )
@@ -156,13 +159,13 @@ def compress(
     """
     compression = check_codec_allowed(codec, magic)
     resolved = _resolve_level(compression, level)
-    if compression == Compression.NONE:
+    if compression == _NONE:
         return bytes(data)
-    if compression == Compression.GZIP:
+    if compression == _GZIP:
         return _gzip_compress(data, _GZIP_DEFAULT_LEVEL if resolved is None else resolved)
-    if compression == Compression.SNAPPY:
+    if compression == _SNAPPY:
         return _snappy_compress(data)
-    if compression == Compression.LZ4:
+    if compression == _LZ4:
         return _lz4_compress(data, magic, _LZ4_DEFAULT_LEVEL if resolved is None else resolved)
     return _zstd_compress(data, _ZSTD_DEFAULT_LEVEL if resolved is None else resolved)
 
@@ -189,13 +192,13 @@ def decompress(
     if max_size < 0:
         raise ConfigurationError(f"max_size must be >= 0, got {max_size}")
     view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
-    if compression == Compression.NONE:
+    if compression == _NONE:
         return bytes(view)
-    if compression == Compression.GZIP:
+    if compression == _GZIP:
         return _gzip_decompress(view, max_size, position)
-    if compression == Compression.SNAPPY:
+    if compression == _SNAPPY:
         return _snappy_decompress(view, max_size, position)
-    if compression == Compression.LZ4:
+    if compression == _LZ4:
         return _lz4_decompress(view, magic, max_size, position)
     return _zstd_decompress(view, max_size, position)
 

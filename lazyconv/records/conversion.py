@@ -34,6 +34,8 @@ __all__ = [
     "convert_batch_run",
     "convert_memory_range",
     "append_batch_as_legacy",
+    "ChunkResult",
+    "convert_plain_chunk",
     "STOP_END",
 ]
 
@@ -64,6 +66,39 @@ def convert_uncompressed_run(
     if kernel is None or not _INT64_MIN <= first_offset <= _INT64_MAX:
         return None
     return RunResult(*kernel.convert_v2_run(data, out, to_magic, first_offset))
+
+
+class ChunkResult(NamedTuple):
+    """What :func:`convert_plain_chunk` did: the chunk is ``data[:end]`` (its plain v2 batches
+    converted: ``converted`` records written, ``temporary`` as :class:`RunResult`)."""
+
+    end: int
+    converted: int
+    temporary: int
+
+
+def convert_plain_chunk(
+    data: bytes | bytearray | memoryview, out: bytearray, chunk_size: int, to_magic: int, first_offset: int
+) -> ChunkResult | None:
+    """Decide and convert, in one kernel call, the lazy send's chunk that starts at ``data[0]``
+    (an entry boundary; ``data`` is a read-ahead window of at least ``chunk_size`` + 61 bytes
+    unless the records end sooner).
+
+    The chunk is the first entry, then the following entries while the total of their sizes
+    stays ``<= chunk_size`` (the policy of :func:`lazyconv.lazy.chunk_groups`). When every entry
+    of it is a valid uncompressed (or control) v2 batch, its conversion to ``to_magic`` (0 or 1)
+    is appended to ``out`` and the result says where the chunk ends. ``None`` when the caller must
+    group and convert this chunk with the reference code: the kernel is not in use, the chunk
+    holds an entry the kernel leaves to Python (legacy, compressed, zstd, invalid), its first
+    entry is partial, larger than ``data`` or rejected by the splitter, or nothing is left.
+    ``out`` is undefined after ``None``: pass a fresh one.
+    """
+    if kernel is None or not 0 <= first_offset <= _INT64_MAX:
+        return None
+    end, stop, converted, temporary = kernel.convert_v2_chunk(data, out, chunk_size, to_magic, first_offset)
+    if stop != kernel.CHUNK_DONE or end == 0:
+        return None
+    return ChunkResult(end, converted, temporary)
 
 
 def _runnable(batch: object) -> bool:

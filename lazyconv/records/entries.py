@@ -17,7 +17,7 @@ from lazyconv.records.types import (
     RecordBatch,
 )
 
-__all__ = ["iter_batches", "BatchIterator", "read_ahead", "MAX_ENTRY_SIZE"]
+__all__ = ["iter_batches", "BatchIterator", "ReadAheadSource", "read_ahead", "MAX_ENTRY_SIZE"]
 
 MAX_ENTRY_SIZE = 2**31 - 1  # the consumer's limit: none beyond int32
 
@@ -93,7 +93,7 @@ class BatchIterator(Iterator[RecordBatch]):
         return next(self._batches)
 
 
-class _ReadAheadSource:
+class ReadAheadSource:
     """A source that serves small reads from a window of ``window_size`` bytes read at once
     (one positioned read instead of one per batch header); reads it cannot serve from a window
     inside ``[.., end)`` go to the underlying source unchanged (same bytes, same errors)."""
@@ -128,5 +128,5 @@ def read_ahead(batches: Iterator[RecordBatch], window_size: int) -> Iterator[Rec
         return batches
     if isinstance(getattr(batches.source, "view", None), memoryview):
         return batches  # memory: nothing to read ahead
-    source = _ReadAheadSource(batches.source, batches.end, window_size)
+    source = ReadAheadSource(batches.source, batches.end, window_size)
     return BatchIterator(source, batches.start, batches.end, batches.max_decompressed_size)

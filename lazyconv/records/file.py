@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from itertools import chain
 from typing import BinaryIO
 
 from lazyconv.errors import ConfigurationError, TruncatedDataError
@@ -126,8 +127,7 @@ class FileRecords:
 
     def records(self) -> Iterator[Record]:
         """Every record of every batch, in order (loads one batch at a time)."""
-        for batch in self.batches():
-            yield from batch
+        return chain.from_iterable(self.batches())  # no generator frame per record
 
     def read(self, position: int, size: int) -> bytes:
         """``size`` bytes at ``position`` relative to :attr:`start`."""

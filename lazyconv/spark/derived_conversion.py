@@ -117,8 +117,9 @@ class DerivedConsumer:
     """An old consumer reading one byte range through the lazy send, for one target magic and
     every chunk size at once. Feed batches in log order with :meth:`add`, then :meth:`finish`.
 
-    ``decode_entries(data)`` yields ``(last_offset, [(offset, timestamp, key, value), ...])`` per
-    complete entry of converted bytes (the segment scan passes the records layer's reader).
+    ``decode_entries(data)`` yields ``(last_offset, [(offset, record hash), ...])`` per complete
+    entry of converted bytes, the hash being :func:`~lazyconv.fixtures.checksum.record_hash` of
+    the record as received, without headers (the segment scan passes the records layer's reader).
     """
 
     def __init__(self, to_magic: int, chunk_sizes: tuple[int, ...], fetch_max_bytes: int,
@@ -147,6 +148,14 @@ class DerivedConsumer:
         t = self.totals
         t.expected += 1
         t.expected_hash = (t.expected_hash + record_hash(offset, timestamp, key, value)) & MASK64
+
+    def expect_records(self, count: int, hash_sum: int) -> None:
+        """Count ``count`` records a consumer of this magic must receive, whose
+        :func:`~lazyconv.fixtures.checksum.record_hash` values (without headers) sum to
+        ``hash_sum``."""
+        t = self.totals
+        t.expected += count
+        t.expected_hash = (t.expected_hash + hash_sum) & MASK64
 
     def add(self, batch: ConvertedBatch) -> None:
         """The next complete batch of the range (in log order)."""
@@ -264,11 +273,10 @@ class DerivedConsumer:
             if take:
                 for last, records in self._decode(piece[:take]):
                     last_complete = last
-                    for offset, timestamp, key, value in records:
+                    for offset, record_hash_value in records:
                         if offset >= self.next_offset:
                             t.delivered += 1
-                            t.delivered_hash = (t.delivered_hash
-                                                + record_hash(offset, timestamp, key, value)) & MASK64
+                            t.delivered_hash = (t.delivered_hash + record_hash_value) & MASK64
             valid += take
             if take < len(piece):
                 break

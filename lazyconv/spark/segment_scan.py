@@ -27,6 +27,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from xxhash import xxh3_64_intdigest
+
 from lazyconv.errors import CorruptRecordError, LazyconvError
 from lazyconv.fixtures.checksum import MASK64, record_hash
 from lazyconv.fixtures.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
@@ -56,6 +58,11 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 _INT64_MIN = -(1 << 63)
+# a plain legacy message: log header 12, crc 4, magic 1, attributes 1, [timestamp 8], key length
+_V0_KEY_START = LOG_OVERHEAD + 6
+_V1_KEY_START = LOG_OVERHEAD + 14
+_OFFSET_TIMESTAMP = struct.Struct(">qq")
+_NO_HEADERS = bytes(4)
 
 
 @dataclass(frozen=True)
@@ -378,14 +385,13 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     if magic == 2:
         _check_v2_header(scan, batch, records, pos)
     s["last_offset"] = last
+    hashes: list[int] = []
     if batch.is_control:
         s["control_batches"] += 1
         _note_control(scan, batch, records, pos)
     else:
-        checksum = 0
-        for r in records:
-            checksum += record_hash(r.offset, r.timestamp, r.key, r.value, r.headers)
-        s["checksum"] += checksum
+        hashes = [record_hash(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+        s["checksum"] += sum(hashes)
         s["records"] += len(records)
         if batch.is_transactional and magic == 2 and batch.producer_id not in scan.txn_first:
             scan.txn_first[batch.producer_id] = base
@@ -393,7 +399,7 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     s["max_timestamp"] = scan.max_ts
     _keep_place(scan, pos, last, scan.max_ts)
     if scan.consumers is not None:
-        _feed_consumers(scan, batch, records, pos)
+        _feed_consumers(scan, batch, records, hashes, pos)
 
 
 def _keep_place(scan: _RangeScan, pos: int, last_offset: int, running_max: int | None) -> None:
@@ -480,17 +486,71 @@ def _note_control(scan: _RangeScan, batch: Any, records: list[Any], pos: int) ->
 # --- conversions -------------------------------------------------------------------------------
 
 def _decode_entries(data: memoryview) -> Any:
+    """Per complete entry of converted bytes: its last offset and ``(offset, record hash)`` of
+    each record a consumer receives from it (none from a control batch).
+
+    The compiled scan delimits and checks every entry (CRC, structure) in one call. A plain
+    legacy message (what a v2 batch converts to below magic 2) is then hashed straight from its
+    bytes: its ``key length | key | value length | value`` tail is the middle of the canonical
+    record encoding. Other entries (compressed wrappers, v2 batches) are decoded record by
+    record; a damaged entry raises the error reading it would.
+    """
+    from lazyconv.records.scan import scan_batches
+
+    result = scan_batches(data)
+    if result.stop != "end":
+        yield from _decode_entries_by_records(data)
+        return
+    view = result.view
+    for entry in result.entries:
+        if not entry.valid:
+            error = result.error(entry)
+            if error is not None:
+                raise error
+        if entry.magic < 2 and entry.record_count == 1:
+            body = entry.position + (_V1_KEY_START if entry.magic == 1 else _V0_KEY_START)
+            timestamp = entry.max_timestamp if entry.magic == 1 else -1
+            offset = entry.base_offset
+            canonical = b"".join((_OFFSET_TIMESTAMP.pack(offset, timestamp),
+                                  view[body:entry.position + entry.size], _NO_HEADERS))
+            yield offset, [(offset, xxh3_64_intdigest(canonical))]
+            continue
+        batch = result.batch(entry)
+        if batch.is_control:  # magic 2 keeps markers; a consumer hands no record from them
+            yield entry.last_offset, []
+        else:
+            yield entry.last_offset, [
+                (r.offset, record_hash(r.offset, r.timestamp, r.key, r.value)) for r in batch]
+
+
+def _decode_entries_by_records(data: memoryview) -> Any:
+    """:func:`_decode_entries` by the records layer's reader, record by record (the
+    reference)."""
     from lazyconv.records import MemoryRecords
 
     for out_batch in MemoryRecords(bytes(data)).batches():
-        if out_batch.is_control:  # magic 2 keeps markers; a consumer hands no record from them
+        if out_batch.is_control:
             yield out_batch.last_offset, []
         else:
-            yield out_batch.last_offset, [(r.offset, r.timestamp, r.key, r.value)
-                                          for r in out_batch]
+            yield out_batch.last_offset, [
+                (r.offset, record_hash(r.offset, r.timestamp, r.key, r.value))
+                for r in out_batch]
 
 
-def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], pos: int) -> None:
+def _expected_hash_sum(batch: Any, records: list[Any], hashes: list[int], to_magic: int) -> int:
+    """The sum of the hashes of ``records`` as a consumer of ``to_magic`` sees them (no
+    headers; timestamp -1 unless both magics carry one), reusing the checksum's ``hashes``
+    where the two encodings are the same."""
+    carries_ts = to_magic > 0 and batch.magic > 0
+    if batch.magic == 0 or (carries_ts and not any(r.headers for r in records)):
+        return sum(hashes)  # v0: timestamp -1 and no headers already
+    if carries_ts:
+        return sum(record_hash(r.offset, r.timestamp, r.key, r.value) for r in records)
+    return sum(record_hash(r.offset, -1, r.key, r.value) for r in records)
+
+
+def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], hashes: list[int],
+                    pos: int) -> None:
     from lazyconv.convert import down_convert_bytes, is_zstd_below_v2
     from lazyconv.records.compression import Compression
 
@@ -509,12 +569,15 @@ def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], pos: int) 
             conv: bytes | bytearray = b""
             converted = temporary = 0
         else:
-            conv, stats = down_convert_bytes([batch], to_magic, _INT64_MIN)
+            # no first-offset filter: 0 keeps every offset of a sane log and lets the compiled
+            # kernel convert plain v2 batches; a negative base offset keeps the reference path
+            # (which refuses negative offsets) as before
+            no_filter = 0 if batch.base_offset >= 0 else _INT64_MIN
+            conv, stats = down_convert_bytes([batch], to_magic, no_filter)
             converted, temporary = stats.records_converted, stats.temporary_memory_bytes
         if expected:
-            carries_ts = to_magic > 0 and batch.magic > 0
-            for r in records:
-                consumer.expect(r.offset, r.timestamp if carries_ts else -1, r.key, r.value)
+            consumer.expect_records(len(records),
+                                    _expected_hash_sum(batch, records, hashes, to_magic))
         consumer.add(ConvertedBatch(
             position=pos, size=batch.size_in_bytes, last_offset=batch.last_offset, zstd=zstd,
             conv=conv, records=converted, temporary=temporary,

@@ -220,6 +220,33 @@ int64_t lc_scan_plain_v2(const uint8_t *data, size_t n)
     }
 }
 
+enum lc_chunk_stop lc_chunk_end(const uint8_t *data, size_t n, size_t chunk_size, size_t *end)
+{
+    size_t pos = 0;
+    for (;;) {
+        *end = pos;
+        size_t remaining = n - pos;
+        /* the reference splitter ends (or raises) here: the chunk ends before this entry */
+        if (remaining < LC_LOG_OVERHEAD)
+            return LC_CHUNK_DONE;
+        const uint8_t *entry = data + pos;
+        int32_t size = get_i32(entry + LC_SIZE_OFFSET);
+        if (size < LC_RECORD_OVERHEAD_V0 || remaining < LC_HEADER_SIZE_UP_TO_MAGIC ||
+            entry[LC_MAGIC_OFFSET] > 2 || remaining < LC_LOG_OVERHEAD + (size_t)size)
+            return LC_CHUNK_DONE;
+        size_t entry_size = LC_LOG_OVERHEAD + (size_t)size;
+        if (pos > 0 && (pos >= chunk_size || entry_size > chunk_size - pos))
+            return LC_CHUNK_DONE;
+        /* the reference policy takes this entry into the chunk: it must be plain v2 */
+        if (entry[LC_MAGIC_OFFSET] != 2 || size < LC_BATCH_LENGTH_MIN)
+            return LC_CHUNK_MIXED;
+        uint8_t attributes = entry[LC_ATTRIBUTES_OFFSET + 1];
+        if ((attributes & LC_COMPRESSION_CODEC_MASK) && !(attributes & LC_CONTROL_FLAG_MASK))
+            return LC_CHUNK_MIXED;
+        pos += entry_size;
+    }
+}
+
 /* Records of an uncompressed v2 batch parse exactly as the reference iterates them. */
 static int check_v2_records(const uint8_t *data, size_t n, int64_t count)
 {

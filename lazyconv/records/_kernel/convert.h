@@ -66,6 +66,21 @@ void lc_convert_run(const uint8_t *data, size_t n, int to_magic, int64_t first_o
  * entry needs the Python path (legacy or compressed entries, anything the splitter rejects). */
 int64_t lc_scan_plain_v2(const uint8_t *data, size_t n);
 
+/* Why lc_chunk_end stopped. */
+enum lc_chunk_stop {
+    LC_CHUNK_DONE = 0,  /* the chunk ends at `end` exactly where the reference policy ends it
+                           (next batch does not fit, end of data, a partial entry, or an entry
+                           the splitter rejects: each left for the next call) */
+    LC_CHUNK_MIXED = 1, /* an entry the reference policy would take into this chunk is not a
+                           plain v2 batch (legacy, compressed, header too short): the caller
+                           groups this chunk itself */
+};
+
+/* The end of the chunk starting at data[0] under the lazy send's policy: the first entry
+ * unconditionally, then following entries while the total of their sizes stays <= chunk_size,
+ * every one a complete, uncompressed (or control) v2 batch. Never reads past data[n). */
+enum lc_chunk_stop lc_chunk_end(const uint8_t *data, size_t n, size_t chunk_size, size_t *end);
+
 /* One complete entry as lc_scan_entries sees it. */
 typedef struct {
     int64_t position;      /* from the start of the scanned range */

@@ -141,6 +141,45 @@ static int finish(PyObject *out, Py_buffer *view, Py_ssize_t length)
     return PyByteArray_Resize(out, length);
 }
 
+/* Convert the plain v2 batches at the start of p[0:n) into `out` (lc_convert_run, the GIL
+ * released, `out` grown as the run needs). -1 with an exception set on allocation failure. */
+static int convert_run_into(const uint8_t *p, size_t n, PyObject *out, int to_magic, long long first_offset,
+                            size_t *consumed_out, int64_t *converted_out, int64_t *temporary_out,
+                            enum lc_stop *stop_out)
+{
+    Py_buffer view;
+    size_t consumed = 0;
+    int64_t converted = 0, temporary = 0;
+    enum lc_stop stop = LC_STOP_END;
+    for (;;) {
+        Py_ssize_t start;
+        size_t bound = run_bound(p + consumed, n - consumed);
+        if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0)
+            return -1;
+        lc_run_result result;
+        Py_BEGIN_ALLOW_THREADS
+        lc_convert_run(p + consumed, n - consumed, to_magic, first_offset, (uint8_t *)view.buf + start,
+                       bound, &result);
+        Py_END_ALLOW_THREADS
+        if (finish(out, &view, start + (Py_ssize_t)result.written) < 0)
+            return -1;
+        consumed += result.consumed;
+        converted += result.converted;
+        temporary += result.temporary;
+        stop = result.stop;
+        /* run_bound covers every batch the run converts; a second round is only a safety net */
+        if (stop != LC_STOP_NO_SPACE || result.consumed == 0)
+            break;
+    }
+    if (stop == LC_STOP_NO_SPACE)
+        stop = LC_STOP_INVALID;
+    *consumed_out = consumed;
+    *converted_out = converted;
+    *temporary_out = temporary;
+    *stop_out = stop;
+    return 0;
+}
+
 PyDoc_STRVAR(convert_v2_run_doc,
              "convert_v2_run(data, out, to_magic, first_offset) -> (consumed, converted, temporary, stop)\n\n"
              "Down-convert the consecutive magic-2 batches at the start of data (a buffer of whole\n"
@@ -155,7 +194,7 @@ PyDoc_STRVAR(convert_v2_run_doc,
              "thread meanwhile (it is locked against resizing).");
 static PyObject *py_convert_v2_run(PyObject *self, PyObject *args)
 {
-    Py_buffer data, view;
+    Py_buffer data;
     PyObject *out;
     int to_magic;
     long long first_offset;
@@ -166,38 +205,14 @@ static PyObject *py_convert_v2_run(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "to_magic must be 0 or 1");
         return NULL;
     }
-    const uint8_t *p = data.buf;
-    size_t n = (size_t)data.len;
-    size_t consumed = 0;
-    int64_t converted = 0, temporary = 0;
-    enum lc_stop stop = LC_STOP_END;
-    for (;;) {
-        Py_ssize_t start;
-        size_t bound = run_bound(p + consumed, n - consumed);
-        if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0) {
-            PyBuffer_Release(&data);
-            return NULL;
-        }
-        lc_run_result result;
-        Py_BEGIN_ALLOW_THREADS
-        lc_convert_run(p + consumed, n - consumed, to_magic, first_offset, (uint8_t *)view.buf + start,
-                       bound, &result);
-        Py_END_ALLOW_THREADS
-        if (finish(out, &view, start + (Py_ssize_t)result.written) < 0) {
-            PyBuffer_Release(&data);
-            return NULL;
-        }
-        consumed += result.consumed;
-        converted += result.converted;
-        temporary += result.temporary;
-        stop = result.stop;
-        /* run_bound covers every batch the run converts; a second round is only a safety net */
-        if (stop != LC_STOP_NO_SPACE || result.consumed == 0)
-            break;
-    }
+    size_t consumed;
+    int64_t converted, temporary;
+    enum lc_stop stop;
+    int failed = convert_run_into(data.buf, (size_t)data.len, out, to_magic, first_offset, &consumed, &converted,
+                                  &temporary, &stop);
     PyBuffer_Release(&data);
-    if (stop == LC_STOP_NO_SPACE)
-        stop = LC_STOP_INVALID;
+    if (failed)
+        return NULL;
     return Py_BuildValue("(nLLi)", (Py_ssize_t)consumed, (long long)converted, (long long)temporary, (int)stop);
 }
 
@@ -804,6 +819,225 @@ static PyObject *py_scan_plain_v2(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(end);
 }
 
+PyDoc_STRVAR(convert_v2_chunk_doc,
+             "convert_v2_chunk(data, out, chunk_size, to_magic, first_offset) -> (end, stop, converted, temporary)\n\n"
+             "One chunk of the lazy send, decided and converted in one call. data starts at an entry;\n"
+             "the chunk is the first entry, then the following ones while their sizes total at\n"
+             "most chunk_size. CHUNK_DONE: the chunk is data[0:end) (end 0: nothing the kernel can\n"
+             "take), it ends where the reference policy ends it, and its plain v2 batches were\n"
+             "converted into the bytearray out (to_magic 0 or 1, records below first_offset\n"
+             "skipped; converted and temporary as convert_v2_run). CHUNK_MIXED: the reference policy\n"
+             "would take into this chunk an entry the kernel does not convert, or a batch is invalid:\n"
+             "nothing is meant to be used (out may hold partial output); the caller groups and\n"
+             "converts the chunk itself. The GIL is released while scanning and converting.");
+
+static PyObject *py_convert_v2_chunk(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    PyObject *out;
+    Py_ssize_t chunk_size;
+    int to_magic;
+    long long first_offset;
+    if (!PyArg_ParseTuple(args, "y*O!niL", &data, &PyByteArray_Type, &out, &chunk_size, &to_magic, &first_offset))
+        return NULL;
+    if ((to_magic != 0 && to_magic != 1) || chunk_size < 0) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "to_magic must be 0 or 1 and chunk_size not negative");
+        return NULL;
+    }
+    size_t end = 0, consumed = 0;
+    int64_t converted = 0, temporary = 0;
+    enum lc_chunk_stop chunk_stop;
+    Py_BEGIN_ALLOW_THREADS
+    chunk_stop = lc_chunk_end(data.buf, (size_t)data.len, (size_t)chunk_size, &end);
+    Py_END_ALLOW_THREADS
+    if (chunk_stop == LC_CHUNK_DONE && end > 0) {
+        enum lc_stop stop;
+        if (convert_run_into(data.buf, end, out, to_magic, first_offset, &consumed, &converted, &temporary,
+                             &stop) < 0) {
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+        if (stop != LC_STOP_END || consumed != end)
+            chunk_stop = LC_CHUNK_MIXED; /* an invalid batch: the reference code reports it */
+    }
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(niLL)", (Py_ssize_t)end, (int)chunk_stop, (long long)converted, (long long)temporary);
+}
+
+/* ---- v2 record encoding (the builder) ---- */
+
+static size_t uvarint_size(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+static uint8_t *put_uvarint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* One record's fields, borrowed from its tuple. */
+typedef struct {
+    int64_t offset_delta, timestamp_delta;
+    const char *key, *value;
+    Py_ssize_t klen, vlen; /* -1: null */
+    PyObject *headers;     /* a tuple of (str, bytes | None) pairs */
+    size_t body;           /* bytes after the length prefix */
+} v2_fields;
+
+/* Borrow and size one record; 0 ok, 1 leave it to the reference encoder. No exception set. */
+static int v2_record_fields(PyObject *record, long long base_offset, long long base_timestamp, v2_fields *f)
+{
+    if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 5)
+        return 1;
+    if (!PyLong_CheckExact(PyTuple_GET_ITEM(record, 0)) || !PyLong_CheckExact(PyTuple_GET_ITEM(record, 1)))
+        return 1; /* exact ints only: no Python code (__index__) runs between the two passes */
+    int overflow = 0;
+    long long offset = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(record, 0), &overflow);
+    if (overflow || (offset == -1 && PyErr_Occurred()))
+        goto fallback;
+    long long timestamp = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(record, 1), &overflow);
+    if (overflow || (timestamp == -1 && PyErr_Occurred()))
+        goto fallback;
+    /* the builder checks offsets (delta 0..INT32_MAX) and timestamps (>= -1) before this */
+    long long offset_delta, timestamp_delta;
+    if (__builtin_sub_overflow(offset, base_offset, &offset_delta) || offset_delta < 0 || offset_delta > INT32_MAX ||
+        __builtin_sub_overflow(timestamp, base_timestamp, &timestamp_delta))
+        return 1;
+    f->offset_delta = offset_delta;
+    f->timestamp_delta = timestamp_delta;
+    PyObject *key = PyTuple_GET_ITEM(record, 2), *value = PyTuple_GET_ITEM(record, 3);
+    f->headers = PyTuple_GET_ITEM(record, 4);
+    if ((key != Py_None && !PyBytes_CheckExact(key)) || (value != Py_None && !PyBytes_CheckExact(value)) ||
+        !PyTuple_CheckExact(f->headers))
+        return 1;
+    f->key = key == Py_None ? NULL : PyBytes_AS_STRING(key);
+    f->klen = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
+    f->value = value == Py_None ? NULL : PyBytes_AS_STRING(value);
+    f->vlen = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
+    if (f->klen > INT32_MAX || f->vlen > INT32_MAX)
+        return 1;
+    Py_ssize_t hcount = PyTuple_GET_SIZE(f->headers);
+    size_t body = 1 + uvarint_size(zigzag(f->timestamp_delta)) + uvarint_size(zigzag(f->offset_delta)) +
+                  uvarint_size(zigzag(f->klen)) + (f->klen > 0 ? (size_t)f->klen : 0) +
+                  uvarint_size(zigzag(f->vlen)) + (f->vlen > 0 ? (size_t)f->vlen : 0) + uvarint_size(zigzag(hcount));
+    for (Py_ssize_t i = 0; i < hcount; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(f->headers, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)))
+            return 1;
+        PyObject *hval = PyTuple_GET_ITEM(pair, 1);
+        if (hval != Py_None && !PyBytes_CheckExact(hval))
+            return 1;
+        Py_ssize_t hklen;
+        if (PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &hklen) == NULL)
+            goto fallback; /* e.g. lone surrogates: the reference raises its own error */
+        Py_ssize_t hvlen = hval == Py_None ? -1 : PyBytes_GET_SIZE(hval);
+        body += uvarint_size(zigzag(hklen)) + (size_t)hklen + uvarint_size(zigzag(hvlen)) + (hvlen > 0 ? (size_t)hvlen : 0);
+    }
+    if (body > INT32_MAX)
+        return 1;
+    f->body = body;
+    return 0;
+fallback:
+    PyErr_Clear();
+    return 1;
+}
+
+static uint8_t *put_v2_record(uint8_t *p, const v2_fields *f)
+{
+    p = put_uvarint(p, zigzag((int64_t)f->body));
+    *p++ = 0; /* record attributes */
+    p = put_uvarint(p, zigzag(f->timestamp_delta));
+    p = put_uvarint(p, zigzag(f->offset_delta));
+    p = put_uvarint(p, zigzag(f->klen));
+    if (f->klen > 0) {
+        memcpy(p, f->key, (size_t)f->klen);
+        p += f->klen;
+    }
+    p = put_uvarint(p, zigzag(f->vlen));
+    if (f->vlen > 0) {
+        memcpy(p, f->value, (size_t)f->vlen);
+        p += f->vlen;
+    }
+    Py_ssize_t hcount = PyTuple_GET_SIZE(f->headers);
+    p = put_uvarint(p, zigzag(hcount));
+    for (Py_ssize_t i = 0; i < hcount; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(f->headers, i), *hval = PyTuple_GET_ITEM(pair, 1);
+        Py_ssize_t hklen;
+        const char *hkey = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &hklen); /* cached: cannot fail now */
+        p = put_uvarint(p, zigzag(hklen));
+        memcpy(p, hkey, (size_t)hklen);
+        p += hklen;
+        if (hval == Py_None) {
+            p = put_uvarint(p, zigzag(-1));
+        } else {
+            Py_ssize_t hvlen = PyBytes_GET_SIZE(hval);
+            p = put_uvarint(p, zigzag(hvlen));
+            memcpy(p, PyBytes_AS_STRING(hval), (size_t)hvlen);
+            p += hvlen;
+        }
+    }
+    return p;
+}
+
+PyDoc_STRVAR(encode_v2_records_doc,
+             "encode_v2_records(out, records, base_offset, base_timestamp) -> bool\n\n"
+             "Append the v2 encoding of records (a list of (offset, timestamp, key, value, headers)\n"
+             "tuples as RecordsBuilder keeps them) to the bytearray out, as\n"
+             "records._codec.append_v2_record does one by one. False, with out unchanged, when a\n"
+             "record needs the reference encoder (a value beyond the wire's ranges, a header key\n"
+             "that is not UTF-8 encodable, unexpected types): the caller encodes them all itself.");
+
+static PyObject *py_encode_v2_records(PyObject *self, PyObject *args)
+{
+    PyObject *out, *records;
+    long long base_offset, base_timestamp;
+    if (!PyArg_ParseTuple(args, "O!O!LL", &PyByteArray_Type, &out, &PyList_Type, &records, &base_offset,
+                          &base_timestamp))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(records);
+    size_t total = 0;
+    v2_fields f;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (v2_record_fields(PyList_GET_ITEM(records, i), base_offset, base_timestamp, &f))
+            Py_RETURN_FALSE;
+        total += uvarint_size(zigzag((int64_t)f.body)) + f.body;
+        if (total > (size_t)PY_SSIZE_T_MAX / 2)
+            Py_RETURN_FALSE;
+    }
+    Py_ssize_t start = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, start + (Py_ssize_t)total) < 0)
+        return NULL;
+    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(out) + start;
+    uint8_t *end = p + total;
+    /* records is a list the caller does not change meanwhile (no Python code runs here) */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (v2_record_fields(PyList_GET_ITEM(records, i), base_offset, base_timestamp, &f) ||
+            (size_t)(end - p) < uvarint_size(zigzag((int64_t)f.body)) + f.body)
+            break; /* cannot happen (same fields, nothing ran in between); never write past end */
+        p = put_v2_record(p, &f);
+    }
+    if (p != end) { /* cannot happen: both passes size the same fields */
+        PyByteArray_Resize(out, start);
+        PyErr_SetString(PyExc_SystemError, "encode_v2_records: size mismatch");
+        return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"crc32", py_crc32, METH_VARARGS, crc32_doc},
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
@@ -813,6 +1047,8 @@ static PyMethodDef methods[] = {
     {"convert_v2_run", py_convert_v2_run, METH_VARARGS, convert_v2_run_doc},
     {"convert_v2_records", py_convert_v2_records, METH_VARARGS, convert_v2_records_doc},
     {"scan_plain_v2", py_scan_plain_v2, METH_VARARGS, scan_plain_v2_doc},
+    {"convert_v2_chunk", py_convert_v2_chunk, METH_VARARGS, convert_v2_chunk_doc},
+    {"encode_v2_records", py_encode_v2_records, METH_VARARGS, encode_v2_records_doc},
     {"scan_entries", py_scan_entries, METH_VARARGS, scan_entries_doc},
     {"decode_v2_records", py_decode_v2_records, METH_VARARGS, decode_v2_records_doc},
     {"iter_v2_records", py_iter_v2_records, METH_VARARGS, iter_v2_records_doc},
@@ -850,6 +1086,8 @@ PyMODINIT_FUNC PyInit__ckernel(void)
         PyModule_AddIntConstant(m, "STOP_NOT_V2", LC_STOP_NOT_V2) < 0 ||
         PyModule_AddIntConstant(m, "STOP_PARTIAL", LC_STOP_PARTIAL) < 0 ||
         PyModule_AddIntConstant(m, "STOP_INVALID", LC_STOP_INVALID) < 0 ||
+        PyModule_AddIntConstant(m, "CHUNK_DONE", LC_CHUNK_DONE) < 0 ||
+        PyModule_AddIntConstant(m, "CHUNK_MIXED", LC_CHUNK_MIXED) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_END", LC_SCAN_END) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_PARTIAL", LC_SCAN_PARTIAL) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_BAD_SIZE", LC_SCAN_BAD_SIZE) < 0 ||
