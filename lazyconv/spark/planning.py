@@ -12,12 +12,11 @@ the cores finish together.
 from __future__ import annotations
 
 import heapq
-import os
 import struct
 from collections.abc import Iterable
-from typing import Any
 
 from lazyconv.fixtures.layout import SegmentFiles
+from lazyconv.spark.reader import SegmentReader
 from lazyconv.spark.segment_scan import ScanTask
 
 __all__ = ["plan_ranges", "pack_tasks", "range_target"]
@@ -35,38 +34,14 @@ def range_target(total_bytes: int, tasks: int) -> int:
     return max(MIN_RANGE_BYTES, min(MAX_RANGE_BYTES, share))
 
 
-class _Positioned:
-    def __init__(self, path: str) -> None:
-        if "://" in path:
-            import fsspec
-
-            self._file: Any = fsspec.open(path, "rb").open()
-            self._fd: int | None = None
-            self._file.seek(0, os.SEEK_END)
-            self.size = self._file.tell()
-        else:
-            self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
-            self._fd = self._file.fileno()
-            self.size = os.fstat(self._fd).st_size
-
-    def read(self, position: int, size: int) -> bytes:
-        if self._fd is not None:
-            return os.pread(self._fd, size, position)
-        self._file.seek(position)
-        return bytes(self._file.read(size))
-
-    def close(self) -> None:
-        self._file.close()
-
-
 def _cuts(seg: SegmentFiles, target: int) -> list[tuple[int, int]]:
     """``[(log position, offset)]`` where ranges of ``seg`` may start (after the first)."""
     try:
-        index = _Positioned(seg.index_path)
+        index = SegmentReader(seg.index_path)
     except OSError:
         return []  # the scan reports the index; the segment stays one range
     try:
-        log = _Positioned(seg.log_path)
+        log = SegmentReader(seg.log_path)
     except OSError:
         index.close()
         return []
@@ -99,7 +74,7 @@ def _cuts(seg: SegmentFiles, target: int) -> list[tuple[int, int]]:
     return cuts
 
 
-def _starts_entry(log: _Positioned, position: int, offset: int) -> bool:
+def _starts_entry(log: SegmentReader, position: int, offset: int) -> bool:
     head = log.read(position, 27)
     if len(head) < 17:
         return False

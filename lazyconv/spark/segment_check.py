@@ -7,11 +7,11 @@ reference consumer that runs the real lazy send) uses.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from lazyconv.fixtures.layout import SegmentFiles
 from lazyconv.spark import violations as _violations
+from lazyconv.spark.reader import SegmentReader
 from lazyconv.spark.segment_scan import ScanOptions, ScanTask, scan_range
 
 __all__ = ["VIOLATION_KINDS", "SegmentReader", "violation", "check_segment", "task_for"]
@@ -26,42 +26,6 @@ def violation(seg: SegmentFiles | None, file: str, position: int, kind: str, mes
                                  seg.partition if seg is not None else partition,
                                  seg.name if seg is not None else "", file, position, kind,
                                  message)
-
-
-class SegmentReader:
-    """Positioned reads from a local file or an fsspec URL."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fd: int | None = None
-        if "://" in path:
-            import fsspec
-
-            self._file: Any = fsspec.open(path, "rb").open()
-            self._file.seek(0, os.SEEK_END)
-            self.size = self._file.tell()
-        else:
-            self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
-            self._fd = self._file.fileno()
-            self.size = os.fstat(self._fd).st_size
-
-    def read(self, position: int, size: int) -> bytes:
-        if self._fd is not None:
-            return os.pread(self._fd, size, position)
-        self._file.seek(position)
-        return bytes(self._file.read(size))
-
-    def read_all(self) -> bytes:
-        return self.read(0, self.size)
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> SegmentReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def task_for(seg: SegmentFiles, last_in_partition: bool = False) -> ScanTask:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 import struct
 import time
 from dataclasses import asdict, dataclass
@@ -34,6 +33,7 @@ from lazyconv.fixtures.checksum import MASK64, record_hash
 from lazyconv.fixtures.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 from lazyconv.records._format import BATCH_LENGTH_MIN, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
 from lazyconv.spark.derived_conversion import ConvertedBatch, DerivedConsumer
+from lazyconv.spark.reader import SegmentReader
 from lazyconv.spark.violations import ERROR, WARNING, violation
 
 __all__ = [
@@ -120,33 +120,20 @@ class ScanOptions:
     fetch_max_bytes: int = 1024 * 1024
 
 
-class BlockReader:
-    """Positioned reads from a local file or an fsspec URL through one reusable block."""
+class BlockReader(SegmentReader):
+    """Positioned reads through one reusable block of ``block_size`` bytes (small reads of
+    headers are served from it); ``bytes_read`` counts what was read from the file."""
 
     def __init__(self, path: str, block_size: int = BLOCK_SIZE) -> None:
-        self.path = path
+        super().__init__(path)
         self.block_size = block_size
-        self._fd: int | None = None
-        if "://" in path:
-            import fsspec
-
-            self._file: Any = fsspec.open(path, "rb").open()
-            self._file.seek(0, os.SEEK_END)
-            self.size = self._file.tell()
-        else:
-            self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
-            self._fd = self._file.fileno()
-            self.size = os.fstat(self._fd).st_size
         self._block = b""
         self._block_start = 0
         self.bytes_read = 0
 
     def _raw(self, position: int, size: int) -> bytes:
         self.bytes_read += size
-        if self._fd is not None:
-            return os.pread(self._fd, size, position)
-        self._file.seek(position)
-        return bytes(self._file.read(size))
+        return super().read(position, size)
 
     def read(self, position: int, size: int) -> bytes:
         """``size`` bytes at ``position`` (fewer at the end of the file)."""
@@ -159,14 +146,6 @@ class BlockReader:
         self._block_start = position
         return self._block[:size]
 
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> BlockReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _read_small_file(path: str) -> bytes | None:
