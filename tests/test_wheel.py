@@ -50,24 +50,33 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
     assert "lazyconv/py.typed" in names
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=_clean_env())
+    # a clean environment: a PYTHONPATH naming the checkout (a local Spark session in this
+    # process sets one) would make pip find this checkout's metadata and install nothing
     install = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheels[0])],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env=_clean_env(),
     )
     assert install.returncode == 0, install.stderr
+    assert (venv / "bin" / "lazyconv").exists(), install.stdout + install.stderr
     return venv / "bin"
 
 
+def _clean_env() -> dict[str, str]:
+    """This process's environment without what points at the checkout or its virtualenv."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith("PYSPARK")}
+
+
 def _lazyconv(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = _clean_env()
     return subprocess.run([str(bin_dir / "lazyconv"), *args], cwd=cwd, capture_output=True,
                           text=True, env=env, timeout=60)
 
 
 def test_only_runtime_dependencies_are_installed(installed: Path) -> None:
     listed = subprocess.run([str(installed / "python"), "-m", "pip", "list", "--format=json"],
-                            capture_output=True, text=True, check=True)
+                            capture_output=True, text=True, check=True, env=_clean_env())
     names = {p["name"].lower() for p in json.loads(listed.stdout)}
     assert "lazyconv" in names
     assert not names & {"pyspark", "kafka-python", "aiokafka", "matplotlib", "pytest"}
@@ -88,7 +97,7 @@ def test_record_commands(installed: Path, tmp_path: Path) -> None:
     stats = json.loads(send.stdout)
     assert stats["bytes_written"] == stats["committed_size"] == (tmp_path / "sent.bin").stat().st_size
     module = subprocess.run([str(installed / "python"), "-m", "lazyconv", "--version"],
-                            capture_output=True, text=True, cwd=tmp_path)
+                            capture_output=True, text=True, cwd=tmp_path, env=_clean_env())
     assert module.stdout.startswith("lazyconv ")
 
 
