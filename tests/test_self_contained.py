@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 OUTSIDE = re.compile(
-    r"\.\./shared|/work/|LAZYCONV_SHARED|ARCHITECTURE\.md|\bspec/[\w-]+\.md"
+    r"\.\./" r"shared|/work/|LAZYCONV_" r"SHARED|ARCHITECTURE\.md|\bspec/[\w-]+\.md"
     r"|\b(?:formats|downconversion|fetch-protocol|rack-aware-assignment)\.md|\b[Tt]raps? \d+"
 )
 SCANNED = ("lazyconv", "tests", "bench", "docs", ".ci", "README.md", "pyproject.toml", "mkdocs.yml",
