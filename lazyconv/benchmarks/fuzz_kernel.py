@@ -30,6 +30,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from lazyconv.records._codec import _encode_unsigned  # the codec's varint body (any width)
 from lazyconv.records._format import RECORDS_OFFSET
 
 log = logging.getLogger(__name__)
@@ -39,18 +40,9 @@ _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
 
 
-def _uvarint(u: int) -> bytes:
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
-
 def _varint(rng: random.Random, value: int, bits: int = 64) -> bytes:
     u = ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
-    raw = _uvarint(u)
+    raw = _encode_unsigned(u)
     if rng.random() < 0.03 and len(raw) < (5 if bits == 32 else 10):  # non-canonical: a padding byte
         raw = raw[:-1] + bytes([raw[-1] | 0x80, 0x00])
     return raw
