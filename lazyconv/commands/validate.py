@@ -74,7 +74,7 @@ def _csv(text: str, parse: Callable[[str], int], what: str) -> tuple[int, ...]:
             continue
         try:
             values.append(parse(part.strip()))
-        except (ValueError, ConfigurationError):
+        except (ValueError, argparse.ArgumentTypeError, ConfigurationError):
             raise ConfigurationError(f"{what}: {part.strip()!r} is not valid in {text!r}") from None
     if not values:
         raise ConfigurationError(f"{what}: {text!r} names no value")
@@ -84,8 +84,8 @@ def _csv(text: str, parse: Callable[[str], int], what: str) -> tuple[int, ...]:
 def parse_options(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """``(chunk sizes, target magics, fetch max bytes)`` from the command line; raises
     :class:`~lazyconv.errors.ConfigurationError` with a one-line message."""
+    from lazyconv.commands._common import parse_size  # the one size syntax of every command
     from lazyconv.errors import ConfigurationError
-    from lazyconv.fixtures.generate import parse_size
 
     chunk_sizes = _csv(args.chunk_sizes, parse_size, "--chunk-sizes")
     for size in chunk_sizes:
@@ -100,7 +100,7 @@ def parse_options(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int,
                 raise ConfigurationError(f"--to-magic: {magic} is not 0, 1 or 2")
     try:
         fetch_max_bytes = parse_size(args.fetch_max_bytes)
-    except ConfigurationError:
+    except argparse.ArgumentTypeError:
         raise ConfigurationError(f"--fetch-max-bytes: {args.fetch_max_bytes!r} is not a size"
                                  ) from None
     if fetch_max_bytes < 1:
