@@ -299,6 +299,16 @@ class DefaultBatch(RecordBatch):
         """All records of the batch (control records included)."""
         return list(self)
 
+    def records_payload(self) -> bytes | memoryview:
+        """The records' bytes: the records region, decompressed for a compressed batch (raising
+        what iterating the batch raises for an unknown codec or a bad payload)."""
+        payload = self.records_buffer()
+        if not self.attributes & ATTR_COMPRESSION_MASK:
+            return payload
+        return decompress(
+            self.compression, payload, 2, self.max_decompressed_size, position=self.position + RECORD_BATCH_OVERHEAD
+        )
+
     def __repr__(self) -> str:
         return (
             f"DefaultBatch(position={self.position}, base_offset={self._base_offset}, "

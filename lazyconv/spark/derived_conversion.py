@@ -18,7 +18,7 @@ conversion of every input batch per target magic, fed in log order by the segmen
   :func:`lazyconv.lazy.chunk_groups` does and stopping at the first chunk that reaches the cut.
 
 The records a consumer receives are compared with the expected ones by running sums of record
-hashes (counts and XXH3 sums), never by lists; a test holds every figure equal to the real lazy
+digests (counts and sums), never by lists; a test holds every figure equal to the real lazy
 send for every chunk size. Memory: the batches of one fetch window (``fetch_max_bytes`` of
 input, or one larger batch) and their conversions.
 """
@@ -30,8 +30,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from lazyconv.fixtures.checksum import MASK64, record_hash
 from lazyconv.records._format import LOG_OVERHEAD
+from lazyconv.records.digest import MASK64
 
 __all__ = ["ConvertedBatch", "ChunkTally", "DerivedConsumer"]
 
@@ -117,18 +117,19 @@ class DerivedConsumer:
     """An old consumer reading one byte range through the lazy send, for one target magic and
     every chunk size at once. Feed batches in log order with :meth:`add`, then :meth:`finish`.
 
-    ``decode_entries(data)`` yields ``(last_offset, [(offset, record hash), ...])`` per complete
-    entry of converted bytes, the hash being :func:`~lazyconv.fixtures.checksum.record_hash` of
-    the record as received, without headers (the segment scan passes the records layer's reader).
+    ``digest_delivered(data, min_offset)`` returns ``(last offset of the last entry or None,
+    count, digest sum)`` for whole entries of converted bytes: the records at or above
+    ``min_offset`` and the sum of their :func:`~lazyconv.records.digest.record_digest` values
+    as received, without headers (the segment scan passes its kernel-backed digest).
     """
 
     def __init__(self, to_magic: int, chunk_sizes: tuple[int, ...], fetch_max_bytes: int,
-                 start_offset: int, decode_entries: Any) -> None:
+                 start_offset: int, digest_delivered: Any) -> None:
         self.to_magic = to_magic
         self.chunk_sizes = chunk_sizes
         self.fetch_max_bytes = fetch_max_bytes
         self.next_offset = start_offset
-        self._decode = decode_entries
+        self._digest = digest_delivered
         # batches held: self._window[self._head:] (a list with a moving head, so indexing is
         # O(1) and dropping from the front is amortized O(1))
         self._window: list[ConvertedBatch] = []
@@ -143,15 +144,9 @@ class DerivedConsumer:
 
     # -- expectations -------------------------------------------------------------------------
 
-    def expect(self, offset: int, timestamp: int, key: Any, value: Any) -> None:
-        """Count one record a consumer of this magic must receive."""
-        t = self.totals
-        t.expected += 1
-        t.expected_hash = (t.expected_hash + record_hash(offset, timestamp, key, value)) & MASK64
-
     def expect_records(self, count: int, hash_sum: int) -> None:
         """Count ``count`` records a consumer of this magic must receive, whose
-        :func:`~lazyconv.fixtures.checksum.record_hash` values (without headers) sum to
+        :func:`~lazyconv.records.digest.record_digest` values (without headers) sum to
         ``hash_sum``."""
         t = self.totals
         t.expected += count
@@ -271,12 +266,11 @@ class DerivedConsumer:
                 break
             take = _complete_prefix(piece, budget)
             if take:
-                for last, records in self._decode(piece[:take]):
+                last, count, digest_sum = self._digest(piece[:take], self.next_offset)
+                if last is not None:
                     last_complete = last
-                    for offset, record_hash_value in records:
-                        if offset >= self.next_offset:
-                            t.delivered += 1
-                            t.delivered_hash = (t.delivered_hash + record_hash_value) & MASK64
+                t.delivered += count
+                t.delivered_hash = (t.delivered_hash + digest_sum) & MASK64
             valid += take
             if take < len(piece):
                 break

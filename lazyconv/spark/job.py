@@ -233,9 +233,10 @@ def _load_manifest(logdir: str) -> dict[str, Any] | None:
     path = root.rstrip("/") + "/manifest.json"
     if not fs.exists(path):
         return None
+    from lazyconv.fixtures.generate import checked_manifest
+
     with fs.open(path, "rb") as f:
-        loaded: dict[str, Any] = json.loads(f.read())
-    return loaded
+        return checked_manifest(json.loads(f.read()), logdir.rstrip("/") + "/manifest.json")
 
 
 # --- the job -----------------------------------------------------------------------------------

@@ -24,14 +24,18 @@ import logging
 import struct
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
-
-from xxhash import xxh3_64_intdigest
+from typing import Any, NamedTuple
 
 from lazyconv.errors import CorruptRecordError, LazyconvError
-from lazyconv.fixtures.checksum import MASK64, record_hash
 from lazyconv.fixtures.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 from lazyconv.records._format import BATCH_LENGTH_MIN, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
+from lazyconv.records.digest import (
+    DIGEST_DECLINED,
+    MASK64,
+    digest_legacy_run,
+    digest_v2_records,
+    record_digest,
+)
 from lazyconv.spark.derived_conversion import ConvertedBatch, DerivedConsumer
 from lazyconv.spark.reader import SegmentReader
 from lazyconv.spark.violations import ERROR, WARNING, violation
@@ -58,11 +62,7 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 _INT64_MIN = -(1 << 63)
-# a plain legacy message: log header 12, crc 4, magic 1, attributes 1, [timestamp 8], key length
-_V0_KEY_START = LOG_OVERHEAD + 6
-_V1_KEY_START = LOG_OVERHEAD + 14
-_OFFSET_TIMESTAMP = struct.Struct(">qq")
-_NO_HEADERS = bytes(4)
+_LOG_APPEND_TIME = 0x08  # v2 attributes: the timestamp type bit
 
 
 @dataclass(frozen=True)
@@ -330,6 +330,59 @@ def _trailing_zeros(scan: _RangeScan, pos: int, end: int) -> None:
                  f"partition's last")
 
 
+class _Facts(NamedTuple):
+    """What the checks and the conversions need from an entry's records: their count, the
+    offsets of the first and last, whether offsets increase, the max timestamp as stored (v2:
+    base + delta), the sums of the record digests as a consumer sees them (``full``), without
+    headers (a magic 1 consumer) and with timestamp -1 too (a magic 0 consumer), and a control
+    batch's first key."""
+
+    record_count: int
+    first_offset: int
+    last_offset: int
+    offsets_increasing: bool
+    max_raw_timestamp: int
+    full: int
+    no_headers: int
+    no_timestamp: int
+    control_key: bytes | None = None
+
+
+_NO_FACTS = _Facts(0, 0, -1, True, -1, 0, 0, 0)
+
+
+def _entry_facts(batch: Any) -> _Facts:
+    """The facts of a validated entry: a v2 data batch is digested from its (decompressed)
+    record bytes in one kernel call; other entries, and records the digest declines, are decoded
+    record by record (which raises the records layer's error for a damaged one)."""
+    if batch.magic == 2 and not batch.is_control and batch.record_count > 0:
+        override = batch.max_timestamp if batch.attributes & _LOG_APPEND_TIME else None
+        digest = digest_v2_records(batch.records_payload(), batch.record_count, batch.base_offset,
+                                   batch.base_timestamp, override)
+        if digest is not None:
+            return _Facts(batch.record_count, *digest[:4], *digest[5:])
+    return _facts_of_records(list(batch), batch.is_control)
+
+
+def _facts_of_records(records: list[Any], control: bool) -> _Facts:
+    if not records:
+        return _NO_FACTS
+    full = no_headers = no_timestamp = 0
+    increasing = True
+    previous = None
+    for r in records:
+        plain = record_digest(r.offset, r.timestamp, r.key, r.value)
+        no_headers += plain
+        full += record_digest(r.offset, r.timestamp, r.key, r.value, r.headers) if r.headers else plain
+        no_timestamp += plain if r.timestamp == -1 else record_digest(r.offset, -1, r.key, r.value)
+        if previous is not None and r.offset <= previous:
+            increasing = False
+        previous = r.offset
+    return _Facts(len(records), records[0].offset, records[-1].offset, increasing,
+                  max(r.timestamp for r in records), full & MASK64, no_headers & MASK64,
+                  no_timestamp & MASK64, records[0].key if control else None)
+
+
 def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     """Decode, validate and check one complete entry at log byte ``pos``."""
     from lazyconv.records import MemoryRecords
@@ -347,7 +400,7 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     try:
         batch = next(MemoryRecords(data).batches())
         batch.validate()
-        records = list(batch)
+        facts = _entry_facts(batch)
     except LazyconvError as exc:
         kind = "crc" if isinstance(exc, CorruptRecordError) else "structure"
         inner = f" (byte {pos + exc.position} of the segment)" if exc.position else ""
@@ -360,25 +413,23 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     s[f"batches_v{batch.magic}"] += 1
     base = batch.base_offset
     last = batch.last_offset
-    _check_offsets(scan, batch, records, pos, base, last)
+    _check_offsets(scan, batch, facts, pos, base, last)
     if magic == 2:
-        _check_v2_header(scan, batch, records, pos)
+        _check_v2_header(scan, batch, facts, pos)
     s["last_offset"] = last
-    hashes: list[int] = []
     if batch.is_control:
         s["control_batches"] += 1
-        _note_control(scan, batch, records, pos)
+        _note_control(scan, batch, facts, pos)
     else:
-        hashes = [record_hash(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
-        s["checksum"] += sum(hashes)
-        s["records"] += len(records)
+        s["checksum"] += facts.full
+        s["records"] += facts.record_count
         if batch.is_transactional and magic == 2 and batch.producer_id not in scan.txn_first:
             scan.txn_first[batch.producer_id] = base
     scan.max_ts = max(scan.max_ts, batch.max_timestamp)
     s["max_timestamp"] = scan.max_ts
     _keep_place(scan, pos, last, scan.max_ts)
     if scan.consumers is not None:
-        _feed_consumers(scan, batch, records, hashes, pos)
+        _feed_consumers(scan, batch, facts, pos)
 
 
 def _keep_place(scan: _RangeScan, pos: int, last_offset: int, running_max: int | None) -> None:
@@ -395,7 +446,7 @@ def _header_last_offset(entry: bytes) -> int:
     return int(offset)
 
 
-def _check_offsets(scan: _RangeScan, batch: Any, records: list[Any], pos: int, base: int,
+def _check_offsets(scan: _RangeScan, batch: Any, facts: _Facts, pos: int, base: int,
                    last: int) -> None:
     s = scan.summary
     task = scan.task
@@ -411,18 +462,21 @@ def _check_offsets(scan: _RangeScan, batch: Any, records: list[Any], pos: int, b
     if last < base:
         scan.add("log", pos, "offset_order", f"last offset {last} is below base offset {base}",
                  offset=base)
-    record_prev = base - 1
-    for r in records:
-        if r.offset <= record_prev or r.offset > last:
-            scan.add("log", pos, "offset_order",
-                     f"record offset {r.offset} out of order in batch {base}..{last} "
-                     f"(previous {record_prev})", offset=r.offset)
-            break
-        record_prev = r.offset
+    in_order = facts.record_count == 0 or (facts.offsets_increasing and facts.first_offset >= base
+                                    and facts.last_offset <= last)
+    if not in_order:  # rare: decode the records again to name the first one out of place
+        record_prev = base - 1
+        for r in batch:
+            if r.offset <= record_prev or r.offset > last:
+                scan.add("log", pos, "offset_order",
+                         f"record offset {r.offset} out of order in batch {base}..{last} "
+                         f"(previous {record_prev})", offset=r.offset)
+                break
+            record_prev = r.offset
     scan.prev_offset = last if prev is None else max(last, prev)
 
 
-def _check_v2_header(scan: _RangeScan, batch: Any, records: list[Any], pos: int) -> None:
+def _check_v2_header(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> None:
     s = scan.summary
     epoch = batch.partition_leader_epoch
     if epoch >= 0:  # -1: unknown (written before leader epochs existed)
@@ -436,8 +490,8 @@ def _check_v2_header(scan: _RangeScan, batch: Any, records: list[Any], pos: int)
             scan.first_epoch_position = pos
         s["last_epoch"] = epoch if scan.prev_epoch is None else max(epoch, scan.prev_epoch)
         scan.prev_epoch = s["last_epoch"]
-    if records and not batch.attributes & 0x08:  # create time: the header states the records' max
-        actual = max(r.timestamp for r in records)
+    if facts.record_count and not batch.attributes & _LOG_APPEND_TIME:
+        actual = facts.max_raw_timestamp  # create time: the header states the records' max
         if actual != batch.max_timestamp:
             scan.add("log", pos, "timestamp",
                      f"batch {batch.base_offset}..{batch.last_offset} states max timestamp "
@@ -445,13 +499,13 @@ def _check_v2_header(scan: _RangeScan, batch: Any, records: list[Any], pos: int)
                      offset=batch.base_offset)
 
 
-def _note_control(scan: _RangeScan, batch: Any, records: list[Any], pos: int) -> None:
+def _note_control(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> None:
     """Remember ABORT markers (for the ``.txnindex`` check) and close the producer's txn."""
-    if batch.magic != 2 or not records:
+    if batch.magic != 2 or not facts.record_count:
         return
-    key = records[0].key
+    key = facts.control_key
     if key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 0:
-        marker = (batch.producer_id, records[0].offset)
+        marker = (batch.producer_id, facts.first_offset)
         scan.abort_markers[marker] = pos
         first = scan.txn_first.get(batch.producer_id)
         if first is not None:
@@ -464,47 +518,53 @@ def _note_control(scan: _RangeScan, batch: Any, records: list[Any], pos: int) ->
 
 # --- conversions -------------------------------------------------------------------------------
 
-def _decode_entries(data: memoryview) -> Any:
-    """Per complete entry of converted bytes: its last offset and ``(offset, record hash)`` of
-    each record a consumer receives from it (none from a control batch).
+def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int | None, int, int]:
+    """What a consumer receives from ``data`` (whole entries of converted bytes) at fetch
+    offset ``min_offset``: ``(last offset of the last entry or None, records at or above
+    min_offset, sum of their digests without headers)``.
 
-    The compiled scan delimits and checks every entry (CRC, structure) in one call. A plain
-    legacy message (what a v2 batch converts to below magic 2) is then hashed straight from its
-    bytes: its ``key length | key | value length | value`` tail is the middle of the canonical
-    record encoding. Other entries (compressed wrappers, v2 batches) are decoded record by
-    record; a damaged entry raises the error reading it would.
+    Plain legacy messages (what a v2 batch converts to below magic 2) are digested by runs, in
+    one kernel call each; any other entry (a compressed wrapper, a v2 batch, a damaged entry) is
+    decoded by the records layer's reader, which raises the error reading it would.
     """
-    from lazyconv.records.scan import scan_batches
+    pos = 0
+    end = len(data)
+    last: int | None = None
+    count = total = 0
+    while pos < end:
+        run = digest_legacy_run(data[pos:], min_offset)
+        if run.entries:
+            last = run.last_offset
+            count += run.records
+            total += run.sum
+        pos += run.consumed
+        if run.stop != DIGEST_DECLINED:
+            break
+        size = _entry_size(data, pos, end)
+        for entry_last, records in _decode_entries_by_records(data[pos:pos + size]):
+            last = entry_last
+            for offset, digest in records:
+                if offset >= min_offset:
+                    count += 1
+                    total += digest
+        pos += size
+    return last, count, total & MASK64
 
-    result = scan_batches(data)
-    if result.stop != "end":
-        yield from _decode_entries_by_records(data)
-        return
-    view = result.view
-    for entry in result.entries:
-        if not entry.valid:
-            error = result.error(entry)
-            if error is not None:
-                raise error
-        if entry.magic < 2 and entry.record_count == 1:
-            body = entry.position + (_V1_KEY_START if entry.magic == 1 else _V0_KEY_START)
-            timestamp = entry.max_timestamp if entry.magic == 1 else -1
-            offset = entry.base_offset
-            canonical = b"".join((_OFFSET_TIMESTAMP.pack(offset, timestamp),
-                                  view[body:entry.position + entry.size], _NO_HEADERS))
-            yield offset, [(offset, xxh3_64_intdigest(canonical))]
-            continue
-        batch = result.batch(entry)
-        if batch.is_control:  # magic 2 keeps markers; a consumer hands no record from them
-            yield entry.last_offset, []
-        else:
-            yield entry.last_offset, [
-                (r.offset, record_hash(r.offset, r.timestamp, r.key, r.value)) for r in batch]
+
+def _entry_size(data: memoryview, pos: int, end: int) -> int:
+    """The size of the entry at ``pos`` if its header delimits one within ``data``; else the
+    rest of ``data`` (the reader then reports or skips it as a whole)."""
+    if end - pos >= LOG_OVERHEAD:
+        size = LOG_OVERHEAD + _HEADER.unpack_from(data, pos)[1]
+        if LOG_OVERHEAD + MIN_ENTRY_SIZE_FIELD <= size <= end - pos:
+            return size
+    return end - pos
 
 
 def _decode_entries_by_records(data: memoryview) -> Any:
-    """:func:`_decode_entries` by the records layer's reader, record by record (the
-    reference)."""
+    """Per complete entry of converted bytes, by the records layer's reader: its last offset
+    and ``(offset, digest without headers)`` of each record a consumer receives from it (none
+    from a control batch). The reference for :func:`_digest_delivered`."""
     from lazyconv.records import MemoryRecords
 
     for out_batch in MemoryRecords(bytes(data)).batches():
@@ -512,24 +572,32 @@ def _decode_entries_by_records(data: memoryview) -> Any:
             yield out_batch.last_offset, []
         else:
             yield out_batch.last_offset, [
-                (r.offset, record_hash(r.offset, r.timestamp, r.key, r.value))
+                (r.offset, record_digest(r.offset, r.timestamp, r.key, r.value))
                 for r in out_batch]
 
 
-def _expected_hash_sum(batch: Any, records: list[Any], hashes: list[int], to_magic: int) -> int:
-    """The sum of the hashes of ``records`` as a consumer of ``to_magic`` sees them (no
-    headers; timestamp -1 unless both magics carry one), reusing the checksum's ``hashes``
-    where the two encodings are the same."""
-    carries_ts = to_magic > 0 and batch.magic > 0
-    if batch.magic == 0 or (carries_ts and not any(r.headers for r in records)):
-        return sum(hashes)  # v0: timestamp -1 and no headers already
-    if carries_ts:
-        return sum(record_hash(r.offset, r.timestamp, r.key, r.value) for r in records)
-    return sum(record_hash(r.offset, -1, r.key, r.value) for r in records)
+def _digest_delivered_by_records(data: memoryview, min_offset: int) -> tuple[int | None, int, int]:
+    """:func:`_digest_delivered` decoding every record (the reference)."""
+    last: int | None = None
+    count = total = 0
+    for entry_last, records in _decode_entries_by_records(data):
+        last = entry_last
+        for offset, digest in records:
+            if offset >= min_offset:
+                count += 1
+                total += digest
+    return last, count, total & MASK64
 
 
-def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], hashes: list[int],
-                    pos: int) -> None:
+def _expected_digest_sum(batch: Any, facts: _Facts, to_magic: int) -> int:
+    """The digest sum of the records a consumer of ``to_magic`` receives from ``batch``: no
+    headers below magic 2, and timestamp -1 unless both magics carry one."""
+    if to_magic > 0 and batch.magic > 0:
+        return facts.no_headers
+    return facts.no_timestamp
+
+
+def _feed_consumers(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> None:
     from lazyconv.convert import down_convert_bytes, is_zstd_below_v2
     from lazyconv.records.compression import Compression
 
@@ -540,10 +608,10 @@ def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], hashes: li
         if consumer is None:
             start = scan.task.base_offset if scan.task.start == 0 else batch.base_offset
             consumer = DerivedConsumer(to_magic, options.chunk_sizes, options.fetch_max_bytes,
-                                       start, _decode_entries)
+                                       start, _digest_delivered)
             scan.consumers[to_magic] = consumer
         zstd = is_zstd_below_v2(batch, to_magic)
-        expected = not batch.is_control and not zstd and bool(records)
+        expected = not batch.is_control and not zstd and facts.record_count > 0
         if zstd or (to_magic < 2 and batch.is_control):
             conv: bytes | bytearray = b""
             converted = temporary = 0
@@ -555,13 +623,12 @@ def _feed_consumers(scan: _RangeScan, batch: Any, records: list[Any], hashes: li
             conv, stats = down_convert_bytes([batch], to_magic, no_filter)
             converted, temporary = stats.records_converted, stats.temporary_memory_bytes
         if expected:
-            consumer.expect_records(len(records),
-                                    _expected_hash_sum(batch, records, hashes, to_magic))
+            consumer.expect_records(facts.record_count, _expected_digest_sum(batch, facts, to_magic))
         consumer.add(ConvertedBatch(
             position=pos, size=batch.size_in_bytes, last_offset=batch.last_offset, zstd=zstd,
             conv=conv, records=converted, temporary=temporary,
             filterable=(batch.magic > to_magic and batch.compression == Compression.NONE),
-            last_record=records[-1].offset if expected else None))
+            last_record=facts.last_offset if expected else None))
 
 
 def _conversion_rows(scan: _RangeScan) -> list[dict[str, Any]]:

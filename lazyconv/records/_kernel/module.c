@@ -11,6 +11,7 @@
 
 #include "convert.h"
 #include "crc.h"
+#include "digest_py.h"
 #include "format.h"
 #include "wire.h"
 
@@ -1054,6 +1055,7 @@ static PyMethodDef methods[] = {
     {"iter_v2_records", py_iter_v2_records, METH_VARARGS, iter_v2_records_doc},
     {"append_legacy_message", (PyCFunction)(void (*)(void))py_append_legacy_message, METH_FASTCALL,
      append_legacy_message_doc},
+    LC_DIGEST_METHODS
     {NULL, NULL, 0, NULL},
 };
 

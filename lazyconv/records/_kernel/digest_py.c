@@ -1,0 +1,74 @@
+/* lazyconv.records._ckernel.digest_*: record digests (digest.c) with the GIL released on
+ * buffers worth it. Arguments are checked here; the data never raises (a function declines). */
+#include "digest_py.h"
+
+#include "digest.h"
+
+#define DIGEST_GIL_THRESHOLD 16384
+
+const char lc_digest_v2_records_doc[] =
+    "digest_v2_records(data, count, base_offset, base_timestamp, timestamp_override) -> tuple | None\n\n"
+    "Digest the count (>= 1) v2 records filling data exactly: (first_offset, last_offset,\n"
+    "offsets_increasing, max_raw_timestamp, has_headers, full, no_headers, no_timestamp), the\n"
+    "last three sums of record digests modulo 2**64; None when the records are malformed or an\n"
+    "offset or timestamp leaves int64 (the reference decoder then reports).";
+
+PyObject *lc_py_digest_v2_records(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    long long count, base_offset, base_timestamp, override = 0;
+    PyObject *override_obj;
+    if (!PyArg_ParseTuple(args, "y*LLLO", &data, &count, &base_offset, &base_timestamp, &override_obj))
+        return NULL;
+    int has_override = override_obj != Py_None;
+    if (has_override) {
+        override = PyLong_AsLongLong(override_obj);
+        if (override == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+    }
+    lc_v2_digest d;
+    int rc;
+    if (data.len >= DIGEST_GIL_THRESHOLD) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = lc_digest_v2_records(data.buf, (size_t)data.len, count, base_offset, base_timestamp, has_override,
+                                  override, &d);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = lc_digest_v2_records(data.buf, (size_t)data.len, count, base_offset, base_timestamp, has_override,
+                                  override, &d);
+    }
+    PyBuffer_Release(&data);
+    if (rc < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LLNLNKKK)", (long long)d.first_offset, (long long)d.last_offset,
+                         PyBool_FromLong(d.offsets_increasing), (long long)d.max_raw_timestamp,
+                         PyBool_FromLong(d.has_headers), (unsigned long long)d.full,
+                         (unsigned long long)d.no_headers, (unsigned long long)d.no_timestamp);
+}
+
+const char lc_digest_legacy_run_doc[] =
+    "digest_legacy_run(data, min_offset) -> (consumed, entries, last_offset, count, sum, stop)\n\n"
+    "Digest the plain magic 0/1 messages at the start of data (CRC-32 and structure checked):\n"
+    "count and sum (modulo 2**64) of the digests, without headers, of those at or above\n"
+    "min_offset; stop is 0 (end), 1 (partial entry) or 2 (an entry left to the reader).";
+
+PyObject *lc_py_digest_legacy_run(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    long long min_offset;
+    if (!PyArg_ParseTuple(args, "y*L", &data, &min_offset))
+        return NULL;
+    lc_legacy_digest d;
+    if (data.len >= DIGEST_GIL_THRESHOLD) {
+        Py_BEGIN_ALLOW_THREADS
+        lc_digest_legacy_run(data.buf, (size_t)data.len, min_offset, &d);
+        Py_END_ALLOW_THREADS
+    } else {
+        lc_digest_legacy_run(data.buf, (size_t)data.len, min_offset, &d);
+    }
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(nLLLKi)", (Py_ssize_t)d.consumed, (long long)d.entries, (long long)d.last_offset,
+                         (long long)d.count, (unsigned long long)d.sum, (int)d.stop);
+}
