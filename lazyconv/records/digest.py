@@ -197,16 +197,31 @@ def digest_v2_records_reference(
     )
 
 
-def digest_legacy_run(data: bytes | bytearray | memoryview, min_offset: int) -> LegacyRunDigest:
+def digest_legacy_run(
+    data: bytes | bytearray | memoryview,
+    min_offset: int,
+    shift: int = 0,
+    timestamp_override: int | None = None,
+) -> LegacyRunDigest:
     """Digest the plain (uncompressed) magic 0/1 messages at the start of ``data``, each one's
     CRC-32 and structure checked as the reader checks them; stop at the end, at a trailing
-    partial entry, or before an entry left to the reader (compressed, magic 2, damaged)."""
+    partial entry, or before an entry left to the reader (compressed, magic 2, damaged, an
+    offset beyond int64).
+
+    For the inner messages of a v1 wrapper, ``shift`` is added to every offset and
+    ``timestamp_override`` (a LogAppendTime wrapper's timestamp) replaces magic 1 timestamps.
+    ``min_offset``, ``shift`` and ``timestamp_override`` must be int64 values."""
     if kernel is not None:
-        return LegacyRunDigest(*kernel.digest_legacy_run(data, min_offset))
-    return digest_legacy_run_reference(data, min_offset)
+        return LegacyRunDigest(*kernel.digest_legacy_run(data, min_offset, shift, timestamp_override))
+    return digest_legacy_run_reference(data, min_offset, shift, timestamp_override)
 
 
-def digest_legacy_run_reference(data: bytes | bytearray | memoryview, min_offset: int) -> LegacyRunDigest:
+def digest_legacy_run_reference(
+    data: bytes | bytearray | memoryview,
+    min_offset: int,
+    shift: int = 0,
+    timestamp_override: int | None = None,
+) -> LegacyRunDigest:
     """:func:`digest_legacy_run` by the records layer's message parser and :func:`record_digest`."""
     raw = bytes(data)
     n = len(raw)
@@ -229,10 +244,16 @@ def digest_legacy_run_reference(data: bytes | bytearray | memoryview, min_offset
             stop = DIGEST_DECLINED
             break
         try:
-            offset, _crc, _magic, _attributes, timestamp, key, value = parse_legacy_message(raw, pos, end, 0, True)
+            offset, _crc, magic, _attributes, timestamp, key, value = parse_legacy_message(raw, pos, end, 0, True)
         except RecordsError:
             stop = DIGEST_DECLINED
             break
+        offset += shift
+        if offset > _INT64_MAX or offset < _INT64_MIN:
+            stop = DIGEST_DECLINED
+            break
+        if magic == 1 and timestamp_override is not None:
+            timestamp = timestamp_override
         if offset >= min_offset:
             count += 1
             total += record_digest(offset, timestamp, key, value)

@@ -179,13 +179,23 @@ class LegacyBatch(RecordBatch):
             shift = self.offset - last_inner
         return data, entries, shift
 
+    def inner_messages(self) -> tuple[memoryview, int, int, int | None]:
+        """A wrapper's decompressed inner messages without reading them: ``(bytes of the
+        complete ones, how many, offset shift, timestamp override)``; a record's offset is its
+        inner offset + shift, and a magic 1 inner message's timestamp is the override unless
+        ``None`` (a LogAppendTime wrapper). Raises what iterating raises for a bad wrapper; the
+        inner messages themselves are not checked here."""
+        data, entries, shift = self._expand()
+        last = entries[-1]
+        end = last + LOG_OVERHEAD + LOG_HEADER.unpack_from(data, last)[1]
+        return memoryview(data)[:end], len(entries), shift, self._timestamp_override()
+
+    def _timestamp_override(self) -> int | None:
+        return self.timestamp if self.magic == 1 and self.attributes & LEGACY_ATTR_TIMESTAMP_TYPE else None
+
     def _iter_inner(self) -> Iterator[Record]:
         data, entries, shift = self._expand()
-        override = (
-            self.timestamp
-            if self.magic == 1 and self.attributes & LEGACY_ATTR_TIMESTAMP_TYPE
-            else None
-        )
+        override = self._timestamp_override()
         for pos in entries:
             size = LOG_HEADER.unpack_from(data, pos)[1]
             try:

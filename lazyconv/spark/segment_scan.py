@@ -31,6 +31,7 @@ from lazyconv.fixtures.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 from lazyconv.records._format import BATCH_LENGTH_MIN, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
 from lazyconv.records.digest import (
     DIGEST_DECLINED,
+    DIGEST_END,
     MASK64,
     digest_legacy_run,
     digest_v2_records,
@@ -62,7 +63,9 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 _INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
 _LOG_APPEND_TIME = 0x08  # v2 attributes: the timestamp type bit
+_LEGACY_ATTRIBUTES = LOG_OVERHEAD + 5  # after the crc and the magic
 
 
 @dataclass(frozen=True)
@@ -541,14 +544,46 @@ def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int | None, in
         if run.stop != DIGEST_DECLINED:
             break
         size = _entry_size(data, pos, end)
-        for entry_last, records in _decode_entries_by_records(data[pos:pos + size]):
-            last = entry_last
-            for offset, digest in records:
-                if offset >= min_offset:
-                    count += 1
-                    total += digest
+        entry = data[pos:pos + size]
+        wrapper = _digest_wrapper(entry, min_offset)
+        if wrapper is not None:
+            last, entry_count, entry_sum = wrapper
+            count += entry_count
+            total += entry_sum
+        else:
+            for entry_last, records in _decode_entries_by_records(entry):
+                last = entry_last
+                for offset, digest in records:
+                    if offset >= min_offset:
+                        count += 1
+                        total += digest
         pos += size
     return last, count, total & MASK64
+
+
+def _digest_wrapper(entry: memoryview, min_offset: int) -> tuple[int, int, int] | None:
+    """``(last offset, count, digest sum)`` of one valid compressed legacy wrapper, its inner
+    messages digested in one kernel call after one decompression; ``None`` for any other entry
+    or whatever the digest declines (the reader then decodes it and reports)."""
+    from lazyconv.records import MemoryRecords
+    from lazyconv.records.legacy import LegacyBatch
+
+    if len(entry) <= _LEGACY_ATTRIBUTES or entry[16] > 1 or not entry[_LEGACY_ATTRIBUTES] & 0x07:
+        return None
+    try:
+        batch = next(MemoryRecords(entry).batches())
+        if not isinstance(batch, LegacyBatch) or batch.size_in_bytes != len(entry):
+            return None
+        batch.validate()
+        inner, messages, shift, override = batch.inner_messages()
+    except (LazyconvError, StopIteration):
+        return None
+    if not (_INT64_MIN <= min_offset <= _INT64_MAX and shift <= _INT64_MAX):
+        return None
+    run = digest_legacy_run(inner, min_offset, shift, override)
+    if run.stop != DIGEST_END or run.entries != messages:
+        return None
+    return batch.last_offset, run.records, run.sum
 
 
 def _entry_size(data: memoryview, pos: int, end: int) -> int:

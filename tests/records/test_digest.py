@@ -135,19 +135,26 @@ def _legacy(magic: int, fields: list[Any], base: int) -> bytes:
     return bytes(out)
 
 
-@given(st.sampled_from([0, 1]), legacy_records, st.integers(0, 1 << 40), st.integers(0, 12))
+@given(st.sampled_from([0, 1]), legacy_records, st.integers(0, 1 << 40), st.integers(0, 12),
+       st.integers(0, 1 << 20), st.none() | st.integers(0, 1 << 41))
 @settings(max_examples=60, deadline=None)
-def test_legacy_runs_digest_the_records_a_consumer_reads(magic: int, fields: list[Any], base: int, skip: int) -> None:
+def test_legacy_runs_digest_the_records_a_consumer_reads(
+    magic: int, fields: list[Any], base: int, skip: int, shift: int, override: int | None
+) -> None:
     data = _legacy(magic, fields, base)
     min_offset = base + skip
-    got = digest_legacy_run(data, min_offset)
-    assert got == digest_legacy_run_reference(data, min_offset)
+    got = digest_legacy_run(data, min_offset, shift, override)
+    assert got == digest_legacy_run_reference(data, min_offset, shift, override)
     records = list(MemoryRecords(data).records())
-    kept = [r for r in records if r.offset >= min_offset]
+    # what a consumer reads: offsets shifted (inner messages of a v1 wrapper), and a
+    # LogAppendTime wrapper's timestamp for magic 1 messages
+    seen = [(r.offset + shift, r.timestamp if override is None or magic == 0 else override, r.key, r.value)
+            for r in records]
+    kept = [r for r in seen if r[0] >= min_offset]
     assert got.stop == DIGEST_END and got.consumed == len(data) and got.entries == len(records)
-    assert got.last_offset == records[-1].offset
+    assert got.last_offset == seen[-1][0]
     assert got.records == len(kept)
-    assert got.sum == sum(record_hash(r.offset, r.timestamp, r.key, r.value) for r in kept) & MASK64
+    assert got.sum == sum(record_hash(*r) for r in kept) & MASK64
 
 
 def test_legacy_runs_stop_before_what_the_reader_must_judge() -> None:
@@ -171,5 +178,6 @@ def test_damaged_legacy_runs_give_the_same_result_on_both_paths(magic: int, fiel
         index = data.draw(st.integers(0, len(mutated) - 1))
         mutated[index] = data.draw(st.integers(0, 255))
     damaged = bytes(mutated[: data.draw(st.integers(0, len(mutated)))])
-    assert digest_legacy_run(damaged, 4) == digest_legacy_run_reference(damaged, 4)
+    shift = data.draw(st.sampled_from([0, 5, (1 << 63) - 4]))
+    assert digest_legacy_run(damaged, 4, shift) == digest_legacy_run_reference(damaged, 4, shift)
 

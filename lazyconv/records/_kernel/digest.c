@@ -160,7 +160,8 @@ int lc_digest_v2_records(const uint8_t *data, size_t n, int64_t count, int64_t b
 
 /* One plain legacy entry at data[0:size), or -1 if the reader would object (or it is
  * compressed): offset, timestamp and digest out. */
-static int digest_legacy_message(const uint8_t *m, size_t size, int64_t *offset, uint64_t *digest)
+static int digest_legacy_message(const uint8_t *m, size_t size, int64_t shift, int has_override, int64_t override,
+                                 int64_t *offset, uint64_t *digest)
 {
     int magic = m[16];
     size_t overhead = magic == 0 ? 14 : 22;
@@ -169,7 +170,7 @@ static int digest_legacy_message(const uint8_t *m, size_t size, int64_t *offset,
     if ((uint32_t)get_i32(m + 12) != lc_crc32(0, m + 16, size - 16))
         return -1;
     const uint8_t *p = m + (magic == 0 ? 18 : 26), *end = m + size;
-    int64_t timestamp = magic == 0 ? -1 : get_i64(m + 18);
+    int64_t timestamp = magic == 0 ? -1 : has_override ? override : get_i64(m + 18);
     int32_t klen = get_i32(p);
     p += 4;
     const uint8_t *key = p;
@@ -188,7 +189,8 @@ static int digest_legacy_message(const uint8_t *m, size_t size, int64_t *offset,
     }
     if (p != end)
         return -1;
-    *offset = get_i64(m);
+    if (add_overflows(get_i64(m), shift, offset))
+        return -1;
     dual_crc h = {0, 0};
     digest_key_value(&h, key, klen, value, vlen);
     digest_tail(&h, *offset, timestamp, 0);
@@ -196,7 +198,8 @@ static int digest_legacy_message(const uint8_t *m, size_t size, int64_t *offset,
     return 0;
 }
 
-void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, lc_legacy_digest *d)
+void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, int64_t shift, int has_override,
+                          int64_t override, lc_legacy_digest *d)
 {
     size_t pos = 0;
     d->entries = d->count = 0;
@@ -220,7 +223,7 @@ void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, lc_
         }
         int64_t offset;
         uint64_t digest;
-        if (digest_legacy_message(data + pos, size, &offset, &digest) < 0) {
+        if (digest_legacy_message(data + pos, size, shift, has_override, override, &offset, &digest) < 0) {
             d->stop = LC_DIGEST_DECLINED;
             break;
         }

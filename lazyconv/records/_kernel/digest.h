@@ -54,7 +54,11 @@ typedef struct {
 } lc_legacy_digest;
 
 /* Digest the plain (uncompressed) magic 0/1 messages at the start of data[0:n): each one's
- * CRC-32 and structure are checked as the reader checks them; anything else stops the walk. */
-void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, lc_legacy_digest *d);
+ * CRC-32 and structure are checked as the reader checks them; anything else stops the walk.
+ * A record's offset is its message's offset + shift (the inner messages of a v1 wrapper), and
+ * its timestamp `override` for magic 1 messages when has_override (a LogAppendTime wrapper).
+ * An offset beyond int64 after the shift stops the walk too (declined). */
+void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, int64_t shift, int has_override,
+                          int64_t override, lc_legacy_digest *d);
 
 #endif

@@ -49,24 +49,35 @@ PyObject *lc_py_digest_v2_records(PyObject *self, PyObject *args)
 }
 
 const char lc_digest_legacy_run_doc[] =
-    "digest_legacy_run(data, min_offset) -> (consumed, entries, last_offset, count, sum, stop)\n\n"
-    "Digest the plain magic 0/1 messages at the start of data (CRC-32 and structure checked):\n"
-    "count and sum (modulo 2**64) of the digests, without headers, of those at or above\n"
-    "min_offset; stop is 0 (end), 1 (partial entry) or 2 (an entry left to the reader).";
+    "digest_legacy_run(data, min_offset, shift, timestamp_override) -> (consumed, entries, last_offset,\n"
+    "count, sum, stop)\n\n"
+    "Digest the plain magic 0/1 messages at the start of data (CRC-32 and structure checked),\n"
+    "offsets + shift, magic 1 timestamps replaced by timestamp_override unless None: count and\n"
+    "sum (modulo 2**64) of the digests, without headers, of those at or above min_offset; stop\n"
+    "is 0 (end), 1 (partial entry) or 2 (an entry left to the reader).";
 
 PyObject *lc_py_digest_legacy_run(PyObject *self, PyObject *args)
 {
     Py_buffer data;
-    long long min_offset;
-    if (!PyArg_ParseTuple(args, "y*L", &data, &min_offset))
+    long long min_offset, shift, override = 0;
+    PyObject *override_obj;
+    if (!PyArg_ParseTuple(args, "y*LLO", &data, &min_offset, &shift, &override_obj))
         return NULL;
+    int has_override = override_obj != Py_None;
+    if (has_override) {
+        override = PyLong_AsLongLong(override_obj);
+        if (override == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+    }
     lc_legacy_digest d;
     if (data.len >= DIGEST_GIL_THRESHOLD) {
         Py_BEGIN_ALLOW_THREADS
-        lc_digest_legacy_run(data.buf, (size_t)data.len, min_offset, &d);
+        lc_digest_legacy_run(data.buf, (size_t)data.len, min_offset, shift, has_override, override, &d);
         Py_END_ALLOW_THREADS
     } else {
-        lc_digest_legacy_run(data.buf, (size_t)data.len, min_offset, &d);
+        lc_digest_legacy_run(data.buf, (size_t)data.len, min_offset, shift, has_override, override, &d);
     }
     PyBuffer_Release(&data);
     return Py_BuildValue("(nLLLKi)", (Py_ssize_t)d.consumed, (long long)d.entries, (long long)d.last_offset,
