@@ -117,10 +117,11 @@ class DerivedConsumer:
     """An old consumer reading one byte range through the lazy send, for one target magic and
     every chunk size at once. Feed batches in log order with :meth:`add`, then :meth:`finish`.
 
-    ``digest_delivered(data, min_offset)`` returns ``(last offset of the last entry or None,
-    count, digest sum)`` for whole entries of converted bytes: the records at or above
-    ``min_offset`` and the sum of their :func:`~lazyconv.records.digest.record_digest` values
-    as received, without headers (the segment scan passes its kernel-backed digest).
+    ``digest_delivered(data, min_offset)`` reads converted bytes as a consumer does (complete
+    entries; a trailing partial one is not received) and returns ``(bytes of complete entries,
+    last offset of the last complete entry or None, count, digest sum)``: the records at or
+    above ``min_offset`` and the sum of their :func:`~lazyconv.records.digest.record_digest`
+    values as received, without headers (the segment scan passes its kernel-backed digest).
     """
 
     def __init__(self, to_magic: int, chunk_sizes: tuple[int, ...], fetch_max_bytes: int,
@@ -257,24 +258,11 @@ class DerivedConsumer:
         written = min(committed, stream_len)
         t.padding_bytes += committed - written
         self._tally_chunks(committed, len(f_bytes), f_records, f_temp, later)
-        # the consumer: complete entries within the committed size
-        valid = 0
-        last_complete = None
-        budget = committed
-        for piece in pieces:
-            if budget <= 0:
-                break
-            take = _complete_prefix(piece, budget)
-            if take:
-                last, count, digest_sum = self._digest(piece[:take], self.next_offset)
-                if last is not None:
-                    last_complete = last
-                t.delivered += count
-                t.delivered_hash = (t.delivered_hash + digest_sum) & MASK64
-            valid += take
-            if take < len(piece):
-                break
-            budget -= len(piece)
+        # the consumer: the complete entries within the committed size, digested in one call
+        stream = memoryview(b"".join(pieces) if len(pieces) > 1 else pieces[0])[:committed]
+        valid, last_complete, count, digest_sum = self._digest(stream, self.next_offset)
+        t.delivered += count
+        t.delivered_hash = (t.delivered_hash + digest_sum) & MASK64
         t.bytes_valid += valid
         return self._after_fetch(i, last_complete, final)
 
@@ -319,16 +307,3 @@ class DerivedConsumer:
                 tally.temporary_memory_bytes += temp
                 written += conv_len
 
-
-def _complete_prefix(data: memoryview, budget: int) -> int:
-    """Bytes of ``data`` (whole entries) covered by entries that end within ``budget``."""
-    if len(data) <= budget:
-        return len(data)
-    pos = 0
-    while pos + _LOG_OVERHEAD <= len(data):
-        size = _ENTRY_HEADER.unpack_from(data, pos)[1]
-        end = pos + _LOG_OVERHEAD + size
-        if end > budget:
-            break
-        pos = end
-    return pos

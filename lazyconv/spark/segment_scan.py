@@ -432,7 +432,7 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     s["max_timestamp"] = scan.max_ts
     _keep_place(scan, pos, last, scan.max_ts)
     if scan.consumers is not None:
-        _feed_consumers(scan, batch, facts, pos)
+        _feed_consumers(scan, batch, data, facts, pos)
 
 
 def _keep_place(scan: _RangeScan, pos: int, last_offset: int, running_max: int | None) -> None:
@@ -521,10 +521,11 @@ def _note_control(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> None
 
 # --- conversions -------------------------------------------------------------------------------
 
-def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int | None, int, int]:
-    """What a consumer receives from ``data`` (whole entries of converted bytes) at fetch
-    offset ``min_offset``: ``(last offset of the last entry or None, records at or above
-    min_offset, sum of their digests without headers)``.
+def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int, int | None, int, int]:
+    """What a consumer receives from ``data`` (converted bytes, possibly cut inside the last
+    entry) at fetch offset ``min_offset``: ``(bytes of complete entries, last offset of the
+    last complete entry or None, records at or above min_offset, sum of their digests without
+    headers)``.
 
     Plain legacy messages (what a v2 batch converts to below magic 2) are digested by runs, in
     one kernel call each; any other entry (a compressed wrapper, a v2 batch, a damaged entry) is
@@ -544,6 +545,8 @@ def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int | None, in
         if run.stop != DIGEST_DECLINED:
             break
         size = _entry_size(data, pos, end)
+        if size is None:
+            break  # cut by the committed size: not received
         entry = data[pos:pos + size]
         wrapper = _digest_wrapper(entry, min_offset)
         if wrapper is not None:
@@ -558,7 +561,18 @@ def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int | None, in
                         count += 1
                         total += digest
         pos += size
-    return last, count, total & MASK64
+    return pos, last, count, total & MASK64
+
+
+def _entry_size(data: memoryview, pos: int, end: int) -> int | None:
+    """The size of the entry at ``pos``: ``None`` when it does not end within ``data``; the
+    rest of ``data`` when its size field is impossible (the reader then reports it)."""
+    if end - pos < LOG_OVERHEAD:
+        return None
+    size = LOG_OVERHEAD + _HEADER.unpack_from(data, pos)[1]
+    if size < LOG_OVERHEAD + MIN_ENTRY_SIZE_FIELD:
+        return end - pos
+    return size if size <= end - pos else None
 
 
 def _digest_wrapper(entry: memoryview, min_offset: int) -> tuple[int, int, int] | None:
@@ -586,16 +600,6 @@ def _digest_wrapper(entry: memoryview, min_offset: int) -> tuple[int, int, int] 
     return batch.last_offset, run.records, run.sum
 
 
-def _entry_size(data: memoryview, pos: int, end: int) -> int:
-    """The size of the entry at ``pos`` if its header delimits one within ``data``; else the
-    rest of ``data`` (the reader then reports or skips it as a whole)."""
-    if end - pos >= LOG_OVERHEAD:
-        size = LOG_OVERHEAD + _HEADER.unpack_from(data, pos)[1]
-        if LOG_OVERHEAD + MIN_ENTRY_SIZE_FIELD <= size <= end - pos:
-            return size
-    return end - pos
-
-
 def _decode_entries_by_records(data: memoryview) -> Any:
     """Per complete entry of converted bytes, by the records layer's reader: its last offset
     and ``(offset, digest without headers)`` of each record a consumer receives from it (none
@@ -611,17 +615,23 @@ def _decode_entries_by_records(data: memoryview) -> Any:
                 for r in out_batch]
 
 
-def _digest_delivered_by_records(data: memoryview, min_offset: int) -> tuple[int | None, int, int]:
+def _digest_delivered_by_records(data: memoryview, min_offset: int) -> tuple[int, int | None, int, int]:
     """:func:`_digest_delivered` decoding every record (the reference)."""
     last: int | None = None
     count = total = 0
-    for entry_last, records in _decode_entries_by_records(data):
-        last = entry_last
-        for offset, digest in records:
-            if offset >= min_offset:
-                count += 1
-                total += digest
-    return last, count, total & MASK64
+    valid = 0
+    while valid < len(data):
+        size = _entry_size(data, valid, len(data))
+        if size is None:
+            break
+        for entry_last, records in _decode_entries_by_records(data[valid:valid + size]):
+            last = entry_last
+            for offset, digest in records:
+                if offset >= min_offset:
+                    count += 1
+                    total += digest
+        valid += size
+    return valid, last, count, total & MASK64
 
 
 def _expected_digest_sum(batch: Any, facts: _Facts, to_magic: int) -> int:
@@ -632,8 +642,28 @@ def _expected_digest_sum(batch: Any, facts: _Facts, to_magic: int) -> int:
     return facts.no_timestamp
 
 
-def _feed_consumers(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> None:
-    from lazyconv.convert import down_convert_bytes, is_zstd_below_v2
+def _convert_once(batch: Any, data: bytes, to_magic: int) -> tuple[bytes | bytearray, int, int]:
+    """``batch`` (whose entry bytes are ``data``) converted to ``to_magic`` with no first-offset
+    filter: ``(bytes, records converted, temporary memory)``. A plain v2 batch goes straight to
+    the kernel's run converter; anything it leaves, and every other batch, through
+    ``down_convert_bytes``."""
+    from lazyconv.convert import down_convert_bytes
+    from lazyconv.records.conversion import convert_uncompressed_run
+
+    if to_magic < 2 and batch.magic == 2 and not batch.attributes & 0x27 and batch.base_offset >= 0:
+        out = bytearray()
+        run = convert_uncompressed_run(data, out, to_magic, 0)
+        if run is not None and run.consumed == len(data):
+            return out, run.converted, run.temporary
+    # no first-offset filter: 0 keeps every offset of a sane log; a negative base offset keeps
+    # the reference path (which refuses negative offsets)
+    no_filter = 0 if batch.base_offset >= 0 else _INT64_MIN
+    conv, stats = down_convert_bytes([batch], to_magic, no_filter)
+    return conv, stats.records_converted, stats.temporary_memory_bytes
+
+
+def _feed_consumers(scan: _RangeScan, batch: Any, data: bytes, facts: _Facts, pos: int) -> None:
+    from lazyconv.convert import is_zstd_below_v2
     from lazyconv.records.compression import Compression
 
     assert scan.consumers is not None
@@ -651,12 +681,7 @@ def _feed_consumers(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> No
             conv: bytes | bytearray = b""
             converted = temporary = 0
         else:
-            # no first-offset filter: 0 keeps every offset of a sane log and lets the compiled
-            # kernel convert plain v2 batches; a negative base offset keeps the reference path
-            # (which refuses negative offsets) as before
-            no_filter = 0 if batch.base_offset >= 0 else _INT64_MIN
-            conv, stats = down_convert_bytes([batch], to_magic, no_filter)
-            converted, temporary = stats.records_converted, stats.temporary_memory_bytes
+            conv, converted, temporary = _convert_once(batch, data, to_magic)
         if expected:
             consumer.expect_records(facts.record_count, _expected_digest_sum(batch, facts, to_magic))
         consumer.add(ConvertedBatch(
