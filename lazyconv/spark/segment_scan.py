@@ -554,12 +554,10 @@ def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int, int | Non
             count += entry_count
             total += entry_sum
         else:
-            for entry_last, records in _decode_entries_by_records(entry):
-                last = entry_last
-                for offset, digest in records:
-                    if offset >= min_offset:
-                        count += 1
-                        total += digest
+            entry_last, entry_count, entry_sum = _digest_entries_by_records(entry, min_offset)
+            last = entry_last if entry_last is not None else last
+            count += entry_count
+            total += entry_sum
         pos += size
     return pos, last, count, total & MASK64
 
@@ -600,37 +598,32 @@ def _digest_wrapper(entry: memoryview, min_offset: int) -> tuple[int, int, int] 
     return batch.last_offset, run.records, run.sum
 
 
-def _decode_entries_by_records(data: memoryview) -> Any:
-    """Per complete entry of converted bytes, by the records layer's reader: its last offset
-    and ``(offset, digest without headers)`` of each record a consumer receives from it (none
-    from a control batch). The reference for :func:`_digest_delivered`."""
+def _digest_entries_by_records(data: memoryview, min_offset: int) -> tuple[int | None, int, int]:
+    """``(last offset of the last entry or None, count, digest sum)`` of the complete entries
+    of ``data``, decoded record by record by the records layer's reader (a consumer receives no
+    record from a control batch); the reference for the kernel's digests."""
     from lazyconv.records import MemoryRecords
 
-    for out_batch in MemoryRecords(bytes(data)).batches():
-        if out_batch.is_control:
-            yield out_batch.last_offset, []
-        else:
-            yield out_batch.last_offset, [
-                (r.offset, record_digest(r.offset, r.timestamp, r.key, r.value))
-                for r in out_batch]
+    last: int | None = None
+    count = total = 0
+    for batch in MemoryRecords(bytes(data)).batches():
+        last = batch.last_offset
+        if batch.is_control:
+            continue
+        for r in batch:
+            if r.offset >= min_offset:
+                count += 1
+                total += record_digest(r.offset, r.timestamp, r.key, r.value)
+    return last, count, total
 
 
 def _digest_delivered_by_records(data: memoryview, min_offset: int) -> tuple[int, int | None, int, int]:
     """:func:`_digest_delivered` decoding every record (the reference)."""
-    last: int | None = None
-    count = total = 0
     valid = 0
-    while valid < len(data):
-        size = _entry_size(data, valid, len(data))
-        if size is None:
-            break
-        for entry_last, records in _decode_entries_by_records(data[valid:valid + size]):
-            last = entry_last
-            for offset, digest in records:
-                if offset >= min_offset:
-                    count += 1
-                    total += digest
+    end = len(data)
+    while (size := _entry_size(data, valid, end)) is not None and valid + size <= end:
         valid += size
+    last, count, total = _digest_entries_by_records(data[:valid], min_offset)
     return valid, last, count, total & MASK64
 
 

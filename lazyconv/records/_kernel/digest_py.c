@@ -6,6 +6,17 @@
 
 #define DIGEST_GIL_THRESHOLD 16384
 
+/* A timestamp override argument: None, or an int64. Returns 0, or -1 with an exception set. */
+static int parse_override(PyObject *obj, int *has_override, long long *override)
+{
+    *has_override = obj != Py_None;
+    *override = 0;
+    if (!*has_override)
+        return 0;
+    *override = PyLong_AsLongLong(obj);
+    return *override == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 const char lc_digest_v2_records_doc[] =
     "digest_v2_records(data, count, base_offset, base_timestamp, timestamp_override) -> tuple | None\n\n"
     "Digest the count (>= 1) v2 records filling data exactly: (first_offset, last_offset,\n"
@@ -16,17 +27,14 @@ const char lc_digest_v2_records_doc[] =
 PyObject *lc_py_digest_v2_records(PyObject *self, PyObject *args)
 {
     Py_buffer data;
-    long long count, base_offset, base_timestamp, override = 0;
+    long long count, base_offset, base_timestamp, override;
     PyObject *override_obj;
     if (!PyArg_ParseTuple(args, "y*LLLO", &data, &count, &base_offset, &base_timestamp, &override_obj))
         return NULL;
-    int has_override = override_obj != Py_None;
-    if (has_override) {
-        override = PyLong_AsLongLong(override_obj);
-        if (override == -1 && PyErr_Occurred()) {
-            PyBuffer_Release(&data);
-            return NULL;
-        }
+    int has_override;
+    if (parse_override(override_obj, &has_override, &override) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
     }
     lc_v2_digest d;
     int rc;
@@ -59,17 +67,14 @@ const char lc_digest_legacy_run_doc[] =
 PyObject *lc_py_digest_legacy_run(PyObject *self, PyObject *args)
 {
     Py_buffer data;
-    long long min_offset, shift, override = 0;
+    long long min_offset, shift, override;
     PyObject *override_obj;
     if (!PyArg_ParseTuple(args, "y*LLO", &data, &min_offset, &shift, &override_obj))
         return NULL;
-    int has_override = override_obj != Py_None;
-    if (has_override) {
-        override = PyLong_AsLongLong(override_obj);
-        if (override == -1 && PyErr_Occurred()) {
-            PyBuffer_Release(&data);
-            return NULL;
-        }
+    int has_override;
+    if (parse_override(override_obj, &has_override, &override) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
     }
     lc_legacy_digest d;
     if (data.len >= DIGEST_GIL_THRESHOLD) {
