@@ -53,7 +53,7 @@ def extensions() -> list:
         Extension(
             "lazyconv.records._ckernel",
             sources=SOURCES,
-            depends=[os.path.join(KERNEL_DIR, name) for name in ("crc.h", "convert.h", "format.h", "wire.h")],
+            depends=[os.path.join(KERNEL_DIR, name) for name in ("crc.h", "convert.h", "format.h", "records_walk.h", "wire.h")],
             extra_compile_args=compile_args,
             extra_link_args=link_args,
         )
