@@ -20,7 +20,7 @@ int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_re
     uint8_t *w = out;
     const int v1 = params->to_magic == 1;
     const size_t overhead = v1 ? LC_RECORD_OVERHEAD_V1 : LC_RECORD_OVERHEAD_V0;
-    int64_t kept = 0, last_kept = 0, rel = 0, max_timestamp = -1;
+    int64_t kept = 0, first_kept = 0, last_kept = 0, rel = 0, max_timestamp = -1;
     (void)cap; /* the caller reserved enough: see convert.h */
 
     for (int64_t index = 0; index < count; index++) {
@@ -41,8 +41,11 @@ int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_re
             return -1;
         if (kept > 0 && offset <= last_kept)
             return -1;
-        if (kept == 0 && params->relative_offsets)
-            rel = (int64_t)offset;
+        if (kept == 0) {
+            first_kept = (int64_t)offset;
+            if (params->relative_offsets)
+                rel = first_kept;
+        }
         __int128 written_offset = offset - rel;
         if (written_offset > INT64_MAX || written_offset < INT64_MIN)
             return -1;
@@ -78,6 +81,7 @@ int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_re
     if (p != end)
         return -1;
     result->kept = kept;
+    result->first_kept_offset = first_kept;
     result->last_kept_offset = last_kept;
     result->max_timestamp = max_timestamp;
     result->written = (size_t)(w - out);

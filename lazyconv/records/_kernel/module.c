@@ -12,6 +12,7 @@
 #include "convert.h"
 #include "crc.h"
 #include "format.h"
+#include "lz4frame.h"
 #include "records_walk.h"
 #include "wire.h"
 
@@ -219,10 +220,12 @@ static PyObject *py_convert_v2_run(PyObject *self, PyObject *args)
 
 PyDoc_STRVAR(convert_v2_records_doc,
              "convert_v2_records(out, data, count, base_offset, base_timestamp, log_append_time,\n"
-             "                   to_magic, attributes, relative_offsets) -> (kept, last_offset, max_timestamp) | None\n\n"
+             "                   to_magic, attributes, relative_offsets)\n"
+             "-> (kept, last_offset, max_timestamp, first_offset) | None\n\n"
              "Append one legacy message per record of the count v2 records of data (a whole\n"
              "decompressed payload) to the bytearray out, as records._codec.convert_v2_records_to_legacy\n"
-             "does without a first-offset filter. Returns None (out unchanged) when the reference\n"
+             "does without a first-offset filter (first_offset: the absolute offset of the first\n"
+             "record, 0 when count is 0). Returns None (out unchanged) when the reference\n"
              "code must handle the payload (malformed or unwritable records): it raises the error.");
 static PyObject *py_convert_v2_records(PyObject *self, PyObject *args)
 {
@@ -269,8 +272,8 @@ static PyObject *py_convert_v2_records(PyObject *self, PyObject *args)
         return NULL;
     if (status < 0)
         Py_RETURN_NONE;
-    return Py_BuildValue("(LLL)", (long long)result.kept, (long long)result.last_kept_offset,
-                         (long long)result.max_timestamp);
+    return Py_BuildValue("(LLLL)", (long long)result.kept, (long long)result.last_kept_offset,
+                         (long long)result.max_timestamp, (long long)result.first_kept_offset);
 }
 
 static inline void put_be64(uint8_t *p, uint64_t v)
@@ -1065,6 +1068,69 @@ static PyObject *py_convert_v2_chunk(PyObject *self, PyObject *args)
     return Py_BuildValue("(niLL)", (Py_ssize_t)end, (int)chunk_stop, (long long)converted, (long long)temporary);
 }
 
+/* ---- Kafka's lz4 frame (lz4frame.c) ---- */
+
+#define LZ4_MAX_BLOCKS 256 /* more blocks in one frame: the reference walks it */
+
+PyDoc_STRVAR(lz4_frame_blocks_doc,
+             "lz4_frame_blocks(data, magic) -> tuple | None\n\n"
+             "The data blocks of the Kafka lz4 frame data as one flat tuple (block_max, start,\n"
+             "size, stored, start, size, stored, ...): every block's bytes are data[start:start+size],\n"
+             "stored meaning uncompressed. The frame is walked with the reference parser's checks\n"
+             "(header checksum checked for magic >= 1 only); None when the reference must parse it\n"
+             "(it raises the error), for block checksums, or for more than 256 blocks.");
+static PyObject *py_lz4_frame_blocks(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    int magic;
+    if (!PyArg_ParseTuple(args, "y*i", &data, &magic))
+        return NULL;
+    lc_lz4_block blocks[LZ4_MAX_BLOCKS];
+    size_t block_max = 0;
+    int64_t count;
+    if (data.len >= GIL_RELEASE_THRESHOLD) { /* the walk reads O(blocks) words, not the data */
+        Py_BEGIN_ALLOW_THREADS
+        count = lc_lz4_frame_blocks(data.buf, (size_t)data.len, magic, blocks, LZ4_MAX_BLOCKS, &block_max);
+        Py_END_ALLOW_THREADS
+    } else {
+        count = lc_lz4_frame_blocks(data.buf, (size_t)data.len, magic, blocks, LZ4_MAX_BLOCKS, &block_max);
+    }
+    PyBuffer_Release(&data);
+    if (count < 0)
+        Py_RETURN_NONE;
+    PyObject *result = PyTuple_New(1 + 3 * (Py_ssize_t)count);
+    if (result == NULL)
+        return NULL;
+    PyObject *item = PyLong_FromSize_t(block_max);
+    if (item == NULL)
+        goto fail;
+    PyTuple_SET_ITEM(result, 0, item);
+    for (int64_t i = 0; i < count; i++) {
+        PyObject *start = PyLong_FromSize_t(blocks[i].start), *size = PyLong_FromSize_t(blocks[i].size);
+        PyTuple_SET_ITEM(result, 1 + 3 * i, start);
+        PyTuple_SET_ITEM(result, 2 + 3 * i, size);
+        PyTuple_SET_ITEM(result, 3 + 3 * i, PyBool_FromLong(blocks[i].stored));
+        if (start == NULL || size == NULL)
+            goto fail;
+    }
+    return result;
+fail:
+    Py_DECREF(result);
+    return NULL;
+}
+
+PyDoc_STRVAR(xxh32_doc, "xxh32(data, seed=0) -> int\n\nxxHash32 of data (the kernel's own, for tests).");
+static PyObject *py_xxh32(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    unsigned int seed = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &data, &seed))
+        return NULL;
+    uint32_t h = lc_xxh32(data.buf, (size_t)data.len, seed);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(h);
+}
+
 /* ---- v2 record encoding (the builder) ---- */
 
 static size_t uvarint_size(uint64_t v)
@@ -1253,6 +1319,8 @@ static PyMethodDef methods[] = {
     {"decode_v2_records", py_decode_v2_records, METH_VARARGS, decode_v2_records_doc},
     {"iter_v2_records", py_iter_v2_records, METH_VARARGS, iter_v2_records_doc},
     {"iter_plain_v2", py_iter_plain_v2, METH_VARARGS, iter_plain_v2_doc},
+    {"lz4_frame_blocks", py_lz4_frame_blocks, METH_VARARGS, lz4_frame_blocks_doc},
+    {"xxh32", py_xxh32, METH_VARARGS, xxh32_doc},
     {"append_legacy_message", (PyCFunction)(void (*)(void))py_append_legacy_message, METH_FASTCALL,
      append_legacy_message_doc},
     {NULL, NULL, 0, NULL},
