@@ -442,29 +442,15 @@ static PyObject *decode_headers(const uint8_t **pp, const uint8_t *end, int32_t 
     if (headers == NULL)
         return NULL;
     for (int32_t i = 0; i < count; i++) {
-        int32_t klen, vlen;
-        if (read_varint(&p, end, &klen) < 0 || klen < 0 || klen > end - p || !valid_utf8(p, (size_t)klen))
+        const uint8_t *key_bytes, *value_bytes;
+        int32_t key_length, value_length;
+        if (lc_v2_header_read(&p, end, &key_bytes, &key_length, &value_bytes, &value_length) < 0)
             goto fail;
-        PyObject *key = PyUnicode_DecodeUTF8((const char *)p, klen, "strict");
-        if (key == NULL)
-            goto fail;
-        p += klen;
-        PyObject *value;
-        if (read_varint(&p, end, &vlen) < 0) {
-            Py_DECREF(key);
-            goto fail;
-        }
-        if (vlen < 0) {
-            value = Py_NewRef(Py_None);
-        } else if (vlen > end - p) {
-            Py_DECREF(key);
-            goto fail;
-        } else {
-            value = PyBytes_FromStringAndSize((const char *)p, vlen);
-            p += vlen;
-        }
-        PyObject *pair = value == NULL ? NULL : PyTuple_Pack(2, key, value);
-        Py_DECREF(key);
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)key_bytes, key_length, "strict");
+        PyObject *value = value_length < 0 ? Py_NewRef(Py_None)
+                                           : PyBytes_FromStringAndSize((const char *)value_bytes, value_length);
+        PyObject *pair = key == NULL || value == NULL ? NULL : PyTuple_Pack(2, key, value);
+        Py_XDECREF(key);
         Py_XDECREF(value);
         if (pair == NULL)
             goto fail;

@@ -26,7 +26,8 @@ typedef struct {
 /* Parse one record's framing at *pp within [*pp, end): the length varint, then within the
  * record attributes (ignored), timestamp delta, offset delta, key, value and the header count.
  * The headers are not parsed: on success *pp points at the first header and the caller either
- * skips them (lc_v2_record_skip_headers) or decodes them, then checks it is at r->end.
+ * skips them (lc_v2_headers_skip) or decodes them (lc_v2_header_read), then checks it is at
+ * r->end.
  * Returns 0, or -1 when the reference parser would reject the record. */
 static inline int lc_v2_record_read(const uint8_t **pp, const uint8_t *end, lc_v2_record *r)
 {
@@ -67,6 +68,47 @@ static inline int lc_v2_record_read(const uint8_t **pp, const uint8_t *end, lc_v
     return 0;
 }
 
+/* One header at *pp within [*pp, end): its key (length >= 0, valid UTF-8 as Python's strict
+ * decoder sees it) and value (value_length -1: null). Returns 0 (*pp after the header) or -1. */
+static inline int lc_v2_header_read(const uint8_t **pp, const uint8_t *end, const uint8_t **key, int32_t *key_length,
+                                    const uint8_t **value, int32_t *value_length)
+{
+    const uint8_t *p = *pp;
+    if (read_varint(&p, end, key_length) < 0 || *key_length < 0 || *key_length > end - p ||
+        !valid_utf8(p, (size_t)*key_length))
+        return -1;
+    *key = p;
+    p += *key_length;
+    if (read_varint(&p, end, value_length) < 0)
+        return -1;
+    *value = p;
+    if (*value_length >= 0) {
+        if (*value_length > end - p)
+            return -1;
+        p += *value_length;
+    } else {
+        *value_length = -1;
+    }
+    *pp = p;
+    return 0;
+}
+
+/* A record's `count` headers: structure and key encoding checked, nothing kept. */
+static inline int lc_v2_headers_skip(const uint8_t **pp, const uint8_t *end, int32_t count)
+{
+    const uint8_t *p = *pp;
+    if (count < 0 || count > end - p)
+        return -1;
+    for (int32_t i = 0; i < count; i++) {
+        const uint8_t *key, *value;
+        int32_t key_length, value_length;
+        if (lc_v2_header_read(&p, end, &key, &key_length, &value, &value_length) < 0)
+            return -1;
+    }
+    *pp = p;
+    return 0;
+}
+
 /* The whole record: framing, headers (structure and key encoding) and the exact end. On success
  * *pp is the record's end. */
 static inline int lc_v2_record_walk(const uint8_t **pp, const uint8_t *end, lc_v2_record *r)
@@ -74,7 +116,7 @@ static inline int lc_v2_record_walk(const uint8_t **pp, const uint8_t *end, lc_v
     const uint8_t *p = *pp;
     if (lc_v2_record_read(&p, end, r) < 0)
         return -1;
-    if (r->header_count != 0 && skip_headers(&p, r->end, r->header_count) < 0)
+    if (r->header_count != 0 && lc_v2_headers_skip(&p, r->end, r->header_count) < 0)
         return -1;
     if (p != r->end)
         return -1;
