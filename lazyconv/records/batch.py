@@ -50,6 +50,12 @@ _CRC_START = ATTRIBUTES_OFFSET  # the CRC covers attributes .. end of batch
 _MIN_LENGTH = BATCH_LENGTH_MIN  # 49
 
 
+# The records the kernel's decoders make: its subclass of Record (a Record and a tuple in every
+# respect, named and pickled as Record) with a cheaper allocation and deallocation than
+# CPython's generic path for tuple subclasses (docs/kernel.md, Decoding).
+_KERNEL_RECORD: type[Record] = _kernel.make_record_type(Record) if _kernel is not None else Record
+
+
 def _reference_from(
     data: bytes | memoryview, count: int, base_offset: int, base_timestamp: int, override: int | None, error_base: int
 ) -> Callable[[int, int], Iterator[Record]]:
@@ -92,7 +98,7 @@ def plain_v2_records(
         reference = _reference_from(payload, count, base_offset, base_timestamp, override, position + RECORD_BATCH_OVERHEAD)
         return reference(record_position, index)
 
-    records: Iterator[Record] = _kernel.iter_plain_v2(Record, view, end, rest_of_batch)
+    records: Iterator[Record] = _kernel.iter_plain_v2(_KERNEL_RECORD, view, end, rest_of_batch)
     return records
 
 
@@ -250,7 +256,7 @@ class DefaultBatch(RecordBatch):
             error_base = self.position + RECORD_BATCH_OVERHEAD
             if _kernel is not None:  # decoded in C; from a malformed record on, the reference
                 return _kernel.iter_v2_records(
-                    Record, payload, count, self._base_offset, self.base_timestamp, override,
+                    _KERNEL_RECORD, payload, count, self._base_offset, self.base_timestamp, override,
                     _reference_from(payload, count, self._base_offset, self.base_timestamp, override, error_base),
                 )
             data = bytes(payload)  # indexing bytes is faster than a memoryview; one batch-sized copy
@@ -268,7 +274,7 @@ class DefaultBatch(RecordBatch):
         try:
             if _kernel is not None:
                 yield from _kernel.iter_v2_records(
-                    Record, data, count, self._base_offset, self.base_timestamp, override,
+                    _KERNEL_RECORD, data, count, self._base_offset, self.base_timestamp, override,
                     _reference_from(data, count, self._base_offset, self.base_timestamp, override, 0),
                 )
                 return

@@ -479,6 +479,143 @@ static PyObject *exact_sum(long long base, PyObject *base_obj, long long delta)
     return sum;
 }
 
+/* ---- The kernel's record type: a subclass of the public Record NamedTuple ----
+ *
+ * Identical to Record for every use (it is a Record and a tuple: fields, equality, hashing,
+ * ordering, unpacking, _replace/_asdict, repr — named "Record" — and pickling, which yields a
+ * plain Record), with its own deallocation and a free list: CPython's generic path for a heap
+ * tuple subclass (subtype_dealloc: re-tracking, the trashcan twice, no free list) costs more
+ * per record than the decoding. Only the decoders create it (always untracked: its items are
+ * ints, bytes, None and tuples of str/bytes pairs); Python code that makes one (_replace,
+ * _make) gets a tracked object, which this deallocation handles too. */
+
+#define RECORD_FREE_LIST_SIZE 64
+
+static PyTypeObject *native_record_type = NULL; /* owned, set by make_record_type */
+static PyObject *record_free_list[RECORD_FREE_LIST_SIZE];
+static int record_free_count = 0;
+
+static void native_record_free(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    for (Py_ssize_t i = Py_SIZE(self); --i >= 0;)
+        Py_XDECREF(PyTuple_GET_ITEM(self, i));
+    if (type == native_record_type && Py_SIZE(self) == 5 && record_free_count < RECORD_FREE_LIST_SIZE)
+        record_free_list[record_free_count++] = self; /* untracked, its type reference dropped below */
+    else
+        type->tp_free(self);
+    Py_DECREF(type); /* instances of heap types own a reference to their type */
+}
+
+/* 1 if freeing this record's items cannot come back here without a tuple's own deallocation in
+ * between (which bounds the recursion with the trashcan): ints, bytes or None for the first
+ * four, an exact tuple for the headers, as the decoders make them. */
+static inline int native_record_is_flat(PyObject *self)
+{
+    if (Py_SIZE(self) != 5)
+        return 0;
+    for (Py_ssize_t i = 0; i < 4; i++) {
+        PyObject *item = PyTuple_GET_ITEM(self, i);
+        if (item != NULL && item != Py_None && !PyLong_CheckExact(item) && !PyBytes_CheckExact(item))
+            return 0;
+    }
+    PyObject *headers = PyTuple_GET_ITEM(self, 4);
+    return headers == NULL || PyTuple_CheckExact(headers);
+}
+
+static void native_record_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (native_record_is_flat(self)) { /* the decoders' records: no trashcan needed */
+        native_record_free(self);
+        return;
+    }
+    /* anything else (a record built by Python code may nest records): the trashcan bounds the
+     * C recursion of deallocating deeply nested objects */
+    Py_TRASHCAN_BEGIN(self, native_record_dealloc)
+    native_record_free(self);
+    Py_TRASHCAN_END
+}
+
+/* An untracked 5-item instance of the native record type, items NULL. */
+static PyObject *new_native_record(void)
+{
+    if (record_free_count > 0) {
+        PyObject *record = record_free_list[--record_free_count];
+        /* sets the type (a new reference to it), the size and a fresh reference count */
+        return (PyObject *)PyObject_InitVar((PyVarObject *)record, native_record_type, 5);
+    }
+    return (PyObject *)PyObject_GC_NewVar(PyTupleObject, native_record_type, 5);
+}
+
+static int native_record_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self)); /* a heap type's instances reference it */
+    for (Py_ssize_t i = Py_SIZE(self); --i >= 0;)
+        Py_VISIT(PyTuple_GET_ITEM(self, i));
+    return 0;
+}
+
+static PyObject *native_record_reduce(PyObject *self, PyObject *noargs)
+{
+    /* pickled (and copied) as the public type: Record(*fields) */
+    PyObject *fields = PyTuple_GetSlice(self, 0, PyTuple_GET_SIZE(self));
+    if (fields == NULL)
+        return NULL;
+    PyObject *result = Py_BuildValue("(ON)", (PyObject *)native_record_type->tp_base, fields);
+    return result;
+}
+
+static PyMethodDef native_record_methods[] = {
+    {"__reduce__", native_record_reduce, METH_NOARGS, "Pickled as the public Record type."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot native_record_slots[] = {
+    {Py_tp_dealloc, native_record_dealloc},
+    {Py_tp_traverse, native_record_traverse},
+    {Py_tp_methods, native_record_methods},
+    {Py_tp_doc, "A Record made by the compiled kernel (a Record in every respect; see lazyconv.records.Record)."},
+    {0, NULL},
+};
+
+static PyType_Spec native_record_spec = {
+    .name = "lazyconv.records.types.Record",
+    .basicsize = 0, /* the base's */
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = native_record_slots,
+};
+
+PyDoc_STRVAR(make_record_type_doc,
+             "make_record_type(record) -> type\n\n"
+             "The kernel's subclass of the NamedTuple record (5 fields, no __dict__), which the\n"
+             "decoders create when given it: same fields, methods, repr and pickling, faster to\n"
+             "allocate and free. Made once; later calls return the same type.");
+static PyObject *py_make_record_type(PyObject *self, PyObject *args)
+{
+    PyTypeObject *record;
+    if (!PyArg_ParseTuple(args, "O!", &PyType_Type, &record))
+        return NULL;
+    if (native_record_type != NULL) {
+        if (native_record_type->tp_base != record) {
+            PyErr_SetString(PyExc_ValueError, "make_record_type: already made for another type");
+            return NULL;
+        }
+        return Py_NewRef((PyObject *)native_record_type);
+    }
+    if (!PyType_IsSubtype(record, &PyTuple_Type) || record->tp_dictoffset != 0 || record->tp_weaklistoffset != 0 ||
+        record->tp_basicsize != PyTuple_Type.tp_basicsize || record->tp_itemsize != PyTuple_Type.tp_itemsize) {
+        PyErr_SetString(PyExc_TypeError, "make_record_type: a tuple subclass without __dict__ or __weakref__ is needed");
+        return NULL;
+    }
+    PyObject *type = PyType_FromSpecWithBases(&native_record_spec, (PyObject *)record);
+    if (type == NULL)
+        return NULL;
+    native_record_type = (PyTypeObject *)type;
+    return Py_NewRef(type);
+}
+
 /* The last timestamp made by a decoder that keeps one: records of a batch often share their
  * timestamp (and every record of a log-append-time batch does), and ints are immutable, so
  * equal timestamps share one int object. */
@@ -509,6 +646,14 @@ static PyObject *cached_timestamp(timestamp_cache *cache, long long base, long l
 static PyObject *alloc_record(PyTypeObject *record_type)
 {
     PyObject *record;
+    if (record_type == native_record_type) {
+        record = new_native_record();
+        if (record == NULL)
+            return NULL;
+        for (Py_ssize_t i = 0; i < 5; i++)
+            PyTuple_SET_ITEM(record, i, NULL);
+        return record;
+    }
     if (record_type->tp_alloc == PyType_GenericAlloc && record_type->tp_dictoffset == 0 &&
         record_type->tp_weaklistoffset == 0 && record_type->tp_basicsize == PyTuple_Type.tp_basicsize &&
         record_type->tp_itemsize == PyTuple_Type.tp_itemsize) {
@@ -579,62 +724,6 @@ static PyObject *build_record(PyTypeObject *record_type, const lc_v2_record *r, 
         return NULL;
     }
     return record;
-}
-
-PyDoc_STRVAR(decode_v2_records_doc,
-             "decode_v2_records(record_type, data, count, base_offset, base_timestamp, timestamp_override) -> list | None\n\n"
-             "The count v2 records of data (uncompressed records or a decompressed payload) as\n"
-             "record_type tuples (offset, timestamp, key, value, headers), as\n"
-             "records._codec.iter_v2_records yields them with require_exact_end; None when the data\n"
-             "is malformed (the reference then raises the error at the right record).");
-static PyObject *py_decode_v2_records(PyObject *self, PyObject *args)
-{
-    PyTypeObject *record_type;
-    Py_buffer data;
-    long long count, base_offset, base_timestamp;
-    PyObject *override_obj;
-    if (!PyArg_ParseTuple(args, "O!y*LLLO", &PyType_Type, &record_type, &data, &count, &base_offset,
-                          &base_timestamp, &override_obj))
-        return NULL;
-    if (!PyType_IsSubtype(record_type, &PyTuple_Type)) {
-        PyBuffer_Release(&data);
-        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
-        return NULL;
-    }
-    PyObject *override = override_obj == Py_None ? NULL : override_obj;
-    const uint8_t *p = data.buf, *end = p + data.len;
-    PyObject *list = NULL;
-    if (count < 0 || count > data.len)
-        goto malformed;
-    list = PyList_New((Py_ssize_t)count);
-    if (list == NULL)
-        goto error;
-    for (long long index = 0; index < count; index++) {
-        lc_v2_record r;
-        if (lc_v2_record_read(&p, end, &r) < 0)
-            goto malformed;
-        PyObject *record = build_record(record_type, &r, base_offset, PyTuple_GET_ITEM(args, 3), base_timestamp,
-                                        PyTuple_GET_ITEM(args, 4), override, NULL);
-        if (record == NULL) {
-            if (PyErr_Occurred())
-                goto error;
-            goto malformed;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)index, record);
-        p = r.end;
-    }
-    if (p != end)
-        goto malformed;
-    PyBuffer_Release(&data);
-    return list;
-malformed:
-    Py_XDECREF(list); /* unset slots of a fresh list are NULL: its dealloc skips them */
-    PyBuffer_Release(&data);
-    Py_RETURN_NONE;
-error:
-    Py_XDECREF(list);
-    PyBuffer_Release(&data);
-    return NULL;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1302,9 +1391,9 @@ static PyMethodDef methods[] = {
     {"convert_v2_chunk", py_convert_v2_chunk, METH_VARARGS, convert_v2_chunk_doc},
     {"encode_v2_records", py_encode_v2_records, METH_VARARGS, encode_v2_records_doc},
     {"scan_entries", py_scan_entries, METH_VARARGS, scan_entries_doc},
-    {"decode_v2_records", py_decode_v2_records, METH_VARARGS, decode_v2_records_doc},
     {"iter_v2_records", py_iter_v2_records, METH_VARARGS, iter_v2_records_doc},
     {"iter_plain_v2", py_iter_plain_v2, METH_VARARGS, iter_plain_v2_doc},
+    {"make_record_type", py_make_record_type, METH_VARARGS, make_record_type_doc},
     {"lz4_frame_blocks", py_lz4_frame_blocks, METH_VARARGS, lz4_frame_blocks_doc},
     {"xxh32", py_xxh32, METH_VARARGS, xxh32_doc},
     {"append_legacy_message", (PyCFunction)(void (*)(void))py_append_legacy_message, METH_FASTCALL,
