@@ -1,4 +1,5 @@
-/* lazyconv.records._ckernel: the CPython face of the compiled kernel (crc.c, convert.c).
+/* lazyconv.records._ckernel: the CPython face of the compiled kernel (crc.c, convert.c,
+ * lz4frame.c; the record parser in records_walk.h).
  *
  * Every function that works on a buffer holds a Py_buffer on it and releases the GIL while the
  * C code runs (CRCs only above a size where that pays). Nothing here constructs errors about
