@@ -14,7 +14,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 KERNEL_DIR = os.path.join("lazyconv", "records", "_kernel")
-SOURCES = [os.path.join(KERNEL_DIR, name) for name in ("module.c", "crc.c", "convert.c", "digest.c", "digest_py.c")]
+SOURCES = [
+    os.path.join(KERNEL_DIR, name) for name in ("module.c", "crc.c", "convert.c", "digest.c", "digest_py.c", "lz4frame.c")
+]
 
 
 class OptionalBuildExt(build_ext):
@@ -53,7 +55,10 @@ def extensions() -> list:
         Extension(
             "lazyconv.records._ckernel",
             sources=SOURCES,
-            depends=[os.path.join(KERNEL_DIR, name) for name in ("crc.h", "convert.h", "digest.h", "digest_py.h", "format.h", "wire.h")],
+            depends=[
+                os.path.join(KERNEL_DIR, name)
+                for name in ("crc.h", "convert.h", "digest.h", "digest_py.h", "format.h", "lz4frame.h", "records_walk.h", "wire.h")
+            ],
             extra_compile_args=compile_args,
             extra_link_args=link_args,
         )

@@ -240,15 +240,16 @@ def _convert_v2_batch_into(
     """:func:`_convert_batch_into` for a v2 batch, in one pass over its record bytes."""
     if batch.attributes & 0x07 == 0:
         start = len(out)
-        written, _, _ = append_batch_as_legacy(out, batch, to_magic, first_offset)
+        written, _, _, _ = append_batch_as_legacy(out, batch, to_magic, first_offset)
         if written and (first := _I64.unpack_from(out, start)[0]) < 0:  # the least kept offset
             raise negative_offset_error(first, batch.position)
         return written, len(out) - start
     inner = bytearray()
-    written, last_offset, max_timestamp = append_batch_as_legacy(inner, batch, to_magic, None)
+    written, last_offset, max_timestamp, first = append_batch_as_legacy(inner, batch, to_magic, None)
     if written == 0:
         return 0, 0
-    first = _first_inner_offset(inner, last_offset, to_magic)
+    if first is None:  # the reference converted the records: read it from the messages
+        first = _first_inner_offset(inner, last_offset, to_magic)
     if first < 0:
         raise negative_offset_error(first, batch.position)
     log_append = batch.attributes & _LOG_APPEND_TIME_FLAG

@@ -7,11 +7,16 @@ counts and record lengths, random garbage), and then:
 
 1. calls the kernel's entry points directly on the raw bytes (``convert_v2_run`` and
    ``convert_v2_chunk`` with random chunk sizes on the whole stream and a random suffix,
-   ``encode_v2_records`` on random builder records, compared with the reference encoder, ``convert_v2_records`` on a batch's payload), which must not crash or read out of
+   ``encode_v2_records`` on random builder records, compared with the reference encoder, ``convert_v2_records`` on a batch's payload,
+   ``iter_plain_v2`` on the raw bytes with a random end, ``lz4_frame_blocks`` on random and
+   mutated lz4 frames with decompression compared against the reference frame parser, and
+   ``xxh32`` against the xxhash package, the record digests ``digest_v2_records`` and
+   ``digest_legacy_run`` against their references), which must not crash or read out of
    bounds whatever the length fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
 2. scans the stream with ``scan_batches`` (kernel) and ``scan_batches_reference``, and converts
    it with ``down_convert_bytes`` and decodes its records on the kernel and on the pure-Python
-   path, and (every fourth input) drives the lazy send with the kernel's chunking and with the
+   path (lz4 frames included), decodes it with a scan laxer than the kernel's (so the record
+   iterator meets malformed records and hands over itself), and (every fourth input) drives the lazy send with the kernel's chunking and with the
    reference grouping: scan results, output bytes, stats, decoded records, sent bytes, chunk
    pieces and errors (type, message, position) must be identical.
 
@@ -204,11 +209,108 @@ def _lazy_outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, .
             None if error is None else (type(error), str(error), error.position))
 
 
+def _lz4_frame(rng: random.Random) -> tuple[bytes, int]:
+    """A Kafka lz4 frame of random data (one or more blocks, some stored), possibly mutated."""
+    from lazyconv.records.compression import Compression, compress
+
+    magic = rng.choice((0, 1, 2))
+    size = rng.choice((0, 1, 50, 3000, 70_000 if rng.random() < 0.05 else 500))
+    data = rng.randbytes(size) if rng.random() < 0.3 else (b"abcd" * (size // 4 + 1))[:size]
+    frame = bytearray(compress(Compression.LZ4, data, magic))
+    for _ in range(rng.choice((0, 0, 1, 1, 2))):
+        if not frame:
+            break
+        position = rng.randrange(len(frame))
+        kind = rng.random()
+        if kind < 0.5:
+            frame[position] = rng.getrandbits(8)
+        elif kind < 0.7:
+            del frame[position:]
+        elif position + 4 <= len(frame):
+            struct.pack_into("<I", frame, position, rng.choice((0, 0x80000000, 1 << 16, (1 << 16) + 1, 0xFFFFFFFF,
+                                                               rng.getrandbits(32))))
+    return bytes(frame), magic
+
+
+class _LaxScan:
+    """The kernel with ``scan_plain_v2`` answering a fixed end."""
+
+    def __init__(self, kernel: Any, end: int) -> None:
+        self._kernel, self._end = kernel, end
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kernel, name)
+
+    def scan_plain_v2(self, view: Any) -> int:
+        return self._end
+
+
+def _xxh32(data: bytes, seed: int) -> int:
+    import xxhash
+
+    return int(xxhash.xxh32_intdigest(data, seed))
+
+
+def _lz4_outcome(frame: bytes, magic: int, max_size: int) -> tuple[Any, ...]:
+    from lazyconv.errors import LazyconvError
+    from lazyconv.records.compression import decompress
+
+    try:
+        return ("ok", decompress(3, frame, magic, max_size, position=5))
+    except LazyconvError as exc:
+        return ("error", type(exc).__name__, str(exc), exc.position)
+
+
+def _complete_v2_end(data: bytes) -> int:
+    """The end of the entries when the splitter delimits every one as a v2 batch (a scan laxer
+    than the kernel's: the kernel's record iterator then meets malformed records itself)."""
+    from lazyconv.errors import LazyconvError
+    from lazyconv.records import MemoryRecords
+    from lazyconv.records.batch import DefaultBatch
+
+    end = 0
+    try:
+        for batch in MemoryRecords(data).batches():
+            if not isinstance(batch, DefaultBatch):
+                return -1
+            end = batch.position + batch.size_in_bytes
+    except LazyconvError:
+        return -1
+    return end
+
+
+def _digest_differences(rng: random.Random, data: bytes) -> tuple[int, int]:
+    """The record digests (lazyconv.records.digest) on kernel and reference: the v2 records
+    region of ``data`` as a batch payload, and ``data`` as a run of legacy messages, at random
+    counts, offsets, shifts and overrides; returns ``(executions, differences)``."""
+    from lazyconv.records import digest
+
+    differences = 0
+    payload = data[RECORDS_OFFSET:] if len(data) > RECORDS_OFFSET else data
+    count = rng.choice((1, rng.randint(0, 20), len(payload)))
+    base_offset = rng.choice((0, 7, _INT64_MAX - 5, _INT64_MIN))
+    base_timestamp = rng.choice((0, -3, _INT64_MAX - 2, 1_700_000_000_000))
+    override = rng.choice((None, None, 5, -1))
+    args_v2 = (payload, count, base_offset, base_timestamp, override)
+    if digest.digest_v2_records(*args_v2) != digest.digest_v2_records_reference(*args_v2):
+        differences += 1
+        log.error("digest_v2_records difference on %r", args_v2)
+    start = rng.randrange(len(data) + 1)
+    args_legacy = (data[start:], rng.choice((0, 5, _INT64_MIN)), rng.choice((0, 3, _INT64_MAX - 1)),
+                   rng.choice((None, 9)))
+    if digest.digest_legacy_run(*args_legacy) != digest.digest_legacy_run_reference(*args_legacy):
+        differences += 1
+        log.error("digest_legacy_run difference on %r", args_legacy)
+    return 2, differences
+
+
 def run(seconds: float, seed: int) -> tuple[int, int, int]:
     """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
     import lazyconv.lazy as lazy_module
     import lazyconv.records.batch as batch_module
+    import lazyconv.records.compression as compression
     import lazyconv.records.conversion as conversion
+    from lazyconv.records import Record
     from lazyconv.records.scan import scan_batches, scan_batches_reference
 
     logging.getLogger("lazyconv.lazy").setLevel(logging.CRITICAL)  # the sends log every stop
@@ -244,6 +346,31 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                         rng.choice((None, 5, -9)), to_magic, 0, rng.random() < 0.5,
                     )
                     executions += 1
+            # the record iterator over whole runs, on any bytes and end (raises ValueError when a
+            # batch would run past the end it was given; must never read past it)
+            try:
+                for _ in kernel.iter_plain_v2(Record, data, rng.randrange(len(data) + 1), lambda *_: ()):
+                    pass
+            except ValueError:
+                pass
+            executions += 1
+            # the lz4 frame walk and its xxHash32, against the reference frame parser and xxhash
+            frame, frame_magic = _lz4_frame(rng)
+            max_size = rng.choice((1 << 20, 1 << 20, 10, 0))
+            kernel.lz4_frame_blocks(frame, frame_magic)
+            native_lz4 = _lz4_outcome(frame, frame_magic, max_size)
+            compression._kernel = None
+            try:
+                reference_lz4 = _lz4_outcome(frame, frame_magic, max_size)
+            finally:
+                compression._kernel = kernel
+            if native_lz4 != reference_lz4:
+                differences += 1
+                log.error("lz4 difference on frame %s (magic %d, max %d)", frame.hex(), frame_magic, max_size)
+            if kernel.xxh32(frame[:97], 7) != _xxh32(frame[:97], 7):
+                differences += 1
+                log.error("xxh32 difference on %s", frame[:97].hex())
+            executions += 3
             # the builder's record encoding: the kernel's bytes are the reference's when it accepts
             records, base_offset, base_timestamp = _random_builder_records(rng)
             encoded = bytearray(b"~")
@@ -255,6 +382,9 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                 differences += 1
                 log.error("encode_v2_records declined but changed its output on %r", records)
             executions += 1
+            digest_executions, digest_differences = _digest_differences(rng, data)
+            executions += digest_executions
+            differences += digest_differences
             # 2. differential: the scan and the public conversion on both implementations
             scanned = scan_batches(data, 7)
             executions += 1
@@ -264,11 +394,22 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                 log.error("scan difference on input %s", data.hex())
             native: tuple[Any, ...] = _outcome(data, to_magic, first_offset), _decoded(data)
             executions += 2
-            conversion.kernel = batch_module._kernel = None
+            if inputs % 4 == 1:  # the record iterator meeting malformed records (a lax scan)
+                lax_end = _complete_v2_end(data)
+                if lax_end >= 0:
+                    batch_module._kernel = _LaxScan(kernel, lax_end)  # type: ignore[assignment]
+                    try:
+                        native += (_decoded(data),)
+                    finally:
+                        batch_module._kernel = kernel
+                    executions += 1
+            conversion.kernel = batch_module._kernel = compression._kernel = None
             try:
                 reference: tuple[Any, ...] = _outcome(data, to_magic, first_offset), _decoded(data)
+                if len(native) == 3:
+                    reference += (reference[1],)
             finally:
-                conversion.kernel = batch_module._kernel = kernel
+                conversion.kernel = batch_module._kernel = compression._kernel = kernel
             if inputs % 4 == 0:  # the lazy send: kernel chunking against the reference grouping
                 native += (_lazy_outcome(data, to_magic, first_offset),)
                 executions += 1

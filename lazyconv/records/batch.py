@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from itertools import chain
+from collections.abc import Callable, Iterator
 
 from lazyconv.errors import (
     CorruptRecordError,
@@ -51,6 +50,12 @@ _CRC_START = ATTRIBUTES_OFFSET  # the CRC covers attributes .. end of batch
 _MIN_LENGTH = BATCH_LENGTH_MIN  # 49
 
 
+# The records the kernel's decoders make: its subclass of Record (a Record and a tuple in every
+# respect, named and pickled as Record) with a cheaper allocation and deallocation than
+# CPython's generic path for tuple subclasses (docs/kernel.md, Decoding).
+_KERNEL_RECORD: type[Record] = _kernel.make_record_type(Record) if _kernel is not None else Record
+
+
 def _reference_from(
     data: bytes | memoryview, count: int, base_offset: int, base_timestamp: int, override: int | None, error_base: int
 ) -> Callable[[int, int], Iterator[Record]]:
@@ -71,44 +76,30 @@ def plain_v2_records(
 ) -> Iterator[Record] | None:
     """The records of a whole memory-backed record set, when the kernel is in use and every
     complete entry of ``view`` is a v2 batch the kernel's scan accepts (uncompressed or
-    control): each batch decoded by the kernel in one call into a list of records (one batch's
-    records alive at a time), the lists chained, without batch objects. ``None`` otherwise
-    (the caller iterates its batches). Yields and raises exactly what iterating
-    :class:`DefaultBatch` objects over the same bytes does."""
+    control): one kernel iterator walks the batch headers and decodes the records one at a
+    time (one record's objects alive at a time), without batch objects or per-batch Python.
+    ``None`` otherwise (the caller iterates its batches). Yields and raises exactly what
+    iterating :class:`DefaultBatch` objects over the same bytes does."""
     if _kernel is None:
         return None
     end = _kernel.scan_plain_v2(view)
     if end < 0:
         return None
-    return chain.from_iterable(_plain_v2_decoders(source, view, end, max_decompressed_size))
 
+    def rest_of_batch(position: int, record_position: int, index: int) -> Iterator[Record]:
+        # what the kernel leaves to the reference: a whole batch (compressed control batches,
+        # empty ones, a count beyond the batch's bytes) or the records from a malformed one on
+        header = view[position : position + RECORD_BATCH_OVERHEAD]
+        if record_position < 0:
+            return iter(DefaultBatch(source, position, header, max_decompressed_size))
+        base_offset, length, _, _, _, attributes, _, base_timestamp, max_timestamp, _, _, _, count = V2_HEADER.unpack(header)
+        payload = view[position + RECORD_BATCH_OVERHEAD : position + LOG_OVERHEAD + length]
+        override = max_timestamp if attributes & ATTR_TIMESTAMP_TYPE else None
+        reference = _reference_from(payload, count, base_offset, base_timestamp, override, position + RECORD_BATCH_OVERHEAD)
+        return reference(record_position, index)
 
-def _plain_v2_decoders(
-    source: ByteSource, view: memoryview, end: int, max_decompressed_size: int
-) -> Iterator[Iterable[Record]]:
-    # every entry of view[:end] is a complete v2 batch of length >= 49 (the kernel's scan)
-    kernel = _kernel
-    assert kernel is not None
-    unpack = V2_HEADER.unpack_from
-    position = 0
-    while position < end:
-        base_offset, length, _, _, _, attributes, _, base_timestamp, max_timestamp, _, _, _, count = unpack(view, position)
-        following = position + LOG_OVERHEAD + length
-        if attributes & ATTR_COMPRESSION_MASK or not 0 < count <= following - position - RECORD_BATCH_OVERHEAD:
-            # compressed control batches, empty ones and the error cases: the batch's own path
-            yield DefaultBatch(source, position, view[position : position + RECORD_BATCH_OVERHEAD], max_decompressed_size)
-        else:
-            payload = view[position + RECORD_BATCH_OVERHEAD : following]
-            override = max_timestamp if attributes & ATTR_TIMESTAMP_TYPE else None
-            # the batch's records as one list (at most one batch of records alive); a malformed
-            # batch goes through the iterator, which yields up to the bad record and hands over
-            # to the reference parser there
-            records = kernel.decode_v2_records(Record, payload, count, base_offset, base_timestamp, override)
-            yield records if records is not None else kernel.iter_v2_records(
-                Record, payload, count, base_offset, base_timestamp, override,
-                _reference_from(payload, count, base_offset, base_timestamp, override, position + RECORD_BATCH_OVERHEAD),
-            )
-        position = following
+    records: Iterator[Record] = _kernel.iter_plain_v2(_KERNEL_RECORD, view, end, rest_of_batch)
+    return records
 
 
 class DefaultBatch(RecordBatch):
@@ -265,7 +256,7 @@ class DefaultBatch(RecordBatch):
             error_base = self.position + RECORD_BATCH_OVERHEAD
             if _kernel is not None:  # decoded in C; from a malformed record on, the reference
                 return _kernel.iter_v2_records(
-                    Record, payload, count, self._base_offset, self.base_timestamp, override,
+                    _KERNEL_RECORD, payload, count, self._base_offset, self.base_timestamp, override,
                     _reference_from(payload, count, self._base_offset, self.base_timestamp, override, error_base),
                 )
             data = bytes(payload)  # indexing bytes is faster than a memoryview; one batch-sized copy
@@ -283,7 +274,7 @@ class DefaultBatch(RecordBatch):
         try:
             if _kernel is not None:
                 yield from _kernel.iter_v2_records(
-                    Record, data, count, self._base_offset, self.base_timestamp, override,
+                    _KERNEL_RECORD, data, count, self._base_offset, self.base_timestamp, override,
                     _reference_from(data, count, self._base_offset, self.base_timestamp, override, 0),
                 )
                 return

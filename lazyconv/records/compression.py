@@ -31,6 +31,7 @@ from lazyconv.errors import (
     UnknownMagicError,
     UnsupportedCompressionError,
 )
+from lazyconv.records._native import kernel as _kernel
 
 __all__ = [
     "Compression",
@@ -523,6 +524,12 @@ def _lz4_compress(data: bytes | bytearray | memoryview, magic: int, level: int) 
 
 
 def _lz4_decompress(data: bytes | memoryview, magic: int, max_size: int, base: int) -> bytes:
+    if _kernel is not None:
+        # the kernel walks the frame (header, checksum, block sizes, end mark) with the checks
+        # below; None: something the walk leaves to this reference code, which raises it
+        frame = _kernel.lz4_frame_blocks(data, magic)
+        if frame is not None:
+            return _lz4_blocks(data, frame, max_size, base)
     out = _Output(max_size, "lz4")
     view = memoryview(data)
     end = len(view)
@@ -603,6 +610,36 @@ def _lz4_decompress(data: bytes | memoryview, magic: int, max_size: int, base: i
             if stored_hash != xxhash.xxh32_intdigest(block, 0):
                 raise DecompressionError("lz4 block checksum mismatch", base + pos)
             pos += 4
+
+
+def _lz4_blocks(data: bytes | memoryview, frame: tuple[int, ...], max_size: int, base: int) -> bytes:
+    """The data of a frame the kernel walked: ``frame`` is ``(block_max, start, size, stored,
+    ...)``. Decompresses and bounds the blocks in order as the reference loop does (same
+    errors, same positions)."""
+    block_max = frame[0]
+    view = memoryview(data)
+    if len(frame) == 4 and not frame[3]:  # one compressed block: a batch of at most 64 KiB
+        start = frame[1]
+        try:
+            piece = lz4.block.decompress(view[start : start + frame[2]], uncompressed_size=block_max)
+        except lz4.block.LZ4BlockError as exc:
+            raise DecompressionError(f"corrupt lz4 block: {exc}", base + start) from None
+        if len(piece) > max_size:
+            _Output(max_size, "lz4").check(len(piece), base + start)
+        return piece
+    out = _Output(max_size, "lz4")
+    for index in range(1, len(frame), 3):
+        start, size, stored = frame[index], frame[index + 1], frame[index + 2]
+        block = view[start : start + size]
+        if stored:
+            out.add(bytes(block), base + start)
+            continue
+        try:
+            piece = lz4.block.decompress(block, uncompressed_size=block_max)
+        except lz4.block.LZ4BlockError as exc:
+            raise DecompressionError(f"corrupt lz4 block: {exc}", base + start) from None
+        out.add(piece, base + start)
+    return out.result()
 
 
 # ---------------------------------------------------------------------------------------------

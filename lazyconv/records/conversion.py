@@ -174,15 +174,17 @@ def convert_memory_range(
 
 def append_batch_as_legacy(
     out: bytearray, batch: DefaultBatch, to_magic: int, first_offset: int | None
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, int | None]:
     """Append the records of ``batch`` (a v2 batch) to ``out`` as magic ``to_magic`` messages.
 
     Uncompressed batches: one standalone message per record at or above ``first_offset``, with
     absolute offsets. Compressed batches: the decompressed records, none filtered
     (``first_offset`` is ignored), offsets relative to the first one when ``to_magic`` is 1 (the
     inner messages of a wrapper). Messages carry the timestamp-type bit in v1 for LogAppendTime
-    batches. Returns ``(written, last_offset, max_timestamp)`` as
-    :func:`~lazyconv.records._codec.convert_v2_records_to_legacy`; raises the records layer's
+    batches. Returns ``(written, last_offset, max_timestamp, first)``, the first three as
+    :func:`~lazyconv.records._codec.convert_v2_records_to_legacy`, ``first`` the absolute offset
+    of the first message written when the kernel converted a compressed batch's records
+    (``None`` otherwise: a caller that needs it reads it from the messages); raises the records layer's
     errors for corrupt batches (codec ids 5..7 included).
     """
     attributes = batch.attributes
@@ -193,7 +195,7 @@ def append_batch_as_legacy(
     if count < 0:
         raise InvalidRecordError(f"v2 batch with negative record count {count}", position + RECORDS_COUNT_OFFSET)
     if count == 0:
-        return 0, 0, -1
+        return 0, 0, -1, None
     log_append = attributes & TIMESTAMP_TYPE_MASK
     log_append_time = batch.max_timestamp if log_append else None
     message_attributes = TIMESTAMP_TYPE_MASK if (log_append and to_magic == 1) else 0
@@ -205,10 +207,11 @@ def append_batch_as_legacy(
                 f"v2 batch declares {count} records but has only {len(data)} bytes of records",
                 position + RECORDS_COUNT_OFFSET,
             )
-        return convert_v2_records_to_legacy(
+        written, last_offset, max_timestamp = convert_v2_records_to_legacy(
             out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, first_offset,
             to_magic, message_attributes, False, position + RECORDS_OFFSET, position, False,
         )
+        return written, last_offset, max_timestamp, None
     data = decompress(compression, payload, 2, batch.max_decompressed_size, position=position + RECORDS_OFFSET)
     relative = to_magic == 1
     if kernel is not None:
@@ -217,8 +220,10 @@ def append_batch_as_legacy(
             to_magic, message_attributes, relative,
         )
         if done is not None:
-            return done
-    return convert_v2_records_to_legacy(
+            written, last_offset, max_timestamp, first = done
+            return written, last_offset, max_timestamp, first if written else None
+    written, last_offset, max_timestamp = convert_v2_records_to_legacy(
         out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, None,
         to_magic, message_attributes, relative, 0, position, True,
     )
+    return written, last_offset, max_timestamp, None

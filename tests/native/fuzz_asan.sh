@@ -20,10 +20,11 @@ tar --exclude='*.so' --exclude='__pycache__' -cf - lazyconv | tar -xf - -C "$wor
 LAZYCONV_SANITIZE=1 "$python" setup.py -q build_ext --build-lib "$work/lib" --build-temp "$work/build" \
   > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 2; }
 so=$(ls "$work"/lib/lazyconv/records/_ckernel*.so) || { echo "sanitized build failed"; cat "$work/build.log"; exit 2; }
-# the symbol table is read whole first: `nm | grep -q` fails under pipefail once grep stops early
+# the symbol list is read whole first: `nm | grep -q` fails under pipefail when grep's early exit
+# kills nm with SIGPIPE (a large symbol table)
 symbols=$(nm -D "$so")
-grep -q __asan_report_load <<< "$symbols" || { echo "the build is not instrumented by ASan"; exit 2; }
-grep -q __ubsan_handle <<< "$symbols" || { echo "the build is not instrumented by UBSan"; exit 2; }
+grep -q __asan_report_load <<<"$symbols" || { echo "the build is not instrumented by ASan"; exit 2; }
+grep -q __ubsan_handle <<<"$symbols" || { echo "the build is not instrumented by UBSan"; exit 2; }
 
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1

@@ -9,6 +9,7 @@
 
 #include "crc.h"
 #include "format.h"
+#include "records_walk.h"
 #include "wire.h"
 
 int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_records_params *params,
@@ -19,45 +20,16 @@ int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_re
     uint8_t *w = out;
     const int v1 = params->to_magic == 1;
     const size_t overhead = v1 ? LC_RECORD_OVERHEAD_V1 : LC_RECORD_OVERHEAD_V0;
-    int64_t kept = 0, last_kept = 0, rel = 0, max_timestamp = -1;
+    int64_t kept = 0, first_kept = 0, last_kept = 0, rel = 0, max_timestamp = -1;
     (void)cap; /* the caller reserved enough: see convert.h */
 
     for (int64_t index = 0; index < count; index++) {
-        int32_t length, off_delta, klen, vlen, hcount;
-        int64_t ts_delta;
-        if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+        lc_v2_record r;
+        if (lc_v2_record_walk(&p, end, &r) < 0)
             return -1;
-        const uint8_t *rec_end = p + length;
-        if (p >= rec_end)
-            return -1;
-        p++; /* attributes: unused */
-        if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
-            read_varint(&p, rec_end, &klen) < 0)
-            return -1;
-        const uint8_t *key = p;
-        if (klen >= 0) {
-            if (klen > rec_end - p)
-                return -1;
-            p += klen;
-        } else {
-            klen = -1;
-        }
-        if (read_varint(&p, rec_end, &vlen) < 0)
-            return -1;
-        const uint8_t *value = p;
-        if (vlen >= 0) {
-            if (vlen > rec_end - p)
-                return -1;
-            p += vlen;
-        } else {
-            vlen = -1;
-        }
-        if (read_varint(&p, rec_end, &hcount) < 0)
-            return -1;
-        if (hcount != 0 && skip_headers(&p, rec_end, hcount) < 0)
-            return -1;
-        if (p != rec_end)
-            return -1;
+        const int32_t off_delta = r.offset_delta, klen = r.key_length, vlen = r.value_length;
+        const int64_t ts_delta = r.timestamp_delta;
+        const uint8_t *key = r.key, *value = r.value;
 
         /* offsets and timestamps as exact integers: anything beyond int64 is the slow path's */
         __int128 offset = (__int128)params->base_offset + off_delta;
@@ -69,8 +41,11 @@ int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_re
             return -1;
         if (kept > 0 && offset <= last_kept)
             return -1;
-        if (kept == 0 && params->relative_offsets)
-            rel = (int64_t)offset;
+        if (kept == 0) {
+            first_kept = (int64_t)offset;
+            if (params->relative_offsets)
+                rel = first_kept;
+        }
         __int128 written_offset = offset - rel;
         if (written_offset > INT64_MAX || written_offset < INT64_MIN)
             return -1;
@@ -106,6 +81,7 @@ int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_re
     if (p != end)
         return -1;
     result->kept = kept;
+    result->first_kept_offset = first_kept;
     result->last_kept_offset = last_kept;
     result->max_timestamp = max_timestamp;
     result->written = (size_t)(w - out);
@@ -251,37 +227,10 @@ enum lc_chunk_stop lc_chunk_end(const uint8_t *data, size_t n, size_t chunk_size
 static int check_v2_records(const uint8_t *data, size_t n, int64_t count)
 {
     const uint8_t *p = data, *end = data + n;
-    for (int64_t index = 0; index < count; index++) {
-        int32_t length, off_delta, klen, vlen, hcount;
-        int64_t ts_delta;
-        if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+    lc_v2_record r;
+    for (int64_t index = 0; index < count; index++)
+        if (lc_v2_record_walk(&p, end, &r) < 0)
             return -1;
-        const uint8_t *rec_end = p + length;
-        if (p >= rec_end)
-            return -1;
-        p++;
-        if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
-            read_varint(&p, rec_end, &klen) < 0)
-            return -1;
-        if (klen >= 0) {
-            if (klen > rec_end - p)
-                return -1;
-            p += klen;
-        }
-        if (read_varint(&p, rec_end, &vlen) < 0)
-            return -1;
-        if (vlen >= 0) {
-            if (vlen > rec_end - p)
-                return -1;
-            p += vlen;
-        }
-        if (read_varint(&p, rec_end, &hcount) < 0)
-            return -1;
-        if (hcount != 0 && skip_headers(&p, rec_end, hcount) < 0)
-            return -1;
-        if (p != rec_end)
-            return -1;
-    }
     return p == end ? 0 : -1;
 }
 

@@ -32,6 +32,7 @@ typedef struct {
 
 typedef struct {
     int64_t kept;
+    int64_t first_kept_offset; /* absolute; 0 when nothing was kept */
     int64_t last_kept_offset;
     int64_t max_timestamp;
     size_t written;

@@ -2,6 +2,7 @@
 #include "digest.h"
 
 #include "crc.h"
+#include "records_walk.h"
 #include "wire.h"
 
 /* Both CRCs of a canonical encoding, fed piece by piece. */
@@ -53,24 +54,18 @@ static inline void digest_tail(dual_crc *h, int64_t offset, int64_t timestamp, i
 static int digest_headers(dual_crc *h, const uint8_t **pp, const uint8_t *end, int32_t count)
 {
     const uint8_t *p = *pp;
+    if (count < 0 || count > end - p)
+        return -1;
     for (int32_t i = 0; i < count; i++) {
-        int32_t klen, vlen;
-        if (read_varint(&p, end, &klen) < 0 || klen < 0 || klen > end - p || !valid_utf8(p, (size_t)klen))
+        const uint8_t *key, *value;
+        int32_t key_length, value_length;
+        if (lc_v2_header_read(&p, end, &key, &key_length, &value, &value_length) < 0)
             return -1;
-        update_i32(h, klen);
-        dual_update(h, p, (size_t)klen);
-        p += klen;
-        if (read_varint(&p, end, &vlen) < 0)
-            return -1;
-        if (vlen >= 0) {
-            if (vlen > end - p)
-                return -1;
-            update_i32(h, vlen);
-            dual_update(h, p, (size_t)vlen);
-            p += vlen;
-        } else {
-            update_i32(h, -1);
-        }
+        update_i32(h, key_length);
+        dual_update(h, key, (size_t)key_length);
+        update_i32(h, value_length);
+        if (value_length > 0)
+            dual_update(h, value, (size_t)value_length);
     }
     *pp = p;
     return 0;
@@ -93,38 +88,16 @@ int lc_digest_v2_records(const uint8_t *data, size_t n, int64_t count, int64_t b
     d->max_raw_timestamp = INT64_MIN;
     int64_t previous = 0;
     for (int64_t index = 0; index < count; index++) {
-        int32_t length, off_delta, klen, vlen, hcount;
-        int64_t ts_delta, offset, raw_ts;
-        if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+        lc_v2_record r;
+        int64_t offset, raw_ts;
+        if (lc_v2_record_read(&p, end, &r) < 0)
             return -1;
-        const uint8_t *rec_end = p + length;
-        if (p >= rec_end)
-            return -1;
-        p++; /* attributes: unused */
-        if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
-            read_varint(&p, rec_end, &klen) < 0)
-            return -1;
-        const uint8_t *key = p;
-        if (klen >= 0) {
-            if (klen > rec_end - p)
-                return -1;
-            p += klen;
-        }
-        if (read_varint(&p, rec_end, &vlen) < 0)
-            return -1;
-        const uint8_t *value = p;
-        if (vlen >= 0) {
-            if (vlen > rec_end - p)
-                return -1;
-            p += vlen;
-        }
-        if (read_varint(&p, rec_end, &hcount) < 0 || hcount < 0 || hcount > rec_end - p)
-            return -1;
-        if (add_overflows(base_offset, off_delta, &offset) || add_overflows(base_timestamp, ts_delta, &raw_ts))
+        if (add_overflows(base_offset, r.offset_delta, &offset) ||
+            add_overflows(base_timestamp, r.timestamp_delta, &raw_ts))
             return -1;
         int64_t timestamp = has_override ? override : raw_ts;
         dual_crc shared = {0, 0};
-        digest_key_value(&shared, key, klen, value, vlen);
+        digest_key_value(&shared, r.key, r.key_length, r.value, r.value_length);
         dual_crc h = shared;
         digest_tail(&h, offset, -1, 0);
         d->no_timestamp += dual_value(&h);
@@ -132,17 +105,17 @@ int lc_digest_v2_records(const uint8_t *data, size_t n, int64_t count, int64_t b
         digest_tail(&h, offset, timestamp, 0);
         uint64_t without_headers = dual_value(&h);
         d->no_headers += without_headers;
-        if (hcount == 0) {
+        if (r.header_count == 0) {
             d->full += without_headers;
         } else {
             h = shared;
-            digest_tail(&h, offset, timestamp, hcount);
-            if (digest_headers(&h, &p, rec_end, hcount) < 0)
+            digest_tail(&h, offset, timestamp, r.header_count);
+            if (digest_headers(&h, &p, r.end, r.header_count) < 0)
                 return -1;
             d->full += dual_value(&h);
             d->has_headers = 1;
         }
-        if (p != rec_end)
+        if (p != r.end)
             return -1;
         if (index == 0)
             d->first_offset = offset;

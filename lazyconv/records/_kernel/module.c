@@ -1,4 +1,5 @@
-/* lazyconv.records._ckernel: the CPython face of the compiled kernel (crc.c, convert.c).
+/* lazyconv.records._ckernel: the CPython face of the compiled kernel (crc.c, convert.c,
+ * lz4frame.c; the record parser in records_walk.h).
  *
  * Every function that works on a buffer holds a Py_buffer on it and releases the GIL while the
  * C code runs (CRCs only above a size where that pays). Nothing here constructs errors about
@@ -13,6 +14,8 @@
 #include "crc.h"
 #include "digest_py.h"
 #include "format.h"
+#include "lz4frame.h"
+#include "records_walk.h"
 #include "wire.h"
 
 #include <string.h>
@@ -219,10 +222,12 @@ static PyObject *py_convert_v2_run(PyObject *self, PyObject *args)
 
 PyDoc_STRVAR(convert_v2_records_doc,
              "convert_v2_records(out, data, count, base_offset, base_timestamp, log_append_time,\n"
-             "                   to_magic, attributes, relative_offsets) -> (kept, last_offset, max_timestamp) | None\n\n"
+             "                   to_magic, attributes, relative_offsets)\n"
+             "-> (kept, last_offset, max_timestamp, first_offset) | None\n\n"
              "Append one legacy message per record of the count v2 records of data (a whole\n"
              "decompressed payload) to the bytearray out, as records._codec.convert_v2_records_to_legacy\n"
-             "does without a first-offset filter. Returns None (out unchanged) when the reference\n"
+             "does without a first-offset filter (first_offset: the absolute offset of the first\n"
+             "record, 0 when count is 0). Returns None (out unchanged) when the reference\n"
              "code must handle the payload (malformed or unwritable records): it raises the error.");
 static PyObject *py_convert_v2_records(PyObject *self, PyObject *args)
 {
@@ -269,8 +274,8 @@ static PyObject *py_convert_v2_records(PyObject *self, PyObject *args)
         return NULL;
     if (status < 0)
         Py_RETURN_NONE;
-    return Py_BuildValue("(LLL)", (long long)result.kept, (long long)result.last_kept_offset,
-                         (long long)result.max_timestamp);
+    return Py_BuildValue("(LLLL)", (long long)result.kept, (long long)result.last_kept_offset,
+                         (long long)result.max_timestamp, (long long)result.first_kept_offset);
 }
 
 static inline void put_be64(uint8_t *p, uint64_t v)
@@ -439,29 +444,15 @@ static PyObject *decode_headers(const uint8_t **pp, const uint8_t *end, int32_t 
     if (headers == NULL)
         return NULL;
     for (int32_t i = 0; i < count; i++) {
-        int32_t klen, vlen;
-        if (read_varint(&p, end, &klen) < 0 || klen < 0 || klen > end - p || !valid_utf8(p, (size_t)klen))
+        const uint8_t *key_bytes, *value_bytes;
+        int32_t key_length, value_length;
+        if (lc_v2_header_read(&p, end, &key_bytes, &key_length, &value_bytes, &value_length) < 0)
             goto fail;
-        PyObject *key = PyUnicode_DecodeUTF8((const char *)p, klen, "strict");
-        if (key == NULL)
-            goto fail;
-        p += klen;
-        PyObject *value;
-        if (read_varint(&p, end, &vlen) < 0) {
-            Py_DECREF(key);
-            goto fail;
-        }
-        if (vlen < 0) {
-            value = Py_NewRef(Py_None);
-        } else if (vlen > end - p) {
-            Py_DECREF(key);
-            goto fail;
-        } else {
-            value = PyBytes_FromStringAndSize((const char *)p, vlen);
-            p += vlen;
-        }
-        PyObject *pair = value == NULL ? NULL : PyTuple_Pack(2, key, value);
-        Py_DECREF(key);
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)key_bytes, key_length, "strict");
+        PyObject *value = value_length < 0 ? Py_NewRef(Py_None)
+                                           : PyBytes_FromStringAndSize((const char *)value_bytes, value_length);
+        PyObject *pair = key == NULL || value == NULL ? NULL : PyTuple_Pack(2, key, value);
+        Py_XDECREF(key);
         Py_XDECREF(value);
         if (pair == NULL)
             goto fail;
@@ -474,130 +465,267 @@ fail:
     return NULL;
 }
 
-PyDoc_STRVAR(decode_v2_records_doc,
-             "decode_v2_records(record_type, data, count, base_offset, base_timestamp, timestamp_override) -> list | None\n\n"
-             "The count v2 records of data (uncompressed records or a decompressed payload) as\n"
-             "record_type tuples (offset, timestamp, key, value, headers), as\n"
-             "records._codec.iter_v2_records yields them with require_exact_end; None when the data\n"
-             "is malformed (the reference then raises the error at the right record).");
-static PyObject *py_decode_v2_records(PyObject *self, PyObject *args)
+/* offset or timestamp base + delta as an exact Python int (no int64 wrap-around); base_obj is
+ * the base as a Python int, or NULL to make one when needed. */
+static PyObject *exact_sum(long long base, PyObject *base_obj, long long delta)
 {
-    PyTypeObject *record_type;
-    Py_buffer data;
-    long long count, base_offset, base_timestamp;
-    PyObject *override_obj;
-    if (!PyArg_ParseTuple(args, "O!y*LLLO", &PyType_Type, &record_type, &data, &count, &base_offset,
-                          &base_timestamp, &override_obj))
+    if (delta >= 0 ? base <= LLONG_MAX - delta : base >= LLONG_MIN - delta)
+        return PyLong_FromLongLong(base + delta);
+    PyObject *owned = NULL;
+    if (base_obj == NULL && (base_obj = owned = PyLong_FromLongLong(base)) == NULL)
         return NULL;
-    if (!PyType_IsSubtype(record_type, &PyTuple_Type)) {
-        PyBuffer_Release(&data);
-        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+    PyObject *d = PyLong_FromLongLong(delta);
+    PyObject *sum = d == NULL ? NULL : PyNumber_Add(base_obj, d);
+    Py_XDECREF(d);
+    Py_XDECREF(owned);
+    return sum;
+}
+
+/* ---- The kernel's record type: a subclass of the public Record NamedTuple ----
+ *
+ * Identical to Record for every use (it is a Record and a tuple: fields, equality, hashing,
+ * ordering, unpacking, _replace/_asdict, repr — named "Record" — and pickling, which yields a
+ * plain Record), with its own deallocation and a free list: CPython's generic path for a heap
+ * tuple subclass (subtype_dealloc: re-tracking, the trashcan twice, no free list) costs more
+ * per record than the decoding. Only the decoders create it (always untracked: its items are
+ * ints, bytes, None and tuples of str/bytes pairs); Python code that makes one (_replace,
+ * _make) gets a tracked object, which this deallocation handles too. */
+
+#define RECORD_FREE_LIST_SIZE 64
+
+static PyTypeObject *native_record_type = NULL; /* owned, set by make_record_type */
+static PyObject *record_free_list[RECORD_FREE_LIST_SIZE];
+static int record_free_count = 0;
+
+static void native_record_free(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    for (Py_ssize_t i = Py_SIZE(self); --i >= 0;)
+        Py_XDECREF(PyTuple_GET_ITEM(self, i));
+    if (type == native_record_type && Py_SIZE(self) == 5 && record_free_count < RECORD_FREE_LIST_SIZE)
+        record_free_list[record_free_count++] = self; /* untracked, its type reference dropped below */
+    else
+        type->tp_free(self);
+    Py_DECREF(type); /* instances of heap types own a reference to their type */
+}
+
+/* 1 if freeing this record's items cannot come back here without a tuple's own deallocation in
+ * between (which bounds the recursion with the trashcan): ints, bytes or None for the first
+ * four, an exact tuple for the headers, as the decoders make them. */
+static inline int native_record_is_flat(PyObject *self)
+{
+    if (Py_SIZE(self) != 5)
+        return 0;
+    for (Py_ssize_t i = 0; i < 4; i++) {
+        PyObject *item = PyTuple_GET_ITEM(self, i);
+        if (item != NULL && item != Py_None && !PyLong_CheckExact(item) && !PyBytes_CheckExact(item))
+            return 0;
+    }
+    PyObject *headers = PyTuple_GET_ITEM(self, 4);
+    return headers == NULL || PyTuple_CheckExact(headers);
+}
+
+static void native_record_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (native_record_is_flat(self)) { /* the decoders' records: no trashcan needed */
+        native_record_free(self);
+        return;
+    }
+    /* anything else (a record built by Python code may nest records): the trashcan bounds the
+     * C recursion of deallocating deeply nested objects */
+    Py_TRASHCAN_BEGIN(self, native_record_dealloc)
+    native_record_free(self);
+    Py_TRASHCAN_END
+}
+
+/* An untracked 5-item instance of the native record type, items NULL. */
+static PyObject *new_native_record(void)
+{
+    if (record_free_count > 0) {
+        PyObject *record = record_free_list[--record_free_count];
+        /* sets the type (a new reference to it), the size and a fresh reference count */
+        return (PyObject *)PyObject_InitVar((PyVarObject *)record, native_record_type, 5);
+    }
+    return (PyObject *)PyObject_GC_NewVar(PyTupleObject, native_record_type, 5);
+}
+
+static int native_record_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self)); /* a heap type's instances reference it */
+    for (Py_ssize_t i = Py_SIZE(self); --i >= 0;)
+        Py_VISIT(PyTuple_GET_ITEM(self, i));
+    return 0;
+}
+
+static PyObject *native_record_reduce(PyObject *self, PyObject *noargs)
+{
+    /* pickled (and copied) as the public type: Record(*fields) */
+    PyObject *fields = PyTuple_GetSlice(self, 0, PyTuple_GET_SIZE(self));
+    if (fields == NULL)
+        return NULL;
+    PyObject *result = Py_BuildValue("(ON)", (PyObject *)native_record_type->tp_base, fields);
+    return result;
+}
+
+static PyMethodDef native_record_methods[] = {
+    {"__reduce__", native_record_reduce, METH_NOARGS, "Pickled as the public Record type."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot native_record_slots[] = {
+    {Py_tp_dealloc, native_record_dealloc},
+    {Py_tp_traverse, native_record_traverse},
+    {Py_tp_methods, native_record_methods},
+    {Py_tp_doc, "A Record made by the compiled kernel (a Record in every respect; see lazyconv.records.Record)."},
+    {0, NULL},
+};
+
+static PyType_Spec native_record_spec = {
+    .name = "lazyconv.records.types.Record",
+    .basicsize = 0, /* the base's */
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = native_record_slots,
+};
+
+PyDoc_STRVAR(make_record_type_doc,
+             "make_record_type(record) -> type\n\n"
+             "The kernel's subclass of the NamedTuple record (5 fields, no __dict__), which the\n"
+             "decoders create when given it: same fields, methods, repr and pickling, faster to\n"
+             "allocate and free. Made once; later calls return the same type.");
+static PyObject *py_make_record_type(PyObject *self, PyObject *args)
+{
+    PyTypeObject *record;
+    if (!PyArg_ParseTuple(args, "O!", &PyType_Type, &record))
+        return NULL;
+    if (native_record_type != NULL) {
+        if (native_record_type->tp_base != record) {
+            PyErr_SetString(PyExc_ValueError, "make_record_type: already made for another type");
+            return NULL;
+        }
+        return Py_NewRef((PyObject *)native_record_type);
+    }
+    if (!PyType_IsSubtype(record, &PyTuple_Type) || record->tp_dictoffset != 0 || record->tp_weaklistoffset != 0 ||
+        record->tp_basicsize != PyTuple_Type.tp_basicsize || record->tp_itemsize != PyTuple_Type.tp_itemsize) {
+        PyErr_SetString(PyExc_TypeError, "make_record_type: a tuple subclass without __dict__ or __weakref__ is needed");
         return NULL;
     }
-    PyObject *override = override_obj == Py_None ? NULL : override_obj;
-    const uint8_t *p = data.buf, *end = p + data.len;
-    PyObject *list = NULL, *empty = NULL;
-    if (count < 0 || count > data.len)
-        goto malformed;
-    list = PyList_New((Py_ssize_t)count);
-    empty = PyTuple_New(0);
-    if (list == NULL || empty == NULL)
-        goto error;
-    for (long long index = 0; index < count; index++) {
-        int32_t length, off_delta, klen, vlen, hcount;
-        int64_t ts_delta;
-        if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
-            goto malformed;
-        const uint8_t *rec_end = p + length;
-        if (p >= rec_end)
-            goto malformed;
-        p++;
-        if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
-            read_varint(&p, rec_end, &klen) < 0)
-            goto malformed;
-        const uint8_t *key = p;
-        if (klen >= 0) {
-            if (klen > rec_end - p)
-                goto malformed;
-            p += klen;
-        }
-        if (read_varint(&p, rec_end, &vlen) < 0)
-            goto malformed;
-        const uint8_t *value = p;
-        if (vlen >= 0) {
-            if (vlen > rec_end - p)
-                goto malformed;
-            p += vlen;
-        }
-        if (read_varint(&p, rec_end, &hcount) < 0)
-            goto malformed;
-        PyObject *headers;
-        if (hcount == 0) {
-            headers = Py_NewRef(empty);
-        } else {
-            headers = decode_headers(&p, rec_end, hcount);
-            if (headers == NULL) {
-                if (PyErr_Occurred())
-                    goto error;
-                goto malformed;
-            }
-        }
-        if (p != rec_end) {
-            Py_DECREF(headers);
-            goto malformed;
-        }
-        PyObject *record = record_type->tp_alloc(record_type, 5);
-        if (record == NULL) {
-            Py_DECREF(headers);
-            goto error;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)index, record); /* owned by the list from here */
-        /* offsets and timestamps as exact Python ints (no int64 wrap-around) */
-        PyObject *offset;
-        if (off_delta >= 0 ? base_offset <= INT64_MAX - off_delta : base_offset >= INT64_MIN - off_delta) {
-            offset = PyLong_FromLongLong(base_offset + off_delta);
-        } else {
-            PyObject *delta = PyLong_FromLong(off_delta);
-            offset = delta == NULL ? NULL : PyNumber_Add(PyTuple_GET_ITEM(args, 3), delta);
-            Py_XDECREF(delta);
-        }
-        PyObject *timestamp;
-        if (override != NULL)
-            timestamp = Py_NewRef(override);
-        else if (ts_delta >= 0 ? base_timestamp <= INT64_MAX - ts_delta : base_timestamp >= INT64_MIN - ts_delta)
-            timestamp = PyLong_FromLongLong(base_timestamp + ts_delta);
-        else {
-            PyObject *delta = PyLong_FromLongLong(ts_delta);
-            timestamp = delta == NULL ? NULL : PyNumber_Add(PyTuple_GET_ITEM(args, 4), delta);
-            Py_XDECREF(delta);
-        }
-        PyObject *key_obj = klen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)key, klen);
-        PyObject *value_obj = vlen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)value, vlen);
-        PyTuple_SET_ITEM(record, 0, offset);
-        PyTuple_SET_ITEM(record, 1, timestamp);
-        PyTuple_SET_ITEM(record, 2, key_obj);
-        PyTuple_SET_ITEM(record, 3, value_obj);
-        PyTuple_SET_ITEM(record, 4, headers);
-        if (offset == NULL || timestamp == NULL || key_obj == NULL || value_obj == NULL)
-            goto error;
-        /* ints, bytes, None and str/bytes pairs cannot form cycles: keep the collector away */
+    PyObject *type = PyType_FromSpecWithBases(&native_record_spec, (PyObject *)record);
+    if (type == NULL)
+        return NULL;
+    native_record_type = (PyTypeObject *)type;
+    return Py_NewRef(type);
+}
+
+/* The last timestamp made by a decoder that keeps one: records of a batch often share their
+ * timestamp (and every record of a log-append-time batch does), and ints are immutable, so
+ * equal timestamps share one int object. */
+typedef struct {
+    PyObject *object; /* NULL: none yet (owned reference otherwise) */
+    int64_t value;
+} timestamp_cache;
+
+static PyObject *cached_timestamp(timestamp_cache *cache, long long base, long long delta)
+{
+    if (!(delta >= 0 ? base <= LLONG_MAX - delta : base >= LLONG_MIN - delta))
+        return NULL; /* beyond int64: made exactly by the caller */
+    int64_t value = base + delta;
+    if (cache->object == NULL || cache->value != value) {
+        PyObject *made = PyLong_FromLongLong(value);
+        if (made == NULL)
+            return NULL;
+        Py_XSETREF(cache->object, made);
+        cache->value = value;
+    }
+    return Py_NewRef(cache->object);
+}
+
+/* An untracked 5-tuple of record_type with NULL items. A tuple subclass without __dict__ or
+ * __weakref__ slots (a NamedTuple) is allocated directly: no zero-filling of the memory and no
+ * collector tracking (its items cannot form cycles), as tp_alloc would do and
+ * PyObject_GC_UnTrack undo; any other subclass through its tp_alloc. */
+static PyObject *alloc_record(PyTypeObject *record_type)
+{
+    PyObject *record;
+    if (record_type == native_record_type) {
+        record = new_native_record();
+        if (record == NULL)
+            return NULL;
+        for (Py_ssize_t i = 0; i < 5; i++)
+            PyTuple_SET_ITEM(record, i, NULL);
+        return record;
+    }
+    if (record_type->tp_alloc == PyType_GenericAlloc && record_type->tp_dictoffset == 0 &&
+        record_type->tp_weaklistoffset == 0 && record_type->tp_basicsize == PyTuple_Type.tp_basicsize &&
+        record_type->tp_itemsize == PyTuple_Type.tp_itemsize) {
+        /* PyObject_GC_NewVar sets the type (a reference to a heap type) and the size */
+        record = (PyObject *)PyObject_GC_NewVar(PyTupleObject, record_type, 5);
+        if (record == NULL)
+            return NULL;
+        for (Py_ssize_t i = 0; i < 5; i++)
+            PyTuple_SET_ITEM(record, i, NULL);
+        return record;
+    }
+    record = record_type->tp_alloc(record_type, 5);
+    if (record != NULL)
         PyObject_GC_UnTrack(record);
+    return record;
+}
+
+/* The record_type tuple (offset, timestamp, key, value, headers) of the record whose framing
+ * lc_v2_record_read parsed into r. NULL with no exception set when its headers or its end are
+ * malformed (the reference reports it); NULL with an exception on a Python error. The tuple is
+ * allocated with the type's tp_alloc and filled in place (no constructor call) and untracked
+ * from the collector: ints, bytes, None and (str, bytes) pairs cannot form cycles. */
+static PyObject *build_record(PyTypeObject *record_type, const lc_v2_record *r, long long base_offset,
+                              PyObject *base_offset_obj, long long base_timestamp, PyObject *base_timestamp_obj,
+                              PyObject *override, timestamp_cache *cache)
+{
+    PyObject *headers;
+    if (r->header_count == 0) {
+        if (r->headers != r->end)
+            return NULL; /* bytes after the fields */
+        headers = PyTuple_New(0); /* the empty-tuple singleton */
+        if (headers == NULL)
+            return NULL;
+    } else {
+        const uint8_t *p = r->headers;
+        headers = decode_headers(&p, r->end, r->header_count);
+        if (headers == NULL)
+            return NULL;
+        if (p != r->end) {
+            Py_DECREF(headers);
+            return NULL;
+        }
     }
-    if (p != end)
-        goto malformed;
-    Py_DECREF(empty);
-    PyBuffer_Release(&data);
-    return list;
-malformed:
-    Py_XDECREF(list);
-    Py_XDECREF(empty);
-    PyBuffer_Release(&data);
-    Py_RETURN_NONE;
-error:
-    Py_XDECREF(list);
-    Py_XDECREF(empty);
-    PyBuffer_Release(&data);
-    return NULL;
+    PyObject *record = alloc_record(record_type);
+    if (record == NULL) {
+        Py_DECREF(headers);
+        return NULL;
+    }
+    PyObject *offset = exact_sum(base_offset, base_offset_obj, r->offset_delta);
+    PyObject *timestamp;
+    if (override != NULL)
+        timestamp = Py_NewRef(override);
+    else if (cache == NULL || (timestamp = cached_timestamp(cache, base_timestamp, r->timestamp_delta)) == NULL)
+        timestamp = PyErr_Occurred() ? NULL : exact_sum(base_timestamp, base_timestamp_obj, r->timestamp_delta);
+    PyObject *key = r->key_length < 0 ? Py_NewRef(Py_None)
+                                      : PyBytes_FromStringAndSize((const char *)r->key, r->key_length);
+    PyObject *value = r->value_length < 0 ? Py_NewRef(Py_None)
+                                          : PyBytes_FromStringAndSize((const char *)r->value, r->value_length);
+    PyTuple_SET_ITEM(record, 0, offset);
+    PyTuple_SET_ITEM(record, 1, timestamp);
+    PyTuple_SET_ITEM(record, 2, key);
+    PyTuple_SET_ITEM(record, 3, value);
+    PyTuple_SET_ITEM(record, 4, headers);
+    if (offset == NULL || timestamp == NULL || key == NULL || value == NULL) {
+        Py_DECREF(record);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_SystemError, "record decoding failed without an exception");
+        return NULL;
+    }
+    return record;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -614,7 +742,7 @@ typedef struct {
     Py_ssize_t pos;
     long long index, count;
     long long base_offset, base_timestamp;
-    PyObject *base_offset_obj, *base_timestamp_obj, *override, *fallback, *delegate, *empty;
+    PyObject *base_offset_obj, *base_timestamp_obj, *override, *fallback, *delegate;
 } RecordIterator;
 
 static void record_iterator_release(RecordIterator *it)
@@ -634,7 +762,6 @@ static void record_iterator_dealloc(RecordIterator *it)
     Py_XDECREF(it->override);
     Py_XDECREF(it->fallback);
     Py_XDECREF(it->delegate);
-    Py_XDECREF(it->empty);
     Py_TYPE(it)->tp_free((PyObject *)it);
 }
 
@@ -651,16 +778,6 @@ static PyObject *record_iterator_hand_over(RecordIterator *it, Py_ssize_t at)
     return PyIter_Next(it->delegate);
 }
 
-static PyObject *exact_sum(long long base, PyObject *base_obj, long long delta)
-{
-    if (delta >= 0 ? base <= LLONG_MAX - delta : base >= LLONG_MIN - delta)
-        return PyLong_FromLongLong(base + delta);
-    PyObject *d = PyLong_FromLongLong(delta);
-    PyObject *sum = d == NULL ? NULL : PyNumber_Add(base_obj, d);
-    Py_XDECREF(d);
-    return sum;
-}
-
 static PyObject *record_iterator_next(RecordIterator *it)
 {
     if (it->delegate != NULL)
@@ -668,76 +785,21 @@ static PyObject *record_iterator_next(RecordIterator *it)
     if (!it->has_view)
         return NULL;
     const uint8_t *data = it->view.buf, *end = data + it->view.len;
-    const uint8_t *p = data + it->pos, *start = p;
+    const uint8_t *p = data + it->pos;
     if (it->index >= it->count) {
         if (p != end) /* bytes remain: the reference raises it */
             return record_iterator_hand_over(it, it->pos);
         record_iterator_release(it);
         return NULL;
     }
-    int32_t length, off_delta, klen, vlen, hcount;
-    int64_t ts_delta;
-    if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
-        return record_iterator_hand_over(it, start - data);
-    const uint8_t *rec_end = p + length;
-    if (p >= rec_end)
-        return record_iterator_hand_over(it, start - data);
-    p++;
-    if (read_varlong(&p, rec_end, &ts_delta) < 0 || read_varint(&p, rec_end, &off_delta) < 0 ||
-        read_varint(&p, rec_end, &klen) < 0)
-        return record_iterator_hand_over(it, start - data);
-    const uint8_t *key = p;
-    if (klen >= 0) {
-        if (klen > rec_end - p)
-            return record_iterator_hand_over(it, start - data);
-        p += klen;
-    }
-    if (read_varint(&p, rec_end, &vlen) < 0)
-        return record_iterator_hand_over(it, start - data);
-    const uint8_t *value = p;
-    if (vlen >= 0) {
-        if (vlen > rec_end - p)
-            return record_iterator_hand_over(it, start - data);
-        p += vlen;
-    }
-    if (read_varint(&p, rec_end, &hcount) < 0)
-        return record_iterator_hand_over(it, start - data);
-    PyObject *headers;
-    if (hcount == 0) {
-        headers = Py_NewRef(it->empty);
-    } else {
-        headers = decode_headers(&p, rec_end, hcount);
-        if (headers == NULL) {
-            if (PyErr_Occurred())
-                return NULL;
-            return record_iterator_hand_over(it, start - data);
-        }
-    }
-    if (p != rec_end) {
-        Py_DECREF(headers);
-        return record_iterator_hand_over(it, start - data);
-    }
-    PyObject *record = it->record_type->tp_alloc(it->record_type, 5);
-    if (record == NULL) {
-        Py_DECREF(headers);
-        return NULL;
-    }
-    PyObject *offset = exact_sum(it->base_offset, it->base_offset_obj, off_delta);
-    PyObject *timestamp = it->override != NULL ? Py_NewRef(it->override)
-                                               : exact_sum(it->base_timestamp, it->base_timestamp_obj, ts_delta);
-    PyObject *key_obj = klen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)key, klen);
-    PyObject *value_obj = vlen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)value, vlen);
-    PyTuple_SET_ITEM(record, 0, offset);
-    PyTuple_SET_ITEM(record, 1, timestamp);
-    PyTuple_SET_ITEM(record, 2, key_obj);
-    PyTuple_SET_ITEM(record, 3, value_obj);
-    PyTuple_SET_ITEM(record, 4, headers);
-    if (offset == NULL || timestamp == NULL || key_obj == NULL || value_obj == NULL) {
-        Py_DECREF(record);
-        return NULL;
-    }
-    PyObject_GC_UnTrack(record); /* ints, bytes, None, str/bytes pairs: no cycles possible */
-    it->pos = p - data;
+    lc_v2_record r;
+    if (lc_v2_record_read(&p, end, &r) < 0)
+        return record_iterator_hand_over(it, it->pos);
+    PyObject *record = build_record(it->record_type, &r, it->base_offset, it->base_offset_obj, it->base_timestamp,
+                                    it->base_timestamp_obj, it->override, NULL);
+    if (record == NULL)
+        return PyErr_Occurred() ? NULL : record_iterator_hand_over(it, it->pos);
+    it->pos = r.end - data;
     it->index++;
     return record;
 }
@@ -788,17 +850,234 @@ static PyObject *py_iter_v2_records(PyObject *self, PyObject *args)
     it->override = override == Py_None ? NULL : Py_NewRef(override);
     it->fallback = Py_NewRef(fallback);
     it->delegate = NULL;
-    it->empty = PyTuple_New(0);
     it->pos = 0;
     it->index = 0;
     it->count = count < 0 ? 0 : count;
     it->base_offset = base_offset;
     it->base_timestamp = base_timestamp;
-    if (it->empty == NULL || PyObject_GetBuffer(data, &it->view, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(data, &it->view, PyBUF_SIMPLE) < 0) {
         Py_DECREF(it);
         return NULL;
     }
     it->has_view = 1;
+    return (PyObject *)it;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* PlainV2Iterator: every record of a run of uncompressed (or control) v2 batches, one record at
+ * a time, the batch headers walked in C too (no per-batch Python, no batch objects, one record's
+ * objects alive at a time). What the fast path does not decode goes to Python through
+ * fallback(batch_position, record_position, index), which returns an iterator over the rest of
+ * that batch's records as the reference yields them (record_position -1: the whole batch, as
+ * a DefaultBatch; else from the record at record_position of the batch's records, index being
+ * its index): a batch whose header the fast path leaves to the batch's own code (compressed,
+ * empty, a record count beyond its bytes), or a malformed record. When that iterator ends, the
+ * C walk resumes at the next batch; if it raises, the error propagates and a later call goes on
+ * with the next batch, as chaining the batches' iterators does (itertools.chain), except when
+ * the batch's iteration could not start (iter(batch) raised): then the iteration is over, as
+ * chain's is. */
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer view;
+    int has_view;
+    PyTypeObject *record_type;
+    PyObject *fallback, *delegate;
+    Py_ssize_t end;         /* the end of the complete batches (scan_plain_v2) */
+    Py_ssize_t next_batch;  /* where the next batch starts */
+    Py_ssize_t batch;       /* the current batch's position (in_batch) */
+    Py_ssize_t pos;         /* the next record's position */
+    int in_batch;
+    long long index, count;
+    int64_t base_offset, base_timestamp, max_timestamp;
+    int log_append_time;
+    timestamp_cache timestamps;
+} PlainV2Iterator;
+
+static void plain_iterator_release(PlainV2Iterator *it)
+{
+    if (it->has_view) {
+        PyBuffer_Release(&it->view);
+        it->has_view = 0;
+    }
+}
+
+static void plain_iterator_dealloc(PlainV2Iterator *it)
+{
+    plain_iterator_release(it);
+    Py_XDECREF(it->record_type);
+    Py_XDECREF(it->fallback);
+    Py_XDECREF(it->delegate);
+    Py_XDECREF(it->timestamps.object);
+    Py_TYPE(it)->tp_free((PyObject *)it);
+}
+
+/* Continue with the reference for the rest of the batch at it->batch (record_position -1: the
+ * whole batch); the C walk resumes at the next batch afterwards. 0, or -1 with an exception. */
+static int plain_iterator_delegate(PlainV2Iterator *it, Py_ssize_t record_position)
+{
+    it->in_batch = 0;
+    PyObject *rest = PyObject_CallFunction(it->fallback, "nnL", it->batch, record_position,
+                                           record_position < 0 ? 0LL : it->index);
+    if (rest != NULL) {
+        it->delegate = PyObject_GetIter(rest);
+        Py_DECREF(rest);
+    }
+    if (it->delegate != NULL)
+        return 0;
+    /* a batch whose iteration cannot even start (iter(batch) raised): chaining the batches'
+     * iterators stops there for good, so does this iterator */
+    if (record_position < 0)
+        plain_iterator_release(it);
+    return -1;
+}
+
+static PyObject *plain_iterator_next(PlainV2Iterator *it)
+{
+    for (;;) {
+        if (it->delegate != NULL) {
+            PyObject *item = PyIter_Next(it->delegate);
+            if (item != NULL)
+                return item;
+            Py_CLEAR(it->delegate); /* ended or raised: the next call goes on with the next batch */
+            if (PyErr_Occurred())
+                return NULL;
+            continue;
+        }
+        if (!it->has_view)
+            return NULL;
+        const uint8_t *data = it->view.buf;
+        if (it->in_batch) {
+            const uint8_t *p = data + it->pos, *batch_end = data + it->next_batch;
+            if (it->index >= it->count) {
+                if (p != batch_end) { /* bytes after the last record: the reference raises it */
+                    if (plain_iterator_delegate(it, it->pos - it->batch - LC_RECORDS_OFFSET) < 0)
+                        return NULL;
+                    continue;
+                }
+                it->in_batch = 0;
+                continue;
+            }
+            lc_v2_record r;
+            PyObject *record = NULL;
+            if (lc_v2_record_read(&p, batch_end, &r) == 0) {
+                /* log-append time: every record has the batch's max timestamp (delta 0 from it) */
+                if (it->log_append_time) {
+                    PyObject *max_timestamp = cached_timestamp(&it->timestamps, it->max_timestamp, 0);
+                    if (max_timestamp == NULL)
+                        return NULL;
+                    record = build_record(it->record_type, &r, it->base_offset, NULL, 0, NULL, max_timestamp, NULL);
+                    Py_DECREF(max_timestamp);
+                } else
+                    record = build_record(it->record_type, &r, it->base_offset, NULL, it->base_timestamp, NULL, NULL,
+                                          &it->timestamps);
+                if (record == NULL && PyErr_Occurred())
+                    return NULL;
+            }
+            if (record == NULL) {
+                if (plain_iterator_delegate(it, it->pos - it->batch - LC_RECORDS_OFFSET) < 0)
+                    return NULL;
+                continue;
+            }
+            it->pos = r.end - data;
+            it->index++;
+            return record;
+        }
+        /* the next batch's header */
+        Py_ssize_t position = it->next_batch;
+        if (position >= it->end) {
+            plain_iterator_release(it);
+            return NULL;
+        }
+        const uint8_t *batch = data + position;
+        if (it->end - position < LC_RECORDS_OFFSET) { /* scan_plain_v2 rules this out; never read past */
+            PyErr_SetString(PyExc_ValueError, "iter_plain_v2: a batch header runs past the end");
+            plain_iterator_release(it);
+            return NULL;
+        }
+        int32_t length = get_i32(batch + LC_LENGTH_OFFSET);
+        if (length < LC_BATCH_LENGTH_MIN || length > it->end - position - LC_LOG_OVERHEAD) {
+            PyErr_SetString(PyExc_ValueError, "iter_plain_v2: a batch runs past the end");
+            plain_iterator_release(it);
+            return NULL;
+        }
+        Py_ssize_t following = position + LC_LOG_OVERHEAD + length;
+        uint8_t attributes = batch[LC_ATTRIBUTES_OFFSET + 1];
+        int32_t count = get_i32(batch + LC_RECORDS_COUNT_OFFSET);
+        it->batch = position;
+        it->next_batch = following;
+        if ((attributes & LC_COMPRESSION_CODEC_MASK) || count <= 0 ||
+            count > following - position - LC_RECORD_BATCH_OVERHEAD) {
+            /* compressed control batches, empty batches and the error cases: the batch's own path */
+            if (plain_iterator_delegate(it, -1) < 0)
+                return NULL;
+            continue;
+        }
+        it->in_batch = 1;
+        it->pos = position + LC_RECORDS_OFFSET;
+        it->index = 0;
+        it->count = count;
+        it->base_offset = get_i64(batch + LC_BASE_OFFSET_OFFSET);
+        it->base_timestamp = get_i64(batch + LC_BASE_TIMESTAMP_OFFSET);
+        it->max_timestamp = get_i64(batch + LC_MAX_TIMESTAMP_OFFSET);
+        it->log_append_time = (attributes & LC_TIMESTAMP_TYPE_MASK) != 0;
+    }
+}
+
+static PyTypeObject PlainV2IteratorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lazyconv.records._ckernel.PlainV2Iterator",
+    .tp_basicsize = sizeof(PlainV2Iterator),
+    .tp_dealloc = (destructor)plain_iterator_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Iterator over the records of a run of plain v2 batches (see iter_plain_v2).",
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)plain_iterator_next,
+};
+
+PyDoc_STRVAR(iter_plain_v2_doc,
+             "iter_plain_v2(record_type, data, end, fallback) -> iterator\n\n"
+             "Every record of the batches of data[0:end) as record_type tuples (offset, timestamp,\n"
+             "key, value, headers), decoded one at a time with the batch headers read in C; end is\n"
+             "what scan_plain_v2(data) returned (every entry before it a complete v2 batch). The\n"
+             "rest of a batch the fast path does not decode comes from fallback(batch_position,\n"
+             "record_position, index) (record_position -1: the whole batch; else the position of\n"
+             "the record in the batch's records), an iterable of the reference's records. The\n"
+             "iterator holds a buffer on data until it is exhausted.");
+static PyObject *py_iter_plain_v2(PyObject *self, PyObject *args)
+{
+    PyTypeObject *record_type;
+    PyObject *data, *fallback;
+    Py_ssize_t end;
+    if (!PyArg_ParseTuple(args, "O!OnO", &PyType_Type, &record_type, &data, &end, &fallback))
+        return NULL;
+    if (!PyType_IsSubtype(record_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+        return NULL;
+    }
+    PlainV2Iterator *it = PyObject_New(PlainV2Iterator, &PlainV2IteratorType);
+    if (it == NULL)
+        return NULL;
+    it->has_view = 0;
+    it->record_type = (PyTypeObject *)Py_NewRef(record_type);
+    it->fallback = Py_NewRef(fallback);
+    it->delegate = NULL;
+    it->next_batch = it->batch = it->pos = 0;
+    it->in_batch = 0;
+    it->index = it->count = 0;
+    it->timestamps.object = NULL;
+    it->timestamps.value = 0;
+    if (PyObject_GetBuffer(data, &it->view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(it);
+        return NULL;
+    }
+    it->has_view = 1;
+    if (end < 0 || end > it->view.len) {
+        Py_DECREF(it);
+        PyErr_SetString(PyExc_ValueError, "iter_plain_v2: end must be within data");
+        return NULL;
+    }
+    it->end = end;
     return (PyObject *)it;
 }
 
@@ -864,6 +1143,69 @@ static PyObject *py_convert_v2_chunk(PyObject *self, PyObject *args)
     }
     PyBuffer_Release(&data);
     return Py_BuildValue("(niLL)", (Py_ssize_t)end, (int)chunk_stop, (long long)converted, (long long)temporary);
+}
+
+/* ---- Kafka's lz4 frame (lz4frame.c) ---- */
+
+#define LZ4_MAX_BLOCKS 256 /* more blocks in one frame: the reference walks it */
+
+PyDoc_STRVAR(lz4_frame_blocks_doc,
+             "lz4_frame_blocks(data, magic) -> tuple | None\n\n"
+             "The data blocks of the Kafka lz4 frame data as one flat tuple (block_max, start,\n"
+             "size, stored, start, size, stored, ...): every block's bytes are data[start:start+size],\n"
+             "stored meaning uncompressed. The frame is walked with the reference parser's checks\n"
+             "(header checksum checked for magic >= 1 only); None when the reference must parse it\n"
+             "(it raises the error), for block checksums, or for more than 256 blocks.");
+static PyObject *py_lz4_frame_blocks(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    int magic;
+    if (!PyArg_ParseTuple(args, "y*i", &data, &magic))
+        return NULL;
+    lc_lz4_block blocks[LZ4_MAX_BLOCKS];
+    size_t block_max = 0;
+    int64_t count;
+    if (data.len >= GIL_RELEASE_THRESHOLD) { /* the walk reads O(blocks) words, not the data */
+        Py_BEGIN_ALLOW_THREADS
+        count = lc_lz4_frame_blocks(data.buf, (size_t)data.len, magic, blocks, LZ4_MAX_BLOCKS, &block_max);
+        Py_END_ALLOW_THREADS
+    } else {
+        count = lc_lz4_frame_blocks(data.buf, (size_t)data.len, magic, blocks, LZ4_MAX_BLOCKS, &block_max);
+    }
+    PyBuffer_Release(&data);
+    if (count < 0)
+        Py_RETURN_NONE;
+    PyObject *result = PyTuple_New(1 + 3 * (Py_ssize_t)count);
+    if (result == NULL)
+        return NULL;
+    PyObject *item = PyLong_FromSize_t(block_max);
+    if (item == NULL)
+        goto fail;
+    PyTuple_SET_ITEM(result, 0, item);
+    for (int64_t i = 0; i < count; i++) {
+        PyObject *start = PyLong_FromSize_t(blocks[i].start), *size = PyLong_FromSize_t(blocks[i].size);
+        PyTuple_SET_ITEM(result, 1 + 3 * i, start);
+        PyTuple_SET_ITEM(result, 2 + 3 * i, size);
+        PyTuple_SET_ITEM(result, 3 + 3 * i, PyBool_FromLong(blocks[i].stored));
+        if (start == NULL || size == NULL)
+            goto fail;
+    }
+    return result;
+fail:
+    Py_DECREF(result);
+    return NULL;
+}
+
+PyDoc_STRVAR(xxh32_doc, "xxh32(data, seed=0) -> int\n\nxxHash32 of data (the kernel's own, for tests).");
+static PyObject *py_xxh32(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    unsigned int seed = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &data, &seed))
+        return NULL;
+    uint32_t h = lc_xxh32(data.buf, (size_t)data.len, seed);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(h);
 }
 
 /* ---- v2 record encoding (the builder) ---- */
@@ -1051,8 +1393,11 @@ static PyMethodDef methods[] = {
     {"convert_v2_chunk", py_convert_v2_chunk, METH_VARARGS, convert_v2_chunk_doc},
     {"encode_v2_records", py_encode_v2_records, METH_VARARGS, encode_v2_records_doc},
     {"scan_entries", py_scan_entries, METH_VARARGS, scan_entries_doc},
-    {"decode_v2_records", py_decode_v2_records, METH_VARARGS, decode_v2_records_doc},
     {"iter_v2_records", py_iter_v2_records, METH_VARARGS, iter_v2_records_doc},
+    {"iter_plain_v2", py_iter_plain_v2, METH_VARARGS, iter_plain_v2_doc},
+    {"make_record_type", py_make_record_type, METH_VARARGS, make_record_type_doc},
+    {"lz4_frame_blocks", py_lz4_frame_blocks, METH_VARARGS, lz4_frame_blocks_doc},
+    {"xxh32", py_xxh32, METH_VARARGS, xxh32_doc},
     {"append_legacy_message", (PyCFunction)(void (*)(void))py_append_legacy_message, METH_FASTCALL,
      append_legacy_message_doc},
     LC_DIGEST_METHODS
@@ -1072,7 +1417,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__ckernel(void)
 {
     lc_crc_init();
-    if (PyType_Ready(&RecordIteratorType) < 0)
+    if (PyType_Ready(&RecordIteratorType) < 0 || PyType_Ready(&PlainV2IteratorType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

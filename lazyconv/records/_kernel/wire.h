@@ -135,29 +135,4 @@ static inline int valid_utf8(const uint8_t *p, size_t n)
     return 1;
 }
 
-/* The headers of one record: structure and key encoding checked, nothing kept. */
-static inline int skip_headers(const uint8_t **pp, const uint8_t *end, int32_t count)
-{
-    const uint8_t *p = *pp;
-    if (count < 0 || count > end - p)
-        return -1;
-    for (int32_t i = 0; i < count; i++) {
-        int32_t klen, vlen;
-        if (read_varint(&p, end, &klen) < 0 || klen < 0 || klen > end - p)
-            return -1;
-        if (!valid_utf8(p, (size_t)klen))
-            return -1;
-        p += klen;
-        if (read_varint(&p, end, &vlen) < 0)
-            return -1;
-        if (vlen >= 0) {
-            if (vlen > end - p)
-                return -1;
-            p += vlen;
-        }
-    }
-    *pp = p;
-    return 0;
-}
-
 #endif

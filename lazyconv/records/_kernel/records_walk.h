@@ -1,0 +1,127 @@
+/* The one parser of a magic-2 record's structure, shared by every kernel that walks records
+ * (conversion, validation, decoding). It checks exactly what the reference parser
+ * (records._codec.iter_v2_records) checks, in the same order, and never reads past `end`
+ * whatever a length field says. */
+#ifndef LAZYCONV_RECORDS_WALK_H
+#define LAZYCONV_RECORDS_WALK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+/* One record's fields, pointing into the input. */
+typedef struct {
+    int64_t timestamp_delta;
+    int32_t offset_delta;
+    int32_t key_length;          /* -1: null key */
+    int32_t value_length;        /* -1: null value */
+    int32_t header_count;
+    const uint8_t *key;
+    const uint8_t *value;
+    const uint8_t *headers;      /* the first header (header_count of them up to `end`) */
+    const uint8_t *end;          /* the record's end (its length prefix says where) */
+} lc_v2_record;
+
+/* Parse one record's framing at *pp within [*pp, end): the length varint, then within the
+ * record attributes (ignored), timestamp delta, offset delta, key, value and the header count.
+ * The headers are not parsed: on success *pp points at the first header and the caller either
+ * skips them (lc_v2_headers_skip) or decodes them (lc_v2_header_read), then checks it is at
+ * r->end.
+ * Returns 0, or -1 when the reference parser would reject the record. */
+static inline int lc_v2_record_read(const uint8_t **pp, const uint8_t *end, lc_v2_record *r)
+{
+    const uint8_t *p = *pp;
+    int32_t length;
+    if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+        return -1;
+    const uint8_t *rec_end = p + length;
+    if (p >= rec_end)
+        return -1;
+    p++; /* attributes: unused by every reader */
+    if (read_varlong(&p, rec_end, &r->timestamp_delta) < 0 || read_varint(&p, rec_end, &r->offset_delta) < 0 ||
+        read_varint(&p, rec_end, &r->key_length) < 0)
+        return -1;
+    r->key = p;
+    if (r->key_length >= 0) {
+        if (r->key_length > rec_end - p)
+            return -1;
+        p += r->key_length;
+    } else {
+        r->key_length = -1;
+    }
+    if (read_varint(&p, rec_end, &r->value_length) < 0)
+        return -1;
+    r->value = p;
+    if (r->value_length >= 0) {
+        if (r->value_length > rec_end - p)
+            return -1;
+        p += r->value_length;
+    } else {
+        r->value_length = -1;
+    }
+    if (read_varint(&p, rec_end, &r->header_count) < 0)
+        return -1;
+    r->headers = p;
+    r->end = rec_end;
+    *pp = p;
+    return 0;
+}
+
+/* One header at *pp within [*pp, end): its key (length >= 0, valid UTF-8 as Python's strict
+ * decoder sees it) and value (value_length -1: null). Returns 0 (*pp after the header) or -1. */
+static inline int lc_v2_header_read(const uint8_t **pp, const uint8_t *end, const uint8_t **key, int32_t *key_length,
+                                    const uint8_t **value, int32_t *value_length)
+{
+    const uint8_t *p = *pp;
+    if (read_varint(&p, end, key_length) < 0 || *key_length < 0 || *key_length > end - p ||
+        !valid_utf8(p, (size_t)*key_length))
+        return -1;
+    *key = p;
+    p += *key_length;
+    if (read_varint(&p, end, value_length) < 0)
+        return -1;
+    *value = p;
+    if (*value_length >= 0) {
+        if (*value_length > end - p)
+            return -1;
+        p += *value_length;
+    } else {
+        *value_length = -1;
+    }
+    *pp = p;
+    return 0;
+}
+
+/* A record's `count` headers: structure and key encoding checked, nothing kept. */
+static inline int lc_v2_headers_skip(const uint8_t **pp, const uint8_t *end, int32_t count)
+{
+    const uint8_t *p = *pp;
+    if (count < 0 || count > end - p)
+        return -1;
+    for (int32_t i = 0; i < count; i++) {
+        const uint8_t *key, *value;
+        int32_t key_length, value_length;
+        if (lc_v2_header_read(&p, end, &key, &key_length, &value, &value_length) < 0)
+            return -1;
+    }
+    *pp = p;
+    return 0;
+}
+
+/* The whole record: framing, headers (structure and key encoding) and the exact end. On success
+ * *pp is the record's end. */
+static inline int lc_v2_record_walk(const uint8_t **pp, const uint8_t *end, lc_v2_record *r)
+{
+    const uint8_t *p = *pp;
+    if (lc_v2_record_read(&p, end, r) < 0)
+        return -1;
+    if (r->header_count != 0 && lc_v2_headers_skip(&p, r->end, r->header_count) < 0)
+        return -1;
+    if (p != r->end)
+        return -1;
+    *pp = p;
+    return 0;
+}
+
+#endif
