@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -51,6 +52,7 @@ def test_committed_offsets_survive_a_restart_at_every_version(serve_logdir, tmp_
     with WireClient(restarted.port) as client:
         for version in range(0, 9):
             group = f"g{version}"
+            body: dict[str, Any]
             if version >= 8:
                 body = {"groups": [{"group_id": group, "topics": [{"name": "t", "partition_indexes": [0, 1, 2]}]}]}
             else:
@@ -165,7 +167,7 @@ def test_kafka_python_group_of_two_splits_commits_and_resumes(serve_logdir, tmp_
                                    auto_offset_reset="earliest", enable_auto_commit=False,
                                    fetch_max_wait_ms=100, **extra)
     wait_for_subscribed_metadata(consumer, "t", {0, 1, 2, 3})
-    got = []
+    got: list[tuple[int, int]] = []
     deadline = time.monotonic() + 20
     while len(got) < 8 and time.monotonic() < deadline:
         for messages in consumer.poll(200).values():
