@@ -114,6 +114,32 @@ def test_second_member_triggers_a_rebalance_and_the_leader_assigns_both() -> Non
     assert c.groups["g"].state == GroupState.STABLE
 
 
+def test_a_stable_leader_rejoining_unchanged_rebalances_and_waits_for_the_follower() -> None:
+    """Kafka: the leader's JoinGroup in a stable group always starts a rebalance (it may have seen
+    new metadata), a follower's unchanged one just gets the current generation back. The leader's
+    join then waits for the follower, which learns of it from its heartbeat."""
+    c = GroupCoordinator()
+    a, b, generation = two_member_group(c)
+    sync(c, 0.1, b, generation)
+    sync(c, 0.1, a, generation, [(a, b"p0"), (b, b"p1")])
+    follower_again = join(c, 0.5, b)
+    assert follower_again.last.generation_id == generation and c.groups["g"].state == GroupState.STABLE
+    leader_again = join(c, 1.0, a)
+    assert leader_again.got == [] and c.groups["g"].state == GroupState.PREPARING_REBALANCE
+    c.tick(2.0)
+    assert leader_again.got == []  # still waiting for b, well inside the rebalance timeout
+    assert c.heartbeat(2.5, group_id="g", member_id=b, generation_id=generation) == ErrorCode.REBALANCE_IN_PROGRESS
+    b_again = join(c, 3.0, b)
+    assert leader_again.last.generation_id == b_again.last.generation_id == generation + 1
+    b_sync = sync(c, 3.1, b, generation + 1)
+    sync(c, 3.2, a, generation + 1, [(a, b"p0"), (b, b"p1")])
+    assert b_sync.last.assignment == b"p1" and c.groups["g"].state == GroupState.STABLE
+    # a leader that then goes silent (kafka-python 3.0.x after a lost rejoin) is expired alone
+    c.heartbeat(3.2 + SESSION_MS / 1000 - 0.5, group_id="g", member_id=b, generation_id=generation + 1)
+    c.tick(3.2 + SESSION_MS / 1000)
+    assert set(c.groups["g"].members) == {b} and c.groups["g"].state == GroupState.PREPARING_REBALANCE
+
+
 def test_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() -> None:
     c = GroupCoordinator()
     a, _ = joined_member(c, 0.0)
