@@ -101,16 +101,18 @@ kafka = pytest.importorskip("kafka")
 
 def wait_for_subscribed_metadata(consumer, topic: str, partitions: set[int], timeout_s: float = 10) -> None:
     """Block until ``consumer`` has seen ``topic``'s partitions in metadata fetched for its
-    subscription, i.e. until a JoinGroup it sends would find them (kafka-python's IO thread fetches
-    that metadata on its own after the constructor subscribed; the coordinator keeps what it saw
-    as ``_metadata_snapshot`` and the leader assigns from it). ``consumer.topics()`` would not do:
-    it asks for every topic, which at Metadata v0 (api_version (0, 9)) this server answers with
-    none."""
+    subscription, i.e. until a JoinGroup it sends would find them. The coordinator keeps what it
+    saw as ``_metadata_snapshot`` (the leader assigns from it); the IO thread refreshes metadata
+    when asked (``cluster.request_update()``, thread-safe). Asking again until it is there matters:
+    the constructor's request for ``topic`` is dropped when it lands while the bootstrap request
+    for every topic is in flight, and at Metadata v0 (api_version (0, 9)) this server answers
+    "every topic" with none, so that first answer lacks ``topic``."""
     deadline = time.monotonic() + timeout_s
     while consumer._coordinator._metadata_snapshot.get(topic) != partitions:
         assert time.monotonic() < deadline, (
             f"no metadata for {topic} after {timeout_s} s: {consumer._coordinator._metadata_snapshot}")
-        time.sleep(0.01)
+        consumer._cluster.request_update()
+        time.sleep(0.02)
 
 
 @pytest.mark.slow
@@ -124,8 +126,16 @@ def test_kafka_python_group_of_two_splits_commits_and_resumes(serve_logdir, tmp_
     done = threading.Event()
     committed = threading.Barrier(2, timeout=20)  # nobody leaves (a rebalance) before both committed
     consumers = {}
+    errors: dict[str, BaseException] = {}
 
     def run(name: str) -> None:
+        try:
+            member(name)
+        except BaseException as exc:  # surfaced by the asserts below, not only as a warning
+            errors[name] = exc
+            raise
+
+    def member(name: str) -> None:
         consumer = kafka.KafkaConsumer("t", bootstrap_servers=server.bootstrap, group_id="pair",
                                        client_id=name, auto_offset_reset="earliest", enable_auto_commit=False,
                                        fetch_max_wait_ms=100, heartbeat_interval_ms=300,
@@ -156,11 +166,11 @@ def test_kafka_python_group_of_two_splits_commits_and_resumes(serve_logdir, tmp_
         t.start()
     split = both_assigned.wait(30)
     done.set()
-    assert split, (f"the two members never split the partitions: {seen}; "
+    assert split, (f"the two members never split the partitions: {seen}; errors {errors}; "
                    f"{server.server.broker.groups.coordinator.groups}")
-    done.set()
     for t in threads:
         t.join(20)
+    assert not errors
     assert seen["c1"] | seen["c2"] == {0, 1, 2, 3}
     # a restarted consumer resumes from the committed offsets (3 of 5 records per partition)
     consumer = kafka.KafkaConsumer("t", bootstrap_servers=server.bootstrap, group_id="pair",
