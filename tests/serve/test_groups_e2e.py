@@ -105,8 +105,7 @@ def wait_for_subscribed_metadata(consumer, topic: str, partitions: set[int], tim
     saw as ``_metadata_snapshot`` (the leader assigns from it); the IO thread refreshes metadata
     when asked (``cluster.request_update()``, thread-safe). Asking again until it is there matters:
     the constructor's request for ``topic`` is dropped when it lands while the bootstrap request
-    for every topic is in flight, and at Metadata v0 (api_version (0, 9)) this server answers
-    "every topic" with none, so that first answer lacks ``topic``."""
+    for every topic is in flight, so an early answer can lack ``topic``."""
     deadline = time.monotonic() + timeout_s
     while consumer._coordinator._metadata_snapshot.get(topic) != partitions:
         assert time.monotonic() < deadline, (

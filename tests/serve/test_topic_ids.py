@@ -86,3 +86,15 @@ def test_metadata_v10_plus_and_fetch_v13_plus_use_topic_ids(serve_logdir, tmp_pa
             assert bad["topic_id"] == uuid.UUID(int=7)
             assert bad["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
             assert bad["partitions"][0]["records"] == b""
+
+
+def test_metadata_v0_with_an_empty_topic_list_asks_for_every_topic(serve_logdir, tmp_path) -> None:
+    """v0 has no null array: Kafka reads an empty list as "all topics" (isAllTopics); from v1
+    an empty list asks for none."""
+    make_topic(tmp_path, "a")
+    make_topic(tmp_path, "b", partitions=1)
+    server = serve_logdir(tmp_path)
+    with WireClient(server.port) as client:
+        everything = client.call(metadata.SPEC, 0, {"topics": []})
+        assert sorted(t["name"] for t in everything["topics"]) == ["a", "b"]
+        assert client.call(metadata.SPEC, 1, {"topics": []})["topics"] == []
