@@ -657,10 +657,16 @@ def _convert_once(batch: Any, data: bytes, to_magic: int) -> tuple[bytes | bytea
 
 def _feed_consumers(scan: _RangeScan, batch: Any, data: bytes, facts: _Facts, pos: int) -> None:
     from lazyconv.convert import is_zstd_below_v2
-    from lazyconv.records.compression import Compression
 
     assert scan.consumers is not None
     options = scan.options
+    # per batch, not per target magic (this runs for every batch of the log)
+    control = batch.is_control
+    magic = batch.magic
+    size = batch.size_in_bytes
+    last_offset = batch.last_offset
+    plain = not batch.attributes & 0x07  # the codec bits, v2 and legacy alike
+    count = facts.record_count
     for to_magic in options.to_magics:
         consumer = scan.consumers.get(to_magic)
         if consumer is None:
@@ -668,20 +674,17 @@ def _feed_consumers(scan: _RangeScan, batch: Any, data: bytes, facts: _Facts, po
             consumer = DerivedConsumer(to_magic, options.chunk_sizes, options.fetch_max_bytes,
                                        start, _digest_delivered)
             scan.consumers[to_magic] = consumer
-        zstd = is_zstd_below_v2(batch, to_magic)
-        expected = not batch.is_control and not zstd and facts.record_count > 0
-        if zstd or (to_magic < 2 and batch.is_control):
+        zstd = not plain and is_zstd_below_v2(batch, to_magic)
+        expected = not control and not zstd and count > 0
+        if zstd or (to_magic < 2 and control):
             conv: bytes | bytearray = b""
             converted = temporary = 0
         else:
             conv, converted, temporary = _convert_once(batch, data, to_magic)
         if expected:
-            consumer.expect_records(facts.record_count, _expected_digest_sum(batch, facts, to_magic))
-        consumer.add(ConvertedBatch(
-            position=pos, size=batch.size_in_bytes, last_offset=batch.last_offset, zstd=zstd,
-            conv=conv, records=converted, temporary=temporary,
-            filterable=(batch.magic > to_magic and batch.compression == Compression.NONE),
-            last_record=facts.last_offset if expected else None))
+            consumer.expect_records(count, _expected_digest_sum(batch, facts, to_magic))
+        consumer.add(ConvertedBatch(pos, size, last_offset, zstd, conv, converted, temporary,
+                                    magic > to_magic and plain, facts.last_offset if expected else None))
 
 
 def _conversion_rows(scan: _RangeScan) -> list[dict[str, Any]]:
