@@ -12,6 +12,7 @@ pass), and the kernel's own tests that skip themselves without it.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,4 +36,4 @@ def test_pure_python_reference_passes_the_suite(tmp_path: Path) -> None:
     tail = done.stdout[-6000:] + done.stderr[-2000:]
     assert done.returncode == 0, tail
     summary = done.stdout.strip().splitlines()[-1]
-    assert " passed" in summary and "failed" not in summary, tail
+    assert " passed" in summary and not re.search(r"\b\d+ failed", summary), tail  # "1 xfailed" is fine
