@@ -2,9 +2,10 @@
 
 :func:`scan_range` is all the per-segment work of the validation job. It reads the range once,
 in blocks, and for every entry in order: delimits it (size, magic, torn write, trailing zeros),
-decodes and validates it once (CRC-32C / CRC-32, structure, every compressed batch decompressed
-once), checks offsets, leader epochs and the max timestamp, adds its records to the partition
-checksum, converts it once per target magic and feeds the conversion to a
+validates it (CRC-32C / CRC-32, structure), digests its records in one kernel call from their
+bytes (:mod:`lazyconv.records.digest`: record structure, offset order, max timestamp and the
+partition checksum; no record objects for v2 data batches), checks offsets, leader epochs and
+the max timestamp, converts it once per target magic and feeds the conversion to a
 :class:`~lazyconv.spark.derived_conversion.DerivedConsumer`, which derives the lazy send's
 behaviour for every chunk size. Then the ``.index``, ``.timeindex`` and ``.txnindex`` entries
 that belong to the range are checked against what the scan saw.
