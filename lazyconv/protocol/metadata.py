@@ -27,7 +27,7 @@ from lazyconv.protocol.schema import (
     Struct,
 )
 
-__all__ = ["SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "decode_request", "encode_response"]
+__all__ = ["SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "asks_for_every_topic", "decode_request", "encode_response"]
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -102,11 +102,17 @@ MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version
 
 
+def asks_for_every_topic(version: int, topics: list[Any] | None) -> bool:
+    """Whether a request's ``topics`` asks for every topic: null (v1+) or, in v0, which has no
+    null array, an empty list (Kafka's ``MetadataRequest.isAllTopics``)."""
+    return topics is None or (version == 0 and not topics)
+
+
 def decode_request(version: int, data: bytes | memoryview | Reader) -> dict[str, Any]:
     """Decode a Metadata request body. ``topics`` is None when every topic is asked for
-    (v1+ null, or an empty v0 list)."""
+    (:func:`asks_for_every_topic`)."""
     body = SPEC.decode_request(version, data, exact=False)
-    if version == 0 and not body["topics"]:
+    if asks_for_every_topic(version, body["topics"]):
         body["topics"] = None
     return body
 

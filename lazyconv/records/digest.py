@@ -34,7 +34,13 @@ from crc32c import crc32c as _crc32c
 
 from lazyconv.errors import RecordsError
 from lazyconv.records._codec import iter_v2_records, parse_legacy_message
-from lazyconv.records._format import LOG_OVERHEAD
+from lazyconv.records._format import (
+    COMPRESSION_CODEC_MASK,
+    LEGACY_ATTRIBUTES_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_OVERHEAD_V0,
+)
 from lazyconv.records._native import kernel
 
 __all__ = [
@@ -57,8 +63,8 @@ DIGEST_DECLINED = 2  # an entry left to the reader (compressed, magic 2, damaged
 _I32 = struct.Struct(">i")
 _NULL = _I32.pack(-1)
 _TAIL = struct.Struct(">qqi")
-_SIZE_AND_MAGIC = struct.Struct(">i4xb")
-_MIN_LEGACY_SIZE_FIELD = 14
+_SIZE = struct.Struct(">i")
+_ATTRIBUTES = LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
@@ -229,18 +235,18 @@ def digest_legacy_run_reference(
     last = -1
     stop = DIGEST_END
     while pos < n:
-        if n - pos < LOG_OVERHEAD + 5:
+        if n - pos < _ATTRIBUTES:  # up to the magic byte
             stop = DIGEST_PARTIAL
             break
-        size_field, magic = _SIZE_AND_MAGIC.unpack_from(raw, pos + 8)
-        if size_field < _MIN_LEGACY_SIZE_FIELD or not 0 <= magic <= 1:
+        size_field = _SIZE.unpack_from(raw, pos + LOG_OVERHEAD - 4)[0]
+        if size_field < RECORD_OVERHEAD_V0 or raw[pos + MAGIC_OFFSET] > 1:
             stop = DIGEST_DECLINED
             break
         end = pos + LOG_OVERHEAD + size_field
         if end > n:
             stop = DIGEST_PARTIAL
             break
-        if raw[pos + 17] & 0x07:
+        if raw[pos + _ATTRIBUTES] & COMPRESSION_CODEC_MASK:
             stop = DIGEST_DECLINED
             break
         try:

@@ -306,8 +306,7 @@ class Broker:
         self.logdir.refresh()
         known = self.logdir.topics()
         asked: list[tuple[str | None, Any]]
-        # null (v1+) or, in v0 which has no null array, an empty list: every topic
-        if request["topics"] is None or (version == 0 and not request["topics"]):
+        if metadata.asks_for_every_topic(version, request["topics"]):
             asked = [(name, None) for name in known]
         else:
             asked = [(t["name"], t.get("topic_id")) for t in request["topics"]]

@@ -29,7 +29,16 @@ from typing import Any, NamedTuple
 
 from lazyconv.errors import CorruptRecordError, LazyconvError
 from lazyconv.fixtures.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
-from lazyconv.records._format import BATCH_LENGTH_MIN, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
+from lazyconv.records._format import (
+    BATCH_LENGTH_MIN,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_ATTRIBUTES_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+)
 from lazyconv.records.digest import (
     DIGEST_DECLINED,
     DIGEST_END,
@@ -65,8 +74,7 @@ _TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
-_LOG_APPEND_TIME = 0x08  # v2 attributes: the timestamp type bit
-_LEGACY_ATTRIBUTES = LOG_OVERHEAD + 5  # after the crc and the magic
+_LEGACY_ATTRIBUTES = LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET
 
 
 @dataclass(frozen=True)
@@ -360,7 +368,7 @@ def _entry_facts(batch: Any) -> _Facts:
     record bytes in one kernel call; other entries, and records the digest declines, are decoded
     record by record (which raises the records layer's error for a damaged one)."""
     if batch.magic == 2 and not batch.is_control and batch.record_count > 0:
-        override = batch.max_timestamp if batch.attributes & _LOG_APPEND_TIME else None
+        override = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
         digest = digest_v2_records(batch.records_payload(), batch.record_count, batch.base_offset,
                                    batch.base_timestamp, override)
         if digest is not None:
@@ -494,7 +502,7 @@ def _check_v2_header(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> N
             scan.first_epoch_position = pos
         s["last_epoch"] = epoch if scan.prev_epoch is None else max(epoch, scan.prev_epoch)
         scan.prev_epoch = s["last_epoch"]
-    if facts.record_count and not batch.attributes & _LOG_APPEND_TIME:
+    if facts.record_count and not batch.attributes & TIMESTAMP_TYPE_MASK:
         actual = facts.max_raw_timestamp  # create time: the header states the records' max
         if actual != batch.max_timestamp:
             scan.add("log", pos, "timestamp",
@@ -581,7 +589,8 @@ def _digest_wrapper(entry: memoryview, min_offset: int) -> tuple[int, int, int] 
     from lazyconv.records import MemoryRecords
     from lazyconv.records.legacy import LegacyBatch
 
-    if len(entry) <= _LEGACY_ATTRIBUTES or entry[16] > 1 or not entry[_LEGACY_ATTRIBUTES] & 0x07:
+    if (len(entry) <= _LEGACY_ATTRIBUTES or entry[MAGIC_OFFSET] > 1
+            or not entry[_LEGACY_ATTRIBUTES] & COMPRESSION_CODEC_MASK):
         return None
     try:
         batch = next(MemoryRecords(entry).batches())
@@ -644,7 +653,8 @@ def _convert_once(batch: Any, data: bytes, to_magic: int) -> tuple[bytes | bytea
     from lazyconv.convert import down_convert_bytes
     from lazyconv.records.conversion import convert_uncompressed_run
 
-    if to_magic < 2 and batch.magic == 2 and not batch.attributes & 0x27 and batch.base_offset >= 0:
+    plain_data = not batch.attributes & (COMPRESSION_CODEC_MASK | CONTROL_FLAG_MASK)
+    if to_magic < 2 and batch.magic == 2 and plain_data and batch.base_offset >= 0:
         out = bytearray()
         run = convert_uncompressed_run(data, out, to_magic, 0)
         if run is not None and run.consumed == len(data):
@@ -666,7 +676,7 @@ def _feed_consumers(scan: _RangeScan, batch: Any, data: bytes, facts: _Facts, po
     magic = batch.magic
     size = batch.size_in_bytes
     last_offset = batch.last_offset
-    plain = not batch.attributes & 0x07  # the codec bits, v2 and legacy alike
+    plain = not batch.attributes & COMPRESSION_CODEC_MASK  # v2 and legacy alike
     count = facts.record_count
     for to_magic in options.to_magics:
         consumer = scan.consumers.get(to_magic)

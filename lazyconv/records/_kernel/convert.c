@@ -237,31 +237,8 @@ static int check_v2_records(const uint8_t *data, size_t n, int64_t count)
 /* parse_legacy_message(check_crc=True) on a delimited entry. */
 static int check_legacy(const uint8_t *entry, size_t total, int magic)
 {
-    size_t overhead = magic == 0 ? LC_RECORD_OVERHEAD_V0 : LC_RECORD_OVERHEAD_V1;
-    size_t size = total - LC_LOG_OVERHEAD;
-    if (size < overhead)
-        return -1;
-    const uint8_t *end = entry + total;
-    uint32_t stored = (uint32_t)get_i32(entry + LC_LOG_OVERHEAD + LC_LEGACY_CRC_OFFSET);
-    const uint8_t *body = entry + LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET;
-    if (lc_crc32(0, body, (size_t)(end - body)) != stored)
-        return -1;
-    const uint8_t *p = entry + LC_LOG_OVERHEAD + (magic == 0 ? LC_LEGACY_KEY_SIZE_OFFSET_V0 : LC_LEGACY_KEY_SIZE_OFFSET_V1);
-    int32_t klen = get_i32(p);
-    p += 4;
-    if (klen >= 0) {
-        if ((int64_t)klen > end - p - 4)
-            return -1;
-        p += klen;
-    }
-    int32_t vlen = get_i32(p);
-    p += 4;
-    if (vlen >= 0) {
-        if ((int64_t)vlen > end - p)
-            return -1;
-        p += vlen;
-    }
-    return p == end ? 0 : -1;
+    lc_legacy_message m;
+    return lc_legacy_message_read(entry, total, magic, &m);
 }
 
 enum lc_scan_stop lc_scan_entries(const uint8_t *data, size_t n, lc_entry *entries, size_t max_entries,

@@ -2,6 +2,7 @@
 #include "digest.h"
 
 #include "crc.h"
+#include "format.h"
 #include "records_walk.h"
 #include "wire.h"
 
@@ -131,41 +132,21 @@ int lc_digest_v2_records(const uint8_t *data, size_t n, int64_t count, int64_t b
     return 0;
 }
 
-/* One plain legacy entry at data[0:size), or -1 if the reader would object (or it is
- * compressed): offset, timestamp and digest out. */
+/* One plain (uncompressed) legacy entry at m[0:size), or -1 if the reader would object or it
+ * is compressed: its offset (+ shift) and digest out. */
 static int digest_legacy_message(const uint8_t *m, size_t size, int64_t shift, int has_override, int64_t override,
                                  int64_t *offset, uint64_t *digest)
 {
-    int magic = m[16];
-    size_t overhead = magic == 0 ? 14 : 22;
-    if (magic > 1 || size - 12 < overhead || (m[17] & 0x07) != 0)
+    int magic = m[LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET];
+    lc_legacy_message message;
+    if (magic > 1 || (m[LC_LOG_OVERHEAD + LC_LEGACY_ATTRIBUTES_OFFSET] & 0x07) != 0 ||
+        lc_legacy_message_read(m, size, magic, &message) < 0)
         return -1;
-    if ((uint32_t)get_i32(m + 12) != lc_crc32(0, m + 16, size - 16))
+    if (add_overflows(message.offset, shift, offset))
         return -1;
-    const uint8_t *p = m + (magic == 0 ? 18 : 26), *end = m + size;
-    int64_t timestamp = magic == 0 ? -1 : has_override ? override : get_i64(m + 18);
-    int32_t klen = get_i32(p);
-    p += 4;
-    const uint8_t *key = p;
-    if (klen >= 0) {
-        if (klen > end - p - 4)
-            return -1;
-        p += klen;
-    }
-    int32_t vlen = get_i32(p);
-    p += 4;
-    const uint8_t *value = p;
-    if (vlen >= 0) {
-        if (vlen > end - p)
-            return -1;
-        p += vlen;
-    }
-    if (p != end)
-        return -1;
-    if (add_overflows(get_i64(m), shift, offset))
-        return -1;
+    int64_t timestamp = magic == 1 && has_override ? override : message.timestamp;
     dual_crc h = {0, 0};
-    digest_key_value(&h, key, klen, value, vlen);
+    digest_key_value(&h, message.key, message.key_length, message.value, message.value_length);
     digest_tail(&h, *offset, timestamp, 0);
     *digest = dual_value(&h);
     return 0;
@@ -180,12 +161,12 @@ void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, int
     d->last_offset = -1;
     d->stop = LC_DIGEST_END;
     while (pos < n) {
-        if (n - pos < 17) {
+        if (n - pos < LC_LOG_OVERHEAD + LC_LEGACY_ATTRIBUTES_OFFSET) {
             d->stop = LC_DIGEST_PARTIAL;
             break;
         }
         int32_t size_field = get_i32(data + pos + 8);
-        if (size_field < 14 || data[pos + 16] > 1) {
+        if (size_field < LC_RECORD_OVERHEAD_V0 || data[pos + LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET] > 1) {
             d->stop = LC_DIGEST_DECLINED;
             break;
         }

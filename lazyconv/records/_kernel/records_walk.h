@@ -1,13 +1,16 @@
 /* The one parser of a magic-2 record's structure, shared by every kernel that walks records
- * (conversion, validation, decoding). It checks exactly what the reference parser
+ * (conversion, validation, decoding, digests). It checks exactly what the reference parser
  * (records._codec.iter_v2_records) checks, in the same order, and never reads past `end`
- * whatever a length field says. */
+ * whatever a length field says. Below it, the one reader of a legacy (magic 0/1) message, as
+ * records._codec.parse_legacy_message(check_crc=True) reads it. */
 #ifndef LAZYCONV_RECORDS_WALK_H
 #define LAZYCONV_RECORDS_WALK_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "crc.h"
+#include "format.h"
 #include "wire.h"
 
 /* One record's fields, pointing into the input. */
@@ -122,6 +125,55 @@ static inline int lc_v2_record_walk(const uint8_t **pp, const uint8_t *end, lc_v
         return -1;
     *pp = p;
     return 0;
+}
+
+/* One legacy message's fields, pointing into the input. */
+typedef struct {
+    int64_t offset;
+    int64_t timestamp;           /* -1 for magic 0 */
+    int32_t key_length;          /* -1: null key */
+    int32_t value_length;        /* -1: null value */
+    const uint8_t *key;
+    const uint8_t *value;
+} lc_legacy_message;
+
+/* The delimited legacy entry entry[0:total) (12-byte log header included; total >= 17) of
+ * `magic` (0 or 1): size at least the overhead, CRC-32, key and value filling the message
+ * exactly. Returns 0, or -1 when the reference parser would reject it. */
+static inline int lc_legacy_message_read(const uint8_t *entry, size_t total, int magic, lc_legacy_message *m)
+{
+    size_t overhead = magic == 0 ? LC_RECORD_OVERHEAD_V0 : LC_RECORD_OVERHEAD_V1;
+    if (total - LC_LOG_OVERHEAD < overhead)
+        return -1;
+    const uint8_t *end = entry + total, *message = entry + LC_LOG_OVERHEAD;
+    uint32_t stored = (uint32_t)get_i32(message + LC_LEGACY_CRC_OFFSET);
+    const uint8_t *body = message + LC_LEGACY_MAGIC_OFFSET;
+    if (lc_crc32(0, body, (size_t)(end - body)) != stored)
+        return -1;
+    m->offset = get_i64(entry);
+    m->timestamp = magic == 0 ? -1 : get_i64(message + LC_LEGACY_TIMESTAMP_OFFSET);
+    const uint8_t *p = message + (magic == 0 ? LC_LEGACY_KEY_SIZE_OFFSET_V0 : LC_LEGACY_KEY_SIZE_OFFSET_V1);
+    m->key_length = get_i32(p);
+    p += 4;
+    m->key = p;
+    if (m->key_length >= 0) {
+        if ((int64_t)m->key_length > end - p - 4)
+            return -1;
+        p += m->key_length;
+    } else {
+        m->key_length = -1;
+    }
+    m->value_length = get_i32(p);
+    p += 4;
+    m->value = p;
+    if (m->value_length >= 0) {
+        if ((int64_t)m->value_length > end - p)
+            return -1;
+        p += m->value_length;
+    } else {
+        m->value_length = -1;
+    }
+    return p == end ? 0 : -1;
 }
 
 #endif
