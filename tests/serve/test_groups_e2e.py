@@ -97,21 +97,7 @@ def test_group_over_the_wire_and_generation_checks_on_commit(serve_logdir, tmp_p
 
 
 kafka = pytest.importorskip("kafka")
-
-
-def wait_for_subscribed_metadata(consumer, topic: str, partitions: set[int], timeout_s: float = 10) -> None:
-    """Block until ``consumer`` has seen ``topic``'s partitions in metadata fetched for its
-    subscription, i.e. until a JoinGroup it sends would find them. The coordinator keeps what it
-    saw as ``_metadata_snapshot`` (the leader assigns from it); the IO thread refreshes metadata
-    when asked (``cluster.request_update()``, thread-safe). Asking again until it is there matters:
-    the constructor's request for ``topic`` is dropped when it lands while the bootstrap request
-    for every topic is in flight, so an early answer can lack ``topic``."""
-    deadline = time.monotonic() + timeout_s
-    while consumer._coordinator._metadata_snapshot.get(topic) != partitions:
-        assert time.monotonic() < deadline, (
-            f"no metadata for {topic} after {timeout_s} s: {consumer._coordinator._metadata_snapshot}")
-        consumer._cluster.request_update()
-        time.sleep(0.02)
+from tests.interop.drivers.kafka_python_client import wait_for_subscribed_metadata  # noqa: E402
 
 
 @pytest.mark.slow
@@ -148,7 +134,7 @@ def test_kafka_python_group_of_two_splits_commits_and_resumes(serve_logdir, tmp_
         # finished join is never collected, so the member stays "rebalancing" with its heartbeats
         # off until its session expires. Rejoins the coordinator asks for (REBALANCE_IN_PROGRESS,
         # MEMBER_ID_REQUIRED) set rejoin_needed, which outlives the timer, and are not affected.
-        wait_for_subscribed_metadata(consumer, "t", {0, 1, 2, 3})
+        assert wait_for_subscribed_metadata(consumer, ["t"], {0, 1, 2, 3}), "no metadata for t"
         while not done.is_set():
             consumer.poll(100)
             parts = {tp.partition for tp in consumer.assignment()}
@@ -175,7 +161,7 @@ def test_kafka_python_group_of_two_splits_commits_and_resumes(serve_logdir, tmp_
     consumer = kafka.KafkaConsumer("t", bootstrap_servers=server.bootstrap, group_id="pair",
                                    auto_offset_reset="earliest", enable_auto_commit=False,
                                    fetch_max_wait_ms=100, **extra)
-    wait_for_subscribed_metadata(consumer, "t", {0, 1, 2, 3})
+    assert wait_for_subscribed_metadata(consumer, ["t"], {0, 1, 2, 3}), "no metadata for t"
     got: list[tuple[int, int]] = []
     deadline = time.monotonic() + 20
     while len(got) < 8 and time.monotonic() < deadline:

@@ -42,6 +42,32 @@ class Gate(kafka.ConsumerRebalanceListener):
             self.consumer.resume(*self.consumer.assignment())
 
 
+def wait_for_subscribed_metadata(consumer: kafka.KafkaConsumer, topics: list[str],
+                                 partitions: set[int] | None = None, timeout_s: float = 10) -> bool:
+    """Block until ``consumer`` has seen every topic of ``topics`` (with exactly ``partitions``
+    when given, else with at least one) in metadata fetched for its subscription, i.e. until a
+    JoinGroup it sends would find them; False if that takes longer than ``timeout_s``.
+
+    Why: kafka-python 3.0.x loses a leader's rejoin triggered by its metadata snapshot when the
+    join outlives a ``poll()`` timeout (reproduced in tests/serve/test_group_kafka_python_rejoin.py);
+    a leader that joins before it has the topics' metadata assigns nothing and then stays
+    "rebalancing" with heartbeats off until its session expires. The coordinator keeps what it
+    saw as ``_metadata_snapshot`` (the leader assigns from it); the IO thread refreshes metadata
+    when asked (``cluster.request_update()``, thread-safe). Asking again until it is there
+    matters: the constructor's request for a topic is dropped when it lands while the bootstrap
+    request for every topic is in flight, so an early answer can lack it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        snapshot = consumer._coordinator._metadata_snapshot
+        if all((snapshot.get(t) == partitions) if partitions is not None else snapshot.get(t)
+               for t in topics):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        consumer._cluster.request_update()
+        time.sleep(0.02)
+
+
 def consume(job: dict) -> None:
     progress = Progress(job["last"])
     consumer = kafka.KafkaConsumer(
@@ -61,6 +87,7 @@ def consume(job: dict) -> None:
                 consumer.seek(tp, 0)
         else:
             consumer.subscribe(job["topics"], listener=Gate(consumer, expect))
+            wait_for_subscribed_metadata(consumer, job["topics"])  # else the poll loop times out
         while time.monotonic() < deadline:
             try:
                 polled = consumer.poll(timeout_ms=100)
