@@ -25,6 +25,7 @@ input, or one larger batch) and their conversions.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import struct
 from dataclasses import dataclass, field
@@ -91,37 +92,24 @@ class _Totals:
     tallies: dict[int, ChunkTally] = field(default_factory=dict)
 
 
-def _filtered(batch: ConvertedBatch, first_offset: int) -> tuple[memoryview, int, int]:
-    """The conversion of ``batch`` for a fetch at ``first_offset``: (bytes, records, temporary)."""
-    conv = memoryview(batch.conv)
-    if not batch.filterable or not conv:
-        return conv, batch.records, batch.temporary
-    skipped = 0
-    pos = 0
-    end = len(conv)
-    while pos < end:
-        offset, size = _ENTRY_HEADER.unpack_from(conv, pos)
-        if offset >= first_offset:
-            break
-        pos += _LOG_OVERHEAD + size
-        skipped += 1
-    if pos == 0:
-        return conv, batch.records, batch.temporary
-    if pos >= end:
-        return conv[:0], 0, 0
-    kept = conv[pos:]
-    return kept, batch.records - skipped, batch.size + len(kept)
+_NO_ZSTD = 1 << 62  # an index past every window
 
 
 class DerivedConsumer:
     """An old consumer reading one byte range through the lazy send, for one target magic and
-    every chunk size at once. Feed batches in log order with :meth:`add`, then :meth:`finish`.
+    every chunk size at once. Feed batches in log order with :meth:`add` (one batch) or
+    :meth:`add_run` (a run of plain v2 batches converted in one call into
+    :attr:`conversion_buffer`), then :meth:`finish`.
 
     ``digest_delivered(data, min_offset)`` reads converted bytes as a consumer does (complete
     entries; a trailing partial one is not received) and returns ``(bytes of complete entries,
     last offset of the last complete entry or None, count, digest sum)``: the records at or
     above ``min_offset`` and the sum of their :func:`~lazyconv.records.digest.record_digest`
     values as received, without headers (the segment scan passes its kernel-backed digest).
+
+    The batches held are columns (lists with a moving head) and their conversions one buffer in
+    log order, so a fetch's stream is one slice of it and the per-chunk-size grouping is binary
+    searches over prefix sums: the work per fetch does not grow with the batches in it.
     """
 
     def __init__(self, to_magic: int, chunk_sizes: tuple[int, ...], fetch_max_bytes: int,
@@ -131,11 +119,21 @@ class DerivedConsumer:
         self.fetch_max_bytes = fetch_max_bytes
         self.next_offset = start_offset
         self._digest = digest_delivered
-        # batches held: self._window[self._head:] (a list with a moving head, so indexing is
-        # O(1) and dropping from the front is amortized O(1))
-        self._window: list[ConvertedBatch] = []
+        # per batch held, from index self._head on:
+        self._pos: list[int] = []  # log position
+        self._end: list[int] = []  # log position after it (increasing)
+        self._last: list[int] = []  # header last offset
+        self._filterable: list[bool] = []  # converted to one standalone message per record
+        self._last_record: list[int | None] = []  # last record a consumer must receive
+        self._zstd: list[int] = []  # indexes of zstd batches (never converted), increasing
+        # prefix sums with one leading element: batch k's figures are [k + 1] - [k]
+        self._size_cum: list[int] = [0]
+        self._conv_cum: list[int] = [0]  # absolute offsets in the conversion buffer
+        self._rec_cum: list[int] = [0]
+        self._temp_cum: list[int] = [0]
+        self._buffer = bytearray()  # conversions of the batches held, in log order
+        self._buffer_base = 0  # absolute offset of self._buffer[0]
         self._head = 0
-        self._held_bytes = 0
         self._floor = 0  # after a stall: the window index the next fetch may start at
         self.totals = _Totals(tallies={c: ChunkTally() for c in chunk_sizes})
         self.peak_window_bytes = 0
@@ -153,14 +151,62 @@ class DerivedConsumer:
         t.expected += count
         t.expected_hash = (t.expected_hash + hash_sum) & MASK64
 
+    # -- input ------------------------------------------------------------------------------------
+
+    @property
+    def conversion_buffer(self) -> bytearray:
+        """Where :meth:`add_run`'s caller appends a run's conversion before calling it (nothing
+        else may write to it)."""
+        return self._buffer
+
+    def _append(self, position: int, size: int, last_offset: int, conv_end: int, records: int,
+                temporary: int, filterable: bool, last_record: int | None) -> None:
+        self._pos.append(position)
+        self._end.append(position + size)
+        self._last.append(last_offset)
+        self._filterable.append(filterable)
+        self._last_record.append(last_record)
+        self._size_cum.append(self._size_cum[-1] + size)
+        self._conv_cum.append(conv_end)
+        self._rec_cum.append(self._rec_cum[-1] + records)
+        self._temp_cum.append(self._temp_cum[-1] + temporary)
+
     def add(self, batch: ConvertedBatch) -> None:
         """The next complete batch of the range (in log order)."""
         if batch.zstd:
             self.totals.zstd_batches += 1
-        self._window.append(batch)
-        self._held_bytes += len(batch.conv) + batch.size
-        if self._held_bytes > self.peak_window_bytes:
-            self.peak_window_bytes = self._held_bytes
+            self._zstd.append(len(self._pos))
+        self._buffer += batch.conv
+        self._append(batch.position, batch.size, batch.last_offset,
+                     self._buffer_base + len(self._buffer), batch.records, batch.temporary,
+                     batch.filterable, batch.last_record)
+        self._after_add()
+
+    def add_run(self, positions: list[int], run_end: int, last_offsets: list[int],
+                conv_ends: list[int], records: list[int], last_records: list[int | None]) -> None:
+        """The next batches of the range: a run of adjacent uncompressed v2 batches (data or
+        control) at ``positions``, ending at log byte ``run_end``, whose conversions were
+        appended to :attr:`conversion_buffer`; ``conv_ends[k]`` is ``len(conversion_buffer)``
+        after batch ``k``. A control batch has 0 records and ``None`` as its last record."""
+        base = self._buffer_base
+        previous_end = self._conv_cum[-1]
+        ends = positions[1:]
+        ends.append(run_end)
+        for position, batch_end, last_offset, end, count, last_record in zip(
+                positions, ends, last_offsets, conv_ends, records, last_records, strict=True):
+            size = batch_end - position
+            conv_end = base + end
+            written = conv_end - previous_end
+            previous_end = conv_end
+            self._append(position, size, last_offset, conv_end, count,
+                         size + written if written else 0, True, last_record)
+        self._after_add()
+
+    def _after_add(self) -> None:
+        head = self._head
+        held = (self._size_cum[-1] - self._size_cum[head]) + (self._conv_cum[-1] - self._conv_cum[head])
+        if held > self.peak_window_bytes:
+            self.peak_window_bytes = held
         self._drain(final=False)
 
     def finish(self, range_end: int) -> None:
@@ -168,44 +214,48 @@ class DerivedConsumer:
         fetches."""
         self._range_end = range_end
         self._drain(final=True)
-        self._window = []
-        self._head = 0
-        self._held_bytes = 0
+        self._forget(len(self._pos))
 
     # -- the fetch loop -------------------------------------------------------------------------
 
+    def _forget(self, head: int) -> None:
+        """Drop the columns and conversions before window index ``head``."""
+        for column in (self._pos, self._end, self._last, self._filterable, self._last_record):
+            del column[:head]
+        for prefix in (self._size_cum, self._conv_cum, self._rec_cum, self._temp_cum):
+            del prefix[:head]
+        self._zstd = [z - head for z in self._zstd if z >= head]
+        keep_from = self._conv_cum[0]
+        del self._buffer[:keep_from - self._buffer_base]
+        self._buffer_base = keep_from
+        self._head = 0
+
     def _drop_front(self) -> None:
         """Forget the batches before the fetch offset (no fetch can start at them any more)."""
-        window = self._window
+        last = self._last
         head = self._head
-        while head < len(window) and window[head].last_offset < self.next_offset:
-            self._held_bytes -= len(window[head].conv) + window[head].size
+        count = len(last)
+        next_offset = self.next_offset
+        while head < count and last[head] < next_offset:
             head += 1
-        if head > 1024 and head * 2 > len(window):
-            del window[:head]
-            head = 0
         self._head = head
+        if head > 1024 and head * 2 > count:
+            self._forget(head)
 
     def _drain(self, final: bool) -> None:
-        window = self._window
-        while self._head < len(self._window) and not self._done:
+        while not self._done:
             if self._floor == 0:
                 self._drop_front()
-            window = self._window
-            head = self._head
-            if head >= len(window):
+            count = len(self._pos)
+            i = self._head + self._floor
+            if i >= count:
                 return
-            i = head + self._floor
-            if i >= len(window):
-                return
-            first = window[i]
-            fetch_end = first.position + max(self.fetch_max_bytes, first.size)
-            if not final and window[-1].end < fetch_end:
+            first = self._pos[i]
+            fetch_end = first + max(self.fetch_max_bytes, self._end[i] - first)
+            if not final and self._end[-1] < fetch_end:
                 return  # the fetch's slice is not complete yet
-            n = i
-            while n < len(window) and window[n].end <= fetch_end:
-                n += 1
-            slice_size = min(fetch_end, self._range_end) - first.position
+            n = bisect.bisect_right(self._end, fetch_end, i, count)
+            slice_size = min(fetch_end, self._range_end) - first
             before = copy.deepcopy(self.totals)
             if not self._fetch(i, n, slice_size, final):
                 # the fetch stalled and whether the consumer goes on depends on batches not
@@ -215,56 +265,90 @@ class DerivedConsumer:
 
     def _expected_ahead(self) -> bool:
         """Whether a record at or above the fetch offset is among the batches held."""
-        return any(b.last_record is not None and b.last_record >= self.next_offset
-                   for b in self._window[self._head:])
+        next_offset = self.next_offset
+        return any(r is not None and r >= next_offset for r in self._last_record[self._head:])
+
+    def _next_zstd(self, at: int) -> int:
+        """The index of the first zstd batch at or after ``at`` (or a number past them all)."""
+        k = bisect.bisect_left(self._zstd, at)
+        return self._zstd[k] if k < len(self._zstd) else _NO_ZSTD
+
+    def _filtered_first(self, i: int) -> tuple[int, int, int, int]:
+        """Batch ``i``'s conversion for a fetch at the fetch offset: ``(start, end, records,
+        temporary)``, start and end absolute in the conversion buffer; leading standalone
+        messages below the fetch offset are dropped (only the fetch's first batch can have
+        them)."""
+        start = self._conv_cum[i]
+        end = self._conv_cum[i + 1]
+        records = self._rec_cum[i + 1] - self._rec_cum[i]
+        temporary = self._temp_cum[i + 1] - self._temp_cum[i]
+        if not self._filterable[i] or start == end:
+            return start, end, records, temporary
+        buffer = self._buffer
+        base = self._buffer_base
+        first_offset = self.next_offset
+        pos = start
+        skipped = 0
+        while pos < end:
+            offset, size = _ENTRY_HEADER.unpack_from(buffer, pos - base)
+            if offset >= first_offset:
+                break
+            pos += _LOG_OVERHEAD + size
+            skipped += 1
+        if pos == start:
+            return start, end, records, temporary
+        if pos >= end:
+            return end, end, 0, 0
+        size = self._end[i] - self._pos[i]
+        return pos, end, records - skipped, size + (end - pos)
 
     def _fetch(self, i: int, n: int, slice_size: int, final: bool) -> bool:
-        batches = self._window[i:n]
-        f_index = None
-        f_bytes: memoryview | None = None
-        f_records = f_temp = 0
-        for k, b in enumerate(batches):
-            if b.zstd:
-                # error 76 for the partition: the consumer steps past the fetch's first batch
-                self.next_offset = batches[0].last_offset + 1
-                self._floor = 0
-                return True
-            data, recs, temp = _filtered(b, self.next_offset) if k == 0 else (
-                memoryview(b.conv), b.records, b.temporary)
-            if data:
-                f_index, f_bytes, f_records, f_temp = k, data, recs, temp
-                break
+        zstd_at = self._next_zstd(i)
+        if zstd_at == i:
+            return self._zstd_first(i)
+        f_start, f_end, f_records, f_temp = self._filtered_first(i)
+        f_index = i
+        if f_start == f_end:  # the first batch with a conversion, unless a zstd batch comes first
+            conv_cum = self._conv_cum
+            f_index = bisect.bisect_right(conv_cum, conv_cum[i + 1], i + 1) - 1
+            if zstd_at < min(f_index, n):
+                return self._zstd_first(i)
+            if f_index < n:
+                f_start, f_end = conv_cum[f_index], conv_cum[f_index + 1]
+                f_records = self._rec_cum[f_index + 1] - self._rec_cum[f_index]
+                f_temp = self._temp_cum[f_index + 1] - self._temp_cum[f_index]
         t = self.totals
         t.fetches += 1
-        if f_bytes is None or f_index is None:
-            committed = _PADDING_HEADER if batches else 0
+        if f_start == f_end:
+            committed = _PADDING_HEADER
             t.bytes_committed += committed
             t.padding_bytes += committed
             return self._after_fetch(i, None, final)
-        committed = max(slice_size, len(f_bytes))
+        f_len = f_end - f_start
+        committed = max(slice_size, f_len)
         t.bytes_committed += committed
         # the stream: F, then every later batch's conversion until a zstd batch
-        pieces: list[memoryview] = [f_bytes]
-        later = batches[f_index + 1:]
-        stop = len(later)
-        for k, b in enumerate(later):
-            if b.zstd:
-                stop = k
-                break
-            if b.conv:
-                pieces.append(memoryview(b.conv))
-        later = later[:stop]
-        stream_len = sum(len(p) for p in pieces)
+        stop = min(n, self._next_zstd(f_index + 1))
+        stream_end = self._conv_cum[stop] if stop > f_index else f_end
+        stream_len = stream_end - f_start
         written = min(committed, stream_len)
         t.padding_bytes += committed - written
-        self._tally_chunks(committed, len(f_bytes), f_records, f_temp, later)
+        self._tally_chunks(committed, f_len, f_records, f_temp, f_index + 1, stop)
         # the consumer: the complete entries within the committed size, digested in one call
-        stream = memoryview(b"".join(pieces) if len(pieces) > 1 else pieces[0])[:committed]
-        valid, last_complete, count, digest_sum = self._digest(stream, self.next_offset)
+        start = f_start - self._buffer_base
+        with memoryview(self._buffer) as view, view[start:start + written] as stream:
+            valid, last_complete, count, digest_sum = self._digest(stream, self.next_offset)
         t.delivered += count
         t.delivered_hash = (t.delivered_hash + digest_sum) & MASK64
         t.bytes_valid += valid
         return self._after_fetch(i, last_complete, final)
+
+    def _zstd_first(self, i: int) -> bool:
+        """A zstd batch before any conversion: error 76 for the partition; the consumer steps
+        past the fetch's first batch."""
+        self.next_offset = self._last[i] + 1
+        self._floor = 0
+        return True
 
     def _after_fetch(self, i: int, last_complete: int | None, final: bool) -> bool:
         if last_complete is None or last_complete < self.next_offset:
@@ -281,29 +365,27 @@ class DerivedConsumer:
         return True
 
     def _tally_chunks(self, committed: int, f_len: int, f_records: int, f_temp: int,
-                      later: list[ConvertedBatch]) -> None:
+                      first: int, stop: int) -> None:
+        """Chunks of the send per chunk size: after F, batches ``first .. stop - 1`` grouped as
+        :func:`lazyconv.lazy.chunk_groups` groups them (the first batch always, then while the
+        input sizes stay within the chunk size) until the written bytes reach ``committed``."""
+        size_cum = self._size_cum
+        conv_cum = self._conv_cum
+        rec_cum = self._rec_cum
+        temp_cum = self._temp_cum
         for chunk_size, tally in self.totals.tallies.items():
             tally.chunks += 1
             tally.records_converted += f_records
             tally.temporary_memory_bytes += f_temp
             written = f_len
-            k = 0
-            while written < committed and k < len(later):
-                taken = later[k].size
-                conv_len = len(later[k].conv)
-                records = later[k].records
-                temp = later[k].temporary
-                k += 1
-                while k < len(later) and taken + later[k].size <= chunk_size:
-                    taken += later[k].size
-                    conv_len += len(later[k].conv)
-                    records += later[k].records
-                    temp += later[k].temporary
-                    k += 1
+            k = first
+            while written < committed and k < stop:
+                j = k
+                k = max(j + 1, bisect.bisect_right(size_cum, size_cum[j] + chunk_size, j + 1, stop + 1) - 1)
+                conv_len = conv_cum[k] - conv_cum[j]
                 if conv_len == 0:
                     continue  # converted to nothing: skipped, its stats dropped (as Kafka)
                 tally.chunks += 1
-                tally.records_converted += records
-                tally.temporary_memory_bytes += temp
+                tally.records_converted += rec_cum[k] - rec_cum[j]
+                tally.temporary_memory_bytes += temp_cum[k] - temp_cum[j]
                 written += conv_len
-

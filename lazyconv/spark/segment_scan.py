@@ -37,6 +37,7 @@ from lazyconv.records._format import (
     LEGACY_ATTRIBUTES_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
 )
 from lazyconv.records.digest import (
@@ -146,6 +147,17 @@ class BlockReader(SegmentReader):
     def _raw(self, position: int, size: int) -> bytes:
         self.bytes_read += size
         return super().read(position, size)
+
+    def block_from(self, position: int, least: int) -> tuple[bytes, int]:
+        """``(block, offset)`` with ``block[offset:]`` the file's bytes from ``position`` on,
+        at least ``least`` of them unless the file ends first (the block is reloaded at
+        ``position`` when it holds fewer)."""
+        offset = position - self._block_start
+        if not (0 <= offset and len(self._block) - offset >= least):
+            self._block = self._raw(position, self.block_size)
+            self._block_start = position
+            offset = 0
+        return self._block, offset
 
     def read(self, position: int, size: int) -> bytes:
         """``size`` bytes at ``position`` (fewer at the end of the file)."""
@@ -275,6 +287,10 @@ def _scan_log(scan: _RangeScan) -> None:
         end = min(task.stop, reader.size) if task.end >= 0 else reader.size
         pos = task.start
         while pos < end:
+            scan.where = ("log", pos)
+            pos = _take_runs(scan, reader, pos, end)
+            if pos >= end:
+                break
             scan.where = ("log", pos)
             size = _delimit(scan, reader, pos, end)
             if size is None:
@@ -516,16 +532,125 @@ def _note_control(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> None
     if batch.magic != 2 or not facts.record_count:
         return
     key = facts.control_key
-    if key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 0:
-        marker = (batch.producer_id, facts.first_offset)
+    abort = key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 0
+    _note_marker(scan, batch.producer_id, facts.first_offset, abort, pos)
+
+
+def _note_marker(scan: _RangeScan, producer_id: int, offset: int, abort: bool, pos: int) -> None:
+    """A transaction marker of ``producer_id`` at ``offset`` (log byte ``pos``)."""
+    if abort:
+        marker = (producer_id, offset)
         scan.abort_markers[marker] = pos
-        first = scan.txn_first.get(batch.producer_id)
+        first = scan.txn_first.get(producer_id)
         if first is not None:
             scan.txn_starts[marker] = first
-            if batch.producer_id in scan.txn_marker_seen:
+            if producer_id in scan.txn_marker_seen:
                 scan.txn_start_known.add(marker)
-    scan.txn_first.pop(batch.producer_id, None)
-    scan.txn_marker_seen.add(batch.producer_id)
+    scan.txn_first.pop(producer_id, None)
+    scan.txn_marker_seen.add(producer_id)
+
+
+# --- runs of sound v2 batches ----------------------------------------------------------------
+
+def _take_runs(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int:
+    """Take the runs of sound, in-order, uncompressed v2 batches from ``pos`` on
+    (:func:`lazyconv.records.segment_run.segment_run`: one call per run, no Python per batch);
+    returns where the per-entry path must go on (an entry the runs leave, or ``end``). With
+    conversions, a run holds at most one fetch of input (the consumers' memory bound)."""
+    from lazyconv.records.segment_run import segment_run
+
+    limit = scan.options.fetch_max_bytes if scan.consumers is not None else BLOCK_SIZE
+    limit = max(limit, RECORD_BATCH_OVERHEAD)
+    while pos < end:
+        block, offset = reader.block_from(pos, min(limit, RECORD_BATCH_OVERHEAD))
+        available = min(len(block) - offset, end - pos, limit)
+        with memoryview(block) as view, view[offset:offset + available] as data:
+            run = segment_run(data, pos, scan.prev_offset, scan.task.base_offset, scan.prev_epoch,
+                              scan.max_ts)
+            if not run.consumed:
+                return pos
+            first_base = _HEADER.unpack_from(data)[0]
+            _apply_run(scan, run, first_base)
+            if scan.consumers is not None:
+                _feed_run(scan, run, data[:run.consumed], first_base)
+        pos += run.consumed
+    return pos
+
+
+def _apply_run(scan: _RangeScan, run: Any, first_base: int) -> None:
+    """What the per-entry checks would have recorded for every batch of ``run`` (none of
+    them has anything to report; the first one's base offset is ``first_base``)."""
+    from lazyconv.records.segment_run import RUN_ABORT, RUN_CONTROL
+
+    s = scan.summary
+    count = len(run.positions)
+    s["batches"] += count
+    s["batches_v2"] += count
+    s["records"] += run.data_records
+    s["checksum"] += run.full
+    if s["first_offset"] is None:
+        s["first_offset"] = first_base
+    s["last_offset"] = run.last_offsets[-1]
+    if s["first_epoch"] is None and run.first_epoch is not None:
+        s["first_epoch"], scan.first_epoch_position = run.first_epoch
+    s["last_epoch"] = run.prev_epoch
+    scan.prev_epoch = run.prev_epoch
+    scan.prev_offset = run.prev_offset
+    scan.max_ts = run.max_timestamp
+    s["max_timestamp"] = scan.max_ts
+    scan.positions += run.positions
+    scan.last_offsets += run.last_offsets
+    scan.running_max_ts += run.max_timestamps
+    for marker in run.markers:
+        if marker.flags & RUN_CONTROL:
+            s["control_batches"] += 1
+            _note_marker(scan, marker.producer_id, marker.first_record, bool(marker.flags & RUN_ABORT),
+                         marker.position)
+        elif marker.producer_id not in scan.txn_first:
+            scan.txn_first[marker.producer_id] = marker.base_offset
+
+
+def _feed_run(scan: _RangeScan, run: Any, data: memoryview, first_base: int) -> None:
+    """Convert ``run`` (its bytes: ``data``) once per target magic and give it to each
+    consumer; a run the run converter declines goes batch by batch."""
+    from lazyconv.records.segment_run import convert_run_ends
+
+    assert scan.consumers is not None
+    run_end = run.positions[0] + run.consumed
+    for to_magic in scan.options.to_magics:
+        consumer = _consumer(scan, to_magic, first_base)
+        if to_magic >= 2:
+            ends = None  # nothing to convert: each batch is sent as it is
+        else:
+            ends = convert_run_ends(data, consumer.conversion_buffer, to_magic)
+        if ends is None:
+            _feed_run_by_batch(scan, consumer, data, run.positions[0], to_magic)
+            continue
+        consumer.expect_records(run.data_records, run.no_headers if to_magic > 0 else run.no_timestamp)
+        consumer.add_run(run.positions, run_end, run.last_offsets, ends, run.records, run.last_records)
+
+
+def _feed_run_by_batch(scan: _RangeScan, consumer: DerivedConsumer, data: memoryview, start: int,
+                       to_magic: int) -> None:
+    from lazyconv.records import MemoryRecords
+
+    for batch in MemoryRecords(bytes(data)).batches():
+        position = start + batch.position
+        entry = bytes(data[batch.position:batch.position + batch.size_in_bytes])
+        _feed_consumer(scan, consumer, batch, entry, _entry_facts(batch), position, to_magic)
+
+
+def _consumer(scan: _RangeScan, to_magic: int, base_offset: int) -> DerivedConsumer:
+    """The consumer of ``to_magic``, created at the first batch (``base_offset``) it sees."""
+    assert scan.consumers is not None
+    consumer = scan.consumers.get(to_magic)
+    if consumer is None:
+        options = scan.options
+        start = scan.task.base_offset if scan.task.start == 0 else base_offset
+        consumer = DerivedConsumer(to_magic, options.chunk_sizes, options.fetch_max_bytes, start,
+                                   _digest_delivered)
+        scan.consumers[to_magic] = consumer
+    return consumer
 
 
 # --- conversions -------------------------------------------------------------------------------
@@ -667,35 +792,32 @@ def _convert_once(batch: Any, data: bytes, to_magic: int) -> tuple[bytes | bytea
 
 
 def _feed_consumers(scan: _RangeScan, batch: Any, data: bytes, facts: _Facts, pos: int) -> None:
+    assert scan.consumers is not None
+    for to_magic in scan.options.to_magics:
+        consumer = _consumer(scan, to_magic, batch.base_offset)
+        _feed_consumer(scan, consumer, batch, data, facts, pos, to_magic)
+
+
+def _feed_consumer(scan: _RangeScan, consumer: DerivedConsumer, batch: Any, data: bytes,
+                   facts: _Facts, pos: int, to_magic: int) -> None:
+    """One batch (its entry bytes: ``data``, at log byte ``pos``), converted to ``to_magic``."""
     from lazyconv.convert import is_zstd_below_v2
 
-    assert scan.consumers is not None
-    options = scan.options
-    # per batch, not per target magic (this runs for every batch of the log)
     control = batch.is_control
-    magic = batch.magic
-    size = batch.size_in_bytes
-    last_offset = batch.last_offset
     plain = not batch.attributes & COMPRESSION_CODEC_MASK  # v2 and legacy alike
     count = facts.record_count
-    for to_magic in options.to_magics:
-        consumer = scan.consumers.get(to_magic)
-        if consumer is None:
-            start = scan.task.base_offset if scan.task.start == 0 else batch.base_offset
-            consumer = DerivedConsumer(to_magic, options.chunk_sizes, options.fetch_max_bytes,
-                                       start, _digest_delivered)
-            scan.consumers[to_magic] = consumer
-        zstd = not plain and is_zstd_below_v2(batch, to_magic)
-        expected = not control and not zstd and count > 0
-        if zstd or (to_magic < 2 and control):
-            conv: bytes | bytearray = b""
-            converted = temporary = 0
-        else:
-            conv, converted, temporary = _convert_once(batch, data, to_magic)
-        if expected:
-            consumer.expect_records(count, _expected_digest_sum(batch, facts, to_magic))
-        consumer.add(ConvertedBatch(pos, size, last_offset, zstd, conv, converted, temporary,
-                                    magic > to_magic and plain, facts.last_offset if expected else None))
+    zstd = not plain and is_zstd_below_v2(batch, to_magic)
+    expected = not control and not zstd and count > 0
+    if zstd or (to_magic < 2 and control):
+        conv: bytes | bytearray = b""
+        converted = temporary = 0
+    else:
+        conv, converted, temporary = _convert_once(batch, data, to_magic)
+    if expected:
+        consumer.expect_records(count, _expected_digest_sum(batch, facts, to_magic))
+    consumer.add(ConvertedBatch(pos, batch.size_in_bytes, batch.last_offset, zstd, conv, converted,
+                                temporary, batch.magic > to_magic and plain,
+                                facts.last_offset if expected else None))
 
 
 def _conversion_rows(scan: _RangeScan) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@
 #include "convert.h"
 #include "crc.h"
 #include "digest_py.h"
+#include "segment_run_py.h"
 #include "format.h"
 #include "lz4frame.h"
 #include "records_walk.h"
@@ -218,6 +219,80 @@ static PyObject *py_convert_v2_run(PyObject *self, PyObject *args)
     if (failed)
         return NULL;
     return Py_BuildValue("(nLLi)", (Py_ssize_t)consumed, (long long)converted, (long long)temporary, (int)stop);
+}
+
+PyDoc_STRVAR(convert_v2_run_ends_doc,
+             "convert_v2_run_ends(data, out, to_magic) -> bytes | None\n\n"
+             "Down-convert data, whole uncompressed magic-2 batches with offsets >= 0 (a run as\n"
+             "segment_run takes it), to magic to_magic (0 or 1) without a first-offset filter,\n"
+             "appending to the bytearray out, and return len(out) after each batch as native int64\n"
+             "(a control batch writes nothing). None, out unchanged, when data is anything else\n"
+             "(the caller converts batch by batch through the reference code).");
+static PyObject *py_convert_v2_run_ends(PyObject *self, PyObject *args)
+{
+    Py_buffer data, view;
+    PyObject *out;
+    int to_magic;
+    if (!PyArg_ParseTuple(args, "y*O!i", &data, &PyByteArray_Type, &out, &to_magic))
+        return NULL;
+    if (to_magic != 0 && to_magic != 1) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "to_magic must be 0 or 1");
+        return NULL;
+    }
+    const uint8_t *p = data.buf;
+    size_t n = (size_t)data.len, pos = 0, entries = 0;
+    while (n - pos >= LC_RECORD_BATCH_OVERHEAD) { /* delimit first: the ends need a count */
+        int32_t length = get_i32(p + pos + LC_LENGTH_OFFSET);
+        if (length < LC_BATCH_LENGTH_MIN || (size_t)length > n - pos - LC_LOG_OVERHEAD)
+            break;
+        pos += (size_t)length + LC_LOG_OVERHEAD;
+        entries++;
+    }
+    if (pos != n) {
+        PyBuffer_Release(&data);
+        Py_RETURN_NONE;
+    }
+    int64_t *ends = PyMem_Malloc((entries ? entries : 1) * sizeof(int64_t));
+    if (ends == NULL) {
+        PyBuffer_Release(&data);
+        return PyErr_NoMemory();
+    }
+    size_t bound = run_bound(p, n);
+    Py_ssize_t start;
+    if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0) {
+        PyMem_Free(ends);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    int converted_all = 1;
+    size_t written = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pos = 0;
+    for (size_t i = 0; i < entries; i++) {
+        size_t size = (size_t)get_i32(p + pos + LC_LENGTH_OFFSET) + LC_LOG_OVERHEAD;
+        lc_run_result result;
+        lc_convert_run(p + pos, size, to_magic, 0, (uint8_t *)view.buf + start + written, bound - written,
+                       &result);
+        if (result.stop != LC_STOP_END || result.consumed != size) {
+            converted_all = 0;
+            break;
+        }
+        written += result.written;
+        ends[i] = (int64_t)start + (int64_t)written;
+        pos += size;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyObject *packed = NULL;
+    if (finish(out, &view, start + (converted_all ? (Py_ssize_t)written : 0)) == 0) {
+        if (converted_all)
+            packed = PyBytes_FromStringAndSize((const char *)ends, (Py_ssize_t)(entries * sizeof(int64_t)));
+        else
+            packed = Py_NewRef(Py_None);
+    }
+    PyMem_Free(ends);
+    return packed;
 }
 
 PyDoc_STRVAR(convert_v2_records_doc,
@@ -1389,6 +1464,7 @@ static PyMethodDef methods[] = {
     {"cpu_features", py_cpu_features, METH_NOARGS, cpu_features_doc},
     {"convert_v2_run", py_convert_v2_run, METH_VARARGS, convert_v2_run_doc},
     {"convert_v2_records", py_convert_v2_records, METH_VARARGS, convert_v2_records_doc},
+    {"convert_v2_run_ends", py_convert_v2_run_ends, METH_VARARGS, convert_v2_run_ends_doc},
     {"scan_plain_v2", py_scan_plain_v2, METH_VARARGS, scan_plain_v2_doc},
     {"convert_v2_chunk", py_convert_v2_chunk, METH_VARARGS, convert_v2_chunk_doc},
     {"encode_v2_records", py_encode_v2_records, METH_VARARGS, encode_v2_records_doc},
@@ -1401,6 +1477,7 @@ static PyMethodDef methods[] = {
     {"append_legacy_message", (PyCFunction)(void (*)(void))py_append_legacy_message, METH_FASTCALL,
      append_legacy_message_doc},
     LC_DIGEST_METHODS
+    LC_SEGMENT_RUN_METHODS
     {NULL, NULL, 0, NULL},
 };
 
