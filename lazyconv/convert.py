@@ -55,6 +55,7 @@ __all__ = [
     "down_convert",
     "down_convert_bytes",
     "down_convert_file",
+    "convert_compressed_v2_batch",
     "ZSTD_DOWN_CONVERSION_MESSAGE",
     "negative_offset_error",
 ]
@@ -235,9 +236,11 @@ def _convert_batch_into_generic(
 
 
 def _convert_v2_batch_into(
-    out: bytearray, batch: DefaultBatch, to_magic: int, first_offset: int
+    out: bytearray, batch: DefaultBatch, to_magic: int, first_offset: int,
+    payload: bytes | None = None,
 ) -> tuple[int, int]:
-    """:func:`_convert_batch_into` for a v2 batch, in one pass over its record bytes."""
+    """:func:`_convert_batch_into` for a v2 batch, in one pass over its record bytes
+    (``payload``: a compressed batch's records, already decompressed)."""
     if batch.attributes & 0x07 == 0:
         start = len(out)
         written, _, _, _ = append_batch_as_legacy(out, batch, to_magic, first_offset)
@@ -245,7 +248,7 @@ def _convert_v2_batch_into(
             raise negative_offset_error(first, batch.position)
         return written, len(out) - start
     inner = bytearray()
-    written, last_offset, max_timestamp, first = append_batch_as_legacy(inner, batch, to_magic, None)
+    written, last_offset, max_timestamp, first = append_batch_as_legacy(inner, batch, to_magic, None, payload)
     if written == 0:
         return 0, 0
     if first is None:  # the reference converted the records: read it from the messages
@@ -266,6 +269,21 @@ def _convert_v2_batch_into(
         codec | message_attributes,
     )
     return written, len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
+
+
+def convert_compressed_v2_batch(
+    batch: DefaultBatch, to_magic: int, payload: bytes
+) -> tuple[bytearray, int, int]:
+    """One compressed, non-zstd v2 data batch converted to ``to_magic`` (0 or 1) as
+    :func:`down_convert_bytes` converts it, from its records already decompressed
+    (``payload``): ``(bytes, records converted, temporary memory)``. For callers that read the
+    records before converting and should not decompress them again."""
+    check_target_magic(to_magic)
+    out = bytearray()
+    written, uncompressed = _convert_v2_batch_into(out, batch, to_magic, 0, payload)
+    if written == 0:
+        return out, 0, 0
+    return out, written, batch.size_in_bytes + uncompressed
 
 
 def negative_offset_error(offset: int, position: int) -> InvalidRecordError:

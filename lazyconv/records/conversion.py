@@ -173,7 +173,8 @@ def convert_memory_range(
 
 
 def append_batch_as_legacy(
-    out: bytearray, batch: DefaultBatch, to_magic: int, first_offset: int | None
+    out: bytearray, batch: DefaultBatch, to_magic: int, first_offset: int | None,
+    payload: bytes | None = None,
 ) -> tuple[int, int, int, int | None]:
     """Append the records of ``batch`` (a v2 batch) to ``out`` as magic ``to_magic`` messages.
 
@@ -185,7 +186,9 @@ def append_batch_as_legacy(
     :func:`~lazyconv.records._codec.convert_v2_records_to_legacy`, ``first`` the absolute offset
     of the first message written when the kernel converted a compressed batch's records
     (``None`` otherwise: a caller that needs it reads it from the messages); raises the records layer's
-    errors for corrupt batches (codec ids 5..7 included).
+    errors for corrupt batches (codec ids 5..7 included). ``payload``: a compressed batch's
+    records already decompressed (by :meth:`DefaultBatch.records_payload`), so that a caller
+    that needed them first does not decompress twice.
     """
     attributes = batch.attributes
     codec = attributes & 0x07
@@ -199,9 +202,8 @@ def append_batch_as_legacy(
     log_append = attributes & TIMESTAMP_TYPE_MASK
     log_append_time = batch.max_timestamp if log_append else None
     message_attributes = TIMESTAMP_TYPE_MASK if (log_append and to_magic == 1) else 0
-    payload = batch.records_buffer()
     if codec == 0:
-        data = bytes(payload)  # indexing bytes beats indexing a memoryview; one batch-sized copy
+        data = bytes(batch.records_buffer())  # indexing bytes beats indexing a memoryview; one batch-sized copy
         if count > len(data):  # every record takes at least one byte
             raise InvalidRecordError(
                 f"v2 batch declares {count} records but has only {len(data)} bytes of records",
@@ -212,7 +214,11 @@ def append_batch_as_legacy(
             to_magic, message_attributes, False, position + RECORDS_OFFSET, position, False,
         )
         return written, last_offset, max_timestamp, None
-    data = decompress(compression, payload, 2, batch.max_decompressed_size, position=position + RECORDS_OFFSET)
+    if payload is not None:
+        data = payload
+    else:
+        data = decompress(compression, batch.records_buffer(), 2, batch.max_decompressed_size,
+                          position=position + RECORDS_OFFSET)
     relative = to_magic == 1
     if kernel is not None:
         done = kernel.convert_v2_records(

@@ -91,6 +91,12 @@ class _Totals:
     zstd_batches: int = 0
     tallies: dict[int, ChunkTally] = field(default_factory=dict)
 
+    def snapshot(self) -> _Totals:
+        """A copy to go back to (a fetch that must be run again later)."""
+        copied = copy.copy(self)
+        copied.tallies = {c: copy.copy(t) for c, t in self.tallies.items()}
+        return copied
+
 
 _NO_ZSTD = 1 << 62  # an index past every window
 
@@ -256,7 +262,7 @@ class DerivedConsumer:
                 return  # the fetch's slice is not complete yet
             n = bisect.bisect_right(self._end, fetch_end, i, count)
             slice_size = min(fetch_end, self._range_end) - first
-            before = copy.deepcopy(self.totals)
+            before = self.totals.snapshot()
             if not self._fetch(i, n, slice_size, final):
                 # the fetch stalled and whether the consumer goes on depends on batches not
                 # seen yet: forget it and run it again when they are here

@@ -379,17 +379,20 @@ class _Facts(NamedTuple):
 _NO_FACTS = _Facts(0, 0, -1, True, -1, 0, 0, 0)
 
 
-def _entry_facts(batch: Any) -> _Facts:
-    """The facts of a validated entry: a v2 data batch is digested from its (decompressed)
-    record bytes in one kernel call; other entries, and records the digest declines, are decoded
-    record by record (which raises the records layer's error for a damaged one)."""
+def _entry_facts(batch: Any) -> tuple[_Facts, bytes | None]:
+    """The facts of a validated entry, and a compressed v2 batch's decompressed records (for
+    its conversions; ``None`` otherwise): a v2 data batch is digested from its (decompressed)
+    record bytes in one kernel call; other entries, and records the digest declines, are
+    decoded record by record (which raises the records layer's error for a damaged one)."""
     if batch.magic == 2 and not batch.is_control and batch.record_count > 0:
         override = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
-        digest = digest_v2_records(batch.records_payload(), batch.record_count, batch.base_offset,
+        payload = batch.records_payload()
+        digest = digest_v2_records(payload, batch.record_count, batch.base_offset,
                                    batch.base_timestamp, override)
         if digest is not None:
-            return _Facts(batch.record_count, *digest[:4], *digest[5:])
-    return _facts_of_records(list(batch), batch.is_control)
+            facts = _Facts(batch.record_count, *digest[:4], *digest[5:])
+            return facts, payload if batch.attributes & COMPRESSION_CODEC_MASK else None
+    return _facts_of_records(list(batch), batch.is_control), None
 
 
 def _facts_of_records(records: list[Any], control: bool) -> _Facts:
@@ -428,7 +431,7 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     try:
         batch = next(MemoryRecords(data).batches())
         batch.validate()
-        facts = _entry_facts(batch)
+        facts, payload = _entry_facts(batch)
     except LazyconvError as exc:
         kind = "crc" if isinstance(exc, CorruptRecordError) else "structure"
         inner = f" (byte {pos + exc.position} of the segment)" if exc.position else ""
@@ -457,7 +460,7 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     s["max_timestamp"] = scan.max_ts
     _keep_place(scan, pos, last, scan.max_ts)
     if scan.consumers is not None:
-        _feed_consumers(scan, batch, data, facts, pos)
+        _feed_consumers(scan, batch, data, facts, payload, pos)
 
 
 def _keep_place(scan: _RangeScan, pos: int, last_offset: int, running_max: int | None) -> None:
@@ -637,7 +640,8 @@ def _feed_run_by_batch(scan: _RangeScan, consumer: DerivedConsumer, data: memory
     for batch in MemoryRecords(bytes(data)).batches():
         position = start + batch.position
         entry = bytes(data[batch.position:batch.position + batch.size_in_bytes])
-        _feed_consumer(scan, consumer, batch, entry, _entry_facts(batch), position, to_magic)
+        facts, payload = _entry_facts(batch)
+        _feed_consumer(scan, consumer, batch, entry, facts, payload, position, to_magic)
 
 
 def _consumer(scan: _RangeScan, to_magic: int, base_offset: int) -> DerivedConsumer:
@@ -708,29 +712,38 @@ def _entry_size(data: memoryview, pos: int, end: int) -> int | None:
 
 
 def _digest_wrapper(entry: memoryview, min_offset: int) -> tuple[int, int, int] | None:
-    """``(last offset, count, digest sum)`` of one valid compressed legacy wrapper, its inner
-    messages digested in one kernel call after one decompression; ``None`` for any other entry
-    or whatever the digest declines (the reader then decodes it and reports)."""
-    from lazyconv.records import MemoryRecords
-    from lazyconv.records.legacy import LegacyBatch
+    """``(last offset, count, digest sum)`` of one valid compressed legacy wrapper: its header
+    read (CRC-32 checked) and its value decompressed once, its inner messages digested by the
+    kernel (a first pass finds a v1 wrapper's last inner offset when offsets are relative).
+    ``None`` for any other entry or whatever the digest declines (the reader then decodes it and
+    reports)."""
+    from lazyconv.records._codec import parse_legacy_message
+    from lazyconv.records.compression import Compression, decompress
 
     if (len(entry) <= _LEGACY_ATTRIBUTES or entry[MAGIC_OFFSET] > 1
             or not entry[_LEGACY_ATTRIBUTES] & COMPRESSION_CODEC_MASK):
         return None
+    raw = bytes(entry)
     try:
-        batch = next(MemoryRecords(entry).batches())
-        if not isinstance(batch, LegacyBatch) or batch.size_in_bytes != len(entry):
+        offset, _crc, magic, attributes, timestamp, _key, value = parse_legacy_message(
+            raw, 0, len(raw), 0, True)
+        codec = attributes & COMPRESSION_CODEC_MASK
+        if value is None or codec >= Compression.ZSTD:
             return None
-        batch.validate()
-        inner, messages, shift, override = batch.inner_messages()
-    except (LazyconvError, StopIteration):
+        inner = decompress(codec, value, magic)
+    except LazyconvError:
         return None
-    if not (_INT64_MIN <= min_offset <= _INT64_MAX and shift <= _INT64_MAX):
-        return None
+    shift = 0
+    if magic == 1 and offset != 0:  # inner offsets are relative to the last one
+        probe = digest_legacy_run(inner, _INT64_MIN)
+        if probe.stop != DIGEST_END or not probe.entries or offset < probe.last_offset:
+            return None
+        shift = offset - probe.last_offset
+    override = timestamp if magic == 1 and attributes & TIMESTAMP_TYPE_MASK else None
     run = digest_legacy_run(inner, min_offset, shift, override)
-    if run.stop != DIGEST_END or run.entries != messages:
+    if run.stop != DIGEST_END or not run.entries:
         return None
-    return batch.last_offset, run.records, run.sum
+    return offset, run.records, run.sum
 
 
 def _digest_entries_by_records(data: memoryview, min_offset: int) -> tuple[int | None, int, int]:
@@ -770,13 +783,17 @@ def _expected_digest_sum(batch: Any, facts: _Facts, to_magic: int) -> int:
     return facts.no_timestamp
 
 
-def _convert_once(batch: Any, data: bytes, to_magic: int) -> tuple[bytes | bytearray, int, int]:
+def _convert_once(batch: Any, data: bytes, to_magic: int,
+                  payload: bytes | None = None) -> tuple[bytes | bytearray, int, int]:
     """``batch`` (whose entry bytes are ``data``) converted to ``to_magic`` with no first-offset
     filter: ``(bytes, records converted, temporary memory)``. A plain v2 batch goes straight to
-    the kernel's run converter; anything it leaves, and every other batch, through
-    ``down_convert_bytes``."""
-    from lazyconv.convert import down_convert_bytes
+    the kernel's run converter, a compressed one whose records were decompressed for the checks
+    (``payload``) is converted from them; anything else through ``down_convert_bytes``."""
+    from lazyconv.convert import convert_compressed_v2_batch, down_convert_bytes
     from lazyconv.records.conversion import convert_uncompressed_run
+
+    if payload is not None and to_magic < 2 and batch.magic == 2 and batch.base_offset >= 0:
+        return convert_compressed_v2_batch(batch, to_magic, payload)
 
     plain_data = not batch.attributes & (COMPRESSION_CODEC_MASK | CONTROL_FLAG_MASK)
     if to_magic < 2 and batch.magic == 2 and plain_data and batch.base_offset >= 0:
@@ -791,16 +808,18 @@ def _convert_once(batch: Any, data: bytes, to_magic: int) -> tuple[bytes | bytea
     return conv, stats.records_converted, stats.temporary_memory_bytes
 
 
-def _feed_consumers(scan: _RangeScan, batch: Any, data: bytes, facts: _Facts, pos: int) -> None:
+def _feed_consumers(scan: _RangeScan, batch: Any, data: bytes, facts: _Facts,
+                    payload: bytes | None, pos: int) -> None:
     assert scan.consumers is not None
     for to_magic in scan.options.to_magics:
         consumer = _consumer(scan, to_magic, batch.base_offset)
-        _feed_consumer(scan, consumer, batch, data, facts, pos, to_magic)
+        _feed_consumer(scan, consumer, batch, data, facts, payload, pos, to_magic)
 
 
 def _feed_consumer(scan: _RangeScan, consumer: DerivedConsumer, batch: Any, data: bytes,
-                   facts: _Facts, pos: int, to_magic: int) -> None:
-    """One batch (its entry bytes: ``data``, at log byte ``pos``), converted to ``to_magic``."""
+                   facts: _Facts, payload: bytes | None, pos: int, to_magic: int) -> None:
+    """One batch (its entry bytes: ``data``, at log byte ``pos``; ``payload``: its records
+    decompressed, for a compressed v2 batch), converted to ``to_magic``."""
     from lazyconv.convert import is_zstd_below_v2
 
     control = batch.is_control
@@ -812,7 +831,7 @@ def _feed_consumer(scan: _RangeScan, consumer: DerivedConsumer, batch: Any, data
         conv: bytes | bytearray = b""
         converted = temporary = 0
     else:
-        conv, converted, temporary = _convert_once(batch, data, to_magic)
+        conv, converted, temporary = _convert_once(batch, data, to_magic, payload)
     if expected:
         consumer.expect_records(count, _expected_digest_sum(batch, facts, to_magic))
     consumer.add(ConvertedBatch(pos, batch.size_in_bytes, batch.last_offset, zstd, conv, converted,
