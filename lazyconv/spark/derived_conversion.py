@@ -29,6 +29,7 @@ import bisect
 import copy
 import struct
 from dataclasses import dataclass, field
+from itertools import accumulate, islice
 from typing import Any
 
 from lazyconv.records._format import LOG_OVERHEAD
@@ -146,6 +147,7 @@ class DerivedConsumer:
         self.error: str | None = None
         self._done = False
         self._range_end = 1 << 62  # known at finish(); until then fetches need whole slices
+        self._drain_from = 0  # log position the input must reach before draining can go on
 
     # -- expectations -------------------------------------------------------------------------
 
@@ -195,17 +197,21 @@ class DerivedConsumer:
         appended to :attr:`conversion_buffer`; ``conv_ends[k]`` is ``len(conversion_buffer)``
         after batch ``k``. A control batch has 0 records and ``None`` as its last record."""
         base = self._buffer_base
-        previous_end = self._conv_cum[-1]
         ends = positions[1:]
         ends.append(run_end)
-        for position, batch_end, last_offset, end, count, last_record in zip(
-                positions, ends, last_offsets, conv_ends, records, last_records, strict=True):
-            size = batch_end - position
-            conv_end = base + end
-            written = conv_end - previous_end
-            previous_end = conv_end
-            self._append(position, size, last_offset, conv_end, count,
-                         size + written if written else 0, True, last_record)
+        sizes = [e - p for p, e in zip(positions, ends, strict=True)]
+        conv_cum = [base + e for e in conv_ends]
+        written = [b - a for a, b in zip([self._conv_cum[-1], *conv_cum], conv_cum, strict=False)]
+        temporary = [size + w if w else 0 for size, w in zip(sizes, written, strict=True)]
+        self._pos += positions
+        self._end += ends
+        self._last += last_offsets
+        self._filterable += [True] * len(positions)
+        self._last_record += last_records
+        self._conv_cum += conv_cum
+        for prefix, values in ((self._size_cum, sizes), (self._rec_cum, records),
+                               (self._temp_cum, temporary)):
+            prefix += islice(accumulate(values, initial=prefix[-1]), 1, None)
         self._after_add()
 
     def _after_add(self) -> None:
@@ -213,7 +219,8 @@ class DerivedConsumer:
         held = (self._size_cum[-1] - self._size_cum[head]) + (self._conv_cum[-1] - self._conv_cum[head])
         if held > self.peak_window_bytes:
             self.peak_window_bytes = held
-        self._drain(final=False)
+        if self._end[-1] >= self._drain_from:
+            self._drain(final=False)
 
     def finish(self, range_end: int) -> None:
         """The range has no more batches and ends at byte ``range_end``: run the remaining
@@ -249,6 +256,7 @@ class DerivedConsumer:
             self._forget(head)
 
     def _drain(self, final: bool) -> None:
+        self._drain_from = 0
         while not self._done:
             if self._floor == 0:
                 self._drop_front()
@@ -259,6 +267,7 @@ class DerivedConsumer:
             first = self._pos[i]
             fetch_end = first + max(self.fetch_max_bytes, self._end[i] - first)
             if not final and self._end[-1] < fetch_end:
+                self._drain_from = fetch_end  # nothing to do before the input reaches it
                 return  # the fetch's slice is not complete yet
             n = bisect.bisect_right(self._end, fetch_end, i, count)
             slice_size = min(fetch_end, self._range_end) - first
