@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from collections.abc import Callable
 from typing import NamedTuple
 
 from crc32c import crc32c
@@ -58,6 +59,9 @@ __all__ = [
     "RUN_CONTROL",
     "RUN_TRANSACTIONAL",
     "RUN_ABORT",
+    "RUN_COMPRESSED",
+    "RUN_ZSTD",
+    "Decompress",
     "SegmentRun",
     "segment_run",
     "segment_run_reference",
@@ -68,6 +72,9 @@ __all__ = [
 RUN_CONTROL = 1
 RUN_TRANSACTIONAL = 2
 RUN_ABORT = 4  # a control batch whose marker is ABORT
+RUN_COMPRESSED = 8  # its records were decompressed by the caller's function
+RUN_ZSTD = 16  # compressed with zstd (never down-converted)
+_ZSTD = 4
 MAX_BATCHES_PER_RUN = 1024  # a longer run is taken by more calls
 
 _INT32_MAX = (1 << 31) - 1
@@ -97,7 +104,10 @@ class SegmentRun(NamedTuple):
     ``None`` for a control batch). ``markers``: the control and transactional batches;
     ``first_epoch``: ``(epoch, position)`` of the first batch with a leader epoch >= 0. The
     state after the run (``prev_offset``, ``prev_epoch``, ``max_timestamp``) feeds the next
-    call; ``data_records`` and the three digest sums (modulo 2**64) add up the data batches.
+    call. ``data_records`` and ``full`` add up the data batches; ``convertible_records`` and
+    the other two digest sums the data batches that are not zstd (what a consumer below magic
+    2 can receive); sums are modulo 2**64. ``compressed``: ``(index in the run, decompressed
+    records or None for zstd)`` per compressed batch.
     """
 
     consumed: int
@@ -113,8 +123,13 @@ class SegmentRun(NamedTuple):
     max_timestamp: int
     data_records: int
     full: int
+    convertible_records: int
     no_headers: int
     no_timestamp: int
+    compressed: list[tuple[int, bytes | None]]
+
+
+Decompress = Callable[[int, bytes], "bytes | None"]
 
 
 def segment_run(
@@ -124,33 +139,39 @@ def segment_run(
     min_base_offset: int,
     prev_epoch: int | None,
     max_timestamp: int,
+    decompress: Decompress | None = None,
 ) -> SegmentRun:
-    """Take the run of sound, in-order, uncompressed v2 batches at the start of ``data`` (at
-    most :data:`MAX_BATCHES_PER_RUN` of them).
+    """Take the run of sound, in-order v2 batches at the start of ``data`` (at most
+    :data:`MAX_BATCHES_PER_RUN` of them).
 
     ``prev_offset``: the largest last offset before ``data`` in the range (``None`` at the
     range's start, when the first base offset must be at least ``min_base_offset``);
     ``prev_epoch``: the largest leader epoch so far (``None``: none yet); ``max_timestamp``:
     the running max of header max timestamps so far (``-1`` at first). ``position_base`` is
-    the file position of ``data[0]``. Never raises on bad data: the run just ends before it.
+    the file position of ``data[0]``. ``decompress(codec, records_region)`` returns a
+    compressed data batch's records, or ``None`` when they do not decompress (the run then
+    stops before the batch); without it the run stops at any compressed batch. Never raises
+    on bad data: the run just ends before it.
     """
     if kernel is not None:
-        consumed, lists, prev_offset, prev_epoch, max_ts, records, full, no_headers, no_ts = (
-            kernel.segment_run(data, position_base, prev_offset, min_base_offset, prev_epoch, max_timestamp)
-        )
+        (consumed, lists, prev_offset, prev_epoch, max_ts, records, full, convertible, no_headers,
+         no_ts, compressed) = kernel.segment_run(data, position_base, prev_offset, min_base_offset,
+                                                 prev_epoch, max_timestamp, decompress)
         positions, last_offsets, max_timestamps, counts, last_records, markers, first_epoch = lists
         return SegmentRun(consumed, positions, last_offsets, max_timestamps, counts, last_records,
                           [Marker(*m) for m in markers], first_epoch, prev_offset, prev_epoch, max_ts,
-                          records, full, no_headers, no_ts)
-    return segment_run_reference(data, position_base, prev_offset, min_base_offset, prev_epoch, max_timestamp)
+                          records, full, convertible, no_headers, no_ts, compressed)
+    return segment_run_reference(data, position_base, prev_offset, min_base_offset, prev_epoch, max_timestamp,
+                                 decompress)
 
 
-def _take(batch: bytes, prev_offset: int | None, min_base_offset: int,
-          prev_epoch: int | None) -> tuple[tuple[int, ...], tuple[int, int, int]] | None:
-    """``(row without position, (full, no_headers, no_timestamp))`` for one complete v2 batch,
-    or ``None`` when the run must stop before it."""
+def _take(batch: bytes, prev_offset: int | None, min_base_offset: int, prev_epoch: int | None,
+          decompress: Decompress | None) -> tuple[tuple[int, ...], tuple[int, int, int], bytes | None] | None:
+    """``(row without position, (full, no_headers, no_timestamp), decompressed records)`` for
+    one complete v2 batch, or ``None`` when the run must stop before it."""
     attributes = batch[ATTRIBUTES_OFFSET + 1]
-    if attributes & COMPRESSION_CODEC_MASK:
+    codec = attributes & COMPRESSION_CODEC_MASK
+    if codec and (decompress is None or attributes & CONTROL_FLAG_MASK):
         return None
     base = _I64.unpack_from(batch, BASE_OFFSET_OFFSET)[0]
     delta = _I32.unpack_from(batch, LAST_OFFSET_DELTA_OFFSET)[0]
@@ -165,9 +186,15 @@ def _take(batch: bytes, prev_offset: int | None, min_base_offset: int,
         return None
     if crc32c(batch[ATTRIBUTES_OFFSET:]) != _U32.unpack_from(batch, CRC_OFFSET)[0]:
         return None
+    payload = batch[RECORD_BATCH_OVERHEAD:]
+    if codec:
+        assert decompress is not None
+        records = decompress(codec, payload)
+        if records is None:
+            return None
+        payload = records
     max_ts = _I64.unpack_from(batch, MAX_TIMESTAMP_OFFSET)[0]
     log_append_time = bool(attributes & TIMESTAMP_TYPE_MASK)
-    payload = batch[RECORD_BATCH_OVERHEAD:]
     base_ts = _I64.unpack_from(batch, BASE_TIMESTAMP_OFFSET)[0]
     digest = digest_v2_records_reference(payload, count, base, base_ts, max_ts if log_append_time else None)
     if digest is None:
@@ -183,10 +210,12 @@ def _take(batch: bytes, prev_offset: int | None, min_base_offset: int,
             flags |= RUN_ABORT
     if attributes & TRANSACTIONAL_FLAG_MASK:
         flags |= RUN_TRANSACTIONAL
+    if codec:
+        flags |= RUN_COMPRESSED | (RUN_ZSTD if codec == _ZSTD else 0)
     producer_id = _I64.unpack_from(batch, PRODUCER_ID_OFFSET)[0]
     row = (len(batch), base, last, digest.first_offset, digest.last_offset, count, max_ts, epoch,
            producer_id, flags)
-    return row, (digest.full, digest.no_headers, digest.no_timestamp)
+    return row, (digest.full, digest.no_headers, digest.no_timestamp), payload if codec else None
 
 
 def _is_abort_marker(payload: bytes, count: int, base: int, base_ts: int) -> bool:
@@ -205,22 +234,23 @@ def segment_run_reference(
     min_base_offset: int,
     prev_epoch: int | None,
     max_timestamp: int,
+    decompress: Decompress | None = None,
 ) -> SegmentRun:
     """:func:`segment_run` in pure Python (the records layer's decoder and digests)."""
     raw = bytes(data)
     n = len(raw)
     pos = 0
-    run = SegmentRun(0, [], [], [], [], [], [], None, prev_offset, prev_epoch, max_timestamp, 0, 0, 0, 0)
+    run = SegmentRun(0, [], [], [], [], [], [], None, prev_offset, prev_epoch, max_timestamp, 0, 0, 0, 0, 0, [])
     first_epoch = None
-    records = full = no_headers = no_timestamp = 0
+    records = full = convertible = no_headers = no_timestamp = 0
     while n - pos >= RECORD_BATCH_OVERHEAD and len(run.positions) < MAX_BATCHES_PER_RUN:
         length = _I32.unpack_from(raw, pos + LENGTH_OFFSET)[0]
         if raw[pos + MAGIC_OFFSET] != 2 or length < BATCH_LENGTH_MIN or length > n - pos - LOG_OVERHEAD:
             break
-        taken = _take(raw[pos:pos + LOG_OVERHEAD + length], prev_offset, min_base_offset, prev_epoch)
+        taken = _take(raw[pos:pos + LOG_OVERHEAD + length], prev_offset, min_base_offset, prev_epoch, decompress)
         if taken is None:
             break
-        row, sums = taken
+        row, sums, payload = taken
         size, base, last, first_record, last_record, count, batch_max_ts, epoch, producer_id, flags = row
         position = position_base + pos
         prev_offset = last
@@ -230,6 +260,8 @@ def segment_run_reference(
                 first_epoch = (epoch, position)
         max_timestamp = max(max_timestamp, batch_max_ts)
         control = bool(flags & RUN_CONTROL)
+        if flags & RUN_COMPRESSED:
+            run.compressed.append((len(run.positions), None if flags & RUN_ZSTD else payload))
         run.positions.append(position)
         run.last_offsets.append(last)
         run.max_timestamps.append(max_timestamp)
@@ -240,12 +272,15 @@ def segment_run_reference(
         if not control:
             records += count
             full += sums[0]
-            no_headers += sums[1]
-            no_timestamp += sums[2]
+            if not flags & RUN_ZSTD:
+                convertible += count
+                no_headers += sums[1]
+                no_timestamp += sums[2]
         pos += size
     return run._replace(consumed=pos, first_epoch=first_epoch, prev_offset=prev_offset, prev_epoch=prev_epoch,
                         max_timestamp=max_timestamp, data_records=records, full=full & MASK64,
-                        no_headers=no_headers & MASK64, no_timestamp=no_timestamp & MASK64)
+                        convertible_records=convertible, no_headers=no_headers & MASK64,
+                        no_timestamp=no_timestamp & MASK64)
 
 
 def convert_run_ends(data: bytes | bytearray | memoryview, out: bytearray, to_magic: int) -> list[int] | None:

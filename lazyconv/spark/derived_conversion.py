@@ -191,11 +191,16 @@ class DerivedConsumer:
         self._after_add()
 
     def add_run(self, positions: list[int], run_end: int, last_offsets: list[int],
-                conv_ends: list[int], records: list[int], last_records: list[int | None]) -> None:
-        """The next batches of the range: a run of adjacent uncompressed v2 batches (data or
-        control) at ``positions``, ending at log byte ``run_end``, whose conversions were
-        appended to :attr:`conversion_buffer`; ``conv_ends[k]`` is ``len(conversion_buffer)``
-        after batch ``k``. A control batch has 0 records and ``None`` as its last record."""
+                conv_ends: list[int], records: list[int], last_records: list[int | None],
+                temporaries: dict[int, int] | None = None, zstd: tuple[int, ...] | list[int] = ()) -> None:
+        """The next batches of the range: a run of adjacent v2 batches at ``positions``, ending
+        at log byte ``run_end``, whose conversions were appended to :attr:`conversion_buffer`;
+        ``conv_ends[k]`` is ``len(conversion_buffer)`` after batch ``k``, ``records[k]`` the
+        records converted and ``last_records[k]`` the last record a consumer must receive
+        (``None``: none). Uncompressed batches convert to one standalone message per record and
+        cost their size plus the bytes written; ``temporaries`` maps the index of each
+        compressed batch (one wrapper, not filterable) to its temporary memory, and ``zstd``
+        lists the zstd batches (never converted)."""
         base = self._buffer_base
         ends = positions[1:]
         ends.append(run_end)
@@ -203,10 +208,21 @@ class DerivedConsumer:
         conv_cum = [base + e for e in conv_ends]
         written = [b - a for a, b in zip([self._conv_cum[-1], *conv_cum], conv_cum, strict=False)]
         temporary = [size + w if w else 0 for size, w in zip(sizes, written, strict=True)]
+        filterable = [True] * len(positions)
+        if temporaries:
+            for k, value in temporaries.items():
+                temporary[k] = value
+                filterable[k] = False
+        if zstd:
+            first = len(self._pos)
+            self._zstd += [first + k for k in zstd]
+            self.totals.zstd_batches += len(zstd)
+            for k in zstd:
+                filterable[k] = False
         self._pos += positions
         self._end += ends
         self._last += last_offsets
-        self._filterable += [True] * len(positions)
+        self._filterable += filterable
         self._last_record += last_records
         self._conv_cum += conv_cum
         for prefix, values in ((self._size_cum, sizes), (self._rec_cum, records),

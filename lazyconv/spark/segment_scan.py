@@ -556,8 +556,9 @@ def _note_marker(scan: _RangeScan, producer_id: int, offset: int, abort: bool, p
 # --- runs of sound v2 batches ----------------------------------------------------------------
 
 def _take_runs(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int:
-    """Take the runs of sound, in-order, uncompressed v2 batches from ``pos`` on
-    (:func:`lazyconv.records.segment_run.segment_run`: one call per run, no Python per batch);
+    """Take the runs of sound, in-order v2 batches from ``pos`` on
+    (:func:`lazyconv.records.segment_run.segment_run`: one call per run, no Python per batch
+    but the decompression of compressed ones);
     returns where the per-entry path must go on (an entry the runs leave, or ``end``). With
     conversions, a run holds at most one fetch of input (the consumers' memory bound)."""
     from lazyconv.records.segment_run import segment_run
@@ -566,10 +567,12 @@ def _take_runs(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int
     limit = max(limit, RECORD_BATCH_OVERHEAD)
     while pos < end:
         block, offset = reader.block_from(pos, min(limit, RECORD_BATCH_OVERHEAD))
+        if len(block) - offset > MAGIC_OFFSET and block[offset + MAGIC_OFFSET] != 2:
+            return pos  # a legacy entry (or garbage): the per-entry path
         available = min(len(block) - offset, end - pos, limit)
         with memoryview(block) as view, view[offset:offset + available] as data:
             run = segment_run(data, pos, scan.prev_offset, scan.task.base_offset, scan.prev_epoch,
-                              scan.max_ts)
+                              scan.max_ts, _decompress_records)
             if not run.consumed:
                 return pos
             first_base = _HEADER.unpack_from(data)[0]
@@ -578,6 +581,17 @@ def _take_runs(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int
                 _feed_run(scan, run, data[:run.consumed], first_base)
         pos += run.consumed
     return pos
+
+
+def _decompress_records(codec: int, data: bytes) -> bytes | None:
+    """A compressed v2 batch's records for :func:`segment_run`; ``None`` when they do not
+    decompress (the per-entry path then reports why)."""
+    from lazyconv.records.compression import decompress
+
+    try:
+        return decompress(codec, data, 2)
+    except LazyconvError:
+        return None
 
 
 def _apply_run(scan: _RangeScan, run: Any, first_base: int) -> None:
@@ -615,22 +629,70 @@ def _apply_run(scan: _RangeScan, run: Any, first_base: int) -> None:
 
 def _feed_run(scan: _RangeScan, run: Any, data: memoryview, first_base: int) -> None:
     """Convert ``run`` (its bytes: ``data``) once per target magic and give it to each
-    consumer; a run the run converter declines goes batch by batch."""
-    from lazyconv.records.segment_run import convert_run_ends
-
+    consumer: stretches of uncompressed batches in one kernel call each, every compressed one
+    from the records the run decompressed; a run the converters decline goes batch by batch."""
     assert scan.consumers is not None
     run_end = run.positions[0] + run.consumed
     for to_magic in scan.options.to_magics:
         consumer = _consumer(scan, to_magic, first_base)
-        if to_magic >= 2:
-            ends = None  # nothing to convert: each batch is sent as it is
-        else:
-            ends = convert_run_ends(data, consumer.conversion_buffer, to_magic)
-        if ends is None:
+        converted = _convert_run(run, data, consumer.conversion_buffer, to_magic) if to_magic < 2 else None
+        if converted is None:
             _feed_run_by_batch(scan, consumer, data, run.positions[0], to_magic)
             continue
-        consumer.expect_records(run.data_records, run.no_headers if to_magic > 0 else run.no_timestamp)
-        consumer.add_run(run.positions, run_end, run.last_offsets, ends, run.records, run.last_records)
+        ends, records, last_records, temporaries, zstd = converted
+        consumer.expect_records(run.convertible_records,
+                                run.no_headers if to_magic > 0 else run.no_timestamp)
+        consumer.add_run(run.positions, run_end, run.last_offsets, ends, records, last_records,
+                         temporaries, zstd)
+
+
+def _convert_run(run: Any, data: memoryview, out: bytearray, to_magic: int) -> tuple | None:
+    """``run`` converted to ``to_magic`` (0 or 1) into ``out``: ``(ends, records, last records,
+    temporaries of compressed batches, zstd batch indexes)`` for
+    :meth:`DerivedConsumer.add_run`; ``None`` (``out`` unchanged) when a converter declines."""
+    from lazyconv.convert import convert_compressed_v2_batch
+    from lazyconv.records import MemoryRecords
+    from lazyconv.records.batch import DefaultBatch
+    from lazyconv.records.segment_run import convert_run_ends
+
+    start = len(out)
+    if not run.compressed:
+        ends = convert_run_ends(data, out, to_magic)
+        return None if ends is None else (ends, run.records, run.last_records, None, ())
+    positions = run.positions
+    base = positions[0]
+    ends = []
+    records = list(run.records)
+    last_records = list(run.last_records)
+    temporaries: dict[int, int] = {}
+    zstd: list[int] = []
+    done = 0  # batches converted so far
+    for index, payload in run.compressed:
+        if index > done:
+            stretch = convert_run_ends(data[positions[done] - base:positions[index] - base], out, to_magic)
+            if stretch is None:
+                del out[start:]
+                return None
+            ends += stretch
+        if payload is None:  # zstd: error 76 below magic 2, never converted
+            zstd.append(index)
+            records[index] = 0
+            last_records[index] = None
+        else:
+            entry_end = positions[index + 1] - base if index + 1 < len(positions) else run.consumed
+            batch = next(MemoryRecords(bytes(data[positions[index] - base:entry_end])).batches())
+            assert isinstance(batch, DefaultBatch)  # the run took it as a v2 batch
+            conv, records[index], temporaries[index] = convert_compressed_v2_batch(batch, to_magic, payload)
+            out += conv
+        ends.append(len(out))
+        done = index + 1
+    if done < len(positions):
+        stretch = convert_run_ends(data[positions[done] - base:], out, to_magic)
+        if stretch is None:
+            del out[start:]
+            return None
+        ends += stretch
+    return ends, records, last_records, temporaries, zstd
 
 
 def _feed_run_by_batch(scan: _RangeScan, consumer: DerivedConsumer, data: memoryview, start: int,

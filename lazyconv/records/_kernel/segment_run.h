@@ -2,13 +2,14 @@
  * and described in one pass, without Python objects per batch.
  *
  * A "run" is the longest sequence of consecutive entries from the start of a buffer that are
- * complete, uncompressed magic-2 batches (data or control) with a valid CRC-32C, well-formed
- * records, and nothing the segment scan would report: base offsets above the previous batch's
+ * complete magic-2 batches (uncompressed, or compressed data batches whose records the caller
+ * decompresses) with a valid CRC-32C, well-formed records, and nothing the segment scan would
+ * report: base offsets above the previous batch's
  * last offset (and, for a range's first batch, at or above the segment's base offset), record
  * offsets increasing within [base offset, last offset], partition leader epochs not going
  * backwards, and (CreateTime) a header max timestamp equal to the records' max. The walk stops
  * before the first entry that is anything else: the caller's reference path checks it and
- * reports whatever is wrong. Pure C over byte ranges: callable with the GIL released.
+ * reports whatever is wrong. Pure C over byte ranges (the caller's decompression aside).
  */
 #ifndef LAZYCONV_SEGMENT_RUN_H
 #define LAZYCONV_SEGMENT_RUN_H
@@ -30,6 +31,15 @@ typedef struct {
 #define LC_RUN_CONTROL 1       /* a control batch (its one record is a marker) */
 #define LC_RUN_TRANSACTIONAL 2 /* the transactional attribute is set */
 #define LC_RUN_ABORT 4         /* a control batch whose marker key says ABORT (type 0) */
+#define LC_RUN_COMPRESSED 8    /* its records were decompressed by the caller's function */
+#define LC_RUN_ZSTD 16         /* compressed with zstd (never down-converted) */
+
+/* The caller's decompression of a compressed batch's records region: 0 with the records in
+ * *out[0:*out_n) (valid until the run ends), 1 to stop the run before the batch (a stream
+ * that does not decode: the reference path reports it), -1 to abort the walk (a failure of
+ * the caller's own, e.g. an exception to propagate). */
+typedef int (*lc_decompress_fn)(void *context, int codec, const uint8_t *data, size_t n, const uint8_t **out,
+                                size_t *out_n);
 
 /* One batch of a run; every field an int64 so the Python side reads rows as one array. */
 typedef struct {
@@ -52,14 +62,19 @@ typedef struct {
 typedef struct {
     int64_t records;
     uint64_t full;          /* Σ record digests as stored (timestamp, headers) */
+    /* of the data batches that are not zstd (what a consumer below magic 2 can receive): */
+    int64_t convertible_records;
     uint64_t no_headers;    /* Σ digests without headers (a magic 1 consumer) */
     uint64_t no_timestamp;  /* Σ digests without headers, timestamp -1 (a magic 0 consumer) */
 } lc_run_sums;
 
 /* Walk data[0:n) from its start; fill at most max_rows rows and return how many; *consumed is
  * the end of the last batch taken (the entry there is the caller's). `state` is read and
- * updated; `sums` is added to. Never reads outside data[0:n). */
+ * updated; `sums` is added to. Compressed batches are taken only with a `decompress` function
+ * (NULL: the run stops before one). Never reads outside data[0:n) or the decompressed
+ * records. Returns (size_t)-1 when `decompress` aborted the walk. */
 size_t lc_segment_run(const uint8_t *data, size_t n, int64_t position_base, lc_run_state *state,
-                      lc_run_row *rows, size_t max_rows, lc_run_sums *sums, size_t *consumed);
+                      lc_run_row *rows, size_t max_rows, lc_run_sums *sums, size_t *consumed,
+                      lc_decompress_fn decompress, void *context);
 
 #endif

@@ -25,6 +25,63 @@ static PyObject *optional_result(int present, long long value)
     return PyLong_FromLongLong(value);
 }
 
+/* The Python decompress function of one segment_run call and what it returned. */
+typedef struct {
+    PyObject *function; /* decompress(codec, data: bytes) -> bytes | None */
+    PyObject *payloads; /* list: one result per call, in batch order */
+} decompress_context;
+
+static int call_decompress(void *context, int codec, const uint8_t *data, size_t n, const uint8_t **out,
+                           size_t *out_n)
+{
+    decompress_context *ctx = context;
+    /* a copy, not a view: nothing the function keeps can outlive the caller's buffer */
+    PyObject *result = PyObject_CallFunction(ctx->function, "iy#", codec, (const char *)data, (Py_ssize_t)n);
+    if (result == NULL)
+        return -1;
+    if (result == Py_None) {
+        Py_DECREF(result);
+        return 1;
+    }
+    if (!PyBytes_Check(result)) {
+        Py_DECREF(result);
+        PyErr_SetString(PyExc_TypeError, "segment_run: decompress must return bytes or None");
+        return -1;
+    }
+    if (PyList_Append(ctx->payloads, result) < 0) {
+        Py_DECREF(result);
+        return -1;
+    }
+    Py_DECREF(result); /* the list keeps it alive for the rest of the run */
+    *out = (const uint8_t *)PyBytes_AS_STRING(result);
+    *out_n = (size_t)PyBytes_GET_SIZE(result);
+    return 0;
+}
+
+/* (index in the run, records or None for zstd) per compressed batch taken; `payloads` holds
+ * one result per decompress call, the last one possibly for the batch the run stopped at. */
+static PyObject *compressed_list(const lc_run_row *rows, size_t taken, PyObject *payloads)
+{
+    PyObject *list = PyList_New(0);
+    Py_ssize_t next = 0;
+    if (list == NULL)
+        return NULL;
+    for (size_t k = 0; k < taken; k++) {
+        if (!(rows[k].flags & LC_RUN_COMPRESSED))
+            continue;
+        PyObject *payload = rows[k].flags & LC_RUN_ZSTD ? Py_None : PyList_GET_ITEM(payloads, next);
+        next++;
+        PyObject *item = Py_BuildValue("(nO)", (Py_ssize_t)k, payload);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return list;
+}
+
 /* The rows of a run as the Python side wants them: lists, no per-row objects beyond ints. */
 static PyObject *rows_to_lists(const lc_run_row *rows, size_t taken)
 {
@@ -80,25 +137,29 @@ done:
 }
 
 const char lc_segment_run_doc[] =
-    "segment_run(data, position_base, prev_offset, min_base_offset, prev_epoch, max_timestamp)\n"
+    "segment_run(data, position_base, prev_offset, min_base_offset, prev_epoch, max_timestamp, decompress)\n"
     "-> (consumed, (positions, last_offsets, max_timestamps, records, last_records, markers, first_epoch),\n"
-    "    prev_offset, prev_epoch, max_timestamp, data_records, full, no_headers, no_timestamp)\n\n"
-    "Check and digest the run of sound, in-order, uncompressed magic-2 batches at the start of\n"
-    "data (see lazyconv.records.segment_run). prev_offset and prev_epoch are None before the\n"
-    "first batch / epoch. Per batch: position, last offset, running max timestamp, records (0\n"
-    "for a control batch), last record offset (None for a control batch); markers lists\n"
-    "(position, base_offset, first_record, producer_id, flags) of control and transactional\n"
-    "batches; first_epoch is (epoch, position) of the first batch with an epoch >= 0, or None.\n"
-    "The last four results add up the data batches (sums modulo 2**64). At most 1024 batches\n"
-    "are taken per call.";
+    "    prev_offset, prev_epoch, max_timestamp, data_records, full, convertible_records, no_headers,\n"
+    "    no_timestamp, compressed)\n\n"
+    "Check and digest the run of sound, in-order magic-2 batches at the start of data (see\n"
+    "lazyconv.records.segment_run). prev_offset and prev_epoch are None before the first batch /\n"
+    "epoch. decompress(codec, data) -> bytes | None decompresses a compressed data batch's records\n"
+    "(None: the run stops before the batch); with decompress None the run stops at any compressed\n"
+    "batch. Per batch: position, last offset, running max timestamp, records (0 for a control\n"
+    "batch), last record offset (None for a control batch); markers lists (position, base_offset,\n"
+    "first_record, producer_id, flags) of control and transactional batches; first_epoch is\n"
+    "(epoch, position) of the first batch with an epoch >= 0, or None. data_records and full add\n"
+    "up the data batches, the next three the data batches that are not zstd (sums modulo 2**64);\n"
+    "compressed lists (index in the run, records or None for zstd) per compressed batch. At most\n"
+    "1024 batches are taken per call.";
 
 PyObject *lc_py_segment_run(PyObject *self, PyObject *args)
 {
     Py_buffer data;
     long long position_base, min_base, max_timestamp, prev_offset, prev_epoch;
-    PyObject *prev_offset_obj, *prev_epoch_obj;
-    if (!PyArg_ParseTuple(args, "y*LOLOL", &data, &position_base, &prev_offset_obj, &min_base, &prev_epoch_obj,
-                          &max_timestamp))
+    PyObject *prev_offset_obj, *prev_epoch_obj, *decompress_obj;
+    if (!PyArg_ParseTuple(args, "y*LOLOLO", &data, &position_base, &prev_offset_obj, &min_base, &prev_epoch_obj,
+                          &max_timestamp, &decompress_obj))
         return NULL;
     lc_run_state state;
     int has_offset, has_epoch;
@@ -112,6 +173,11 @@ PyObject *lc_py_segment_run(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "prev_epoch must be None or an int32 >= 0");
         return NULL;
     }
+    if (decompress_obj != Py_None && !PyCallable_Check(decompress_obj)) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_TypeError, "decompress must be None or callable");
+        return NULL;
+    }
     state.has_prev_offset = has_offset;
     state.prev_offset = prev_offset;
     state.min_base_offset = min_base;
@@ -123,33 +189,48 @@ PyObject *lc_py_segment_run(PyObject *self, PyObject *args)
     if (max_rows > RUN_MAX_ROWS)
         max_rows = RUN_MAX_ROWS; /* the caller calls again from `consumed` */
     lc_run_row *rows = PyMem_Malloc(max_rows * sizeof(lc_run_row));
-    if (rows == NULL) {
+    decompress_context ctx = {decompress_obj, PyList_New(0)};
+    if (rows == NULL || ctx.payloads == NULL) {
+        PyMem_Free(rows);
+        Py_XDECREF(ctx.payloads);
         PyBuffer_Release(&data);
         return PyErr_NoMemory();
     }
-    lc_run_sums sums = {0, 0, 0, 0};
+    lc_run_sums sums = {0, 0, 0, 0, 0};
     size_t consumed, taken;
-    if (n >= RUN_GIL_THRESHOLD) {
+    if (decompress_obj != Py_None) { /* calls back into Python: the GIL stays held */
+        taken = lc_segment_run(data.buf, n, position_base, &state, rows, max_rows, &sums, &consumed,
+                               call_decompress, &ctx);
+    } else if (n >= RUN_GIL_THRESHOLD) {
         Py_BEGIN_ALLOW_THREADS
-        taken = lc_segment_run(data.buf, n, position_base, &state, rows, max_rows, &sums, &consumed);
+        taken = lc_segment_run(data.buf, n, position_base, &state, rows, max_rows, &sums, &consumed, NULL, NULL);
         Py_END_ALLOW_THREADS
     } else {
-        taken = lc_segment_run(data.buf, n, position_base, &state, rows, max_rows, &sums, &consumed);
+        taken = lc_segment_run(data.buf, n, position_base, &state, rows, max_rows, &sums, &consumed, NULL, NULL);
     }
     PyBuffer_Release(&data);
-    PyObject *lists = rows_to_lists(rows, taken);
+    PyObject *lists = NULL, *compressed = NULL;
+    if (taken != (size_t)-1) {
+        lists = rows_to_lists(rows, taken);
+        compressed = lists ? compressed_list(rows, taken, ctx.payloads) : NULL;
+    }
     PyMem_Free(rows);
-    if (lists == NULL)
+    Py_DECREF(ctx.payloads);
+    if (lists == NULL || compressed == NULL) {
+        Py_XDECREF(lists);
         return NULL;
+    }
     PyObject *offset = optional_result(state.has_prev_offset, state.prev_offset);
     PyObject *epoch = optional_result(state.has_prev_epoch, state.prev_epoch);
     if (offset == NULL || epoch == NULL) {
         Py_DECREF(lists);
+        Py_DECREF(compressed);
         Py_XDECREF(offset);
         Py_XDECREF(epoch);
         return NULL;
     }
-    return Py_BuildValue("(nNNNLLKKK)", (Py_ssize_t)consumed, lists, offset, epoch, (long long)state.max_timestamp,
+    return Py_BuildValue("(nNNNLLKLKKN)", (Py_ssize_t)consumed, lists, offset, epoch, (long long)state.max_timestamp,
                          (long long)sums.records, (unsigned long long)sums.full,
-                         (unsigned long long)sums.no_headers, (unsigned long long)sums.no_timestamp);
+                         (long long)sums.convertible_records, (unsigned long long)sums.no_headers,
+                         (unsigned long long)sums.no_timestamp, compressed);
 }
