@@ -16,6 +16,7 @@ from lazyconv.spark.planning import pack_tasks, plan_ranges
 from lazyconv.spark.segment_check import check_segment
 from lazyconv.spark.segment_scan import ScanOptions, scan_range
 from tests.fault_planting import (
+    corrupted_copy,
     leader_epoch_backwards,
     leader_epoch_backwards_across_segments,
     segment_base_overlap,
@@ -314,3 +315,44 @@ def test_converted_entries_digested_from_bytes_equal_the_record_reader() -> None
                 assert fast == scan_module._digest_delivered_by_records(view, middle)
                 assert fast[0] <= cut
     assert compared > 300
+
+
+# --- the runs fast path equals the per-entry path ---------------------------------------------
+
+def _comparable(result: dict) -> tuple:
+    summary = {k: v for k, v in result["summary"].items() if k != "check_seconds"}
+    conversions = [{k: v for k, v in c.items() if k != "window_peak_bytes"}
+                   for c in result["conversions"]]
+    return summary, result["violations"], conversions, result["boundary"]
+
+
+def _faulty_copy(tmp_path: Path) -> Path:
+    """The committed fixtures with every planted fault: damaged and out-of-order batches stop
+    the runs of sound batches where the per-entry path must report them."""
+    root = tmp_path / "faulty"
+    corrupted_copy(COMMITTED, root)
+    for planter, topic in ((segment_base_overlap, "codecs"), (leader_epoch_backwards, "headers"),
+                           (wrong_max_timestamp, "idempotent"), (short_v2_length, "nulls"),
+                           (leader_epoch_backwards_across_segments, "upgraded")):
+        planter(root, topic, 1)
+    return root
+
+
+@pytest.mark.parametrize("faulty", [False, True], ids=["clean", "faulty"])
+def test_runs_of_sound_batches_give_what_the_per_entry_path_gives(
+        faulty: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Taking runs of sound v2 batches in one kernel call (plain and compressed, their
+    conversions and the derived send) changes no figure, violation or boundary, on clean logs
+    and on logs where faults cut the runs, in whole segments and in byte ranges."""
+    import lazyconv.spark.segment_scan as scan_module
+
+    root = _faulty_copy(tmp_path) if faulty else COMMITTED
+    options = ScanOptions((0, 1), (16 * KIB, 1024 * KIB), 8 * KIB)
+    tasks = plan_ranges(list_segments(str(root)), 64 * KIB)
+    assert any(t.range_count > 1 for t in tasks)
+    fast = [_comparable(scan_range(t, options)) for t in tasks]
+    monkeypatch.setattr(scan_module, "_take_runs", lambda scan, reader, pos, end: pos)
+    per_entry = [_comparable(scan_range(t, options)) for t in tasks]
+    assert fast == per_entry
+    if faulty:
+        assert sum(len(r[1]) for r in fast) >= 10
