@@ -137,7 +137,7 @@ done:
 }
 
 const char lc_segment_run_doc[] =
-    "segment_run(data, position_base, prev_offset, min_base_offset, prev_epoch, max_timestamp, decompress)\n"
+    "segment_run(data, position_base, prev_offset, min_base_offset, prev_epoch, max_timestamp, decompress=None)\n"
     "-> (consumed, (positions, last_offsets, max_timestamps, records, last_records, markers, first_epoch),\n"
     "    prev_offset, prev_epoch, max_timestamp, data_records, full, convertible_records, no_headers,\n"
     "    no_timestamp, compressed)\n\n"
@@ -157,8 +157,8 @@ PyObject *lc_py_segment_run(PyObject *self, PyObject *args)
 {
     Py_buffer data;
     long long position_base, min_base, max_timestamp, prev_offset, prev_epoch;
-    PyObject *prev_offset_obj, *prev_epoch_obj, *decompress_obj;
-    if (!PyArg_ParseTuple(args, "y*LOLOLO", &data, &position_base, &prev_offset_obj, &min_base, &prev_epoch_obj,
+    PyObject *prev_offset_obj, *prev_epoch_obj, *decompress_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*LOLOL|O", &data, &position_base, &prev_offset_obj, &min_base, &prev_epoch_obj,
                           &max_timestamp, &decompress_obj))
         return NULL;
     lc_run_state state;
