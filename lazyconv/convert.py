@@ -33,11 +33,20 @@ from lazyconv.errors import (
     UnsupportedCompressionError,
 )
 from lazyconv.records._codec import append_legacy_message, unwritable_record_error
-from lazyconv.records._format import LOG_OVERHEAD, RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
+from lazyconv.records._format import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    LOG_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
+    RECORDS_COUNT_OFFSET,
+)
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import Compression, compress
 from lazyconv.records.conversion import (
     append_batch_as_legacy,
+    append_decompressed_as_legacy,
     convert_batch_run,
     convert_memory_range,
 )
@@ -55,7 +64,7 @@ __all__ = [
     "down_convert",
     "down_convert_bytes",
     "down_convert_file",
-    "convert_compressed_v2_batch",
+    "convert_compressed_v2_entry",
     "ZSTD_DOWN_CONVERSION_MESSAGE",
     "negative_offset_error",
 ]
@@ -70,6 +79,12 @@ _LOG_APPEND_TIME_FLAG = 0x08
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_TIMESTAMPS = struct.Struct(">qq")  # a v2 header's base and max timestamps
+_BASE_OFFSET = BASE_OFFSET_OFFSET
+_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1
+_BASE_TIMESTAMP = BASE_TIMESTAMP_OFFSET
+_RECORDS_COUNT = RECORDS_COUNT_OFFSET
 _LOG_HEADER = struct.Struct(">qi")
 
 
@@ -251,39 +266,61 @@ def _convert_v2_batch_into(
     written, last_offset, max_timestamp, first = append_batch_as_legacy(inner, batch, to_magic, None, payload)
     if written == 0:
         return 0, 0
+    log_append_time = batch.max_timestamp if batch.attributes & _LOG_APPEND_TIME_FLAG else None
+    codec = batch.attributes & 0x07  # a known codec: append_batch_as_legacy checked it
+    _wrap_inner(out, inner, last_offset, max_timestamp, first, codec, log_append_time, to_magic,
+                batch.position)
+    return written, len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
+
+
+def _wrap_inner(out: bytearray, inner: bytearray, last_offset: int, max_timestamp: int,
+                first: int | None, codec: int, log_append_time: int | None, to_magic: int,
+                position: int) -> None:
+    """Append the wrapper of the converted inner messages ``inner`` of a compressed v2 batch."""
     if first is None:  # the reference converted the records: read it from the messages
         first = _first_inner_offset(inner, last_offset, to_magic)
     if first < 0:
-        raise negative_offset_error(first, batch.position)
-    log_append = batch.attributes & _LOG_APPEND_TIME_FLAG
-    message_attributes = _LOG_APPEND_TIME_FLAG if (log_append and to_magic == 1) else 0
-    codec = batch.attributes & 0x07  # a known codec: append_batch_as_legacy checked it
+        raise negative_offset_error(first, position)
+    message_attributes = _LOG_APPEND_TIME_FLAG if (log_append_time is not None and to_magic == 1) else 0
     value = compress(codec, inner, to_magic)  # default level, v0 LZ4 quirk by magic
     append_legacy_message(
         out,
         last_offset,  # the last *kept* record, not the batch's last offset
-        batch.max_timestamp if log_append else max_timestamp,
+        log_append_time if log_append_time is not None else max_timestamp,
         None,
         value,
         to_magic,
         codec | message_attributes,
     )
-    return written, len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 
 
-def convert_compressed_v2_batch(
-    batch: DefaultBatch, to_magic: int, payload: bytes
+def convert_compressed_v2_entry(
+    entry: bytes | bytearray | memoryview, payload: bytes, to_magic: int, position: int = 0
 ) -> tuple[bytearray, int, int]:
-    """One compressed, non-zstd v2 data batch converted to ``to_magic`` (0 or 1) as
-    :func:`down_convert_bytes` converts it, from its records already decompressed
-    (``payload``): ``(bytes, records converted, temporary memory)``. For callers that read the
-    records before converting and should not decompress them again."""
+    """One compressed, non-zstd v2 data batch (its entry bytes, at ``position`` in the caller's
+    log) converted to ``to_magic`` (0 or 1) as :func:`down_convert_bytes` converts it, from its
+    records already decompressed (``payload``): ``(bytes, records converted, temporary
+    memory)``. For callers that read the records before converting and should not decompress
+    them again; raises the records layer's errors for records that do not convert."""
     check_target_magic(to_magic)
+    base_offset = _I64.unpack_from(entry, _BASE_OFFSET)[0]
+    attributes = entry[_ATTRIBUTES_LOW_BYTE]
+    base_timestamp, max_timestamp = _TIMESTAMPS.unpack_from(entry, _BASE_TIMESTAMP)
+    count = _I32.unpack_from(entry, _RECORDS_COUNT)[0]
+    codec = attributes & 0x07
+    if not 0 < codec < Compression.ZSTD or to_magic > 1:
+        raise ValueError("convert_compressed_v2_entry converts gzip, snappy or lz4 v2 batches to magic 0 or 1")
     out = bytearray()
-    written, uncompressed = _convert_v2_batch_into(out, batch, to_magic, 0, payload)
+    if count <= 0:
+        return out, 0, 0
+    log_append_time = max_timestamp if attributes & _LOG_APPEND_TIME_FLAG else None
+    inner = bytearray()
+    written, last_offset, records_max, first = append_decompressed_as_legacy(
+        inner, payload, count, base_offset, base_timestamp, log_append_time, to_magic, position)
     if written == 0:
         return out, 0, 0
-    return out, written, batch.size_in_bytes + uncompressed
+    _wrap_inner(out, inner, last_offset, records_max, first, codec, log_append_time, to_magic, position)
+    return out, written, len(entry) + len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
 
 
 def negative_offset_error(offset: int, position: int) -> InvalidRecordError:

@@ -338,3 +338,35 @@ def test_fused_function_appends_to_the_given_buffer() -> None:
 def test_malformed_first_record_is_reported_like_the_generic_path(records: bytes) -> None:
     fused, generic = _both(_batch(records, 1, 0, 5, 5, 0, False), 1, 0)
     assert fused == generic and fused[0] == "error"
+
+
+def test_a_compressed_batch_converted_from_its_decompressed_records_equals_down_convert() -> None:
+    """convert_compressed_v2_entry (records decompressed once, by the caller) gives the bytes and
+    statistics of down_convert_bytes for every gzip, snappy and lz4 v2 batch of the committed
+    fixtures (CreateTime and LogAppendTime), to magics 0 and 1."""
+    from pathlib import Path
+
+    from lazyconv.convert import convert_compressed_v2_entry
+    from lazyconv.fixtures import list_segments
+    from lazyconv.records.batch import DefaultBatch
+
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    compared = log_append = 0
+    for seg in list_segments(str(root)):
+        records = FileRecords.open(seg.log_path)
+        try:
+            for batch in records.batches():
+                if not isinstance(batch, DefaultBatch) or batch.is_control or not 0 < batch.attributes & 7 < 4:
+                    continue
+                entry = bytes(batch.buffer())
+                for to_magic in (0, 1):
+                    expected, stats = down_convert_bytes([batch], to_magic, 0)
+                    got, converted, temporary = convert_compressed_v2_entry(
+                        entry, bytes(batch.records_payload()), to_magic, batch.position)
+                    assert (bytes(got), converted, temporary) == (
+                        bytes(expected), stats.records_converted, stats.temporary_memory_bytes)
+                compared += 1
+                log_append += bool(batch.attributes & 0x08)
+        finally:
+            records.close()
+    assert compared > 100 and log_append > 0

@@ -34,6 +34,7 @@ __all__ = [
     "convert_batch_run",
     "convert_memory_range",
     "append_batch_as_legacy",
+    "append_decompressed_as_legacy",
     "ChunkResult",
     "convert_plain_chunk",
     "STOP_END",
@@ -219,17 +220,30 @@ def append_batch_as_legacy(
     else:
         data = decompress(compression, batch.records_buffer(), 2, batch.max_decompressed_size,
                           position=position + RECORDS_OFFSET)
+    return append_decompressed_as_legacy(out, data, count, batch.base_offset, batch.base_timestamp,
+                                         log_append_time, to_magic, position)
+
+
+def append_decompressed_as_legacy(
+    out: bytearray, data: bytes, count: int, base_offset: int, base_timestamp: int,
+    log_append_time: int | None, to_magic: int, position: int,
+) -> tuple[int, int, int, int | None]:
+    """The ``count`` (>= 1) records of a compressed v2 batch, already decompressed (``data``),
+    appended to ``out`` as the inner messages of a magic ``to_magic`` wrapper (offsets relative
+    to the first one for magic 1), as :func:`append_batch_as_legacy` appends them; ``position``
+    is the batch's, for errors. Returns what it returns."""
+    message_attributes = TIMESTAMP_TYPE_MASK if (log_append_time is not None and to_magic == 1) else 0
     relative = to_magic == 1
     if kernel is not None:
         done = kernel.convert_v2_records(
-            out, data, count, batch.base_offset, batch.base_timestamp, log_append_time,
+            out, data, count, base_offset, base_timestamp, log_append_time,
             to_magic, message_attributes, relative,
         )
         if done is not None:
             written, last_offset, max_timestamp, first = done
             return written, last_offset, max_timestamp, first if written else None
     written, last_offset, max_timestamp = convert_v2_records_to_legacy(
-        out, data, count, batch.base_offset, batch.base_timestamp, log_append_time, None,
+        out, data, count, base_offset, base_timestamp, log_append_time, None,
         to_magic, message_attributes, relative, 0, position, True,
     )
     return written, last_offset, max_timestamp, None

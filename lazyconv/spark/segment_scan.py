@@ -650,9 +650,7 @@ def _convert_run(run: Any, data: memoryview, out: bytearray, to_magic: int) -> t
     """``run`` converted to ``to_magic`` (0 or 1) into ``out``: ``(ends, records, last records,
     temporaries of compressed batches, zstd batch indexes)`` for
     :meth:`DerivedConsumer.add_run`; ``None`` (``out`` unchanged) when a converter declines."""
-    from lazyconv.convert import convert_compressed_v2_batch
-    from lazyconv.records import MemoryRecords
-    from lazyconv.records.batch import DefaultBatch
+    from lazyconv.convert import convert_compressed_v2_entry
     from lazyconv.records.segment_run import convert_run_ends
 
     start = len(out)
@@ -680,9 +678,8 @@ def _convert_run(run: Any, data: memoryview, out: bytearray, to_magic: int) -> t
             last_records[index] = None
         else:
             entry_end = positions[index + 1] - base if index + 1 < len(positions) else run.consumed
-            batch = next(MemoryRecords(bytes(data[positions[index] - base:entry_end])).batches())
-            assert isinstance(batch, DefaultBatch)  # the run took it as a v2 batch
-            conv, records[index], temporaries[index] = convert_compressed_v2_batch(batch, to_magic, payload)
+            conv, records[index], temporaries[index] = convert_compressed_v2_entry(
+                data[positions[index] - base:entry_end], payload, to_magic, positions[index])
             out += conv
         ends.append(len(out))
         done = index + 1
@@ -851,11 +848,11 @@ def _convert_once(batch: Any, data: bytes, to_magic: int,
     filter: ``(bytes, records converted, temporary memory)``. A plain v2 batch goes straight to
     the kernel's run converter, a compressed one whose records were decompressed for the checks
     (``payload``) is converted from them; anything else through ``down_convert_bytes``."""
-    from lazyconv.convert import convert_compressed_v2_batch, down_convert_bytes
+    from lazyconv.convert import convert_compressed_v2_entry, down_convert_bytes
     from lazyconv.records.conversion import convert_uncompressed_run
 
     if payload is not None and to_magic < 2 and batch.magic == 2 and batch.base_offset >= 0:
-        return convert_compressed_v2_batch(batch, to_magic, payload)
+        return convert_compressed_v2_entry(data, payload, to_magic, batch.position)
 
     plain_data = not batch.attributes & (COMPRESSION_CODEC_MASK | CONTROL_FLAG_MASK)
     if to_magic < 2 and batch.magic == 2 and plain_data and batch.base_offset >= 0:
