@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from crc32c import crc32c as _crc32c
@@ -40,6 +40,7 @@ from lazyconv.records._format import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_OVERHEAD_V0,
+    TIMESTAMP_TYPE_MASK,
 )
 from lazyconv.records._native import kernel
 
@@ -53,6 +54,8 @@ __all__ = [
     "record_digest",
     "digest_v2_records",
     "digest_legacy_run",
+    "digest_delivered",
+    "WrapperDecompress",
 ]
 
 MASK64 = (1 << 64) - 1
@@ -65,6 +68,7 @@ _NULL = _I32.pack(-1)
 _TAIL = struct.Struct(">qqi")
 _SIZE = struct.Struct(">i")
 _ATTRIBUTES = LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET
+_TIMESTAMP_TYPE = TIMESTAMP_TYPE_MASK
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
@@ -267,3 +271,90 @@ def digest_legacy_run_reference(
         entries += 1
         pos = end
     return LegacyRunDigest(pos, entries, last, count, total & MASK64, stop)
+
+
+WrapperDecompress = Callable[[int, int, bytes], "bytes | None"]
+
+
+def digest_delivered(
+    data: bytes | bytearray | memoryview, min_offset: int, decompress: WrapperDecompress
+) -> LegacyRunDigest:
+    """:func:`digest_legacy_run` over what a legacy consumer receives: plain magic 0/1 messages
+    and compressed wrappers (gzip, snappy, lz4). A wrapper's CRC-32 and structure are checked,
+    its value decompressed by ``decompress(codec, magic, value)`` (``None``: leave it to the
+    reader) and its inner messages digested with absolute offsets (relative to the last one
+    in a magic 1 wrapper with a non-zero offset; a LogAppendTime magic 1 wrapper's timestamp
+    for each); ``entries`` counts entries, ``last_offset`` is the last entry's (a wrapper's own).
+    Anything else stops the walk, as in :func:`digest_legacy_run`."""
+    if kernel is not None:
+        return LegacyRunDigest(*kernel.digest_delivered(data, min_offset, decompress))
+    return digest_delivered_reference(data, min_offset, decompress)
+
+
+def digest_delivered_reference(
+    data: bytes | bytearray | memoryview, min_offset: int, decompress: WrapperDecompress
+) -> LegacyRunDigest:
+    """:func:`digest_delivered` by the records layer's parser and :func:`record_digest`."""
+    raw = bytes(data)
+    n = len(raw)
+    pos = entries = count = total = 0
+    last = -1
+    stop = DIGEST_END
+    while pos < n:
+        plain = digest_legacy_run_reference(raw[pos:], min_offset)
+        if plain.entries:
+            entries += plain.entries
+            count += plain.records
+            total += plain.sum
+            last = plain.last_offset
+        pos += plain.consumed
+        stop = plain.stop
+        if stop != DIGEST_DECLINED:
+            break
+        size_field = _SIZE.unpack_from(raw, pos + LOG_OVERHEAD - 4)[0]
+        if size_field < RECORD_OVERHEAD_V0 or size_field > n - pos - LOG_OVERHEAD:
+            break
+        end = pos + LOG_OVERHEAD + size_field
+        wrapper = _digest_wrapper_reference(raw[pos:end], min_offset, decompress)
+        if wrapper is None:
+            break
+        last, wrapper_count, wrapper_sum = wrapper
+        entries += 1
+        count += wrapper_count
+        total += wrapper_sum
+        pos = end
+        stop = DIGEST_END
+    return LegacyRunDigest(pos, entries, last, count, total & MASK64, stop)
+
+
+def _digest_wrapper_reference(entry: bytes, min_offset: int,
+                              decompress: WrapperDecompress) -> tuple[int, int, int] | None:
+    """``(offset, count, digest sum)`` of one compressed legacy wrapper, or ``None`` (declined)."""
+    magic = entry[MAGIC_OFFSET]
+    attributes = entry[_ATTRIBUTES]
+    codec = attributes & COMPRESSION_CODEC_MASK
+    if magic > 1 or not 0 < codec < 4:
+        return None
+    try:
+        offset, _crc, magic, attributes, timestamp, _key, value = parse_legacy_message(
+            entry, 0, len(entry), 0, True)
+    except RecordsError:
+        return None
+    if value is None:
+        return None
+    inner = decompress(codec, magic, value)
+    if inner is None:
+        return None
+    shift = 0
+    if magic == 1 and offset != 0:  # inner offsets are relative to the last one
+        probe = digest_legacy_run_reference(inner, _INT64_MIN)
+        if probe.stop != DIGEST_END or not probe.entries or offset < probe.last_offset:
+            return None
+        shift = offset - probe.last_offset
+        if shift > _INT64_MAX:
+            return None
+    override = timestamp if magic == 1 and attributes & _TIMESTAMP_TYPE else None
+    run = digest_legacy_run_reference(inner, min_offset, shift, override)
+    if run.stop != DIGEST_END or not run.entries:
+        return None
+    return offset, run.records, run.sum

@@ -34,7 +34,6 @@ from lazyconv.records._format import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
-    LEGACY_ATTRIBUTES_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -42,9 +41,8 @@ from lazyconv.records._format import (
 )
 from lazyconv.records.digest import (
     DIGEST_DECLINED,
-    DIGEST_END,
     MASK64,
-    digest_legacy_run,
+    digest_delivered,
     digest_v2_records,
     record_digest,
 )
@@ -74,8 +72,6 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 _INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
-_LEGACY_ATTRIBUTES = LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET
 
 
 @dataclass(frozen=True)
@@ -724,16 +720,17 @@ def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int, int | Non
     last complete entry or None, records at or above min_offset, sum of their digests without
     headers)``.
 
-    Plain legacy messages (what a v2 batch converts to below magic 2) are digested by runs, in
-    one kernel call each; any other entry (a compressed wrapper, a v2 batch, a damaged entry) is
-    decoded by the records layer's reader, which raises the error reading it would.
+    Plain legacy messages and compressed wrappers (what v2 batches convert to below magic 2)
+    are digested in one kernel call (:func:`lazyconv.records.digest.digest_delivered`, each
+    wrapper decompressed once); any entry it leaves (a v2 batch, a damaged entry) is decoded by
+    the records layer's reader, which raises the error reading it would.
     """
     pos = 0
     end = len(data)
     last: int | None = None
     count = total = 0
     while pos < end:
-        run = digest_legacy_run(data[pos:], min_offset)
+        run = digest_delivered(data[pos:], min_offset, _decompress_wrapper)
         if run.entries:
             last = run.last_offset
             count += run.records
@@ -744,19 +741,23 @@ def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int, int | Non
         size = _entry_size(data, pos, end)
         if size is None:
             break  # cut by the committed size: not received
-        entry = data[pos:pos + size]
-        wrapper = _digest_wrapper(entry, min_offset)
-        if wrapper is not None:
-            last, entry_count, entry_sum = wrapper
-            count += entry_count
-            total += entry_sum
-        else:
-            entry_last, entry_count, entry_sum = _digest_entries_by_records(entry, min_offset)
-            last = entry_last if entry_last is not None else last
-            count += entry_count
-            total += entry_sum
+        entry_last, entry_count, entry_sum = _digest_entries_by_records(data[pos:pos + size], min_offset)
+        last = entry_last if entry_last is not None else last
+        count += entry_count
+        total += entry_sum
         pos += size
     return pos, last, count, total & MASK64
+
+
+def _decompress_wrapper(codec: int, magic: int, value: bytes) -> bytes | None:
+    """A legacy wrapper's inner messages for :func:`digest_delivered`; ``None`` when its value
+    does not decompress (the reader then reports why)."""
+    from lazyconv.records.compression import decompress
+
+    try:
+        return decompress(codec, value, magic)
+    except LazyconvError:
+        return None
 
 
 def _entry_size(data: memoryview, pos: int, end: int) -> int | None:
@@ -768,41 +769,6 @@ def _entry_size(data: memoryview, pos: int, end: int) -> int | None:
     if size < LOG_OVERHEAD + MIN_ENTRY_SIZE_FIELD:
         return end - pos
     return size if size <= end - pos else None
-
-
-def _digest_wrapper(entry: memoryview, min_offset: int) -> tuple[int, int, int] | None:
-    """``(last offset, count, digest sum)`` of one valid compressed legacy wrapper: its header
-    read (CRC-32 checked) and its value decompressed once, its inner messages digested by the
-    kernel (a first pass finds a v1 wrapper's last inner offset when offsets are relative).
-    ``None`` for any other entry or whatever the digest declines (the reader then decodes it and
-    reports)."""
-    from lazyconv.records._codec import parse_legacy_message
-    from lazyconv.records.compression import Compression, decompress
-
-    if (len(entry) <= _LEGACY_ATTRIBUTES or entry[MAGIC_OFFSET] > 1
-            or not entry[_LEGACY_ATTRIBUTES] & COMPRESSION_CODEC_MASK):
-        return None
-    raw = bytes(entry)
-    try:
-        offset, _crc, magic, attributes, timestamp, _key, value = parse_legacy_message(
-            raw, 0, len(raw), 0, True)
-        codec = attributes & COMPRESSION_CODEC_MASK
-        if value is None or codec >= Compression.ZSTD:
-            return None
-        inner = decompress(codec, value, magic)
-    except LazyconvError:
-        return None
-    shift = 0
-    if magic == 1 and offset != 0:  # inner offsets are relative to the last one
-        probe = digest_legacy_run(inner, _INT64_MIN)
-        if probe.stop != DIGEST_END or not probe.entries or offset < probe.last_offset:
-            return None
-        shift = offset - probe.last_offset
-    override = timestamp if magic == 1 and attributes & TIMESTAMP_TYPE_MASK else None
-    run = digest_legacy_run(inner, min_offset, shift, override)
-    if run.stop != DIGEST_END or not run.entries:
-        return None
-    return offset, run.records, run.sum
 
 
 def _digest_entries_by_records(data: memoryview, min_offset: int) -> tuple[int | None, int, int]:

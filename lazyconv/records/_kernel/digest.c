@@ -191,3 +191,79 @@ void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, int
     }
     d->consumed = pos;
 }
+
+/* One compressed wrapper at entry[0:size): 0 and its digests added to d, 1 declined, -1 aborted. */
+static int digest_wrapper(const uint8_t *entry, size_t size, int64_t min_offset, lc_wrapper_decompress_fn decompress,
+                          void *context, lc_legacy_digest *d)
+{
+    int magic = entry[LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET];
+    int attributes = entry[LC_LOG_OVERHEAD + LC_LEGACY_ATTRIBUTES_OFFSET];
+    int codec = attributes & LC_COMPRESSION_CODEC_MASK;
+    lc_legacy_message m;
+    if (magic > 1 || codec == 0 || codec > 3 || lc_legacy_message_read(entry, size, magic, &m) < 0 ||
+        m.value_length < 0)
+        return 1;
+    const uint8_t *inner;
+    size_t inner_n;
+    int rc = decompress(context, codec, magic, m.value, (size_t)m.value_length, &inner, &inner_n);
+    if (rc != 0)
+        return rc;
+    int64_t shift = 0;
+    if (magic == 1 && m.offset != 0) { /* inner offsets relative to the last inner message */
+        lc_legacy_digest probe;
+        lc_digest_legacy_run(inner, inner_n, INT64_MIN, 0, 0, 0, &probe);
+        if (probe.stop != LC_DIGEST_END || probe.entries == 0 || m.offset < probe.last_offset ||
+            __builtin_sub_overflow(m.offset, probe.last_offset, &shift))
+            return 1;
+    }
+    int has_override = magic == 1 && (attributes & LC_TIMESTAMP_TYPE_MASK);
+    lc_legacy_digest run;
+    lc_digest_legacy_run(inner, inner_n, min_offset, shift, has_override, m.timestamp, &run);
+    if (run.stop != LC_DIGEST_END || run.entries == 0)
+        return 1;
+    d->count += run.count;
+    d->sum += run.sum;
+    d->last_offset = m.offset;
+    d->entries++;
+    return 0;
+}
+
+int lc_digest_delivered(const uint8_t *data, size_t n, int64_t min_offset, lc_wrapper_decompress_fn decompress,
+                        void *context, lc_legacy_digest *d)
+{
+    size_t pos = 0;
+    d->entries = d->count = 0;
+    d->sum = 0;
+    d->last_offset = -1;
+    d->stop = LC_DIGEST_END;
+    while (pos < n) {
+        lc_legacy_digest plain;
+        lc_digest_legacy_run(data + pos, n - pos, min_offset, 0, 0, 0, &plain);
+        if (plain.entries) {
+            d->entries += plain.entries;
+            d->count += plain.count;
+            d->sum += plain.sum;
+            d->last_offset = plain.last_offset;
+        }
+        pos += plain.consumed;
+        d->stop = plain.stop;
+        if (plain.stop != LC_DIGEST_DECLINED)
+            break;
+        /* declined: a compressed wrapper, or an entry the caller's reader must take */
+        const uint8_t *entry = data + pos;
+        int32_t size_field = get_i32(entry + LC_SIZE_OFFSET);
+        if (size_field < LC_RECORD_OVERHEAD_V0 || (size_t)size_field > n - pos - LC_LOG_OVERHEAD)
+            break; /* lc_digest_legacy_run saw the header: a short one stops as PARTIAL */
+        int rc = digest_wrapper(entry, (size_t)size_field + LC_LOG_OVERHEAD, min_offset, decompress, context, d);
+        if (rc < 0) {
+            d->consumed = pos;
+            return -1;
+        }
+        if (rc > 0)
+            break;
+        pos += (size_t)size_field + LC_LOG_OVERHEAD;
+        d->stop = LC_DIGEST_END;
+    }
+    d->consumed = pos;
+    return 0;
+}

@@ -61,4 +61,19 @@ typedef struct {
 void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, int64_t shift, int has_override,
                           int64_t override, lc_legacy_digest *d);
 
+/* The caller's decompression of a legacy wrapper's value (codec 1..3, the wrapper's magic): 0
+ * with the inner messages in *out[0:*out_n) (valid until the walk ends), 1 to leave the wrapper
+ * to the caller's reader, -1 to abort the walk (a failure of the caller's own). */
+typedef int (*lc_wrapper_decompress_fn)(void *context, int codec, int magic, const uint8_t *value, size_t n,
+                                        const uint8_t **out, size_t *out_n);
+
+/* lc_digest_legacy_run that also digests compressed magic 0/1 wrappers: each one's CRC-32 and
+ * structure checked, its value decompressed by `decompress`, its inner messages digested with
+ * absolute offsets (a magic 1 wrapper with a non-zero offset holds offsets relative to its last
+ * inner message) and, for a LogAppendTime magic 1 wrapper, its timestamp; the wrapper's offset
+ * is the entry's last offset. A wrapper whose inner messages do not all digest (or whose
+ * offsets leave int64) is declined. Returns -1 when `decompress` aborted the walk. */
+int lc_digest_delivered(const uint8_t *data, size_t n, int64_t min_offset, lc_wrapper_decompress_fn decompress,
+                        void *context, lc_legacy_digest *d);
+
 #endif

@@ -88,3 +88,68 @@ PyObject *lc_py_digest_legacy_run(PyObject *self, PyObject *args)
     return Py_BuildValue("(nLLLKi)", (Py_ssize_t)d.consumed, (long long)d.entries, (long long)d.last_offset,
                          (long long)d.count, (unsigned long long)d.sum, (int)d.stop);
 }
+
+/* The Python decompress function of one digest_delivered call and what it returned. */
+typedef struct {
+    PyObject *function; /* decompress(codec, magic, value: bytes) -> bytes | None */
+    PyObject *results;  /* list: keeps every returned buffer alive until the walk ends */
+} wrapper_context;
+
+static int call_wrapper_decompress(void *context, int codec, int magic, const uint8_t *value, size_t n,
+                                   const uint8_t **out, size_t *out_n)
+{
+    wrapper_context *ctx = context;
+    PyObject *result = PyObject_CallFunction(ctx->function, "iiy#", codec, magic, (const char *)value, (Py_ssize_t)n);
+    if (result == NULL)
+        return -1;
+    if (result == Py_None) {
+        Py_DECREF(result);
+        return 1;
+    }
+    if (!PyBytes_Check(result)) {
+        Py_DECREF(result);
+        PyErr_SetString(PyExc_TypeError, "digest_delivered: decompress must return bytes or None");
+        return -1;
+    }
+    int appended = PyList_Append(ctx->results, result);
+    Py_DECREF(result);
+    if (appended < 0)
+        return -1;
+    *out = (const uint8_t *)PyBytes_AS_STRING(result);
+    *out_n = (size_t)PyBytes_GET_SIZE(result);
+    return 0;
+}
+
+const char lc_digest_delivered_doc[] =
+    "digest_delivered(data, min_offset, decompress) -> (consumed, entries, last_offset, count, sum, stop)\n\n"
+    "digest_legacy_run over what a legacy consumer receives: plain magic 0/1 messages and compressed\n"
+    "wrappers (codecs 1..3), each wrapper's value decompressed by decompress(codec, magic, value) ->\n"
+    "bytes | None (None: the wrapper is left to the reader, stop 2) and its inner messages digested\n"
+    "with absolute offsets. last_offset is the last entry's (a wrapper's own offset).";
+
+PyObject *lc_py_digest_delivered(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    long long min_offset;
+    PyObject *function;
+    if (!PyArg_ParseTuple(args, "y*LO", &data, &min_offset, &function))
+        return NULL;
+    if (!PyCallable_Check(function)) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_TypeError, "decompress must be callable");
+        return NULL;
+    }
+    wrapper_context ctx = {function, PyList_New(0)};
+    if (ctx.results == NULL) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    lc_legacy_digest d;
+    int rc = lc_digest_delivered(data.buf, (size_t)data.len, min_offset, call_wrapper_decompress, &ctx, &d);
+    PyBuffer_Release(&data);
+    Py_DECREF(ctx.results);
+    if (rc < 0)
+        return NULL;
+    return Py_BuildValue("(nLLLKi)", (Py_ssize_t)d.consumed, (long long)d.entries, (long long)d.last_offset,
+                         (long long)d.count, (unsigned long long)d.sum, (int)d.stop);
+}
