@@ -132,7 +132,8 @@ def segment_run(
     range's start, when the first base offset must be at least ``min_base_offset``);
     ``prev_epoch``: the largest leader epoch so far (``None``: none yet); ``max_timestamp``:
     the running max of header max timestamps so far (``-1`` at first). ``position_base`` is
-    the file position of ``data[0]``. Never raises on bad data: the run just ends before it.
+    the file position of ``data[0]``. Never raises on bad data: the run just ends before it;
+    raises :class:`ValueError` for a ``prev_epoch`` that is not an int32 >= 0.
     """
     if kernel is not None:
         consumed, lists, prev_offset, prev_epoch, max_ts, records, full, no_headers, no_ts = (
@@ -207,6 +208,8 @@ def segment_run_reference(
     max_timestamp: int,
 ) -> SegmentRun:
     """:func:`segment_run` in pure Python (the records layer's decoder and digests)."""
+    if prev_epoch is not None and not 0 <= prev_epoch <= _INT32_MAX:  # as the kernel refuses it
+        raise ValueError("prev_epoch must be None or an int32 >= 0")
     raw = bytes(data)
     n = len(raw)
     pos = 0

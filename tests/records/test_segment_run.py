@@ -501,6 +501,13 @@ def test_an_empty_or_short_buffer_is_an_empty_run(impl: tuple[RunFn, ConvertFn])
         assert run_fn(data, 0, 3, 0, 1, 9) == SegmentRun(0, [], [], [], [], [], [], None, 3, 1, 9, 0, 0, 0, 0)
 
 
+@pytest.mark.parametrize("prev_epoch", [-1, 1 << 31])
+def test_a_previous_epoch_outside_int32_is_refused(impl: tuple[RunFn, ConvertFn], prev_epoch: int) -> None:
+    run_fn, _ = impl
+    with pytest.raises(ValueError, match="prev_epoch"):
+        run_fn(data_batch(0), 0, None, 0, prev_epoch, -1)
+
+
 # -- what a run reports -----------------------------------------------------------------------
 
 def _transactional_log() -> list[bytes]:
