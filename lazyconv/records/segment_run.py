@@ -132,8 +132,7 @@ def segment_run(
     range's start, when the first base offset must be at least ``min_base_offset``);
     ``prev_epoch``: the largest leader epoch so far (``None``: none yet); ``max_timestamp``:
     the running max of header max timestamps so far (``-1`` at first). ``position_base`` is
-    the file position of ``data[0]``. Never raises on bad data: the run just ends before it;
-    raises :class:`ValueError` for a ``prev_epoch`` that is not an int32 >= 0.
+    the file position of ``data[0]``. Never raises on bad data: the run just ends before it.
     """
     if kernel is not None:
         consumed, lists, prev_offset, prev_epoch, max_ts, records, full, no_headers, no_ts = (

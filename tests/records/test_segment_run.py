@@ -498,7 +498,11 @@ def test_an_empty_or_short_buffer_is_an_empty_run(impl: tuple[RunFn, ConvertFn])
     run_fn, _ = impl
     batch = data_batch(0)
     for data in (b"", batch[:60], batch[:61]):
-        assert run_fn(data, 0, 3, 0, 1, 9) == SegmentRun(0, [], [], [], [], [], [], None, 3, 1, 9, 0, 0, 0, 0)
+        run = run_fn(data, 0, 3, 0, 1, 9)
+        assert (run.consumed, run.positions, run.last_offsets, run.max_timestamps, run.records,
+                run.last_records, run.markers, run.first_epoch) == (0, [], [], [], [], [], [], None)
+        assert (run.prev_offset, run.prev_epoch, run.max_timestamp) == (3, 1, 9)
+        assert (run.data_records, run.full, run.no_headers, run.no_timestamp) == (0, 0, 0, 0)
 
 
 @pytest.mark.parametrize("prev_epoch", [-1, 1 << 31])
