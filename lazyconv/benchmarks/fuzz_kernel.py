@@ -11,8 +11,11 @@ counts and record lengths, random garbage), and then:
    ``iter_plain_v2`` on the raw bytes with a random end, ``lz4_frame_blocks`` on random and
    mutated lz4 frames with decompression compared against the reference frame parser, and
    ``xxh32`` against the xxhash package, the record digests ``digest_v2_records`` and
-   ``digest_legacy_run`` against their references), which must not crash or read out of
-   bounds whatever the length fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
+   ``digest_legacy_run`` against their references, and the validation job's runs
+   ``segment_run`` and ``convert_v2_run_ends`` against ``segment_run_reference`` and
+   ``convert_run_ends_reference``, on the input and on logs of in-order batches with a semantic
+   fault under a valid CRC), which must not crash or read out of bounds whatever the length
+   fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
 2. scans the stream with ``scan_batches`` (kernel) and ``scan_batches_reference``, and converts
    it with ``down_convert_bytes`` and decodes its records on the kernel and on the pure-Python
    path (lz4 frames included), decodes it with a scan laxer than the kernel's (so the record
@@ -304,6 +307,94 @@ def _digest_differences(rng: random.Random, data: bytes) -> tuple[int, int]:
     return 2, differences
 
 
+def _run_log(rng: random.Random) -> bytes:
+    """A log the validation job's runs take whole (data batches, plain, transactional,
+    LogAppendTime, with headers and compaction gaps, and commit/abort markers; offsets, leader
+    epochs and timestamps in order), then maybe one batch with a fault the segment scan reports
+    (CRC recomputed: base offset, epoch, max timestamp, record count, attributes, a record
+    byte), and half of the time the fuzz's own mutations."""
+    from crc32c import crc32c
+
+    from lazyconv.records import RecordsBuilder, TimestampType, build_end_txn_marker
+
+    base = rng.choice((0, 3, 1 << 40, _INT64_MAX - (1 << 31) - 100))
+    epoch = rng.choice((-1, 0, 5))
+    parts: list[bytearray] = []
+    for _ in range(rng.randint(1, 8)):
+        if rng.random() < 0.15:
+            parts.append(bytearray(build_end_txn_marker(base, 1_700_000_000_000, 9, 0, rng.random() < 0.5,
+                                                        partition_leader_epoch=epoch)))
+            base += 1
+        else:
+            log_append = rng.random() < 0.25
+            transactional = rng.random() < 0.2
+            builder = RecordsBuilder(
+                2, timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
+                base_offset=base, log_append_time=1_700_000_000_999 if log_append else None,
+                producer_id=9 if transactional else -1, is_transactional=transactional,
+                partition_leader_epoch=epoch,
+            )
+            offset = base
+            for _ in range(rng.randint(1, 5)):
+                offset += rng.choice((0, 0, 0, 2))
+                builder.append(offset, rng.choice((-1, 0, 1_700_000_000_000, rng.getrandbits(41))), _bytes(rng),
+                               _bytes(rng), [("h", _bytes(rng))] if rng.random() < 0.2 else ())
+                offset += 1
+            parts.append(bytearray(builder.build()))
+            base = offset
+        base += rng.choice((0, 0, 1, 7))
+        if rng.random() < 0.2:
+            epoch = epoch + 1 if epoch >= 0 else rng.choice((-1, 1))
+    if rng.random() < 0.7:
+        batch = rng.choice(parts)
+        field, fmt, value = rng.choice((
+            (0, ">q", rng.choice((-1, 0, 2, _INT64_MAX - 3, struct.unpack_from(">q", batch, 0)[0] - 1))),
+            (12, ">i", rng.choice((-1, 0, 1, 4))),                                          # leader epoch
+            (35, ">q", struct.unpack_from(">q", batch, 35)[0] + rng.choice((-1, 1))),       # max timestamp
+            (57, ">i", rng.choice((-1, 0, 1, 2, 6))),                                       # record count
+            (23, ">i", rng.choice((-1, 0, struct.unpack_from(">i", batch, 23)[0] - 1))),    # last offset delta
+            (21, ">h", struct.unpack_from(">h", batch, 21)[0] ^ rng.choice((1, 2, 3, 4, 8, 0x10, 0x20))),
+            (rng.randrange(61, len(batch)) if len(batch) > 61 else 61, ">B", rng.getrandbits(8)),
+        ))
+        if field + struct.calcsize(fmt) <= len(batch):
+            struct.pack_into(fmt, batch, field, value)
+            struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    data = b"".join(parts)
+    return _mutate(rng, data) if rng.random() < 0.5 else data
+
+
+def _segment_run_differences(rng: random.Random, data: bytes) -> tuple[int, int]:
+    """``segment_run`` and ``convert_v2_run_ends`` (kernel) against their references on
+    ``data`` and on a random suffix, in random states; returns ``(executions, differences)``."""
+    from lazyconv.records.segment_run import (
+        convert_run_ends,
+        convert_run_ends_reference,
+        segment_run,
+        segment_run_reference,
+    )
+
+    executions = differences = 0
+    start = rng.choice((0, 0, rng.randrange(len(data) + 1)))
+    view = data[start:]
+    args = (view, rng.choice((0, 7, 1 << 40)), rng.choice((None, None, -1, 0, 5, 1 << 40)),
+            rng.choice((0, 0, 4, 1 << 40)), rng.choice((None, None, 0, 3, 6)),
+            rng.choice((-1, -1, 0, 1_700_000_000_500, _INT64_MAX)))
+    native = segment_run(*args)
+    executions += 1
+    if native != segment_run_reference(*args):
+        differences += 1
+        log.error("segment_run difference on %s, state %r", view.hex(), args[1:])
+    for piece in (view[:native.consumed], view):
+        to_magic = rng.choice((0, 1))
+        native_out, reference_out = bytearray(b"~"), bytearray(b"~")
+        ends = convert_run_ends(piece, native_out, to_magic)
+        executions += 1
+        if (ends, native_out) != (convert_run_ends_reference(piece, reference_out, to_magic), reference_out):
+            differences += 1
+            log.error("convert_v2_run_ends difference on %s (to_magic %d)", piece.hex(), to_magic)
+    return executions, differences
+
+
 def run(seconds: float, seed: int) -> tuple[int, int, int]:
     """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
     import lazyconv.lazy as lazy_module
@@ -385,6 +476,10 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
             digest_executions, digest_differences = _digest_differences(rng, data)
             executions += digest_executions
             differences += digest_differences
+            for run_input in (data, _run_log(rng)):
+                run_executions, run_differences = _segment_run_differences(rng, run_input)
+                executions += run_executions
+                differences += run_differences
             # 2. differential: the scan and the public conversion on both implementations
             scanned = scan_batches(data, 7)
             executions += 1

@@ -237,6 +237,8 @@ def segment_run_reference(
     decompress: Decompress | None = None,
 ) -> SegmentRun:
     """:func:`segment_run` in pure Python (the records layer's decoder and digests)."""
+    if prev_epoch is not None and not 0 <= prev_epoch <= _INT32_MAX:  # as the kernel refuses it
+        raise ValueError("prev_epoch must be None or an int32 >= 0")
     raw = bytes(data)
     n = len(raw)
     pos = 0

@@ -243,8 +243,14 @@ static PyObject *py_convert_v2_run_ends(PyObject *self, PyObject *args)
     const uint8_t *p = data.buf;
     size_t n = (size_t)data.len, pos = 0, entries = 0;
     while (n - pos >= LC_RECORD_BATCH_OVERHEAD) { /* delimit first: the ends need a count */
-        int32_t length = get_i32(p + pos + LC_LENGTH_OFFSET);
+        const uint8_t *b = p + pos;
+        int32_t length = get_i32(b + LC_LENGTH_OFFSET);
         if (length < LC_BATCH_LENGTH_MIN || (size_t)length > n - pos - LC_LOG_OVERHEAD)
+            break;
+        /* what no run holds, though lc_convert_run would take it: a negative base offset (its
+         * records would be dropped by the first-offset filter) or a compressed control batch */
+        if (b[LC_MAGIC_OFFSET] != 2 || get_i64(b + LC_BASE_OFFSET_OFFSET) < 0 ||
+            (b[LC_ATTRIBUTES_OFFSET + 1] & LC_COMPRESSION_CODEC_MASK))
             break;
         pos += (size_t)length + LC_LOG_OVERHEAD;
         entries++;
