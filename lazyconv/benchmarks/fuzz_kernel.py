@@ -304,7 +304,65 @@ def _digest_differences(rng: random.Random, data: bytes) -> tuple[int, int]:
     if digest.digest_legacy_run(*args_legacy) != digest.digest_legacy_run_reference(*args_legacy):
         differences += 1
         log.error("digest_legacy_run difference on %r", args_legacy)
-    return 2, differences
+    executions = 2
+    for stream in (data, _converted(data, rng.choice((0, 1)), rng)):
+        if stream is None:
+            continue
+        cut = stream[:rng.randrange(len(stream) + 1)] if rng.random() < 0.3 else stream
+        args_delivered = (cut, rng.choice((0, 5, _INT64_MIN)), rng.choice(_WRAPPER_DECOMPRESSORS))
+        executions += 1
+        if digest.digest_delivered(*args_delivered) != digest.digest_delivered_reference(*args_delivered):
+            differences += 1
+            log.error("digest_delivered difference on %s", cut.hex())
+    return executions, differences
+
+
+def _converted(data: bytes, to_magic: int, rng: random.Random) -> bytes | None:
+    """``data`` down-converted (legacy messages and compressed wrappers), mutated a little half
+    of the time; ``None`` when it does not convert."""
+    from lazyconv.convert import down_convert_bytes
+    from lazyconv.errors import LazyconvError
+    from lazyconv.records import MemoryRecords
+
+    try:
+        out, _ = down_convert_bytes(MemoryRecords(data).batches(), to_magic, 0)
+    except LazyconvError:
+        return None
+    out = bytearray(out)
+    for _ in range(rng.choice((0, 0, 1, 2)) if out else 0):
+        out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
+    return bytes(out)
+
+
+def _decompress_or_none(codec: int, magic: int, value: bytes) -> bytes | None:
+    from lazyconv.errors import LazyconvError
+    from lazyconv.records.compression import decompress
+
+    try:
+        return decompress(codec, value, magic)
+    except LazyconvError:
+        return None
+
+
+def _decompress_truncated(codec: int, magic: int, value: bytes) -> bytes | None:
+    inner = _decompress_or_none(codec, magic, value)
+    return None if inner is None else inner[: len(inner) * 2 // 3]
+
+
+_WRAPPER_DECOMPRESSORS = (_decompress_or_none, _decompress_or_none, _decompress_truncated,
+                          lambda codec, magic, value: None)
+
+
+def _records_or_none(codec: int, data: bytes) -> bytes | None:
+    return _decompress_or_none(codec, 2, data)
+
+
+def _records_truncated(codec: int, data: bytes) -> bytes | None:
+    return _decompress_truncated(codec, 2, data)
+
+
+_RECORD_DECOMPRESSORS = (None, None, _records_or_none, _records_or_none, _records_truncated,
+                         lambda codec, data: None)
 
 
 def _run_log(rng: random.Random) -> bytes:
@@ -378,7 +436,7 @@ def _segment_run_differences(rng: random.Random, data: bytes) -> tuple[int, int]
     view = data[start:]
     args = (view, rng.choice((0, 7, 1 << 40)), rng.choice((None, None, -1, 0, 5, 1 << 40)),
             rng.choice((0, 0, 4, 1 << 40)), rng.choice((None, None, 0, 3, 6)),
-            rng.choice((-1, -1, 0, 1_700_000_000_500, _INT64_MAX)))
+            rng.choice((-1, -1, 0, 1_700_000_000_500, _INT64_MAX)), rng.choice(_RECORD_DECOMPRESSORS))
     native = segment_run(*args)
     executions += 1
     if native != segment_run_reference(*args):

@@ -345,6 +345,8 @@ def _digest_wrapper_reference(entry: bytes, min_offset: int,
     inner = decompress(codec, magic, value)
     if inner is None:
         return None
+    if not isinstance(inner, bytes):
+        raise TypeError("digest_delivered: decompress must return bytes or None")
     shift = 0
     if magic == 1 and offset != 0:  # inner offsets are relative to the last one
         probe = digest_legacy_run_reference(inner, _INT64_MIN)

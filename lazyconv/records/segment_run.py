@@ -192,6 +192,8 @@ def _take(batch: bytes, prev_offset: int | None, min_base_offset: int, prev_epoc
         records = decompress(codec, payload)
         if records is None:
             return None
+        if not isinstance(records, bytes):
+            raise TypeError("segment_run: decompress must return bytes or None")
         payload = records
     max_ts = _I64.unpack_from(batch, MAX_TIMESTAMP_OFFSET)[0]
     log_append_time = bool(attributes & TIMESTAMP_TYPE_MASK)
