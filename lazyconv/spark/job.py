@@ -9,13 +9,15 @@ Stages (only aggregates and the violations found come back to the driver):
    entries and derives the lazy send for every target magic and chunk size
    (:mod:`lazyconv.spark.segment_scan`); an exception in a task becomes an ``internal_error``
    violation at its place;
-3. per partition: counts and the consumer-view checksum summed with ``reduceByKey`` (and
-   compared with the fixture manifest when there is one); the ranges' boundaries gathered with
-   ``groupByKey`` for the checks between ranges and segments
-   (:mod:`lazyconv.spark.partition_checks`);
-4. DataFrames of ranges, partitions, conversions and violations written as Parquet under
-   ``out``, each row with the run id, the run's options and its timestamp; the summaries per
-   topic are ``groupBy`` s on the cluster.
+3. per partition (``groupByKey`` on the partition, in the same Spark job as the scan): counts
+   and the consumer-view checksum summed (and compared with the fixture manifest when there is
+   one), the checks between ranges and segments (:mod:`lazyconv.spark.partition_checks`); only
+   the summaries, the counts and the first violations come back to the driver, which adds up
+   the per-topic tables (Spark jobs cost about a second each on a small machine, so the job
+   runs as few as it can);
+4. Parquet tables of ranges, partitions, conversions and violations written under ``out``,
+   each row with the run id, the run's options and its timestamp (the violations from the
+   executors' cached results, every one of them).
 """
 
 from __future__ import annotations
@@ -159,27 +161,70 @@ def _scanner(options: ScanOptions) -> Any:
     return run
 
 
-def _partition_value(result: dict[str, Any]) -> tuple:
-    s = result["summary"]
-    segments = 1 if s["range_index"] == 0 else 0
-    return (s["topic"], s["partition"]), (segments, s["bytes"], s["batches"],
-                                          s["control_batches"], s["records"], s["checksum"])
+def _violation_order(v: dict[str, Any]) -> tuple:
+    return (v["severity"] != ERROR, v["topic"] or "",
+            v["partition"] if v["partition"] is not None else -1, v["segment"] or "",
+            v["file"] or "", v["position"] if v["position"] is not None else -1)
 
 
-def _add_partition(a: tuple, b: tuple) -> tuple:
-    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4],
-            (a[5] + b[5]) & MASK64)
+def _first(violations: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` violations in report order (errors first, then by place)."""
+    return sorted(violations, key=_violation_order)[:limit]
 
 
-def _boundary_item(result: dict[str, Any]) -> tuple:
-    s = result["summary"]
-    return (s["topic"], s["partition"]), range_boundary(result)
+def _range_part(limit: int) -> Any:
+    """What the per-partition reduce needs of one range's result: its summary, conversion
+    rows and boundary, how many errors and warnings it found, and its first ``limit``
+    violations (all of them stay on the executors, for the Parquet table)."""
+    def part(result: dict[str, Any]) -> tuple[tuple[str, int], dict[str, Any]]:
+        s = result["summary"]
+        errors = sum(1 for v in result["violations"] if v["severity"] == ERROR)
+        return (s["topic"], s["partition"]), {
+            "summary": s, "conversions": result["conversions"],
+            "boundary": range_boundary(result), "errors": errors,
+            "warnings": len(result["violations"]) - errors,
+            "first": _first(result["violations"], limit)}
+
+    return part
 
 
-def _partition_checks(item: tuple[tuple[str, int], Any]) -> list[dict[str, Any]]:
-    (topic, partition), ranges = item
+def _partition_reducer(manifest_partitions: Any, limit: int) -> Any:
+    """The per-partition reduce: sums and checksum, the checks between ranges and segments,
+    the manifest comparison; returns the partition's row and everything the driver reports."""
+    def reduce(item: tuple[tuple[str, int], Any]) -> dict[str, Any]:
+        (topic, partition), parts = item
+        parts = sorted(parts, key=lambda p: (p["summary"]["base_offset"], p["summary"]["start"]))
+        sums = [0, 0, 0, 0, 0, 0]
+        for p in parts:
+            s = p["summary"]
+            sums[0] += 1 if s["range_index"] == 0 else 0
+            sums[1] += s["bytes"]
+            sums[2] += s["batches"]
+            sums[3] += s["control_batches"]
+            sums[4] += s["records"]
+            sums[5] = (sums[5] + s["checksum"]) & MASK64
+        found = _partition_checks(topic, partition, [p["boundary"] for p in parts])
+        if manifest_partitions is not None:
+            found += _manifest_check(manifest_partitions.value)(((topic, partition), tuple(sums)))
+        errors = sum(p["errors"] for p in parts) + sum(1 for v in found if v["severity"] == ERROR)
+        warnings = sum(p["warnings"] for p in parts) + sum(1 for v in found if v["severity"] != ERROR)
+        return {
+            "partition": {"topic": topic, "partition": partition, "segments": sums[0],
+                          "bytes": sums[1], "batches": sums[2], "control_batches": sums[3],
+                          "records": sums[4], "checksum": format_checksum(sums[5])},
+            "ranges": [{**p["summary"], "checksum": format_checksum(p["summary"]["checksum"])}
+                       for p in parts],
+            "conversions": [c for p in parts for c in p["conversions"]],
+            "errors": errors, "warnings": warnings, "found": found,
+            "first": _first([v for p in parts for v in p["first"]] + found, limit),
+        }
+
+    return reduce
+
+
+def _partition_checks(topic: str, partition: int, ranges: list[dict[str, Any]]) -> list[dict[str, Any]]:
     try:
-        return check_partition(topic, partition, list(ranges))
+        return check_partition(topic, partition, ranges)
     except Exception as exc:  # noqa: BLE001 - a task reports, it never aborts the job
         log.exception("internal error in the checks between ranges of %s-%d", topic, partition)
         return [violation(topic, partition, "", "partition", -1, "internal_error",
@@ -205,12 +250,6 @@ def _manifest_check(manifest_partitions: dict[str, Any]) -> Any:
     return check
 
 
-def _violation_order(v: dict[str, Any]) -> tuple:
-    return (v["severity"] != ERROR, v["topic"] or "",
-            v["partition"] if v["partition"] is not None else -1, v["segment"] or "",
-            v["file"] or "", v["position"] if v["position"] is not None else -1)
-
-
 def _stamp(run: dict[str, str], schema: Any) -> Any:
     names = [f.name for f in schema.fields]
 
@@ -219,6 +258,65 @@ def _stamp(run: dict[str, str], schema: Any) -> Any:
         return tuple(merged.get(n) for n in names)
 
     return row
+
+
+# --- the driver's summaries --------------------------------------------------------------------
+
+_CONVERSION_SUMS = ("records_expected", "records_delivered", "bytes_in", "bytes_written",
+                    "bytes_valid", "padding_bytes", "discarded_bytes", "chunks", "fetches",
+                    "zstd_batches", "stalls")
+
+
+def _topic_summary(ranges: list[dict[str, Any]], counts: dict[str, list[int]]) -> list[dict[str, Any]]:
+    """One row per topic: segments, ranges, bytes, batches, records, control batches, check
+    seconds, errors and warnings."""
+    rows: dict[str, dict[str, Any]] = {}
+    segments: dict[str, set[tuple[int, str]]] = {}
+    for r in ranges:
+        row = rows.setdefault(r["topic"], {"topic": r["topic"], "ranges": 0, "bytes": 0, "batches": 0,
+                                           "records": 0, "control_batches": 0, "check_seconds": 0.0})
+        segments.setdefault(r["topic"], set()).add((r["partition"], r["segment"]))
+        row["ranges"] += 1
+        for key in ("bytes", "batches", "records", "control_batches", "check_seconds"):
+            row[key] += r[key]
+    for topic, row in rows.items():
+        row["segments"] = len(segments[topic])
+        row["errors"], row["warnings"] = counts.get(topic, [0, 0])
+    return [rows[t] for t in sorted(rows)]
+
+
+def _conversion_summary(conversions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per topic, target magic and chunk size: ranges run and ok, and the sums."""
+    rows: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for c in conversions:
+        key = (c["topic"], c["to_magic"], c["chunk_size"])
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = {"topic": key[0], "to_magic": key[1], "chunk_size": key[2],
+                               "segments": 0, "segments_ok": 0, "window_peak_bytes": 0,
+                               **{k: 0 for k in _CONVERSION_SUMS}}
+        row["segments"] += 1
+        row["segments_ok"] += 1 if c["ok"] else 0
+        row["window_peak_bytes"] = max(row["window_peak_bytes"], c["window_peak_bytes"])
+        for k in _CONVERSION_SUMS:
+            row[k] += c[k]
+    return [rows[k] for k in sorted(rows)]
+
+
+def _write_tables(spark: Any, out: str, run: dict[str, str], schemas: dict[str, Any],
+                  range_rows: list[dict[str, Any]], partition_rows: list[dict[str, Any]],
+                  conversion_rows: list[dict[str, Any]], violations: Any) -> None:
+    """The four Parquet tables under ``out``, every row stamped with the run's columns; the
+    violations come from the executors (``violations``: an RDD), the rest from the driver."""
+    local = {"segments": range_rows, "partitions": partition_rows, "conversions": conversion_rows}
+    for name, rows in local.items():
+        schema = schemas[name]
+        stamp = _stamp(run, schema)
+        frame = spark.createDataFrame([stamp(r) for r in rows], schema)
+        frame.coalesce(1).write.mode("overwrite").parquet(f"{out}/{name}")
+    schema = schemas["violations"]
+    frame = spark.createDataFrame(violations.map(_stamp(run, schema)), schema)
+    frame.coalesce(1).write.mode("overwrite").parquet(f"{out}/violations")
 
 
 def _load_manifest(logdir: str) -> dict[str, Any] | None:
@@ -258,8 +356,6 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     ``fetch_max_bytes`` is the emulated consumer's ``max.partition.fetch.bytes``.
     Raises :class:`~lazyconv.errors.ValidationError` when ``logdir`` has no segments.
     """
-    from pyspark.sql import functions as F
-
     from lazyconv.spark.session import build_session
 
     started = time.perf_counter()
@@ -292,90 +388,47 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
                           fetch_max_bytes)
     results = (sc.parallelize([(b, t.to_dict()) for b, t in packed], n_tasks)
                .partitionBy(n_tasks, lambda b: b)
-               .map(_scanner(options))
-               .cache())
-
-    partitions_rdd = results.map(_partition_value).reduceByKey(_add_partition).cache()
-    between = results.map(_boundary_item).groupByKey().flatMap(_partition_checks)
-    violations_rdd = results.flatMap(lambda r: r["violations"]).union(between)
+               .map(_scanner(options)))
+    if out is not None:
+        results = results.cache()  # the violations table is written from it afterwards
+    mparts = sc.broadcast(manifest["partitions"]) if manifest is not None else None
+    # One Spark job: the scan, then the per-partition reduce (a groupByKey on the partition);
+    # only what the driver reports comes back.
+    partitions = (results.map(_range_part(max_reported)).groupByKey()
+                  .map(_partition_reducer(mparts, max_reported)).collect())
+    log.info("checks done (%.1f s)", time.perf_counter() - started)
+    missing: list[dict[str, Any]] = []  # manifest partitions without segments
     if manifest is not None:
-        mparts = sc.broadcast(manifest["partitions"])
-        violations_rdd = violations_rdd.union(partitions_rdd.flatMap(
-            lambda item: _manifest_check(mparts.value)(item)))
         listed = {f"{s.topic}-{s.partition}" for s in segments}
         missing = [violation(m["topic"], m["partition"], "", "partition", -1, "manifest",
                              "partition in the manifest has no segments")
                    for name, m in sorted(manifest["partitions"].items()) if name not in listed]
-        if missing:
-            violations_rdd = violations_rdd.union(sc.parallelize(missing, 1))
-
-    seg_schema = schemas["segments"]
-    seg_df = spark.createDataFrame(
-        results.map(lambda r: {**r["summary"],
-                               "checksum": format_checksum(r["summary"]["checksum"])})
-        .map(_stamp(run, seg_schema)), seg_schema).cache()
-    part_schema = schemas["partitions"]
-    part_df = spark.createDataFrame(
-        partitions_rdd.map(lambda kv: {"topic": kv[0][0], "partition": kv[0][1],
-                                       "segments": kv[1][0], "bytes": kv[1][1],
-                                       "batches": kv[1][2], "control_batches": kv[1][3],
-                                       "records": kv[1][4],
-                                       "checksum": format_checksum(kv[1][5])})
-        .map(_stamp(run, part_schema)), part_schema).cache()
-    conv_schema = schemas["conversions"]
-    conv_df = spark.createDataFrame(
-        results.flatMap(lambda r: r["conversions"]).map(_stamp(run, conv_schema)),
-        conv_schema).cache()
-    viol_schema = schemas["violations"]
-    viol_df = spark.createDataFrame(violations_rdd.map(_stamp(run, viol_schema)),
-                                    viol_schema).cache()
-
-    seg_summary = [r.asDict() for r in seg_df.groupBy("topic").agg(
-        F.countDistinct("segment", "partition").alias("segments"),
-        F.count("*").alias("ranges"), F.sum("bytes").alias("bytes"),
-        F.sum("batches").alias("batches"), F.sum("records").alias("records"),
-        F.sum("control_batches").alias("control_batches"),
-        F.sum("check_seconds").alias("check_seconds"),
-    ).orderBy("topic").collect()]
-    # one small job for every violation count: per topic and severity
-    counts = viol_df.groupBy("topic", "severity").count().collect()
-    by_topic: dict[str, list[int]] = {}
-    for c in counts:
-        by_topic.setdefault(c["topic"], [0, 0])[0 if c["severity"] == ERROR else 1] += c["count"]
-    error_count = sum(e for e, _ in by_topic.values())
-    warning_count = sum(w for _, w in by_topic.values())
-    for r in seg_summary:
-        r["errors"], r["warnings"] = by_topic.get(r["topic"], [0, 0])
-    conv_summary = [r.asDict() for r in conv_df.groupBy("topic", "to_magic", "chunk_size").agg(
-        F.count("*").alias("segments"), F.sum(F.col("ok").cast("long")).alias("segments_ok"),
-        F.sum("records_expected").alias("records_expected"),
-        F.sum("records_delivered").alias("records_delivered"),
-        F.sum("bytes_in").alias("bytes_in"), F.sum("bytes_written").alias("bytes_written"),
-        F.sum("bytes_valid").alias("bytes_valid"),
-        F.sum("padding_bytes").alias("padding_bytes"),
-        F.sum("discarded_bytes").alias("discarded_bytes"),
-        F.sum("chunks").alias("chunks"), F.sum("fetches").alias("fetches"),
-        F.sum("zstd_batches").alias("zstd_batches"), F.sum("stalls").alias("stalls"),
-        F.max("window_peak_bytes").alias("window_peak_bytes"),
-    ).orderBy("topic", "to_magic", "chunk_size").collect()]
-    partition_rows = [r.asDict() for r in part_df.orderBy("topic", "partition").collect()]
-    # findings, not record data: at most max_reported of them come to the driver, errors first
-    reported = sorted((r.asDict() for r in viol_df.orderBy(
-        (F.col("severity") != ERROR).cast("int"), "topic", "partition", "segment", "file",
-        "position").take(max_reported)), key=_violation_order) if counts else []
-    log.info("checks done (%.1f s)", time.perf_counter() - started)
+    counts: dict[str, list[int]] = {}  # topic -> [errors, warnings]
+    for p in partitions:
+        topic_counts = counts.setdefault(p["partition"]["topic"], [0, 0])
+        topic_counts[0] += p["errors"]
+        topic_counts[1] += p["warnings"]
+    for v in missing:
+        counts.setdefault(v["topic"], [0, 0])[0 if v["severity"] == ERROR else 1] += 1
+    error_count = sum(e for e, _ in counts.values())
+    warning_count = sum(w for _, w in counts.values())
+    range_rows = [r for p in partitions for r in p["ranges"]]
+    conversion_rows = [c for p in partitions for c in p["conversions"]]
+    partition_rows = sorted((p["partition"] for p in partitions),
+                            key=lambda r: (r["topic"], r["partition"]))
+    seg_summary = _topic_summary(range_rows, counts)
+    conv_summary = _conversion_summary(conversion_rows)
+    reported = _first([v for p in partitions for v in p["first"]] + missing, max_reported)
+    # found by the reduce or the driver: written with the ranges' own violations
+    driver_found = [v for p in partitions for v in p["found"]] + missing
     if out is not None:
-        seg_df.coalesce(1).write.mode("overwrite").parquet(f"{out}/segments")
-        part_df.coalesce(1).write.mode("overwrite").parquet(f"{out}/partitions")
-        conv_df.coalesce(1).write.mode("overwrite").parquet(f"{out}/conversions")
-        viol_df.coalesce(1).write.mode("overwrite").parquet(f"{out}/violations")
+        _write_tables(spark, out, run, schemas, range_rows, partition_rows, conversion_rows,
+                      results.flatMap(lambda r: r["violations"]).union(
+                          sc.parallelize(driver_found, 1)))
+        results.unpersist()
         log.info("Parquet written (%.1f s)", time.perf_counter() - started)
     conversions_run = sum(r["segments"] for r in conv_summary)
-    conversions_ok = sum(r["segments_ok"] or 0 for r in conv_summary)
-    for df in (seg_df, part_df, conv_df, viol_df):
-        df.unpersist()
-    results.unpersist()
-    partitions_rdd.unpersist()
+    conversions_ok = sum(r["segments_ok"] for r in conv_summary)
     return ValidationResult(
         logdir=logdir, out=out, run_id=run["run_id"], segments=len(segments),
         ranges=len(ranges), partitions=len(partition_rows),
