@@ -304,19 +304,53 @@ def _conversion_summary(conversions: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def _write_tables(spark: Any, out: str, run: dict[str, str], schemas: dict[str, Any],
-                  range_rows: list[dict[str, Any]], partition_rows: list[dict[str, Any]],
-                  conversion_rows: list[dict[str, Any]], violations: Any) -> None:
-    """The four Parquet tables under ``out``, every row stamped with the run's columns; the
-    violations come from the executors (``violations``: an RDD), the rest from the driver."""
-    local = {"segments": range_rows, "partitions": partition_rows, "conversions": conversion_rows}
-    for name, rows in local.items():
+                  tables: dict[str, list[dict[str, Any]]], violations: Any,
+                  violation_count: int) -> None:
+    """The four Parquet tables under ``out``, every row stamped with the run's columns.
+
+    ``tables`` holds the rows the driver has (ranges, partitions, conversions); the violations
+    are the executors' (``violations``: an RDD, ``violation_count`` of them). A local ``out``
+    gets the driver's rows (and no violations) written by pyarrow, a Spark job saved for each;
+    a URL, or violations to write, go through Spark's writer. Either way each table is a folder
+    of Parquet files that Spark, pyarrow and pandas read alike."""
+    if violation_count == 0:
+        tables = {**tables, "violations": []}
+    for name, rows in tables.items():
         schema = schemas[name]
-        stamp = _stamp(run, schema)
-        frame = spark.createDataFrame([stamp(r) for r in rows], schema)
-        frame.coalesce(1).write.mode("overwrite").parquet(f"{out}/{name}")
-    schema = schemas["violations"]
-    frame = spark.createDataFrame(violations.map(_stamp(run, schema)), schema)
-    frame.coalesce(1).write.mode("overwrite").parquet(f"{out}/violations")
+        stamped = [_stamp(run, schema)(r) for r in rows]
+        if "://" not in out:
+            _write_local(f"{out}/{name}", schema, stamped)
+        else:
+            spark.createDataFrame(stamped, schema).coalesce(1).write.mode("overwrite").parquet(f"{out}/{name}")
+    if violation_count:
+        schema = schemas["violations"]
+        frame = spark.createDataFrame(violations.map(_stamp(run, schema)), schema)
+        frame.coalesce(1).write.mode("overwrite").parquet(f"{out}/violations")
+
+
+_ARROW_TYPES = {"StringType": "string", "IntegerType": "int32", "LongType": "int64",
+                "DoubleType": "float64", "BooleanType": "bool"}
+
+
+def _write_local(folder: str, schema: Any, rows: list[tuple]) -> None:
+    """``rows`` (tuples in ``schema``'s column order) as ``folder/part-00000.parquet``, replacing
+    whatever the folder held (Spark's ``mode("overwrite")``), with Spark's column types."""
+    import shutil
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fields = [pa.field(f.name, pa.type_for_alias(_ARROW_TYPES[type(f.dataType).__name__]))
+              for f in schema.fields]
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(fields)
+    table = pa.table([pa.array(list(c), type=f.type) for c, f in zip(columns, fields, strict=True)],
+                     schema=pa.schema(fields))
+    target = Path(folder)
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    pq.write_table(table, target / "part-00000.parquet")
+    (target / "_SUCCESS").touch()
 
 
 def _load_manifest(logdir: str) -> dict[str, Any] | None:
@@ -422,9 +456,11 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     # found by the reduce or the driver: written with the ranges' own violations
     driver_found = [v for p in partitions for v in p["found"]] + missing
     if out is not None:
-        _write_tables(spark, out, run, schemas, range_rows, partition_rows, conversion_rows,
-                      results.flatMap(lambda r: r["violations"]).union(
-                          sc.parallelize(driver_found, 1)))
+        _write_tables(spark, out, run, schemas,
+                      {"segments": range_rows, "partitions": partition_rows,
+                       "conversions": conversion_rows},
+                      results.flatMap(lambda r: r["violations"]).union(sc.parallelize(driver_found, 1)),
+                      error_count + warning_count)
         results.unpersist()
         log.info("Parquet written (%.1f s)", time.perf_counter() - started)
     conversions_run = sum(r["segments"] for r in conv_summary)
