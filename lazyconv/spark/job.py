@@ -426,9 +426,10 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     if out is not None:
         results = results.cache()  # the violations table is written from it afterwards
     mparts = sc.broadcast(manifest["partitions"]) if manifest is not None else None
-    # One Spark job: the scan, then the per-partition reduce (a groupByKey on the partition);
-    # only what the driver reports comes back.
-    partitions = (results.map(_range_part(max_reported)).groupByKey()
+    # One Spark job: the scan, then the per-partition reduce (a groupByKey on the partition,
+    # one reduce task per core: the reduce is small and every task costs a Python worker
+    # round); only what the driver reports comes back.
+    partitions = (results.map(_range_part(max_reported)).groupByKey(sc.defaultParallelism)
                   .map(_partition_reducer(mparts, max_reported)).collect())
     log.info("checks done (%.1f s)", time.perf_counter() - started)
     missing: list[dict[str, Any]] = []  # manifest partitions without segments
