@@ -303,6 +303,17 @@ def _find_zero(data: bytes | memoryview, pos: int) -> int:
 
 
 def _gzip_decompress(data: bytes | memoryview, max_size: int, base: int) -> bytes:
+    # The common case in one zlib call: a single member, nothing after it, within max_size
+    # (zlib checks the header, the CRC-32 and ISIZE). Anything else, errors included, goes
+    # through the member-by-member reader below, which decides and reports.
+    inflater = zlib.decompressobj(31)
+    try:
+        whole = inflater.decompress(data, max_size + 1)
+    except zlib.error:
+        pass
+    else:
+        if inflater.eof and not inflater.unused_data and len(whole) <= max_size:
+            return whole
     out = _Output(max_size, "gzip")
     end = len(data)
     view = memoryview(data)
