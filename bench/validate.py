@@ -1,6 +1,7 @@
 """Benchmarks of the validation job (issue 13): run once, on a quiet machine if you can.
 
     python bench/validate.py scan   --size 512M   # per-segment functions, one process, no Spark
+    python bench/validate.py codecs --size 64M    # the same scan: the share of compression
     python bench/validate.py job    --size 512M   # `lazyconv validate` end to end
     python bench/validate.py memory --size 1G     # peak RSS of a worker over one big segment
 
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 # Measure the checkout this script is in (a worktree), not whichever lazyconv is installed.
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +90,39 @@ def scan(args: argparse.Namespace) -> None:
           f"violations {bad}; {_load()}", flush=True)
 
 
+def codecs(args: argparse.Namespace) -> None:
+    """The scan's CPU time, and how much of it goes to compressing and decompressing (the codec
+    libraries with lazyconv's framing code around them)."""
+    import lazyconv.convert as convert_module
+    import lazyconv.records.batch as batch_module
+    import lazyconv.records.compression as compression
+    import lazyconv.records.conversion as conversion_module
+    import lazyconv.records.legacy as legacy_module
+
+    root = _fixture(Path(args.workdir), args.size, 4, "16M")
+    mib = sum(p.stat().st_size for p in root.glob("*/*.log")) / MIB
+    spent = {"compress": 0.0, "decompress": 0.0}
+
+    def timed(name: str, function: Any) -> Any:
+        def call(*a: Any, **k: Any) -> Any:
+            started = time.process_time()
+            try:
+                return function(*a, **k)
+            finally:
+                spent[name] += time.process_time() - started
+        return call
+
+    compression.compress = convert_module.compress = timed("compress", compression.compress)
+    decompress = timed("decompress", compression.decompress)
+    compression.decompress = batch_module.decompress = conversion_module.decompress = decompress
+    legacy_module.decompress = decompress
+    cpu, _wall, bad = _scan_all(root, ONE_CHUNK)
+    codec = spent["compress"] + spent["decompress"]
+    print(f"scan, magics 0+1, chunk 128K: {mib:.0f} MiB in {cpu:.2f} CPU s, of which compressing "
+          f"{spent['compress']:.2f} s and decompressing {spent['decompress']:.2f} s "
+          f"({100 * codec / cpu:.0f} %), violations {bad}; {_load()}", flush=True)
+
+
 def job(args: argparse.Namespace) -> None:
     root = _fixture(Path(args.workdir), args.size, 4, "16M")
     command = [str(Path(sys.executable).parent / "lazyconv"), "validate", str(root),
@@ -142,11 +177,11 @@ def memory(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("scan", "job", "memory"))
+    parser.add_argument("what", choices=("scan", "codecs", "job", "memory"))
     parser.add_argument("--size", default="512M")
     parser.add_argument("--workdir", default="/tmp/lazyconv-bench-validate")
     args = parser.parse_args()
-    {"scan": scan, "job": job, "memory": memory}[args.what](args)
+    {"scan": scan, "codecs": codecs, "job": job, "memory": memory}[args.what](args)
 
 
 if __name__ == "__main__":
