@@ -27,7 +27,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyconv.convert import down_convert_bytes
-from lazyconv.records import MemoryRecords, RecordsBuilder, TimestampType, build_end_txn_marker
+from lazyconv.records import (
+    MemoryRecords,
+    RecordsBuilder,
+    TimestampType,
+    _format,
+    build_end_txn_marker,
+)
 from lazyconv.records._codec import append_v2_record, crc32c
 from lazyconv.records._native import kernel
 from lazyconv.records.batch import DefaultBatch
@@ -53,9 +59,10 @@ needs_kernel = pytest.mark.skipif(kernel is None, reason="compiled kernel not in
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
 SEGMENTS = sorted(FIXTURES.glob("*/*.log"))
 
-# header field offsets of a v2 batch (docs: /work/shared/spec/formats.md)
-_BASE_OFFSET_AT, _LENGTH_AT, _EPOCH_AT, _CRC_AT, _ATTRIBUTES_AT = 0, 8, 12, 17, 21
-_MAX_TIMESTAMP_AT, _COUNT_AT = 35, 57
+# header field offsets of a v2 batch (the records layer's layout names)
+_BASE_OFFSET_AT, _LENGTH_AT, _EPOCH_AT = _format.BASE_OFFSET_OFFSET, _format.LENGTH_OFFSET, _format.PARTITION_LEADER_EPOCH_OFFSET
+_CRC_AT, _ATTRIBUTES_AT = _format.CRC_OFFSET, _format.ATTRIBUTES_OFFSET
+_MAX_TIMESTAMP_AT, _COUNT_AT = _format.MAX_TIMESTAMP_OFFSET, _format.RECORDS_COUNT_OFFSET
 _T0 = 1_700_000_000_000
 
 RunFn = Callable[..., SegmentRun]
