@@ -4,7 +4,8 @@ Stages (only aggregates and the violations found come back to the driver):
 
 1. the driver lists segments (paths and sizes), cuts large ones into byte ranges at offset-index
    entries and packs the ranges into tasks by bytes (:mod:`lazyconv.spark.planning`); the packs
-   are keyed and ``partitionBy`` puts one pack in each task, so every core has work;
+   are parallelized one per slice, so each task scans one pack and every core has work (no
+   shuffle is needed to place them, as a ``partitionBy`` on the pack number would be);
 2. ``map(scan_range)``: one pass over each range does every check of its bytes and index
    entries and derives the lazy send for every target magic and chunk size
    (:mod:`lazyconv.spark.segment_scan`); an exception in a task becomes an ``internal_error``
@@ -27,6 +28,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,9 +156,10 @@ def _schemas() -> dict[str, Any]:
 
 # --- functions shipped to executors (module level so they pickle by reference) ---------------
 
-def _scanner(options: ScanOptions) -> Any:
-    def run(item: tuple[int, dict[str, Any]]) -> dict[str, Any]:
-        return scan_range(ScanTask(**item[1]), options)
+def _pack_scanner(options: ScanOptions) -> Any:
+    def run(pack: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for task in pack:
+            yield scan_range(ScanTask(**task), options)
 
     return run
 
@@ -420,9 +423,12 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
              len(ranges), target, n_tasks)
     options = ScanOptions(tuple(to_magics) if chunk_sizes else (), tuple(chunk_sizes),
                           fetch_max_bytes)
-    results = (sc.parallelize([(b, t.to_dict()) for b, t in packed], n_tasks)
-               .partitionBy(n_tasks, lambda b: b)
-               .map(_scanner(options)))
+    packs: list[list[dict[str, Any]]] = [[] for _ in range(n_tasks)]
+    for b, t in packed:
+        packs[b].append(t.to_dict())
+    # one pack per slice: parallelize cuts a list of n items into n slices of one item each,
+    # so each task scans one pack without a shuffle to place them
+    results = sc.parallelize(packs, n_tasks).flatMap(_pack_scanner(options))
     if out is not None:
         results = results.cache()  # the violations table is written from it afterwards
     mparts = sc.broadcast(manifest["partitions"]) if manifest is not None else None

@@ -109,7 +109,7 @@ def plan_ranges(segments: Iterable[SegmentFiles], target: int) -> list[ScanTask]
 
 def pack_tasks(ranges: list[ScanTask], bins: int) -> list[tuple[int, ScanTask]]:
     """``(task number, range)`` pairs: ranges packed largest first onto the least loaded of
-    ``bins`` tasks (``partitionBy`` on the number puts each pack in one Spark task)."""
+    ``bins`` tasks (the job runs each pack as one Spark task)."""
     bins = max(1, min(bins, len(ranges)))
     heap = [(0, b) for b in range(bins)]
     out: list[tuple[int, ScanTask]] = []
