@@ -152,14 +152,20 @@ static int digest_legacy_message(const uint8_t *m, size_t size, int64_t shift, i
     return 0;
 }
 
-void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, int64_t shift, int has_override,
-                          int64_t override, lc_legacy_digest *d)
+/* An empty walk: nothing digested, the last offset -1. */
+static inline void digest_start(lc_legacy_digest *d)
 {
-    size_t pos = 0;
     d->entries = d->count = 0;
     d->sum = 0;
     d->last_offset = -1;
     d->stop = LC_DIGEST_END;
+}
+
+void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, int64_t shift, int has_override,
+                          int64_t override, lc_legacy_digest *d)
+{
+    size_t pos = 0;
+    digest_start(d);
     while (pos < n) {
         if (n - pos < LC_LOG_OVERHEAD + LC_LEGACY_ATTRIBUTES_OFFSET) {
             d->stop = LC_DIGEST_PARTIAL;
@@ -232,10 +238,7 @@ int lc_digest_delivered(const uint8_t *data, size_t n, int64_t min_offset, lc_wr
                         void *context, lc_legacy_digest *d)
 {
     size_t pos = 0;
-    d->entries = d->count = 0;
-    d->sum = 0;
-    d->last_offset = -1;
-    d->stop = LC_DIGEST_END;
+    digest_start(d);
     while (pos < n) {
         lc_legacy_digest plain;
         lc_digest_legacy_run(data + pos, n - pos, min_offset, 0, 0, 0, &plain);

@@ -2,6 +2,7 @@
  * buffers worth it. Arguments are checked here; the data never raises (a function declines). */
 #include "digest_py.h"
 
+#include "callback_py.h"
 #include "digest.h"
 
 #define DIGEST_GIL_THRESHOLD 16384
@@ -100,24 +101,7 @@ static int call_wrapper_decompress(void *context, int codec, int magic, const ui
 {
     wrapper_context *ctx = context;
     PyObject *result = PyObject_CallFunction(ctx->function, "iiy#", codec, magic, (const char *)value, (Py_ssize_t)n);
-    if (result == NULL)
-        return -1;
-    if (result == Py_None) {
-        Py_DECREF(result);
-        return 1;
-    }
-    if (!PyBytes_Check(result)) {
-        Py_DECREF(result);
-        PyErr_SetString(PyExc_TypeError, "digest_delivered: decompress must return bytes or None");
-        return -1;
-    }
-    int appended = PyList_Append(ctx->results, result);
-    Py_DECREF(result);
-    if (appended < 0)
-        return -1;
-    *out = (const uint8_t *)PyBytes_AS_STRING(result);
-    *out_n = (size_t)PyBytes_GET_SIZE(result);
-    return 0;
+    return lc_bytes_result(result, ctx->results, "digest_delivered", out, out_n);
 }
 
 const char lc_digest_delivered_doc[] =

@@ -1,6 +1,7 @@
 /* lazyconv.records._ckernel.segment_run: segment_run.c with the GIL released. */
 #include "segment_run_py.h"
 
+#include "callback_py.h"
 #include "format.h"
 #include "segment_run.h"
 
@@ -37,25 +38,7 @@ static int call_decompress(void *context, int codec, const uint8_t *data, size_t
     decompress_context *ctx = context;
     /* a copy, not a view: nothing the function keeps can outlive the caller's buffer */
     PyObject *result = PyObject_CallFunction(ctx->function, "iy#", codec, (const char *)data, (Py_ssize_t)n);
-    if (result == NULL)
-        return -1;
-    if (result == Py_None) {
-        Py_DECREF(result);
-        return 1;
-    }
-    if (!PyBytes_Check(result)) {
-        Py_DECREF(result);
-        PyErr_SetString(PyExc_TypeError, "segment_run: decompress must return bytes or None");
-        return -1;
-    }
-    if (PyList_Append(ctx->payloads, result) < 0) {
-        Py_DECREF(result);
-        return -1;
-    }
-    Py_DECREF(result); /* the list keeps it alive for the rest of the run */
-    *out = (const uint8_t *)PyBytes_AS_STRING(result);
-    *out_n = (size_t)PyBytes_GET_SIZE(result);
-    return 0;
+    return lc_bytes_result(result, ctx->payloads, "segment_run", out, out_n);
 }
 
 /* (index in the run, records or None for zstd) per compressed batch taken; `payloads` holds
