@@ -20,7 +20,9 @@ conversion of every input batch per target magic, fed in log order by the segmen
 The records a consumer receives are compared with the expected ones by running sums of record
 digests (counts and sums), never by lists; a test holds every figure equal to the real lazy
 send for every chunk size. Memory: the batches of one fetch window (``fetch_max_bytes`` of
-input, or one larger batch) and their conversions.
+input, or one larger batch) and the run being added, with their conversions; the batches are
+columns with prefix sums and the conversions one buffer, so a fetch costs a slice and a few
+binary searches, not a loop over its batches.
 """
 
 from __future__ import annotations

@@ -1,17 +1,22 @@
-"""One pass over one byte range of one segment: the seam a compiled kernel plugs into.
+"""One pass over one byte range of one segment: the validation job's per-segment work.
 
-:func:`scan_range` is all the per-segment work of the validation job. It reads the range once,
-in blocks, and for every entry in order: delimits it (size, magic, torn write, trailing zeros),
-validates it (CRC-32C / CRC-32, structure), digests its records in one kernel call from their
-bytes (:mod:`lazyconv.records.digest`: record structure, offset order, max timestamp and the
-partition checksum; no record objects for v2 data batches), checks offsets, leader epochs and
-the max timestamp, converts it once per target magic and feeds the conversion to a
-:class:`~lazyconv.spark.derived_conversion.DerivedConsumer`, which derives the lazy send's
-behaviour for every chunk size. Then the ``.index``, ``.timeindex`` and ``.txnindex`` entries
+:func:`scan_range` reads the range once, in blocks. Runs of sound v2 batches (plain or
+compressed data batches and control batches, in order, with nothing to report) are taken by
+one kernel call each (:func:`lazyconv.records.segment_run.segment_run`: CRC-32C, record
+structure, offsets, leader epochs, max timestamps and the record digests, no Python object per
+batch; the kernel calls back only to decompress), converted once per target magic (plain
+stretches in one kernel call, compressed batches from the records already decompressed) and
+handed to a :class:`~lazyconv.spark.derived_conversion.DerivedConsumer`, which derives the lazy
+send's behaviour for every chunk size. Every other entry (legacy messages, and whatever a run
+stops at) goes through the per-entry path: delimited (size, magic, torn write, trailing zeros),
+validated (CRC-32C / CRC-32, structure), digested, checked (offsets, leader epochs, max
+timestamp) and reported where something is wrong. Both paths record the same facts; a test
+holds them to the same results. Then the ``.index``, ``.timeindex`` and ``.txnindex`` entries
 that belong to the range are checked against what the scan saw.
 
-Memory is a read block, the batches of one fetch window and their conversions, and the index
-entries (a few bytes per 4 KiB of log); never the segment.
+Memory is a read block, a run (at most one fetch of input when converting), the batches of one
+fetch window and their conversions, and the index entries (a few bytes per 4 KiB of log);
+never the segment.
 
 What a range cannot know alone (offsets and epochs before it, the max timestamp of the log
 before it) comes back in the result's ``boundary`` for the per-partition reduce
