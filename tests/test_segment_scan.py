@@ -356,3 +356,60 @@ def test_runs_of_sound_batches_give_what_the_per_entry_path_gives(
     assert fast == per_entry
     if faulty:
         assert sum(len(r[1]) for r in fast) >= 10
+
+
+def test_a_last_offset_beyond_int64_is_reported_and_the_scan_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose base offset + last offset delta leaves int64 is an offset fault the
+    per-entry path reports; the runs must not turn it into an internal error."""
+    import struct
+
+    import lazyconv.spark.segment_scan as scan_module
+    from lazyconv.records import RecordsBuilder
+    from lazyconv.records._codec import crc32c
+
+    def batch(base: int, delta: int | None = None) -> bytes:
+        builder = RecordsBuilder(2, base_offset=base)
+        builder.append(base, 1_700_000_000_000, b"k", b"v")
+        raw = bytearray(builder.build())
+        if delta is not None:  # last offset delta, CRC recomputed
+            struct.pack_into(">i", raw, 23, delta)
+            struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
+        return bytes(raw)
+
+    (tmp_path / "t-0").mkdir()
+    (tmp_path / "t-0" / "00000000000000000000.log").write_bytes(batch((1 << 63) - 2, 5) + batch(7))
+    task = plan_ranges(list_segments(str(tmp_path)), 1 << 30)[0]
+    results = []
+    for runs in (True, False):
+        if not runs:
+            monkeypatch.setattr(scan_module, "_take_runs", lambda scan, reader, pos, end: pos)
+        result = scan_range(task, ScanOptions((0,), (16 * KIB,)))
+        results.append(_comparable(result))
+        kinds = [v["kind"] for v in result["violations"]]
+        assert "offset_order" in kinds and "internal_error" not in kinds
+        assert result["summary"]["batches"] == 2
+    assert results[0] == results[1]
+
+
+def test_a_zstd_batch_whose_offsets_go_back_does_not_keep_the_consumer_fetching() -> None:
+    """Offsets going back (a fault the checks report) must not make the emulated consumer
+    step back to the same fetch for ever: a control batch, a zstd batch whose last offset is
+    below it, then a data batch."""
+    from lazyconv.records import RecordsBuilder
+    from lazyconv.spark.derived_conversion import ConvertedBatch, DerivedConsumer
+    from lazyconv.spark.segment_scan import _digest_delivered
+
+    builder = RecordsBuilder(0, base_offset=11)
+    for offset in range(11, 21):
+        builder.append(offset, -1, b"k", b"v")
+    converted = bytes(builder.build())
+    consumer = DerivedConsumer(0, (1024,), 100, 0, _digest_delivered)
+    for batch in (ConvertedBatch(0, 100, 10, False, b"", 0, 0, True, None),
+                  ConvertedBatch(100, 100, 5, True, b"", 0, 0, False, None),
+                  ConvertedBatch(200, 100, 20, False, converted, 10, 100 + len(converted), True, 20)):
+        consumer.add(batch)
+    consumer.finish(300)
+    totals = consumer.totals
+    assert totals.fetches <= 5 and totals.zstd_batches == 1
+    assert totals.delivered == 10  # the data batch after the zstd one is still received

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import sys
 import zlib
 from enum import IntEnum
 
@@ -308,7 +309,7 @@ def _gzip_decompress(data: bytes | memoryview, max_size: int, base: int) -> byte
     # through the member-by-member reader below, which decides and reports.
     inflater = zlib.decompressobj(31)
     try:
-        whole = inflater.decompress(data, max_size + 1)
+        whole = inflater.decompress(data, min(max_size, sys.maxsize - 1) + 1)
     except zlib.error:
         pass
     else:

@@ -378,9 +378,15 @@ class DerivedConsumer:
 
     def _zstd_first(self, i: int) -> bool:
         """A zstd batch before any conversion: error 76 for the partition; the consumer steps
-        past the fetch's first batch."""
-        self.next_offset = self._last[i] + 1
-        self._floor = 0
+        past the fetch's first batch. Where the log's offsets go back (reported by the checks)
+        that step would not advance the fetch offset, and a consumer would fetch the same
+        batches for ever: the emulation moves on to the next batch instead, never back."""
+        past = self._last[i] + 1
+        if past > self.next_offset:
+            self.next_offset = past
+            self._floor = 0
+        else:
+            self._floor = i + 1 - self._head
         return True
 
     def _after_fetch(self, i: int, last_complete: int | None, final: bool) -> bool:

@@ -77,6 +77,7 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 _INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -564,6 +565,8 @@ def _take_runs(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int
     conversions, a run holds at most one fetch of input (the consumers' memory bound)."""
     from lazyconv.records.segment_run import segment_run
 
+    if scan.prev_offset is not None and scan.prev_offset > _INT64_MAX:
+        return pos  # a batch's last offset left int64 (reported): no later batch can be sound
     limit = scan.options.fetch_max_bytes if scan.consumers is not None else BLOCK_SIZE
     limit = max(limit, RECORD_BATCH_OVERHEAD)
     while pos < end:

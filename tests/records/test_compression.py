@@ -786,3 +786,15 @@ def test_java_written_streams_decode_and_match_our_framing(golden_dir) -> None:
         if codec == Compression.LZ4 and magic > 0:
             with pytest.raises(DecompressionError):
                 decompress(codec, stream[:6] + bytes([stream[6] ^ 1]) + stream[7:], magic)
+
+
+def test_gzip_with_the_largest_size_bound_decompresses() -> None:
+    """A size bound at or past sys.maxsize is no bound: the one-call path must not overflow."""
+    import gzip
+    import sys
+
+    from lazyconv.records.compression import decompress as decompress_stream
+
+    data = gzip.compress(b"hello" * 10)
+    for bound in (sys.maxsize - 1, sys.maxsize, 1 << 64):
+        assert decompress_stream(1, data, 2, bound) == b"hello" * 10
