@@ -570,6 +570,7 @@ def _take_runs(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int
     limit = scan.options.fetch_max_bytes if scan.consumers is not None else BLOCK_SIZE
     limit = max(limit, RECORD_BATCH_OVERHEAD)
     while pos < end:
+        scan.where = ("log", pos)  # an unexpected error inside a run is reported at its start
         block, offset = reader.block_from(pos, min(limit, RECORD_BATCH_OVERHEAD))
         if len(block) - offset > MAGIC_OFFSET and block[offset + MAGIC_OFFSET] != 2:
             return pos  # a legacy entry (or garbage): the per-entry path
