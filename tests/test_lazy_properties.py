@@ -135,6 +135,7 @@ def _first_conversion_size(records: MemoryRecords, to_magic: int, first_offset: 
     return -1
 
 
+@pytest.mark.slow  # over a second here: the full suite runs it, the quick set does not
 @settings(max_examples=30)
 @given(
     case=inputs(),

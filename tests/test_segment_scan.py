@@ -338,7 +338,8 @@ def _faulty_copy(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("faulty", [False, True], ids=["clean", "faulty"])
+@pytest.mark.parametrize("faulty", [pytest.param(False, marks=pytest.mark.slow), True],
+                         ids=["clean", "faulty"])
 def test_runs_of_sound_batches_give_what_the_per_entry_path_gives(
         faulty: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Taking runs of sound v2 batches in one kernel call (plain and compressed, their

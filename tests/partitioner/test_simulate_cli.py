@@ -14,6 +14,7 @@ KEYS = {
 }
 
 
+@pytest.mark.slow  # over a second here: the full suite runs it, the quick set does not
 def test_json_output_has_exactly_the_documented_keys(tmp_path, capsys):
     png = tmp_path / "sim.png"
     status = main(["simulate", "partitioner", "--rate", "2048", "--records", "2000", "--json",

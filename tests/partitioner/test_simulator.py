@@ -58,6 +58,7 @@ def assert_kip_claims(records: int, seed: int) -> None:
     assert adaptive_2.p99_latency_ms < uniform_2.p99_latency_ms
 
 
+@pytest.mark.slow  # over a second here: the full suite runs it, the quick set does not
 def test_kip794_claims_on_a_shortened_run():
     assert_kip_claims(records=40000, seed=1)
 

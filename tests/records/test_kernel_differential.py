@@ -119,6 +119,7 @@ def test_kernel_equals_reference_on_mutated_record_sets(
     assert decoded(stream) == pure(lambda: decoded(stream))
 
 
+@pytest.mark.slow  # over a second here: the full suite runs it, the quick set does not
 @settings(max_examples=60)
 @given(st.lists(entries, min_size=1, max_size=4))
 def test_decoding_equals_reference(parts: list[bytes]) -> None:
@@ -196,6 +197,7 @@ def complete_v2_end(data: bytes) -> int:
     return end
 
 
+@pytest.mark.slow  # over a second here: the full suite runs it, the quick set does not
 @settings(max_examples=80)
 @given(st.data(), st.lists(entries, min_size=1, max_size=4))
 def test_plain_decoder_hands_over_like_the_reference(data: st.DataObject, parts: list[bytes]) -> None:

@@ -48,6 +48,7 @@ def test_the_kernel_record_type_is_made_once_and_only_for_plain_named_tuples() -
         kernel.make_record_type(tuple)
 
 
+@pytest.mark.slow  # over a second here: the full suite runs it, the quick set does not
 def test_deeply_nested_records_made_by_python_code_are_freed_without_overflow() -> None:
     record = _records()[0]
     for nest in (lambda r: r._replace(offset=r), lambda r: r._replace(headers=r), lambda r: r._replace(headers=(r,))):

@@ -20,6 +20,7 @@ def _comparable(result):  # type: ignore[no-untyped-def]
     return result.entries, result.end, result.stop
 
 
+@pytest.mark.slow  # over a second here: the full suite runs it, the quick set does not
 @settings(max_examples=80)
 @given(st.data(), st.lists(entries, min_size=0, max_size=4), st.integers(0, 1 << 40))
 def test_scan_equals_reference(data: st.DataObject, parts: list[bytes], base: int) -> None:

@@ -356,6 +356,7 @@ def test_kernel_equals_reference_on_built_logs(log: tuple[list[bytes], int], sta
     both_conversions(data)
 
 
+@pytest.mark.slow  # the fast set keeps the clean-log and single-fault differentials
 @needs_kernel
 @settings(max_examples=150, deadline=None)
 @given(damaged_logs(), states)

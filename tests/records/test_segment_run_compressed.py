@@ -37,6 +37,7 @@ def _entry_starts(data: bytes) -> list[int]:
     return starts
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(kernel is None, reason="compares the compiled kernel with the reference")
 def test_kernel_and_reference_take_the_same_runs_of_compressed_batches() -> None:
     compressed = 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 import socket
 import struct
 
+import pytest
+
 from lazyconv.protocol import FetchRequest
 from lazyconv.protocol.headers import encode_request_header
 from lazyconv.serve.segment_files import SegmentFileCache, SegmentSlice
@@ -49,6 +51,7 @@ def test_a_zero_copy_slice_holds_no_descriptor_until_written(tmp_path):
     assert cache.open_files == 0
 
 
+@pytest.mark.slow  # over a second here: the full suite runs it, the quick set does not
 def test_one_fetch_naming_a_partition_thousands_of_times_opens_it_once(serve_logdir, tmp_path):
     big_log(tmp_path, batches=2, records=10, value=50)
     server = serve_logdir(tmp_path)
