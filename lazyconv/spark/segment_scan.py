@@ -591,12 +591,7 @@ def _take_runs(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int
 def _decompress_records(codec: int, data: bytes) -> bytes | None:
     """A compressed v2 batch's records for :func:`segment_run`; ``None`` when they do not
     decompress (the per-entry path then reports why)."""
-    from lazyconv.records.compression import decompress
-
-    try:
-        return decompress(codec, data, 2)
-    except LazyconvError:
-        return None
+    return _decompress_wrapper(codec, 2, data)
 
 
 def _apply_run(scan: _RangeScan, run: Any, first_base: int) -> None:
@@ -660,40 +655,35 @@ def _convert_run(run: Any, data: memoryview, out: bytearray, to_magic: int) -> t
 
     start = len(out)
     if not run.compressed:
-        ends = convert_run_ends(data, out, to_magic)
-        return None if ends is None else (ends, run.records, run.last_records, None, ())
-    positions = run.positions
-    base = positions[0]
-    ends = []
+        whole = convert_run_ends(data, out, to_magic)
+        return None if whole is None else (whole, run.records, run.last_records, None, ())
+    base = run.positions[0]
+    starts = [p - base for p in run.positions] + [run.consumed]  # of each batch in data, and the end
+    ends: list[int] = []
     records = list(run.records)
     last_records = list(run.last_records)
     temporaries: dict[int, int] = {}
     zstd: list[int] = []
     done = 0  # batches converted so far
-    for index, payload in run.compressed:
-        if index > done:
-            stretch = convert_run_ends(data[positions[done] - base:positions[index] - base], out, to_magic)
+    for index, payload in [*run.compressed, (len(run.positions), None)]:
+        if index > done:  # the plain stretch before it
+            stretch = convert_run_ends(data[starts[done]:starts[index]], out, to_magic)
             if stretch is None:
                 del out[start:]
                 return None
             ends += stretch
+        if index == len(run.positions):
+            break
         if payload is None:  # zstd: error 76 below magic 2, never converted
             zstd.append(index)
             records[index] = 0
             last_records[index] = None
         else:
-            entry_end = positions[index + 1] - base if index + 1 < len(positions) else run.consumed
             conv, records[index], temporaries[index] = convert_compressed_v2_entry(
-                data[positions[index] - base:entry_end], payload, to_magic, positions[index])
+                data[starts[index]:starts[index + 1]], payload, to_magic, run.positions[index])
             out += conv
         ends.append(len(out))
         done = index + 1
-    if done < len(positions):
-        stretch = convert_run_ends(data[positions[done] - base:], out, to_magic)
-        if stretch is None:
-            del out[start:]
-            return None
-        ends += stretch
     return ends, records, last_records, temporaries, zstd
 
 
@@ -759,8 +749,8 @@ def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int, int | Non
 
 
 def _decompress_wrapper(codec: int, magic: int, value: bytes) -> bytes | None:
-    """A legacy wrapper's inner messages for :func:`digest_delivered`; ``None`` when its value
-    does not decompress (the reader then reports why)."""
+    """A legacy wrapper's inner messages for :func:`digest_delivered` (or, with magic 2, a v2
+    batch's records); ``None`` when they do not decompress (the reader then reports why)."""
     from lazyconv.records.compression import decompress
 
     try:
