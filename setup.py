@@ -15,7 +15,7 @@ from setuptools.command.build_ext import build_ext
 
 KERNEL_DIR = os.path.join("lazyconv", "records", "_kernel")
 SOURCES = [
-    os.path.join(KERNEL_DIR, name) for name in ("module.c", "crc.c", "convert.c", "digest.c", "digest_py.c", "lz4frame.c", "segment_run.c", "segment_run_py.c")
+    os.path.join(KERNEL_DIR, name) for name in ("module.c", "crc.c", "convert.c", "digest.c", "digest_py.c", "lz4frame.c", "segment_run.c", "segment_run_py.c", "compressed_py.c")
 ]
 
 
@@ -57,7 +57,7 @@ def extensions() -> list:
             sources=SOURCES,
             depends=[
                 os.path.join(KERNEL_DIR, name)
-                for name in ("crc.h", "convert.h", "digest.h", "digest_py.h", "format.h", "lz4frame.h", "records_walk.h", "segment_run.h", "segment_run_py.h", "callback_py.h", "wire.h")
+                for name in ("crc.h", "convert.h", "digest.h", "digest_py.h", "format.h", "lz4frame.h", "records_walk.h", "segment_run.h", "segment_run_py.h", "compressed_py.h", "callback_py.h", "wire.h")
             ],
             extra_compile_args=compile_args,
             extra_link_args=link_args,

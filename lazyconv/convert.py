@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from lazyconv.errors import (
     ConfigurationError,
     InvalidRecordError,
+    TruncatedDataError,
     UnsupportedCompressionError,
 )
 from lazyconv.records._codec import append_legacy_message, unwritable_record_error
@@ -38,10 +39,12 @@ from lazyconv.records._format import (
     BASE_OFFSET_OFFSET,
     BASE_TIMESTAMP_OFFSET,
     LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
     RECORD_OVERHEAD_V1,
     RECORDS_COUNT_OFFSET,
 )
+from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import Compression, compress
 from lazyconv.records.conversion import (
@@ -65,6 +68,7 @@ __all__ = [
     "down_convert_bytes",
     "down_convert_file",
     "convert_compressed_v2_entry",
+    "append_compressed_v2_entry",
     "ZSTD_DOWN_CONVERSION_MESSAGE",
     "negative_offset_error",
 ]
@@ -303,6 +307,10 @@ def convert_compressed_v2_entry(
     memory)``. For callers that read the records before converting and should not decompress
     them again; raises the records layer's errors for records that do not convert."""
     check_target_magic(to_magic)
+    if len(entry) < RECORD_BATCH_OVERHEAD:
+        raise TruncatedDataError(
+            f"v2 batch of {len(entry)} bytes is shorter than its {RECORD_BATCH_OVERHEAD}-byte header",
+            position)
     base_offset = _I64.unpack_from(entry, _BASE_OFFSET)[0]
     attributes = entry[_ATTRIBUTES_LOW_BYTE]
     base_timestamp, max_timestamp = _TIMESTAMPS.unpack_from(entry, _BASE_TIMESTAMP)
@@ -321,6 +329,23 @@ def convert_compressed_v2_entry(
         return out, 0, 0
     _wrap_inner(out, inner, last_offset, records_max, first, codec, log_append_time, to_magic, position)
     return out, written, len(entry) + len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
+
+
+def append_compressed_v2_entry(
+    out: bytearray, entry: bytes | bytearray | memoryview, payload: bytes, to_magic: int,
+    position: int = 0,
+) -> tuple[int, int]:
+    """:func:`convert_compressed_v2_entry` appending to ``out``: ``(records converted,
+    temporary memory)``. The compiled kernel converts and wraps in one call (only the codec
+    runs in Python); what it declines goes through :func:`convert_compressed_v2_entry`, which
+    raises the error (``out`` is then unchanged)."""
+    if _kernel is not None:
+        done = _kernel.convert_v2_compressed(out, entry, payload, to_magic, compress)
+        if done is not None:
+            return done
+    converted, written, temporary = convert_compressed_v2_entry(entry, payload, to_magic, position)
+    out += converted
+    return written, temporary
 
 
 def negative_offset_error(offset: int, position: int) -> InvalidRecordError:

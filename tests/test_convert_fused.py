@@ -370,3 +370,92 @@ def test_a_compressed_batch_converted_from_its_decompressed_records_equals_down_
         finally:
             records.close()
     assert compared > 100 and log_append > 0
+
+
+# -- the kernel's compressed-batch conversion against convert_compressed_v2_entry ----------------
+
+
+def _compressed_outcomes(data: bytes, to_magic: int, payload: bytes) -> tuple[Any, Any, bool]:
+    """``(kernel outcome, reference outcome, whether the kernel declined)`` for one entry."""
+    import lazyconv.records.conversion as conversion_module
+    from lazyconv.convert import append_compressed_v2_entry, convert_compressed_v2_entry
+    from lazyconv.records._native import kernel
+
+    assert kernel is not None
+    out = bytearray(b"before")
+    declined = kernel.convert_v2_compressed(out, data, payload, to_magic, compress) is None
+    if declined:
+        assert out == b"before"  # a declined batch leaves the output as it was
+    native = _outcome(lambda out: append_compressed_v2_entry(out, data, payload, to_magic, 3))
+    saved, conversion_module.kernel = conversion_module.kernel, None  # the pure-Python records path
+    try:
+        def reference(out: bytearray) -> tuple[int, int]:
+            converted, written, temporary = convert_compressed_v2_entry(data, payload, to_magic, 3)
+            out += converted
+            return written, temporary
+
+        expected = _outcome(reference)
+    finally:
+        conversion_module.kernel = saved
+    return native, expected, declined
+
+
+def _payload_of(data: bytes) -> bytes:
+    from lazyconv.records.compression import decompress
+
+    return decompress(data[22] & 7, data[61:], 2)
+
+
+_kernel_needed = pytest.mark.skipif(
+    __import__("lazyconv.records._native", fromlist=["kernel"]).kernel is None,
+    reason="compares the compiled kernel with the reference")
+
+
+@_kernel_needed
+@settings(max_examples=150)
+@given(well_formed(), st.sampled_from([1, 2, 3]))
+def test_kernel_converts_compressed_batches_as_the_reference(case: tuple[bytes, int, int], codec: int) -> None:
+    data, to_magic, _ = case
+    data = bytearray(data)
+    payload = bytes(data[61:]) if data[22] & 7 == 0 else _payload_of(bytes(data))
+    data = _batch(payload, struct.unpack_from(">i", data, 57)[0], *struct.unpack_from(">q", data, 0),
+                  *struct.unpack_from(">qq", data, 27), codec, bool(data[22] & 0x08))
+    native, expected, declined = _compressed_outcomes(data, to_magic, payload)
+    assert native == expected
+    base_offset = struct.unpack_from(">q", data, 0)[0]
+    if expected[0] == "ok" and base_offset >= 0 and base_offset < INT64_MAX - (1 << 32):
+        assert not declined  # sound records with sane offsets never leave the kernel's path
+
+
+@_kernel_needed
+@settings(max_examples=150)
+@given(corrupted(), st.sampled_from([1, 2, 3]), st.integers(0, 70))
+def test_kernel_converts_corrupt_compressed_batches_as_the_reference(
+    case: tuple[bytes, int, int], codec: int, cut: int
+) -> None:
+    data, to_magic, _ = case
+    records = bytes(data[61:]) if data[22] & 7 == 0 else _payload_of(data)
+    entry = _batch(records, struct.unpack_from(">i", data, 57)[0], *struct.unpack_from(">q", data, 0),
+                   *struct.unpack_from(">qq", data, 27), codec, bool(data[22] & 0x08))
+    if cut < 61:  # a header cut short: the kernel declines, the reference raises
+        entry = entry[:cut]
+    native, expected, _ = _compressed_outcomes(entry, to_magic, records)
+    assert native == expected
+
+
+@_kernel_needed
+def test_kernel_compressed_conversion_passes_on_the_codecs_error() -> None:
+    from lazyconv.records._native import kernel
+
+    data = _batch(_record(0, 0, b"k", b"v", []), 1, 5, 10, 10, 1, False)
+
+    def broken(codec: int, inner: bytes, magic: int) -> bytes:
+        raise RuntimeError(f"codec {codec} failed on {len(inner)} bytes for magic {magic}")
+
+    out = bytearray(b"x")
+    with pytest.raises(RuntimeError, match="codec 1 failed on 36 bytes for magic 1"):
+        kernel.convert_v2_compressed(out, data, _payload_of(data), 1, broken)
+    assert out == b"x"
+    with pytest.raises(TypeError):
+        kernel.convert_v2_compressed(out, data, _payload_of(data), 1, lambda *_: 17)
+    assert out == b"x"

@@ -14,7 +14,8 @@ counts and record lengths, random garbage), and then:
    ``digest_legacy_run`` against their references, and the validation job's runs
    ``segment_run`` and ``convert_v2_run_ends`` against ``segment_run_reference`` and
    ``convert_run_ends_reference``, on the input and on logs of in-order batches with a semantic
-   fault under a valid CRC), which must not crash or read out of bounds whatever the length
+   fault under a valid CRC, and ``convert_v2_compressed`` against ``convert_compressed_v2_entry``
+   on an entry made gzip, snappy or lz4 with its records, a cut of them or random bytes), which must not crash or read out of bounds whatever the length
    fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
 2. scans the stream with ``scan_batches`` (kernel) and ``scan_batches_reference``, and converts
    it with ``down_convert_bytes`` and decodes its records on the kernel and on the pure-Python
@@ -453,6 +454,67 @@ def _segment_run_differences(rng: random.Random, data: bytes) -> tuple[int, int]
     return executions, differences
 
 
+def _compress_or_fail(codec: int, inner: bytes, magic: int) -> bytes:
+    from lazyconv.records.compression import compress
+
+    return compress(codec, inner, magic)
+
+
+def _compress_refusing(codec: int, inner: bytes, magic: int) -> bytes:
+    raise _CodecRefused(f"codec {codec} refused {len(inner)} bytes (magic {magic})")
+
+
+class _CodecRefused(Exception):
+    pass
+
+
+def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int, int]:
+    """``convert_v2_compressed`` (kernel) against ``convert_compressed_v2_entry`` (records
+    layer without the kernel) on the first entry of ``data`` given a gzip, snappy or lz4 codec
+    and on a random cut of it, with its records (or random bytes, or a cut of them) as the
+    payload: same bytes, counts and errors; a declined entry leaves the output as it was."""
+    import lazyconv.records.conversion as conversion
+    from lazyconv.convert import convert_compressed_v2_entry
+
+    kernel = conversion.kernel
+    assert kernel is not None
+    entry = bytearray(data[: 12 + max(0, struct.unpack_from(">i", data, 8)[0])] if len(data) >= 12 else data)
+    records = bytes(entry[61:])
+    if len(entry) > 22:
+        if entry[22] & 7:  # a compressed batch: its records, when they decompress
+            records = _records_or_none(entry[22] & 7, records) or records
+        entry[22] = (entry[22] & ~7) | rng.choice((1, 2, 3, 1, 2, 3, 0, 4))
+    if rng.random() < 0.1:
+        entry = entry[: rng.randrange(len(entry) + 1)]
+    payload = rng.choice((records, records, records, records[: rng.randrange(len(records) + 1)],
+                          rng.randbytes(rng.randint(0, 40))))
+    to_magic = rng.choice((0, 1, 0, 1, 2))
+    compress_function = _compress_refusing if rng.random() < 0.05 else _compress_or_fail
+    out = bytearray(b"~")
+    try:
+        native: Any = ("ok", kernel.convert_v2_compressed(out, bytes(entry), payload, to_magic, compress_function))
+    except _CodecRefused as exc:
+        native = ("refused", str(exc))
+    if native[1] is None or native[0] == "refused":
+        if out != b"~":
+            log.error("convert_v2_compressed declined but changed its output on %s", bytes(entry).hex())
+            return 1, 1
+        return 1, 0
+    conversion.kernel = None
+    try:
+        converted, written, temporary = convert_compressed_v2_entry(bytes(entry), payload, to_magic)
+        reference: Any = ("ok", (written, temporary), bytes(converted))
+    except Exception as exc:  # noqa: BLE001 - any outcome is compared
+        reference = ("error", type(exc).__name__)
+    finally:
+        conversion.kernel = kernel
+    if reference != ("ok", native[1], bytes(out[1:])):
+        log.error("convert_v2_compressed difference on %s (payload %s, to_magic %d): %r, reference %r",
+                  bytes(entry).hex(), payload.hex(), to_magic, native, reference)
+        return 1, 1
+    return 1, 0
+
+
 def run(seconds: float, seed: int) -> tuple[int, int, int]:
     """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
     import lazyconv.lazy as lazy_module
@@ -534,6 +596,10 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
             digest_executions, digest_differences = _digest_differences(rng, data)
             executions += digest_executions
             differences += digest_differences
+            compressed_executions, compressed_differences = _compressed_entry_differences(
+                rng, parts[0] if rng.random() < 0.5 else data)
+            executions += compressed_executions
+            differences += compressed_differences
             for run_input in (data, _run_log(rng)):
                 run_executions, run_differences = _segment_run_differences(rng, run_input)
                 executions += run_executions

@@ -650,7 +650,7 @@ def _convert_run(run: Any, data: memoryview, out: bytearray, to_magic: int) -> t
     """``run`` converted to ``to_magic`` (0 or 1) into ``out``: ``(ends, records, last records,
     temporaries of compressed batches, zstd batch indexes)`` for
     :meth:`DerivedConsumer.add_run`; ``None`` (``out`` unchanged) when a converter declines."""
-    from lazyconv.convert import convert_compressed_v2_entry
+    from lazyconv.convert import append_compressed_v2_entry
     from lazyconv.records.segment_run import convert_run_ends
 
     start = len(out)
@@ -679,9 +679,8 @@ def _convert_run(run: Any, data: memoryview, out: bytearray, to_magic: int) -> t
             records[index] = 0
             last_records[index] = None
         else:
-            conv, records[index], temporaries[index] = convert_compressed_v2_entry(
-                data[starts[index]:starts[index + 1]], payload, to_magic, run.positions[index])
-            out += conv
+            records[index], temporaries[index] = append_compressed_v2_entry(
+                out, data[starts[index]:starts[index + 1]], payload, to_magic, run.positions[index])
         ends.append(len(out))
         done = index + 1
     return ends, records, last_records, temporaries, zstd
@@ -813,11 +812,14 @@ def _convert_once(batch: Any, data: bytes, to_magic: int,
     filter: ``(bytes, records converted, temporary memory)``. A plain v2 batch goes straight to
     the kernel's run converter, a compressed one whose records were decompressed for the checks
     (``payload``) is converted from them; anything else through ``down_convert_bytes``."""
-    from lazyconv.convert import convert_compressed_v2_entry, down_convert_bytes
+    from lazyconv.convert import append_compressed_v2_entry, down_convert_bytes
     from lazyconv.records.conversion import convert_uncompressed_run
 
     if payload is not None and to_magic < 2 and batch.magic == 2 and batch.base_offset >= 0:
-        return convert_compressed_v2_entry(data, payload, to_magic, batch.position)
+        converted = bytearray()
+        records, temporary = append_compressed_v2_entry(converted, data, payload, to_magic,
+                                                        batch.position)
+        return converted, records, temporary
 
     plain_data = not batch.attributes & (COMPRESSION_CODEC_MASK | CONTROL_FLAG_MASK)
     if to_magic < 2 and batch.magic == 2 and plain_data and batch.base_offset >= 0:

@@ -71,6 +71,10 @@ def build_session(master: str = DEFAULT_MASTER, app_name: str = "lazyconv-valida
     from pyspark.sql import SparkSession
 
     java_opts = f"-Dlog4j.configurationFile=file:{_LOG4J} -Dlog4j2.configurationFile=file:{_LOG4J}"
+    if _is_local(master):
+        # The local JVM only schedules tasks and moves small results: its C2 compiler threads
+        # (1.5-2 CPU-seconds in the first job) would take the cores from the Python workers.
+        java_opts += " -XX:TieredStopAtLevel=1"
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)

@@ -14,6 +14,7 @@
 #include "crc.h"
 #include "digest_py.h"
 #include "segment_run_py.h"
+#include "compressed_py.h"
 #include "format.h"
 #include "lz4frame.h"
 #include "records_walk.h"
@@ -1484,6 +1485,7 @@ static PyMethodDef methods[] = {
      append_legacy_message_doc},
     LC_DIGEST_METHODS
     LC_SEGMENT_RUN_METHODS
+    LC_CONVERT_COMPRESSED_METHODS
     {NULL, NULL, 0, NULL},
 };
 
