@@ -249,10 +249,9 @@ _OUTPUT_STEP = 256 * 1024  # decompressed bytes asked of a decoder per call
 
 
 def _gzip_compress(data: bytes | bytearray | memoryview, level: int) -> bytes:
-    deflater = zlib.compressobj(level, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY)
-    body = deflater.compress(data) + deflater.flush()
-    trailer = struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
-    return _GZIP_HEADER + body + trailer
+    # One zlib call writes the member (deflate data, CRC-32, ISIZE); only its 10-byte header
+    # differs from Java's (zlib writes XFL by level and OS 3), so Java's replaces it.
+    return _GZIP_HEADER + zlib.compress(data, level, 31)[10:]
 
 
 def _gzip_header_end(data: bytes | memoryview, start: int, base: int) -> int:
