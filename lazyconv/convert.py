@@ -339,6 +339,7 @@ def append_compressed_v2_entry(
     temporary memory)``. The compiled kernel converts and wraps in one call (only the codec
     runs in Python); what it declines goes through :func:`convert_compressed_v2_entry`, which
     raises the error (``out`` is then unchanged)."""
+    check_target_magic(to_magic)
     if _kernel is not None:
         done = _kernel.convert_v2_compressed(out, entry, payload, to_magic, compress)
         if done is not None:

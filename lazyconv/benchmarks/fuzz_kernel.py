@@ -473,10 +473,13 @@ def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int,
     layer without the kernel) on the first entry of ``data`` given a gzip, snappy or lz4 codec
     and on a random cut of it, with its records (or random bytes, or a cut of them) as the
     payload: same bytes, counts and errors; a declined entry leaves the output as it was."""
+    import lazyconv.convert as convert_module
     import lazyconv.records.conversion as conversion
     from lazyconv.convert import convert_compressed_v2_entry
+    from lazyconv.records._codec import append_legacy_message_reference
 
     kernel = conversion.kernel
+    native_append = convert_module.append_legacy_message
     assert kernel is not None
     entry = bytearray(data[: 12 + max(0, struct.unpack_from(">i", data, 8)[0])] if len(data) >= 12 else data)
     records = bytes(entry[61:])
@@ -500,7 +503,8 @@ def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int,
             log.error("convert_v2_compressed declined but changed its output on %s", bytes(entry).hex())
             return 1, 1
         return 1, 0
-    conversion.kernel = None
+    conversion.kernel = None  # the records in Python, and the wrapper written in Python too
+    convert_module.append_legacy_message = append_legacy_message_reference
     try:
         converted, written, temporary = convert_compressed_v2_entry(bytes(entry), payload, to_magic)
         reference: Any = ("ok", (written, temporary), bytes(converted))
@@ -508,6 +512,7 @@ def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int,
         reference = ("error", type(exc).__name__)
     finally:
         conversion.kernel = kernel
+        convert_module.append_legacy_message = native_append
     if reference != ("ok", native[1], bytes(out[1:])):
         log.error("convert_v2_compressed difference on %s (payload %s, to_magic %d): %r, reference %r",
                   bytes(entry).hex(), payload.hex(), to_magic, native, reference)

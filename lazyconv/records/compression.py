@@ -249,9 +249,12 @@ _OUTPUT_STEP = 256 * 1024  # decompressed bytes asked of a decoder per call
 
 
 def _gzip_compress(data: bytes | bytearray | memoryview, level: int) -> bytes:
-    # One zlib call writes the member (deflate data, CRC-32, ISIZE); only its 10-byte header
+    # zlib writes the whole member (deflate data, CRC-32, ISIZE); only its 10-byte header
     # differs from Java's (zlib writes XFL by level and OS 3), so Java's replaces it.
-    return _GZIP_HEADER + zlib.compress(data, level, 31)[10:]
+    # (zlib.compress takes wbits only from Python 3.11 on.)
+    deflater = zlib.compressobj(level, zlib.DEFLATED, 31)
+    member = deflater.compress(data) + deflater.flush()
+    return _GZIP_HEADER + memoryview(member)[10:]
 
 
 def _gzip_header_end(data: bytes | memoryview, start: int, base: int) -> int:

@@ -8,6 +8,8 @@
 #include "wire.h"
 
 #define GIL_THRESHOLD 16384 /* shorter payloads keep the GIL */
+#define MIN_RECORD_BYTES 7  /* length, attributes, timestamp and offset deltas, key and value
+                               lengths, header count: one byte each at least */
 
 /* Append one legacy wrapper message (offset, size, CRC, magic, attributes, [timestamp], null
  * key, value) to `out`. 1 when the message cannot be written (the reference reports it), -1
@@ -80,7 +82,9 @@ PyObject *lc_py_convert_v2_compressed(PyObject *self, PyObject *args)
         result = Py_BuildValue("(ii)", 0, 0);
         goto done;
     }
-    if ((uint64_t)count > (uint64_t)payload.len) /* every record takes a byte at least */
+    /* a v2 record takes 7 bytes at least: a count the payload cannot hold is the reference's
+     * to report, before anything is reserved for it */
+    if ((uint64_t)count > (uint64_t)payload.len / MIN_RECORD_BYTES)
         goto decline;
     int log_append = (attributes & LC_TIMESTAMP_TYPE_MASK) != 0;
     lc_records_params params;
@@ -92,21 +96,22 @@ PyObject *lc_py_convert_v2_compressed(PyObject *self, PyObject *args)
     params.to_magic = to_magic;
     params.attributes = log_append && to_magic == 1 ? LC_TIMESTAMP_TYPE_MASK : 0;
     params.relative_offsets = to_magic == 1;
-    /* count <= payload.len, and payload.len is a live buffer's size: no overflow below */
+    /* count <= payload.len / 7, and payload.len is a live buffer's size: no overflow below */
     size_t bound = (size_t)payload.len + (size_t)count * LC_MAX_GROWTH_PER_RECORD;
     inner = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bound);
     if (inner == NULL)
         goto done;
+    uint8_t *inner_bytes = (uint8_t *)PyBytes_AS_STRING(inner); /* a new object only we hold */
     lc_records_result converted;
     int status;
     if (payload.len >= GIL_THRESHOLD) {
         Py_BEGIN_ALLOW_THREADS
-        status = lc_convert_records(payload.buf, (size_t)payload.len, count, &params,
-                                    (uint8_t *)PyBytes_AS_STRING(inner), bound, &converted);
+        status = lc_convert_records(payload.buf, (size_t)payload.len, count, &params, inner_bytes, bound,
+                                    &converted);
         Py_END_ALLOW_THREADS
     } else {
-        status = lc_convert_records(payload.buf, (size_t)payload.len, count, &params,
-                                    (uint8_t *)PyBytes_AS_STRING(inner), bound, &converted);
+        status = lc_convert_records(payload.buf, (size_t)payload.len, count, &params, inner_bytes, bound,
+                                    &converted);
     }
     if (status < 0)
         goto decline;
