@@ -28,7 +28,6 @@ binary searches, not a loop over its batches.
 from __future__ import annotations
 
 import bisect
-import copy
 import struct
 from dataclasses import dataclass, field
 from itertools import accumulate, islice
@@ -95,9 +94,12 @@ class _Totals:
     tallies: dict[int, ChunkTally] = field(default_factory=dict)
 
     def snapshot(self) -> _Totals:
-        """A copy to go back to (a fetch that must be run again later)."""
-        copied = copy.copy(self)
-        copied.tallies = {c: copy.copy(t) for c, t in self.tallies.items()}
+        """A copy to go back to (a fetch that must be run again later); taken before every
+        fetch, so built field by field rather than through :func:`copy.copy`."""
+        copied = object.__new__(_Totals)
+        copied.__dict__.update(self.__dict__)
+        copied.tallies = {c: ChunkTally(t.chunks, t.records_converted, t.temporary_memory_bytes)
+                          for c, t in self.tallies.items()}
         return copied
 
 

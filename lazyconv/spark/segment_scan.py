@@ -44,6 +44,7 @@ from lazyconv.records._format import (
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
 )
+from lazyconv.records.compression import decompress
 from lazyconv.records.digest import (
     DIGEST_DECLINED,
     MASK64,
@@ -633,9 +634,13 @@ def _feed_run(scan: _RangeScan, run: Any, data: memoryview, first_base: int) -> 
     from the records the run decompressed; a run the converters decline goes batch by batch."""
     assert scan.consumers is not None
     run_end = run.positions[0] + run.consumed
+    base = run.positions[0]
+    # where each batch starts in data, and the run's end: for the compressed batches' slices
+    starts = [p - base for p in run.positions] + [run.consumed] if run.compressed else []
     for to_magic in scan.options.to_magics:
         consumer = _consumer(scan, to_magic, first_base)
-        converted = _convert_run(run, data, consumer.conversion_buffer, to_magic) if to_magic < 2 else None
+        converted = (_convert_run(run, data, starts, consumer.conversion_buffer, to_magic)
+                     if to_magic < 2 else None)
         if converted is None:
             _feed_run_by_batch(scan, consumer, data, run.positions[0], to_magic)
             continue
@@ -646,10 +651,13 @@ def _feed_run(scan: _RangeScan, run: Any, data: memoryview, first_base: int) -> 
                          temporaries, zstd)
 
 
-def _convert_run(run: Any, data: memoryview, out: bytearray, to_magic: int) -> tuple | None:
+def _convert_run(run: Any, data: memoryview, starts: list[int], out: bytearray,
+                 to_magic: int) -> tuple | None:
     """``run`` converted to ``to_magic`` (0 or 1) into ``out``: ``(ends, records, last records,
     temporaries of compressed batches, zstd batch indexes)`` for
-    :meth:`DerivedConsumer.add_run`; ``None`` (``out`` unchanged) when a converter declines."""
+    :meth:`DerivedConsumer.add_run`; ``None`` (``out`` unchanged) when a converter declines.
+    ``starts``: where each batch starts in ``data``, then the run's length (needed only when
+    the run holds compressed batches)."""
     from lazyconv.convert import append_compressed_v2_entry
     from lazyconv.records.segment_run import convert_run_ends
 
@@ -657,8 +665,6 @@ def _convert_run(run: Any, data: memoryview, out: bytearray, to_magic: int) -> t
     if not run.compressed:
         whole = convert_run_ends(data, out, to_magic)
         return None if whole is None else (whole, run.records, run.last_records, None, ())
-    base = run.positions[0]
-    starts = [p - base for p in run.positions] + [run.consumed]  # of each batch in data, and the end
     ends: list[int] = []
     records = list(run.records)
     last_records = list(run.last_records)
@@ -750,8 +756,6 @@ def _digest_delivered(data: memoryview, min_offset: int) -> tuple[int, int | Non
 def _decompress_wrapper(codec: int, magic: int, value: bytes) -> bytes | None:
     """A legacy wrapper's inner messages for :func:`digest_delivered` (or, with magic 2, a v2
     batch's records); ``None`` when they do not decompress (the reader then reports why)."""
-    from lazyconv.records.compression import decompress
-
     try:
         return decompress(codec, value, magic)
     except LazyconvError:
