@@ -57,7 +57,7 @@ def extensions() -> list:
             sources=SOURCES,
             depends=[
                 os.path.join(KERNEL_DIR, name)
-                for name in ("crc.h", "convert.h", "digest.h", "digest_py.h", "format.h", "lz4frame.h", "records_walk.h", "segment_run.h", "segment_run_py.h", "compressed_py.h", "callback_py.h", "wire.h")
+                for name in ("crc.h", "convert.h", "digest.h", "digest_py.h", "format.h", "lz4frame.h", "records_walk.h", "segment_run.h", "segment_run_py.h", "compressed_py.h", "legacy_message.h", "callback_py.h", "wire.h")
             ],
             extra_compile_args=compile_args,
             extra_link_args=link_args,

@@ -117,8 +117,8 @@ def check_codec_allowed(codec: int, magic: int, position: int | None = None) -> 
     return compression
 
 
-# (codec, magic) pairs that may appear, to their Compression: the per-call check without its
-# two lookups and three comparisons (NONE maps to a falsy member, so it takes the full check).
+# (codec, magic) pairs that may appear, to their Compression: the per-call check in one lookup;
+# anything else goes through check_codec_allowed, which raises the error.
 _ALLOWED: dict[tuple[object, object], Compression] = {
     (codec.value, magic): codec for codec in Compression for magic in (0, 1, 2)
     if codec_allowed(codec.value, magic)
@@ -167,7 +167,9 @@ def compress(
     ``level`` is Kafka's ``compression.<codec>.level`` (``None`` = Kafka's default: gzip 6, lz4 9,
     zstd 3). ``magic`` matters for lz4 (the v0 header checksum quirk) and zstd (magic 2 only).
     """
-    compression = _ALLOWED.get((codec, magic)) or check_codec_allowed(codec, magic)
+    compression = _ALLOWED.get((codec, magic))
+    if compression is None:
+        compression = check_codec_allowed(codec, magic)
     resolved = _resolve_level(compression, level)
     if compression == _NONE:
         return bytes(data)
@@ -198,7 +200,9 @@ def decompress(
     :class:`UnsupportedCompressionError` for zstd with magic < 2 and
     :class:`UnknownCompressionError` for codec ids 5..7.
     """
-    compression = _ALLOWED.get((codec, magic)) or check_codec_allowed(codec, magic, position)
+    compression = _ALLOWED.get((codec, magic))
+    if compression is None:
+        compression = check_codec_allowed(codec, magic, position)
     if max_size < 0:
         raise ConfigurationError(f"max_size must be >= 0, got {max_size}")
     view = memoryview(data).cast("B") if not isinstance(data, bytes) else data

@@ -3,49 +3,33 @@
 #include "compressed_py.h"
 
 #include "convert.h"
-#include "crc.h"
 #include "format.h"
+#include "legacy_message.h"
 #include "wire.h"
 
 #define GIL_THRESHOLD 16384 /* shorter payloads keep the GIL */
 #define MIN_RECORD_BYTES 7  /* length, attributes, timestamp and offset deltas, key and value
                                lengths, header count: one byte each at least */
 
-/* Append one legacy wrapper message (offset, size, CRC, magic, attributes, [timestamp], null
- * key, value) to `out`. 1 when the message cannot be written (the reference reports it), -1
- * with an exception set on allocation failure, 0 on success. */
+/* Append the wrapper message (null key, `value`) to `out`. 1 when it cannot be written (a value
+ * past the int32 size field: the reference reports it), -1 with an exception set on allocation
+ * failure, 0 on success. */
 static int append_wrapper(PyObject *out, int64_t offset, int64_t timestamp, const uint8_t *value, size_t vlen,
                           int magic, uint8_t attributes)
 {
     size_t overhead = magic == 0 ? LC_RECORD_OVERHEAD_V0 : LC_RECORD_OVERHEAD_V1;
     if (vlen > (size_t)INT32_MAX - overhead)
         return 1;
-    size_t size = overhead + vlen;
+    size_t entry = lc_legacy_entry_size(magic, -1, (int32_t)vlen);
     Py_ssize_t start = PyByteArray_GET_SIZE(out);
-    if ((size_t)(PY_SSIZE_T_MAX - start) < LC_LOG_OVERHEAD + size) {
+    if ((size_t)(PY_SSIZE_T_MAX - start) < entry) {
         PyErr_NoMemory();
         return -1;
     }
-    if (PyByteArray_Resize(out, start + (Py_ssize_t)(LC_LOG_OVERHEAD + size)) < 0)
+    if (PyByteArray_Resize(out, start + (Py_ssize_t)entry) < 0)
         return -1;
-    uint8_t *w = (uint8_t *)PyByteArray_AS_STRING(out) + start;
-    put_i64(w + LC_OFFSET_OFFSET, offset);
-    put_i32(w + LC_SIZE_OFFSET, (int32_t)size);
-    uint8_t *body = w + LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET, *q = body;
-    *q++ = (uint8_t)magic;
-    *q++ = attributes;
-    if (magic != 0) {
-        put_i64(q, timestamp);
-        q += 8;
-    }
-    put_i32(q, -1); /* no key */
-    q += 4;
-    put_i32(q, (int32_t)vlen);
-    q += 4;
-    if (vlen)
-        memcpy(q, value, vlen);
-    q += vlen;
-    put_i32(w + LC_LOG_OVERHEAD + LC_LEGACY_CRC_OFFSET, (int32_t)lc_crc32(0, body, (size_t)(q - body)));
+    lc_write_legacy_message((uint8_t *)PyByteArray_AS_STRING(out) + start, offset, magic, attributes, timestamp,
+                            NULL, -1, value, (int32_t)vlen);
     return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "crc.h"
 #include "format.h"
+#include "legacy_message.h"
 #include "records_walk.h"
 #include "wire.h"
 
@@ -18,8 +19,6 @@ int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_re
     const uint8_t *p = data;
     const uint8_t *end = data + n;
     uint8_t *w = out;
-    const int v1 = params->to_magic == 1;
-    const size_t overhead = v1 ? LC_RECORD_OVERHEAD_V1 : LC_RECORD_OVERHEAD_V0;
     int64_t kept = 0, first_kept = 0, last_kept = 0, rel = 0, max_timestamp = -1;
     (void)cap; /* the caller reserved enough: see convert.h */
 
@@ -54,29 +53,8 @@ int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_re
             max_timestamp = (int64_t)timestamp;
         kept++;
 
-        size_t kbytes = klen > 0 ? (size_t)klen : 0;
-        size_t vbytes = vlen > 0 ? (size_t)vlen : 0;
-        size_t size = overhead + kbytes + vbytes;
-        put_i64(w, (int64_t)written_offset);
-        put_i32(w + LC_SIZE_OFFSET, (int32_t)size);
-        uint8_t *body = w + LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET;
-        uint8_t *q = body;
-        *q++ = (uint8_t)params->to_magic;
-        *q++ = params->attributes;
-        if (v1) {
-            put_i64(q, (int64_t)timestamp);
-            q += 8;
-        }
-        put_i32(q, klen);
-        q += 4;
-        memcpy(q, key, kbytes);
-        q += kbytes;
-        put_i32(q, vlen);
-        q += 4;
-        memcpy(q, value, vbytes);
-        q += vbytes;
-        put_i32(w + LC_LOG_OVERHEAD + LC_LEGACY_CRC_OFFSET, (int32_t)lc_crc32(0, body, (size_t)(q - body)));
-        w = q;
+        w = lc_write_legacy_message(w, (int64_t)written_offset, params->to_magic, params->attributes,
+                                    (int64_t)timestamp, key, klen, value, vlen);
     }
     if (p != end)
         return -1;

@@ -16,6 +16,7 @@
 #include "segment_run_py.h"
 #include "compressed_py.h"
 #include "format.h"
+#include "legacy_message.h"
 #include "lz4frame.h"
 #include "records_walk.h"
 #include "wire.h"
@@ -360,18 +361,6 @@ static PyObject *py_convert_v2_records(PyObject *self, PyObject *args)
                          (long long)result.max_timestamp, (long long)result.first_kept_offset);
 }
 
-static inline void put_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-    for (int i = 3; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
 PyDoc_STRVAR(append_legacy_message_doc,
              "append_legacy_message(out, offset, timestamp, key, value, magic, attributes) -> int\n\n"
              "Append one legacy entry (offset, size, CRC-32, magic-0 message if magic is 0, else\n"
@@ -428,29 +417,8 @@ static PyObject *py_append_legacy_message(PyObject *self, PyObject *const *args,
     Py_ssize_t start = PyByteArray_GET_SIZE(out);
     if (PyByteArray_Resize(out, start + LC_LOG_OVERHEAD + size) < 0)
         goto done;
-    uint8_t *w = (uint8_t *)PyByteArray_AS_STRING(out) + start;
-    put_be64(w, (uint64_t)offset);
-    put_be32(w + LC_SIZE_OFFSET, (uint32_t)size);
-    uint8_t *body = w + LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET, *q = body;
-    *q++ = magic == 0 ? 0 : 1;
-    *q++ = (uint8_t)attributes;
-    if (magic != 0) {
-        put_be64(q, (uint64_t)timestamp);
-        q += 8;
-    }
-    put_be32(q, (uint32_t)(int32_t)klen);
-    q += 4;
-    if (klen > 0) {
-        memcpy(q, key.buf, (size_t)klen);
-        q += klen;
-    }
-    put_be32(q, (uint32_t)(int32_t)vlen);
-    q += 4;
-    if (vlen > 0) {
-        memcpy(q, value.buf, (size_t)vlen);
-        q += vlen;
-    }
-    put_be32(w + LC_LOG_OVERHEAD + LC_LEGACY_CRC_OFFSET, lc_crc32(0, body, (size_t)(q - body)));
+    lc_write_legacy_message((uint8_t *)PyByteArray_AS_STRING(out) + start, offset, (int)magic,
+                            (uint8_t)attributes, timestamp, key.buf, (int32_t)klen, value.buf, (int32_t)vlen);
     result = PyLong_FromSsize_t(LC_LOG_OVERHEAD + size);
 done:
     if (has_key)
