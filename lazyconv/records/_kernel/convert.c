@@ -20,6 +20,9 @@ int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_re
     const uint8_t *end = data + n;
     uint8_t *w = out;
     int64_t kept = 0, first_kept = 0, last_kept = 0, rel = 0, max_timestamp = -1;
+    /* read once: the writes to out could alias *params as far as the compiler knows */
+    const int to_magic = params->to_magic;
+    const uint8_t attributes = params->attributes;
     (void)cap; /* the caller reserved enough: see convert.h */
 
     for (int64_t index = 0; index < count; index++) {
@@ -53,8 +56,8 @@ int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_re
             max_timestamp = (int64_t)timestamp;
         kept++;
 
-        w = lc_write_legacy_message(w, (int64_t)written_offset, params->to_magic, params->attributes,
-                                    (int64_t)timestamp, key, klen, value, vlen);
+        w = lc_write_legacy_message(w, (int64_t)written_offset, to_magic, attributes, (int64_t)timestamp, key,
+                                    klen, value, vlen);
     }
     if (p != end)
         return -1;

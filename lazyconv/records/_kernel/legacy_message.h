@@ -21,7 +21,7 @@ static inline size_t lc_legacy_entry_size(int magic, int32_t key_length, int32_t
 
 /* Write the entry at w (room: lc_legacy_entry_size): offset, size, CRC-32, magic (0, or 1 for
  * any other value), attributes, the timestamp for magic 1, key and value. Returns its end. */
-static inline uint8_t *lc_write_legacy_message(uint8_t *w, int64_t offset, int magic, uint8_t attributes,
+__attribute__((always_inline)) static inline uint8_t *lc_write_legacy_message(uint8_t *w, int64_t offset, int magic, uint8_t attributes,
                                                int64_t timestamp, const uint8_t *key, int32_t key_length,
                                                const uint8_t *value, int32_t value_length)
 {
