@@ -155,7 +155,7 @@ def _group_config(args: argparse.Namespace):
 
 
 def build_listener_specs(args: argparse.Namespace):
-    from lazyconv.serve.server import ListenerSpec
+    from lazyconv.net.server import ListenerSpec
 
     specs = [ListenerSpec(args.host, args.port, args.produce_delay_ms, args.advertised_host)]
     for item in args.listener:
@@ -168,9 +168,9 @@ def build_listener_specs(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from lazyconv.net import ConnectionLimits, KafkaServer
     from lazyconv.serve.broker import Broker, Listener
     from lazyconv.serve.logdir import LogDirectory
-    from lazyconv.serve.server import ConnectionLimits, KafkaServer
 
     logdir = LogDirectory(input_dir(args.logdir))
     limits = ConnectionLimits(

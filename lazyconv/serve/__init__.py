@@ -1,8 +1,8 @@
 """A small Kafka-protocol endpoint over a log directory (the only layer, with the CLI, that
 touches sockets).
 
-- :mod:`lazyconv.serve.server`: the request loop: asyncio listeners, framing, Sends written
-  with backpressure.
+- :mod:`lazyconv.net.server` (shared with the gateway): the request loop: asyncio listeners,
+  framing, admission limits, Sends written with backpressure, conversions on every core.
 - :mod:`lazyconv.serve.broker`: dispatches requests by API key (sans-IO apart from the log
   files); :mod:`~lazyconv.serve.fetch_handler` answers Fetch.
 - :mod:`lazyconv.serve.logdir`: topics, partitions, segments; offsets → byte ranges;
@@ -12,8 +12,8 @@ touches sockets).
 - :mod:`lazyconv.serve.transactions`: per-partition transaction state and ``.txnindex``.
 """
 
+from lazyconv.net.server import KafkaServer, ListenerSpec
 from lazyconv.serve.broker import Broker, Listener, TopicConfig
 from lazyconv.serve.logdir import LogDirectory
-from lazyconv.serve.server import KafkaServer, ListenerSpec
 
 __all__ = ["Broker", "Listener", "TopicConfig", "LogDirectory", "KafkaServer", "ListenerSpec"]

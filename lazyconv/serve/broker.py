@@ -2,7 +2,7 @@
 
 :class:`Broker.handle` takes one request frame (the bytes after the size prefix) and returns a
 :class:`Response` (a Send plus what must be closed when it is done) or ``None`` (acks=0 Produce).
-It does no socket I/O: :mod:`lazyconv.serve.server` owns the sockets. Fetch is async because a
+It does no socket I/O: :mod:`lazyconv.net.server` owns the sockets. Fetch is async because a
 fetch below ``MinBytes`` waits (up to ``MaxWaitMs``) for the log to grow, as a broker does, and
 Produce may be delayed per listener.
 

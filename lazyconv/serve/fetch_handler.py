@@ -214,8 +214,11 @@ class FetchHandler:
                 response: Response = await self.off_loop(
                     self._fetch_response, version, correlation_id, 0, plan.topics, plan.resources,
                     cleanup=Response.close)
-                return response
-            return self._fetch_response(version, correlation_id, 0, plan.topics, plan.resources)
+            else:
+                response = self._fetch_response(version, correlation_id, 0, plan.topics,
+                                                plan.resources)
+            response.off_loop = plan.converted > 0  # conversion runs on the worker pool
+            return response
         except BaseException:
             plan.close()
             raise

@@ -1,13 +1,12 @@
-"""The small value types the broker and its helpers share: listeners, topic settings, stats,
-request context and responses."""
+"""The small value types the broker and its helpers share: topic settings, stats and the
+request context (listeners and responses are :mod:`lazyconv.net.model`'s, re-exported here)."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from lazyconv.send import Send
+from lazyconv.net.model import Listener, Response
 
 log = logging.getLogger(__name__)
 
@@ -26,16 +25,6 @@ class TopicConfig:
 
     compression_type: str = "producer"
     downconversion_enable: bool = True
-
-
-@dataclass(frozen=True)
-class Listener:
-    """One advertised endpoint; each listener plays one broker (node id) in Metadata."""
-
-    node_id: int
-    host: str
-    port: int
-    produce_delay_ms: int = 0
 
 
 @dataclass
@@ -62,19 +51,3 @@ class RequestContext:
     client_id: str | None
     listener: Listener
     client_host: str = ""
-
-
-@dataclass
-class Response:
-    """A response ready to be written, and what to release once it is written (or abandoned)."""
-
-    send: Send
-    resources: list[Any] = field(default_factory=list)
-
-    def close(self) -> None:
-        for resource in self.resources:
-            try:
-                resource.close()
-            except Exception:  # closing must never mask the error that ended the response
-                log.exception("closing %r failed", resource)
-        self.resources.clear()

@@ -1,7 +1,8 @@
-"""The asyncio side: listening sockets, request framing, and writing Sends with backpressure.
+"""The asyncio side of every endpoint (``serve`` and ``gateway``): listening sockets, request
+framing, admission limits, timeouts, and writing Sends with backpressure.
 
 Each connection is served by one task that reads a request (int32 size, then that many bytes),
-hands it to :meth:`Broker.handle`, and writes the response before reading the next request —
+hands it to the :class:`~lazyconv.net.model.RequestHandler`'s ``handle``, and writes the response before reading the next request —
 per connection, requests are answered one at a time and in order, as a Kafka broker does (it
 mutes a channel while its response is in flight). Pipelined requests simply wait in the socket.
 
@@ -13,7 +14,11 @@ writability with ``loop.add_writer``. So a slow reader holds at most the bytes o
 
 A request larger than ``max_request_size``, a negative size, or a request the broker refuses
 closes that connection (Kafka does the same); nothing a client sends can stop the server.
-What a connection may cost is bounded by :class:`~lazyconv.serve.connection_limits.ConnectionLimits`:
+Responses that convert records while they are written (``Response.off_loop``) are written
+step by step on the conversion worker pool (:mod:`lazyconv.net.workers`): the compiled kernel
+and the codecs release the GIL, so N converting connections use every core while the event loop
+only moves bytes; one task per connection still awaits each step, so per-connection order holds.
+What a connection may cost is bounded by :class:`~lazyconv.net.limits.ConnectionLimits`:
 the bytes of requests being read or answered over all connections (``queued.max.request.bytes``),
 idle, request-read and write timeouts (docs/guide/robustness.md).
 """
@@ -24,18 +29,20 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lazyconv.errors import LazyconvError
-from lazyconv.send import Send
-from lazyconv.serve.broker import Broker, Listener, Response
-from lazyconv.serve.connection_limits import (
+from lazyconv.net.limits import (
     DEFAULT_MAX_REQUEST_SIZE,
     DEFAULT_QUEUED_MAX_REQUEST_BYTES,
     ConnectionLimits,
     RequestMemoryPool,
     release_free_memory,
 )
+from lazyconv.net.model import Listener, RequestHandler, Response
+from lazyconv.net.workers import ConversionWorkers
+from lazyconv.send import Send
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +69,18 @@ class _ConnectionClosed(Exception):
 
 
 class KafkaServer:
-    """Serves one :class:`Broker` on one or more listeners (each advertised as its own node)."""
+    """Serves one request handler (``serve``'s broker, the gateway) on one or more listeners
+    (each advertised as its own node)."""
 
-    def __init__(self, broker_factory, listeners: list[ListenerSpec], *,
+    def __init__(self, broker_factory: Callable[[list[Listener]], RequestHandler],
+                 listeners: list[ListenerSpec], *,
                  max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
                  send_buffer_bytes: int = DEFAULT_SEND_BUFFER,
-                 limits: ConnectionLimits | None = None) -> None:
-        """``broker_factory(listeners)`` builds the :class:`Broker` once the ports are known;
-        ``limits`` (if given) replaces ``max_request_size``."""
+                 limits: ConnectionLimits | None = None,
+                 workers: ConversionWorkers | None = None) -> None:
+        """``broker_factory(listeners)`` builds the handler once the ports are known;
+        ``limits`` (if given) replaces ``max_request_size``; ``workers``: the pool that writes
+        converting responses (one thread per core by default)."""
         self._broker_factory = broker_factory
         self._specs = listeners
         if limits is None:
@@ -80,7 +91,8 @@ class KafkaServer:
         self.max_request_size = limits.max_request_size
         self.request_memory = RequestMemoryPool(limits.queued_max_request_bytes)
         self.send_buffer_bytes = send_buffer_bytes
-        self.broker: Broker | None = None
+        self.broker: RequestHandler | None = None
+        self.workers = workers if workers is not None else ConversionWorkers()
         self.listeners: list[Listener] = []
         self._sockets: list[socket.socket] = []
         self._accept_tasks: list[asyncio.Task[None]] = []
@@ -122,6 +134,7 @@ class KafkaServer:
         self._sockets.clear()
         if self.broker is not None:
             self.broker.close()
+        self.workers.close()
 
     async def serve_forever(self) -> None:
         await asyncio.gather(*self._accept_tasks)
@@ -189,7 +202,8 @@ class KafkaServer:
                 if response is None:
                     continue
                 try:
-                    await _write_send(loop, conn, response, limits.write_timeout_ms / 1000)
+                    await _write_send(loop, conn, response, limits.write_timeout_ms / 1000,
+                                      self.workers if response.off_loop else None)
                 except LazyconvError as exc:
                     # e.g. a segment truncated under a zero-copy send: the committed size can no
                     # longer be honoured, so the connection must end.
@@ -237,12 +251,17 @@ async def _recv_within(loop: asyncio.AbstractEventLoop, conn: socket.socket, n: 
 
 
 async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket, response: Response,
-                      timeout: float | None = None) -> None:
+                      timeout: float | None = None,
+                      workers: ConversionWorkers | None = None) -> None:
     """Write a Send to the non-blocking socket, waiting for writability when it would block;
-    a reader that takes nothing for ``timeout`` seconds ends the connection."""
+    a reader that takes nothing for ``timeout`` seconds ends the connection. With ``workers``
+    each ``write_to`` step (which may convert a chunk) runs on that pool."""
     send: Send = response.send
     while not send.completed:
-        written = send.write_to(conn)
+        if workers is not None:
+            written = await workers.run(send.write_to, conn)
+        else:
+            written = send.write_to(conn)
         if written == 0 and not send.completed:
             try:
                 await asyncio.wait_for(_wait_writable(loop, conn), timeout)
