@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from lazyconv.net.limits import ConnectionLimits
 from lazyconv.protocol import FetchRequest
 from lazyconv.protocol.headers import encode_request_header
-from lazyconv.net.limits import ConnectionLimits
 from tests.serve.test_robustness import _recv, big_log, fetch_frame, metadata_roundtrip, wait_for
 
 FAST = dict(connections_max_idle_ms=300, request_read_timeout_ms=300, write_timeout_ms=300)
