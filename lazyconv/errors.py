@@ -20,7 +20,8 @@ Hierarchy::
     │       └── DecompressionBombError        decompressed data past the configured bound
     ├── ProtocolError                     Kafka wire-protocol decoding / encoding problems
     ├── ConfigurationError                bad arguments (e.g. a chunk size out of range)
-    └── ValidationError                   a log directory that fails validation (CLI / Spark)
+    ├── ValidationError                   a log directory that fails validation (CLI / Spark)
+    └── UpstreamError                     the gateway's Kafka cluster unreachable or unusable
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "ProtocolError",
     "ConfigurationError",
     "ValidationError",
+    "UpstreamError",
 ]
 
 
@@ -116,3 +118,8 @@ class ConfigurationError(LazyconvError, ValueError):
 
 class ValidationError(LazyconvError):
     """A log directory or segment that fails validation."""
+
+
+class UpstreamError(LazyconvError):
+    """The Kafka cluster behind the gateway could not be reached, or answered something the
+    gateway cannot use (no common API version above Kafka 4.0's floor, a malformed response)."""
