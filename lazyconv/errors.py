@@ -10,7 +10,8 @@ Hierarchy::
     ├── RecordsError                      problems with record bytes
     │   ├── CorruptRecordError            bad CRC, size field out of range, bad magic
     │   ├── InvalidRecordError            structure: counts, varints, lengths, premature end
-    │   │   └── MalformedVarintError      overlong or truncated varint / varlong
+    │   │   ├── MalformedVarintError      overlong or truncated varint / varlong
+    │   │   └── InvalidTimestampError     a timestamp Kafka refuses (up-conversion of old producers' data)
     │   ├── TruncatedDataError            data ends inside a structure that must be complete
     │   ├── UnknownMagicError             magic byte not in 0..2
     │   └── CompressionError              codec problems
@@ -32,6 +33,7 @@ __all__ = [
     "CorruptRecordError",
     "InvalidRecordError",
     "MalformedVarintError",
+    "InvalidTimestampError",
     "TruncatedDataError",
     "UnknownMagicError",
     "CompressionError",
@@ -78,6 +80,10 @@ class InvalidRecordError(RecordsError):
 
 class MalformedVarintError(InvalidRecordError):
     """A varint or varlong that is overlong or runs past the end of its data."""
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A record timestamp Kafka refuses (Kafka's InvalidTimestampException, error INVALID_TIMESTAMP)."""
 
 
 class TruncatedDataError(RecordsError):
