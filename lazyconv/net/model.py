@@ -52,7 +52,12 @@ class Response:
 
 
 class RequestHandler(Protocol):
-    """Answers request frames for :class:`~lazyconv.net.server.KafkaServer`."""
+    """Answers request frames for :class:`~lazyconv.net.server.KafkaServer`.
+
+    A handler that keeps state per connection also has ``new_session(peer) -> session`` (an
+    object with ``close()``); the server then passes that connection's session to ``handle``
+    as a fourth argument and closes it when the connection ends.
+    """
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start timers and background tasks on the serving loop."""

@@ -31,6 +31,7 @@ import logging
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from lazyconv.errors import LazyconvError
 from lazyconv.net.limits import (
@@ -163,6 +164,9 @@ class KafkaServer:
         limits = self.limits
         read_timeout = limits.request_read_timeout_ms / 1000
         large = False
+        # A handler may keep state per connection (the gateway: its upstream connections).
+        new_session = getattr(self.broker, "new_session", None)
+        session = new_session(_host_of(peer)) if new_session is not None else None
         try:
             while True:
                 try:
@@ -191,7 +195,12 @@ class KafkaServer:
                 try:
                     frame = await _recv_within(loop, conn, size, read_timeout)
                     try:
-                        response = await self.broker.handle(frame, listener, _host_of(peer))
+                        if session is None:
+                            response = await self.broker.handle(frame, listener, _host_of(peer))
+                        else:
+                            handler: Any = self.broker  # a handler with sessions (see model)
+                            response = await handler.handle(frame, listener, _host_of(peer),
+                                                             session)
                     except LazyconvError as exc:
                         log.warning("closing %s: invalid request: %s", peer, exc)
                         return
@@ -219,6 +228,8 @@ class KafkaServer:
             # A bug must end this connection only, never the server.
             log.exception("internal error serving %s; closing the connection", peer)
         finally:
+            if session is not None:
+                session.close()
             with contextlib.suppress(OSError):
                 conn.close()
             if large:
