@@ -92,9 +92,9 @@ Kafka's old header checksum) and magic 0 and 1, the broker stored exactly one v2
 records (key, value, timestamp, in order) equal those of :func:`up_convert`'s batch; the stored
 header fields (attributes, last offset delta, base and max timestamps, producer id/epoch, base
 sequence, record count) equal ours; for uncompressed data the whole batch is byte-identical once
-the base offset, partition leader epoch and CRC are zeroed (the CRC then matches too when the
-leader epoch is the only difference: it is outside the CRC). Every error code in the table of
-:func:`kafka_error_code` marked "3.9" is what the broker answered, including: a v2 batch in
+the base offset and the partition leader epoch, which the broker sets, are zeroed (the CRC-32C
+covers neither, so it is equal as stored). Every code in the "Kafka 3.9 answered" column of
+:func:`kafka_error_code` is what the broker answered (62 cases), including: a v2 batch in
 Produce v0/v2 accepted and stored unchanged; a magic-1 set in Produce v0 and a magic-0 set in
 Produce v2 accepted; magic 0 or 1 in Produce v3 → INVALID_RECORD; lz4 magic 1 with the magic-0
 header checksum → UNKNOWN_SERVER_ERROR while lz4 magic 0 with a correct checksum is accepted.
@@ -109,12 +109,10 @@ from lazyconv.errors import (
     ConfigurationError,
     CorruptRecordError,
     DecompressionBombError,
-    DecompressionError,
     InvalidRecordError,
     InvalidTimestampError,
     RecordsError,
     TruncatedDataError,
-    UnknownCompressionError,
     UnsupportedCompressionError,
 )
 from lazyconv.protocol.error_codes import ErrorCode
@@ -370,21 +368,22 @@ def kafka_error_code(error: BaseException) -> int:
     answered for the same input, or, where we refuse what Kafka accepted (or answered
     UNKNOWN_SERVER_ERROR by accident), the code named in the module docstring.
 
-    ==========================================  ============================  =====================
-    error                                       code                          Kafka 3.9 answered
-    ==========================================  ============================  =====================
-    InvalidTimestampError                       INVALID_TIMESTAMP (32)        32 (LogAppendTime
-                                                                              without timestamp);
-                                                                              −1 for timestamp < −1
-    InvalidRecordError (other)                  INVALID_RECORD (87)           87
-    UnsupportedCompressionError (zstd v0/v1)    INVALID_RECORD (87)           87
-    DecompressionBombError                      MESSAGE_TOO_LARGE (10)        (no bound: stored)
-    DecompressionError, UnknownCompressionError UNKNOWN_SERVER_ERROR (−1)     −1
-    CorruptRecordError (CRC, sizes, magic)      CORRUPT_MESSAGE (2)           2; −1 for lengths
-                                                                              past the message end
-    TruncatedDataError                          CORRUPT_MESSAGE (2)           0 (partial dropped)
-    anything else                               UNKNOWN_SERVER_ERROR (−1)
-    ==========================================  ============================  =====================
+    ===========================================  ==========================  ======================
+    error                                        code                        Kafka 3.9 answered
+    ===========================================  ==========================  ======================
+    InvalidTimestampError                        INVALID_TIMESTAMP (32)      32 (LogAppendTime
+                                                                             without timestamp);
+                                                                             -1 for timestamp < -1
+    InvalidRecordError (other)                   INVALID_RECORD (87)         87
+    UnsupportedCompressionError (zstd v0/v1)     INVALID_RECORD (87)         87
+    DecompressionBombError                       MESSAGE_TOO_LARGE (10)      (no bound: stored)
+    DecompressionError, UnknownCompressionError  UNKNOWN_SERVER_ERROR (-1)   -1
+    CorruptRecordError (CRC, sizes, magic)       CORRUPT_MESSAGE (2)         2; -1 for lengths past
+                                                                             the end, 0 for bytes
+                                                                             left unread
+    TruncatedDataError                           CORRUPT_MESSAGE (2)         0 (partial dropped)
+    anything else                                UNKNOWN_SERVER_ERROR (-1)
+    ===========================================  ==========================  ======================
 
     Returns :class:`~lazyconv.protocol.error_codes.ErrorCode` members, and :data:`INVALID_TIMESTAMP`
     (an ``int`` while ``ErrorCode`` does not list it).
@@ -395,7 +394,7 @@ def kafka_error_code(error: BaseException) -> int:
         return ErrorCode.INVALID_RECORD
     if isinstance(error, DecompressionBombError):
         return ErrorCode.MESSAGE_TOO_LARGE
-    if isinstance(error, (DecompressionError, UnknownCompressionError, CompressionError)):
+    if isinstance(error, CompressionError):  # DecompressionError, UnknownCompressionError
         return ErrorCode.UNKNOWN_SERVER_ERROR
     if isinstance(error, (CorruptRecordError, TruncatedDataError)):
         return ErrorCode.CORRUPT_MESSAGE
