@@ -49,8 +49,10 @@ What Kafka (3.9; the same in 2.1+) does, and so what :func:`up_convert` does
   set); Produce v0–2 are *not* checked against the magic: a magic-1 set in Produce v0 or a
   magic-0 set in Produce v2 is accepted, and so is a single v2 batch in Produce v0–2, which
   Kafka validated and stored as it would a Produce v3+ batch. :func:`up_convert` returns such a
-  batch unchanged (``converted`` is ``False``) after checking that it is the only entry and its
-  CRC; the Kafka 4 broker validates the rest when it is forwarded.
+  batch unchanged (``converted`` is ``False``) after the checks Kafka made of its header: the
+  only entry, its CRC, base offset 0, a record count above 0 that matches the offset range, not
+  a control batch, a sequence if it has a producer id (else INVALID_RECORD); the Kafka 4 broker
+  validates its records when it is forwarded.
 - **An empty set** (no bytes) is accepted by Kafka with nothing appended (NONE, base offset −1):
   :func:`up_convert` returns an empty :class:`UpConverted` (``record_count`` 0, ``batch`` b"").
   Kafka 4 refuses a Produce v3+ partition without a batch, so a gateway answers that one itself.
@@ -94,7 +96,7 @@ header fields (attributes, last offset delta, base and max timestamps, producer 
 sequence, record count) equal ours; for uncompressed data the whole batch is byte-identical once
 the base offset and the partition leader epoch, which the broker sets, are zeroed (the CRC-32C
 covers neither, so it is equal as stored). Every code in the "Kafka 3.9 answered" column of
-:func:`kafka_error_code` is what the broker answered (62 cases), including: a v2 batch in
+:func:`kafka_error_code` is what the broker answered (67 cases), including: a v2 batch in
 Produce v0/v2 accepted and stored unchanged; a magic-1 set in Produce v0 and a magic-0 set in
 Produce v2 accepted; magic 0 or 1 in Produce v3 → INVALID_RECORD; lz4 magic 1 with the magic-0
 header checksum → UNKNOWN_SERVER_ERROR while lz4 magic 0 with a correct checksum is accepted.
@@ -234,6 +236,7 @@ def up_convert(
             f"(the second at byte {entries[1].position})", entries[1].position)
     if first.magic == 2:
         assert isinstance(first, DefaultBatch)
+        _check_client_v2_batch(first)
         return UpConverted(bytes(first.buffer()), first.record_count, source, 2)
     if source == Compression.NONE:
         rows = _plain_rows(entries, parsed, compacted_topic)
@@ -261,6 +264,26 @@ def _check_entry(batch: RecordBatch) -> _Parsed | None:
     message = _parse(data, 0, len(data), batch.position)
     batch.compression  # noqa: B018
     return message
+
+
+def _check_client_v2_batch(batch: DefaultBatch) -> None:
+    """The header checks Kafka made on a producer's v2 batch (UnifiedLog's base offset 0,
+    LogValidator.validateBatch): the records are left to the broker it is forwarded to. A batch
+    without records must not pass for an empty set."""
+    problem = None
+    if batch.base_offset != 0:
+        problem = f"a producer's v2 batch must have base offset 0, not {batch.base_offset}"
+    elif batch.record_count <= 0:
+        problem = f"v2 batch with the record count {batch.record_count}"
+    elif batch.last_offset_delta + 1 != batch.record_count:
+        problem = (f"v2 batch with last offset delta {batch.last_offset_delta} and "
+                   f"{batch.record_count} records")
+    elif batch.is_control:
+        problem = "producers may not write control batches"
+    elif batch.producer_id >= 0 and batch.base_sequence < 0:
+        problem = f"v2 batch of producer id {batch.producer_id} with the sequence {batch.base_sequence}"
+    if problem is not None:
+        raise InvalidRecordError(problem, batch.position)
 
 
 def _parse(data: bytes, pos: int, end: int, error_base: int) -> _Parsed:

@@ -26,7 +26,13 @@ from lazyconv.errors import (
     UnsupportedCompressionError,
 )
 from lazyconv.protocol.error_codes import ErrorCode
-from lazyconv.records import Compression, MemoryRecords, RecordsBuilder, TimestampType
+from lazyconv.records import (
+    Compression,
+    MemoryRecords,
+    RecordsBuilder,
+    TimestampType,
+    encode_v2_batch,
+)
 from lazyconv.records._codec import append_legacy_message
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import compress
@@ -360,6 +366,27 @@ def test_a_v2_batch_with_anything_else_is_refused() -> None:
     _refused(v2 + v2, InvalidRecordError, ErrorCode.INVALID_RECORD)
     _refused(_v1(0) + v2, InvalidRecordError, ErrorCode.INVALID_RECORD)
     _refused(_flip(v2, len(v2) - 1), CorruptRecordError, ErrorCode.CORRUPT_MESSAGE)
+
+
+def test_a_v2_batch_gets_kafkas_header_checks() -> None:
+    builder = RecordsBuilder(2)
+    builder.append(0, T, b"k", b"v")
+    records = builder.build()[61:]
+
+    def v2(**kwargs) -> bytes:
+        fields = dict(base_offset=0, partition_leader_epoch=-1, attributes=0, last_offset_delta=0,
+                      base_timestamp=T, max_timestamp=T, producer_id=-1, producer_epoch=-1,
+                      base_sequence=-1, record_count=1, payload=records)
+        fields.update(kwargs)
+        return encode_v2_batch(**fields)
+
+    assert up_convert(v2()).record_count == 1
+    assert up_convert(v2(producer_id=7, producer_epoch=0, base_sequence=0)).record_count == 1
+    for bad in (dict(base_offset=5), dict(record_count=0, last_offset_delta=-1, payload=b""),
+                dict(last_offset_delta=3), dict(attributes=0x20),
+                dict(producer_id=7, producer_epoch=0, base_sequence=-1)):
+        error = _refused(v2(**bad), InvalidRecordError, ErrorCode.INVALID_RECORD)
+        assert error.position == 0
 
 
 @pytest.mark.parametrize("version", [3, 7, 11])

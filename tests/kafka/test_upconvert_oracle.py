@@ -33,7 +33,7 @@ from lazyconv.protocol import fetch, metadata, produce
 from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.headers import decode_response_header, encode_request_header
 from lazyconv.protocol.primitives import Reader
-from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
+from lazyconv.records import Compression, MemoryRecords, RecordsBuilder, encode_v2_batch
 from lazyconv.records._codec import append_legacy_message
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import compress
@@ -234,6 +234,16 @@ _V2_BUILDER.append(0, T, b"k", b"v")
 _V2 = _V2_BUILDER.build()
 
 
+def _v2(**fields: Any) -> bytes:
+    """A one-record v2 batch with some header fields changed."""
+    header: dict[str, Any] = dict(
+        base_offset=0, partition_leader_epoch=-1, attributes=0, last_offset_delta=0, base_timestamp=T,
+        max_timestamp=T, producer_id=-1, producer_epoch=-1, base_sequence=-1, record_count=1,
+        payload=_V2[61:])
+    header.update(fields)
+    return encode_v2_batch(**header)
+
+
 class Case(NamedTuple):
     name: str
     data: bytes
@@ -274,6 +284,11 @@ CASES = [
     Case("mixed magic 1 then 0", _v1(0) + _v0(1), 87),
     Case("v2 batch then magic 1", _V2 + _v1(1), 87),
     Case("magic 1 then v2 batch", _v1(0) + _V2, 87),
+    Case("v2 batch with base offset 5", _v2(base_offset=5), 87),
+    Case("v2 batch without records", _v2(record_count=0, last_offset_delta=-1, payload=b""), 87),
+    Case("v2 batch, count and offsets disagree", _v2(last_offset_delta=3), 87),
+    Case("v2 control batch", _v2(attributes=0x20), 87),
+    Case("v2 batch, producer id without sequence", _v2(producer_id=7, producer_epoch=0), 87),
     Case("magic 1 in Produce v3", _v1(0), 87, produce_version=3),
     Case("v0 wrapper in Produce v3", _wrapper(_v0(0), 1, 0, 0), 87, produce_version=3),
     Case("empty set in Produce v3", b"", 87, produce_version=3),
