@@ -10,8 +10,8 @@ of a Produce request, so that a gateway can forward the result in a Produce v3+ 
 Kafka 4 cluster (the broker assigns the offsets); :func:`kafka_error_code` gives the error a
 broker answered for each refusal.
 
-What Kafka (3.9; the same in 2.1+) does, and so what :func:`up_convert` does
---------------------------------------------------------------------------------
+What Kafka 3.9 does (read in its code, measured on a broker), and so what :func:`up_convert` does
+---------------------------------------------------------------------------------------------------
 
 - **One v2 batch for the whole set.** The uncompressed messages of a set (any number) become one
   uncompressed batch; a compressed wrapper's inner messages become one batch compressed with the
@@ -182,7 +182,7 @@ def up_convert(
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> UpConverted:
     """Up-convert one partition's message set of a Produce request to one v2 batch, as a Kafka
-    2.1–3.9 broker did before appending it (see the module docstring for the rules and the few
+    3.x broker did before appending it (see the module docstring for the rules and the few
     places where we are stricter than Kafka on purpose).
 
     ``produce_version``: the Produce request's version, if known; 3 and above must carry magic 2

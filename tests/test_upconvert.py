@@ -1,4 +1,4 @@
-"""lazyconv.upconvert: old producers' message sets (magic 0/1) to one v2 batch, as Kafka 2.1–3.9
+"""lazyconv.upconvert: old producers' message sets (magic 0/1) to one v2 batch, as Kafka 3.x
 brokers up-converted them, with the error each refusal gets (tests/kafka/test_upconvert_oracle.py
 checks the same against a real 3.9 broker)."""
 
