@@ -191,7 +191,8 @@ class UpstreamConnection:
                 if future.done():  # its requester gave up
                     continue
                 try:
-                    reader = Reader(frame)
+                    # Fetch records stay views into the frame: relayed without a copy.
+                    reader = Reader(frame, records_as_views=True)
                     decode_response_header(reader, spec.response_header_version(version))
                     future.set_result(spec.decode_response(version, reader, exact=False))
                 except LazyconvError as exc:

@@ -162,13 +162,17 @@ def length_prefix_size(length: int | None, *, compact: bool) -> int:
 class Reader:
     """Reads Kafka primitives from a buffer; every overrun raises a positioned ProtocolError."""
 
-    __slots__ = ("view", "pos", "base")
+    __slots__ = ("view", "pos", "base", "records_as_views")
 
-    def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0, *, base: int = 0) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0, *, base: int = 0,
+                 records_as_views: bool = False) -> None:
         self.view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
         self.pos = pos
         # Added to positions in error messages, for readers over a sub-buffer of a message.
         self.base = base
+        # Records fields decode as memoryviews into ``data`` (no copy) instead of bytes: for a
+        # relay that passes them on while ``data`` lives.
+        self.records_as_views = records_as_views
 
     @property
     def remaining(self) -> int:
@@ -290,13 +294,19 @@ class Reader:
             raise self.error(f"{what} is not valid UTF-8: {exc.reason}", start) from None
 
     def bytes_(self, what: str = "bytes", *, compact: bool, nullable: bool = False) -> bytes | None:
+        view = self.bytes_view(what, compact=compact, nullable=nullable)
+        return None if view is None else bytes(view)
+
+    def bytes_view(self, what: str = "bytes", *, compact: bool,
+                   nullable: bool = False) -> memoryview | None:
+        """A length-prefixed byte string as a view into the buffer (no copy)."""
         start = self.pos
         n = self.length_prefix(what, compact=compact)
         if n is None:
             if not nullable:
                 raise self.error(f"{what} is null but is not nullable", start)
             return None
-        return bytes(self._take(n, what))
+        return self._take(n, what)
 
     def array_length(self, what: str, *, compact: bool, nullable: bool = False) -> int | None:
         start = self.pos

@@ -519,7 +519,11 @@ def _decode_scalar(t: ScalarType, r: Reader, flexible: bool, nullable: bool, pat
         return r.string(path, compact=flexible, nullable=nullable)
     if name in ("bytes", "records"):
         at = r.pos
-        value = r.bytes_(path, compact=flexible, nullable=True)
+        value: bytes | memoryview | None
+        if name == "records" and r.records_as_views:
+            value = r.bytes_view(path, compact=flexible, nullable=True)
+        else:
+            value = r.bytes_(path, compact=flexible, nullable=True)
         if value is None and not nullable:
             raise r.error(f"{path} is null but not nullable", at)
         return value

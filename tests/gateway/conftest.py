@@ -1,0 +1,102 @@
+"""The gateway in a background thread, in front of ``lazyconv serve`` (fast tests, no JVM) or a
+real Kafka broker (marker ``kafka``)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lazyconv.gateway import Gateway
+from tests.conftest import REPO_ROOT
+from tests.serve.conftest import ServerThread
+
+
+class GatewayThread:
+    """A :class:`Gateway` on its own event loop in a daemon thread."""
+
+    def __init__(self, upstream: str, **kwargs) -> None:
+        kwargs.setdefault("port", 0)
+        self.gateway = Gateway(upstream, **kwargs)
+        self.loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        if not self._started.wait(30):
+            raise RuntimeError("the gateway did not start")
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self.gateway.start())
+        except BaseException as exc:  # reported to the constructor
+            self._error = exc
+            self._started.set()
+            return
+        self._started.set()
+        self.loop.run_forever()
+
+    @property
+    def port(self) -> int:
+        return self.gateway.listener.port
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def handler(self):
+        return self.gateway.handler
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        if self._error is None:
+            asyncio.run_coroutine_threadsafe(self.gateway.close(), self.loop).result(30)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture
+def served_fixtures(tmp_path: Path) -> Path:
+    """A copy of the committed broker-layout fixture (every codec, transactions, ...)."""
+    target = tmp_path / "logs"
+    shutil.copytree(REPO_ROOT / "fixtures", target)
+    return target
+
+
+@pytest.fixture
+def serve_upstream(served_fixtures: Path) -> Iterator[ServerThread]:
+    """``lazyconv serve`` over the fixture copy: a stand-in upstream cluster of one broker."""
+    server = ServerThread(served_fixtures)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def gateway_factory() -> Iterator:
+    """``gateway_factory(upstream_bootstrap, **Gateway kwargs)``; every gateway is stopped at
+    teardown."""
+    gateways: list[GatewayThread] = []
+
+    def start(upstream: str, **kwargs) -> GatewayThread:
+        gateway = GatewayThread(upstream, **kwargs)
+        gateways.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in gateways:
+        gateway.stop()
+
+
+@pytest.fixture
+def gateway_over_serve(serve_upstream: ServerThread, gateway_factory) -> GatewayThread:
+    return gateway_factory(serve_upstream.bootstrap)

@@ -1,0 +1,303 @@
+"""The gateway in front of ``lazyconv serve`` (a stand-in cluster that needs no JVM): what an old
+client reads through the gateway is what it reads from a broker that down-converts itself, what
+it produces arrives as v2 batches, and no request reaches the upstream below Kafka 4.0's floor."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+from lazyconv.errors import UpstreamError
+from lazyconv.gateway.floor import upstream_floor
+from lazyconv.protocol import api_versions, fetch, list_offsets, metadata, produce
+from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
+from tests.gateway.conftest import GatewayThread
+from tests.serve.conftest import ServerThread
+from tests.serve.wire import WireClient
+
+# (topic, partitions) of the committed fixture that a read_uncommitted consumer reads whole
+TOPICS = [("codecs", 2), ("nulls", 2), ("logappend", 2), ("upgraded", 2), ("headers", 2),
+          ("compacted", 2), ("transactions", 2), ("idempotent", 2), ("tiny", 2)]
+
+
+def consume(port: int, version: int, topic: str, partition: int, *,
+            partition_max_bytes: int = 1 << 20) -> tuple[list[tuple], int, int]:
+    """Every record of one partition read with raw Fetch requests of ``version`` from offset 0:
+    (records as (offset, key, value, timestamp, magic), the offset it stopped at, the error)."""
+    records: list[tuple] = []
+    offset = 0
+    with WireClient(port) as client:
+        for _ in range(10000):
+            answer = client.call(fetch.SPEC, version, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": topic, "partitions": [{
+                    "partition": partition, "fetch_offset": offset,
+                    "partition_max_bytes": partition_max_bytes}]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+            part = answer["responses"][0]["partitions"][0]
+            if part["error_code"]:
+                return records, offset, part["error_code"]
+            data = part["records"] or b""
+            advanced = offset
+            for batch in MemoryRecords(data).batches():
+                for record in batch:
+                    if record.offset >= offset:
+                        records.append((record.offset, record.key, record.value,
+                                        record.timestamp if batch.magic > 0 else None, batch.magic))
+                advanced = max(advanced, batch.last_offset + 1)
+            if advanced == offset:
+                return records, offset, 0 if offset >= part["high_watermark"] else -99
+            offset = advanced
+    raise AssertionError("the consumer did not finish")
+
+
+@pytest.mark.parametrize("version", [0, 2, 3])
+def test_old_fetch_versions_read_what_a_down_converting_broker_gives(serve_upstream: ServerThread,
+                                                                     gateway_over_serve: GatewayThread,
+                                                                     version: int) -> None:
+    for topic, partitions in TOPICS:
+        for p in range(partitions):
+            direct = consume(serve_upstream.port, version, topic, p)
+            relayed = consume(gateway_over_serve.port, version, topic, p)
+            assert relayed == direct, f"{topic}-{p} at Fetch v{version}"
+            assert direct[0], f"{topic}-{p}: nothing read"
+            assert max(r[4] for r in relayed[0]) <= (0 if version < 2 else 1)
+    # the codecs topic holds zstd batches: refused with error 76 at the same offset, as a broker
+    stopped = consume(gateway_over_serve.port, version, "codecs", 0)
+    assert stopped[2] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+@pytest.mark.parametrize("version", [4, 9, 11, 12])
+def test_v2_readers_get_the_upstream_batches(serve_upstream: ServerThread,
+                                            gateway_over_serve: GatewayThread, version: int) -> None:
+    for topic, partitions in TOPICS:
+        for p in range(partitions):
+            direct = consume(serve_upstream.port, version, topic, p)
+            relayed = consume(gateway_over_serve.port, version, topic, p)
+            if version < 10 and relayed[2] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE:
+                # A zstd batch is not handed to a client that cannot read it (a broker hands it
+                # over when the topic's compression.type is not zstd: docs/differences.md).
+                assert topic in ("codecs", "upgraded")
+                assert relayed[0] == direct[0][:len(relayed[0])]
+                assert len(relayed[0]) < len(direct[0])
+                continue
+            assert relayed == direct, f"{topic}-{p} at Fetch v{version}"
+
+
+def test_fetch_by_topic_id(serve_upstream: ServerThread, gateway_over_serve: GatewayThread) -> None:
+    with WireClient(gateway_over_serve.port) as client:
+        meta = client.call(metadata.SPEC, 12, {"topics": [{"name": "nulls"}]})
+        topic_id = meta["topics"][0]["topic_id"]
+        answer = client.call(fetch.SPEC, 13, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "session_epoch": -1, "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    part = answer["responses"][0]["partitions"][0]
+    assert answer["responses"][0]["topic_id"] == topic_id
+    assert part["error_code"] == 0 and part["records"]
+
+
+def test_metadata_presents_the_gateway_as_the_cluster(gateway_over_serve: GatewayThread) -> None:
+    for version in (0, 1, 9, 12):
+        with WireClient(gateway_over_serve.port) as client:
+            meta = client.call(metadata.SPEC, version, {"topics": [{"name": "codecs"},
+                                                                   {"name": "no-such-topic"}],
+                                                        "allow_auto_topic_creation": False})
+        assert meta["brokers"] == [{"node_id": 0, "host": "127.0.0.1",
+                                    "port": gateway_over_serve.port, "rack": None}] or \
+            [(b["node_id"], b["port"]) for b in meta["brokers"]] == [(0, gateway_over_serve.port)]
+        codecs, missing = meta["topics"]
+        assert codecs["error_code"] == 0
+        assert sorted(p["partition_index"] for p in codecs["partitions"]) == [0, 1]
+        assert all(p["leader_id"] == 0 for p in codecs["partitions"])
+        assert missing["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_list_offsets_v0_answers_from_v1(serve_upstream: ServerThread,
+                                         gateway_over_serve: GatewayThread) -> None:
+    with WireClient(gateway_over_serve.port) as client:
+        answer = client.call(list_offsets.SPEC, 0, {"replica_id": -1, "topics": [
+            {"name": "nulls", "partitions": [
+                {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1},
+                {"partition_index": 1, "timestamp": -2, "max_num_offsets": 1}]}]})
+    latest, earliest = answer["topics"][0]["partitions"]
+    with WireClient(serve_upstream.port) as client:
+        direct = client.call(list_offsets.SPEC, 1, {"replica_id": -1, "topics": [
+            {"name": "nulls", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    assert latest["old_style_offsets"] == [direct["topics"][0]["partitions"][0]["offset"]]
+    assert earliest["old_style_offsets"] == [0]
+
+
+def legacy_set(magic: int, codec: Compression, count: int, ts0: int = 1_700_000_000_000) -> bytes:
+    builder = RecordsBuilder(magic, codec, base_offset=0)
+    for i in range(count):
+        builder.append(timestamp=ts0 + i if magic else -1, key=b"k%d" % i, value=b"v%d" % i)
+    return builder.build()
+
+
+def produce_request(version: int, topic: str, records: bytes, acks: int = -1) -> dict:
+    return {"transactional_id": None, "acks": acks, "timeout_ms": 10000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+
+
+@pytest.mark.parametrize("version,magic,codec", [
+    (0, 0, Compression.NONE), (1, 0, Compression.GZIP), (2, 1, Compression.NONE),
+    (2, 1, Compression.LZ4), (2, 1, Compression.SNAPPY), (1, 0, Compression.LZ4),
+])
+def test_old_produce_is_up_converted(served_fixtures, gateway_factory, version: int, magic: int,
+                                     codec: Compression) -> None:
+    (served_fixtures / "sink-0").mkdir()
+    upstream = ServerThread(served_fixtures)
+    try:
+        gateway = gateway_factory(upstream.bootstrap)
+        with WireClient(gateway.port) as client:
+            first = client.call(produce.SPEC, version, produce_request(version, "sink", legacy_set(magic, codec, 5)))
+            second = client.call(produce.SPEC, version, produce_request(version, "sink", legacy_set(magic, codec, 3)))
+        bases = [a["responses"][0]["partition_responses"][0] for a in (first, second)]
+        assert [(b["error_code"], b["base_offset"]) for b in bases] == [(0, 0), (0, 5)]
+        got = consume(upstream.port, 12, "sink", 0)[0]
+        assert [(o, k, v) for o, k, v, _ts, _m in got] == \
+            [(i, b"k%d" % j, b"v%d" % j) for i, j in enumerate([0, 1, 2, 3, 4, 0, 1, 2])]
+        assert {m for *_, m in got} == {2}
+        expected_ts = [1_700_000_000_000 + j if magic else -1 for j in [0, 1, 2, 3, 4, 0, 1, 2]]
+        assert [ts for _o, _k, _v, ts, _m in got] == expected_ts
+        batches = list(MemoryRecords(_log_bytes(served_fixtures / "sink-0")).batches())
+        assert {b.compression for b in batches} == {codec}
+        # nothing below the Kafka 4.0 floor reached the upstream
+        counts = upstream.server.broker.request_counts
+        assert counts, "the upstream saw no request"
+        for (key, v), _n in counts.items():
+            assert v >= upstream_floor(key), f"api {key} v{v} sent upstream"
+    finally:
+        upstream.stop()
+
+
+def _log_bytes(folder) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.glob("*.log")))
+
+
+def test_a_refused_message_set_gets_the_brokers_error_and_others_go_through(
+        served_fixtures, gateway_factory) -> None:
+    (served_fixtures / "sink-0").mkdir()
+    upstream = ServerThread(served_fixtures)
+    try:
+        gateway = gateway_factory(upstream.bootstrap)
+        good = legacy_set(1, Compression.NONE, 2)
+        corrupt = bytearray(good)
+        corrupt[20] ^= 0xFF  # inside the first message, after its CRC
+        with WireClient(gateway.port) as client:
+            answer = client.call(produce.SPEC, 2, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+                {"name": "sink", "partition_data": [{"index": 0, "records": bytes(corrupt)}]},
+                {"name": "nulls", "partition_data": [{"index": 0, "records": good}]}]})
+        codes = [t["partition_responses"][0]["error_code"] for t in answer["responses"]]
+        assert codes == [ErrorCode.CORRUPT_MESSAGE, 0]
+        assert _log_bytes(served_fixtures / "sink-0") == b""
+    finally:
+        upstream.stop()
+
+
+def test_acks_zero_gets_no_answer_but_is_written(served_fixtures, gateway_factory) -> None:
+    (served_fixtures / "sink-0").mkdir()
+    upstream = ServerThread(served_fixtures)
+    try:
+        gateway = gateway_factory(upstream.bootstrap)
+        with WireClient(gateway.port) as client:
+            client.correlation_id += 1
+            from lazyconv.protocol.headers import encode_request_header
+            header = encode_request_header(1, produce.SPEC.key, 2, client.correlation_id, "t")
+            body = produce.SPEC.encode_request(2, produce_request(2, "sink", legacy_set(1, Compression.NONE, 4), acks=0))
+            client.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+            # the next request's answer comes first: nothing was sent for acks=0
+            meta = client.call(api_versions.SPEC, 0, {})
+            assert meta["error_code"] == 0
+        for _ in range(100):
+            if len(consume(upstream.port, 12, "sink", 0)[0]) == 4:
+                break
+            import time
+            time.sleep(0.05)
+        assert len(consume(upstream.port, 12, "sink", 0)[0]) == 4
+    finally:
+        upstream.stop()
+
+
+def test_api_versions_lists_what_the_gateway_serves(gateway_over_serve: GatewayThread) -> None:
+    with WireClient(gateway_over_serve.port) as client:
+        answer = client.call(api_versions.SPEC, 3, {"client_software_name": "t",
+                                                    "client_software_version": "1"})
+    table = {e["api_key"]: (e["min_version"], e["max_version"]) for e in answer["api_keys"]}
+    assert table[produce.SPEC.key] == (0, produce.SPEC.max_version)
+    assert table[fetch.SPEC.key] == (0, fetch.SPEC.max_version)
+    assert table[list_offsets.SPEC.key][0] == 0
+    assert set(table) == {0, 1, 2, 3, 18}
+
+
+@pytest.mark.parametrize("frame", [
+    b"\x00\x00\x00\x04garb",                       # shorter than a header
+    b"\x7f\xff\xff\xff",                           # a size far beyond the limit
+    struct.pack(">ihhi", 10, 99, 0, 1) + b"xx",    # an API key the gateway does not serve
+    struct.pack(">ihhih", 14, 1, 2, 7, 0) + b"\x00\x00\xff\xff",  # a Fetch body cut short
+])
+def test_garbage_closes_only_that_connection(gateway_over_serve: GatewayThread, frame: bytes) -> None:
+    bystander = WireClient(gateway_over_serve.port)
+    with socket.create_connection(("127.0.0.1", gateway_over_serve.port), timeout=10) as sock:
+        sock.sendall(frame)
+        sock.settimeout(10)
+        try:  # closed without an answer, as a broker does
+            assert sock.recv(100) == b""
+        except ConnectionResetError:  # unread bytes turn the close into a reset
+            pass
+    answer = bystander.call(metadata.SPEC, 1, {"topics": [{"name": "tiny"}]})
+    assert answer["topics"][0]["error_code"] == 0
+    bystander.close()
+
+
+def test_an_unreachable_cluster_is_one_clear_error(gateway_factory) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(UpstreamError, match="no upstream broker reachable"):
+        gateway_factory(f"127.0.0.1:{port}")
+
+
+def test_a_lost_upstream_is_a_retriable_error_then_recovers(served_fixtures, gateway_factory) -> None:
+    upstream = ServerThread(served_fixtures)
+    port = upstream.port
+    gateway = gateway_factory(upstream.bootstrap, metadata_max_age_ms=200)
+    before = consume(gateway.port, 2, "tiny", 0)
+    upstream.stop()
+    with WireClient(gateway.port) as client:
+        answer = client.call(fetch.SPEC, 2, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
+                                             "topics": [{"topic": "tiny", "partitions": [
+                                                 {"partition": 0, "fetch_offset": 0,
+                                                  "partition_max_bytes": 1 << 20}]}]})
+        assert answer["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        sent = client.call(produce.SPEC, 2, produce_request(2, "tiny", legacy_set(1, Compression.NONE, 1)))
+        assert sent["responses"][0]["partition_responses"][0]["error_code"] == \
+            ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # the broker comes back on the same port: the same client connection reads again
+    import asyncio
+    import threading
+
+    from lazyconv.serve import Broker, KafkaServer, ListenerSpec, LogDirectory
+    logdir = LogDirectory(served_fixtures)
+    server = KafkaServer(lambda ls: Broker(logdir, ls), [ListenerSpec("127.0.0.1", port)])
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=lambda: (asyncio.set_event_loop(loop),
+                                     loop.run_until_complete(server.start()),
+                                     loop.run_forever()), daemon=True).start()
+    try:
+        import time
+        deadline = time.monotonic() + 10
+        while True:
+            after = consume(gateway.port, 2, "tiny", 0)
+            if after == before or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert after == before
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
