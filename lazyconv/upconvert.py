@@ -138,8 +138,8 @@ from lazyconv.records.types import RecordBatch
 
 __all__ = ["UpConverted", "up_convert", "kafka_error_code", "INVALID_TIMESTAMP"]
 
-#: Kafka's INVALID_TIMESTAMP error code (32); :class:`ErrorCode` does not list it (yet).
-INVALID_TIMESTAMP: int = getattr(ErrorCode, "INVALID_TIMESTAMP", 32)
+#: Kafka's INVALID_TIMESTAMP error code (32).
+INVALID_TIMESTAMP: int = ErrorCode.INVALID_TIMESTAMP
 
 _NO_TIMESTAMP = -1
 _CRC_START = LOG_OVERHEAD + 4  # a legacy message's CRC-32 covers magic .. end
@@ -408,8 +408,7 @@ def kafka_error_code(error: BaseException) -> int:
     anything else                                UNKNOWN_SERVER_ERROR (-1)
     ===========================================  ==========================  ======================
 
-    Returns :class:`~lazyconv.protocol.error_codes.ErrorCode` members, and :data:`INVALID_TIMESTAMP`
-    (an ``int`` while ``ErrorCode`` does not list it).
+    Returns :class:`~lazyconv.protocol.error_codes.ErrorCode` members (:data:`INVALID_TIMESTAMP` included).
     """
     if isinstance(error, InvalidTimestampError):
         return INVALID_TIMESTAMP
