@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from golden_cases import GOLDEN_DIR
 from hypothesis import HealthCheck, settings
+from kafka_broker import KafkaBroker, KafkaDistError, check_dist, dist_version
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,3 +28,111 @@ def golden_dir() -> Path:
     """``tests/golden``: Kafka's golden cases (part of the repository, never skipped)."""
     assert GOLDEN_DIR.is_dir(), f"{GOLDEN_DIR} is missing: restore it with git checkout"
     return GOLDEN_DIR
+
+
+# -- real Kafka brokers (marker `kafka`) ---------------------------------------------------
+# Distributions come from the environment (.ci/run sets them when the CI machine has them); any
+# Apache Kafka binary distribution folder works (libs/*.jar, config/). Tests using these
+# fixtures carry @pytest.mark.kafka.
+
+KAFKA_DIST_ENV = "LAZYCONV_KAFKA_DIST"  # the Kafka 4.x target
+KAFKA_DIST_3_ENV = "LAZYCONV_KAFKA_DIST_3"  # a 3.x broker that still down-converts
+KAFKA_OLD_CLIENTS_ENV = "LAZYCONV_KAFKA_OLD_CLIENTS"  # <version>/kafka-clients-<version>.jar …
+
+# tests/kafka is a folder of rootless test modules: an __init__.py there would make it a
+# package named `kafka` ahead of kafka-python on sys.path, and every `import kafka` in the
+# session would get the tests instead
+if (Path(__file__).parent / "kafka" / "__init__.py").exists():
+    raise RuntimeError(
+        "tests/kafka/__init__.py shadows kafka-python (`import kafka`): delete it; "
+        "tests/kafka must stay a folder without __init__.py"
+    )
+
+
+def _kafka_dist_from_env(var: str, kafka_4: bool) -> Path:
+    value = os.environ.get(var)
+    if not value:
+        pytest.skip(f"{var} is not set: no Kafka distribution to test against")
+    problem = ""
+    try:
+        dist = check_dist(Path(value))
+        version = dist_version(dist)
+    except KafkaDistError as e:
+        problem = str(e)
+    else:
+        major = int(version.split(".")[0])
+        if kafka_4 and major < 4:
+            problem = f"it is Kafka {version}, not Kafka 4 or newer"
+        elif not kafka_4 and major != 3:
+            problem = f"it is Kafka {version}, not a Kafka 3.x"
+    if problem:
+        pytest.fail(f"{var}={value}: {problem}", pytrace=False)
+    return dist
+
+
+@pytest.fixture(scope="session")
+def kafka_dist() -> Path:
+    """The Kafka 4.x distribution folder from ``LAZYCONV_KAFKA_DIST`` (skips when unset)."""
+    return _kafka_dist_from_env(KAFKA_DIST_ENV, kafka_4=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_dist_3() -> Path:
+    """A Kafka 3.x distribution folder from ``LAZYCONV_KAFKA_DIST_3`` (skips when unset)."""
+    return _kafka_dist_from_env(KAFKA_DIST_3_ENV, kafka_4=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(kafka_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A running single-node Kafka 4.x broker for the whole session (stopped at its end).
+    Shared: do not stop, restart or reconfigure it; crash tests make their own with
+    ``kafka_broker_factory``."""
+    broker = KafkaBroker(kafka_dist, tmp_path_factory.mktemp("kafka-4") / "broker")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker_3(kafka_dist_3: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A running single-node Kafka 3.x broker with the request log on (every request in
+    ``request_log_entries()``), for the whole session."""
+    broker = KafkaBroker(kafka_dist_3, tmp_path_factory.mktemp("kafka-3") / "broker",
+                         request_log=True)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def kafka_broker_factory(tmp_path: Path) -> Iterator[Callable[..., KafkaBroker]]:
+    """``make(dist, **KafkaBroker kwargs) -> KafkaBroker``: a started broker of the test's own
+    (workdir under tmp_path), stopped when the test ends: for restart and crash tests."""
+    brokers: list[KafkaBroker] = []
+
+    def make(dist: Path, *, start: bool = True, **kwargs: Any) -> KafkaBroker:
+        broker = KafkaBroker(dist, tmp_path / f"kafka-{len(brokers) + 1}", **kwargs)
+        brokers.append(broker)
+        return broker.start() if start else broker
+
+    yield make
+    for broker in brokers:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_old_clients() -> Path:
+    """The folder of old Kafka Java clients from ``LAZYCONV_KAFKA_OLD_CLIENTS``:
+    ``<version>/kafka-clients-<version>.jar`` plus its runtime jars (skips when unset)."""
+    value = os.environ.get(KAFKA_OLD_CLIENTS_ENV)
+    if not value:
+        pytest.skip(f"{KAFKA_OLD_CLIENTS_ENV} is not set: no old Kafka Java clients to test with")
+    folder = Path(value).expanduser().resolve()
+    if not folder.is_dir() or not any(folder.glob("*/kafka-clients-*.jar")):
+        pytest.fail(f"{KAFKA_OLD_CLIENTS_ENV}={value}: no <version>/kafka-clients-<version>.jar "
+                    "in it", pytrace=False)
+    return folder
