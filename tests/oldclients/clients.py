@@ -23,8 +23,9 @@ The fields of a configuration:
 - ``sends``: API name -> the version it uses for that API (None: what it negotiated), as
   checked against ``lazyconv serve``'s request log by test_drivers_vs_serve.py; ListOffsets
   only where a job asks for ``"start": "earliest"`` (or kcat's ``-o beginning``).
-- ``groups``: whether its driver can consume in a group ("subscribe"); the old-client drivers
-  here do "assign" only, except kafka-python from api_version (0, 9) on.
+- ``groups``: whether its driver can consume in a group ("subscribe" with ``group`` and
+  ``commit``): kafka-python from api_version (0, 9) on and librdkafka; not kafka-node's
+  driver (assign only), nor kafka-python at (0, 8, 2) (groups need a 0.9 broker).
 """
 
 from __future__ import annotations
@@ -67,13 +68,21 @@ class OldClient:
     unreadable_codecs: dict[str, str] = field(default_factory=dict)
     sends: dict[str, int | None] = field(default_factory=dict)
     groups: bool = False
+    note: str = ""
+
+
+# The group APIs of a 0.9 broker, which kafka-python 1.x (api_version 0.9 and 0.10) and
+# librdkafka with fallback 0.9.0 use for subscribe() and commits.
+GROUP_0_9 = {"FindCoordinator": 0, "JoinGroup": 0, "SyncGroup": 0, "Heartbeat": 0,
+             "LeaveGroup": 0, "OffsetCommit": 2, "OffsetFetch": 1}
 
 
 def _kafka_python(version: str, api: tuple[int, ...]) -> OldClient:
     fetch, produce = {(0, 8, 2): (0, 0), (0, 9): (1, 1), (0, 10): (2, 2)}[api]
     magic = 1 if api >= (0, 10) else 0
     sends: dict[str, int | None] = {"Fetch": fetch, "Produce": produce,
-                                    "Metadata": 1 if api >= (0, 10) else 0, "ListOffsets": 0}
+                                    "Metadata": 1 if api >= (0, 10) else 0, "ListOffsets": 0,
+                                    **(GROUP_0_9 if api >= (0, 9) else {})}
     return OldClient(f"kafka-python-{version}-{'.'.join(map(str, api))}",
                      f"kafka-python-{version}", {"api_version": list(api)}, magic, magic,
                      {"zstd": KAFKA_PYTHON_NO_ZSTD}, sends, groups=api >= (0, 9))
@@ -84,12 +93,12 @@ def _librdkafka(family: str, fallback: str, magic: int, sends: dict[str, int | N
     config = {"api.version.request": False, "broker.version.fallback": fallback}
     name = "confluent-kafka" if family == "confluent-kafka" else "kcat"
     unreadable = {"zstd": NO_ZSTD_BELOW_FETCH_V10} if magic < 2 else {}
-    return OldClient(f"{name}-fallback-{fallback}", family, {"config": config, "note": note},
-                     magic, magic, unreadable, sends, groups=True)
+    return OldClient(f"{name}-fallback-{fallback}", family, {"config": config}, magic, magic,
+                     unreadable, sends, groups=True, note=note)
 
 
 # (confluent-kafka's assign-only consumer also sends FindCoordinator v0 for its group.id)
-LIBRDKAFKA_0_9 = {"Fetch": 1, "Produce": 1, "Metadata": 0, "ListOffsets": 0}
+LIBRDKAFKA_0_9 = {"Fetch": 1, "Produce": 1, "Metadata": 0, "ListOffsets": 0, **GROUP_0_9}
 # librdkafka sends ApiVersions anyway when the fallback is 0.10.0 or later (see
 # tests/interop/clients.py), so these two negotiate like a current client: magic v2, versions
 # by the librdkafka release (seen against serve: confluent-kafka 2.16 ApiVersions v3, Metadata
@@ -97,7 +106,7 @@ LIBRDKAFKA_0_9 = {"Fetch": 1, "Produce": 1, "Metadata": 0, "ListOffsets": 0}
 # ListOffsets v2, Produce v7). None: whatever version was negotiated.
 NEGOTIATES = "api.version.request=false is overridden from fallback 0.10.0 on: it negotiates"
 NEGOTIATED: dict[str, int | None] = {"ApiVersions": None, "Fetch": None, "Produce": None,
-                                     "Metadata": None}
+                                     "Metadata": None, "JoinGroup": None}
 
 CLIENTS: list[OldClient] = [
     _kafka_python("1.3.5", (0, 8, 2)),
@@ -333,7 +342,7 @@ def start(client: OldClient, tools: OldClientTools, bootstrap: str, job: dict[st
     against ``bootstrap`` ("host:port"); the client id it sends is ``client.id``. The caller
     reads the events and kills the child (``events.child.kill()``)."""
     runtime = tools.runtime(client.family)
-    settings = {k: v for k, v in client.settings.items() if k != "note"}
+    settings = dict(client.settings)
     if client.family in ("confluent-kafka", "kcat"):
         settings["config"] = {**settings["config"], "client.id": client.id}
         if client.family == "kcat":

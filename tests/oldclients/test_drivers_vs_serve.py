@@ -6,6 +6,7 @@ versions its registry entry claims (from serve's request log)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 
 import pytest
@@ -139,8 +140,7 @@ def _gzip(client: OldClient) -> OldClient:
         settings["config"] = {**settings["config"], "compression.codec": "gzip"}
     else:
         settings["compression"] = "gzip"
-    return OldClient(client.id, client.family, settings, client.magic, client.produce_magic,
-                     client.unreadable_codecs, client.sends, client.groups)
+    return dataclasses.replace(client, settings=settings)
 
 
 def refused_gzip(client: OldClient) -> str:
@@ -170,3 +170,22 @@ def test_gzip_produce_then_read_back(served: Served, oldclient_tools: OldClientT
     assert f"rejected produce to {topic}-0: INVALID_RECORD" in log, (
         f"{client.id}: the produce failed, but not by serve's INVALID_RECORD")
     pytest.xfail(why)
+
+
+@pytest.mark.parametrize("client_id", [c.id for c in BY_ID.values() if c.groups])
+def test_group_consume_commits(served: Served, oldclient_tools: OldClientTools,
+                               client_id: str) -> None:
+    """subscribe() in a group of its own (GroupCoordinator, JoinGroup, SyncGroup, OffsetFetch
+    at the client's level), reading one topic and committing past its last record."""
+    client = BY_ID[client_id]
+    oldclient_tools.require(client)
+    topic = TOPIC_PREFIX + "v2-gzip"
+    want = expected(served.folder(topic), client.magic, read_committed=False)
+    events = run(client, oldclient_tools, served.bootstrap,
+                 {"action": "consume", "mode": "subscribe", "topics": [topic],
+                  "group": f"oldclients-{client.id}", "commit": True,
+                  "last": {f"{topic}/0": want[-1][0]}}, timeout=CLIENT_TIMEOUT_S)
+    assert_same_records(received(events.events).get((topic, 0), []), want, client.id)
+    if client.family != "kcat":  # kcat commits as it exits and reports nothing
+        assert events.of("committed")[-1]["offsets"] == [[topic, 0, want[-1][0] + 1]]
+    check_sends(served, client, {"FindCoordinator", "JoinGroup", "SyncGroup", "OffsetCommit"})
