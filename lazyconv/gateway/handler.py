@@ -129,7 +129,7 @@ class GatewayHandler:
         """The cluster as one broker, the gateway itself, leading every partition."""
         names: list[str] | None = None
         asked_ids: list[Any] = []
-        if request["topics"] is not None:
+        if not metadata.asks_for_every_topic(version, request["topics"]):
             names = []
             for topic in request["topics"]:
                 if topic.get("name"):
@@ -141,6 +141,8 @@ class GatewayHandler:
             if asked_ids:
                 await self.cluster.topics_for(None)
                 names = (names or []) + [self.cluster.topic_name(i) or "" for i in asked_ids]
+            if names is not None:
+                names = list(dict.fromkeys(names))  # a topic asked twice is answered once
             known = await self.cluster.topics_for(names, allow_auto_create=auto_create)
         except UpstreamError as exc:
             log.warning("metadata: the cluster did not answer: %s", exc)

@@ -117,6 +117,14 @@ def test_metadata_presents_the_gateway_as_the_cluster(gateway_over_serve: Gatewa
         assert missing["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_metadata_v0_with_no_topic_lists_every_topic(gateway_over_serve: GatewayThread) -> None:
+    with WireClient(gateway_over_serve.port) as client:
+        every = client.call(metadata.SPEC, 0, {"topics": []})
+        twice = client.call(metadata.SPEC, 1, {"topics": [{"name": "tiny"}, {"name": "tiny"}]})
+    assert {t["name"] for t in every["topics"]} >= {"codecs", "nulls", "tiny", "transactions"}
+    assert [t["name"] for t in twice["topics"]] == ["tiny"]
+
+
 def test_list_offsets_v0_answers_from_v1(serve_upstream: ServerThread,
                                          gateway_over_serve: GatewayThread) -> None:
     with WireClient(gateway_over_serve.port) as client:
