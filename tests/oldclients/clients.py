@@ -51,7 +51,8 @@ INSTALL_ROOT = REPO_ROOT / ".venv" / "oldclients"
 NO_ZSTD_BELOW_FETCH_V10 = ("zstd batches cannot be down-converted: below Fetch v10 a broker "
                            "answers UNSUPPORTED_COMPRESSION_TYPE")
 KAFKA_PYTHON_NO_ZSTD = ("kafka-python 1.x has no zstd codec (added in 2.0) and fetches "
-                        "below v10 anyway")
+                        "below v10: the broker's UNSUPPORTED_COMPRESSION_TYPE (76) is unknown "
+                        "to it, so it fetches again and again, delivering nothing")
 KAFKA_NODE_NO_LZ4 = ("kafka-node has only gzip and snappy: an LZ4 wrapper reaches the "
                      "application as one message holding the compressed bytes")
 

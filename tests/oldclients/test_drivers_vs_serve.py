@@ -14,6 +14,7 @@ import pytest
 from tests.interop.checks import assert_same_records, received
 from tests.interop.expected import expected
 from tests.oldclients.clients import BY_ID, OldClient, OldClientTools, client_ids, run
+from tests.oldclients.clients import start as oldclient_start
 from tests.oldclients.conftest import LEGACY, TOPIC_PREFIX, V2_TOPICS, Served, scratch_topic
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
@@ -189,3 +190,34 @@ def test_group_consume_commits(served: Served, oldclient_tools: OldClientTools,
     if client.family != "kcat":  # kcat commits as it exits and reports nothing
         assert events.of("committed")[-1]["offsets"] == [[topic, 0, want[-1][0] + 1]]
     check_sends(served, client, {"FindCoordinator", "JoinGroup", "SyncGroup", "OffsetCommit"})
+
+
+UNREADABLE_TIMEOUT_S = 3  # kafka-python 1.x and librdkafka retry the refused fetch until then
+
+
+@pytest.mark.parametrize("client_id,codec", [(c.id, codec) for c in BY_ID.values()
+                                             for codec in c.unreadable_codecs])
+def test_unreadable_codec_is_not_delivered(served: Served, oldclient_tools: OldClientTools,
+                                           client_id: str, codec: str) -> None:
+    """What the registry calls unreadable is: the client errs, times out or (kafka-node with
+    LZ4) delivers something else than the log's records."""
+    client = BY_ID[client_id]
+    oldclient_tools.require(client)
+    topic = f"{TOPIC_PREFIX}v2-{codec}"
+    want = expected(served.folder(topic), client.magic, read_committed=False)
+    events = oldclient_start(client, oldclient_tools, served.bootstrap,
+                             {"action": "consume", "mode": "assign", "partitions": [[topic, 0]],
+                              "last": {f"{topic}/0": want[-1][0]}},
+                             timeout=UNREADABLE_TIMEOUT_S)
+    deadline = time.monotonic() + UNREADABLE_TIMEOUT_S + 10
+    try:
+        while (event := events.next(deadline)) is not None and event["ev"] not in ("done",
+                                                                                   "error"):
+            pass
+    finally:
+        events.child.kill()
+    got = received(events.events).get((topic, 0), [])
+    assert got != want, f"{client.id} read {codec} although the registry says: " \
+                        f"{client.unreadable_codecs[codec]}"
+    if client.family == "kafka-node" and codec == "lz4":  # each wrapper as one message
+        assert got and all(r[3] is not None and r[3][:4] == b"\x04\x22\x4d\x18" for r in got)
