@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lazyconv import __version__
-from lazyconv.errors import LazyconvError, UpstreamError
+from lazyconv.errors import ConfigurationError, LazyconvError, UpstreamError
 from lazyconv.gateway.floor import choose_upstream_version
 from lazyconv.protocol import api_versions, metadata
 from lazyconv.protocol.api import ApiSpec
@@ -59,16 +59,14 @@ class BrokerAddress:
 
 
 def parse_bootstrap(text: str) -> list[BrokerAddress]:
-    """``"host:port[,host:port…]"`` as a list; a typed error for anything else."""
+    """``"host:port[,host:port…]"`` as a list; :class:`ConfigurationError` for anything else."""
     addresses = []
     for item in text.split(","):
         item = item.strip()
         host, sep, port = item.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise UpstreamError(f"upstream address {item!r} is not HOST:PORT")
+            raise ConfigurationError(f"upstream address {item!r} is not HOST:PORT")
         addresses.append(BrokerAddress(host.strip("[]"), int(port)))
-    if not addresses:
-        raise UpstreamError("no upstream address given")
     return addresses
 
 
@@ -259,7 +257,7 @@ class UpstreamCluster:
     def __init__(self, bootstrap: list[BrokerAddress], *, client_id: str = CLIENT_SOFTWARE_NAME,
                  request_timeout: float = 30.0, metadata_max_age: float = 30.0) -> None:
         if not bootstrap:
-            raise UpstreamError("no upstream address given")
+            raise ConfigurationError("no upstream address given")
         self.bootstrap = list(bootstrap)
         self.client_id = client_id
         self.request_timeout = request_timeout

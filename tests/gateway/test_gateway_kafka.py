@@ -315,3 +315,31 @@ def test_broker_restart_mid_consume_and_mid_produce_loses_nothing(
         producer.close()
     finally:
         gateway.stop()
+
+
+def test_a_batch_the_cluster_refuses_is_refused_with_the_same_meaning(
+        kafka_broker: KafkaBroker, gateway: GatewayThread) -> None:
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, "gw-small", 1, {"max.message.bytes": "2000"})
+    create_topic(bootstrap, "gw-compacted", 1, {"cleanup.policy": "compact"})
+    create_topic(bootstrap, "gw-fine", 1)
+
+    def message_set(magic: int, key: bytes | None, value: bytes) -> bytes:
+        builder = RecordsBuilder(magic, Compression.NONE)
+        builder.append(timestamp=1_700_000_000_000 if magic else -1, key=key, value=value)
+        return builder.build()
+
+    with WireClient(gateway.port, "old-client") as client:
+        for version, magic in ((0, 0), (2, 1)):
+            answer = client.call(produce.SPEC, version, {"acks": 1, "timeout_ms": 10000, "topic_data": [
+                {"name": "gw-small", "partition_data": [{"index": 0, "records": message_set(magic, b"k", b"x" * 10000)}]},
+                {"name": "gw-compacted", "partition_data": [{"index": 0, "records": message_set(magic, None, b"v")}]},
+                {"name": "gw-fine", "partition_data": [{"index": 0, "records": message_set(magic, b"k", b"v")}]},
+            ]})
+            codes = {t["name"]: t["partition_responses"][0]["error_code"] for t in answer["responses"]}
+            # too large: the same code; a null key on a compacted topic: Kafka 4's INVALID_RECORD
+            # is CORRUPT_MESSAGE for these versions (what a 0.10 broker answered)
+            assert codes == {"gw-small": 10, "gw-compacted": 2, "gw-fine": 0}, (version, codes)
+    stored = consume_all(bootstrap, "gw-fine", [0])
+    assert [(r[2], r[3]) for r in stored] == [(b"k", b"v")] * 2
+    assert consume_all(bootstrap, "gw-small", [0]) == []
