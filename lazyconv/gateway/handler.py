@@ -7,9 +7,9 @@ real cluster. Each downstream connection gets an :class:`~lazyconv.gateway.upstr
 
 Routing: the gateway presents itself as the whole cluster, a single broker that leads every
 partition (docs/guide/gateway.md says why), and sends each partition's requests to its real
-leader. Served downstream: ApiVersions, Metadata, Fetch, ListOffsets and Produce at every
-version lazyconv speaks; anything else closes the connection, as a broker does with a request
-it does not know.
+leader. Served downstream: ApiVersions, Metadata, Fetch, ListOffsets, Produce and the group
+APIs (:mod:`lazyconv.gateway.group_relay`) at every version lazyconv speaks; anything else closes
+the connection, as a broker does with a request it does not know.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from typing import Any
 from lazyconv.errors import ProtocolError, UpstreamError
 from lazyconv.gateway.error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway.fetch_relay import DEFAULT_UPSTREAM_FETCH_MAX_BYTES, FetchRelay
+from lazyconv.gateway.group_relay import DOWNSTREAM_CAPS, GROUP_APIS, GroupRelay
 from lazyconv.gateway.produce_relay import ProduceRelay
 from lazyconv.gateway.upstream import UpstreamCluster, UpstreamSession
 from lazyconv.net.model import Listener, Response
 from lazyconv.net.workers import ConversionWorkers
-from lazyconv.protocol import api_versions, fetch, list_offsets, metadata, produce
+from lazyconv.protocol import api_versions, fetch, find_coordinator, list_offsets, metadata, produce
 from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.headers import decode_request_header, encode_response_header
@@ -37,9 +38,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["GatewayHandler", "GATEWAY_APIS"]
 
-# What the gateway answers downstream, at every version the protocol layer declares.
+# What the gateway answers downstream, at every version the protocol layer declares (but
+# DOWNSTREAM_CAPS).
 GATEWAY_APIS: tuple[ApiSpec, ...] = (produce.SPEC, fetch.SPEC, list_offsets.SPEC, metadata.SPEC,
-                                     api_versions.SPEC)
+                                     api_versions.SPEC, *GROUP_APIS)
 _LEADER_NOT_AVAILABLE = 5
 
 
@@ -58,6 +60,9 @@ class GatewayHandler:
         self.fetches = FetchRelay(cluster, chunk_size=chunk_size,
                                   upstream_fetch_max_bytes=upstream_fetch_max_bytes, workers=workers)
         self.produces = ProduceRelay(cluster)
+        self.groups = GroupRelay(cluster)
+        self.max_versions = {spec.key: DOWNSTREAM_CAPS.get(spec.key, spec.max_version)
+                             for spec in GATEWAY_APIS}
         self.request_counts: Counter[tuple[int, int]] = Counter()
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -71,7 +76,8 @@ class GatewayHandler:
         return UpstreamSession(self.cluster)
 
     def api_version_table(self) -> list[dict[str, int]]:
-        return [{"api_key": key, "min_version": spec.min_version, "max_version": spec.max_version}
+        return [{"api_key": key, "min_version": spec.min_version,
+                 "max_version": self.max_versions[key]}
                 for key, spec in sorted(self.apis.items())]
 
     async def handle(self, frame: bytes | memoryview, listener: Listener, peer: str = "",
@@ -93,13 +99,13 @@ class GatewayHandler:
         spec = self.apis.get(api_key)
         if spec is None:
             raise ProtocolError(f"API key {api_key} is not served by the gateway", 0)
-        if not spec.supports(version):
+        if not spec.min_version <= version <= self.max_versions[api_key]:
             if api_key == api_versions.API_KEY:
                 header = decode_request_header(reader, 1)
                 fallback = api_versions.unsupported_version_response(self.api_version_table())
                 return _reply(header["correlation_id"], 0, fallback)
             raise ProtocolError(f"unsupported version {version} of {spec.name} (the gateway speaks "
-                                f"{spec.min_version}-{spec.max_version})", 2)
+                                f"{spec.min_version}-{self.max_versions[api_key]})", 2)
         self.request_counts[(api_key, version)] += 1
         header = decode_request_header(reader, spec.request_header_version(version))
         correlation_id = header["correlation_id"]
@@ -117,6 +123,10 @@ class GatewayHandler:
             answer = await self.metadata(version, request, listener)
         elif api_key == list_offsets.SPEC.key:
             answer = await self.list_offsets(session, version, request)
+        elif api_key == find_coordinator.SPEC.key:
+            answer = await self.groups.find_coordinator(session, version, request, listener)
+        elif api_key != api_versions.API_KEY:
+            answer = await self.groups.relay(session, spec, version, request)
         else:
             answer = {"error_code": 0, "api_keys": self.api_version_table(), "throttle_time_ms": 0}
         return _reply(correlation_id, spec.response_header_version(version),

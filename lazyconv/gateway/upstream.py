@@ -412,6 +412,22 @@ class UpstreamSession:
             self._connections[node_id] = conn
             return conn
 
+    async def any_connection(self) -> UpstreamConnection:
+        """A connection to any live broker (one this client has open, else the first that
+        answers), for requests that any broker answers (FindCoordinator)."""
+        for conn in self._connections.values():
+            if not conn.closed:
+                return conn
+        if not self.cluster.brokers:
+            await self.cluster.refresh([])
+        errors = []
+        for node in sorted(self.cluster.brokers):
+            try:
+                return await self.connection(node)
+            except UpstreamError as exc:
+                errors.append(str(exc))
+        raise UpstreamError("no upstream broker reachable: " + "; ".join(errors))
+
     def close(self) -> None:
         for conn in self._connections.values():
             conn.close()

@@ -240,7 +240,8 @@ def test_api_versions_lists_what_the_gateway_serves(gateway_over_serve: GatewayT
     assert table[produce.SPEC.key] == (0, produce.SPEC.max_version)
     assert table[fetch.SPEC.key] == (0, fetch.SPEC.max_version)
     assert table[list_offsets.SPEC.key][0] == 0
-    assert set(table) == {0, 1, 2, 3, 18}
+    assert set(table) == {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18}
+    assert table[9] == (0, 7)  # OffsetFetch: one group per request
 
 
 @pytest.mark.parametrize("frame", [
