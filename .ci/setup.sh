@@ -26,3 +26,12 @@ if ! command -v java >/dev/null 2>&1; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq openjdk-17-jre-headless
 fi
+
+# The old Java client tests (tests/oldclients) compile their driver: install Debian's headless
+# JDK 17 when no javac is on PATH.
+if ! command -v javac >/dev/null 2>&1; then
+  sudo_cmd=""
+  if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq openjdk-17-jdk-headless
+fi
