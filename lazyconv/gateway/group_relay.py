@@ -263,6 +263,9 @@ def _upstream_request(spec: ApiSpec, version: int, upstream_version: int,
 
 def _downstream_response(spec: ApiSpec, version: int, upstream_version: int,
                          request: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    if spec.key == join_group.SPEC.key and answer.get("protocol_name") is None and version < 7:
+        # null from v7 on (an error answer); an empty string before
+        return {**answer, "protocol_name": ""}
     if spec.key == leave_group.SPEC.key and version < 3 <= upstream_version:
         code = answer["error_code"]
         if not code and answer.get("members"):

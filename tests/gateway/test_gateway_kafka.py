@@ -9,8 +9,7 @@ import base64
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import pytest
 from kafka_broker import KafkaBroker, consume_all, create_topic, produce_records
@@ -19,11 +18,10 @@ from lazyconv.gateway.floor import upstream_floor
 from lazyconv.protocol import fetch, list_offsets, metadata, produce
 from lazyconv.protocol.registry import API_BY_KEY
 from lazyconv.records import Compression, RecordsBuilder
+from tests.gateway.clients import BY_ID, Driver
 from tests.gateway.conftest import GatewayThread
 from tests.interop.checks import received
-from tests.interop.clients import Client
-from tests.oldclients.clients import CLIENTS, OldClient, OldClientTools, Unavailable
-from tests.oldclients.clients import run as run_old_client
+from tests.oldclients.clients import OldClientTools, Unavailable
 from tests.serve.wire import WireClient
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
@@ -31,51 +29,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITIONS = 2
 PER_PARTITION = 40
-CLIENT_TIMEOUT_S = 45
 GATEWAY_CLIENT_ID = "lazyconv-gateway"
-
-
-@dataclass
-class Driver:
-    """An old client configuration: the registry's (tests/oldclients) or kafka-python 3.0
-    pinned to an old api_version (tests/interop's driver)."""
-
-    id: str
-    magic: int
-    produce_magic: int
-    unreadable: dict[str, str] = field(default_factory=dict)
-    old: OldClient | None = None
-    interop: Client | None = None
-
-    def run(self, tools: OldClientTools, bootstrap: str, job: dict[str, Any]):
-        if self.old is not None:
-            return run_old_client(self.old, tools, bootstrap, job, timeout=CLIENT_TIMEOUT_S)
-        assert self.interop is not None
-        if job["action"] == "produce":
-            job = {**job, "records": [{"headers": [], **r} for r in job["records"]]}
-        events = self.interop.start({}, bootstrap, {"isolation": "read_uncommitted", **job},
-                                    timeout=CLIENT_TIMEOUT_S)
-        try:
-            events.wait_for("done", CLIENT_TIMEOUT_S + 10)
-        finally:
-            events.child.kill()
-        return events
-
-
-def _kafka_python_3(api: tuple[int, ...]) -> Driver:
-    magic = 0 if api < (0, 10) else 1
-    name = ".".join(map(str, api))
-    return Driver(f"kafka-python-3.0-{name}", magic, magic,
-                  {"zstd": "below Fetch v10 a broker refuses zstd (UNSUPPORTED_COMPRESSION_TYPE)"},
-                  interop=Client(f"kafka-python-3.0-{name}", "kafka-python",
-                                 {"api_version": list(api)}, magic, magic))
-
-
-DRIVERS: list[Driver] = [
-    *(Driver(c.id, c.magic, c.produce_magic, dict(c.unreadable_codecs), old=c) for c in CLIENTS),
-    *(_kafka_python_3(api) for api in ((0, 8, 2), (0, 9), (0, 10), (0, 10, 1))),
-]
-BY_ID = {d.id: d for d in DRIVERS}
 
 
 @pytest.fixture(scope="module")

@@ -310,3 +310,28 @@ def test_a_lost_upstream_is_a_retriable_error_then_recovers(served_fixtures, gat
     finally:
         asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
+
+
+@pytest.mark.slow
+def test_a_group_through_the_gateway_commits_and_resumes(serve_upstream: ServerThread,
+                                                         gateway_over_serve: GatewayThread) -> None:
+    """kafka-python pinned to 0.9 (JoinGroup v0, OffsetCommit v2, OffsetFetch v1) in a group
+    whose coordinator is serve's, through the gateway: split nothing, commit, resume."""
+    from tests.gateway.clients import BY_ID as DRIVERS
+    from tests.interop.checks import received
+
+    driver = DRIVERS["kafka-python-3.0-0.9"]
+    topic, group = "nulls", "gw-serve-group"
+    ends = {p: consume(serve_upstream.port, 12, topic, p)[0] for p in (0, 1)}
+    mid = {p: rows[len(rows) // 2][0] for p, rows in ends.items()}
+    job = {"action": "consume", "mode": "subscribe", "topics": [topic], "group": group,
+           "expect_partitions": 2, "commit": True, "last": {f"{topic}/{p}": mid[p] for p in mid}}
+    first = received(driver.run(None, gateway_over_serve.bootstrap, job).events)
+    job["last"] = {f"{topic}/{p}": rows[-1][0] for p, rows in ends.items()}
+    second = received(driver.run(None, gateway_over_serve.bootstrap, job).events)
+    for p, rows in ends.items():
+        assert [r[0] for r in first[(topic, p)]] == [r[0] for r in rows if r[0] <= mid[p]]
+        assert [r[0] for r in second[(topic, p)]] == [r[0] for r in rows if r[0] > mid[p]]
+    counts = serve_upstream.server.broker.request_counts
+    assert all(v >= upstream_floor(key) for (key, v) in counts)
+    assert (11, 0) not in counts and any(key == 11 for key, _v in counts)  # JoinGroup upstream >= 2

@@ -1,0 +1,150 @@
+"""Consumer groups through the gateway, against real Kafka 4 (marker ``kafka``): an old member
+through the gateway and a modern member straight on Kafka form one group, split the partitions,
+read to a midpoint and commit; the old client restarted resumes from the committed offsets, so
+every record is read exactly once. A committed group moves from one gateway to another."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka_broker import KafkaBroker, create_topic, produce_records
+
+from lazyconv.protocol import find_coordinator
+from tests.gateway.clients import BY_ID, Driver
+from tests.gateway.conftest import GatewayThread
+from tests.interop.checks import received
+from tests.interop.clients import BY_ID as MODERN
+from tests.interop.harness import Events, stop_members
+from tests.oldclients.clients import OldClientTools, Unavailable
+from tests.serve.wire import WireClient
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+
+PARTITIONS = 4
+PER_PARTITION = 30
+PHASE_TIMEOUT_S = 45
+GROUP_DRIVERS = [d.id for d in BY_ID.values() if d.groups]
+
+
+@pytest.fixture(scope="module")
+def tools() -> OldClientTools:
+    return OldClientTools()
+
+
+def wait_for_group_coordinator(gateway: GatewayThread, timeout: float = 60) -> None:
+    """Until the cluster has a group coordinator (a fresh cluster creates __consumer_offsets on
+    the first FindCoordinator, which takes a few seconds): members then join at once."""
+    deadline = time.monotonic() + timeout
+    with WireClient(gateway.port) as client:
+        while True:
+            answer = client.call(find_coordinator.SPEC, 0, {"key": "warm-up"})
+            if answer["error_code"] == 0:
+                return
+            assert time.monotonic() < deadline, f"no group coordinator: {answer}"
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def gateway(kafka_broker: KafkaBroker):
+    gateway = GatewayThread(kafka_broker.bootstrap)
+    wait_for_group_coordinator(gateway)
+    yield gateway
+    gateway.stop()
+
+
+def _require(tools: OldClientTools, driver: Driver) -> None:
+    if driver.old is not None:
+        try:
+            tools.require(driver.old)
+        except Unavailable as exc:
+            pytest.skip(str(exc))
+
+
+def _topic(bootstrap: str, name: str) -> dict[tuple[str, int], list[tuple]]:
+    """A 4-partition topic written by a modern producer: (offset, key, value) per partition."""
+    create_topic(bootstrap, name, PARTITIONS)
+    rows = [(p, f"k{p}-{i}".encode(), f"v{p}-{i}".encode(), 1_700_000_000_000 + i, None)
+            for p in range(PARTITIONS) for i in range(PER_PARTITION)]
+    offsets = produce_records(bootstrap, name, rows, "gzip")
+    out: dict[tuple[str, int], list[tuple]] = {}
+    for (p, k, v, _ts, _h), o in zip(rows, offsets, strict=True):
+        out.setdefault((name, p), []).append((o, k, v))
+    return out
+
+
+def _assigned(events: Events) -> set[tuple[str, int]]:
+    assigned = events.of("assigned")
+    assert assigned, "the member never got an assignment"
+    return {(t, p) for t, p in assigned[-1]["partitions"]}
+
+
+@pytest.mark.parametrize("driver_id", GROUP_DRIVERS)
+def test_old_and_modern_members_share_a_group_commit_and_resume(
+        tools: OldClientTools, kafka_broker: KafkaBroker, gateway: GatewayThread,
+        driver_id: str) -> None:
+    driver = BY_ID[driver_id]
+    _require(tools, driver)
+    safe = driver.id.replace(".", "_")
+    topic, group = f"gw-group-{safe}", f"gw-group-{safe}"
+    wants = _topic(kafka_broker.bootstrap, topic)
+    mid = {tp: rows[PER_PARTITION // 2][0] for tp, rows in wants.items()}
+    key = {tp: f"{tp[0]}/{tp[1]}" for tp in wants}
+    job = {"action": "consume", "mode": "subscribe", "topics": [topic], "group": group,
+           "isolation": "read_uncommitted", "expect_partitions": PARTITIONS // 2,
+           "last": {key[tp]: mid[tp] for tp in wants}, "commit": True, "hold": True}
+    old = driver.start(tools, gateway.bootstrap, job, timeout=PHASE_TIMEOUT_S + 30)
+    modern = MODERN["confluent-kafka-negotiated"].start({}, kafka_broker.bootstrap, job,
+                                                         timeout=PHASE_TIMEOUT_S + 30)
+    members = [old, modern]
+    try:
+        for member in members:
+            member.wait_for("committed", PHASE_TIMEOUT_S)
+    finally:
+        stop_members(*members)
+    owned = [_assigned(m) for m in members]
+    assert len(owned[0]) == len(owned[1]) == PARTITIONS // 2, owned
+    assert owned[0] | owned[1] == set(wants) and not owned[0] & owned[1], owned
+    for member, mine in zip(members, owned, strict=True):
+        got = received(member.events)
+        assert set(got) <= mine
+        for tp in mine:
+            first_half = [r for r in wants[tp] if r[0] <= mid[tp]]
+            assert [(o, k, v) for o, _ts, k, v, _h in got.get(tp, [])] == first_half, tp
+
+    # the old client alone resumes from what both members committed
+    job = dict(job, expect_partitions=PARTITIONS, hold=False,
+               last={key[tp]: rows[-1][0] for tp, rows in wants.items()})
+    restarted = driver.start(tools, gateway.bootstrap, job, timeout=PHASE_TIMEOUT_S)
+    try:
+        restarted.wait_for("done", PHASE_TIMEOUT_S + 10)
+    finally:
+        restarted.child.kill()
+    got = received(restarted.events)
+    for tp, rows in wants.items():
+        assert [(o, k, v) for o, _ts, k, v, _h in got.get(tp, [])] == \
+            [r for r in rows if r[0] > mid[tp]], tp
+
+
+def test_a_group_moves_from_one_gateway_to_another(tools: OldClientTools,
+                                                   kafka_broker: KafkaBroker) -> None:
+    driver = BY_ID["kafka-python-3.0-0.10"]
+    topic = group = "gw-two-gateways"
+    wants = _topic(kafka_broker.bootstrap, topic)
+    mid = {tp: rows[PER_PARTITION // 3][0] for tp, rows in wants.items()}
+    key = {tp: f"{tp[0]}/{tp[1]}" for tp in wants}
+    first, second = GatewayThread(kafka_broker.bootstrap), GatewayThread(kafka_broker.bootstrap)
+    try:
+        job = {"action": "consume", "mode": "subscribe", "topics": [topic], "group": group,
+               "expect_partitions": PARTITIONS, "commit": True,
+               "last": {key[tp]: mid[tp] for tp in wants}}
+        driver.run(tools, first.bootstrap, job)
+        first.stop()  # the client's gateway goes away; the next one knows nothing of it
+        time.sleep(0.5)
+        job["last"] = {key[tp]: rows[-1][0] for tp, rows in wants.items()}
+        got = received(driver.run(tools, second.bootstrap, job).events)
+        for tp, rows in wants.items():
+            assert [o for o, *_ in got.get(tp, [])] == [r[0] for r in rows if r[0] > mid[tp]]
+    finally:
+        first.stop()
+        second.stop()
