@@ -24,12 +24,22 @@ The fields of a configuration:
   checked against ``lazyconv serve``'s request log by test_drivers_vs_serve.py; ListOffsets
   only where a job asks for ``"start": "earliest"`` (or kcat's ``-o beginning``).
 - ``groups``: whether its driver can consume in a group ("subscribe" with ``group`` and
-  ``commit``): kafka-python from api_version (0, 9) on and librdkafka; not kafka-node's
-  driver (assign only), nor kafka-python at (0, 8, 2) (groups need a 0.9 broker).
+  ``commit``): kafka-python from api_version (0, 9) on, librdkafka, kafka-node (its
+  ConsumerGroup) and the Java clients; not kafka-python at (0, 8, 2) (groups need a 0.9
+  broker). ``group_magic``: what "subscribe" reads where it differs from ``magic``
+  (kafka-node's ConsumerGroup fetches at the negotiated v2, its Consumer at v0); use
+  ``client.subscribe_magic``.
+
+The Java clients (family "java", ``settings["version"]``) are Apache Kafka's own client jars
+from the folder named by ``LAZYCONV_KAFKA_OLD_CLIENTS`` (``<version>/kafka-clients-<version>.jar``
+plus its runtime jars): drivers/JavaClientDriver.java is compiled against each version with
+``javac --release 8`` into .venv/oldclients/java-<version>/ (once, stamped) and run as
+``java -cp "<version>/*:<build>" JavaClientDriver '<job json>'``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -40,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import KAFKA_OLD_CLIENTS_ENV, REPO_ROOT
 from tests.interop.conftest import INSTALL_TIMEOUT_S, _install_kcat
 from tests.interop.harness import ChildProcess, Events, which
 
@@ -55,6 +65,8 @@ KAFKA_PYTHON_NO_ZSTD = ("kafka-python 1.x has no zstd codec (added in 2.0) and f
                         "to it, so it fetches again and again, delivering nothing")
 KAFKA_NODE_NO_LZ4 = ("kafka-node has only gzip and snappy: an LZ4 wrapper reaches the "
                      "application as one message holding the compressed bytes")
+JAVA_NO_ZSTD = ("the Java clients before 2.1 fetch below v10 and know no zstd: the broker "
+                "answers UNSUPPORTED_COMPRESSION_TYPE (76)")
 
 
 @dataclass(frozen=True)
@@ -69,7 +81,13 @@ class OldClient:
     unreadable_codecs: dict[str, str] = field(default_factory=dict)
     sends: dict[str, int | None] = field(default_factory=dict)
     groups: bool = False
+    group_magic: int | None = None  # what its "subscribe" reads, where that is not ``magic``
     note: str = ""
+
+    @property
+    def subscribe_magic(self) -> int:
+        """The message format its group consumer ("subscribe") reads."""
+        return self.magic if self.group_magic is None else self.group_magic
 
 
 # The group APIs of a 0.9 broker, which kafka-python 1.x (api_version 0.9 and 0.10) and
@@ -109,6 +127,27 @@ NEGOTIATES = "api.version.request=false is overridden from fallback 0.10.0 on: i
 NEGOTIATED: dict[str, int | None] = {"ApiVersions": None, "Fetch": None, "Produce": None,
                                      "Metadata": None, "JoinGroup": None}
 
+
+def _java(version: str, magic: int, sends: dict[str, int | None]) -> OldClient:
+    return OldClient(f"java-{version}", "java", {"version": version}, magic, magic,
+                     {"zstd": JAVA_NO_ZSTD}, sends, groups=True)
+
+
+# What Apache Kafka's Java clients send, as seen in lazyconv serve's request log: ApiVersions
+# first, then for each API the highest version both sides have (serve has all of these).
+JAVA_APIS = ("ApiVersions", "Metadata", "Fetch", "Produce", "ListOffsets", "FindCoordinator",
+             "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch")
+JAVA_SENDS = {  # version -> the versions of JAVA_APIS, in that order
+    "0.10.2.2": (0, 2, 3, 2, 1, 0, 1, 0, 0, 0, 2, 2),
+    "0.11.0.3": (1, 4, 5, 3, 2, 1, 2, 1, 1, 1, 3, 3),
+    "1.1.1": (1, 5, 7, 5, 2, 1, 2, 1, 1, 1, 3, 3),
+    "2.0.1": (2, 6, 8, 6, 3, 2, 3, 2, 2, 2, 4, 4),
+}
+# Fetch v3 and Produce v2 (0.10.2) read and write magic v1; Fetch v4+ and Produce v3+ magic v2.
+JAVA_CLIENTS = [_java(version, 1 if version.startswith("0.10.") else 2,
+                      dict(zip(JAVA_APIS, sends, strict=True)))
+                for version, sends in JAVA_SENDS.items()]
+
 CLIENTS: list[OldClient] = [
     _kafka_python("1.3.5", (0, 8, 2)),
     _kafka_python("1.3.5", (0, 9)),
@@ -116,19 +155,25 @@ CLIENTS: list[OldClient] = [
     _kafka_python("1.4.7", (0, 8, 2)),
     _kafka_python("1.4.7", (0, 9)),
     _kafka_python("1.4.7", (0, 10)),
-    # ApiVersions v0, then Metadata v1; but its consumer fetches with v0 and ListOffsets v0
-    # whatever the broker offers, and produces with the negotiated v2 (magic v1).
+    # ApiVersions v0, then Metadata v1; but its Consumer (assign) fetches with v0 and
+    # ListOffsets v0 whatever the broker offers, and produces with the negotiated v2 (magic
+    # v1). Its ConsumerGroup (subscribe) fetches with the negotiated Fetch v2 (magic v1), so
+    # Fetch is v0 or v2 by mode; its group APIs are a 0.9 broker's.
     OldClient("kafka-node-5.0.0", "kafka-node", {"api_support": "negotiated"}, 0, 1,
               {"lz4": KAFKA_NODE_NO_LZ4, "zstd": NO_ZSTD_BELOW_FETCH_V10},
-              {"ApiVersions": 0, "Fetch": 0, "Produce": 2, "Metadata": 1, "ListOffsets": 0}),
-    # What kafka-node does against a 0.9 broker (no ApiVersions answer): its base versions.
+              {"ApiVersions": 0, "Fetch": None, "Produce": 2, "Metadata": 1, "ListOffsets": 0,
+               **GROUP_0_9}, groups=True, group_magic=1),
+    # What kafka-node does against a 0.9 broker (no ApiVersions answer): its base versions
+    # (Fetch v0 from its Consumer, v1 from its ConsumerGroup: magic v0 either way).
     OldClient("kafka-node-5.0.0-no-apiversions", "kafka-node", {"api_support": "base"}, 0, 0,
               {"lz4": KAFKA_NODE_NO_LZ4, "zstd": NO_ZSTD_BELOW_FETCH_V10},
-              {"Fetch": 0, "Produce": 1, "Metadata": 0, "ListOffsets": 0}),
+              {"Fetch": None, "Produce": 1, "Metadata": 0, "ListOffsets": 0, **GROUP_0_9},
+              groups=True),
     _librdkafka("confluent-kafka", "0.9.0", 0, LIBRDKAFKA_0_9),
     _librdkafka("confluent-kafka", "0.10.0", 2, NEGOTIATED, NEGOTIATES),
     _librdkafka("kcat", "0.9.0", 0, LIBRDKAFKA_0_9),
     _librdkafka("kcat", "0.10.0", 2, NEGOTIATED, NEGOTIATES),
+    *JAVA_CLIENTS,
 ]
 
 BY_ID = {c.id: c for c in CLIENTS}
@@ -281,6 +326,47 @@ def install_kafka_node(root: Path = INSTALL_ROOT) -> Runtime:
                    unreadable, time.monotonic() - started)
 
 
+JAVA_DRIVER = DRIVERS / "JavaClientDriver.java"
+
+
+def java_clients_folder() -> Path:
+    """The folder of the old Java clients, from LAZYCONV_KAFKA_OLD_CLIENTS."""
+    value = os.environ.get(KAFKA_OLD_CLIENTS_ENV)
+    if not value:
+        raise Unavailable(f"{KAFKA_OLD_CLIENTS_ENV} is not set: no old Kafka Java clients")
+    return Path(value).expanduser().resolve()
+
+
+def install_java(version: str, clients: Path, root: Path = INSTALL_ROOT) -> Runtime:
+    """JavaClientDriver.java compiled against ``clients/<version>/*`` into
+    ``root/java-<version>`` (once: stamped with the source and the jars' names and sizes)."""
+    java, javac = which("java"), which("javac")
+    if not java or not javac:
+        raise Unavailable("the Java client driver needs java and javac (a JDK 8 or later; "
+                          ".ci/setup.sh installs openjdk-17-jdk-headless)")
+    jars = clients / version
+    if not (jars / f"kafka-clients-{version}.jar").is_file():
+        raise Unavailable(f"no {jars}/kafka-clients-{version}.jar")
+    classpath = f"{jars}{os.sep}*"
+    build = root / f"java-{version}"
+    want = hashlib.sha256(JAVA_DRIVER.read_bytes() + json.dumps(
+        sorted((j.name, j.stat().st_size) for j in jars.glob("*.jar"))).encode()).hexdigest()
+    started = time.monotonic()
+    if not _stamped(build, want):
+        shutil.rmtree(build, ignore_errors=True)
+        build.mkdir(parents=True)
+        _run([javac, "--release", "8", "-nowarn", "-cp", classpath, "-d", str(build),
+              str(JAVA_DRIVER)], f"javac JavaClientDriver.java against {version}")
+        (build / ".oldclients-installed").write_text(want)
+    return Runtime((java, "-cp", f"{classpath}{os.pathsep}{build}", "JavaClientDriver"),
+                   install_seconds=time.monotonic() - started)
+
+
+def runtime_key(client: OldClient) -> str:
+    """What OldClientTools.runtime installs for the client: its family, or java-<version>."""
+    return f"java-{client.settings['version']}" if client.family == "java" else client.family
+
+
 def install_librdkafka(family: str) -> Runtime:
     if family == "confluent-kafka":
         try:
@@ -297,42 +383,49 @@ def install_librdkafka(family: str) -> Runtime:
 
 
 class OldClientTools:
-    """Each family's runtime, installed the first time it is asked for (then cached, also
-    when it failed: ``missing`` keeps the reason)."""
+    """Each family's runtime (each version's for the Java clients), installed the first time
+    it is asked for (then cached, also when it failed: ``missing`` keeps the reason).
+    ``java_clients``: the old Java clients' folder (default: LAZYCONV_KAFKA_OLD_CLIENTS)."""
 
-    def __init__(self, root: Path = INSTALL_ROOT) -> None:
+    def __init__(self, root: Path = INSTALL_ROOT, java_clients: Path | None = None) -> None:
         self.root = root
+        self.java_clients = java_clients
         self.runtimes: dict[str, Runtime] = {}
         self.missing: dict[str, str] = {}
 
-    def runtime(self, family: str) -> Runtime:
-        if family in self.missing:
-            raise Unavailable(self.missing[family])
-        if family not in self.runtimes:
+    def runtime(self, key: str) -> Runtime:
+        """The runtime of a family, or of ``java-<version>`` (see :func:`runtime_key`)."""
+        if key in self.missing:
+            raise Unavailable(self.missing[key])
+        if key not in self.runtimes:
             try:
-                if family.startswith("kafka-python-"):
-                    self.runtimes[family] = install_kafka_python(family, self.root)
-                elif family == "kafka-node":
-                    self.runtimes[family] = install_kafka_node(self.root)
+                if key.startswith("kafka-python-"):
+                    self.runtimes[key] = install_kafka_python(key, self.root)
+                elif key == "kafka-node":
+                    self.runtimes[key] = install_kafka_node(self.root)
+                elif key.startswith("java-"):
+                    self.runtimes[key] = install_java(
+                        key.removeprefix("java-"), self.java_clients or java_clients_folder(),
+                        self.root)
                 else:
-                    self.runtimes[family] = install_librdkafka(family)
+                    self.runtimes[key] = install_librdkafka(key)
             except Unavailable as exc:
-                self.missing[family] = str(exc)
+                self.missing[key] = str(exc)
                 raise
-        return self.runtimes[family]
+        return self.runtimes[key]
 
     def require(self, client: OldClient) -> Runtime:
         """The client's runtime, or a pytest skip saying why it cannot run here."""
         import pytest
 
         try:
-            return self.runtime(client.family)
+            return self.runtime(runtime_key(client))
         except Unavailable as exc:
-            pytest.skip(f"{client.family} unavailable: {exc}")
+            pytest.skip(f"{runtime_key(client)} unavailable: {exc}")
 
     def unreadable_codecs(self, client: OldClient) -> dict[str, str]:
         """What this client cannot read: its own limits plus what is missing here."""
-        return {**client.unreadable_codecs, **self.runtime(client.family).unreadable_codecs}
+        return {**client.unreadable_codecs, **self.runtime(runtime_key(client)).unreadable_codecs}
 
 
 # -- starting drivers -------------------------------------------------------------------------
@@ -342,7 +435,7 @@ def start(client: OldClient, tools: OldClientTools, bootstrap: str, job: dict[st
     """Start ``client``'s driver on ``job`` (without bootstrap/client/timeout, which are added)
     against ``bootstrap`` ("host:port"); the client id it sends is ``client.id``. The caller
     reads the events and kills the child (``events.child.kill()``)."""
-    runtime = tools.runtime(client.family)
+    runtime = tools.runtime(runtime_key(client))
     settings = dict(client.settings)
     if client.family in ("confluent-kafka", "kcat"):
         settings["config"] = {**settings["config"], "client.id": client.id}

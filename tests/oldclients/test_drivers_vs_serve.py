@@ -1,7 +1,9 @@
 """Every old-client driver against ``lazyconv serve``, which speaks all the old versions: each
 configuration reads every topic it can (one codec per topic, plus a log upgraded from magic v0)
 exactly as the log holds it, produces 20 records that read back equal, and sends the protocol
-versions its registry entry claims (from serve's request log)."""
+versions its registry entry claims (from serve's request log); those that can consume in a
+group commit, and a later member of the group resumes from the committed offsets. The Java
+clients need ``LAZYCONV_KAFKA_OLD_CLIENTS`` (fixture ``kafka_old_clients``; skipped without)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 from tests.interop.checks import assert_same_records, received
 from tests.interop.expected import expected
+from tests.interop.harness import stop_members
 from tests.oldclients.clients import BY_ID, OldClient, OldClientTools, client_ids, run
 from tests.oldclients.clients import start as oldclient_start
 from tests.oldclients.conftest import LEGACY, TOPIC_PREFIX, V2_TOPICS, Served, scratch_topic
@@ -31,6 +34,13 @@ SERVE_REFUSES_ZERO_INNER_OFFSETS = (
     "old clients, recompresses the batch")
 
 
+def require(request: pytest.FixtureRequest, tools: OldClientTools, client: OldClient) -> None:
+    """Skip unless the client runs here; the Java clients come from ``kafka_old_clients``."""
+    if client.family == "java":
+        tools.java_clients = request.getfixturevalue("kafka_old_clients")
+    tools.require(client)
+
+
 def check_sends(served: Served, client: OldClient, used: set[str]) -> None:
     """The versions the client sent are those its registry entry claims, and it used ``used``."""
     deadline = time.monotonic() + 5
@@ -46,10 +56,11 @@ def check_sends(served: Served, client: OldClient, used: set[str]) -> None:
 
 
 @pytest.mark.parametrize("client_id", client_ids())
-def test_consume_reads_what_the_log_holds(served: Served, oldclient_tools: OldClientTools,
+def test_consume_reads_what_the_log_holds(request: pytest.FixtureRequest, served: Served,
+                                          oldclient_tools: OldClientTools,
                                           client_id: str) -> None:
     client = BY_ID[client_id]
-    oldclient_tools.require(client)
+    require(request, oldclient_tools, client)
     unreadable = oldclient_tools.unreadable_codecs(client)
     topics = [TOPIC_PREFIX + t for t, codec in V2_TOPICS.items() if codec not in unreadable]
     topics.append(TOPIC_PREFIX + LEGACY)
@@ -127,10 +138,10 @@ def round_trip(served: Served, tools: OldClientTools, client: OldClient, topic: 
 
 
 @pytest.mark.parametrize("client_id", client_ids())
-def test_produce_then_read_back(served: Served, oldclient_tools: OldClientTools,
-                                client_id: str) -> None:
+def test_produce_then_read_back(request: pytest.FixtureRequest, served: Served,
+                                oldclient_tools: OldClientTools, client_id: str) -> None:
     client = BY_ID[client_id]
-    oldclient_tools.require(client)
+    require(request, oldclient_tools, client)
     round_trip(served, oldclient_tools, client, scratch_topic(client, "produce"))
     check_sends(served, client, {"Produce", "Fetch", "Metadata"})
 
@@ -152,12 +163,12 @@ def refused_gzip(client: OldClient) -> str:
 
 
 @pytest.mark.parametrize("client_id", client_ids())
-def test_gzip_produce_then_read_back(served: Served, oldclient_tools: OldClientTools,
-                                     client_id: str) -> None:
+def test_gzip_produce_then_read_back(request: pytest.FixtureRequest, served: Served,
+                                     oldclient_tools: OldClientTools, client_id: str) -> None:
     """Compressed produce; where serve refuses it (unlike Kafka), the test checks that it is
     that refusal and reports it as an expected failure."""
     client = _gzip(BY_ID[client_id])
-    oldclient_tools.require(client)
+    require(request, oldclient_tools, client)
     topic = scratch_topic(client, "produce-gzip")
     why = refused_gzip(client)
     if not why:
@@ -174,14 +185,14 @@ def test_gzip_produce_then_read_back(served: Served, oldclient_tools: OldClientT
 
 
 @pytest.mark.parametrize("client_id", [c.id for c in BY_ID.values() if c.groups])
-def test_group_consume_commits(served: Served, oldclient_tools: OldClientTools,
-                               client_id: str) -> None:
+def test_group_consume_commits(request: pytest.FixtureRequest, served: Served,
+                               oldclient_tools: OldClientTools, client_id: str) -> None:
     """subscribe() in a group of its own (GroupCoordinator, JoinGroup, SyncGroup, OffsetFetch
     at the client's level), reading one topic and committing past its last record."""
     client = BY_ID[client_id]
-    oldclient_tools.require(client)
+    require(request, oldclient_tools, client)
     topic = TOPIC_PREFIX + "v2-gzip"
-    want = expected(served.folder(topic), client.magic, read_committed=False)
+    want = expected(served.folder(topic), client.subscribe_magic, read_committed=False)
     events = run(client, oldclient_tools, served.bootstrap,
                  {"action": "consume", "mode": "subscribe", "topics": [topic],
                   "group": f"oldclients-{client.id}", "commit": True,
@@ -192,17 +203,65 @@ def test_group_consume_commits(served: Served, oldclient_tools: OldClientTools,
     check_sends(served, client, {"FindCoordinator", "JoinGroup", "SyncGroup", "OffsetCommit"})
 
 
+RESUME_TOPICS = ("v2-none", "v2-gzip")  # codecs every client reads
+
+
+@pytest.mark.parametrize("client_id", [c.id for c in BY_ID.values() if c.groups
+                                       and c.family != "kcat"])
+def test_group_commit_then_resume(request: pytest.FixtureRequest, served: Served,
+                                  oldclient_tools: OldClientTools, client_id: str) -> None:
+    """A member of a fresh group reads two topics up to their midpoints, commits (last + 1)
+    and leaves; a second member of the group starts at the committed offsets: it reads the
+    rest and nothing of the first half. (kcat cannot commit chosen offsets.)"""
+    client = BY_ID[client_id]
+    require(request, oldclient_tools, client)
+    topics = sorted(TOPIC_PREFIX + t for t in RESUME_TOPICS)
+    wants = {t: expected(served.folder(t), client.subscribe_magic, read_committed=False)
+             for t in topics}
+    mid = {t: want[len(want) // 2][0] for t, want in wants.items()}
+    job = {"action": "consume", "mode": "subscribe", "topics": topics,
+           "group": f"oldclients-resume-{client.id}", "expect_partitions": len(topics),
+           "commit": True, "last": {f"{t}/0": mid[t] for t in topics}}
+    first = oldclient_start(client, oldclient_tools, served.bootstrap, job,
+                            timeout=CLIENT_TIMEOUT_S)
+    try:
+        first.wait_for("done", CLIENT_TIMEOUT_S + 10)
+    finally:
+        stop_members(first)  # lets it leave the group, so that the next member joins at once
+    got = received(first.events)
+    for t, want in wants.items():
+        assert_same_records(got.get((t, 0), []), [r for r in want if r[0] <= mid[t]],
+                            f"{client.id} first member, {t}")
+    assert first.of("committed")[-1]["offsets"] == [[t, 0, mid[t] + 1] for t in topics]
+
+    second = oldclient_start(client, oldclient_tools, served.bootstrap,
+                             {**job, "commit": False,
+                              "last": {f"{t}/0": want[-1][0] for t, want in wants.items()}},
+                             timeout=CLIENT_TIMEOUT_S)
+    try:
+        second.wait_for("done", CLIENT_TIMEOUT_S + 10)
+    finally:
+        stop_members(second)
+    got = received(second.events)
+    for t, want in wants.items():
+        assert_same_records(got.get((t, 0), []), [r for r in want if r[0] > mid[t]],
+                            f"{client.id} second member, {t}")
+    check_sends(served, client, {"FindCoordinator", "JoinGroup", "SyncGroup", "OffsetFetch",
+                                 "OffsetCommit"})
+
+
 UNREADABLE_TIMEOUT_S = 3  # kafka-python 1.x and librdkafka retry the refused fetch until then
 
 
 @pytest.mark.parametrize("client_id,codec", [(c.id, codec) for c in BY_ID.values()
                                              for codec in c.unreadable_codecs])
-def test_unreadable_codec_is_not_delivered(served: Served, oldclient_tools: OldClientTools,
-                                           client_id: str, codec: str) -> None:
+def test_unreadable_codec_is_not_delivered(request: pytest.FixtureRequest, served: Served,
+                                           oldclient_tools: OldClientTools, client_id: str,
+                                           codec: str) -> None:
     """What the registry calls unreadable is: the client errs, times out or (kafka-node with
     LZ4) delivers something else than the log's records."""
     client = BY_ID[client_id]
-    oldclient_tools.require(client)
+    require(request, oldclient_tools, client)
     topic = f"{TOPIC_PREFIX}v2-{codec}"
     want = expected(served.folder(topic), client.magic, read_committed=False)
     events = oldclient_start(client, oldclient_tools, served.bootstrap,

@@ -1,5 +1,6 @@
 // kafka-node 5 driver: the job (JSON, argv[2]) and the JSON-lines events it prints are those
-// of tests/interop/drivers/common.py ("consume" with mode "assign", and "produce").
+// of tests/interop/drivers/common.py ("consume" with mode "assign" or "subscribe", and
+// "produce").
 //
 // client: {"client_id": str, "api_support": "negotiated" (default: ApiVersions v0, then the
 // highest versions both sides have: Fetch v2, Produce v2, Metadata v1, ListOffsets v0) or
@@ -8,6 +9,16 @@
 // "compression": null, "gzip" or "snappy" for produce}.
 // job.start (consume): "zero" (default: fetch from offset 0) or "earliest" (ListOffsets
 // with time -2 first, through kafka-node's Offset API).
+//
+// mode "subscribe" is kafka-node's ConsumerGroup (the group APIs of a 0.9 broker: GroupCoordinator
+// v0, JoinGroup/SyncGroup/Heartbeat/LeaveGroup v0, OffsetFetch v1, OffsetCommit v2, and
+// ListOffsets v0 for fromOffset 'earliest'), with the protocols 'roundrobin' and 'range' so that
+// it can share a group with other clients. Unlike kafka-node's Consumer (Fetch v0 always), it
+// fetches with the negotiated Fetch version (v2; v1 with "base"). It cannot pause one
+// partition: records past a partition's "last" are dropped, and the whole member is paused once
+// every partition is done (or while the assignment is not "expect_partitions" large). "commit"
+// sets each owned partition's position to last + 1 and commits them; "hold" keeps the member
+// in the group (heartbeating, reporting later assignments) until stdin closes.
 //
 // kafka-node has only the gzip and snappy codecs (snappy through the optional native
 // `snappy` module): an LZ4 wrapper is handed to the application as one message holding the
@@ -30,22 +41,25 @@ function fail (message) {
   process.exit(1)
 }
 
-const deadline = setTimeout(() => fail(`timed out after ${job.timeout} s`), job.timeout * 1000)
+const started = Date.now()
+let deadline = setTimeout(() => fail(`timed out after ${job.timeout} s`), job.timeout * 1000)
 
-const client = new kafka.KafkaClient({
+const CLIENT_OPTIONS = {
   kafkaHost: job.bootstrap,
-  clientId: settings.client_id || 'kafka-node-client',
   connectTimeout: 5000,
   requestTimeout: 15000,
   connectRetryOptions: { retries: 2, factor: 1, minTimeout: 500, maxTimeout: 1000 },
-})
+}
+const clientId = settings.client_id || 'kafka-node-client'
 if ((settings.api_support || 'negotiated') === 'base') {
   // As against a 0.9 broker, whose silence makes kafka-node use its built-in base versions.
-  client.getApiVersions = (broker, callback) => {
+  kafka.KafkaClient.prototype.getApiVersions = (broker, callback) => {
     setImmediate(() => callback(new TimeoutError('ApiVersions not sent (base support)')))
   }
 }
-client.on('error', (err) => fail(`client error: ${err.stack || err}`))
+// The ConsumerGroup makes its own client: this one is for assign and produce.
+const client = job.mode === 'subscribe' ? null : new kafka.KafkaClient({ ...CLIENT_OPTIONS, clientId })
+if (client) client.on('error', (err) => fail(`client error: ${err.stack || err}`))
 
 function finish () {
   clearTimeout(deadline)
@@ -71,10 +85,10 @@ function startOffsets (partitions, callback) {
 }
 
 function consume () {
-  if (job.mode !== 'assign') fail('kafka-node driver: only mode "assign" is supported')
   if ((job.isolation || 'read_uncommitted') !== 'read_uncommitted') {
     fail('read_committed needs Fetch v4 (Kafka 0.11), which kafka-node lacks')
   }
+  if (job.mode !== 'assign') fail(`kafka-node driver: unknown mode ${job.mode}`)
   const last = job.last
   const seen = {}
   const done = (t, p) => last[key(t, p)] < 0 || (seen[key(t, p)] ?? -1) >= last[key(t, p)]
@@ -122,6 +136,110 @@ function consume () {
   })
 }
 
+function subscribe () {
+  if ((job.isolation || 'read_uncommitted') !== 'read_uncommitted') {
+    fail('read_committed needs Fetch v4 (Kafka 0.11), which kafka-node lacks')
+  }
+  const last = job.last
+  const expect = job.expect_partitions ?? null
+  const seen = {}
+  const lastOf = (t, p) => {
+    if (!(key(t, p) in last)) fail(`no "last" for ${key(t, p)}`)
+    return last[key(t, p)]
+  }
+  const done = (t, p) => lastOf(t, p) < 0 || (seen[key(t, p)] ?? -1) >= lastOf(t, p)
+  const group = new kafka.ConsumerGroup({
+    ...CLIENT_OPTIONS,
+    id: clientId,
+    groupId: job.group,
+    protocol: ['roundrobin', 'range'],
+    fromOffset: 'earliest',
+    outOfRangeOffset: 'earliest',
+    autoCommit: false,
+    commitOffsetsOnFirstJoin: false,
+    sessionTimeout: 10000,
+    heartbeatInterval: 500,
+    encoding: 'buffer',
+    keyEncoding: 'buffer',
+    fetchMaxWaitMs: 100,
+    fetchMaxBytes: 8 << 20,
+  }, job.topics)
+  let owned = [] // [[topic, partition]], sorted, of the current generation
+  let reported = '[]'
+  let finished = false
+  const sizeOk = () => expect === null || owned.length === expect
+  const allDone = () => owned.length > 0 && owned.every(([t, p]) => done(t, p))
+
+  const leave = () => group.close(false, () => process.exit(0))
+  function finishConsume () {
+    finished = true
+    group.pause()
+    const after = () => {
+      emit('done', {})
+      if (!job.hold) {
+        clearTimeout(deadline)
+        leave()
+        setTimeout(() => process.exit(0), 5000).unref()
+        return
+      }
+      clearTimeout(deadline) // stay until stdin closes or the job's time is up
+      deadline = setTimeout(leave, Math.max(0, started + job.timeout * 1000 - Date.now()))
+      process.stdin.on('data', () => {})
+      process.stdin.on('end', leave)
+      process.stdin.resume()
+    }
+    if (!job.commit) {
+      after()
+      return
+    }
+    const offsets = owned.map(([t, p]) => [t, p, lastOf(t, p) + 1])
+    for (const [t, p, o] of offsets) group.setOffset(t, p, o)
+    group.commit(true, (err) => {
+      if (err) fail(`commit: ${err.stack || err}`)
+      emit('committed', { offsets })
+      after()
+    })
+  }
+
+  group.on('error', (err) => fail(`consumer group error: ${err.stack || err}`))
+  group.on('offsetOutOfRange', (err) => fail(`offset out of range: ${JSON.stringify(err)}`))
+  group.on('rebalancing', () => { owned = [] })
+  group.on('rebalanced', () => {
+    owned = group.topicPayloads.map((p) => [p.topic, p.partition])
+      .sort((a, b) => (a[0] === b[0] ? a[1] - b[1] : a[0] < b[0] ? -1 : 1))
+    if (owned.length && JSON.stringify(owned) !== reported) {
+      reported = JSON.stringify(owned)
+      emit('assigned', { partitions: owned })
+    }
+    if (finished) {
+      group.pause() // a later rebalance: records are not read here (nor reported)
+    } else if (!sizeOk()) {
+      group.pause()
+    } else if (allDone()) {
+      finishConsume()
+    } else {
+      group.resume()
+    }
+  })
+  group.on('message', (m) => {
+    if (finished || !sizeOk()) return
+    const k = key(m.topic, m.partition)
+    if (m.offset <= lastOf(m.topic, m.partition) && m.offset > (seen[k] ?? -1)) {
+      seen[k] = m.offset
+      emit('record', {
+        t: m.topic,
+        p: m.partition,
+        o: m.offset,
+        ts: m.timestamp instanceof Date ? m.timestamp.getTime() : -1,
+        k: b64(m.key),
+        v: b64(m.value),
+        h: [],
+      })
+    }
+    if (allDone()) finishConsume()
+  })
+}
+
 function produce () {
   if (job.records.some((r) => r.headers && r.headers.length)) {
     fail('kafka-node writes magic v0/v1 messages, which have no headers')
@@ -157,12 +275,16 @@ function produce () {
   else producer.once('ready', send)
 }
 
-client.once('ready', () => {
+function main () {
   try {
-    if (job.action === 'consume') consume()
+    if (job.action === 'consume' && job.mode === 'subscribe') subscribe()
+    else if (job.action === 'consume') consume()
     else if (job.action === 'produce') produce()
     else fail(`kafka-node driver: action ${job.action} is not supported`)
   } catch (err) {
     fail(`${err.stack || err}`)
   }
-})
+}
+
+if (client) client.once('ready', main)
+else main()
