@@ -100,3 +100,18 @@ def gateway_factory() -> Iterator:
 @pytest.fixture
 def gateway_over_serve(serve_upstream: ServerThread, gateway_factory) -> GatewayThread:
     return gateway_factory(serve_upstream.bootstrap)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(kafka_dist: Path, tmp_path_factory: pytest.TempPathFactory):
+    """Three Kafka 4 nodes (broker + controller each, one JVM each), internal topics with
+    replication factor 3, for the whole session. Tests that stop a node start it again."""
+    from kafka_broker import KafkaCluster
+
+    cluster = KafkaCluster(kafka_dist, tmp_path_factory.mktemp("kafka-cluster"), 3,
+                           extra_props={"min.insync.replicas": "2"})
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,4 +1,5 @@
-"""Consumer groups through the gateway, against real Kafka 4 (marker ``kafka``): an old member
+"""Consumer groups through the gateway, against a 3-node Kafka 4 cluster with topics of
+replication factor 3 (marker ``kafka``): an old member
 through the gateway and a modern member straight on Kafka form one group, split the partitions,
 read to a midpoint and commit; the old client restarted resumes from the committed offsets, so
 every record is read exactly once. A committed group moves from one gateway to another."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka_broker import KafkaBroker, create_topic, produce_records
+from kafka_broker import KafkaCluster, create_topic, produce_records
 
 from lazyconv.protocol import find_coordinator
 from tests.gateway.clients import BY_ID, Driver
@@ -46,8 +47,8 @@ def wait_for_group_coordinator(gateway: GatewayThread, timeout: float = 60) -> N
 
 
 @pytest.fixture(scope="module")
-def gateway(kafka_broker: KafkaBroker):
-    gateway = GatewayThread(kafka_broker.bootstrap)
+def gateway(kafka_cluster: KafkaCluster):
+    gateway = GatewayThread(kafka_cluster.bootstrap)
     wait_for_group_coordinator(gateway)
     yield gateway
     gateway.stop()
@@ -63,7 +64,7 @@ def _require(tools: OldClientTools, driver: Driver) -> None:
 
 def _topic(bootstrap: str, name: str) -> dict[tuple[str, int], list[tuple]]:
     """A 4-partition topic written by a modern producer: (offset, key, value) per partition."""
-    create_topic(bootstrap, name, PARTITIONS)
+    create_topic(bootstrap, name, PARTITIONS, replication_factor=3)
     rows = [(p, f"k{p}-{i}".encode(), f"v{p}-{i}".encode(), 1_700_000_000_000 + i, None)
             for p in range(PARTITIONS) for i in range(PER_PARTITION)]
     offsets = produce_records(bootstrap, name, rows, "gzip")
@@ -81,20 +82,20 @@ def _assigned(events: Events) -> set[tuple[str, int]]:
 
 @pytest.mark.parametrize("driver_id", GROUP_DRIVERS)
 def test_old_and_modern_members_share_a_group_commit_and_resume(
-        tools: OldClientTools, kafka_broker: KafkaBroker, gateway: GatewayThread,
+        tools: OldClientTools, kafka_cluster: KafkaCluster, gateway: GatewayThread,
         driver_id: str) -> None:
     driver = BY_ID[driver_id]
     _require(tools, driver)
     safe = driver.id.replace(".", "_")
     topic, group = f"gw-group-{safe}", f"gw-group-{safe}"
-    wants = _topic(kafka_broker.bootstrap, topic)
+    wants = _topic(kafka_cluster.bootstrap, topic)
     mid = {tp: rows[PER_PARTITION // 2][0] for tp, rows in wants.items()}
     key = {tp: f"{tp[0]}/{tp[1]}" for tp in wants}
     job = {"action": "consume", "mode": "subscribe", "topics": [topic], "group": group,
            "isolation": "read_uncommitted", "expect_partitions": PARTITIONS // 2,
            "last": {key[tp]: mid[tp] for tp in wants}, "commit": True, "hold": True}
     old = driver.start(tools, gateway.bootstrap, job, timeout=PHASE_TIMEOUT_S + 30)
-    modern = MODERN["confluent-kafka-negotiated"].start({}, kafka_broker.bootstrap, job,
+    modern = MODERN["confluent-kafka-negotiated"].start({}, kafka_cluster.bootstrap, job,
                                                          timeout=PHASE_TIMEOUT_S + 30)
     members = [old, modern]
     try:
@@ -127,13 +128,13 @@ def test_old_and_modern_members_share_a_group_commit_and_resume(
 
 
 def test_a_group_moves_from_one_gateway_to_another(tools: OldClientTools,
-                                                   kafka_broker: KafkaBroker) -> None:
+                                                   kafka_cluster: KafkaCluster) -> None:
     driver = BY_ID["kafka-python-3.0-0.10"]
     topic = group = "gw-two-gateways"
-    wants = _topic(kafka_broker.bootstrap, topic)
+    wants = _topic(kafka_cluster.bootstrap, topic)
     mid = {tp: rows[PER_PARTITION // 3][0] for tp, rows in wants.items()}
     key = {tp: f"{tp[0]}/{tp[1]}" for tp in wants}
-    first, second = GatewayThread(kafka_broker.bootstrap), GatewayThread(kafka_broker.bootstrap)
+    first, second = GatewayThread(kafka_cluster.bootstrap), GatewayThread(kafka_cluster.bootstrap)
     try:
         job = {"action": "consume", "mode": "subscribe", "topics": [topic], "group": group,
                "expect_partitions": PARTITIONS, "commit": True,
