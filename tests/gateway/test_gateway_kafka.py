@@ -15,7 +15,17 @@ import pytest
 from kafka_broker import KafkaBroker, consume_all, create_topic, produce_records
 
 from lazyconv.gateway.floor import upstream_floor
-from lazyconv.protocol import fetch, list_offsets, metadata, produce
+from lazyconv.protocol import (
+    fetch,
+    find_coordinator,
+    join_group,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    produce,
+    sync_group,
+)
 from lazyconv.protocol.registry import API_BY_KEY
 from lazyconv.records import Compression, RecordsBuilder
 from tests.gateway.clients import BY_ID, Driver
@@ -192,9 +202,21 @@ def test_no_upstream_request_below_the_kafka_4_floor(kafka_broker_3: KafkaBroker
                                                      "max_num_offsets": 1}]}]})
             assert answer["topics"][0]["partitions"][0]["old_style_offsets"] == [23]
             client.call(metadata.SPEC, 0, {"topics": [{"name": "gw-floor"}]})
+        # a group at 0.9's versions: JoinGroup v0, OffsetCommit v2, OffsetFetch v1, ...
+        kafka = pytest.importorskip("kafka")
+        consumer = kafka.KafkaConsumer("gw-floor", bootstrap_servers=gateway.bootstrap,
+                                       api_version=(0, 9), group_id="gw-floor",
+                                       enable_auto_commit=False, auto_offset_reset="earliest",
+                                       consumer_timeout_ms=5000)
+        assert len(list(consumer)) == 23
+        consumer.commit()
+        consumer.close()
+        assert gateway.handler.request_counts[(join_group.SPEC.key, 0)] >= 1
     finally:
         gateway.stop()
-    wanted = {fetch.SPEC.key, produce.SPEC.key, list_offsets.SPEC.key, metadata.SPEC.key}
+    wanted = {fetch.SPEC.key, produce.SPEC.key, list_offsets.SPEC.key, metadata.SPEC.key,
+              join_group.SPEC.key, sync_group.SPEC.key, offset_commit.SPEC.key,
+              offset_fetch.SPEC.key, find_coordinator.SPEC.key}
     deadline = time.monotonic() + 10
     while True:
         entries = [e for e in kafka_broker_3.request_log_entries() if e.client_id == GATEWAY_CLIENT_ID]
