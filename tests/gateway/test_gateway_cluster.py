@@ -113,3 +113,75 @@ def test_every_partition_is_routed_to_its_own_leader(kafka_cluster: KafkaCluster
         assert len(set(_leaders(gateway, "gw-spread").values())) == 3
     finally:
         gateway.stop()
+
+
+# One configuration of each family the issue names (the others share their code paths).
+FAILOVER_DRIVERS = ["kafka-python-1.4.7-0.10", "kafka-python-1.3.5-0.9",
+                    "kafka-python-3.0-0.10", "confluent-kafka-fallback-0.9.0",
+                    "kafka-node-5.0.0", "java-0.10.2.2", "java-0.11.0.3"]
+
+
+@pytest.fixture(scope="module")
+def tools():
+    from tests.oldclients.clients import OldClientTools
+
+    return OldClientTools()
+
+
+@pytest.mark.parametrize("driver_id", FAILOVER_DRIVERS)
+def test_an_old_group_consumer_survives_a_leader_stop(kafka_cluster: KafkaCluster, tools,
+                                                      driver_id: str) -> None:
+    """The driver consumes in a group through the gateway; partition 0's leader is stopped
+    when a third is read; the driver still gets every record (at least once)."""
+    from tests.gateway.clients import BY_ID
+    from tests.oldclients.clients import Unavailable
+
+    driver = BY_ID[driver_id]
+    if driver.old is not None:
+        try:
+            tools.require(driver.old)
+        except Unavailable as exc:
+            pytest.skip(str(exc))
+    bootstrap = kafka_cluster.bootstrap
+    topic = f"gw-failover-{driver_id.replace('.', '_')}"
+    per_partition = 300
+    create_topic(bootstrap, topic, PARTITIONS, replication_factor=3)
+    offsets = produce_records(bootstrap, topic, [(p, b"k%d" % i, b"v" * 200, None, None)
+                                                 for p in range(PARTITIONS)
+                                                 for i in range(per_partition)], "gzip")
+    last = {f"{topic}/{p}": max(offsets[p * per_partition:(p + 1) * per_partition])
+            for p in range(PARTITIONS)}
+    gateway = GatewayThread(bootstrap, metadata_max_age_ms=2000)
+    victim = None
+    events = None
+    try:
+        events = driver.start(tools, gateway.bootstrap, {
+            "action": "consume", "mode": "subscribe", "topics": [topic], "group": topic,
+            "commit": True, "last": last}, timeout=180)
+        seen: set[tuple[int, int]] = set()
+        deadline = time.monotonic() + 180
+        done = False
+        while time.monotonic() < deadline:
+            event = events.next(deadline)
+            if event is None or event["ev"] == "error":
+                raise AssertionError(f"{driver_id}: {event} {events.child.stderr_tail()}")
+            if event["ev"] == "record":
+                seen.add((event["p"], event["o"]))
+            if event["ev"] == "done":
+                done = True
+                break
+            if victim is None and len(seen) >= PARTITIONS * per_partition // 3:
+                leader = _leaders(gateway, topic)[0]
+                victim = next(b for b in kafka_cluster.brokers if b.node_id == leader)
+                victim.stop()
+        assert victim is not None, f"{driver_id} read everything before the stop"
+        assert done, f"{driver_id} did not finish after the leader stop"
+        want = {(p, o) for p in range(PARTITIONS)
+                for o in offsets[p * per_partition:(p + 1) * per_partition]}
+        assert want <= seen, f"{driver_id} missed {len(want - seen)} records"
+    finally:
+        if events is not None:
+            events.child.kill()
+        gateway.stop()
+        if victim is not None and not victim.is_running():
+            victim.start()
