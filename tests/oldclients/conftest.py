@@ -26,6 +26,8 @@ BASE_TS = 1_700_000_000_000
 V2_TOPICS = {"v2-none": "none", "v2-gzip": "gzip", "v2-snappy": "snappy", "v2-lz4": "lz4",
              "v2-zstd": "zstd"}
 LEGACY = "legacy"
+SPLIT = "split"  # 2 partitions of SPLIT_RECORDS uncompressed magic v2 records: for 2 members
+SPLIT_RECORDS = 12
 LEGACY_SEGMENTS = ((0, Compression.NONE), (0, Compression.GZIP), (1, Compression.NONE),
                    (1, Compression.SNAPPY), (2, Compression.NONE), (2, Compression.GZIP))
 REQUEST = re.compile(r"request (?P<api>\w+) v(?P<version>\d+) corr=\d+ client='(?P<client>[^']*)'")
@@ -51,7 +53,8 @@ def _write(folder: Path, segments: list[tuple[int, list[bytes]]]) -> None:
 
 def build_log(root: Path) -> None:
     """One partition per topic: V2_TOPICS (12 batches of 1-15 records in 2 segments) and
-    LEGACY (a segment of 4 batches per (magic, codec) of LEGACY_SEGMENTS)."""
+    LEGACY (a segment of 4 batches per (magic, codec) of LEGACY_SEGMENTS); and SPLIT, with
+    2 partitions of 4 batches of 3 records."""
     for topic, codec in V2_TOPICS.items():
         offset, segments = 0, []
         for segment in range(2):
@@ -79,6 +82,15 @@ def build_log(root: Path) -> None:
             entries.append(builder.build())
         segments.append((base, entries))
     _write(root / f"{TOPIC_PREFIX}{LEGACY}-0", segments)
+    for partition in range(2):
+        entries = []
+        for base in range(0, SPLIT_RECORDS, 3):
+            builder = RecordsBuilder(2, base_offset=base)
+            for offset in range(base, base + 3):
+                builder.append(offset=offset, timestamp=BASE_TS + offset, key=_key(offset),
+                               value=b"record %d of partition %d" % (offset, partition))
+            entries.append(builder.build())
+        _write(root / f"{TOPIC_PREFIX}{SPLIT}-{partition}", [(0, entries)])
 
 
 def scratch_topic(client: OldClient, purpose: str) -> str:

@@ -18,7 +18,14 @@ from tests.interop.expected import expected
 from tests.interop.harness import stop_members
 from tests.oldclients.clients import BY_ID, OldClient, OldClientTools, client_ids, run
 from tests.oldclients.clients import start as oldclient_start
-from tests.oldclients.conftest import LEGACY, TOPIC_PREFIX, V2_TOPICS, Served, scratch_topic
+from tests.oldclients.conftest import (
+    LEGACY,
+    SPLIT,
+    TOPIC_PREFIX,
+    V2_TOPICS,
+    Served,
+    scratch_topic,
+)
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 
@@ -248,6 +255,68 @@ def test_group_commit_then_resume(request: pytest.FixtureRequest, served: Served
                             f"{client.id} second member, {t}")
     check_sends(served, client, {"FindCoordinator", "JoinGroup", "SyncGroup", "OffsetFetch",
                                  "OffsetCommit"})
+
+
+# Two members of one group, of different clients where it matters: Java's range assignor
+# against kafka-node's roundrobin/range, librdkafka, old and new Java clients.
+PAIRS = [("java-0.10.2.2", "kafka-node-5.0.0"), ("java-2.0.1", "kafka-node-5.0.0-no-apiversions"),
+         ("java-0.11.0.3", "java-1.1.1"), ("kafka-node-5.0.0", "confluent-kafka-fallback-0.9.0")]
+
+
+@pytest.mark.parametrize("first_id,second_id", PAIRS)
+def test_two_members_split_commit_and_resume(request: pytest.FixtureRequest, served: Served,
+                                             oldclient_tools: OldClientTools, first_id: str,
+                                             second_id: str) -> None:
+    """Two members (``expect_partitions`` 1, ``hold``) split SPLIT's 2 partitions, read to the
+    midpoint and commit; after both left, the second client alone resumes each partition at its
+    committed offset: together, every record exactly once."""
+    members = [BY_ID[first_id], BY_ID[second_id]]
+    for client in members:
+        require(request, oldclient_tools, client)
+    topic = TOPIC_PREFIX + SPLIT
+    parts = [(topic, 0), (topic, 1)]
+    mid = {tp: len(expected(served.folder(*tp), 2, read_committed=False)) // 2 - 1
+           for tp in parts}
+    job = {"action": "consume", "mode": "subscribe", "topics": [topic],
+           "group": f"oldclients-pair-{first_id}-{second_id}", "expect_partitions": 1,
+           "commit": True, "hold": True, "last": {f"{t}/{p}": mid[(t, p)] for t, p in parts}}
+    started = [oldclient_start(c, oldclient_tools, served.bootstrap, job, timeout=CLIENT_TIMEOUT_S)
+               for c in members]
+    try:
+        for events in started:
+            events.wait_for("committed", CLIENT_TIMEOUT_S)
+    finally:
+        stop_members(*started)
+    owned = []
+    for client, events in zip(members, started, strict=True):
+        mine = {(t, p) for t, p in events.of("assigned")[-1]["partitions"]}
+        owned.append(mine)
+        got = received(events.events)
+        assert set(got) <= mine, f"{client.id} read partitions it does not own: {set(got)}"
+        for tp in mine:
+            want = expected(served.folder(*tp), client.subscribe_magic, read_committed=False)
+            assert_same_records(got.get(tp, []), [r for r in want if r[0] <= mid[tp]],
+                                f"{client.id} {tp}")
+        assert events.of("committed")[-1]["offsets"] == [[t, p, mid[(t, p)] + 1]
+                                                         for t, p in sorted(mine)]
+    assert sorted(len(o) for o in owned) == [1, 1] and owned[0] | owned[1] == set(parts), owned
+
+    last = members[1]
+    resumed = oldclient_start(last, oldclient_tools, served.bootstrap,
+                              {**job, "expect_partitions": 2, "hold": False, "commit": False,
+                               "last": {f"{t}/{p}": expected(served.folder(t, p), 2,
+                                                             read_committed=False)[-1][0]
+                                        for t, p in parts}},
+                              timeout=CLIENT_TIMEOUT_S)
+    try:
+        resumed.wait_for("done", CLIENT_TIMEOUT_S + 10)
+    finally:
+        stop_members(resumed)
+    got = received(resumed.events)
+    for tp in parts:
+        want = expected(served.folder(*tp), last.subscribe_magic, read_committed=False)
+        assert_same_records(got.get(tp, []), [r for r in want if r[0] > mid[tp]],
+                            f"{last.id} resumed, {tp}")
 
 
 UNREADABLE_TIMEOUT_S = 3  # kafka-python 1.x and librdkafka retry the refused fetch until then
