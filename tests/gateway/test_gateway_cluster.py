@@ -18,6 +18,18 @@ PARTITIONS = 4
 TOTAL = 2000
 
 
+def _create(bootstrap: str, topic: str, partitions: int) -> None:
+    """create_topic, retried: right after a node restarted the admin client may lose it."""
+    for attempt in range(5):
+        try:
+            create_topic(bootstrap, topic, partitions, replication_factor=3)
+            return
+        except Exception:
+            if attempt == 4:
+                raise
+            time.sleep(2)
+
+
 def _leaders(gateway: GatewayThread, topic: str) -> dict[int, int]:
     """partition -> the node id of its upstream leader, as the gateway's cache has it."""
     info = gateway.gateway.cluster.topics[topic]
@@ -133,6 +145,18 @@ def test_an_old_group_consumer_survives_a_leader_stop(kafka_cluster: KafkaCluste
                                                       driver_id: str) -> None:
     """The driver consumes in a group through the gateway; partition 0's leader is stopped
     when a third is read; the driver still gets every record (at least once)."""
+    _consume_through_a_stop(kafka_cluster, tools, driver_id, "leader")
+
+
+@pytest.mark.parametrize("driver_id", ["kafka-python-1.4.7-0.10", "java-0.10.2.2"])
+def test_an_old_group_consumer_survives_a_coordinator_stop(kafka_cluster: KafkaCluster, tools,
+                                                           driver_id: str) -> None:
+    """The same with the group's coordinator stopped: the gateway finds the new one."""
+    _consume_through_a_stop(kafka_cluster, tools, driver_id, "coordinator")
+
+
+def _consume_through_a_stop(kafka_cluster: KafkaCluster, tools, driver_id: str,
+                            what: str) -> None:
     from tests.gateway.clients import BY_ID
     from tests.oldclients.clients import Unavailable
 
@@ -143,9 +167,9 @@ def test_an_old_group_consumer_survives_a_leader_stop(kafka_cluster: KafkaCluste
         except Unavailable as exc:
             pytest.skip(str(exc))
     bootstrap = kafka_cluster.bootstrap
-    topic = f"gw-failover-{driver_id.replace('.', '_')}"
+    topic = f"gw-{what}-stop-{driver_id.replace('.', '_')}"
     per_partition = 300
-    create_topic(bootstrap, topic, PARTITIONS, replication_factor=3)
+    _create(bootstrap, topic, PARTITIONS)
     offsets = produce_records(bootstrap, topic, [(p, b"k%d" % i, b"v" * 200, None, None)
                                                  for p in range(PARTITIONS)
                                                  for i in range(per_partition)], "gzip")
@@ -171,8 +195,11 @@ def test_an_old_group_consumer_survives_a_leader_stop(kafka_cluster: KafkaCluste
                 done = True
                 break
             if victim is None and len(seen) >= PARTITIONS * per_partition // 3:
-                leader = _leaders(gateway, topic)[0]
-                victim = next(b for b in kafka_cluster.brokers if b.node_id == leader)
+                if what == "leader":
+                    node = _leaders(gateway, topic)[0]
+                else:
+                    node = gateway.handler.groups._coordinators[topic]
+                victim = next(b for b in kafka_cluster.brokers if b.node_id == node)
                 victim.stop()
         assert victim is not None, f"{driver_id} read everything before the stop"
         assert done, f"{driver_id} did not finish after the leader stop"
