@@ -22,6 +22,7 @@ Hierarchy::
     ├── ProtocolError                     Kafka wire-protocol decoding / encoding problems
     ├── ConfigurationError                bad arguments (e.g. a chunk size out of range)
     ├── ValidationError                   a log directory that fails validation (CLI / Spark)
+    ├── StorageError                      the log directory cannot be written (disk full, I/O error)
     └── UpstreamError                     the gateway's Kafka cluster unreachable or unusable
 """
 
@@ -44,6 +45,7 @@ __all__ = [
     "ProtocolError",
     "ConfigurationError",
     "ValidationError",
+    "StorageError",
     "UpstreamError",
 ]
 
@@ -124,6 +126,12 @@ class ConfigurationError(LazyconvError, ValueError):
 
 class ValidationError(LazyconvError):
     """A log directory or segment that fails validation."""
+
+
+class StorageError(LazyconvError):
+    """The log directory could not be written or synced (disk full, I/O error, a file that
+    cannot be created): Kafka's KafkaStorageException. Whatever the failed write left behind
+    has been rolled back, so the next write may succeed once the cause is gone."""
 
 
 class UpstreamError(LazyconvError):
