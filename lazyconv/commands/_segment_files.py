@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-
-from crc32c import crc32c
 
 from lazyconv.errors import CorruptRecordError, TruncatedDataError
 from lazyconv.fixtures.index import (
@@ -33,6 +32,7 @@ from lazyconv.fixtures.index import (
     parse_offset_index,
     parse_time_index,
 )
+from lazyconv.serve.producer_snapshot import SnapshotEntry, decode_snapshot, encode_snapshot
 
 SUFFIXES = {
     ".log": "log",
@@ -44,8 +44,6 @@ SUFFIXES = {
 FILE_TYPES = ("log", "index", "timeindex", "txnindex", "snapshot")
 
 _TXN_ENTRY = struct.Struct(">hqqqq")
-_SNAPSHOT_HEADER = struct.Struct(">hIi")
-_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 _SNAPSHOT_FIELDS = (
     "producer_id",
     "producer_epoch",
@@ -113,34 +111,10 @@ def transaction_index(data: bytes) -> Iterator[dict[str, int]]:
 
 def producer_snapshot(data: bytes) -> list[dict[str, Any]]:
     """The producer entries of a ``.snapshot`` file (version 1, CRC checked)."""
-    if len(data) < _SNAPSHOT_HEADER.size:
-        raise TruncatedDataError(
-            f"producer snapshot of {len(data)} bytes is shorter than its "
-            f"{_SNAPSHOT_HEADER.size}-byte header",
-            0,
-        )
-    version, crc, count = _SNAPSHOT_HEADER.unpack_from(data, 0)
-    if version != 1:
-        raise CorruptRecordError(f"producer snapshot version {version} is not 1", 0)
-    actual = crc32c(memoryview(data)[6:])
-    if actual != crc:
-        raise CorruptRecordError(
-            f"producer snapshot CRC {crc} does not match the computed {actual}", 2
-        )
-    expected = _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size
-    if count < 0 or expected != len(data):
-        raise CorruptRecordError(
-            f"producer snapshot holds {count} entries but is {len(data)} bytes long", 6
-        )
-    return [
-        dict(zip(_SNAPSHOT_FIELDS, _SNAPSHOT_ENTRY.unpack_from(data, 10 + i * 46), strict=True))
-        for i in range(count)
-    ]
+    return [asdict(entry) for entry in decode_snapshot(data, "producer snapshot")]
 
 
 def encode_producer_snapshot(entries: list[dict[str, int]]) -> bytes:
     """Write a version-1 producer snapshot (for tests and fixtures)."""
-    body = struct.pack(">i", len(entries)) + b"".join(
-        _SNAPSHOT_ENTRY.pack(*(entry[name] for name in _SNAPSHOT_FIELDS)) for entry in entries
-    )
-    return struct.pack(">hI", 1, crc32c(body)) + body
+    return encode_snapshot([SnapshotEntry(**{name: entry[name] for name in _SNAPSHOT_FIELDS})
+                            for entry in entries])
