@@ -322,6 +322,16 @@ class ProducerStateTable:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def producers(self) -> list[ProducerEntry]:
+        """Every producer's state, the one that appended least recently first."""
+        return list(self._entries.values())
+
+    def restore(self, entry: ProducerEntry) -> None:
+        """Put back a producer's state as a snapshot recorded it (it becomes the most recent)."""
+        self._entries[entry.producer_id] = entry
+        self._entries.move_to_end(entry.producer_id)
+        self._evict()
+
     def apply(self, decision: AppendDecision, base_offset: int) -> None:
         """Record the entries of an accepted ``decision`` appended from ``base_offset``."""
         if not decision.accepted:

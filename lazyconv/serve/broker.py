@@ -15,13 +15,14 @@ version with error 35 and its version table (KIP-511).
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
 from collections import Counter
 from typing import Any
 
-from lazyconv.errors import ConfigurationError, ProtocolError, RecordsError
+from lazyconv.errors import ConfigurationError, ProtocolError, StorageError, ValidationError
 from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 from lazyconv.protocol import (
     add_offsets_to_txn,
@@ -64,6 +65,7 @@ from lazyconv.serve.logdir import LogDirectory, PartitionLog
 from lazyconv.serve.model import BrokerStats, Listener, RequestContext, Response, TopicConfig
 from lazyconv.serve.offset_store import CommittedOffset, OffsetStore
 from lazyconv.serve.offsets import split_entries
+from lazyconv.serve.producer_ids import ProducerIdManager
 from lazyconv.serve.producer_state import ProducerStates
 from lazyconv.serve.segment_files import DEFAULT_MAX_OPEN_SEGMENTS, SegmentFileCache
 from lazyconv.serve.txn_coordinator import TransactionCoordinator
@@ -103,8 +105,11 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int, int | None]] = {
     spec.key: (spec.min_version, spec.max_version, spec.first_flexible) for spec in SERVED_APIS
 }
 
-FIRST_PRODUCER_ID = 1000
-
+# Produce learnt KAFKA_STORAGE_ERROR in v4 (KIP-112); older clients get NOT_LEADER_OR_FOLLOWER,
+# which they retry after refreshing metadata, as Kafka answers them.
+_PRODUCE_STORAGE_ERROR_VERSION = 4
+# How often --flush-ms is checked, at most (Kafka's log.flush.scheduler.interval.ms).
+_FLUSH_CHECK_MAX_S = 1.0
 
 
 def _partition_count(request: dict[str, Any]) -> int:
@@ -157,7 +162,10 @@ class Broker:
         self.max_versions: dict[int, int] = {spec.key: spec.max_version for spec in SERVED_APIS}
         self.max_versions[FETCH_KEY] = max_fetch_version
         self.stats = BrokerStats()
-        self._next_producer_id = FIRST_PRODUCER_ID
+        # Durable: ids are recorded in the log directory in blocks before use (never reused).
+        self.producer_ids = ProducerIdManager(logdir.root, logdir.max_producer_id)
+        self._pending_markers: list[tuple[str, int, int, int, bool]] = []
+        self._flush_task: asyncio.Task[None] | None = None
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
         self.segment_files = SegmentFileCache(max_open_segments)
         self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config, self.segment_files,
@@ -172,14 +180,43 @@ class Broker:
             lambda topic, p: logdir.partition(topic, p) is not None)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the timers (group sessions, rebalance and transaction timeouts) on the loop."""
-        self.groups.start(loop, extra_tick=self.transactions.expire)
+        """Start the timers (group sessions, rebalance and transaction timeouts, markers to
+        retry, ``flush_ms``) on the loop."""
+        self.groups.start(loop, extra_tick=self._tick)
+        if self.logdir.config.flush_ms is not None:
+            self._flush_task = loop.create_task(self._flush_periodically())
+
+    def _tick(self, now: float) -> None:
+        self._retry_markers()
+        self.transactions.expire(now)
 
     def close(self) -> None:
-        """Stop the timers and close the cached segment files."""
+        """Stop the timers, close the cached segment files and shut the log down cleanly:
+        every write fsynced, producer snapshots at the log ends, the recovery points recorded."""
         self.groups.stop()
+        if self._flush_task is not None:
+            self._flush_task.cancel()
+            self._flush_task = None
         self._fetch.close()
         self.segment_files.close()
+        self.logdir.close(before_checkpoint=self.producer_states.write_snapshots)
+
+    async def _flush_periodically(self) -> None:
+        """Kafka's log.flush.interval.ms: fsync each partition whose oldest unflushed append is
+        that old (on the flusher thread, so the loop keeps serving)."""
+        flush_ms = self.logdir.config.flush_ms
+        assert flush_ms is not None
+        interval = min(flush_ms / 1000, _FLUSH_CHECK_MAX_S)
+        while True:
+            await asyncio.sleep(interval)
+            due = self.logdir.flush_due()
+            if not due:
+                continue
+            try:
+                await asyncio.wrap_future(self.logdir.flusher.submit(functools.partial(_flush_all, due)))
+            except StorageError as exc:
+                log.error("timed flush failed: %s", exc)
+            self.logdir.write_checkpoint()
 
     def topic_config(self, topic: str) -> TopicConfig:
         return self.topic_configs.get(topic, self.default_config)
@@ -228,7 +265,10 @@ class Broker:
                         version, header.get("client_id"), request_reader.remaining)
         context = RequestContext(header.get("client_id"), listener, peer)
         if api_key == produce.API_KEY:
-            answer = self.produce(version, request)
+            to_flush: dict[PartitionLog, list[dict[str, Any]]] = {}
+            answer = self.produce(version, request, to_flush)
+            if to_flush:
+                await self._flush_before_answering(version, to_flush)
             if listener.produce_delay_ms > 0:
                 await asyncio.sleep(listener.produce_delay_ms / 1000)
             if request["acks"] == 0:
@@ -380,27 +420,35 @@ class Broker:
         return plog.last_stable_offset()
 
     def _allocate_producer_id(self) -> int:
-        producer_id = self._next_producer_id
-        self._next_producer_id += 1
-        return producer_id
+        return self.producer_ids.allocate()
 
     def init_producer_id(self, version: int, request: dict[str, Any],
                          context: RequestContext | None = None) -> dict[str, Any]:
-        """A producer id: fresh for an idempotent producer (sequence numbers are not checked);
-        kept per transactional id, with a bumped epoch, for a transactional one."""
-        if request["transactional_id"] is not None:
-            code, producer_id, epoch = self.transactions.init_producer_id(
-                request["transactional_id"], request["transaction_timeout_ms"])
-            return {"throttle_time_ms": 0, "error_code": code, "producer_id": producer_id,
-                    "producer_epoch": epoch}
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": self._allocate_producer_id(),
-                "producer_epoch": 0}
+        """A producer id: fresh (never handed out before, also across restarts) for an
+        idempotent producer; kept per transactional id, with a bumped epoch, for a
+        transactional one. When no id can be recorded (a full disk) the answer is Kafka's
+        COORDINATOR_LOAD_IN_PROGRESS, which clients retry."""
+        try:
+            if request["transactional_id"] is not None:
+                code, producer_id, epoch = self.transactions.init_producer_id(
+                    request["transactional_id"], request["transaction_timeout_ms"])
+                return {"throttle_time_ms": 0, "error_code": code, "producer_id": producer_id,
+                        "producer_epoch": epoch}
+            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": self._allocate_producer_id(),
+                    "producer_epoch": 0}
+        except (StorageError, ValidationError) as exc:
+            log.error("InitProducerId: %s", exc)
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
+                    "producer_id": -1, "producer_epoch": -1}
 
     # -- transactions ----------------------------------------------------------------------
 
     def _write_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
                       commit: bool) -> None:
-        """Append a COMMIT/ABORT control batch to one partition (the coordinator's marker)."""
+        """Append a COMMIT/ABORT control batch to one partition (the coordinator's marker); an
+        abort also goes into the segment's ``.txnindex``. A marker that cannot be written (a
+        full disk) is retried every tick, as Kafka's marker channel keeps retrying: until then
+        read_committed consumers stop before the transaction."""
         plog = self.logdir.partition(topic, partition)
         if plog is None:
             log.error("transaction marker for %s-%d: the partition is gone", topic, partition)
@@ -410,10 +458,22 @@ class Broker:
         kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
         builder.append(offset=0, timestamp=int(time.time() * 1000), key=control_key(kind),
                        value=end_txn_marker_value(0))
-        plog.append(split_entries(builder.build()))
-        self.producer_states.end_transaction(plog, producer_id, epoch)
-        plog.transaction_state()
+        try:
+            offset, _ = plog.append(split_entries(builder.build()))
+        except StorageError as exc:
+            log.error("transaction marker for %s-%d not written, will retry: %s", topic, partition, exc)
+            self._pending_markers.append((topic, partition, producer_id, epoch, commit))
+            return
+        self.producer_states.end_transaction(plog, producer_id, epoch, offset)
+        state = plog.transaction_state()
+        if not commit and state.aborted and state.aborted[-1].last_offset == offset:
+            plog.append_aborted_txn(state.aborted[-1])
         self._fetch.notify_append()
+
+    def _retry_markers(self) -> None:
+        pending, self._pending_markers = self._pending_markers, []
+        for marker in pending:
+            self._write_marker(*marker)
 
     def add_partitions_to_txn(self, version: int, request: dict[str, Any],
                               context: RequestContext) -> dict[str, Any]:
@@ -452,12 +512,16 @@ class Broker:
                 {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
             for t in request["topics"]]}
 
-    def produce(self, version: int, request: dict[str, Any]) -> dict[str, Any]:
+    def produce(self, version: int, request: dict[str, Any],
+                to_flush: dict[PartitionLog, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
         """Validate each partition's records as a Kafka leader does, append the valid ones.
 
         A rejected partition appends nothing and answers with Kafka's error code (and, from
         Produce v8, the error message and record errors); the other partitions of the request
-        are not affected (see :mod:`lazyconv.serve.append_validation`)."""
+        are not affected (see :mod:`lazyconv.serve.append_validation`). A partition the log
+        cannot take (a full disk, an I/O error) answers KAFKA_STORAGE_ERROR (below Produce v4:
+        NOT_LEADER_OR_FOLLOWER) with nothing of it left on disk. Partitions due for an fsync
+        (``flush_messages``) are added to ``to_flush`` with their answers, for the caller."""
         now_ms = int(time.time() * 1000)
         responses = []
         for topic in request["topic_data"]:
@@ -471,6 +535,10 @@ class Broker:
                     answer["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
                     answer.update(self._append(version, topic["name"], plog, part["records"], now_ms))
+                    flush_messages = self.logdir.config.flush_messages
+                    if (to_flush is not None and flush_messages is not None
+                            and plog.unflushed_messages >= flush_messages and answer["error_code"] == 0):
+                        to_flush.setdefault(plog, []).append(answer)
                 partitions.append(answer)
             responses.append({"name": topic["name"], "partition_responses": partitions})
         return {"responses": responses, "throttle_time_ms": 0}
@@ -496,18 +564,53 @@ class Broker:
             return fields
         try:
             base, log_start = plog.append(decision.append_entries())
-        except RecordsError as exc:  # the log itself cannot be appended to (e.g. a partial tail)
+        except StorageError as exc:  # a full disk, an I/O error, a log that must not grow
             log.error("append to %s-%d failed: %s", topic, plog.partition, exc)
-            fields.update(error_code=int(ErrorCode.KAFKA_STORAGE_ERROR), error_message=str(exc))
+            self.stats.storage_errors += 1
+            fields.update(error_code=_produce_storage_error(version), error_message=str(exc),
+                          record_errors=[])
             return fields
-        table.apply(decision, base)
+        self.producer_states.appended(plog, decision, base)
         plog.transaction_state()  # keep the transaction state current
         self._fetch.notify_append()
         fields["base_offset"], fields["log_start_offset"] = base, log_start
         return fields
+
+    async def _flush_before_answering(self, version: int,
+                                      to_flush: dict[PartitionLog, list[dict[str, Any]]]) -> None:
+        """Kafka's log.flush.interval.messages: fsync the partitions that reached it before the
+        Produce is answered (on the flusher thread; the loop keeps serving). A partition that
+        cannot be flushed answers a storage error: its data is written but may not survive a
+        power loss."""
+        for plog, answers in to_flush.items():
+            try:
+                await asyncio.wrap_future(self.logdir.flusher.submit(plog.flush))
+            except StorageError as exc:
+                log.error("%s", exc)
+                for answer in answers:
+                    answer.update(error_code=_produce_storage_error(version), error_message=str(exc),
+                                  base_offset=-1)
 
     # -- Fetch -----------------------------------------------------------------------------
 
     async def fetch(self, version: int, correlation_id: int, body: memoryview) -> Response:
         """Answer one Fetch request body (see :mod:`lazyconv.serve.fetch_handler`)."""
         return await self._fetch.fetch(version, correlation_id, body)
+
+
+def _produce_storage_error(version: int) -> int:
+    if version >= _PRODUCE_STORAGE_ERROR_VERSION:
+        return int(ErrorCode.KAFKA_STORAGE_ERROR)
+    return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def _flush_all(plogs: list[PartitionLog]) -> None:
+    """fsync each partition; the first failure is raised after the others were tried."""
+    failure: StorageError | None = None
+    for plog in plogs:
+        try:
+            plog.flush()
+        except StorageError as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure

@@ -16,8 +16,9 @@ class ServerThread:
     """A KafkaServer on its own event loop in a daemon thread."""
 
     def __init__(self, logdir: Path, *, listeners: int = 1, produce_delays: tuple[int, ...] = (),
-                 max_request_size: int = 104857600, limits=None, **broker_kwargs) -> None:
-        self.logdir = LogDirectory(logdir)
+                 max_request_size: int = 104857600, limits=None, log_config=None,
+                 **broker_kwargs) -> None:
+        self.logdir = LogDirectory(logdir, log_config)
         specs = [ListenerSpec("127.0.0.1", 0, produce_delays[i] if i < len(produce_delays) else 0)
                  for i in range(listeners)]
         self.server = KafkaServer(lambda ls: Broker(self.logdir, ls, **broker_kwargs), specs,
