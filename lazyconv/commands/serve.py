@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import re
+import signal
 import sys
 
 from lazyconv.commands._common import input_dir, parse_size, port_number
@@ -30,7 +32,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-5, OffsetCommit and "
             "OffsetFetch v0-8, ListGroups and DescribeGroups v0-5; committed offsets are kept "
             "in LOGDIR/__lazyconv_offsets) over LOGDIR, laid out as a broker does "
-            "(TOPIC-PARTITION/00000000000000000000.log). Runs until interrupted."
+            "(TOPIC-PARTITION/00000000000000000000.log). Runs until SIGTERM or SIGINT, then "
+            "stops accepting, cuts the responses in flight, flushes the log and its state and "
+            "exits 0 with one line on stderr."
+        ),
+        epilog=(
+            "Durability (as Kafka's defaults): a record is acknowledged once written to the "
+            "log file (write(), no fsync), so a crash or kill -9 of this process loses nothing "
+            "acknowledged; a power loss or OS crash may lose what the OS had not yet written, "
+            "unless --flush-messages / --flush-ms ask for fsyncs. Rolled segments, producer "
+            "snapshots, producer-id blocks, committed offsets and everything at a clean "
+            "shutdown are fsynced. Group membership is kept in memory only (members rejoin "
+            "after a restart). On start each partition is recovered as by Kafka: what was "
+            "written after its last clean point is validated, a torn last entry cut off, "
+            "missing or torn index files rebuilt; corruption elsewhere is logged and answered "
+            "as a storage error, never hidden. See docs/guide/robustness.md."
         ),
     )
     parser.add_argument("logdir", metavar="LOGDIR", help="directory holding TOPIC-PARTITION folders")
@@ -88,6 +104,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--socket-send-buffer", type=_size, default=102400,
                         help="SO_SNDBUF of client connections (default 100K, Kafka's "
                              "socket.send.buffer.bytes; 0 keeps the OS default)")
+    parser.add_argument("--segment-bytes", type=_size, default=1 << 30,
+                        help="roll the partition to a new segment when an append would take the "
+                             "active one past this size (Kafka's log.segment.bytes, default 1G)")
+    parser.add_argument("--index-interval-bytes", type=_size, default=4096,
+                        help="log bytes between two .index/.timeindex entries of appended data "
+                             "(Kafka's index.interval.bytes, default 4096)")
+    parser.add_argument("--flush-messages", type=_positive_int, default=None, metavar="N",
+                        help="fsync a partition before acknowledging once N messages were "
+                             "appended to it since its last fsync (Kafka's "
+                             "log.flush.interval.messages; default: never, the OS writes the data "
+                             "back; 1 makes every acknowledged record survive a power loss)")
+    parser.add_argument("--flush-ms", type=_positive_int, default=None, metavar="MS",
+                        help="fsync a partition whose oldest unflushed append is MS old (Kafka's "
+                             "log.flush.interval.ms; default: never, the OS writes the data back)")
     parser.add_argument("--group-initial-rebalance-delay-ms", type=int, default=0,
                         help="how long a group's first rebalance waits for more members (Kafka's "
                              "group.initial.rebalance.delay.ms; default 0 here, 3000 in Kafka)")
@@ -170,9 +200,11 @@ def build_listener_specs(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from lazyconv.net import ConnectionLimits, KafkaServer
     from lazyconv.serve.broker import Broker, Listener
-    from lazyconv.serve.logdir import LogDirectory
+    from lazyconv.serve.logdir import LogConfig, LogDirectory
 
-    logdir = LogDirectory(input_dir(args.logdir))
+    config = LogConfig(segment_bytes=args.segment_bytes, index_interval_bytes=args.index_interval_bytes,
+                       flush_messages=args.flush_messages, flush_ms=args.flush_ms)
+    logdir = LogDirectory(input_dir(args.logdir), config)
     limits = ConnectionLimits(
         max_request_size=args.max_request_size,
         queued_max_request_bytes=args.queued_max_request_bytes,
@@ -199,7 +231,22 @@ def run(args: argparse.Namespace) -> int:
     # every millisecond rather than every 5, so other clients wait less behind a huge fetch.
     sys.setswitchinterval(0.001)
 
+    stopped_by: list[str] = []
+
     async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop(sig: signal.Signals) -> None:
+            # systemd and Docker stop with SIGTERM: end as cleanly as after Ctrl-C
+            if not stopped_by:
+                stopped_by.append(sig.name)
+                task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop, sig)
         server = KafkaServer(make_broker, specs, send_buffer_bytes=args.socket_send_buffer,
                              limits=limits)
         await server.start()
@@ -211,10 +258,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             await server.serve_forever()
         finally:
+            # stops accepting, ends every connection (a response in flight is cut, never
+            # half-appended), then the broker flushes the log, snapshots and recovery points
             await server.close()
 
     try:
         asyncio.run(main())
-    except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass
+    print(f"stopped ({stopped_by[0] if stopped_by else 'interrupted'})", file=sys.stderr)
     return 0

@@ -61,5 +61,11 @@ def test_serve_help_explains_every_option():
                          text=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), check=True).stdout
     for option in ("--host", "--port", "--chunk-size", "--no-downconversion", "--topic-config",
                    "--listener", "--produce-delay-ms", "--max-fetch-version", "--max-request-size",
-                   "--group-initial-rebalance-delay-ms", "--group-min-session-timeout-ms"):
+                   "--group-initial-rebalance-delay-ms", "--group-min-session-timeout-ms",
+                   "--segment-bytes", "--index-interval-bytes", "--flush-messages", "--flush-ms"):
         assert option in out
+    # the durability contract is part of the help
+    flat = " ".join(out.split())
+    assert "kill -9 of this process loses nothing acknowledged" in flat
+    assert "power loss" in flat and "Group membership is kept in memory only" in flat
+    assert "SIGTERM" in flat
