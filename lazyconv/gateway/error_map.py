@@ -10,7 +10,7 @@ NOT_LEADER_FOR_PARTITION below Fetch v6). The table, per API:
 ==================================  ===================  =========================================
 upstream code                        replaced below       by
 ==================================  ===================  =========================================
-KAFKA_STORAGE_ERROR (56)             Fetch v6, Produce v3  NOT_LEADER_OR_FOLLOWER (6)
+KAFKA_STORAGE_ERROR (56)             Fetch v6, Produce v4  NOT_LEADER_OR_FOLLOWER (6)
 FENCED_LEADER_EPOCH (74)             every version        NOT_LEADER_OR_FOLLOWER (6): the gateway
 UNKNOWN_LEADER_EPOCH (75)                                  sends no leader epoch, so these mean
                                                            "ask for metadata again"
@@ -58,7 +58,7 @@ _REPLACEMENTS: dict[int, list[tuple[int, int, int]]] = {
         (int(ErrorCode.INCONSISTENT_TOPIC_ID), 13, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)),
     ],
     produce.SPEC.key: [
-        (int(ErrorCode.KAFKA_STORAGE_ERROR), 3, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)),
+        (int(ErrorCode.KAFKA_STORAGE_ERROR), 4, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)),
         (int(ErrorCode.INVALID_RECORD), 8, int(ErrorCode.CORRUPT_MESSAGE)),
     ],
     list_offsets.SPEC.key: [

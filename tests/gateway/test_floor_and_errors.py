@@ -66,6 +66,8 @@ def test_an_api_the_broker_lacks() -> None:
     (produce.SPEC.key, 8, ErrorCode.INVALID_RECORD, ErrorCode.INVALID_RECORD),
     (produce.SPEC.key, 2, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.MESSAGE_TOO_LARGE),
     (produce.SPEC.key, 0, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (produce.SPEC.key, 3, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (produce.SPEC.key, 4, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.KAFKA_STORAGE_ERROR),
     (produce.SPEC.key, 2, ErrorCode.INVALID_TIMESTAMP, ErrorCode.INVALID_TIMESTAMP),
     (list_offsets.SPEC.key, 0, ErrorCode.OFFSET_NOT_AVAILABLE, 5),
     (list_offsets.SPEC.key, 5, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.OFFSET_NOT_AVAILABLE),
