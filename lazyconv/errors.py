@@ -19,7 +19,9 @@ Hierarchy::
     │       ├── UnsupportedCompressionError   codec not representable in the target magic
     │       ├── DecompressionError            a codec stream that does not decode
     │       └── DecompressionBombError        decompressed data past the configured bound
-    ├── ProtocolError                     Kafka wire-protocol decoding / encoding problems
+    ├── ProtocolError                     Kafka wire-protocol problems, either side:
+    │   ├── RemoteProtocolError               bytes from the peer that do not decode (its fault)
+    │   └── LocalProtocolError                a message we were asked to build is invalid (ours)
     ├── ConfigurationError                bad arguments (e.g. a chunk size out of range)
     ├── ValidationError                   a log directory that fails validation (CLI / Spark)
     ├── StorageError                      the log directory cannot be written (disk full, I/O error)
@@ -43,6 +45,8 @@ __all__ = [
     "DecompressionError",
     "DecompressionBombError",
     "ProtocolError",
+    "LocalProtocolError",
+    "RemoteProtocolError",
     "ConfigurationError",
     "ValidationError",
     "StorageError",
@@ -117,7 +121,19 @@ class DecompressionBombError(CompressionError):
 
 
 class ProtocolError(LazyconvError):
-    """Kafka wire-protocol data that cannot be decoded, or a request for an unknown version."""
+    """Kafka wire-protocol data that cannot be decoded or encoded (catch this for either side)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer broke the protocol: bytes it sent do not decode (truncated, a length past the
+    end, invalid UTF-8, an API or version that is not served). A server answers by closing
+    that connection, as a Kafka broker does; the peer is to blame (h11's distinction)."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We would break the protocol: a message we were asked to encode is invalid (a null in a
+    non-nullable field, a value out of range, a version the message does not have). This is a
+    bug in the caller (or in lazyconv), never the peer's fault."""
 
 
 class ConfigurationError(LazyconvError, ValueError):

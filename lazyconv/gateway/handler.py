@@ -19,7 +19,7 @@ import logging
 from collections import Counter
 from typing import Any
 
-from lazyconv.errors import ProtocolError, UpstreamError
+from lazyconv.errors import RemoteProtocolError, UpstreamError
 from lazyconv.gateway.error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway.fetch_relay import DEFAULT_UPSTREAM_FETCH_MAX_BYTES, FetchRelay
 from lazyconv.gateway.group_relay import DOWNSTREAM_CAPS, GROUP_APIS, GroupRelay
@@ -82,7 +82,7 @@ class GatewayHandler:
 
     async def handle(self, frame: bytes | memoryview, listener: Listener, peer: str = "",
                      session: UpstreamSession | None = None) -> Response | None:
-        """Answer one request frame (header + body); raises :class:`ProtocolError` for a request
+        """Answer one request frame (header + body); raises :class:`RemoteProtocolError` for a request
         that must close the connection."""
         if session is None:  # a caller without sessions: one for this request only
             session = self.new_session(peer)
@@ -92,19 +92,19 @@ class GatewayHandler:
                 session.close()
         reader = Reader(frame)
         if reader.remaining < 8:
-            raise ProtocolError(f"request of {reader.remaining} bytes is shorter than a header", 0)
+            raise RemoteProtocolError(f"request of {reader.remaining} bytes is shorter than a header", 0)
         api_key = reader.int16("request_api_key")
         version = reader.int16("request_api_version")
         reader.pos = 0
         spec = self.apis.get(api_key)
         if spec is None:
-            raise ProtocolError(f"API key {api_key} is not served by the gateway", 0)
+            raise RemoteProtocolError(f"API key {api_key} is not served by the gateway", 0)
         if not spec.min_version <= version <= self.max_versions[api_key]:
             if api_key == api_versions.API_KEY:
                 header = decode_request_header(reader, 1)
                 fallback = api_versions.unsupported_version_response(self.api_version_table())
                 return _reply(header["correlation_id"], 0, fallback)
-            raise ProtocolError(f"unsupported version {version} of {spec.name} (the gateway speaks "
+            raise RemoteProtocolError(f"unsupported version {version} of {spec.name} (the gateway speaks "
                                 f"{spec.min_version}-{self.max_versions[api_key]})", 2)
         self.request_counts[(api_key, version)] += 1
         header = decode_request_header(reader, spec.request_header_version(version))

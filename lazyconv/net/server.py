@@ -12,8 +12,11 @@ writability with ``loop.add_writer``. So a slow reader holds at most the bytes o
 (one converted chunk for lazy conversion; nothing for zero-copy file regions, which go out with
 ``os.sendfile``), never a whole response: memory is bounded by connections × chunk size.
 
-A request larger than ``max_request_size``, a negative size, or a request the broker refuses
-closes that connection (Kafka does the same); nothing a client sends can stop the server.
+A request larger than ``max_request_size``, a negative size, or a request the handler refuses
+(:class:`~lazyconv.errors.RemoteProtocolError`, logged as the client's fault) closes that
+connection (Kafka does the same); nothing a client sends can stop the server. An answer the
+handler cannot encode (:class:`~lazyconv.errors.LocalProtocolError`) also ends the connection,
+but is logged as an error of ours.
 Responses that convert records while they are written (``Response.off_loop``) are written
 step by step on the conversion worker pool (:mod:`lazyconv.net.workers`): the compiled kernel
 and the codecs release the GIL, so N converting connections use every core while the event loop
@@ -33,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lazyconv.errors import LazyconvError
+from lazyconv.errors import LazyconvError, LocalProtocolError
 from lazyconv.net.limits import (
     DEFAULT_MAX_REQUEST_SIZE,
     DEFAULT_QUEUED_MAX_REQUEST_BYTES,
@@ -201,6 +204,11 @@ class KafkaServer:
                             handler: Any = self.broker  # a handler with sessions (see model)
                             response = await handler.handle(frame, listener, _host_of(peer),
                                                              session)
+                    except LocalProtocolError as exc:
+                        # our answer could not be encoded: a lazyconv bug, not the client's
+                        log.error("closing %s: the answer to its request could not be encoded "
+                                  "(a lazyconv bug, please report it): %s", peer, exc)
+                        return
                     except LazyconvError as exc:
                         log.warning("closing %s: invalid request: %s", peer, exc)
                         return

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lazyconv.errors import ProtocolError
+from lazyconv.errors import LocalProtocolError, RemoteProtocolError
 from lazyconv.protocol.primitives import Reader
 from lazyconv.protocol.schema import EncodedMessage, Struct, decode_message, encode_message
 
@@ -48,10 +48,13 @@ class ApiSpec:
         """Whether ``version`` is in this API's range."""
         return self.min_version <= version <= self.max_version
 
-    def check_version(self, version: int, position: int | None = None) -> None:
-        """Raise :class:`ProtocolError` unless ``version`` is in this API's range."""
+    def check_version(self, version: int, position: int | None = None, *,
+                      remote: bool = False) -> None:
+        """Raise unless ``version`` is in this API's range: :class:`RemoteProtocolError` when
+        ``remote`` (the version came from the peer's bytes), else :class:`LocalProtocolError`
+        (the caller asked for it)."""
         if not isinstance(version, int) or not self.supports(version):
-            raise ProtocolError(
+            raise (RemoteProtocolError if remote else LocalProtocolError)(
                 f"{self.name} version {version!r} is not supported "
                 f"(supported: {self.min_version}..{self.max_version})",
                 position,
@@ -101,7 +104,7 @@ class ApiSpec:
 
     def _decode(self, struct: Struct, what: str, version: int,
                 data: bytes | bytearray | memoryview | Reader, exact: bool) -> dict[str, Any]:
-        self.check_version(version)
+        self.check_version(version, remote=True)
         reader = data if isinstance(data, Reader) else Reader(data)
         body = decode_message(struct, reader, version, self.is_flexible(version))
         if exact and reader.remaining:

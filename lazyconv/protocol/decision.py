@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lazyconv.errors import ConfigurationError, ProtocolError, UnsupportedCompressionError
+from lazyconv.errors import ConfigurationError, LocalProtocolError, UnsupportedCompressionError
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.fetch import MAX_FETCH_VERSION, MIN_FETCH_VERSION
 
@@ -51,7 +51,7 @@ _ZSTD_FIRST_FETCH_VERSION = 10
 
 def _check_version(version: int) -> None:
     if not MIN_FETCH_VERSION <= version <= MAX_FETCH_VERSION:
-        raise ProtocolError(f"Fetch version {version} is not supported")
+        raise LocalProtocolError(f"Fetch version {version} is not supported")
 
 
 def readable_magic(version: int) -> int:

@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lazyconv.errors import ProtocolError
+from lazyconv.errors import LocalProtocolError, RemoteProtocolError
 from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.headers import (
     decode_request_header,
@@ -225,7 +225,7 @@ class FetchRequest:
         Raises :class:`~lazyconv.errors.ProtocolError` (with the byte position) on truncated
         or malformed data, and when bytes are left over after the body.
         """
-        _check_version(version)
+        _check_version(version, remote=True)
         reader = Reader(data)
         body = decode_message(FETCH_REQUEST_SCHEMA, reader, version, is_flexible(version))
         if reader.remaining:
@@ -270,8 +270,8 @@ class FetchRequest:
         api_key = peek.int16("request_api_key")
         version = peek.int16("request_api_version")
         if api_key != FETCH_API_KEY:
-            raise ProtocolError(f"api key {api_key} is not Fetch ({FETCH_API_KEY})", 4)
-        _check_version(version, 6)
+            raise RemoteProtocolError(f"api key {api_key} is not Fetch ({FETCH_API_KEY})", 4)
+        _check_version(version, 6, remote=True)
         header = decode_request_header(reader, request_header_version(version))
         body_at = reader.pos
         sub = Reader(bytes(memoryview(data)[body_at:]), base=body_at)
@@ -346,7 +346,7 @@ class FetchResponse:
                 continue  # nothing to write; do not even create the records' send
             send = _records_send(part.records)
             if send.size != part.size:
-                raise ProtocolError(
+                raise LocalProtocolError(
                     f"records of type {type(part.records).__name__} committed {part.size} bytes "
                     f"but their send has {send.size}"
                 )
@@ -361,7 +361,7 @@ class FetchResponse:
     @staticmethod
     def decode(version: int, data: bytes | bytearray | memoryview) -> dict[str, Any]:
         """Decode a response *body* of ``version``; records come back as bytes (or None)."""
-        _check_version(version)
+        _check_version(version, remote=True)
         reader = Reader(data)
         body = decode_message(FETCH_RESPONSE_SCHEMA, reader, version, is_flexible(version))
         if reader.remaining:
@@ -371,7 +371,7 @@ class FetchResponse:
     @staticmethod
     def decode_framed(version: int, data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], dict[str, Any]]:
         """Decode a whole response (int32 size, header, body) of ``version``."""
-        _check_version(version)
+        _check_version(version, remote=True)
         reader = Reader(data)
         size = reader.int32("response size")
         if size < 0 or size != reader.remaining:
@@ -424,7 +424,7 @@ class FetchResponseSend(SequenceSend):
             )
 
     def _ran_out_error(self) -> Exception:
-        return ProtocolError(f"fetch response parts ended after {self.written} of {self.size} bytes")
+        return LocalProtocolError(f"fetch response parts ended after {self.written} of {self.size} bytes")
 
     def __repr__(self) -> str:
         return f"FetchResponseSend(size={self.size}, written={self.written})"
@@ -435,8 +435,8 @@ def _records_send(records: SendableRecords | bytes | bytearray | memoryview) -> 
         return BytesSend(records)
     to_send = getattr(records, "to_send", None)
     if to_send is None:
-        raise ProtocolError(f"records of type {type(records).__name__} have no to_send()")
+        raise LocalProtocolError(f"records of type {type(records).__name__} have no to_send()")
     send = to_send()
     if not isinstance(send, Send):
-        raise ProtocolError(f"{type(records).__name__}.to_send() returned {type(send).__name__}, not a Send")
+        raise LocalProtocolError(f"{type(records).__name__}.to_send() returned {type(send).__name__}, not a Send")
     return send

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lazyconv.errors import ProtocolError
+from lazyconv.errors import LocalProtocolError
 from lazyconv.protocol.primitives import Reader, Writer
 
 __all__ = [
@@ -33,7 +33,7 @@ def encode_request_header(
 ) -> bytes:
     """Encode a request header of version 0, 1 or 2 (no unknown tagged fields)."""
     if header_version not in (0, 1, 2):
-        raise ProtocolError(f"request header version {header_version} does not exist (0..2)")
+        raise LocalProtocolError(f"request header version {header_version} does not exist (0..2)")
     w = Writer()
     w.int16(api_key)
     w.int16(api_version)
@@ -49,7 +49,7 @@ def encode_request_header(
 def decode_request_header(reader: Reader, header_version: int) -> RequestHeader:
     """Decode a request header from ``reader``; returns a dict with Kafka's field names."""
     if header_version not in (0, 1, 2):
-        raise ProtocolError(f"request header version {header_version} does not exist (0..2)")
+        raise LocalProtocolError(f"request header version {header_version} does not exist (0..2)")
     header: RequestHeader = {
         "request_api_key": reader.int16("request_api_key"),
         "request_api_version": reader.int16("request_api_version"),
@@ -65,7 +65,7 @@ def decode_request_header(reader: Reader, header_version: int) -> RequestHeader:
 def encode_response_header(header_version: int, correlation_id: int) -> bytes:
     """Encode a response header of version 0 or 1."""
     if header_version not in (0, 1):
-        raise ProtocolError(f"response header version {header_version} does not exist (0..1)")
+        raise LocalProtocolError(f"response header version {header_version} does not exist (0..1)")
     w = Writer()
     w.int32(correlation_id)
     if header_version == 1:
@@ -76,7 +76,7 @@ def encode_response_header(header_version: int, correlation_id: int) -> bytes:
 def decode_response_header(reader: Reader, header_version: int) -> dict[str, Any]:
     """Decode a response header of version 0 or 1."""
     if header_version not in (0, 1):
-        raise ProtocolError(f"response header version {header_version} does not exist (0..1)")
+        raise LocalProtocolError(f"response header version {header_version} does not exist (0..1)")
     header: dict[str, Any] = {"correlation_id": reader.int32("correlation_id")}
     if header_version == 1:
         header["_unknown_tagged_fields"] = _skip_tags(reader, "response header")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from lazyconv.errors import ProtocolError
+from lazyconv.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
 __all__ = [
     "Writer",
@@ -43,7 +43,7 @@ _MAX_VARINT_BYTES = {32: 5, 64: 10}
 def encode_uvarint(value: int) -> bytes:
     """Encode a non-negative integer (< 2**64) as an unsigned varint."""
     if value < 0 or value > MAX_UVARINT64:
-        raise ProtocolError(f"unsigned varint out of range: {value}")
+        raise LocalProtocolError(f"unsigned varint out of range: {value}")
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -103,7 +103,7 @@ class Writer:
         try:
             self.buffer += packer.pack(value)
         except struct.error:
-            raise ProtocolError(f"{name} out of range: {value!r}") from None
+            raise LocalProtocolError(f"{name} out of range: {value!r}") from None
 
     def uvarint(self, value: int) -> None:
         self.buffer += encode_uvarint(value)
@@ -111,14 +111,14 @@ class Writer:
     def uuid(self, value: uuid.UUID | bytes) -> None:
         data = value.bytes if isinstance(value, uuid.UUID) else bytes(value)
         if len(data) != 16:
-            raise ProtocolError(f"a uuid is 16 bytes, got {len(data)}")
+            raise LocalProtocolError(f"a uuid is 16 bytes, got {len(data)}")
         self.buffer += data
 
     def string(self, value: str | None, *, compact: bool, nullable: bool = False) -> None:
         """A (nullable) string: int16 length (−1 = null) or compact ``uvarint(length + 1)``."""
         if value is None:
             if not nullable:
-                raise ProtocolError("null given for a non-nullable string")
+                raise LocalProtocolError("null given for a non-nullable string")
             if compact:
                 self.buffer.append(0)
             else:
@@ -126,7 +126,7 @@ class Writer:
             return
         data = value.encode("utf-8")
         if len(data) > 0x7FFF:
-            raise ProtocolError(f"string of {len(data)} bytes is longer than 32767")
+            raise LocalProtocolError(f"string of {len(data)} bytes is longer than 32767")
         if compact:
             self.uvarint(len(data) + 1)
         else:
@@ -138,7 +138,7 @@ class Writer:
         """(Nullable) bytes: int32 length (−1 = null) or compact ``uvarint(length + 1)``."""
         if value is None:
             if not nullable:
-                raise ProtocolError("null given for non-nullable bytes")
+                raise LocalProtocolError("null given for non-nullable bytes")
             self.length_prefix(None, compact=compact)
             return
         self.length_prefix(len(value), compact=compact)
@@ -179,7 +179,7 @@ class Reader:
         return len(self.view) - self.pos
 
     def error(self, message: str, position: int | None = None) -> ProtocolError:
-        return ProtocolError(message, self.base + (self.pos if position is None else position))
+        return RemoteProtocolError(message, self.base + (self.pos if position is None else position))
 
     def _take(self, n: int, what: str) -> memoryview:
         if n < 0:

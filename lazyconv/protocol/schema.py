@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lazyconv.errors import ProtocolError
+from lazyconv.errors import LocalProtocolError, ProtocolError
 from lazyconv.protocol.primitives import Reader, Writer, length_prefix_size
 
 __all__ = [
@@ -197,13 +197,13 @@ def records_size(records: Any) -> int:
         return records.nbytes
     size = getattr(records, "size_in_bytes", None)
     if size is None:
-        raise ProtocolError(
+        raise LocalProtocolError(
             f"records must be bytes or have size_in_bytes and to_send(), got {type(records).__name__}"
         )
     if callable(size):
         size = size()
     if not isinstance(size, int) or size < 0:
-        raise ProtocolError(f"records size_in_bytes must be a non-negative int, got {size!r}")
+        raise LocalProtocolError(f"records size_in_bytes must be a non-negative int, got {size!r}")
     return size
 
 
@@ -235,7 +235,7 @@ class EncodedMessage:
         for part in self.parts:
             if isinstance(part, RecordsSlot):
                 if not isinstance(part.records, (bytes, bytearray, memoryview)):
-                    raise ProtocolError(
+                    raise LocalProtocolError(
                         f"cannot flatten records of type {type(part.records).__name__} to "
                         "bytes; use a send"
                     )
@@ -269,7 +269,7 @@ class _Encoder:
         self.writer.length_prefix(size, compact=self.flexible)
         if not self.allow_records_slots:
             if not isinstance(records, (bytes, bytearray, memoryview)):
-                raise ProtocolError(f"{path}: records here must be bytes, got {type(records).__name__}")
+                raise LocalProtocolError(f"{path}: records here must be bytes, got {type(records).__name__}")
             self.writer.raw(records)
             return
         # Record bytes are never copied into the metadata: the send streams them in place.
@@ -283,7 +283,7 @@ class _Encoder:
         if value is None:
             value = {}
         elif not isinstance(value, Mapping):
-            raise ProtocolError(f"{path}: expected a dict for {struct.name}, got {type(value).__name__}")
+            raise LocalProtocolError(f"{path}: expected a dict for {struct.name}, got {type(value).__name__}")
         _check_keys(struct, value, path)
         tagged: list[tuple[int, Field, Any]] = []
         for f in struct.fields:
@@ -292,7 +292,7 @@ class _Encoder:
                 v = default_value(f)
             if not f.present_in(version):
                 if self.strict and not f.ignorable and not _is_default(f, v, version):
-                    raise ProtocolError(
+                    raise LocalProtocolError(
                         f"{path}.{f.name} is not in version {version} and holds non-default value {v!r}"
                     )
                 continue
@@ -321,7 +321,7 @@ class _Encoder:
         if isinstance(t, Struct):
             if v is None:
                 if not nullable:
-                    raise ProtocolError(f"{path} is null but not nullable in version {version}")
+                    raise LocalProtocolError(f"{path} is null but not nullable in version {version}")
                 self.writer.int8(-1)
                 return
             if nullable:
@@ -330,13 +330,13 @@ class _Encoder:
         elif isinstance(t, ArrayOf):
             if v is None:
                 if not nullable:
-                    raise ProtocolError(f"{path} is null but not nullable in version {version}")
+                    raise LocalProtocolError(f"{path} is null but not nullable in version {version}")
                 self.writer.length_prefix(None, compact=self.flexible)
                 return
             try:
                 items = list(v)
             except TypeError:
-                raise ProtocolError(f"{path}: expected a list, got {type(v).__name__}") from None
+                raise LocalProtocolError(f"{path}: expected a list, got {type(v).__name__}") from None
             self.writer.length_prefix(len(items), compact=self.flexible)
             for i, item in enumerate(items):
                 if isinstance(t.element, Struct):
@@ -347,7 +347,7 @@ class _Encoder:
             if t is RECORDS:
                 if v is None:
                     if not nullable:
-                        raise ProtocolError(f"{path} is null but not nullable in version {version}")
+                        raise LocalProtocolError(f"{path} is null but not nullable in version {version}")
                     self.writer.length_prefix(None, compact=self.flexible)
                 else:
                     self.records_slot(v, path)
@@ -360,10 +360,10 @@ class _Encoder:
         try:
             if name in _INT_RANGES:
                 if isinstance(v, bool) or not isinstance(v, int):
-                    raise ProtocolError(f"{path}: {name} expected, got {v!r}")
+                    raise LocalProtocolError(f"{path}: {name} expected, got {v!r}")
                 low, high = _INT_RANGES[name]
                 if not low <= v <= high:
-                    raise ProtocolError(f"{path}: {v} out of range for {name}")
+                    raise LocalProtocolError(f"{path}: {v} out of range for {name}")
                 getattr(w, name)(v)
             elif name == "uuid":
                 w.uuid(_as_uuid(v, path))
@@ -371,16 +371,16 @@ class _Encoder:
                 w.boolean(bool(v))
             elif name == "string":
                 if v is not None and not isinstance(v, str):
-                    raise ProtocolError(f"{path}: string expected, got {v!r}")
+                    raise LocalProtocolError(f"{path}: string expected, got {v!r}")
                 w.string(v, compact=self.flexible, nullable=nullable)
             elif name == "bytes":
                 w.bytes_(v, compact=self.flexible, nullable=nullable)
             else:  # pragma: no cover - schema definitions only use the types above
-                raise ProtocolError(f"{path}: unknown type {name}")
+                raise LocalProtocolError(f"{path}: unknown type {name}")
         except ProtocolError as exc:
             if exc.message.startswith(path):
                 raise
-            raise ProtocolError(f"{path}: {exc.message}") from None
+            raise LocalProtocolError(f"{path}: {exc.message}") from None
 
 
 _MISSING = object()
@@ -394,7 +394,7 @@ def _check_keys(struct: Struct, value: Mapping[str, Any], path: str) -> None:
     names = struct.field_names
     for key in value:
         if key not in names and not (isinstance(key, str) and key.startswith("_")):
-            raise ProtocolError(
+            raise LocalProtocolError(
                 f"{path}: {struct.name} has no field {key!r} (its fields: {', '.join(sorted(names))})"
             )
 
@@ -409,7 +409,7 @@ def _as_uuid(v: Any, path: str) -> uuid.UUID:
             return uuid.UUID(v)
         except ValueError:
             pass
-    raise ProtocolError(f"{path}: a uuid (uuid.UUID, 16 bytes or its text) expected, got {v!r}")
+    raise LocalProtocolError(f"{path}: a uuid (uuid.UUID, 16 bytes or its text) expected, got {v!r}")
 
 
 def _normalize(f: Field, v: Any, version: int) -> Any:
@@ -527,7 +527,7 @@ def _decode_scalar(t: ScalarType, r: Reader, flexible: bool, nullable: bool, pat
         if value is None and not nullable:
             raise r.error(f"{path} is null but not nullable", at)
         return value
-    raise ProtocolError(f"{path}: unknown type {name}")  # pragma: no cover
+    raise LocalProtocolError(f"{path}: unknown type {name}")  # pragma: no cover
 
 
 def encode_message(

@@ -7,7 +7,7 @@ fetch below ``MinBytes`` waits (up to ``MaxWaitMs``) for the log to grow, as a b
 Produce may be delayed per listener.
 
 Requests it cannot parse, API keys it does not speak and versions outside its ranges raise
-:class:`~lazyconv.errors.ProtocolError`; the connection is then closed, which is what a Kafka
+:class:`~lazyconv.errors.RemoteProtocolError`; the connection is then closed, which is what a Kafka
 broker does with an invalid request. The one exception is ApiVersions, which answers an unknown
 version with error 35 and its version table (KIP-511).
 """
@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from lazyconv.errors import ConfigurationError, ProtocolError, StorageError, ValidationError
+from lazyconv.errors import ConfigurationError, RemoteProtocolError, StorageError, ValidationError
 from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 from lazyconv.protocol import (
     add_offsets_to_txn,
@@ -228,23 +228,23 @@ class Broker:
 
     async def handle(self, frame: bytes | memoryview, listener: Listener,
                      peer: str = "") -> Response | None:
-        """Answer one request frame (header + body). Raises ProtocolError for invalid ones."""
+        """Answer one request frame (header + body). Raises RemoteProtocolError for invalid ones."""
         reader = Reader(frame)
         if reader.remaining < 8:
-            raise ProtocolError(f"request of {reader.remaining} bytes is shorter than a header", 0)
+            raise RemoteProtocolError(f"request of {reader.remaining} bytes is shorter than a header", 0)
         api_key = reader.int16("request_api_key")
         version = reader.int16("request_api_version")
         reader.pos = 0
         spec = self.apis.get(api_key)
         if spec is None:
-            raise ProtocolError(f"unsupported API key {api_key}", 0)
+            raise RemoteProtocolError(f"unsupported API key {api_key}", 0)
         low, high = spec.min_version, self.max_versions[api_key]
         if not low <= version <= high:
             if api_key == api_versions.API_KEY:
                 header = decode_request_header(reader, 1)  # the body is unknown: not read
                 fallback = api_versions.unsupported_version_response(self.api_version_table())
                 return self._reply(header["correlation_id"], 0, fallback)
-            raise ProtocolError(
+            raise RemoteProtocolError(
                 f"unsupported version {version} of {spec.name} (key {api_key}; this server speaks "
                 f"{low}-{high})",
                 2,

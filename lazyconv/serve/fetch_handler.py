@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lazyconv.errors import ProtocolError, RecordsError
+from lazyconv.errors import RecordsError, RemoteProtocolError
 from lazyconv.lazy import LazyDownConvertedRecords
 from lazyconv.protocol.decision import (
     FetchBudget,
@@ -173,12 +173,12 @@ class FetchHandler:
     def _decode(self, version: int, body: memoryview) -> dict[str, Any]:
         announced = _announced_partitions(version, body)
         if announced is not None and announced > self.max_partitions:  # refused before decoding
-            raise ProtocolError(f"Fetch names {announced} partitions, more than this server's limit "
+            raise RemoteProtocolError(f"Fetch names {announced} partitions, more than this server's limit "
                                 f"of {self.max_partitions} (--max-partitions-per-request)", 0)
         request = FetchRequest.decode(version, body)
         count = sum(len(topic["partitions"]) for topic in request["topics"])
         if count > self.max_partitions:
-            raise ProtocolError(f"Fetch names {count} partitions, more than this server's limit of "
+            raise RemoteProtocolError(f"Fetch names {count} partitions, more than this server's limit of "
                                 f"{self.max_partitions} (--max-partitions-per-request)", 0)
         request["partition_count"] = count
         return request
