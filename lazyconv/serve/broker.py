@@ -49,6 +49,7 @@ from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.headers import decode_request_header, encode_response_header
 from lazyconv.protocol.primitives import Reader
+from lazyconv.protocol.registry import ALL_APIS, api_versions_table
 from lazyconv.records import ControlRecordType, RecordsBuilder
 from lazyconv.records.control import control_key, end_txn_marker_value
 from lazyconv.send import BytesSend
@@ -78,28 +79,9 @@ FETCH_KEY = fetch_api.SPEC.key
 FETCH_MIN_VERSION = fetch_api.SPEC.min_version
 FETCH_MAX_VERSION = fetch_api.SPEC.max_version
 
-# The APIs this broker answers; their version ranges come from the protocol declarations.
-SERVED_APIS: tuple[ApiSpec, ...] = (
-    produce.SPEC,
-    fetch_api.SPEC,
-    list_offsets.SPEC,
-    metadata.SPEC,
-    find_coordinator.SPEC,
-    api_versions.SPEC,
-    init_producer_id.SPEC,
-    join_group.SPEC,
-    sync_group.SPEC,
-    heartbeat.SPEC,
-    leave_group.SPEC,
-    offset_commit.SPEC,
-    offset_fetch.SPEC,
-    list_groups.SPEC,
-    describe_groups.SPEC,
-    add_partitions_to_txn.SPEC,
-    add_offsets_to_txn.SPEC,
-    end_txn.SPEC,
-    txn_offset_commit.SPEC,
-)
+# The APIs this broker answers: every API the protocol layer declares, with its version range,
+# from the one table (lazyconv.protocol.registry) that ApiVersions is built from.
+SERVED_APIS: tuple[ApiSpec, ...] = ALL_APIS
 # api key -> (min version, max version, first flexible version or None), derived from SERVED_APIS
 SUPPORTED_VERSIONS: dict[int, tuple[int, int, int | None]] = {
     spec.key: (spec.min_version, spec.max_version, spec.first_flexible) for spec in SERVED_APIS
@@ -290,11 +272,8 @@ class Broker:
         return Response(BytesSend(payload.to_bytes(4, "big") + header + body))
 
     def api_version_table(self) -> list[dict[str, int]]:
-        """ApiVersions' list: every served API, from its declaration (Fetch possibly capped)."""
-        return [
-            {"api_key": key, "min_version": spec.min_version, "max_version": self.max_versions[key]}
-            for key, spec in sorted(self.apis.items())
-        ]
+        """ApiVersions' list: the registry's table (Fetch possibly capped)."""
+        return api_versions_table(self.max_versions)
 
     @property
     def supported_versions(self) -> dict[int, tuple[int, int, int | None]]:
