@@ -40,3 +40,19 @@ def test_the_version_sample_is_what_the_command_prints(capsys: pytest.CaptureFix
     assert printed[0] == sample.group(1)
     # the second line depends on the machine; its shape does not
     assert printed[1].split(" ")[0] == sample.group(2).split(" ")[0] == "implementation:"
+
+
+def test_the_shell_quick_start_works_on_what_it_generates(tmp_path, capsys) -> None:
+    """Every `$ lazyconv ...` line of the Example runs as written (paths moved under tmp_path;
+    `serve` and `--version` are left out: one runs forever, the other is checked above)."""
+    commands = re.findall(r"^\$ lazyconv (.*)$", _section("Example"), re.M)
+    ran = 0
+    for command in commands:
+        command = command.split("#")[0].split("|")[0].strip()
+        if command.startswith(("serve", "--version")):
+            continue
+        args = [a.replace("/tmp/", f"{tmp_path}/") for a in command.split()]
+        assert main(args) == 0, f"`lazyconv {command}` failed: {capsys.readouterr().err}"
+        ran += 1
+    assert ran >= 3
+    assert (tmp_path / "v1.bin").stat().st_size > 0
