@@ -59,7 +59,7 @@ class GatewayHandler:
         self.apis = {spec.key: spec for spec in GATEWAY_APIS}
         self.fetches = FetchRelay(cluster, chunk_size=chunk_size,
                                   upstream_fetch_max_bytes=upstream_fetch_max_bytes, workers=workers)
-        self.produces = ProduceRelay(cluster)
+        self.produces = ProduceRelay(cluster, workers=workers)
         self.groups = GroupRelay(cluster)
         self.max_versions = {spec.key: DOWNSTREAM_CAPS.get(spec.key, spec.max_version)
                              for spec in GATEWAY_APIS}
@@ -159,13 +159,13 @@ class GatewayHandler:
             known = {n: self.cluster.topics[n] for n in (names or self.cluster.topics)
                      if n in self.cluster.topics}
         me = listener.node_id
-        topics = []
+        topics: list[dict[str, Any]] = []
         for name in (names if names is not None else sorted(known)):
             info = known.get(name)
             if info is None:
-                code = UNREACHABLE if not name else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                topics.append({"error_code": _LEADER_NOT_AVAILABLE if name else code,
-                               "name": name, "partitions": []})
+                # no answer from the cluster for it: retriable; an id nobody knows: unknown
+                code = _LEADER_NOT_AVAILABLE if name else int(ErrorCode.UNKNOWN_TOPIC_ID)
+                topics.append({"error_code": code, "name": name or None, "partitions": []})
                 continue
             partitions = []
             for index, part in sorted(info.partitions.items()):

@@ -25,6 +25,7 @@ from typing import Any
 from lazyconv.errors import LazyconvError, UpstreamError
 from lazyconv.gateway.error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway.upstream import UpstreamCluster, UpstreamSession
+from lazyconv.net.workers import ConversionWorkers
 from lazyconv.protocol import produce
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.upconvert import kafka_error_code, up_convert
@@ -50,8 +51,12 @@ class _Part:
 class ProduceRelay:
     """Answers downstream Produce requests through the upstream cluster."""
 
-    def __init__(self, cluster: UpstreamCluster, *, max_decompressed_batch: int = 32 << 20) -> None:
+    def __init__(self, cluster: UpstreamCluster, *, max_decompressed_batch: int = 32 << 20,
+                 workers: ConversionWorkers | None = None) -> None:
+        """``workers``: where message sets are up-converted (decompressing and compressing
+        them is the costly part), so the event loop keeps serving other clients."""
         self.cluster = cluster
+        self.workers = workers
         self.max_decompressed_batch = max_decompressed_batch
         self.up_converted_partitions = 0
         self.refused_partitions = 0
@@ -66,8 +71,10 @@ class ProduceRelay:
                            "log_append_time_ms": -1, "log_start_offset": -1,
                            "record_errors": [], "error_message": None}
         if version < _FIRST_V2_PRODUCE_VERSION:
-            for part in parts:
-                self._up_convert(part, version)
+            if self.workers is not None:
+                await self.workers.run(self._up_convert_all, parts, version)
+            else:
+                self._up_convert_all(parts, version)
         pending = [p for p in parts if not p.answer["error_code"] and not p.answered]
         names = list(dict.fromkeys(p.topic for p in pending))
         if names:
@@ -99,6 +106,10 @@ class ProduceRelay:
                 responses.append({"name": part.topic, "partition_responses": []})
             responses[-1]["partition_responses"].append(part.answer)
         return {"responses": responses, "throttle_time_ms": 0}
+
+    def _up_convert_all(self, parts: list[_Part], version: int) -> None:
+        for part in parts:
+            self._up_convert(part, version)
 
     def _up_convert(self, part: _Part, version: int) -> None:
         if part.records is None:
