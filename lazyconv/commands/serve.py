@@ -82,6 +82,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="bytes of requests being read or answered, over all connections "
                              "(Kafka's queued.max.request.bytes); a connection whose request does "
                              "not fit waits, unread, and is closed after --request-read-timeout-ms. "
+                             "Requests of up to 64K have a reserved eighth; a stalled request above "
+                             "its fair share is closed after 1 s when others wait. "
                              "Default 200M (Kafka: -1, unbounded); -1 for unbounded")
     parser.add_argument("--connections-max-idle-ms", type=_positive_int, default=600000,
                         help="close a connection with no request for this long (Kafka's "

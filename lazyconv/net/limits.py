@@ -6,37 +6,72 @@ its defaults:
 - ``max_request_size`` [``socket.request.max.bytes``, 100 MiB]: a larger size field closes the
   connection;
 - ``queued_max_request_bytes`` [``queued.max.request.bytes``]: bytes of requests being read or
-  waiting to be answered, over all connections (Kafka's request memory pool). A connection
-  whose next request does not fit waits, without reading it, until others finish; if that takes
-  longer than ``request_read_timeout_ms`` it is closed. Kafka's default is -1 (unbounded); here
-  it is 200 MiB so the server's memory is bounded out of the box;
+  waiting to be answered, over all connections (Kafka's request memory pool). Kafka's default is
+  -1 (unbounded); here it is 200 MiB so the server's memory is bounded out of the box. How the
+  pool is shared is the admission rule below;
 - ``connections_max_idle_ms`` [``connections.max.idle.ms``, 10 min]: a connection with no
   request for that long is closed;
 - ``request_read_timeout_ms``: a request whose bytes stop arriving for that long (or whose
   memory cannot be reserved in that time) closes the connection (Kafka relies on the client's
   ``request.timeout.ms``, 30 s, for the same purpose);
+- ``request_stall_ms`` (1 s; no Kafka equivalent): how long a large request may stall above its
+  fair share of the pool while other requests wait for room (see below);
 - ``write_timeout_ms``: a client that accepts none of its response's bytes for that long is
   closed, which returns what its response held (converted chunk, segment descriptor).
+
+**Admission** (:class:`RequestMemoryPool`). A request's announced size is reserved in the pool
+before its bytes are read, and given back once it is answered; a connection reads its next
+request only after answering the previous one, so it holds at most one reservation. The pool
+(capacity *C*) is shared so that no connection can keep the others out:
+
+- *small requests* (at most ``SMALL_REQUEST_BYTES``, 64 KiB: ApiVersions, Metadata, heartbeats,
+  offset commits, fetch requests) have a *reserved slice* of ``min(C / 8, C -
+  socket.request.max.bytes)`` (25 MiB with the defaults) that larger requests never use: a health
+  check is admitted at once however many large requests are held or stalled (it waits only if
+  the slice itself is full, hundreds of stalled requests of 64 KiB);
+- *large requests* share the rest, *C* minus the slice, in arrival order (a large request is
+  never overtaken by a later one, so a stream of medium requests cannot starve a big one);
+- *fair share*: while a large request waits for room, each of the *n* connections holding or
+  waiting for large room is entitled to (*C* minus the slice) / *n*. A connection holding more
+  than that whose request has received no byte for ``request_stall_ms`` is closed and its
+  reservation given back (it was stalled, so nothing it sent was answered; a client retries on
+  a new connection). Requests within their share, and requests whose bytes keep arriving, are
+  never cut; a stalled request nobody waits behind keeps its room until
+  ``request_read_timeout_ms``.
+
+So two clients that send 95 MiB of a 100 MiB request each and stop can delay another large
+request by about ``request_stall_ms``, and a small one not at all; memory stays bounded by *C*.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import ctypes
 import ctypes.util
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lazyconv.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConnectionLimits", "RequestMemoryPool", "release_free_memory",
-           "DEFAULT_MAX_REQUEST_SIZE", "DEFAULT_QUEUED_MAX_REQUEST_BYTES"]
+__all__ = ["ConnectionLimits", "RequestMemoryPool", "Reservation", "release_free_memory",
+           "DEFAULT_MAX_REQUEST_SIZE", "DEFAULT_QUEUED_MAX_REQUEST_BYTES", "SMALL_REQUEST_BYTES"]
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 209715200
+# Requests up to this size draw on the reserved slice: every request a health check, a consumer's
+# poll loop or a group member sends fits, while a Produce of a full batch usually does not.
+SMALL_REQUEST_BYTES = 65536
+# The reserved slice is this fraction of the pool (25 MiB of the default 200 MiB: 400 small
+# requests of the largest kind stalled at once before a health check would wait).
+RESERVED_FRACTION = 8
+# How often a waiting request looks for stalled holders to reclaim, and a holder whose bytes
+# stopped looks whether its reservation was reclaimed: the delay a stall can add beyond
+# request_stall_ms.
+STALL_CHECK_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -48,6 +83,7 @@ class ConnectionLimits:
     connections_max_idle_ms: int = 600000
     request_read_timeout_ms: int = 30000
     write_timeout_ms: int = 30000
+    request_stall_ms: int = 1000
 
     def __post_init__(self) -> None:
         if self.max_request_size < 8:
@@ -56,57 +92,188 @@ class ConnectionLimits:
             raise ConfigurationError(
                 f"queued.max.request.bytes ({self.queued_max_request_bytes}) must be at least "
                 f"socket.request.max.bytes ({self.max_request_size}), or -1 for unbounded")
-        for name in ("connections_max_idle_ms", "request_read_timeout_ms", "write_timeout_ms"):
+        for name in ("connections_max_idle_ms", "request_read_timeout_ms", "write_timeout_ms",
+                     "request_stall_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)}")
 
 
-class RequestMemoryPool:
-    """Kafka's request memory pool: bytes of requests being read or answered, bounded.
+@dataclass(eq=False)
+class Reservation:
+    """Room held in a :class:`RequestMemoryPool` for one request being read or answered.
 
-    ``capacity`` <= 0 means unbounded. :meth:`reserve` waits until the bytes fit (first come,
-    first served); :meth:`release` gives them back.
+    The connection reading the request calls :meth:`progressed` whenever bytes arrive; the pool
+    sets ``reclaimed`` when it takes a stalled reservation back (the connection must then close).
     """
 
-    def __init__(self, capacity: int) -> None:
+    size: int
+    large: bool
+    owner: str = ""
+    last_progress: float = field(default_factory=time.monotonic)
+    reclaimed: bool = False
+    released: bool = False
+
+    def progressed(self) -> None:
+        """Bytes of the request arrived: it is not stalled."""
+        self.last_progress = time.monotonic()
+
+
+@dataclass(eq=False)
+class _Waiter:
+    size: int
+    large: bool
+    granted: asyncio.Future[Reservation]
+    owner: str
+
+
+class RequestMemoryPool:
+    """Kafka's request memory pool (``queued.max.request.bytes``), shared fairly.
+
+    ``capacity`` <= 0 means unbounded. Requests of at most ``small_request_bytes`` have a
+    reserved slice of the pool (``reserved``); larger ones share the rest (``large_capacity``) in
+    arrival order, and one holding more than its fair share that stalls for ``stall_s`` while
+    others wait is reclaimed (module docstring). :meth:`reserve` waits for room; :meth:`release`
+    gives it back. Used from one event loop.
+    """
+
+    def __init__(self, capacity: int, *, max_request_size: int | None = None,
+                 small_request_bytes: int = SMALL_REQUEST_BYTES, stall_s: float = 1.0) -> None:
+        """``max_request_size``: the largest request that will be reserved; the slice is cut so
+        that one such request still fits beside it (none when the pool is no larger)."""
         self.capacity = capacity
+        self.small_request_bytes = small_request_bytes
+        self.stall_s = stall_s
+        if capacity > 0:
+            reserved = capacity // RESERVED_FRACTION
+            if max_request_size is not None:
+                reserved = max(0, min(reserved, capacity - max_request_size))
+        else:
+            reserved = 0
+        self.reserved = reserved
+        self.large_capacity = capacity - reserved
         self.in_use = 0
+        self.in_use_large = 0
         self.peak = 0
-        self._changed: asyncio.Condition | None = None
+        self.reclaimed = 0  # reservations taken back from stalled connections
+        self._holders: set[Reservation] = set()  # large reservations not yet released
+        self._large_waiters: collections.deque[_Waiter] = collections.deque()
+        self._small_waiters: collections.deque[_Waiter] = collections.deque()
 
-    def _condition(self) -> asyncio.Condition:
-        if self._changed is None:
-            self._changed = asyncio.Condition()
-        return self._changed
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for room."""
+        return len(self._large_waiters) + len(self._small_waiters)
 
-    async def reserve(self, size: int, timeout: float) -> bool:
-        """Reserve ``size`` bytes; ``False`` if they did not fit within ``timeout`` seconds."""
-        if self.capacity <= 0 or self.in_use + size <= self.capacity:
-            self._take(size)
+    def _is_large(self, size: int) -> bool:
+        return size > self.small_request_bytes
+
+    def _fits(self, size: int, large: bool) -> bool:
+        if self.capacity <= 0:
             return True
-        changed = self._condition()
-        try:
-            async with changed:
-                await asyncio.wait_for(
-                    changed.wait_for(lambda: self.in_use + size <= self.capacity), timeout)
-        except asyncio.TimeoutError:
+        if self.in_use + size > self.capacity:
             return False
-        self._take(size)
-        return True
+        return not large or self.in_use_large + size <= self.large_capacity
 
-    def _take(self, size: int) -> None:
+    def _grant(self, size: int, large: bool, owner: str) -> Reservation:
+        reservation = Reservation(size, large, owner)
         self.in_use += size
+        if large:
+            self.in_use_large += size
+            self._holders.add(reservation)
         self.peak = max(self.peak, self.in_use)
+        return reservation
 
-    def release(self, size: int) -> None:
-        self.in_use -= size
-        if self._changed is not None:
-            asyncio.get_running_loop().create_task(self._notify())
+    async def reserve(self, size: int, timeout: float, owner: str = "") -> Reservation | None:
+        """Room for a request of ``size`` bytes; ``None`` if it did not fit within ``timeout``
+        seconds (or can never fit). ``owner`` names the connection in log lines."""
+        large = self.capacity > 0 and self._is_large(size)
+        if large and size > self.large_capacity:
+            return None
+        queue = self._large_waiters if large else self._small_waiters
+        # A large request never overtakes one that waits already (arrival order).
+        if self._fits(size, large) and not (large and queue):
+            return self._grant(size, large, owner)
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(size, large, loop.create_future(), owner)
+        queue.append(waiter)
+        deadline = time.monotonic() + timeout
+        granted: Reservation | None = None
+        try:
+            while not waiter.granted.done():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                await asyncio.wait({waiter.granted}, timeout=min(remaining, STALL_CHECK_S)
+                                   if large else remaining)
+                if large and not waiter.granted.done():
+                    self._reclaim_stalled()
+            if waiter.granted.done():
+                granted = waiter.granted.result()
+            return granted
+        finally:
+            if waiter in queue:
+                queue.remove(waiter)
+            if granted is None:
+                if waiter.granted.done():  # granted just as this caller gave up
+                    self.release(waiter.granted.result())
+                else:
+                    waiter.granted.cancel()
+                self._admit_waiters()  # the next in line may fit now
 
-    async def _notify(self) -> None:
-        changed = self._condition()
-        async with changed:
-            changed.notify_all()
+    def release(self, reservation: Reservation) -> None:
+        """Give a reservation back (once; later calls do nothing) and admit who fits now."""
+        if reservation.released:
+            return
+        reservation.released = True
+        self.in_use -= reservation.size
+        if reservation.large:
+            self.in_use_large -= reservation.size
+            self._holders.discard(reservation)
+        self._admit_waiters()
+
+    def _admit_waiters(self) -> None:
+        for waiter in list(self._small_waiters):  # small ones in any order: each is tiny
+            if self._fits(waiter.size, False):
+                self._small_waiters.remove(waiter)
+                if not waiter.granted.done():
+                    waiter.granted.set_result(self._grant(waiter.size, False, waiter.owner))
+        while self._large_waiters and self._fits(self._large_waiters[0].size, True):
+            waiter = self._large_waiters.popleft()
+            if not waiter.granted.done():
+                waiter.granted.set_result(self._grant(waiter.size, True, waiter.owner))
+
+    def fair_share(self) -> float:
+        """Bytes of the large part each connection holding or waiting for large room is
+        entitled to (the whole large part when nobody competes)."""
+        contenders = sum(1 for h in self._holders if not h.reclaimed) + len(self._large_waiters)
+        return self.large_capacity / max(1, contenders)
+
+    def _reclaim_stalled(self) -> None:
+        """Take back stalled reservations above their fair share, largest first, until the
+        first waiting large request would fit (the holders close their connections)."""
+        if not self._large_waiters:
+            return
+        head = self._large_waiters[0]
+        leaving = sum(h.size for h in self._holders if h.reclaimed)  # their connections are closing
+        lacking = max(self.in_use_large + head.size - self.large_capacity,
+                      self.in_use + head.size - self.capacity) - leaving
+        if lacking <= 0:
+            return
+        share = self.fair_share()
+        now = time.monotonic()
+        stalled = sorted((h for h in self._holders
+                          if not h.reclaimed and h.size > share and now - h.last_progress >= self.stall_s),
+                         key=lambda h: (-h.size, h.last_progress))
+        for holder in stalled:
+            if lacking <= 0:
+                break
+            holder.reclaimed = True
+            self.reclaimed += 1
+            lacking -= holder.size
+            log.warning("reclaiming the %d-byte request of %s: no bytes for %.1f s, above its fair "
+                        "share of %d bytes of queued.max.request.bytes while %d request(s) wait",
+                        holder.size, holder.owner or "a connection", now - holder.last_progress,
+                        int(share), len(self._large_waiters))
 
 
 _libc: ctypes.CDLL | None = None

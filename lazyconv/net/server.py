@@ -22,7 +22,9 @@ step by step on the conversion worker pool (:mod:`lazyconv.net.workers`): the co
 and the codecs release the GIL, so N converting connections use every core while the event loop
 only moves bytes; one task per connection still awaits each step, so per-connection order holds.
 What a connection may cost is bounded by :class:`~lazyconv.net.limits.ConnectionLimits`:
-the bytes of requests being read or answered over all connections (``queued.max.request.bytes``),
+the bytes of requests being read or answered over all connections (``queued.max.request.bytes``,
+shared fairly: small requests have a reserved slice, and a stalled large request above its fair
+share is cut after ``request_stall_ms`` when others wait; see :mod:`lazyconv.net.limits`),
 idle, request-read and write timeouts (docs/guide/robustness.md).
 """
 
@@ -32,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +43,10 @@ from lazyconv.errors import LazyconvError, LocalProtocolError
 from lazyconv.net.limits import (
     DEFAULT_MAX_REQUEST_SIZE,
     DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+    STALL_CHECK_S,
     ConnectionLimits,
     RequestMemoryPool,
+    Reservation,
     release_free_memory,
 )
 from lazyconv.net.model import Listener, RequestHandler, Response
@@ -93,7 +98,15 @@ class KafkaServer:
                                                                    max_request_size))
         self.limits = limits
         self.max_request_size = limits.max_request_size
-        self.request_memory = RequestMemoryPool(limits.queued_max_request_bytes)
+        self.request_memory = RequestMemoryPool(limits.queued_max_request_bytes,
+                                                max_request_size=limits.max_request_size,
+                                                stall_s=limits.request_stall_ms / 1000)
+        if 0 < self.request_memory.capacity and \
+                self.request_memory.reserved < self.request_memory.small_request_bytes:
+            log.warning("queued.max.request.bytes (%d) leaves %d bytes beside one request of "
+                        "socket.request.max.bytes (%d): small requests have no room of their own "
+                        "and may wait behind large ones", limits.queued_max_request_bytes,
+                        self.request_memory.reserved, limits.max_request_size)
         self.send_buffer_bytes = send_buffer_bytes
         self.broker: RequestHandler | None = None
         self.workers = workers if workers is not None else ConversionWorkers()
@@ -189,14 +202,15 @@ class KafkaServer:
                     log.warning("closing %s: request size %d outside [8, %d]", peer, size,
                                 self.max_request_size)
                     return
-                if not await self.request_memory.reserve(size, read_timeout):
+                reservation = await self.request_memory.reserve(size, read_timeout, str(peer))
+                if reservation is None:
                     log.warning("closing %s: %d request bytes did not fit in queued.max.request.bytes "
                                 "(%d) within %.0f s", peer, size, self.request_memory.capacity,
                                 read_timeout)
                     return
                 large = large or size > _LARGE_REQUEST
                 try:
-                    frame = await _recv_within(loop, conn, size, read_timeout)
+                    frame = await _recv_within(loop, conn, size, read_timeout, reservation)
                     try:
                         if session is None:
                             response = await self.broker.handle(frame, listener, _host_of(peer))
@@ -215,7 +229,7 @@ class KafkaServer:
                     finally:
                         del frame
                 finally:
-                    self.request_memory.release(size)
+                    self.request_memory.release(reservation)
                 if response is None:
                     continue
                 try:
@@ -252,18 +266,34 @@ def _host_of(peer: object) -> str:
 
 
 async def _recv_within(loop: asyncio.AbstractEventLoop, conn: socket.socket, n: int,
-                       timeout: float) -> bytes:
+                       timeout: float, reservation: Reservation | None = None) -> bytes:
     """Exactly ``n`` bytes of a request that has begun; each piece must arrive within
-    ``timeout`` seconds of the previous one (else the connection is closed)."""
+    ``timeout`` seconds of the previous one (else the connection is closed). A large request's
+    ``reservation`` learns of every piece, and while the bytes stop the loop looks every
+    ``STALL_CHECK_S`` whether the pool took the reservation back (then the connection closes)."""
     pieces: list[bytes] = []
     got = 0
+    watch = reservation is not None and reservation.large
+    last = time.monotonic()
     while got < n:
+        wait = min(timeout, STALL_CHECK_S) if watch else timeout
         try:
-            piece = await asyncio.wait_for(loop.sock_recv(conn, min(n - got, _RECV_PIECE)), timeout)
+            piece = await asyncio.wait_for(loop.sock_recv(conn, min(n - got, _RECV_PIECE)), wait)
         except asyncio.TimeoutError:
-            raise _ConnectionClosed(f"no request bytes for {timeout:.0f} s after {got} of {n}") from None
+            if reservation is not None and reservation.reclaimed:
+                raise _ConnectionClosed(
+                    f"its request stalled after {got} of {n} bytes while others waited for "
+                    "queued.max.request.bytes; its room was given to them") from None
+            if not watch or time.monotonic() - last >= timeout:
+                raise _ConnectionClosed(
+                    f"no request bytes for {timeout:.0f} s after {got} of {n}") from None
+            continue
         if not piece:
             raise _ConnectionClosed(f"peer closed after {got} of {n} bytes")
+        if watch:
+            assert reservation is not None
+            reservation.progressed()
+            last = reservation.last_progress
         pieces.append(piece)
         got += len(piece)
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
