@@ -54,6 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "./environment/bin/python with --archives env.tar.gz#environment "
                              "in spark-submit / PYSPARK_SUBMIT_ARGS; default: the executors' "
                              "own python3 (a local master uses this interpreter)")
+    parser.add_argument("--allow-pure-python", action="store_true",
+                        help="let executors that cannot load the compiled kernel shipped from "
+                             "the driver scan in pure Python (about 5x the CPU); without it "
+                             "such an executor stops the run before the scan")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
 
@@ -119,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     from lazyconv.commands._common import require_extra
     from lazyconv.errors import LazyconvError
     from lazyconv.fixtures.generate import generate, parse_size
-    from lazyconv.spark.job import list_log_directory, run_validation
+    from lazyconv.spark.job import run_validation
+    from lazyconv.spark.listing import list_log_directory
     from lazyconv.spark.progress import SparkProgress
     from lazyconv.spark.report import format_report
     from lazyconv.spark.session import build_session
@@ -139,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             generate(logdir, parse_size(DEFAULT_FIXTURE_SIZE), partitions=2, seed=args.seed,
                      segment_bytes=512 * 1024)
         try:
-            segments = list_log_directory(logdir)  # before Spark starts
+            listing = list_log_directory(logdir)  # before Spark starts; absolute paths
         except LazyconvError as exc:
             return _fail(str(exc))
         require_extra("pyspark", "the Spark validation job")  # names the extra to install
@@ -156,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
                                disable=args.quiet or not sys.stderr.isatty()):
                 result = run_validation(logdir, spark=spark, chunk_sizes=chunk_sizes,
                                         to_magics=to_magics, out=args.out,
-                                        fetch_max_bytes=fetch_max_bytes, segments=segments)
+                                        fetch_max_bytes=fetch_max_bytes, listing=listing,
+                                        allow_pure_python=args.allow_pure_python)
         except LazyconvError as exc:
             return _fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - a failed job is exit 2 with one line

@@ -33,8 +33,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lazyconv.fixtures.checksum import MASK64, format_checksum
-from lazyconv.fixtures.layout import SegmentFiles, list_segments
 from lazyconv.spark.conversion_check import DEFAULT_FETCH_MAX_BYTES
+from lazyconv.spark.executors import (
+    PURE_PYTHON_MARKER,
+    ExecutorRuntimeError,
+    check_runtimes,
+    describe_runtime,
+    probe_executors,
+    require_kernel,
+)
+from lazyconv.spark.listing import LogListing, list_log_directory
 from lazyconv.spark.partition_checks import check_partition, range_boundary
 from lazyconv.spark.planning import pack_tasks, plan_ranges, range_target
 from lazyconv.spark.segment_scan import ScanOptions, ScanTask, scan_range
@@ -44,7 +52,6 @@ __all__ = [
     "DEFAULT_CHUNK_SIZES",
     "DEFAULT_TO_MAGICS",
     "ValidationResult",
-    "list_log_directory",
     "run_validation",
 ]
 
@@ -60,7 +67,9 @@ class ValidationResult:
     """What the job found; ``violations`` holds at most ``max_reported`` of them (errors first).
 
     ``violation_count`` counts errors, ``warning_count`` warnings; the log is valid when there
-    is no error.
+    is no error. ``bytes`` counts the log bytes checked, ``size`` the segments' sizes as
+    listed (they differ where a file could not be read or delimited to its end);
+    ``executors`` says which lazyconv each executor ran and how many ranges it scanned.
     """
 
     logdir: str
@@ -81,34 +90,14 @@ class ValidationResult:
     seconds: float
     conversions_ok: int = 0
     conversions_run: int = 0
+    size: int = 0
+    executors: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         """True when no error was found (warnings allowed)."""
         return self.violation_count == 0
-
-
-def list_log_directory(logdir: str) -> list[SegmentFiles]:
-    """The segments of ``logdir``; raises :class:`~lazyconv.errors.ValidationError` (one line)
-    for a missing path, a file, or a folder without any segment."""
-    import os
-
-    from lazyconv.errors import ValidationError
-
-    if "://" not in logdir:
-        if not os.path.exists(logdir):
-            raise ValidationError(f"log directory {logdir} does not exist")
-        if not os.path.isdir(logdir):
-            raise ValidationError(f"{logdir} is a file, not a log directory")
-    try:
-        segments = list_segments(logdir)
-    except (OSError, ValueError) as exc:
-        raise ValidationError(f"cannot list log directory {logdir}: {exc}") from None
-    if not segments:
-        raise ValidationError(f"{logdir} holds no segments (no <topic>-<N>/<20 digits>.log "
-                              "files): nothing to validate")
-    return segments
 
 
 def _schemas() -> dict[str, Any]:
@@ -120,10 +109,11 @@ def _schemas() -> dict[str, Any]:
         StringType,
         StructField,
         StructType,
+        TimestampType,
     )
 
     s, i, L, d, b = StringType(), IntegerType(), LongType(), DoubleType(), BooleanType()
-    run = [("run_id", s), ("run_options", s), ("run_timestamp", s)]
+    run = [("run_id", s), ("run_options", s), ("run_timestamp", TimestampType())]
 
     def st(*fields: tuple[str, Any]) -> StructType:
         return StructType([StructField(n, t, True) for n, t in [*run, *fields]])
@@ -139,7 +129,8 @@ def _schemas() -> dict[str, Any]:
                        ("last_offset", L), ("checksum", s), ("batches_v0", L),
                        ("batches_v1", L), ("batches_v2", L), ("index_entries", L),
                        ("timeindex_entries", L), ("txnindex_entries", L), ("violations", L),
-                       ("warnings", L), ("check_seconds", d)),
+                       ("warnings", L), ("check_seconds", d), ("range_bytes", L),
+                       ("executor", s), ("implementation", s)),
         "partitions": st(("topic", s), ("partition", i), ("segments", L), ("bytes", L),
                          ("batches", L), ("control_batches", L), ("records", L),
                          ("checksum", s)),
@@ -156,12 +147,40 @@ def _schemas() -> dict[str, Any]:
 
 # --- functions shipped to executors (module level so they pickle by reference) ---------------
 
-def _pack_scanner(options: ScanOptions) -> Any:
+def _pack_scanner(options: ScanOptions, allow_pure_python: bool) -> Any:
     def run(pack: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        require_kernel(allow_pure_python)  # an executor that joined after the probe
+        runtime = describe_runtime()
         for task in pack:
-            yield scan_range(ScanTask(**task), options)
+            result = scan_range(ScanTask(**task), options)
+            result["summary"]["executor"] = runtime["executor"]
+            result["summary"]["implementation"] = runtime["implementation"]
+            yield result
 
     return run
+
+
+def _executors_seen(probed: list[dict[str, Any]],
+                    ranges: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The probed executors, each with the number of ranges it scanned, and any executor that
+    scanned without having been probed (it joined later; its implementation as it reported)."""
+    found = {e["executor"]: {**e, "ranges": 0} for e in probed}
+    for r in ranges:
+        entry = found.setdefault(r["executor"], {"executor": r["executor"],
+                                                 "implementation": r["implementation"],
+                                                 "ranges": 0})
+        entry["ranges"] += 1
+    return [found[k] for k in sorted(found)]
+
+
+def _executor_failure(exc: BaseException) -> ExecutorRuntimeError | None:
+    """The one line of a scan task that refused to run in pure Python, if that failed the job."""
+    text = str(exc)
+    at = text.find(PURE_PYTHON_MARKER)
+    if at < 0:
+        return None
+    line = text[at + len(PURE_PYTHON_MARKER):].splitlines()[0].lstrip(": ")
+    return ExecutorRuntimeError(f"{line} (pass --allow-pure-python to accept that)")
 
 
 def _violation_order(v: dict[str, Any]) -> tuple:
@@ -253,7 +272,7 @@ def _manifest_check(manifest_partitions: dict[str, Any]) -> Any:
     return check
 
 
-def _stamp(run: dict[str, str], schema: Any) -> Any:
+def _stamp(run: dict[str, Any], schema: Any) -> Any:
     names = [f.name for f in schema.fields]
 
     def row(record: dict[str, Any]) -> tuple:
@@ -306,7 +325,7 @@ def _conversion_summary(conversions: list[dict[str, Any]]) -> list[dict[str, Any
     return [rows[k] for k in sorted(rows)]
 
 
-def _write_tables(spark: Any, out: str, run: dict[str, str], schemas: dict[str, Any],
+def _write_tables(spark: Any, out: str, run: dict[str, Any], schemas: dict[str, Any],
                   tables: dict[str, list[dict[str, Any]]], violations: Any,
                   violation_count: int) -> None:
     """The four Parquet tables under ``out``, every row stamped with the run's columns.
@@ -332,7 +351,8 @@ def _write_tables(spark: Any, out: str, run: dict[str, str], schemas: dict[str, 
 
 
 _ARROW_TYPES = {"StringType": "string", "IntegerType": "int32", "LongType": "int64",
-                "DoubleType": "float64", "BooleanType": "bool"}
+                "DoubleType": "float64", "BooleanType": "bool",
+                "TimestampType": "timestamp[us, tz=UTC]"}  # what Spark writes for a timestamp
 
 
 def _write_local(folder: str, schema: Any, rows: list[tuple]) -> None:
@@ -344,7 +364,10 @@ def _write_local(folder: str, schema: Any, rows: list[tuple]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    fields = [pa.field(f.name, pa.type_for_alias(_ARROW_TYPES[type(f.dataType).__name__]))
+    def arrow_type(alias: str) -> Any:
+        return pa.timestamp("us", tz="UTC") if alias.startswith("timestamp") else pa.type_for_alias(alias)
+
+    fields = [pa.field(f.name, arrow_type(_ARROW_TYPES[type(f.dataType).__name__]))
               for f in schema.fields]
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(fields)
     table = pa.table([pa.array(list(c), type=f.type) for c, f in zip(columns, fields, strict=True)],
@@ -383,7 +406,8 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
                    tasks_per_core: int = 3,
                    fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
                    range_bytes: int | None = None,
-                   segments: list[SegmentFiles] | None = None) -> ValidationResult:
+                   listing: LogListing | None = None,
+                   allow_pure_python: bool = False) -> ValidationResult:
     """Validate ``logdir`` with Spark; see the module docstring for the stages.
 
     ``spark`` reuses a session (tests); otherwise one is built for ``master``. ``manifest``
@@ -391,27 +415,39 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     ranges are packed into ``tasks_per_core`` x the cluster's default parallelism tasks;
     ``range_bytes`` (default: an even share, 1–64 MiB) is where large segments are cut.
     ``fetch_max_bytes`` is the emulated consumer's ``max.partition.fetch.bytes``.
-    Raises :class:`~lazyconv.errors.ValidationError` when ``logdir`` has no segments.
+    ``listing`` is :func:`~lazyconv.spark.listing.list_log_directory`'s (made when omitted).
+    Every executor is asked which lazyconv it runs before the scan
+    (:mod:`lazyconv.spark.executors`); one that would run pure Python while the driver has the
+    compiled kernel stops the run unless ``allow_pure_python``.
+    Raises :class:`~lazyconv.errors.ValidationError` when ``logdir`` has no segments and
+    :class:`~lazyconv.spark.executors.ExecutorRuntimeError` for an executor refused.
     """
     from lazyconv.spark.session import build_session
 
     started = time.perf_counter()
-    if segments is None:
-        segments = list_log_directory(logdir)
+    if listing is None:
+        listing = list_log_directory(logdir)
+    logdir = listing.logdir
+    segments = listing.segments
     if spark is None:
         spark = build_session(master)
     sc = spark.sparkContext
+    driver = describe_runtime()
+    executors = probe_executors(sc)
+    check_runtimes(executors, allow_pure_python=allow_pure_python)
+    allow_tasks = allow_pure_python or driver["implementation"] != "native"
+    log.info("executors: %s", ", ".join(f"{e['executor']} {e['implementation']}"
+                                        for e in executors))
     schemas = _schemas()
     if manifest is None:
         manifest = _load_manifest(logdir)
-    run = {
-        "run_id": uuid.uuid4().hex,
-        "run_options": json.dumps({"logdir": logdir, "to_magics": list(to_magics),
-                                   "chunk_sizes": list(chunk_sizes),
-                                   "fetch_max_bytes": fetch_max_bytes}, sort_keys=True),
-        "run_timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"),
-    }
+    run_timestamp = datetime.datetime.now(datetime.timezone.utc)
+    options_json = {"logdir": logdir, "to_magics": list(to_magics),
+                    "chunk_sizes": list(chunk_sizes), "fetch_max_bytes": fetch_max_bytes,
+                    "lazyconv_version": driver["lazyconv_version"],
+                    "implementation": driver["implementation"],
+                    "allow_pure_python": allow_pure_python}
+    run_id = uuid.uuid4().hex
 
     bins = max(1, tasks_per_core * sc.defaultParallelism)
     total = sum(s.size for s in segments)
@@ -428,15 +464,21 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
         packs[b].append(t.to_dict())
     # one pack per slice: parallelize cuts a list of n items into n slices of one item each,
     # so each task scans one pack without a shuffle to place them
-    results = sc.parallelize(packs, n_tasks).flatMap(_pack_scanner(options))
+    results = sc.parallelize(packs, n_tasks).flatMap(_pack_scanner(options, allow_tasks))
     if out is not None:
         results = results.cache()  # the violations table is written from it afterwards
     mparts = sc.broadcast(manifest["partitions"]) if manifest is not None else None
     # One Spark job: the scan, then the per-partition reduce (a groupByKey on the partition,
     # one reduce task per core: the reduce is small and every task costs a Python worker
     # round); only what the driver reports comes back.
-    partitions = (results.map(_range_part(max_reported)).groupByKey(sc.defaultParallelism)
-                  .map(_partition_reducer(mparts, max_reported)).collect())
+    try:
+        partitions = (results.map(_range_part(max_reported)).groupByKey(sc.defaultParallelism)
+                      .map(_partition_reducer(mparts, max_reported)).collect())
+    except Exception as exc:
+        refused = _executor_failure(exc)
+        if refused is not None:
+            raise refused from None
+        raise
     log.info("checks done (%.1f s)", time.perf_counter() - started)
     missing: list[dict[str, Any]] = []  # manifest partitions without segments
     if manifest is not None:
@@ -444,6 +486,7 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
         missing = [violation(m["topic"], m["partition"], "", "partition", -1, "manifest",
                              "partition in the manifest has no segments")
                    for name, m in sorted(manifest["partitions"].items()) if name not in listed]
+    missing += listing.problems  # partition folders that could not be listed
     counts: dict[str, list[int]] = {}  # topic -> [errors, warnings]
     for p in partitions:
         topic_counts = counts.setdefault(p["partition"]["topic"], [0, 0])
@@ -462,6 +505,10 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     reported = _first([v for p in partitions for v in p["first"]] + missing, max_reported)
     # found by the reduce or the driver: written with the ranges' own violations
     driver_found = [v for p in partitions for v in p["found"]] + missing
+    executors = _executors_seen(executors, range_rows)
+    run = {"run_id": run_id,
+           "run_options": json.dumps({**options_json, "executors": executors}, sort_keys=True),
+           "run_timestamp": run_timestamp}
     if out is not None:
         _write_tables(spark, out, run, schemas,
                       {"segments": range_rows, "partitions": partition_rows,
@@ -473,7 +520,7 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     conversions_run = sum(r["segments"] for r in conv_summary)
     conversions_ok = sum(r["segments_ok"] for r in conv_summary)
     return ValidationResult(
-        logdir=logdir, out=out, run_id=run["run_id"], segments=len(segments),
+        logdir=logdir, out=out, run_id=run_id, segments=len(segments),
         ranges=len(ranges), partitions=len(partition_rows),
         bytes=sum(int(r["bytes"] or 0) for r in seg_summary),
         batches=sum(int(r["batches"] or 0) for r in seg_summary),
@@ -482,4 +529,5 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
         segment_summary=seg_summary, conversion_summary=conv_summary,
         partition_rows=partition_rows, seconds=time.perf_counter() - started,
         conversions_ok=conversions_ok, conversions_run=conversions_run,
+        size=sum(s.size for s in segments), executors=executors,
     )

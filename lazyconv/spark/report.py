@@ -83,7 +83,10 @@ def format_report(result: Any, max_violations: int = 20) -> str:
                          + (f" (all in {result.out}/violations)" if result.out else ""))
     if not result.violation_count:
         lines.append("no violations" if not result.warning_count else "no errors")
+    unchecked = max(0, getattr(result, "size", 0) - result.bytes)
     lines.append(f"validated {_mib(result.bytes)} MiB in {result.seconds:.1f} s "
                  f"({result.bytes / 1048576 / max(result.seconds, 1e-9):.2f} MiB/s)"
+                 + (f"; {_mib(unchecked)} MiB of the segments could not be read or delimited"
+                    if unchecked else "")
                  + (f"; Parquet under {result.out}" if result.out else ""))
     return "\n".join(lines)

@@ -53,7 +53,7 @@ from lazyconv.records.digest import (
     record_digest,
 )
 from lazyconv.spark.derived_conversion import ConvertedBatch, DerivedConsumer
-from lazyconv.spark.reader import SegmentReader
+from lazyconv.spark.reader import SegmentReader, read_regular_file
 from lazyconv.spark.violations import ERROR, WARNING, violation
 
 __all__ = [
@@ -186,8 +186,7 @@ def _read_small_file(path: str) -> bytes | None:
         with fs.open(local, "rb") as f:
             return bytes(f.read())
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return read_regular_file(path)
     except FileNotFoundError:
         return None
 
@@ -203,7 +202,7 @@ class _RangeScan:
             "topic": task.topic, "partition": task.partition, "segment": task.segment,
             "base_offset": task.base_offset, "path": task.log_path, "start": task.start,
             "end": task.stop, "range_index": task.range_index, "range_count": task.range_count,
-            "bytes": task.stop - task.start, "batches": 0, "control_batches": 0, "records": 0,
+            "bytes": 0, "range_bytes": task.stop - task.start, "batches": 0, "control_batches": 0, "records": 0,
             "first_offset": None, "last_offset": None, "checksum": 0, "batches_v0": 0,
             "batches_v1": 0, "batches_v2": 0, "index_entries": 0, "timeindex_entries": 0,
             "txnindex_entries": 0, "violations": 0, "warnings": 0, "check_seconds": 0.0,
@@ -227,6 +226,7 @@ class _RangeScan:
         self.consumers: dict[int, DerivedConsumer] | None = None if not (
             options.to_magics and options.chunk_sizes) else {}
         self.where = ("log", task.start)
+        self.zero_bytes = 0  # trailing zeros checked after the last entry
 
     def add(self, file: str, position: int, kind: str, message: str, *,
             offset: int | None = None, severity: str = ERROR) -> None:
@@ -263,6 +263,7 @@ def scan_range(task: ScanTask, options: ScanOptions = ScanOptions()) -> dict[str
         conversions = []
     s = scan.summary
     s["checksum"] &= MASK64
+    s["bytes"] = s["scan_end"] - task.start + scan.zero_bytes
     s["violations"] = sum(1 for v in scan.violations if v["severity"] == ERROR)
     s["warnings"] = len(scan.violations) - s["violations"]
     s["check_seconds"] = time.perf_counter() - started
@@ -351,6 +352,7 @@ def _all_zeros(reader: BlockReader, pos: int, end: int) -> bool:
 
 def _trailing_zeros(scan: _RangeScan, pos: int, end: int) -> None:
     task = scan.task
+    scan.zero_bytes = end - pos
     if task.last_in_partition and task.is_last_range:
         scan.add("log", pos, "trailing_zeros",
                  f"{end - pos} zero bytes after the last entry (preallocated; Kafka reads them as "

@@ -6,11 +6,10 @@ import logging
 import os
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_MASTER", "build_session", "package_root"]
+__all__ = ["DEFAULT_MASTER", "PACKAGE_ARCHIVE", "build_session", "package_archive", "package_root"]
 
 log = logging.getLogger(__name__)
 
@@ -25,14 +24,31 @@ def package_root() -> Path:
     return Path(lazyconv.__file__).absolute().parent.parent
 
 
-def _zip_package(directory: Path) -> str:  # noqa: ARG001 - kept for callers
-    """Zip the lazyconv package for ``SparkContext.addPyFile`` (non-local masters)."""
-    target = Path(tempfile.mkdtemp(prefix="lazyconv-pyfiles-")) / "lazyconv.zip"
-    root = package_root()
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in (root / "lazyconv").rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts:
-                zf.write(path, path.relative_to(root))
+PACKAGE_ARCHIVE = "lazyconv"  # the folder name each executor unpacks the package into
+
+
+def package_archive() -> str:
+    """The lazyconv package directory as ``lazyconv-package.tar.gz`` in a new temporary folder,
+    its files at the top level (Python sources and the compiled kernel; no ``__pycache__``, no
+    C sources), for ``SparkContext.addArchive(path#lazyconv)``: each executor unpacks it into
+    ``<its SparkFiles folder>/lazyconv/``, and that folder is first on its Python workers'
+    ``sys.path``, so ``import lazyconv`` there finds the driver's package, kernel included (a
+    zip from ``addPyFile`` cannot hold an importable extension module, and would hide an
+    installed copy that has one)."""
+    import tarfile
+
+    target = Path(tempfile.mkdtemp(prefix="lazyconv-package-")) / "lazyconv-package.tar.gz"
+    package = package_root() / "lazyconv"
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        name = Path(info.name)
+        if "__pycache__" in name.parts or name.suffix in (".c", ".h", ".o", ".pyc"):
+            return None
+        return info
+
+    with tarfile.open(target, "w:gz", compresslevel=1) as tar:
+        for path in sorted(package.iterdir()):
+            tar.add(path, arcname=path.name, filter=keep)
     return str(target)
 
 
@@ -51,9 +67,11 @@ def build_session(master: str = DEFAULT_MASTER, app_name: str = "lazyconv-valida
     Python: ``spark.pyspark.python`` when given in ``extra_conf`` (e.g. the interpreter of a
     packed environment shipped with ``--archives``), else ``PYSPARK_PYTHON`` as set in the
     environment, else the executors' ``python3``; nothing of the driver's interpreter path or
-    checkout is forced on them. With ``ship_package`` the lazyconv package itself (pure Python)
-    goes along as a zip (``addPyFile``), so executors run the driver's version of it; its
-    dependencies must be installed in the executors' Python.
+    checkout is forced on them. With ``ship_package`` the lazyconv package directory, compiled
+    kernel included, goes along as an archive each executor unpacks (:func:`package_archive`),
+    so executors import the driver's version and kernel (when their Python can load it: see
+    :mod:`lazyconv.spark.executors`); its dependencies must be installed in the executors'
+    Python.
     """
     conf = dict(extra_conf or {})
     executor_python = conf.get("spark.pyspark.python")
@@ -93,6 +111,6 @@ def build_session(master: str = DEFAULT_MASTER, app_name: str = "lazyconv-valida
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if not _is_local(master) and ship_package:
-        spark.sparkContext.addPyFile(_zip_package(package_root()))
+        spark.sparkContext.addArchive(f"{package_archive()}#{PACKAGE_ARCHIVE}")
     log.info("Spark %s session on %s", spark.version, master)
     return spark
