@@ -99,7 +99,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-decompressed-batch-bytes", type=_size, default=32 << 20,
                         help="largest decompressed batch that down-conversion inflates (default "
                              "32M); a larger one (a compression bomb) is answered as that "
-                             "partition's storage error")
+                             "partition's storage error, and Produce refuses one with "
+                             "MESSAGE_TOO_LARGE")
     parser.add_argument("--max-open-segment-files", type=_positive_int, default=1024,
                         help="segment files kept open for reuse by every fetch (a shared LRU "
                              "cache; default 1024): bounds the server's descriptors")

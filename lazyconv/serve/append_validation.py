@@ -36,9 +36,10 @@ The checks, in Kafka's order (first failing check decides; codes in :class:`Appe
 4. per batch (``validateBatch``): offset range vs record count, count ≥ 1, no control batch,
    a producer id needs a sequence → INVALID_RECORD; transactional or idempotent batches into a
    log whose message format is below v2 → UNSUPPORTED_FOR_MESSAGE_FORMAT;
-5. per record: structure (lengths, varints, headers, the records end exactly with the batch)
-   → INVALID_RECORD; then record errors: inner magic ≠ outer magic, inner v0/v1 CRCs, offset
-   deltas ``0..n-1`` in order, timestamps, keys for compacted topics → INVALID_RECORD (or
+5. per record: records that decompress to more than ``max_decompressed_size`` →
+   MESSAGE_TOO_LARGE (decompression stops at the bound); structure (lengths, varints, headers,
+   the records end exactly with the batch) → INVALID_RECORD; then record errors: inner magic ≠
+   outer magic, inner v0/v1 CRCs, offset deltas ``0..n-1`` in order, timestamps, keys for compacted topics → INVALID_RECORD (or
    INVALID_TIMESTAMP if any timestamp is out of range) with ``(batch_index, message)`` per record;
 6. producer state: epoch (INVALID_PRODUCER_EPOCH), sequence (OUT_OF_ORDER_SEQUENCE_NUMBER),
    a non-transactional write during an open transaction (INVALID_TXN_STATE), duplicates.
@@ -72,6 +73,7 @@ from lazyconv.errors import (
     CompressionError,
     ConfigurationError,
     CorruptRecordError,
+    DecompressionBombError,
     RecordsError,
     UnsupportedCompressionError,
 )
@@ -135,7 +137,9 @@ class AppendConfig:
     - ``timestamp_before_max_ms`` / ``timestamp_after_max_ms``: how far a CreateTime record's
       timestamp may lie before / after ``now_ms``; ``None`` is unbounded
       [``message.timestamp.before.max.ms`` / ``after.max.ms``];
-    - ``max_decompressed_size``: bound on one decompressed payload.
+    - ``max_decompressed_size``: bound on one batch's decompressed records; a batch that
+      inflates past it is MESSAGE_TOO_LARGE (a server passes the bound its Fetch conversion uses,
+      so that nothing is appended that old consumers could not read).
     """
 
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -417,6 +421,8 @@ def validate_produce(
 
 
 def _structure_code(exc: RecordsError) -> AppendErrorCode:
+    if isinstance(exc, DecompressionBombError):
+        return AppendErrorCode.MESSAGE_TOO_LARGE
     if isinstance(exc, UnsupportedCompressionError):
         return AppendErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     if isinstance(exc, (CorruptRecordError, CompressionError)):
@@ -598,10 +604,32 @@ def _raise_record_errors(errors: list[RecordError], timestamp_errors: int) -> No
     )
 
 
+def _too_large_decompressed(batch: Any, config: AppendConfig, exc: DecompressionBombError) -> _Rejected:
+    """A compressed entry whose records inflate past ``max_decompressed_size``.
+
+    A server that down-converts refuses to inflate such a batch on the Fetch path (it would
+    hold it whole in memory), so appending it would leave every old consumer stuck at its
+    offset: it is refused here, with the same bound. The decompression stopped at the bound (the
+    codecs stream and check before keeping each piece). The code is MESSAGE_TOO_LARGE (10,
+    Kafka's RecordTooLargeException), not RECORD_LIST_TOO_LARGE (18, a batch larger than a
+    segment, which clients treat as final): it says "larger than this server accepts", and on it
+    the Java producer splits a batch of several records and resends the halves (Sender's
+    ``completeBatch``), which then fit; a single record that large fails to the application.
+    """
+    return _Rejected(
+        AppendErrorCode.MESSAGE_TOO_LARGE,
+        f"The record batch at byte {batch.position} decompresses to more than the maximum "
+        f"allowed ({config.max_decompressed_size} bytes of records; its compressed size is "
+        f"{batch.size_in_bytes}): {exc}",
+    )
+
+
 def _validate_v2(batch: DefaultBatch, config: AppendConfig, now_ms: int | None) -> AppendEntry:
     _check_batch_header(batch, config)
     try:
         records = list(batch)
+    except DecompressionBombError as exc:
+        raise _too_large_decompressed(batch, config, exc) from None
     except RecordsError as exc:
         raise _Rejected(_structure_code(exc), f"Found invalid record structure: {exc}") from None
     create_time = not batch.attributes & 0x08
@@ -692,6 +720,8 @@ def _validate_inner_messages(
             batch.compression_id, data[value_start:], batch.magic, config.max_decompressed_size,
             position=batch.position + value_start,
         )
+    except DecompressionBombError as exc:
+        raise _too_large_decompressed(batch, config, exc) from None
     except RecordsError as exc:
         raise _Rejected(_structure_code(exc), f"Found invalid record structure: {exc}") from None
     errors: list[RecordError] = []

@@ -121,7 +121,8 @@ class Broker:
         ``offsets_in_memory``: do not persist committed offsets under the log directory;
         ``max_open_segments``: segment files kept open for reuse (the shared cache's size);
         ``max_partitions_per_request``: a Fetch naming more closes the connection;
-        ``max_decompressed_batch``: the largest batch payload down-conversion inflates."""
+        ``max_decompressed_batch``: the largest batch payload down-conversion inflates, and so
+        the largest one Produce accepts (MESSAGE_TOO_LARGE beyond it)."""
         if not listeners:
             raise ValueError("a broker needs at least one listener")
         self.logdir = logdir
@@ -154,7 +155,8 @@ class Broker:
                                    max_partitions_per_request, max_decompressed_batch)
         store = OffsetStore(None if offsets_in_memory else logdir.root)
         self.producer_states = ProducerStates()
-        self.append_config = AppendConfig()
+        # One bound for both paths: Produce refuses a batch that Fetch could not down-convert.
+        self.append_config = AppendConfig(max_decompressed_size=max_decompressed_batch)
         self.groups = GroupApis(store, lambda topic, p: logdir.partition(topic, p) is not None,
                                 config=group_config)
         self.transactions = TransactionCoordinator(
