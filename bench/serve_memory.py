@@ -1,4 +1,5 @@
-"""Memory of ``lazyconv serve`` under many concurrent consumers of large converted responses.
+"""Memory of ``lazyconv serve`` (or of ``lazyconv gateway`` in front of it, with
+``--through-gateway``) under many concurrent consumers of large converted responses.
 
 Starts ``lazyconv serve`` as a subprocess over a generated log (one partition of uncompressed
 v2 batches), opens N connections that each send one Fetch v1 request (down-conversion to magic
@@ -8,6 +9,8 @@ figure is the peak RSS above the idle server's RSS, compared with the bound the 
 (connections × per-connection bound) and with what materialising the responses would take.
 
     python bench/serve_memory.py --connections 100 --chunk-size 128K --partition-mb 8
+    python bench/serve_memory.py --connections 30 --chunk-size 16K --partition-mb 8 \
+        --through-gateway --upstream-fetch-max 1M
 """
 
 from __future__ import annotations
@@ -70,6 +73,19 @@ def start_server(logdir: Path, chunk_size: str) -> tuple[subprocess.Popen, int]:
     return proc, port
 
 
+def start_gateway(upstream_port: int, chunk_size: str, upstream_fetch_max: str) -> tuple[subprocess.Popen, int]:
+    """``lazyconv gateway`` in front of the server on ``upstream_port``."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lazyconv.cli", "gateway", "--upstream", f"127.0.0.1:{upstream_port}",
+         "--port", "0", "--chunk-size", chunk_size, "--upstream-fetch-max-bytes", upstream_fetch_max],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )
+    line = proc.stdout.readline()  # "gateway to ... on HOST:PORT as node 0"
+    port = int(line.split(" on ")[1].split()[0].rsplit(":", 1)[1])
+    return proc, port
+
+
 def _warm_up(port: int, fetch_version: int) -> None:
     """One complete fetch first, so imports and caches are in the idle figure."""
     with socket.create_connection(("127.0.0.1", port)) as s:
@@ -87,12 +103,19 @@ def _recv_exactly(s: socket.socket, n: int) -> bytes:
 
 
 def run(connections: int, chunk_size: str, partition_bytes: int, fetch_version: int = 1,
-        read_piece: int = 16384, batch_records: int = 200, reader_pause: float = 0.05) -> dict:
+        read_piece: int = 16384, batch_records: int = 200, reader_pause: float = 0.05,
+        through_gateway: bool = False, upstream_fetch_max: str = "4M") -> dict:
+    """``through_gateway``: the consumers connect to ``lazyconv gateway`` in front of the
+    server, and the figures are the gateway's (its upstream Fetch responses are capped at
+    ``upstream_fetch_max``)."""
     with tempfile.TemporaryDirectory() as tmp:
         stored = build_log(Path(tmp), partition_bytes, batch_records=batch_records)
         proc, port = start_server(Path(tmp), chunk_size)
+        gateway = None
         try:
-            server = psutil.Process(proc.pid)
+            if through_gateway:
+                gateway, port = start_gateway(port, chunk_size, upstream_fetch_max)
+            server = psutil.Process((gateway or proc).pid)
             _warm_up(port, fetch_version)
             time.sleep(0.2)
             idle_rss = server.memory_info().rss
@@ -141,10 +164,14 @@ def run(connections: int, chunk_size: str, partition_bytes: int, fetch_version: 
             elapsed = time.monotonic() - started
             peak_rss = max(peak_rss, server.memory_info().rss)
         finally:
-            proc.terminate()
-            proc.wait(10)
+            for child in (gateway, proc):
+                if child is not None:
+                    child.terminate()
+                    child.wait(10)
     chunk = _size(chunk_size)
     return {
+        "measured": "gateway" if through_gateway else "serve",
+        "upstream_fetch_max": _size(upstream_fetch_max) if through_gateway else None,
         "connections": connections, "chunk_size": chunk, "fetch_version": fetch_version,
         "stored_partition_bytes": stored, "batch_records": batch_records, "response_bytes_each": st[0] + 4,
         "total_response_bytes": total_bytes + 4 * connections,
@@ -167,13 +194,18 @@ def main() -> None:
     parser.add_argument("--partition-mb", type=float, default=8)
     parser.add_argument("--fetch-version", type=int, default=1)
     parser.add_argument("--batch-records", type=int, default=200, help="records per stored batch")
+    parser.add_argument("--through-gateway", action="store_true",
+                        help="measure lazyconv gateway in front of the server instead")
+    parser.add_argument("--upstream-fetch-max", default="4M",
+                        help="the gateway's --upstream-fetch-max-bytes (default 4M)")
     args = parser.parse_args()
     result = run(args.connections, args.chunk_size, int(args.partition_mb * (1 << 20)), args.fetch_version,
-                 batch_records=args.batch_records)
+                 batch_records=args.batch_records, through_gateway=args.through_gateway,
+                 upstream_fetch_max=args.upstream_fetch_max)
     print(json.dumps(result, indent=2))
     mib = 1 << 20
     print(f"{result['connections']} connections x {result['response_bytes_each'] / mib:.1f} MiB converted "
-          f"responses, chunk {result['chunk_size'] // 1024} KiB: server peak RSS "
+          f"responses, chunk {result['chunk_size'] // 1024} KiB: {result['measured']} peak RSS "
           f"{result['peak_minus_idle'] / mib:.1f} MiB above idle "
           f"({result['per_connection'] / 1024:.0f} KiB per connection; materialised responses would be "
           f"{result['materialised_would_be'] / mib:.0f} MiB)")

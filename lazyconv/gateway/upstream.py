@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import struct
 import time
 import uuid
@@ -80,8 +81,8 @@ class UpstreamConnection:
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.versions: dict[int, tuple[int, int]] = {}
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._sock: socket.socket | None = None
+        self._send_lock = asyncio.Lock()
         self._pending: dict[int, tuple[asyncio.Future[Any], ApiSpec, int]] = {}
         self._next_correlation = 1
         self._read_task: asyncio.Task[None] | None = None
@@ -97,14 +98,25 @@ class UpstreamConnection:
 
     async def open(self, timeout: float = 10.0) -> None:
         """Connect and negotiate ApiVersions; raises :class:`UpstreamError` on failure."""
+        loop = asyncio.get_running_loop()
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.address.host, self.address.port), timeout)
+            infos = await asyncio.wait_for(loop.getaddrinfo(
+                self.address.host, self.address.port, type=socket.SOCK_STREAM), timeout)
+            family, kind, proto, _name, where = infos[0]
+            sock = socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            try:
+                await asyncio.wait_for(loop.sock_connect(sock, where), timeout)
+            except BaseException:
+                sock.close()
+                raise
         except (OSError, asyncio.TimeoutError) as exc:
             self._closed = True
             raise UpstreamError(f"cannot connect to upstream broker {self.address}: "
                                 f"{exc or 'timed out'}") from None
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        self._read_task = loop.create_task(self._read_loop())
         body: dict[str, Any] = {"client_software_name": CLIENT_SOFTWARE_NAME,
                                 "client_software_version": __version__}
         answer = await self.request(api_versions.SPEC, _API_VERSIONS_VERSION, body)
@@ -128,10 +140,9 @@ class UpstreamConnection:
     async def request(self, spec: ApiSpec, version: int, body: Mapping[str, Any], *,
                       timeout: float | None = None) -> dict[str, Any]:
         """Send one request and wait for its decoded response body."""
-        future = self._send(spec, version, body, expect_response=True)
+        future = await self._send(spec, version, body, expect_response=True)
         assert future is not None
         try:
-            await self._drain()
             return await asyncio.wait_for(future, timeout if timeout is not None else self.request_timeout)
         except asyncio.TimeoutError:
             self.close()
@@ -140,22 +151,11 @@ class UpstreamConnection:
 
     async def send_only(self, spec: ApiSpec, version: int, body: Mapping[str, Any]) -> None:
         """Send a request that has no response (Produce with acks=0)."""
-        self._send(spec, version, body, expect_response=False)
-        await self._drain()
+        await self._send(spec, version, body, expect_response=False)
 
-    async def _drain(self) -> None:
-        writer = self._writer
-        if writer is None:
-            raise UpstreamError(f"the connection to upstream broker {self.address} is closed")
-        try:
-            await writer.drain()
-        except (OSError, RuntimeError) as exc:
-            self.close()
-            raise UpstreamError(f"writing to upstream broker {self.address} failed: {exc}") from None
-
-    def _send(self, spec: ApiSpec, version: int, body: Mapping[str, Any], *,
-              expect_response: bool) -> asyncio.Future[Any] | None:
-        if self._closed or self._writer is None:
+    async def _send(self, spec: ApiSpec, version: int, body: Mapping[str, Any], *,
+                    expect_response: bool) -> asyncio.Future[Any] | None:
+        if self._closed or self._sock is None:
             raise UpstreamError(f"the connection to upstream broker {self.address} is closed")
         correlation_id = self._next_correlation
         self._next_correlation = (self._next_correlation + 1) & 0x7FFFFFFF
@@ -166,20 +166,42 @@ class UpstreamConnection:
         if expect_response:
             future = asyncio.get_running_loop().create_future()
             self._pending[correlation_id] = (future, spec, version)
-        self._writer.write(_SIZE.pack(len(header) + len(payload)))
-        self._writer.write(header)
-        self._writer.write(payload)
+        # One request's bytes at a time: a request waiting for socket space must not be
+        # interleaved with the next one's.
+        async with self._send_lock:
+            try:
+                await asyncio.get_running_loop().sock_sendall(
+                    self._sock, _SIZE.pack(len(header) + len(payload)) + header + payload)
+            except (OSError, RuntimeError) as exc:
+                self.close()
+                raise UpstreamError(f"writing to upstream broker {self.address} failed: {exc}") from None
         return future
 
+    async def _recv_into(self, view: memoryview) -> None:
+        loop = asyncio.get_running_loop()
+        sock = self._sock
+        if sock is None:
+            raise UpstreamError(f"the connection to upstream broker {self.address} is closed")
+        got = 0
+        while got < len(view):
+            n = await loop.sock_recv_into(sock, view[got:])
+            if n == 0:
+                raise UpstreamError(f"upstream broker {self.address} closed the connection")
+            got += n
+
     async def _read_loop(self) -> None:
-        assert self._reader is not None
         error: Exception = UpstreamError(f"upstream broker {self.address} closed the connection")
+        head = bytearray(4)
         try:
             while True:
-                size = _SIZE.unpack(await self._reader.readexactly(4))[0]
+                await self._recv_into(memoryview(head))
+                size = _SIZE.unpack(head)[0]
                 if not 4 <= size <= MAX_RESPONSE_SIZE:
                     raise UpstreamError(f"upstream broker {self.address} sent a response size of {size}")
-                frame = await self._reader.readexactly(size)
+                # Read straight into the buffer the response lives in (no second copy): the
+                # records relayed or converted are views into it.
+                frame = bytearray(size)
+                await self._recv_into(memoryview(frame))
                 correlation_id = _SIZE.unpack_from(frame)[0]
                 pending = self._pending.pop(correlation_id, None)
                 if pending is None:
@@ -196,9 +218,10 @@ class UpstreamConnection:
                 except LazyconvError as exc:
                     future.set_exception(UpstreamError(
                         f"malformed {spec.name} v{version} response from {self.address}: {exc}"))
+                del frame
         except asyncio.CancelledError:
             error = UpstreamError(f"the connection to {self.address} was closed")
-        except (OSError, asyncio.IncompleteReadError) as exc:
+        except OSError as exc:
             error = UpstreamError(f"upstream broker {self.address} closed the connection: {exc}")
         except UpstreamError as exc:
             error = exc
@@ -214,10 +237,10 @@ class UpstreamConnection:
 
     def _close_transport(self) -> None:
         self._closed = True
-        if self._writer is not None:
-            with contextlib.suppress(Exception):
-                self._writer.close()
-            self._writer = None
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
 
     def close(self) -> None:
         """Close the connection; pending requests fail with :class:`UpstreamError`."""
