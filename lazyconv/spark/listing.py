@@ -19,22 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lazyconv.errors import ValidationError
-from lazyconv.fixtures.layout import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIMEINDEX_SUFFIX,
-    SegmentFiles,
-    list_segments,
-    split_partition_dir,
-)
+from lazyconv.logdir.layout import SegmentFiles, list_segments
+from lazyconv.logdir.naming import offset_from_name, split_partition_dir
 from lazyconv.spark.violations import violation
 
 __all__ = ["LogListing", "list_log_directory", "resolve_logdir"]
 
 log = logging.getLogger(__name__)
-
-_BASE_DIGITS = 20
-
 
 @dataclass
 class LogListing:
@@ -53,13 +44,6 @@ def resolve_logdir(logdir: str) -> str:
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
-
-
-def _base_offset(name: str) -> int | None:
-    stem = name[: -len(LOG_SUFFIX)]
-    if name.endswith(LOG_SUFFIX) and len(stem) == _BASE_DIGITS and stem.isdigit():
-        return int(stem)
-    return None
 
 
 def _list_local(root: str) -> LogListing:
@@ -83,7 +67,7 @@ def _list_local(root: str) -> LogListing:
                                       f"{_reason(exc)}"))
             continue
         for file_name, file_path in files:
-            base = _base_offset(file_name)
+            base = offset_from_name(file_name)
             if base is None:
                 continue
             try:
@@ -91,9 +75,7 @@ def _list_local(root: str) -> LogListing:
                 size = st.st_size if stat.S_ISREG(st.st_mode) else 0
             except OSError:
                 size = 0  # the scan reports why it cannot be opened
-            stem = file_path[: -len(LOG_SUFFIX)]
-            segments.append(SegmentFiles(topic, partition, base, file_path, stem + INDEX_SUFFIX,
-                                         stem + TIMEINDEX_SUFFIX, size))
+            segments.append(SegmentFiles.beside(topic, partition, base, file_path, size))
     segments.sort(key=lambda s: (s.topic, s.partition, s.base_offset))
     return LogListing(root, segments, problems)
 
