@@ -17,12 +17,13 @@ class ServerThread:
 
     def __init__(self, logdir: Path, *, listeners: int = 1, produce_delays: tuple[int, ...] = (),
                  max_request_size: int = 104857600, limits=None, log_config=None,
-                 **broker_kwargs) -> None:
+                 workers=None, **broker_kwargs) -> None:
         self.logdir = LogDirectory(logdir, log_config)
         specs = [ListenerSpec("127.0.0.1", 0, produce_delays[i] if i < len(produce_delays) else 0)
                  for i in range(listeners)]
         self.server = KafkaServer(lambda ls: Broker(self.logdir, ls, **broker_kwargs), specs,
-                                  max_request_size=max_request_size, limits=limits)
+                                  max_request_size=max_request_size, limits=limits,
+                                  workers=workers)
         self.loop = asyncio.new_event_loop()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
