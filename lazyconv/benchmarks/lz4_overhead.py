@@ -2,7 +2,8 @@
 
 Converts the same lz4-compressed magic-2 input (1 KiB values by default) to magic 1 with the
 compiled kernel and with the pure-Python path (each in its own process, selected with
-``LAZYCONV_NO_EXTENSIONS``), timing every call into ``lz4.block`` separately. The "outside lz4"
+``LAZYCONV_NO_EXTENSIONS``), timing every call into the lz4 libraries separately (``lz4.block``
+and cramjam's lz4 block functions, which write lz4-java's blocks). The "outside lz4"
 column (total minus lz4 library time) is what lazyconv's own code costs: record parsing,
 legacy message encoding, CRCs, framing, Python overhead. CPU time, best of ``--repeat``.
 """
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 
 
 def _measure(value_size: int, input_mib: float, repeat: int) -> dict[str, float]:
+    import cramjam
     import lz4.block
 
     from lazyconv.benchmarks._common import make_v2_batches
@@ -29,6 +31,7 @@ def _measure(value_size: int, input_mib: float, repeat: int) -> dict[str, float]
     data = make_v2_batches(int(input_mib * 1024 * 1024), value_size, "lz4")
     spent = [0.0]
     real_compress, real_decompress = lz4.block.compress, lz4.block.decompress
+    real_block, real_block_into = cramjam.lz4.compress_block, cramjam.lz4.compress_block_into
 
     def timed(fn):
         def call(*args, **kwargs):
@@ -40,6 +43,8 @@ def _measure(value_size: int, input_mib: float, repeat: int) -> dict[str, float]
         return call
 
     lz4.block.compress, lz4.block.decompress = timed(real_compress), timed(real_decompress)
+    cramjam.lz4.compress_block = timed(real_block)
+    cramjam.lz4.compress_block_into = timed(real_block_into)
     best: dict[str, float] = {}
     try:
         for _ in range(repeat):
@@ -51,6 +56,7 @@ def _measure(value_size: int, input_mib: float, repeat: int) -> dict[str, float]
                 best = {"total_s": total, "lz4_s": spent[0]}
     finally:
         lz4.block.compress, lz4.block.decompress = real_compress, real_decompress
+        cramjam.lz4.compress_block, cramjam.lz4.compress_block_into = real_block, real_block_into
     best["outside_s"] = best["total_s"] - best["lz4_s"]
     best["input_mb"] = len(data) / 1e6
     best["implementation"] = IMPLEMENTATION  # type: ignore[assignment]
