@@ -35,14 +35,18 @@ from lazyconv.errors import (
 )
 from lazyconv.records._codec import append_legacy_message, unwritable_record_error
 from lazyconv.records._format import (
-    ATTRIBUTES_OFFSET,
+    ATTRIBUTES_LOW_BYTE_OFFSET,
     BASE_OFFSET_OFFSET,
     BASE_TIMESTAMP_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    LOG_HEADER,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
     RECORD_OVERHEAD_V1,
     RECORDS_COUNT_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    V2_TIMESTAMPS,
 )
 from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.batch import DefaultBatch
@@ -79,17 +83,16 @@ ZSTD_DOWN_CONVERSION_MESSAGE = "Down-conversion of zstandard-compressed batches 
 # offset+size prefix; used for the builder byte accounting of the statistics.
 _LOG_OVERHEAD = LOG_OVERHEAD
 _RECORD_OVERHEAD = {0: RECORD_OVERHEAD_V0, 1: RECORD_OVERHEAD_V1}
-_LOG_APPEND_TIME_FLAG = 0x08
+_LOG_APPEND_TIME_FLAG = TIMESTAMP_TYPE_MASK
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
-_TIMESTAMPS = struct.Struct(">qq")  # a v2 header's base and max timestamps
 _BASE_OFFSET = BASE_OFFSET_OFFSET
-_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1
+_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_LOW_BYTE_OFFSET
 _BASE_TIMESTAMP = BASE_TIMESTAMP_OFFSET
 _RECORDS_COUNT = RECORDS_COUNT_OFFSET
-_LOG_HEADER = struct.Struct(">qi")
+_LOG_HEADER = LOG_HEADER
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,7 @@ def is_zstd_below_v2(batch: RecordBatch, to_magic: int) -> bool:
     """
     if to_magic >= 2 or batch.is_control:
         return False
-    if type(batch) is DefaultBatch and batch.attributes & 0x07 < 4:
+    if type(batch) is DefaultBatch and batch.attributes & COMPRESSION_CODEC_MASK < Compression.ZSTD:
         return False  # skips building a Compression enum per batch (codecs 5..7 still raise below)
     return batch.compression == Compression.ZSTD
 
@@ -260,7 +263,7 @@ def _convert_v2_batch_into(
 ) -> tuple[int, int]:
     """:func:`_convert_batch_into` for a v2 batch, in one pass over its record bytes
     (``payload``: a compressed batch's records, already decompressed)."""
-    if batch.attributes & 0x07 == 0:
+    if not batch.attributes & COMPRESSION_CODEC_MASK:
         start = len(out)
         written, _, _, _ = append_batch_as_legacy(out, batch, to_magic, first_offset)
         if written and (first := _I64.unpack_from(out, start)[0]) < 0:  # the least kept offset
@@ -271,7 +274,7 @@ def _convert_v2_batch_into(
     if written == 0:
         return 0, 0
     log_append_time = batch.max_timestamp if batch.attributes & _LOG_APPEND_TIME_FLAG else None
-    codec = batch.attributes & 0x07  # a known codec: append_batch_as_legacy checked it
+    codec = batch.attributes & COMPRESSION_CODEC_MASK  # a known codec: append_batch_as_legacy checked it
     _wrap_inner(out, inner, last_offset, max_timestamp, first, codec, log_append_time, to_magic,
                 batch.position)
     return written, len(inner) + _LOG_OVERHEAD + _RECORD_OVERHEAD[to_magic]
@@ -313,9 +316,9 @@ def convert_compressed_v2_entry(
             position)
     base_offset = _I64.unpack_from(entry, _BASE_OFFSET)[0]
     attributes = entry[_ATTRIBUTES_LOW_BYTE]
-    base_timestamp, max_timestamp = _TIMESTAMPS.unpack_from(entry, _BASE_TIMESTAMP)
+    base_timestamp, max_timestamp = V2_TIMESTAMPS.unpack_from(entry, _BASE_TIMESTAMP)
     count = _I32.unpack_from(entry, _RECORDS_COUNT)[0]
-    codec = attributes & 0x07
+    codec = attributes & COMPRESSION_CODEC_MASK
     if not 0 < codec < Compression.ZSTD or to_magic > 1:
         raise ValueError("convert_compressed_v2_entry converts gzip, snappy or lz4 v2 batches to magic 0 or 1")
     out = bytearray()

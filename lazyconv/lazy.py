@@ -33,7 +33,6 @@ a single batch is larger), plus the first converted batch until it has been writ
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -46,7 +45,7 @@ from lazyconv.convert import (
     is_zstd_below_v2,
 )
 from lazyconv.errors import ConfigurationError, RecordsError, UnsupportedCompressionError
-from lazyconv.records._format import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from lazyconv.records._format import LOG_HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from lazyconv.records._native import kernel
 from lazyconv.records.conversion import convert_plain_chunk
 from lazyconv.records.entries import BatchIterator, ReadAheadSource, iter_batches, read_ahead
@@ -80,7 +79,7 @@ OVERFLOW_STEP_SIZE = 128 * 1024
 # plausible (never complete) entry.
 _MIN_OVERFLOW_LENGTH = RECORD_BATCH_OVERHEAD
 _LOG_OVERHEAD = LOG_OVERHEAD
-_OVERFLOW_HEADER = struct.Struct(">qi")
+_OVERFLOW_HEADER = LOG_HEADER  # an entry header: offset -1, size
 
 # A converted chunk: its bytes and what converting it cost.
 _Chunk = tuple[bytes | bytearray, ConversionStats]

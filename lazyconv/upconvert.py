@@ -118,12 +118,14 @@ from lazyconv.errors import (
     UnsupportedCompressionError,
 )
 from lazyconv.protocol.error_codes import ErrorCode
-from lazyconv.records._codec import LOG_HEADER, parse_legacy_message
+from lazyconv.records._codec import parse_legacy_message
 from lazyconv.records._format import (
     LEGACY_ATTRIBUTES_OFFSET,
     LEGACY_MAGIC_OFFSET,
+    LOG_HEADER,
     LOG_OVERHEAD,
     RECORD_OVERHEAD_V0,
+    SIZE_OFFSET,
 )
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.builder import RecordsBuilder
@@ -339,7 +341,7 @@ def _wrapper_rows(wrapper: LegacyBatch, message: _Parsed, max_size: int, compact
         if size < RECORD_OVERHEAD_V0:
             raise CorruptRecordError(
                 f"inner message size {size} is below the minimum {RECORD_OVERHEAD_V0} "
-                f"(byte {pos + 8} of the decompressed wrapper)", position)
+                f"(byte {pos + SIZE_OFFSET} of the decompressed wrapper)", position)
         if size_of_data - pos - LOG_OVERHEAD < size:
             break
         inner.append((pos, inner_offset, pos + LOG_OVERHEAD + size))

@@ -25,19 +25,32 @@ from lazyconv.errors import (
     MalformedVarintError,
     RecordsError,
 )
+from lazyconv.records import _format
+from lazyconv.records._format import (
+    LEGACY_ENTRY_CRC_OFFSET,
+    LEGACY_ENTRY_KEY_SIZE_OFFSET_V0,
+    LEGACY_ENTRY_KEY_SIZE_OFFSET_V1,
+    LEGACY_ENTRY_MAGIC_OFFSET,
+    LEGACY_ENTRY_TIMESTAMP_OFFSET,
+    LEGACY_KEY_SIZE_LENGTH,
+    LEGACY_VALUE_SIZE_LENGTH,
+    LOG_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
+    SIZE_OFFSET,
+)
 from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.types import Record
 
-LOG_HEADER = struct.Struct(">qi")  # offset, size
-# base offset, length, partition leader epoch, magic, crc, attributes, last offset delta,
-# base timestamp, max timestamp, producer id, producer epoch, base sequence, records count
-V2_HEADER = struct.Struct(">qiibIhiqqqhii")
-V2_AFTER_CRC = struct.Struct(">hiqqqhii")  # the 40 header bytes covered by the CRC (from 21)
-# offset, size, crc, magic, attributes (common to v0 and v1 messages)
-LEGACY_HEADER = struct.Struct(">qiIbb")
-_LEGACY_PREFIX = struct.Struct(">qiI")  # offset, size, crc
-_V0_BODY = struct.Struct(">bbi")  # magic, attributes, key length
-_V1_BODY = struct.Struct(">bbqi")  # magic, attributes, timestamp, key length
+# The header structs are named with the layout in _format.py (re-exported here for the modules
+# that parse with this codec).
+LOG_HEADER = _format.LOG_HEADER
+V2_HEADER = _format.V2_HEADER
+V2_AFTER_CRC = _format.V2_AFTER_CRC
+LEGACY_HEADER = _format.LEGACY_HEADER
+_LEGACY_PREFIX = _format.LEGACY_PREFIX
+_V0_BODY = _format.LEGACY_V0_BODY
+_V1_BODY = _format.LEGACY_V1_BODY
 I8 = struct.Struct(">b")
 I32 = struct.Struct(">i")
 U32 = struct.Struct(">I")
@@ -411,53 +424,57 @@ def parse_legacy_message(
     offset, size, crc, magic, attributes = LEGACY_HEADER.unpack_from(data, pos)
     if magic == 0:
         timestamp = -1
-        p = pos + 18
-        overhead = 14
+        p = pos + LEGACY_ENTRY_KEY_SIZE_OFFSET_V0
+        overhead = RECORD_OVERHEAD_V0
     elif magic == 1:
-        overhead = 22
-        p = pos + 26
+        overhead = RECORD_OVERHEAD_V1
+        p = pos + LEGACY_ENTRY_KEY_SIZE_OFFSET_V1
     else:
-        raise CorruptRecordError(f"legacy message with magic {magic}", error_base + pos + 16)
-    if size < overhead or end - pos != 12 + size:
+        raise CorruptRecordError(f"legacy message with magic {magic}", error_base + pos + LEGACY_ENTRY_MAGIC_OFFSET)
+    if size < overhead or end - pos != LOG_OVERHEAD + size:
         raise CorruptRecordError(
             f"v{magic} message size {size} is smaller than the overhead {overhead}"
             if size < overhead
-            else f"message size {size} does not match its {end - pos - 12} bytes",
-            error_base + pos + 8,
+            else f"message size {size} does not match its {end - pos - LOG_OVERHEAD} bytes",
+            error_base + pos + SIZE_OFFSET,
         )
     if magic == 1:
-        timestamp = I64.unpack_from(data, pos + 18)[0]
+        timestamp = I64.unpack_from(data, pos + LEGACY_ENTRY_TIMESTAMP_OFFSET)[0]
     if check_crc:
-        actual = crc32(data[pos + 16 : end])
+        actual = crc32(data[pos + LEGACY_ENTRY_MAGIC_OFFSET : end])  # the CRC covers magic .. end
         if actual != crc:
             raise CorruptRecordError(
-                f"message CRC mismatch: stored {crc:#010x}, computed {actual:#010x}", error_base + pos + 12
+                f"message CRC mismatch: stored {crc:#010x}, computed {actual:#010x}",
+                error_base + pos + LEGACY_ENTRY_CRC_OFFSET,
             )
     klen = I32.unpack_from(data, p)[0]
-    p += 4
+    p += LEGACY_KEY_SIZE_LENGTH
     if klen < 0:
         key = None
     else:
-        if klen > end - p - 4:
+        if klen > end - p - LEGACY_VALUE_SIZE_LENGTH:
             raise InvalidRecordError(
-                f"message key length {klen} exceeds the {end - p - 4} bytes left", error_base + p - 4
+                f"message key length {klen} exceeds the {end - p - LEGACY_VALUE_SIZE_LENGTH} bytes left",
+                error_base + p - LEGACY_KEY_SIZE_LENGTH,
             )
         key = bytes(data[p : p + klen])
         p += klen
     vlen = I32.unpack_from(data, p)[0]
-    p += 4
+    p += LEGACY_VALUE_SIZE_LENGTH
     if vlen < 0:
         value = None
     else:
         if vlen > end - p:
             raise InvalidRecordError(
-                f"message value length {vlen} exceeds the {end - p} bytes left", error_base + p - 4
+                f"message value length {vlen} exceeds the {end - p} bytes left",
+                error_base + p - LEGACY_VALUE_SIZE_LENGTH,
             )
         value = bytes(data[p : p + vlen])
         p += vlen
     if p != end:
         raise InvalidRecordError(
-            f"message declares {end - pos - 12} bytes but its fields use {p - pos - 12}", error_base + pos + 8
+            f"message declares {end - pos - LOG_OVERHEAD} bytes but its fields use {p - pos - LOG_OVERHEAD}",
+            error_base + pos + SIZE_OFFSET,
         )
     return offset, crc, magic, attributes, timestamp, key, value
 
@@ -480,10 +497,10 @@ def append_legacy_message_reference(
     vlen = -1 if value is None else len(value)
     if magic == 0:
         head = _V0_BODY.pack(0, attributes, klen)
-        size = 14
+        size = RECORD_OVERHEAD_V0
     else:
         head = _V1_BODY.pack(1, attributes, timestamp, klen)
-        size = 22
+        size = RECORD_OVERHEAD_V1
     if klen > 0:
         size += klen
     if vlen > 0:
@@ -502,7 +519,7 @@ def append_legacy_message_reference(
     out += vl
     if vlen > 0:
         out += value  # type: ignore[arg-type]
-    return size + 12
+    return LOG_OVERHEAD + size
 
 
 def _append_legacy_message_native(

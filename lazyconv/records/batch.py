@@ -9,12 +9,20 @@ from lazyconv.errors import (
     InvalidRecordError,
     RecordsError,
 )
-from lazyconv.records._codec import LOG_HEADER, V2_HEADER, crc32c, iter_v2_records
+from lazyconv.records._codec import crc32c, iter_v2_records
 from lazyconv.records._format import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_MIN,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
     CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
+    LENGTH_OFFSET,
+    LOG_HEADER,
     RECORDS_COUNT_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    V2_HEADER,
 )
 from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.compression import (
@@ -41,13 +49,14 @@ __all__ = [
     "ATTR_DELETE_HORIZON",
 ]
 
-ATTR_COMPRESSION_MASK = 0x07
-ATTR_TIMESTAMP_TYPE = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
-ATTR_DELETE_HORIZON = 0x40
+# the attribute bits under the names this module has always exported (values: _format.py)
+ATTR_COMPRESSION_MASK = COMPRESSION_CODEC_MASK
+ATTR_TIMESTAMP_TYPE = TIMESTAMP_TYPE_MASK
+ATTR_TRANSACTIONAL = TRANSACTIONAL_FLAG_MASK
+ATTR_CONTROL = CONTROL_FLAG_MASK
+ATTR_DELETE_HORIZON = DELETE_HORIZON_FLAG_MASK
 _CRC_START = ATTRIBUTES_OFFSET  # the CRC covers attributes .. end of batch
-_MIN_LENGTH = BATCH_LENGTH_MIN  # 49
+_MIN_LENGTH = BATCH_LENGTH_MIN
 
 
 # The records the kernel's decoders make: its subclass of Record (a Record and a tuple in every
@@ -105,7 +114,7 @@ def plain_v2_records(
 class DefaultBatch(RecordBatch):
     """A magic v2 record batch.
 
-    Header fields come from the first 61 bytes (read once); the records are read from
+    Header fields come from the first ``RECORD_BATCH_OVERHEAD`` bytes (read once); the records are read from
     ``source`` only when the batch is iterated, validated or :meth:`buffer` is called.
     ``position`` is the batch's byte position in its records (file position for file-backed
     records) and is the base of every error position.
@@ -143,7 +152,7 @@ class DefaultBatch(RecordBatch):
         length = LOG_HEADER.unpack_from(header, 0)[1]
         if length < _MIN_LENGTH:
             raise CorruptRecordError(
-                f"v2 batch length {length} is smaller than the header ({_MIN_LENGTH})", position + 8
+                f"v2 batch length {length} is smaller than the header ({_MIN_LENGTH})", position + LENGTH_OFFSET
             )
         if len(header) < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
@@ -221,15 +230,16 @@ class DefaultBatch(RecordBatch):
     # -- bytes, validation, records --------------------------------------------------------
 
     def records_buffer(self) -> bytes | memoryview:
-        """The bytes after the 61-byte header: the records, or their compressed form."""
+        """The bytes after the batch header: the records, or their compressed form."""
         return self._source.read(self.position + RECORD_BATCH_OVERHEAD, self.size_in_bytes - RECORD_BATCH_OVERHEAD)
 
     def compute_crc(self) -> int:
-        """CRC-32C of bytes 21 .. end, as stored in the CRC field of a valid batch."""
+        """CRC-32C of the bytes from the attributes to the end, as stored in the CRC field of a
+        valid batch."""
         return crc32c(self.buffer()[_CRC_START:])
 
     def validate(self) -> None:
-        """Kafka's ``ensureValid``: size at least 61 bytes and a matching CRC-32C."""
+        """Kafka's ``ensureValid``: a whole header and a matching CRC-32C."""
         actual = self.compute_crc()
         if actual != self._crc:
             raise CorruptRecordError(

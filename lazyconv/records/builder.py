@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import Any
 
 from lazyconv.errors import ConfigurationError, UnknownCompressionError, UnsupportedCompressionError
 from lazyconv.records._codec import (
-    V2_AFTER_CRC,
     append_legacy_message,
     append_v2_record,
     crc32c,
 )
+from lazyconv.records._format import BATCH_LENGTH_MIN, V2_AFTER_CRC, V2_BEFORE_ATTRIBUTES
 from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL
 from lazyconv.records.compression import Compression, compress
 from lazyconv.records.control import ControlRecordType, control_key, end_txn_marker_value
 from lazyconv.records.legacy import LEGACY_ATTR_TIMESTAMP_TYPE
-from lazyconv.records.types import RECORD_BATCH_OVERHEAD, TimestampType
+from lazyconv.records.types import TimestampType
 
 __all__ = ["RecordsBuilder", "build_end_txn_marker", "encode_v2_batch"]
 
@@ -26,9 +25,6 @@ _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
-
-# The v2 header bytes before the CRC-covered part: base offset, length, leader epoch, magic, CRC.
-_V2_BEFORE_ATTRIBUTES = struct.Struct(">qiibI")
 
 
 class RecordsBuilder:
@@ -259,9 +255,7 @@ def encode_v2_batch(
         record_count,
     )
     crc = crc32c(payload, crc32c(after_crc))
-    head = _V2_BEFORE_ATTRIBUTES.pack(
-        base_offset, RECORD_BATCH_OVERHEAD - 12 + len(payload), partition_leader_epoch, 2, crc
-    )
+    head = V2_BEFORE_ATTRIBUTES.pack(base_offset, BATCH_LENGTH_MIN + len(payload), partition_leader_epoch, 2, crc)
     return head + after_crc + payload
 
 

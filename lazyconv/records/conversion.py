@@ -21,7 +21,13 @@ from typing import Any, NamedTuple
 
 from lazyconv.errors import InvalidRecordError
 from lazyconv.records._codec import convert_v2_records_to_legacy
-from lazyconv.records._format import RECORDS_COUNT_OFFSET, RECORDS_OFFSET, TIMESTAMP_TYPE_MASK
+from lazyconv.records._format import (
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    RECORDS_COUNT_OFFSET,
+    RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+)
 from lazyconv.records._native import kernel
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import Compression, decompress
@@ -104,7 +110,10 @@ def convert_plain_chunk(
 
 def _runnable(batch: object) -> bool:
     # what the kernel converts or drops itself: uncompressed or control v2 batches
-    return type(batch) is DefaultBatch and (batch.attributes & 0x27 == 0 or batch.attributes & 0x20 != 0)
+    if type(batch) is not DefaultBatch:
+        return False
+    attributes = batch.attributes
+    return not attributes & COMPRESSION_CODEC_MASK or bool(attributes & CONTROL_FLAG_MASK)
 
 
 def convert_batch_run(
@@ -192,7 +201,7 @@ def append_batch_as_legacy(
     that needed them first does not decompress twice.
     """
     attributes = batch.attributes
-    codec = attributes & 0x07
+    codec = attributes & COMPRESSION_CODEC_MASK
     compression = _CODECS[codec] if codec <= 4 else batch.compression  # 5..7 raise here
     count = batch.record_count
     position = batch.position

@@ -40,6 +40,7 @@ from lazyconv.records._format import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_OVERHEAD_V0,
+    SIZE_OFFSET,
     TIMESTAMP_TYPE_MASK,
 )
 from lazyconv.records._native import kernel
@@ -242,7 +243,7 @@ def digest_legacy_run_reference(
         if n - pos < _ATTRIBUTES:  # up to the magic byte
             stop = DIGEST_PARTIAL
             break
-        size_field = _SIZE.unpack_from(raw, pos + LOG_OVERHEAD - 4)[0]
+        size_field = _SIZE.unpack_from(raw, pos + SIZE_OFFSET)[0]
         if size_field < RECORD_OVERHEAD_V0 or raw[pos + MAGIC_OFFSET] > 1:
             stop = DIGEST_DECLINED
             break
@@ -311,7 +312,7 @@ def digest_delivered_reference(
         stop = plain.stop
         if stop != DIGEST_DECLINED:
             break
-        size_field = _SIZE.unpack_from(raw, pos + LOG_OVERHEAD - 4)[0]
+        size_field = _SIZE.unpack_from(raw, pos + SIZE_OFFSET)[0]
         if size_field < RECORD_OVERHEAD_V0 or size_field > n - pos - LOG_OVERHEAD:
             break
         end = pos + LOG_OVERHEAD + size_field

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from lazyconv.errors import CorruptRecordError, UnknownMagicError
-from lazyconv.records._codec import LOG_HEADER
+from lazyconv.records._format import LOG_HEADER, MAGIC_OFFSET, SIZE_OFFSET
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.legacy import LegacyBatch
 from lazyconv.records.types import (
@@ -44,17 +44,17 @@ def iter_batches(
         size = LOG_HEADER.unpack_from(header, 0)[1]
         if size < RECORD_OVERHEAD_V0:
             raise CorruptRecordError(
-                f"record size {size} is smaller than the minimum {RECORD_OVERHEAD_V0}", pos + 8
+                f"record size {size} is smaller than the minimum {RECORD_OVERHEAD_V0}", pos + SIZE_OFFSET
             )
         if size > max_entry_size:
             raise CorruptRecordError(
-                f"record size {size} exceeds the maximum {max_entry_size}", pos + 8
+                f"record size {size} exceeds the maximum {max_entry_size}", pos + SIZE_OFFSET
             )
         if remaining < HEADER_SIZE_UP_TO_MAGIC:
             return
-        magic = header[16]
+        magic = header[MAGIC_OFFSET]  # where both formats keep it
         if magic > 2:  # a signed int8 above 127 reads as > 2 here too
-            raise UnknownMagicError(f"unknown magic {magic if magic < 128 else magic - 256}", pos + 16)
+            raise UnknownMagicError(f"unknown magic {magic if magic < 128 else magic - 256}", pos + MAGIC_OFFSET)
         if remaining < LOG_OVERHEAD + size:
             return
         if magic == 2:

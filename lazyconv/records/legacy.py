@@ -12,6 +12,13 @@ from lazyconv.errors import (
     UnsupportedCompressionError,
 )
 from lazyconv.records._codec import I64, LEGACY_HEADER, LOG_HEADER, parse_legacy_message
+from lazyconv.records._format import (
+    COMPRESSION_CODEC_MASK,
+    LEGACY_ENTRY_ATTRIBUTES_OFFSET,
+    LEGACY_ENTRY_TIMESTAMP_OFFSET,
+    SIZE_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+)
 from lazyconv.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Compression,
@@ -29,8 +36,8 @@ from lazyconv.records.types import (
 
 __all__ = ["LegacyBatch", "LEGACY_ATTR_COMPRESSION_MASK", "LEGACY_ATTR_TIMESTAMP_TYPE"]
 
-LEGACY_ATTR_COMPRESSION_MASK = 0x07
-LEGACY_ATTR_TIMESTAMP_TYPE = 0x08
+LEGACY_ATTR_COMPRESSION_MASK = COMPRESSION_CODEC_MASK
+LEGACY_ATTR_TIMESTAMP_TYPE = TIMESTAMP_TYPE_MASK
 _NO_HEADERS: tuple = ()
 
 
@@ -43,7 +50,7 @@ class LegacyBatch(RecordBatch):
     ``check.crcs``); :meth:`validate` checks the top-level message.
     """
 
-    ATTRIBUTES_POSITION = 17
+    ATTRIBUTES_POSITION = LEGACY_ENTRY_ATTRIBUTES_OFFSET
 
     __slots__ = (
         "_source",
@@ -71,9 +78,9 @@ class LegacyBatch(RecordBatch):
         if self._size < overhead:
             raise CorruptRecordError(
                 f"v{self.magic} message size {self._size} is smaller than its overhead {overhead}",
-                position + 8,
+                position + SIZE_OFFSET,
             )
-        self.timestamp = I64.unpack_from(header, 18)[0] if self.magic == 1 else -1
+        self.timestamp = I64.unpack_from(header, LEGACY_ENTRY_TIMESTAMP_OFFSET)[0] if self.magic == 1 else -1
         self._source = source
         self.position = position
         self.size_in_bytes = LOG_OVERHEAD + self._size
@@ -142,10 +149,11 @@ class LegacyBatch(RecordBatch):
         _offset, _crc, magic, attributes, _ts, _key, value = self._parse(check_crc=False)
         codec = attributes & LEGACY_ATTR_COMPRESSION_MASK
         if codec > 4:
-            raise UnknownCompressionError(f"unknown compression codec id {codec}", self.position + 17)
+            raise UnknownCompressionError(f"unknown compression codec id {codec}", self.position + self.ATTRIBUTES_POSITION)
         if codec == Compression.ZSTD:
             raise UnsupportedCompressionError(
-                f"zstd compressed v{magic} message: zstd exists only in magic v2 batches", self.position + 17
+                f"zstd compressed v{magic} message: zstd exists only in magic v2 batches",
+                self.position + self.ATTRIBUTES_POSITION,
             )
         if value is None:
             raise InvalidRecordError("compressed record set with null value", self.position)
@@ -159,7 +167,7 @@ class LegacyBatch(RecordBatch):
             if size < RECORD_OVERHEAD_V0:
                 raise CorruptRecordError(
                     f"inner message size {size} is below the minimum {RECORD_OVERHEAD_V0} "
-                    f"(byte {pos + 8} of the decompressed wrapper)",
+                    f"(byte {pos + SIZE_OFFSET} of the decompressed wrapper)",
                     self.position,
                 )
             if end - pos < LOG_OVERHEAD + size:

@@ -9,6 +9,7 @@ from typing import ClassVar, NamedTuple, Protocol
 
 from lazyconv.errors import RecordsError, UnknownCompressionError
 from lazyconv.records._format import (  # re-exported: the layout's one source is _format.py
+    COMPRESSION_CODEC_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -81,7 +82,7 @@ class RecordBatch(abc.ABC):
     # Byte offset of the attributes field within the entry (21 for v2, 17 for v0/v1): error
     # positions about the codec point there. Every magic keeps the codec in bits 0-2.
     ATTRIBUTES_POSITION: ClassVar[int]
-    COMPRESSION_MASK: ClassVar[int] = 0x07
+    COMPRESSION_MASK: ClassVar[int] = COMPRESSION_CODEC_MASK
 
     magic: int
     position: int

@@ -79,7 +79,21 @@ from lazyconv.errors import (
 )
 from lazyconv.records import DefaultBatch, LegacyBatch, MemoryRecords
 from lazyconv.records._codec import crc32c
-from lazyconv.records._format import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
+from lazyconv.records._format import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    LEGACY_ENTRY_KEY_SIZE_OFFSET_V0,
+    LEGACY_ENTRY_KEY_SIZE_OFFSET_V1,
+    LEGACY_ENTRY_MAGIC_OFFSET,
+    LEGACY_HEADER,
+    LEGACY_KEY_SIZE_LENGTH,
+    LEGACY_VALUE_SIZE_LENGTH,
+    LOG_OVERHEAD,
+    MAX_TIMESTAMP_OFFSET,
+    RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
+    TIMESTAMP_TYPE_MASK,
+)
 from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 
 __all__ = [
@@ -103,11 +117,12 @@ BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN: the duplicate
 _INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
 _ZSTD = 4
-_LEGACY_HEADER = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_LEGACY_HEADER = LEGACY_HEADER
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _LEGACY_OVERHEAD = {0: RECORD_OVERHEAD_V0, 1: RECORD_OVERHEAD_V1}
+_LEGACY_KEY_SIZE_AT = {0: LEGACY_ENTRY_KEY_SIZE_OFFSET_V0, 1: LEGACY_ENTRY_KEY_SIZE_OFFSET_V1}
 
 
 class AppendErrorCode(IntEnum):
@@ -632,7 +647,7 @@ def _validate_v2(batch: DefaultBatch, config: AppendConfig, now_ms: int | None) 
         raise _too_large_decompressed(batch, config, exc) from None
     except RecordsError as exc:
         raise _Rejected(_structure_code(exc), f"Found invalid record structure: {exc}") from None
-    create_time = not batch.attributes & 0x08
+    create_time = not batch.attributes & TIMESTAMP_TYPE_MASK
     errors: list[RecordError] = []
     timestamp_errors = 0
     max_timestamp = -1
@@ -675,8 +690,8 @@ def _with_max_timestamp(data: bytes, max_timestamp: int) -> bytes:
     """``data`` (one v2 batch) with MaxTimestamp set and the CRC-32C recomputed, as Kafka's
     ``setMaxTimestamp`` does; every other byte is kept."""
     out = bytearray(data)
-    _I64.pack_into(out, 35, max_timestamp)
-    _U32.pack_into(out, 17, crc32c(bytes(out[21:])))
+    _I64.pack_into(out, MAX_TIMESTAMP_OFFSET, max_timestamp)
+    _U32.pack_into(out, CRC_OFFSET, crc32c(bytes(out[ATTRIBUTES_OFFSET:])))
     return bytes(out)
 
 
@@ -690,7 +705,7 @@ def _validate_legacy(batch: LegacyBatch, config: AppendConfig, now_ms: int | Non
                 raise _Rejected(_structure_code(exc), f"Found invalid record structure: {exc}") from None
             if record.key is None:
                 _raise_record_errors([RecordError(0, "Compacted topic cannot accept message without key")], 0)
-        if batch.magic == 1 and not batch.attributes & 0x08:
+        if batch.magic == 1 and not batch.attributes & TIMESTAMP_TYPE_MASK:
             error = _timestamp_error(0, batch.offset, batch.timestamp, config, now_ms)
             _raise_record_errors([error] if error else [], 1)
         return AppendEntry(data, 1, batch.magic, max_timestamp=batch.timestamp)
@@ -727,12 +742,12 @@ def _validate_inner_messages(
     errors: list[RecordError] = []
     timestamp_errors = 0
     max_timestamp = -1
-    log_append = bool(batch.attributes & 0x08)
+    log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
     pos = 0
     for index in range(len(records)):
         offset, size, crc, magic, attributes = _LEGACY_HEADER.unpack_from(inner, pos)
-        body = inner[pos + 16 : pos + 12 + size]
-        pos += 12 + size
+        body = inner[pos + LEGACY_ENTRY_MAGIC_OFFSET : pos + LOG_OVERHEAD + size]  # what the CRC covers
+        pos += LOG_OVERHEAD + size
         if magic != batch.magic:
             errors.append(RecordError(index, f"Record magic {magic} does not match outer magic {batch.magic}"))
             continue
@@ -759,10 +774,10 @@ def _validate_inner_messages(
 
 def _wrapper_value_start(data: bytes, magic: int) -> int:
     """Position of the value bytes in a top-level legacy message (after key)."""
-    pos = 12 + _LEGACY_OVERHEAD[magic] - 8  # the key length field
+    pos = _LEGACY_KEY_SIZE_AT[magic]
     key_length = _I32.unpack_from(data, pos)[0]
-    pos += 4 + max(key_length, 0)
-    return pos + 4
+    pos += LEGACY_KEY_SIZE_LENGTH + max(key_length, 0)
+    return pos + LEGACY_VALUE_SIZE_LENGTH
 
 
 # -- producer state ------------------------------------------------------------------------------

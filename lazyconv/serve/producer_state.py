@@ -21,11 +21,16 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import threading
 from dataclasses import dataclass
 
 from lazyconv.errors import RecordsError
+from lazyconv.records._format import (
+    CONTROL_FLAG_MASK,
+    PRODUCER_ID_OFFSET,
+    TRANSACTIONAL_FLAG_MASK,
+    V2_PRODUCER_FIELDS,
+)
 from lazyconv.serve.append_validation import (
     AppendDecision,
     AppendEntry,
@@ -48,10 +53,10 @@ __all__ = ["ProducerStates", "rebuild_producer_state", "load_producer_state", "s
            "DEFAULT_MAX_PRODUCERS"]
 
 DEFAULT_MAX_PRODUCERS = 65536
-_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, producer epoch, base sequence
-_PRODUCER_ID_AT = 43
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
+_PRODUCER_FIELDS = V2_PRODUCER_FIELDS  # producer id, producer epoch, base sequence
+_PRODUCER_ID_AT = PRODUCER_ID_OFFSET
+_TRANSACTIONAL = TRANSACTIONAL_FLAG_MASK
+_CONTROL = CONTROL_FLAG_MASK
 _SEQUENCE_WRAP = 1 << 31
 
 

@@ -297,7 +297,7 @@ enum lc_scan_stop lc_scan_entries(const uint8_t *data, size_t n, lc_entry *entri
             int wrapper = (e->attributes & LC_COMPRESSION_CODEC_MASK) != 0;
             e->record_count = wrapper ? -1 : 1;
             e->max_timestamp = -1;
-            if (magic == 1 && total >= LC_LOG_OVERHEAD + LC_LEGACY_TIMESTAMP_OFFSET + 8)
+            if (magic == 1 && total >= LC_LOG_OVERHEAD + LC_LEGACY_TIMESTAMP_OFFSET + LC_LEGACY_TIMESTAMP_LENGTH)
                 e->max_timestamp = get_i64(entry + LC_LOG_OVERHEAD + LC_LEGACY_TIMESTAMP_OFFSET);
             e->records_checked = !wrapper;
             e->valid = check_legacy(entry, total, magic) == 0;

@@ -41,14 +41,17 @@ static inline void digest_key_value(dual_crc *h, const uint8_t *key, int32_t kle
         dual_update(h, value, (size_t)vlen);
 }
 
-/* offset | timestamp | header count: what follows key and value. */
+/* offset int64 | timestamp int64 | header count int32: what follows key and value in a record's
+ * canonical encoding (records/digest.py), not a wire layout. */
+enum { TAIL_OFFSET_AT = 0, TAIL_TIMESTAMP_AT = 8, TAIL_HEADER_COUNT_AT = 16, TAIL_SIZE = 20 };
+
 static inline void digest_tail(dual_crc *h, int64_t offset, int64_t timestamp, int32_t header_count)
 {
-    uint8_t b[20];
-    put_i64(b, offset);
-    put_i64(b + 8, timestamp);
-    put_i32(b + 16, header_count);
-    dual_update(h, b, 20);
+    uint8_t b[TAIL_SIZE];
+    put_i64(b + TAIL_OFFSET_AT, offset);
+    put_i64(b + TAIL_TIMESTAMP_AT, timestamp);
+    put_i32(b + TAIL_HEADER_COUNT_AT, header_count);
+    dual_update(h, b, TAIL_SIZE);
 }
 
 /* The headers of one record into h, checked as the reader checks them (UTF-8 keys). */
@@ -171,12 +174,12 @@ void lc_digest_legacy_run(const uint8_t *data, size_t n, int64_t min_offset, int
             d->stop = LC_DIGEST_PARTIAL;
             break;
         }
-        int32_t size_field = get_i32(data + pos + 8);
+        int32_t size_field = get_i32(data + pos + LC_SIZE_OFFSET);
         if (size_field < LC_RECORD_OVERHEAD_V0 || data[pos + LC_LOG_OVERHEAD + LC_LEGACY_MAGIC_OFFSET] > 1) {
             d->stop = LC_DIGEST_DECLINED;
             break;
         }
-        size_t size = 12 + (size_t)size_field;
+        size_t size = LC_LOG_OVERHEAD + (size_t)size_field;
         if (size > n - pos) {
             d->stop = LC_DIGEST_PARTIAL;
             break;

@@ -35,15 +35,15 @@ __attribute__((always_inline)) static inline uint8_t *lc_write_legacy_message(ui
     *q++ = attributes;
     if (magic != 0) {
         put_i64(q, timestamp);
-        q += 8;
+        q += LC_LEGACY_TIMESTAMP_LENGTH;
     }
     put_i32(q, key_length);
-    q += 4;
+    q += LC_LEGACY_KEY_SIZE_LENGTH;
     if (key_bytes)
         memcpy(q, key, key_bytes);
     q += key_bytes;
     put_i32(q, value_length);
-    q += 4;
+    q += LC_LEGACY_VALUE_SIZE_LENGTH;
     if (value_bytes)
         memcpy(q, value, value_bytes);
     q += value_bytes;

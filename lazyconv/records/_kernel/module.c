@@ -117,8 +117,8 @@ static size_t run_bound(const uint8_t *data, size_t n)
     size_t pos = 0, bound = 0;
     while (n - pos >= LC_RECORD_BATCH_OVERHEAD) {
         const uint8_t *b = data + pos;
-        int32_t length = (int32_t)(((uint32_t)b[8] << 24) | ((uint32_t)b[9] << 16) | ((uint32_t)b[10] << 8) | b[11]);
-        int32_t count = (int32_t)(((uint32_t)b[57] << 24) | ((uint32_t)b[58] << 16) | ((uint32_t)b[59] << 8) | b[60]);
+        int32_t length = get_i32(b + LC_LENGTH_OFFSET);
+        int32_t count = get_i32(b + LC_RECORDS_COUNT_OFFSET);
         if (b[LC_MAGIC_OFFSET] != 2 || length < LC_BATCH_LENGTH_MIN || (size_t)length + LC_LOG_OVERHEAD > n - pos)
             break;
         size_t payload = (size_t)length + LC_LOG_OVERHEAD - LC_RECORD_BATCH_OVERHEAD;

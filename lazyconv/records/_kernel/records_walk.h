@@ -150,21 +150,21 @@ static inline int lc_legacy_message_read(const uint8_t *entry, size_t total, int
     const uint8_t *body = message + LC_LEGACY_MAGIC_OFFSET;
     if (lc_crc32(0, body, (size_t)(end - body)) != stored)
         return -1;
-    m->offset = get_i64(entry);
+    m->offset = get_i64(entry + LC_OFFSET_OFFSET);
     m->timestamp = magic == 0 ? -1 : get_i64(message + LC_LEGACY_TIMESTAMP_OFFSET);
     const uint8_t *p = message + (magic == 0 ? LC_LEGACY_KEY_SIZE_OFFSET_V0 : LC_LEGACY_KEY_SIZE_OFFSET_V1);
     m->key_length = get_i32(p);
-    p += 4;
+    p += LC_LEGACY_KEY_SIZE_LENGTH;
     m->key = p;
     if (m->key_length >= 0) {
-        if ((int64_t)m->key_length > end - p - 4)
+        if ((int64_t)m->key_length > end - p - LC_LEGACY_VALUE_SIZE_LENGTH)
             return -1;
         p += m->key_length;
     } else {
         m->key_length = -1;
     }
     m->value_length = get_i32(p);
-    p += 4;
+    p += LC_LEGACY_VALUE_SIZE_LENGTH;
     m->value = p;
     if (m->value_length >= 0) {
         if ((int64_t)m->value_length > end - p)
