@@ -10,7 +10,7 @@ import shutil
 import struct
 from pathlib import Path
 
-from lazyconv.fixtures.layout import SegmentFiles, list_segments
+from lazyconv.logdir.layout import SegmentFiles, list_segments
 
 Fault = tuple[str, int, str, str, int, str]
 
@@ -121,6 +121,7 @@ _V2_EPOCH = 12  # partition leader epoch: not covered by the CRC
 _V2_CRC = 17
 _V2_ATTRIBUTES = 21
 _V2_MAX_TIMESTAMP = 35
+_V2_RECORDS = 61  # the (compressed) records follow the 61-byte header
 
 
 def _v2_entries(seg: SegmentFiles) -> list[tuple[int, int, int]]:
@@ -270,3 +271,21 @@ def txn_index_wrong_last_offset(root: Path, topic: str, partition: int) -> Fault
         f.seek(position)
         f.write(struct.pack(">hqqqq", 0, pid, first, last + 1, first))
     return _loc(seg, "txnindex", position, "txnindex")
+
+
+def random_payload(root: Path, topic: str, partition: int, codec: int, seed: int = 1) -> Fault:
+    """Replace the compressed records of the first v2 batch of ``codec`` in the partition with
+    random bytes of the same length (CRC-32C recomputed: only the payload is wrong)."""
+    import random
+
+    for seg in _segments(root, topic, partition):
+        data = Path(seg.log_path).read_bytes()
+        for pos, size, _ in _v2_entries(seg):
+            if data[pos + _V2_ATTRIBUTES + 1] & 0x07 == codec:
+                noise = random.Random(seed).randbytes(size - _V2_RECORDS)
+                with open(seg.log_path, "r+b") as f:
+                    f.seek(pos + _V2_RECORDS)
+                    f.write(noise)
+                    _recompute_crc(f, pos, size)
+                return _loc(seg, "log", pos, "structure")
+    raise AssertionError(f"no batch of codec {codec} in {topic}-{partition}")

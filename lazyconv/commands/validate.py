@@ -54,6 +54,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "./environment/bin/python with --archives env.tar.gz#environment "
                              "in spark-submit / PYSPARK_SUBMIT_ARGS; default: the executors' "
                              "own python3 (a local master uses this interpreter)")
+    parser.add_argument("--topic-config", action="append", metavar="TOPIC:KEY=VALUE",
+                        help="a topic's configuration the log must obey (repeatable): "
+                             "max.message.bytes=N (no larger entry), message.timestamp.type="
+                             "CreateTime|LogAppendTime (every v1/v2 entry's type), "
+                             "cleanup.policy=delete (no offset gaps) | compact (every record "
+                             "has a key)")
     parser.add_argument("--allow-pure-python", action="store_true",
                         help="let executors that cannot load the compiled kernel shipped from "
                              "the driver scan in pure Python (about 5x the CPU); without it "
@@ -128,9 +134,11 @@ def run(args: argparse.Namespace) -> int:
     from lazyconv.spark.progress import SparkProgress
     from lazyconv.spark.report import format_report
     from lazyconv.spark.session import build_session
+    from lazyconv.spark.topic_config import parse_topic_configs
 
     try:
         chunk_sizes, to_magics, fetch_max_bytes = parse_options(args)
+        topic_configs = parse_topic_configs(args.topic_config)
     except LazyconvError as exc:
         return _fail(str(exc))
     workdir = None
@@ -147,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
             listing = list_log_directory(logdir)  # before Spark starts; absolute paths
         except LazyconvError as exc:
             return _fail(str(exc))
+        unknown = sorted(set(topic_configs) - {s.topic for s in listing.segments})
+        if unknown:
+            return _fail(f"--topic-config: topic {unknown[0]} has no segments in {logdir}")
         require_extra("pyspark", "the Spark validation job")  # names the extra to install
         conf = {}
         if args.executor_python:
@@ -162,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
                 result = run_validation(logdir, spark=spark, chunk_sizes=chunk_sizes,
                                         to_magics=to_magics, out=args.out,
                                         fetch_max_bytes=fetch_max_bytes, listing=listing,
-                                        allow_pure_python=args.allow_pure_python)
+                                        allow_pure_python=args.allow_pure_python,
+                                        topic_configs=topic_configs)
         except LazyconvError as exc:
             return _fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - a failed job is exit 2 with one line

@@ -32,7 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from lazyconv.fixtures.checksum import MASK64, format_checksum
+from lazyconv.logdir.manifest import MANIFEST_NAME, checked_manifest, format_checksum, load_manifest
+from lazyconv.records.digest import MASK64
 from lazyconv.spark.conversion_check import DEFAULT_FETCH_MAX_BYTES
 from lazyconv.spark.executors import (
     PURE_PYTHON_MARKER,
@@ -46,6 +47,7 @@ from lazyconv.spark.listing import LogListing, list_log_directory
 from lazyconv.spark.partition_checks import check_partition, range_boundary
 from lazyconv.spark.planning import pack_tasks, plan_ranges, range_target
 from lazyconv.spark.segment_scan import ScanOptions, ScanTask, scan_range
+from lazyconv.spark.topic_config import TopicConfig
 from lazyconv.spark.violations import ERROR, violation
 
 __all__ = [
@@ -210,7 +212,8 @@ def _range_part(limit: int) -> Any:
     return part
 
 
-def _partition_reducer(manifest_partitions: Any, limit: int) -> Any:
+def _partition_reducer(manifest_partitions: Any, limit: int,
+                       topic_configs: dict[str, TopicConfig]) -> Any:
     """The per-partition reduce: sums and checksum, the checks between ranges and segments,
     the manifest comparison; returns the partition's row and everything the driver reports."""
     def reduce(item: tuple[tuple[str, int], Any]) -> dict[str, Any]:
@@ -225,7 +228,9 @@ def _partition_reducer(manifest_partitions: Any, limit: int) -> Any:
             sums[3] += s["control_batches"]
             sums[4] += s["records"]
             sums[5] = (sums[5] + s["checksum"]) & MASK64
-        found = _partition_checks(topic, partition, [p["boundary"] for p in parts])
+        config = topic_configs.get(topic)
+        found = _partition_checks(topic, partition, [p["boundary"] for p in parts],
+                                  config is not None and config.contiguous_offsets)
         if manifest_partitions is not None:
             found += _manifest_check(manifest_partitions.value)(((topic, partition), tuple(sums)))
         errors = sum(p["errors"] for p in parts) + sum(1 for v in found if v["severity"] == ERROR)
@@ -244,9 +249,10 @@ def _partition_reducer(manifest_partitions: Any, limit: int) -> Any:
     return reduce
 
 
-def _partition_checks(topic: str, partition: int, ranges: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _partition_checks(topic: str, partition: int, ranges: list[dict[str, Any]],
+                      contiguous: bool) -> list[dict[str, Any]]:
     try:
-        return check_partition(topic, partition, ranges)
+        return check_partition(topic, partition, ranges, contiguous=contiguous)
     except Exception as exc:  # noqa: BLE001 - a task reports, it never aborts the job
         log.exception("internal error in the checks between ranges of %s-%d", topic, partition)
         return [violation(topic, partition, "", "partition", -1, "internal_error",
@@ -382,19 +388,15 @@ def _write_local(folder: str, schema: Any, rows: list[tuple]) -> None:
 def _load_manifest(logdir: str) -> dict[str, Any] | None:
     """``manifest.json`` of ``logdir`` (a local folder or an fsspec URL), if there is one."""
     if "://" not in logdir:
-        from lazyconv.fixtures.generate import load_manifest
-
         return load_manifest(logdir)
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(logdir)
-    path = root.rstrip("/") + "/manifest.json"
+    path = root.rstrip("/") + "/" + MANIFEST_NAME
     if not fs.exists(path):
         return None
-    from lazyconv.fixtures.generate import checked_manifest
-
     with fs.open(path, "rb") as f:
-        return checked_manifest(json.loads(f.read()), logdir.rstrip("/") + "/manifest.json")
+        return checked_manifest(json.loads(f.read()), logdir.rstrip("/") + "/" + MANIFEST_NAME)
 
 
 # --- the job -----------------------------------------------------------------------------------
@@ -407,7 +409,8 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
                    fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
                    range_bytes: int | None = None,
                    listing: LogListing | None = None,
-                   allow_pure_python: bool = False) -> ValidationResult:
+                   allow_pure_python: bool = False,
+                   topic_configs: dict[str, TopicConfig] | None = None) -> ValidationResult:
     """Validate ``logdir`` with Spark; see the module docstring for the stages.
 
     ``spark`` reuses a session (tests); otherwise one is built for ``master``. ``manifest``
@@ -418,7 +421,8 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     ``listing`` is :func:`~lazyconv.spark.listing.list_log_directory`'s (made when omitted).
     Every executor is asked which lazyconv it runs before the scan
     (:mod:`lazyconv.spark.executors`); one that would run pure Python while the driver has the
-    compiled kernel stops the run unless ``allow_pure_python``.
+    compiled kernel stops the run unless ``allow_pure_python``. ``topic_configs`` turns on the
+    checks that need a topic's configuration (:mod:`lazyconv.spark.topic_config`).
     Raises :class:`~lazyconv.errors.ValidationError` when ``logdir`` has no segments and
     :class:`~lazyconv.spark.executors.ExecutorRuntimeError` for an executor refused.
     """
@@ -446,7 +450,8 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
                     "chunk_sizes": list(chunk_sizes), "fetch_max_bytes": fetch_max_bytes,
                     "lazyconv_version": driver["lazyconv_version"],
                     "implementation": driver["implementation"],
-                    "allow_pure_python": allow_pure_python}
+                    "allow_pure_python": allow_pure_python,
+                    "topic_configs": {t: c.as_dict() for t, c in sorted((topic_configs or {}).items())}}
     run_id = uuid.uuid4().hex
 
     bins = max(1, tasks_per_core * sc.defaultParallelism)
@@ -458,7 +463,7 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     log.info("%d segments, %d byte ranges of about %d bytes in %d tasks", len(segments),
              len(ranges), target, n_tasks)
     options = ScanOptions(tuple(to_magics) if chunk_sizes else (), tuple(chunk_sizes),
-                          fetch_max_bytes)
+                          fetch_max_bytes, dict(topic_configs or {}))
     packs: list[list[dict[str, Any]]] = [[] for _ in range(n_tasks)]
     for b, t in packed:
         packs[b].append(t.to_dict())
@@ -473,7 +478,8 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     # round); only what the driver reports comes back.
     try:
         partitions = (results.map(_range_part(max_reported)).groupByKey(sc.defaultParallelism)
-                      .map(_partition_reducer(mparts, max_reported)).collect())
+                      .map(_partition_reducer(mparts, max_reported, topic_configs or {}))
+                      .collect())
     except Exception as exc:
         refused = _executor_failure(exc)
         if refused is not None:

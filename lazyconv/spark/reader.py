@@ -31,7 +31,7 @@ def open_regular_file(path: str) -> int:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             kind = _FILE_TYPES.get(stat.S_IFMT(mode), "not a regular file")
-            raise NotARegularFileError(f"{path} is {kind}, not a regular file")
+            raise NotARegularFileError(f"{kind}, not a regular file")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

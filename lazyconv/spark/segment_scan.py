@@ -29,19 +29,28 @@ import bisect
 import logging
 import struct
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple
 
 from lazyconv.errors import CorruptRecordError, LazyconvError
-from lazyconv.fixtures.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+from lazyconv.logdir.entry import MIN_ENTRY_SIZE as MIN_ENTRY_SIZE_FIELD
+from lazyconv.logdir.index import OFFSET_ENTRY as _OFFSET_ENTRY
+from lazyconv.logdir.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+from lazyconv.logdir.index import TIME_ENTRY as _TIME_ENTRY
+from lazyconv.logdir.layout import SegmentFiles
+from lazyconv.logdir.txnindex import TXNINDEX_ENTRY as _TXN_ENTRY
+from lazyconv.logdir.txnindex import TXNINDEX_ENTRY_SIZE as TXN_ENTRY_SIZE
 from lazyconv.records._format import (
+    ATTRIBUTES_OFFSET,
     BATCH_LENGTH_MIN,
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_ATTRIBUTES_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
     TIMESTAMP_TYPE_MASK,
 )
 from lazyconv.records.compression import decompress
@@ -54,6 +63,7 @@ from lazyconv.records.digest import (
 )
 from lazyconv.spark.derived_conversion import ConvertedBatch, DerivedConsumer
 from lazyconv.spark.reader import SegmentReader, read_regular_file
+from lazyconv.spark.topic_config import TIMESTAMP_TYPES, TopicConfig
 from lazyconv.spark.violations import ERROR, WARNING, violation
 
 __all__ = [
@@ -67,23 +77,19 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MIN_ENTRY_SIZE_FIELD = 14
 V2_MIN_SIZE_FIELD = BATCH_LENGTH_MIN  # a v2 batch header is 61 bytes, 12 of them before the size field counts
-TXN_ENTRY_SIZE = 34  # Kafka's AbortedTxn: version i16, producerId i64, first, last, LSO i64
 DEFERRED_TIME_ENTRIES = 64
 BLOCK_SIZE = 1 << 20
 _ZERO_BLOCK = bytes(1 << 16)
 _HEADER = struct.Struct(">qi")
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True)
-class ScanTask:
-    """One byte range ``[start, end)`` of one segment, as the planner cut it.
+class ScanTask(SegmentFiles):
+    """One byte range ``[start, end)`` of one segment (its :class:`SegmentFiles` fields first),
+    as the planner cut it.
 
     ``start_key`` / ``end_key`` are the offset-index offsets the range was cut at (``None`` at
     the segment's start / end): index entries whose offset lies in ``[start_key, end_key)`` are
@@ -91,13 +97,6 @@ class ScanTask:
     trailing zeros are a warning).
     """
 
-    topic: str
-    partition: int
-    base_offset: int
-    log_path: str
-    index_path: str
-    timeindex_path: str
-    size: int
     start: int = 0
     end: int = -1
     start_key: int | None = None
@@ -106,13 +105,15 @@ class ScanTask:
     range_count: int = 1
     last_in_partition: bool = False
 
-    @property
-    def segment(self) -> str:
-        return f"{self.base_offset:020d}.log"
+    @classmethod
+    def of(cls, seg: SegmentFiles, **range_fields: Any) -> ScanTask:
+        """A range of ``seg``: its fields, then ``range_fields`` (``start``, ``end``, ...)."""
+        return cls(**{f.name: getattr(seg, f.name) for f in fields(SegmentFiles)}, **range_fields)
 
     @property
-    def txnindex_path(self) -> str:
-        return self.log_path[: -len(".log")] + ".txnindex"
+    def segment(self) -> str:
+        """The ``.log`` file name (as violations name the segment)."""
+        return self.name
 
     @property
     def stop(self) -> int:
@@ -134,6 +135,8 @@ class ScanOptions:
     to_magics: tuple[int, ...] = ()
     chunk_sizes: tuple[int, ...] = ()
     fetch_max_bytes: int = 1024 * 1024
+    #: topic -> the configuration its log must obey (:mod:`lazyconv.spark.topic_config`)
+    topic_configs: dict[str, TopicConfig] = field(default_factory=dict)
 
 
 class BlockReader(SegmentReader):
@@ -227,6 +230,10 @@ class _RangeScan:
             options.to_magics and options.chunk_sizes) else {}
         self.where = ("log", task.start)
         self.zero_bytes = 0  # trailing zeros checked after the last entry
+        self.unreadable: set[str] = set()  # files that could not be read ("log", "index", ...)
+        self.not_a_segment = False  # the .log does not start with a log entry
+        self.aborts_without_txnindex: list[int] | None = None  # [markers, first offset]
+        self.config: TopicConfig | None = options.topic_configs.get(task.topic)
 
     def add(self, file: str, position: int, kind: str, message: str, *,
             offset: int | None = None, severity: str = ERROR) -> None:
@@ -247,12 +254,15 @@ def scan_range(task: ScanTask, options: ScanOptions = ScanOptions()) -> dict[str
     conversions: list[dict[str, Any]] = []
     try:
         _scan_log(scan)
-        scan.where = ("index", -1)
-        _check_offset_index(scan)
-        scan.where = ("timeindex", -1)
-        deferred = _check_time_index(scan)
-        scan.where = ("txnindex", -1)
-        _check_txn_index(scan)
+        deferred: list[tuple[int, int, int, int]] = []
+        if "log" not in scan.unreadable and not scan.not_a_segment:
+            # indexes are checked against the log: not against a file that is not one
+            scan.where = ("index", -1)
+            _check_offset_index(scan)
+            scan.where = ("timeindex", -1)
+            deferred = _check_time_index(scan)
+            scan.where = ("txnindex", -1)
+            _check_txn_index(scan)
         scan.where = ("log", -1)
         conversions = _conversion_rows(scan)
     except Exception as exc:  # noqa: BLE001 - a task reports, it never aborts the job
@@ -273,6 +283,7 @@ def scan_range(task: ScanTask, options: ScanOptions = ScanOptions()) -> dict[str
         "max_timestamp": scan.max_ts, "scan_end": s["scan_end"],
         "first_epoch_position": scan.first_epoch_position,
         "deferred_time_entries": deferred,
+        "aborts_without_txnindex": scan.aborts_without_txnindex,
     }
     return {"summary": s, "violations": scan.violations, "conversions": conversions,
             "boundary": boundary}
@@ -285,11 +296,18 @@ def _scan_log(scan: _RangeScan) -> None:
     try:
         reader = BlockReader(task.log_path)
     except OSError as exc:
-        scan.add("log", -1, "unreadable", f"cannot open: {exc}")
+        scan.unreadable.add("log")
+        scan.add("log", -1, "unreadable", f"cannot open {task.log_path}: {exc.strerror or exc}")
         return
     with reader:
         end = min(task.stop, reader.size) if task.end >= 0 else reader.size
         pos = task.start
+        if pos == 0 and end > 0:
+            foreign = _foreign_file(reader.read(0, 64), task.base_offset, reader.size)
+            if foreign is not None:
+                scan.not_a_segment = True
+                scan.add("log", 0, "not_a_segment", f"not a Kafka segment: {foreign}")
+                return
         while pos < end:
             scan.where = ("log", pos)
             pos = _take_runs(scan, reader, pos, end)
@@ -305,6 +323,37 @@ def _scan_log(scan: _RangeScan) -> None:
         if scan.consumers is not None:
             for consumer in scan.consumers.values():
                 consumer.finish(pos)
+
+
+_SIGNATURES = (  # what a file that is not a segment often is, by its first bytes
+    (b"\x1f\x8b", "a gzip file"), (b"\x28\xb5\x2f\xfd", "a zstd frame"),
+    (b"\x04\x22\x4d\x18", "an LZ4 frame"), (b"\xff\x06\x00\x00sNaPpY", "a snappy stream"),
+    (b"PK\x03\x04", "a zip file"), (b"BZh", "a bzip2 file"), (b"\xfd7zXZ\x00", "an xz file"),
+    (b"\x7fELF", "an ELF binary"), (b"PAR1", "a Parquet file"), (b"%PDF", "a PDF file"),
+)
+_PRINTABLE = frozenset(range(32, 127)) | {9, 10, 13}
+
+
+def _foreign_file(head: bytes, base_offset: int, file_size: int) -> str | None:
+    """Why a segment's first bytes are not a log entry (``None`` when they may be one): a
+    known file signature, text, or a header unlike any Kafka entry's (an offset more than 2^31
+    from the segment's base offset, and a magic above 2, a size field below 14 or an entry
+    longer than the file). Zeros are left to the trailing-zeros check, and anything that may
+    be an entry (a torn one, one with a wrong offset) to the entry checks."""
+    for signature, what in _SIGNATURES:
+        if head.startswith(signature):
+            return f"it starts like {what} ({signature[:4].hex(' ')})"
+    if len(head) < HEADER_SIZE_UP_TO_MAGIC or not any(head):
+        return None
+    if all(b in _PRINTABLE for b in head):
+        return f"it holds text ({head[:24].decode('ascii')!r}...)"
+    offset, size = _HEADER.unpack_from(head)
+    magic = head[MAGIC_OFFSET]
+    impossible = size < MIN_ENTRY_SIZE_FIELD or magic > 2 or LOG_OVERHEAD + size > file_size
+    if abs(offset - base_offset) >= 1 << 31 and impossible:
+        return (f"its first bytes are no log entry header (offset {offset}, size field {size}, "
+                f"magic {magic}; the segment's base offset is {base_offset})")
+    return None
 
 
 def _delimit(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int | None:
@@ -440,8 +489,7 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     except LazyconvError as exc:
         kind = "crc" if isinstance(exc, CorruptRecordError) else "structure"
         inner = f" (byte {pos + exc.position} of the segment)" if exc.position else ""
-        scan.add("log", pos, kind, f"{type(exc).__name__}: {exc.message}{inner}",
-                 offset=header_offset)
+        scan.add("log", pos, kind, f"{_what_failed(data, exc)}{inner}", offset=header_offset)
         _keep_place(scan, pos, _header_last_offset(data), None)
         scan.consumers = None  # the conversion of a damaged range is not checked
         return
@@ -449,6 +497,9 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     s[f"batches_v{batch.magic}"] += 1
     base = batch.base_offset
     last = batch.last_offset
+    if scan.config is not None:
+        _check_topic_config(scan, scan.prev_offset, pos, data, base, last, facts.record_count,
+                            batch.is_control)
     _check_offsets(scan, batch, facts, pos, base, last)
     if magic == 2:
         _check_v2_header(scan, batch, facts, pos)
@@ -466,6 +517,85 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     _keep_place(scan, pos, last, scan.max_ts)
     if scan.consumers is not None:
         _feed_consumers(scan, batch, data, facts, payload, pos)
+
+
+def _what_failed(entry: bytes, exc: LazyconvError) -> str:
+    """What is wrong with an entry that does not decode, naming its bytes: a compressed
+    payload that does not decompress, or decompresses to bytes that are not records."""
+    from lazyconv.errors import CompressionError
+    from lazyconv.records.compression import Compression
+
+    reason = f"{type(exc).__name__}: {exc.message}"
+    # the attributes' low byte: the codec
+    at = ATTRIBUTES_OFFSET + 1 if entry[MAGIC_OFFSET] == 2 else LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET
+    if isinstance(exc, CorruptRecordError) or len(entry) <= at:
+        return reason
+    codec = entry[at] & COMPRESSION_CODEC_MASK
+    if not codec:
+        return reason
+    try:
+        name = Compression(codec).name.lower()
+    except ValueError:
+        return reason
+    if isinstance(exc, CompressionError):
+        return f"{name} payload does not decode ({reason})"
+    return f"the records decompressed from the {name} payload do not decode ({reason})"
+
+
+def _check_topic_config(scan: _RangeScan, previous: int | None, pos: int, entry: bytes | memoryview,
+                        base: int, last: int, records: int, control: bool) -> None:
+    """The checks of the topic's configuration (:mod:`lazyconv.spark.topic_config`) on one
+    sound entry at log byte ``pos`` (``previous``: the last offset of the entry before it in
+    the range)."""
+    config = scan.config
+    assert config is not None
+    magic = entry[MAGIC_OFFSET]
+    where = f"batch {base}..{last}" if magic == 2 else f"message at offset {last}"
+    if config.max_message_bytes is not None and len(entry) > config.max_message_bytes:
+        scan.add("log", pos, "max_message_bytes",
+                 f"{where} is {len(entry)} bytes, over the topic's max.message.bytes "
+                 f"{config.max_message_bytes}", offset=base)
+    if config.log_append_time is not None and magic > 0:
+        at = ATTRIBUTES_OFFSET + 1 if magic == 2 else LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET
+        log_append = bool(entry[at] & TIMESTAMP_TYPE_MASK)
+        if log_append != config.log_append_time:
+            scan.add("log", pos, "timestamp_type",
+                     f"{where} has {TIMESTAMP_TYPES[log_append]} timestamps, the topic's "
+                     f"message.timestamp.type is {TIMESTAMP_TYPES[config.log_append_time]}",
+                     offset=base)
+    if config.contiguous_offsets:
+        if previous is not None and base > previous + 1:
+            scan.add("log", pos, "offset_gap",
+                     f"offsets {previous + 1}..{base - 1} are missing before {where} (only "
+                     f"compaction removes offsets; the topic's cleanup.policy is delete)",
+                     offset=base)
+        if magic == 2 and not control and records and records != last - base + 1:
+            scan.add("log", pos, "offset_gap",
+                     f"{where} holds {records} records for {last - base + 1} offsets (only "
+                     f"compaction removes records; the topic's cleanup.policy is delete)",
+                     offset=base)
+    if config.keys_required and not control:
+        from lazyconv.records import MemoryRecords
+
+        keyless = sum(1 for b in MemoryRecords(bytes(entry)).batches() for r in b if r.key is None)
+        if keyless:
+            scan.add("log", pos, "null_key",
+                     f"{where} has {keyless} record(s) without a key (the topic's cleanup.policy "
+                     f"is compact: Kafka refuses keyless records there)", offset=base)
+
+
+def _check_topic_config_run(scan: _RangeScan, run: Any, data: memoryview, pos: int) -> None:
+    """:func:`_check_topic_config` for every batch of a run (``data``: its bytes, from log
+    byte ``pos``)."""
+    previous = scan.prev_offset
+    ends = [*run.positions[1:], pos + run.consumed]
+    for start, end, last in zip(run.positions, ends, run.last_offsets, strict=True):
+        entry = data[start - pos:end - pos]
+        base = _HEADER.unpack_from(entry)[0]
+        control = bool(entry[ATTRIBUTES_OFFSET + 1] & CONTROL_FLAG_MASK)
+        records = struct.unpack_from(">i", entry, RECORDS_COUNT_OFFSET)[0]
+        _check_topic_config(scan, previous, start, entry, base, last, records, control)
+        previous = last
 
 
 def _keep_place(scan: _RangeScan, pos: int, last_offset: int, running_max: int | None) -> None:
@@ -509,7 +639,7 @@ def _check_offsets(scan: _RangeScan, batch: Any, facts: _Facts, pos: int, base: 
                          f"(previous {record_prev})", offset=r.offset)
                 break
             record_prev = r.offset
-    scan.prev_offset = last if prev is None else max(last, prev)
+    scan.prev_offset = last  # the next batch is compared with this one: one finding per fault
 
 
 def _check_v2_header(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> None:
@@ -524,8 +654,7 @@ def _check_v2_header(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> N
         if s["first_epoch"] is None:
             s["first_epoch"] = epoch
             scan.first_epoch_position = pos
-        s["last_epoch"] = epoch if scan.prev_epoch is None else max(epoch, scan.prev_epoch)
-        scan.prev_epoch = s["last_epoch"]
+        s["last_epoch"] = scan.prev_epoch = epoch  # the next batch is compared with this one
     if facts.record_count and not batch.attributes & TIMESTAMP_TYPE_MASK:
         actual = facts.max_raw_timestamp  # create time: the header states the records' max
         if actual != batch.max_timestamp:
@@ -584,6 +713,8 @@ def _take_runs(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int
             if not run.consumed:
                 return pos
             first_base = _HEADER.unpack_from(data)[0]
+            if scan.config is not None:
+                _check_topic_config_run(scan, run, data[:run.consumed], pos)
             _apply_run(scan, run, first_base)
             if scan.consumers is not None:
                 _feed_run(scan, run, data[:run.consumed], first_base)
@@ -914,10 +1045,14 @@ def _owned(task: ScanTask, offset: int) -> bool:
 
 
 def _index_bytes(scan: _RangeScan, file: str, path: str) -> bytes | None:
+    """The index file at ``path``; ``None`` when there is none or it cannot be read (an
+    ``unreadable`` violation, reported by the segment's first range only: one per file)."""
     try:
         return _read_small_file(path)
     except OSError as exc:
-        scan.add(file, -1, "unreadable", f"cannot read {path}: {exc}")
+        scan.unreadable.add(file)
+        if scan.task.range_index == 0:
+            scan.add(file, -1, "unreadable", f"cannot read {path}: {exc.strerror or exc}")
         return None
 
 
@@ -930,7 +1065,7 @@ def _check_offset_index(scan: _RangeScan) -> None:
         return
     if len(data) % OFFSET_ENTRY_SIZE and task.is_last_range:
         scan.add("index", len(data) - len(data) % OFFSET_ENTRY_SIZE, "index",
-                 f"size {len(data)} is not a multiple of 8")
+                 f"size {len(data)} is not a multiple of {OFFSET_ENTRY_SIZE}")
     by_position = dict(zip(scan.positions, scan.last_offsets, strict=False))
     base = task.base_offset
     prev: tuple[int, int] | None = None
@@ -974,7 +1109,7 @@ def _check_time_index(scan: _RangeScan) -> list[tuple[int, int, int, int]]:
         return deferred
     if len(data) % TIME_ENTRY_SIZE and task.is_last_range:
         scan.add("timeindex", len(data) - len(data) % TIME_ENTRY_SIZE, "timeindex",
-                 f"size {len(data)} is not a multiple of 12")
+                 f"size {len(data)} is not a multiple of {TIME_ENTRY_SIZE}")
     base = task.base_offset
     last_offsets = scan.last_offsets
     prev: tuple[int, int] | None = None
@@ -1019,7 +1154,12 @@ def _check_txn_index(scan: _RangeScan) -> None:
     task = scan.task
     data = _index_bytes(scan, "txnindex", task.txnindex_path)
     if data is None:
-        return  # Kafka writes no file for a segment without aborted transactions
+        # Kafka writes no file for a segment without aborted transactions; with ABORT markers
+        # it must have one (the reduce reports it once per segment)
+        if scan.abort_markers and "txnindex" not in scan.unreadable:
+            scan.aborts_without_txnindex = [len(scan.abort_markers),
+                                            min(offset for _, offset in scan.abort_markers)]
+        return
     if len(data) % TXN_ENTRY_SIZE and task.is_last_range:
         scan.add("txnindex", len(data) - len(data) % TXN_ENTRY_SIZE, "txnindex",
                  f"size {len(data)} is not a multiple of {TXN_ENTRY_SIZE}")

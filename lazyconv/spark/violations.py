@@ -18,6 +18,7 @@ ERROR = "error"
 WARNING = "warning"
 
 VIOLATION_KINDS = {
+    "not_a_segment": "a .log file whose first bytes are no log entry (another kind of file)",
     "truncated": "an entry runs past the end of the segment (a torn write)",
     "bad_size": "size field below 14: the rest of the segment cannot be delimited",
     "bad_magic": "magic byte not 0, 1 or 2",
@@ -34,10 +35,17 @@ VIOLATION_KINDS = {
     "leader_epoch": "partition leader epochs going backwards",
     "index": "an .index entry or the file disagrees with the log",
     "timeindex": "a .timeindex entry or the file disagrees with the log",
-    "txnindex": "a .txnindex entry or the file disagrees with the log's abort markers",
+    "txnindex": "a .txnindex entry or the file disagrees with the log's abort markers, or "
+                "a segment with ABORT markers has no .txnindex",
     "manifest": "counts or checksum differ from the fixture manifest",
+    "max_message_bytes": "an entry larger than the topic's max.message.bytes (--topic-config)",
+    "timestamp_type": "an entry whose timestamp type is not the topic's message.timestamp.type "
+                      "(--topic-config)",
+    "offset_gap": "offsets missing in a topic whose cleanup.policy is delete (--topic-config)",
+    "null_key": "records without a key in a compacted topic (--topic-config)",
     "conversion": "the lazy send would deliver other records than expected",
-    "unreadable": "a file cannot be read",
+    "unreadable": "a file or partition folder cannot be read (missing permission, a symlink "
+                  "loop, a FIFO, directory or device where a file belongs)",
     "internal_error": "the check itself failed here (a bug or an unexpected input)",
 }
 
