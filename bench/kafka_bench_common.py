@@ -1,0 +1,398 @@
+"""What the benchmarks against real Kafka brokers share (bench/gateway_vs_kafka.py,
+bench/serve_vs_kafka_cores.py): the topics they read, the raw old-consumer client, lazyconv
+server processes, and how CPU and RSS are measured.
+
+- **data**: ``--size`` of 1 KiB JSON-like values (16-byte keys) written into a broker by a
+  confluent-kafka producer (``linger.ms=5``, ``batch.size=64K``, acks=all), one partition, one
+  topic per codec (``bench-<codec>``);
+- **client**: raw Fetch requests (``lazyconv.protocol``) on one connection, the next offset
+  found by scanning the records' headers, nothing decompressed, so the client's own cost is the
+  same whatever answers it; :func:`concurrent_reads` runs N of them at once, timed together;
+- **measuring**: ``psutil`` user+sys CPU seconds of each measured process around the reads
+  (every thread: a JVM's, a lazyconv server's workers), the machine's busy CPU meanwhile (the
+  noise other processes made), and the peak RSS of a process sampled every 5 ms.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from lazyconv.protocol.fetch import FetchRequest, FetchResponse, response_header_version
+from lazyconv.protocol.headers import decode_response_header
+from lazyconv.protocol.primitives import Reader
+from tests.kafka_broker import (
+    KafkaBroker,
+    _die_with_parent,
+    create_topic,
+    delete_topic,
+    produce_records,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+VALUE_SIZE = 1024
+KEY_SIZE = 16
+RECORD_PAYLOAD = VALUE_SIZE + KEY_SIZE
+OLD_VERSION = 2  # Fetch v2: magic 1, what 0.10.0–0.10.1 consumers send
+NEW_VERSION = 12  # Fetch v12: the last version that names topics, magic 2
+MIB = 1 << 20
+GIB = 1 << 30
+RSS_SAMPLE_S = 0.005
+SOCKET_TIMEOUT_S = 120.0
+
+
+def topic_name(codec: str) -> str:
+    return f"bench-{codec}"
+
+
+# -- data -------------------------------------------------------------------------------
+
+_WORDS = ("kafka", "record", "batch", "offset", "lazy", "convert", "fetch", "topic", "partition",
+          "leader", "epoch", "consumer", "producer", "gateway", "broker", "segment")
+
+
+def value_pool(count: int = 4096, seed: int = 2026) -> list[bytes]:
+    """Distinct JSON-like bodies (4 MiB in all): no two records of a 64 KiB batch share one,
+    so every codec compresses them about as it would real payloads."""
+    rng = random.Random(seed)
+    pool = []
+    body = VALUE_SIZE - len(b'{"seq":0000000000,') - 2
+    for _ in range(count):
+        fields = []
+        size = 0
+        while size <= body:
+            key = rng.choice(_WORDS)
+            value = (f'"{rng.choice(_WORDS)}-{rng.getrandbits(20)}"' if rng.random() < 0.6
+                     else str(rng.getrandbits(rng.choice((8, 16, 32)))))
+            item = f'"{key}":{value}'
+            fields.append(item)
+            size += len(item) + 1
+        pool.append(",".join(fields).encode()[:body] + b'"}')
+    return pool
+
+
+def records(count: int) -> Iterator[tuple[int, bytes, bytes, None, None]]:
+    pool = value_pool()
+    for i in range(count):
+        value = b'{"seq":%010d,' % i + pool[i % len(pool)]
+        assert len(value) == VALUE_SIZE
+        yield 0, b"key-%012d" % i, value, None, None
+
+
+def fill(broker: KafkaBroker, count: int, codecs: Sequence[str]) -> None:
+    """Writes each codec's topic, unless it is there already with ``count`` records (a
+    ``--workdir`` of an earlier run with the same ``--size``)."""
+    for codec in codecs:
+        t0 = time.monotonic()
+        existing = high_watermark(broker.port, topic_name(codec))
+        if existing == count:
+            print(f"  {broker.version}: {topic_name(codec)} has its {count} records", flush=True)
+            continue
+        if existing is not None:
+            delete_topic(broker.bootstrap, topic_name(codec))
+        create_topic(broker.bootstrap, topic_name(codec))
+        produce_records(broker.bootstrap, topic_name(codec), records(count), compression=codec,
+                        config={"linger.ms": 5, "batch.size": 65536}, timeout=600)
+        print(f"  {broker.version}: {topic_name(codec)} {count} records in "
+              f"{time.monotonic() - t0:.1f} s", flush=True)
+
+
+# -- the raw client ----------------------------------------------------------------------
+
+_I32 = struct.Struct(">i")
+_OFFSET_SIZE = struct.Struct(">qi")
+
+
+def _recv_exact(sock: socket.socket, view: memoryview) -> None:
+    while view:
+        n = sock.recv_into(view)
+        if n == 0:
+            raise ConnectionError("the server closed the connection")
+        view = view[n:]
+
+
+def next_offset_legacy(data: memoryview) -> tuple[int, int, int]:
+    """(offset after the last complete message, bytes of complete messages, first magic)."""
+    pos = 0
+    last = -1
+    end = len(data)
+    magic = -1
+    while pos + 12 <= end:
+        offset, size = _OFFSET_SIZE.unpack_from(data, pos)
+        if pos + 12 + size > end:
+            break
+        if magic < 0 and size >= 5:
+            magic = data[pos + 12 + 4]
+        last = offset  # a compressed wrapper carries the offset of its last inner message
+        pos += 12 + size
+    return last + 1, pos, magic
+
+
+def next_offset_v2(data: memoryview) -> tuple[int, int, int]:
+    """(offset after the last complete batch, bytes of complete batches, first magic)."""
+    pos = 0
+    nxt = 0
+    end = len(data)
+    magic = -1
+    while pos + 61 <= end:
+        base, length = _OFFSET_SIZE.unpack_from(data, pos)
+        if pos + 12 + length > end:
+            break
+        if magic < 0:
+            magic = data[pos + 16]
+        nxt = base + _I32.unpack_from(data, pos + 23)[0] + 1
+        pos += 12 + length
+    return nxt, pos, magic
+
+
+def high_watermark(port: int, topic: str) -> int | None:
+    """The topic's high watermark (partition 0), None when the broker does not know it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S) as sock:
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1,
+                "topics": [{"topic": topic, "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1}]}]}
+        sock.sendall(FetchRequest.encode_framed(NEW_VERSION, body, 1, "bench-setup"))
+        size_buf = bytearray(4)
+        _recv_exact(sock, memoryview(size_buf))
+        frame = bytearray(_I32.unpack(size_buf)[0])
+        _recv_exact(sock, memoryview(frame))
+    reader = Reader(frame)
+    decode_response_header(reader, response_header_version(NEW_VERSION))
+    answer = FetchResponse.decode(NEW_VERSION, memoryview(frame)[reader.pos:])
+    parts = [p for t in answer["responses"] for p in t["partitions"]]
+    if not parts or parts[0]["error_code"]:
+        return None
+    return parts[0]["high_watermark"]
+
+
+@dataclass
+class ReadResult:
+    records: int = 0
+    wire_bytes: int = 0
+    fetches: int = 0
+    seconds: float = 0.0
+
+
+def read_topic(port: int, topic: str, version: int, fetch_size: int, until: int,
+               client_id: str = "bench") -> ReadResult:
+    """Reads partition 0 of ``topic`` from offset 0 up to offset ``until`` (or its end)."""
+    expect_magic = 1 if version in (2, 3) else (0 if version < 2 else 2)
+    scan = next_offset_v2 if expect_magic == 2 else next_offset_legacy
+    header_version = response_header_version(version)
+    result = ReadResult()
+    offset = 0
+    correlation = 0
+    started = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        size_buf = bytearray(4)
+        while offset < until:
+            correlation += 1
+            body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1,
+                    "max_bytes": max(fetch_size, 50 * MIB), "isolation_level": 0,
+                    "topics": [{"topic": topic, "partitions": [
+                        {"partition": 0, "fetch_offset": offset,
+                         "partition_max_bytes": fetch_size}]}]}
+            sock.sendall(FetchRequest.encode_framed(version, body, correlation, client_id))
+            _recv_exact(sock, memoryview(size_buf))
+            (size,) = _I32.unpack(size_buf)
+            frame = bytearray(size)
+            _recv_exact(sock, memoryview(frame))
+            reader = Reader(frame)
+            header = decode_response_header(reader, header_version)
+            if header["correlation_id"] != correlation:
+                raise RuntimeError(f"correlation id {header['correlation_id']} != {correlation}")
+            answer = FetchResponse.decode(version, memoryview(frame)[reader.pos:])
+            if answer.get("error_code"):
+                raise RuntimeError(f"fetch error {answer['error_code']}")
+            (part,) = answer["responses"][0]["partitions"]
+            if part["error_code"]:
+                raise RuntimeError(f"{topic} at {offset}: partition error {part['error_code']}")
+            until = min(until, part["high_watermark"])
+            data = memoryview(part["records"] or b"")
+            nxt, used, magic = scan(data)
+            result.fetches += 1
+            if used == 0:
+                if offset >= until:
+                    break
+                raise RuntimeError(f"{topic} at {offset}: no complete record in "
+                                   f"{len(data)} bytes (high watermark {until})")
+            if magic != expect_magic:
+                raise RuntimeError(f"{topic}: Fetch v{version} got magic {magic}")
+            result.wire_bytes += used
+            offset = nxt
+    result.seconds = time.perf_counter() - started
+    result.records = offset
+    return result
+
+
+# -- lazyconv server processes ------------------------------------------------------------
+
+
+class LazyconvProcess:
+    """``python -m lazyconv ARGS`` as a subprocess: ready once it printed a line starting with
+    ``ready_prefix`` that ends in ``on HOST:PORT ...``; stopped with SIGTERM (killed with this
+    process on Linux)."""
+
+    def __init__(self, args: Sequence[str], ready_prefix: str, log_path: Path) -> None:
+        self.log = open(log_path, "ab")
+        argv = [sys.executable, "-m", "lazyconv", *args]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log,
+                                     stdin=subprocess.DEVNULL, cwd=REPO,
+                                     preexec_fn=_die_with_parent())
+        LIVE_PROCESSES.add(self)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith(ready_prefix):
+            self.stop()
+            raise RuntimeError(f"lazyconv {args[0]} did not start: {line!r} (log {log_path})")
+        self.port = int(line.split(" on ", 1)[1].split()[0].rsplit(":", 1)[1])
+        self.process = psutil.Process(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(20)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.log.close()
+        LIVE_PROCESSES.discard(self)
+
+
+LIVE_PROCESSES: set[LazyconvProcess] = set()
+
+
+# -- measuring ---------------------------------------------------------------------------
+
+
+def cpu_seconds(process: psutil.Process | None) -> float:
+    if process is None:
+        return 0.0
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (every core, every process)."""
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+
+
+class RssSampler:
+    """The peak RSS of a process while the ``with`` block runs, sampled every 5 ms."""
+
+    def __init__(self, process: psutil.Process | None) -> None:
+        self.process = process
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        assert self.process is not None
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.process.memory_info().rss)
+            self._stop.wait(RSS_SAMPLE_S)
+
+    def __enter__(self) -> RssSampler:
+        if self.process is not None:
+            self.peak = self.process.memory_info().rss
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self.peak = max(self.peak, self.process.memory_info().rss)  # type: ignore[union-attr]
+
+
+@dataclass
+class ConcurrentRead:
+    """``consumers`` connections that each read a topic, timed together."""
+
+    results: list[ReadResult]
+    seconds: float  # wall, first request to last answer
+    cpu: dict[str, float]  # CPU seconds of each measured process meanwhile
+    client_cpu: float  # this process (the consumers)
+    other_cpu: float  # every other process on the machine meanwhile (a measure of the noise)
+    rss_peak: int = 0  # of the process named by ``rss_of``
+    rss_idle: int = 0
+    errors: list[BaseException] = field(default_factory=list)
+
+
+def concurrent_reads(port: int, topic: str, version: int, fetch_size: int, until: int,
+                     consumers: int, processes: Mapping[str, psutil.Process | None],
+                     client_id: str = "bench", rss_of: str | None = None) -> ConcurrentRead:
+    """``consumers`` threads, each its own connection reading ``topic`` from offset 0 up to
+    ``until`` (:func:`read_topic`), released together; the CPU of ``processes`` is measured
+    around them, and the RSS of ``processes[rss_of]`` sampled."""
+    me = psutil.Process()
+    results: list[ReadResult | BaseException] = [ReadResult()] * consumers
+    barrier = threading.Barrier(consumers + 1)
+
+    def worker(i: int) -> None:
+        try:
+            barrier.wait()
+            results[i] = read_topic(port, topic, version, fetch_size, until, f"{client_id}-{i}")
+        except BaseException as exc:  # reported by the caller
+            results[i] = exc
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(consumers)]
+    for t in threads:
+        t.start()
+    sampled = processes.get(rss_of) if rss_of is not None else None
+    idle = sampled.memory_info().rss if sampled is not None else 0
+    with RssSampler(sampled) as rss:
+        before = {name: cpu_seconds(p) for name, p in processes.items()}
+        c0 = cpu_seconds(me)
+        s0 = busy_seconds()
+        t0 = time.perf_counter()
+        barrier.wait()
+        for t in threads:
+            t.join()
+        seconds = time.perf_counter() - t0
+        s1 = busy_seconds()
+        cpu = {name: cpu_seconds(p) - before[name] for name, p in processes.items()}
+        client = cpu_seconds(me) - c0
+    return ConcurrentRead([r for r in results if isinstance(r, ReadResult)], seconds, cpu, client,
+                          max(0.0, (s1 - s0) - sum(cpu.values()) - client), rss.peak, idle,
+                          [r for r in results if isinstance(r, BaseException)])
+
+
+def least_disturbed(read: Callable[[], ConcurrentRead], retries: int, max_other_cores: float,
+                    label: str) -> tuple[ConcurrentRead, int]:
+    """``read()``, made again (at most ``retries`` more times) while other processes used more
+    than ``max_other_cores`` cores during it; the least disturbed one and how many were made.
+    On a shared machine this keeps another job's burst out of one side's figure."""
+    best: ConcurrentRead | None = None
+    attempts = 0
+    for attempt in range(1 + retries):
+        attempts = attempt + 1
+        done = read()
+        if done.errors:
+            return done, attempts
+        other = done.other_cpu / done.seconds
+        if best is None or other < best.other_cpu / best.seconds:
+            best = done
+        if other <= max_other_cores:
+            break
+        if attempt < retries:
+            print(f"    ({label}: other processes used {other:.2f} cores, again)", flush=True)
+    assert best is not None
+    return best, attempts

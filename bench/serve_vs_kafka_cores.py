@@ -1,0 +1,329 @@
+"""``lazyconv serve`` against Kafka 3.9's own down-conversion on the same log files, with 8
+concurrent old consumers: does serve use every core?
+
+The topics are written by a real Kafka 3.9 broker (confluent-kafka producer, 1 KiB values, one
+partition per codec; bench/kafka_bench_common.py); the broker is stopped cleanly and its
+partition folders (and recovery checkpoint) are copied into a log directory for ``lazyconv
+serve``, so both serve byte-identical segment files (checked by hash after the run). Then, one
+server up at a time and alternating which goes first, ``--consumers`` connections each read a
+whole topic from offset 0 with raw Fetch v2 requests (what 0.10.0 consumers send: the records
+are down-converted to magic 1), released together. Per codec and side:
+
+- aggregate throughput: MiB of records (key + value as produced) per second of wall time, all
+  consumers together;
+- cores used by the server: its CPU seconds (user + system, every thread) / wall seconds;
+- CPU seconds per GiB of records.
+
+Kafka runs with its default thread counts (``num.network.threads=3``, ``num.io.threads=8``)
+and ``--heap``; serve with its defaults (one conversion worker per core). Every figure is the
+median over ``--rounds``. A read during which other processes used more than
+``--max-other-cores`` is made again (``--retries``), and the least disturbed one counts; the
+table says how busy the machine still was. Targets (issue 23): serve's throughput >= 1.2x Kafka's, serve uses
+more than 1.2 cores, serve's CPU per GiB <= Kafka's.
+
+    python bench/serve_vs_kafka_cores.py --kafka-dist-3 /path/to/kafka_2.13-3.9.0 --size 128M
+    # the distribution defaults to $LAZYCONV_KAFKA_DIST_3
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+# Measure the checkout this script is in; the broker comes from the tests' fixture module.
+sys.path.insert(0, str(REPO))
+
+import psutil  # noqa: E402
+
+from bench.kafka_bench_common import (  # noqa: E402
+    GIB,
+    LIVE_PROCESSES,
+    MIB,
+    OLD_VERSION,
+    RECORD_PAYLOAD,
+    VALUE_SIZE,
+    ConcurrentRead,
+    LazyconvProcess,
+    concurrent_reads,
+    fill,
+    least_disturbed,
+    read_topic,
+    topic_name,
+)
+from lazyconv.commands._common import parse_size  # noqa: E402
+from tests.kafka_broker import KafkaBroker, dist_version  # noqa: E402
+
+CODECS = ("lz4", "none", "gzip", "snappy")
+KAFKA_THREADS = {"num.network.threads": "3", "num.io.threads": "8"}  # Kafka's defaults
+TARGETS = {
+    "throughput_serve_vs_kafka": (">=", 1.2),
+    "serve_cores": (">", 1.2),
+    "cpu_per_gib_serve_vs_kafka": ("<=", 1.0),
+}
+# Kafka's files in a log directory that serve reads too; the rest (meta.properties, the
+# metadata log) is the broker's own.
+CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint")
+
+
+class Serve(LazyconvProcess):
+    """``lazyconv serve LOGDIR`` as a subprocess."""
+
+    def __init__(self, logdir: Path, log_path: Path, extra: Sequence[str] = ()) -> None:
+        super().__init__(["serve", str(logdir), "--port", "0", *extra], "serving ", log_path)
+
+
+@dataclass
+class Measure:
+    """One timed read by ``consumers`` connections of one side."""
+
+    side: str  # "kafka" or "serve"
+    codec: str
+    consumers: int
+    round: int
+    records: int
+    wire_bytes: int
+    fetches: int
+    seconds: float
+    server_cpu: float
+    client_cpu: float
+    other_cpu: float
+    server_rss_peak: int
+
+    @property
+    def payload_gib(self) -> float:
+        return self.records * RECORD_PAYLOAD / GIB
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["mib_s"] = self.records * RECORD_PAYLOAD / MIB / self.seconds
+        d["cores"] = self.server_cpu / self.seconds
+        d["cpu_s_per_gib"] = self.server_cpu / self.payload_gib
+        d["other_cores"] = self.other_cpu / self.seconds
+        return d
+
+
+def timed(side: str, codec: str, port: int, process: psutil.Process, args: argparse.Namespace,
+          consumers: int, count: int, round_: int) -> dict[str, Any]:
+    def once() -> ConcurrentRead:
+        return concurrent_reads(port, topic_name(codec), OLD_VERSION, args.fetch_size, count,
+                                consumers, {"server": process}, f"bench-{side}", rss_of="server")
+
+    read, attempts = least_disturbed(once, args.retries, args.max_other_cores, f"{side} {codec}")
+    if read.errors:
+        raise RuntimeError(f"{side} {codec}: {read.errors[0]!r}") from read.errors[0]
+    for r in read.results:
+        if r.records != count:
+            raise RuntimeError(f"{side} {codec}: a consumer read {r.records} records of {count}")
+    m = Measure(side, codec, consumers, round_, sum(r.records for r in read.results),
+                sum(r.wire_bytes for r in read.results), sum(r.fetches for r in read.results),
+                read.seconds, read.cpu["server"], read.client_cpu, read.other_cpu, read.rss_peak)
+    d = m.as_dict()
+    d["attempts"] = attempts
+    print(f"    {side:<5} {codec:<6} x{consumers} {d['mib_s']:8.1f} MiB/s  {d['cores']:4.2f} cores  "
+          f"{d['cpu_s_per_gib']:5.2f} CPU s/GiB  {m.seconds:6.2f} s  others "
+          f"{d['other_cores']:.2f} cores  RSS {m.server_rss_peak / MIB:.0f} MiB", flush=True)
+    return d
+
+
+def one_pass(side: str, port: int, process: psutil.Process, args: argparse.Namespace, count: int,
+             round_: int, measures: list[dict[str, Any]]) -> None:
+    for codec in args.codecs:  # warm-up: the JVM's JIT, serve's page cache and imports
+        read_topic(port, topic_name(codec), OLD_VERSION, args.fetch_size,
+                   min(count, args.warm_records), "bench-warm-up")
+    for consumers in args.consumer_counts:
+        for codec in args.codecs:
+            measures.append(timed(side, codec, port, process, args, consumers, count, round_))
+
+
+def copy_logdir(broker: KafkaBroker, codecs: Sequence[str], target: Path) -> dict[str, str]:
+    """The broker's partition folders of ``codecs`` and its checkpoints, copied into ``target``
+    (the broker stopped); returns the SHA-256 of every copied ``.log`` file."""
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for codec in codecs:
+        shutil.copytree(broker.data_dir / f"{topic_name(codec)}-0", target / f"{topic_name(codec)}-0")
+    for name in CHECKPOINTS:
+        if (broker.data_dir / name).is_file():
+            shutil.copy2(broker.data_dir / name, target / name)
+    return segment_hashes(target)
+
+
+def segment_hashes(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.glob("*/*.log"))}
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summarize(measures: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    rows = []
+    for consumers in args.consumer_counts:
+        for codec in args.codecs:
+            def pick(side: str, key: str, codec: str = codec, consumers: int = consumers) -> float:
+                return _median([m[key] for m in measures if m["side"] == side
+                                and m["codec"] == codec and m["consumers"] == consumers])
+
+            row = {"codec": codec, "consumers": consumers}
+            for side in ("kafka", "serve"):
+                for key in ("mib_s", "cores", "cpu_s_per_gib", "other_cores"):
+                    row[f"{side}_{key}"] = pick(side, key)
+            row["throughput_serve_vs_kafka"] = row["serve_mib_s"] / row["kafka_mib_s"]
+            row["cpu_per_gib_serve_vs_kafka"] = row["serve_cpu_s_per_gib"] / row["kafka_cpu_s_per_gib"]
+            rows.append(row)
+    verdicts = []
+    for row in rows:
+        if row["consumers"] != args.consumers:
+            continue  # the targets are for the concurrent consumers
+        for key, (op, bound) in TARGETS.items():
+            value = row[key]
+            met = {">=": value >= bound, ">": value > bound, "<=": value <= bound}[op]
+            verdicts.append({"codec": row["codec"], "target": key, "value": value,
+                             "bound": f"{op} {bound}", "met": bool(met)})
+    return {"rows": rows, "targets": verdicts}
+
+
+def format_tables(summary: dict[str, Any], versions: dict[str, str], args: argparse.Namespace,
+                  count: int) -> str:
+    out = [f"# lazyconv serve vs Kafka {versions['kafka']} on the same segment files: "
+           f"{args.size // MIB} MiB per topic ({count} records of {VALUE_SIZE} B values), "
+           f"Fetch v{OLD_VERSION} (magic 1), fetch size {args.fetch_size // MIB} MiB, medians of "
+           f"{args.rounds} round(s), {versions['cpus']} cores", ""]
+    out.append("| codec | consumers | Kafka MiB/s | serve MiB/s | × thr | Kafka cores | serve cores "
+               "| Kafka CPU s/GiB | serve CPU s/GiB | others (cores) |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in summary["rows"]:
+        out.append(f"| {r['codec']} | {r['consumers']} | {r['kafka_mib_s']:.1f} | {r['serve_mib_s']:.1f} "
+                   f"| {r['throughput_serve_vs_kafka']:.2f} | {r['kafka_cores']:.2f} | "
+                   f"{r['serve_cores']:.2f} | {r['kafka_cpu_s_per_gib']:.2f} | "
+                   f"{r['serve_cpu_s_per_gib']:.2f} | {max(r['kafka_other_cores'], r['serve_other_cores']):.2f} |")
+    missed = [v for v in summary["targets"] if not v["met"]]
+    out += ["", f"targets ({args.consumers} consumers): {len(summary['targets']) - len(missed)} of "
+            f"{len(summary['targets'])} met"]
+    for v in summary["targets"]:
+        out.append(f"  {'met   ' if v['met'] else 'MISSED'} {v['codec']} {v['target']} = "
+                   f"{v['value']:.2f} (want {v['bound']})")
+    return "\n".join(out)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/serve_vs_kafka_cores.py",
+                                description=(__doc__ or "").split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kafka-dist-3", type=Path, default=os.environ.get("LAZYCONV_KAFKA_DIST_3"),
+                   help="a Kafka 3.x distribution folder (default $LAZYCONV_KAFKA_DIST_3)")
+    p.add_argument("--size", type=parse_size, default=128 * MIB,
+                   help="values per topic (default 128M)")
+    p.add_argument("--codecs", default="lz4,none",
+                   help=f"comma-separated, of {', '.join(CODECS)} (default lz4,none)")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    p.add_argument("--consumers", type=int, default=8, help="concurrent old consumers (default 8)")
+    p.add_argument("--single", action="store_true",
+                   help="also time one consumer alone (context for the concurrent figures)")
+    p.add_argument("--fetch-size", type=parse_size, default=MIB,
+                   help="partition max bytes of each Fetch (default 1M, an old consumer's "
+                        "max.partition.fetch.bytes)")
+    p.add_argument("--max-other-cores", type=float, default=0.5,
+                   help="a read during which other processes used more cores than this is made "
+                        "again (default 0.5)")
+    p.add_argument("--retries", type=int, default=2,
+                   help="at most this many more reads of a disturbed one; the least disturbed "
+                        "counts (default 2)")
+    p.add_argument("--serve-arg", action="append", default=[],
+                   help="one more argument for lazyconv serve (repeatable)")
+    p.add_argument("--heap", default="1g", help="the broker's JVM heap (default 1g)")
+    p.add_argument("--workdir", type=Path, default=None,
+                   help="the broker's data, serve's copy and the logs (default: a temporary "
+                        "folder, removed); an earlier run's topics of the same --size are reused")
+    p.add_argument("--json", type=Path, default=None, help="write every measure here")
+    args = p.parse_args(argv)
+    if args.kafka_dist_3 is None:
+        p.error("--kafka-dist-3 is needed (or $LAZYCONV_KAFKA_DIST_3)")
+    args.codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
+    if unknown := set(args.codecs) - set(CODECS):
+        p.error(f"unknown codecs: {sorted(unknown)}")
+    if args.rounds < 1 or args.consumers < 1:
+        p.error("--rounds and --consumers must be at least 1")
+    args.consumer_counts = sorted({1, args.consumers}) if args.single else [args.consumers]
+    args.warm_records = max(1, min(args.size, 64 * MIB) // RECORD_PAYLOAD)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    count = args.size // VALUE_SIZE
+    owned = args.workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="serve-vs-kafka-")) if owned else args.workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    broker = KafkaBroker(args.kafka_dist_3, workdir / "kafka", heap=args.heap,
+                         extra_props=KAFKA_THREADS)
+    versions = {"kafka": dist_version(broker.dist), "python": platform.python_version(),
+                "cpus": str(os.cpu_count())}
+    logdir = workdir / "serve-logdir"
+    measures: list[dict[str, Any]] = []
+    failed = True
+    try:
+        print(f"writing {len(args.codecs)} topics of {count} records into Kafka {broker.version}",
+              flush=True)
+        broker.start()
+        try:
+            fill(broker, count, args.codecs)
+        finally:
+            broker.stop()  # a clean stop: the segments and checkpoints are final
+        hashes = copy_logdir(broker, args.codecs, logdir)
+        os.sync()
+        for round_ in range(args.rounds):
+            for side in (("kafka", "serve") if round_ % 2 == 0 else ("serve", "kafka")):
+                print(f"  round {round_ + 1}: {side}", flush=True)
+                if side == "kafka":
+                    broker.start()
+                    try:
+                        assert broker.pid is not None
+                        one_pass(side, broker.port, psutil.Process(broker.pid), args, count,
+                                 round_, measures)
+                    finally:
+                        broker.stop()
+                else:
+                    serve = Serve(logdir, workdir / "serve.log", args.serve_arg)
+                    try:
+                        one_pass(side, serve.port, serve.process, args, count, round_, measures)
+                    finally:
+                        serve.stop()
+        if segment_hashes(logdir) != hashes:
+            raise RuntimeError("serve's copy of the segment files changed during the run")
+        failed = False
+    finally:
+        for process in list(LIVE_PROCESSES):
+            process.stop()
+        broker.stop()
+        if owned and not failed:
+            shutil.rmtree(workdir, ignore_errors=True)
+        elif failed:
+            print(f"the broker's and serve's logs are in {workdir}", file=sys.stderr)
+    summary = summarize(measures, args)
+    print()
+    print(format_tables(summary, versions, args, count))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"versions": versions, "argv": sys.argv,
+                                         "records_per_topic": count, "summary": summary,
+                                         "measures": measures}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
