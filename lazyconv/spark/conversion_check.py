@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from lazyconv.errors import LazyconvError, UnsupportedCompressionError
-from lazyconv.fixtures.layout import SegmentFiles
+from lazyconv.logdir.layout import SegmentFiles
 from lazyconv.spark.segment_check import violation
 
 __all__ = ["expected_records", "check_conversions"]

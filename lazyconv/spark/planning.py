@@ -15,7 +15,9 @@ import heapq
 import struct
 from collections.abc import Iterable
 
-from lazyconv.fixtures.layout import SegmentFiles
+from lazyconv.logdir.index import OFFSET_ENTRY as _OFFSET_ENTRY
+from lazyconv.logdir.index import OFFSET_ENTRY_SIZE
+from lazyconv.logdir.layout import SegmentFiles
 from lazyconv.spark.reader import SegmentReader
 from lazyconv.spark.segment_scan import ScanTask
 
@@ -24,7 +26,6 @@ __all__ = ["plan_ranges", "pack_tasks", "range_target"]
 MIB = 1024 * 1024
 MIN_RANGE_BYTES = 1 * MIB
 MAX_RANGE_BYTES = 64 * MIB
-_OFFSET_ENTRY = struct.Struct(">ii")
 _HEADER = struct.Struct(">qib")
 
 
@@ -47,21 +48,21 @@ def _cuts(seg: SegmentFiles, target: int) -> list[tuple[int, int]]:
         return []
     cuts: list[tuple[int, int]] = []
     try:
-        entries = index.size // 8
+        entries = index.size // OFFSET_ENTRY_SIZE
         last_cut = 0
         wanted = target
         while wanted < seg.size and entries:
             lo, hi = 0, entries
             while lo < hi:  # first entry whose position >= wanted
                 mid = (lo + hi) // 2
-                rel, position = _OFFSET_ENTRY.unpack(index.read(mid * 8, 8))
+                rel, position = _OFFSET_ENTRY.unpack(index.read(mid * OFFSET_ENTRY_SIZE, OFFSET_ENTRY_SIZE))
                 if position < wanted:
                     lo = mid + 1
                 else:
                     hi = mid
             if lo == entries:
                 break
-            rel, position = _OFFSET_ENTRY.unpack(index.read(lo * 8, 8))
+            rel, position = _OFFSET_ENTRY.unpack(index.read(lo * OFFSET_ENTRY_SIZE, OFFSET_ENTRY_SIZE))
             offset = seg.base_offset + rel
             if position > last_cut and position < seg.size and _starts_entry(log, position,
                                                                                offset):
@@ -101,9 +102,8 @@ def plan_ranges(segments: Iterable[SegmentFiles], target: int) -> list[ScanTask]
         last = last_of_partition[(seg.topic, seg.partition)] == seg.base_offset
         for i, (start, key) in enumerate(starts):
             end, end_key = starts[i + 1] if i + 1 < count else (-1, None)
-            tasks.append(ScanTask(seg.topic, seg.partition, seg.base_offset, seg.log_path,
-                                  seg.index_path, seg.timeindex_path, seg.size, start, end,
-                                  key, end_key, i, count, last))
+            tasks.append(ScanTask.of(seg, start=start, end=end, start_key=key, end_key=end_key,
+                                     range_index=i, range_count=count, last_in_partition=last))
     return tasks
 
 

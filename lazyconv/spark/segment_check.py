@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lazyconv.fixtures.layout import SegmentFiles
+from lazyconv.logdir.layout import SegmentFiles
 from lazyconv.spark import violations as _violations
 from lazyconv.spark.reader import SegmentReader
 from lazyconv.spark.segment_scan import ScanOptions, ScanTask, scan_range
@@ -30,8 +30,7 @@ def violation(seg: SegmentFiles | None, file: str, position: int, kind: str, mes
 
 def task_for(seg: SegmentFiles, last_in_partition: bool = False) -> ScanTask:
     """The whole segment as one :class:`~lazyconv.spark.segment_scan.ScanTask`."""
-    return ScanTask(seg.topic, seg.partition, seg.base_offset, seg.log_path, seg.index_path,
-                    seg.timeindex_path, seg.size, last_in_partition=last_in_partition)
+    return ScanTask.of(seg, last_in_partition=last_in_partition)
 
 
 def check_segment(seg: SegmentFiles, options: ScanOptions | None = None, *,
