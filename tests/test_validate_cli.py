@@ -62,3 +62,49 @@ def test_bad_option_values_are_exit_2_with_one_line(capsys, option: str, value: 
     status, _, err = _run(capsys, str(COMMITTED), option, value)
     assert status == 2
     assert err.count("\n") == 1 and says in err
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("codecs", "is not TOPIC:KEY=VALUE"),
+    ("codecs:retention.ms=5", "retention.ms is not checked"),
+    ("codecs:max.message.bytes=0", "must be a positive number of bytes"),
+    ("codecs:message.timestamp.type=Now", "CreateTime or LogAppendTime"),
+    ("codecs:cleanup.policy=keep", "delete, compact or compact,delete"),
+    ("nosuchtopic:cleanup.policy=delete", "topic nosuchtopic has no segments"),
+])
+def test_bad_topic_configs_are_exit_2_with_one_line(capsys, value: str, says: str) -> None:
+    status, out, err = _run(capsys, str(COMMITTED), "--topic-config", value)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and says in err, err
+
+
+def test_out_that_is_a_file_is_exit_2_before_spark(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "report"
+    target.write_text("not a folder")
+    status, _, err = _run(capsys, str(COMMITTED), "--out", str(target))
+    assert status == 2 and err.count("\n") == 1 and "is not a folder" in err, err
+    status, _, err = _run(capsys, str(COMMITTED), "--out", str(target / "inside"))
+    assert status == 2 and err.count("\n") == 1 and "which is not a folder" in err, err
+    assert target.read_text() == "not a folder"
+
+
+def test_out_in_an_unwritable_place_is_exit_2_before_spark(capsys) -> None:
+    status, _, err = _run(capsys, str(COMMITTED), "--out", "/sys/lazyconv-validate-out")
+    assert status == 2 and err.count("\n") == 1 and "cannot be written" in err, err
+    assert not Path("/sys/lazyconv-validate-out").exists()
+
+
+def test_out_is_created_where_given_and_removed_when_nothing_is_written(
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lazyconv.commands.validate import prepare_out
+
+    monkeypatch.chdir(tmp_path)
+    path, created = prepare_out("a/b/c")
+    assert path == str(tmp_path / "a" / "b" / "c") and Path(path).is_dir()
+    assert created == [str(tmp_path / "a" / "b" / "c"), str(tmp_path / "a" / "b"),
+                       str(tmp_path / "a")]
+    # a run that fails after --out was made (here: Spark does not start) leaves nothing behind
+    status, _, err = _run(capsys, str(COMMITTED), "--out", "x/y")
+    assert status == 2 and "Spark did not start" in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
+    assert not Path("/x").exists()

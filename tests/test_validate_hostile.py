@@ -7,7 +7,11 @@ import gzip
 import os
 import random
 import shutil
+import signal
 import struct
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -239,3 +243,65 @@ def test_epoch_message_names_the_previous_batch(tmp_path: Path) -> None:
     with open(first.log_path, "rb") as f:
         f.seek(fault[4] + 12)
         assert struct.unpack(">i", f.read(4))[0] == 0
+
+
+# --- signals ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def busy_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A log directory that keeps the job busy for a few seconds."""
+    from lazyconv.fixtures.generate import generate
+
+    root = tmp_path_factory.mktemp("busy") / "logs"
+    generate(root, 32 * 1024 * 1024, partitions=1, seed=3, segment_bytes=4 * 1024 * 1024)
+    return root
+
+
+def _scanning(pid: int) -> bool:
+    """Whether a Python worker of the job is running (a descendant running pyspark's worker)."""
+    import psutil
+
+    try:
+        return any("pyspark" in " ".join(p.cmdline()) and p.name().startswith("python")
+                   for p in psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.parametrize(("signum", "status", "group"), [
+    (signal.SIGINT, 130, True),  # Ctrl-C in a terminal: the whole foreground group
+    (signal.SIGTERM, 143, False),  # kill, systemd, Docker: the command's own process
+])
+def test_a_signal_stops_spark_with_one_line(busy_logdir: Path, tmp_path: Path, signum: int,
+                                           status: int, group: bool) -> None:
+    import psutil
+
+    command = [str(Path(sys.executable).parent / "lazyconv"), "validate", str(busy_logdir),
+               "--out", str(tmp_path / "out"), "--quiet"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not _scanning(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()
+        (os.killpg if group else os.kill)(proc.pid, signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == status, (out, err)
+    assert out == ""
+    assert err == f"lazyconv validate: stopped by {signal.Signals(signum).name}\n"
+    time.sleep(1)  # nothing of the run is left running (the JVM, Python workers)
+    assert not [p for p in psutil.process_iter() if _running_in_group(p, proc.pid)]
+
+
+def _running_in_group(proc, pgid: int) -> bool:
+    import psutil
+
+    try:
+        return os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE
+    except (OSError, psutil.Error):
+        return False

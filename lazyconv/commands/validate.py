@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
+from typing import Any
 
 DEFAULT_FIXTURE_SIZE = "8M"
 
@@ -123,9 +127,109 @@ def _fail(message: str) -> int:
     return EXIT_FAILURE
 
 
+EXIT_SIGINT = 128 + signal.SIGINT  # 130, as a shell reports a command stopped by Ctrl-C
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+
+
+class _Stopped(BaseException):
+    """Raised in the main thread by SIGINT or SIGTERM: the run stops Spark and exits."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
+
+
+def _catch_signals() -> None:
+    """SIGINT and SIGTERM raise :class:`_Stopped` (again after Spark started: PySpark's
+    context installs a SIGINT handler of its own)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _raise_stopped)
+
+
+def _stop_spark_quietly(spark: Any) -> None:
+    """Cancel the running job and stop Spark without the JVM's or Py4J's complaints (the
+    interrupted call left its Py4J connection half read)."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    for step in ("setLogLevel", "cancelAllJobs", "stop"):
+        try:
+            if step == "setLogLevel":
+                spark.sparkContext.setLogLevel("OFF")
+            elif step == "cancelAllJobs":
+                spark.sparkContext.cancelAllJobs()
+            else:
+                spark.stop()
+        except Exception:  # noqa: BLE001 - stopping after a signal: nothing else to do
+            log.debug("while stopping Spark after a signal: %s failed", step, exc_info=True)
+
+
+def prepare_out(out: str) -> tuple[str, list[str]]:
+    """``--out`` checked before Spark starts: a local path is made absolute and created (with
+    its missing parents, nothing outside it), and must be a writable folder; returns the path
+    and the folders created (removed again if the run writes nothing). A URL is left to the
+    writer. Raises :class:`~lazyconv.errors.ConfigurationError` with one line."""
+    from lazyconv.errors import ConfigurationError
+
+    if "://" in out:
+        return out, []
+    path = os.path.abspath(out)
+    missing: list[str] = []
+    probe = path
+    while not os.path.lexists(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        what = "is not a folder" if probe == path else f"is inside {probe}, which is not a folder"
+        raise ConfigurationError(f"--out {out} {what}")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        for folder in missing:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        raise ConfigurationError(f"--out {out} cannot be written: {exc.strerror or exc}") from None
+    return path, missing
+
+
+def _remove_if_empty(folders: list[str]) -> None:
+    for folder in folders:  # deepest first
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the job and print the summary: exit status 0 clean, 1 violations, 2 bad usage or a
-    failed job (one line on stderr)."""
+    failed job (one line on stderr), 130/143 when stopped by SIGINT/SIGTERM (one line)."""
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    holder: dict[str, Any] = {}
+    created: list[str] = []
+    status = EXIT_FAILURE
+    try:
+        _catch_signals()
+        status = _run(args, holder, created)
+        return status
+    except _Stopped as stop:
+        for signum in previous:  # a second Ctrl-C does not interrupt the stopping
+            signal.signal(signum, signal.SIG_IGN)
+        name = signal.Signals(stop.signum).name
+        if "spark" in holder:
+            _stop_spark_quietly(holder["spark"])
+        print(f"lazyconv validate: stopped by {name}", file=sys.stderr)
+        status = EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM
+        return status
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if status not in (EXIT_CLEAN, EXIT_VIOLATIONS):
+            _remove_if_empty(created)
+
+
+def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -> int:
     from lazyconv.commands._common import require_extra
     from lazyconv.errors import LazyconvError
     from lazyconv.fixtures.generate import generate, parse_size
@@ -158,20 +262,26 @@ def run(args: argparse.Namespace) -> int:
         unknown = sorted(set(topic_configs) - {s.topic for s in listing.segments})
         if unknown:
             return _fail(f"--topic-config: topic {unknown[0]} has no segments in {logdir}")
+        try:
+            out, made = prepare_out(args.out)
+        except LazyconvError as exc:
+            return _fail(str(exc))
+        created += made
         require_extra("pyspark", "the Spark validation job")  # names the extra to install
         conf = {}
         if args.executor_python:
             conf["spark.pyspark.python"] = args.executor_python
         try:
-            spark = build_session(args.master, driver_memory=args.driver_memory,
-                                  extra_conf=conf)
+            spark = holder["spark"] = build_session(args.master, driver_memory=args.driver_memory,
+                                                    extra_conf=conf)
         except Exception as exc:  # noqa: BLE001 - Spark/JVM start-up failures, one line
             return _fail(f"Spark did not start on {args.master}: {_one_line(exc)}")
+        _catch_signals()
         try:
             with SparkProgress(spark.sparkContext,
                                disable=args.quiet or not sys.stderr.isatty()):
                 result = run_validation(logdir, spark=spark, chunk_sizes=chunk_sizes,
-                                        to_magics=to_magics, out=args.out,
+                                        to_magics=to_magics, out=out,
                                         fetch_max_bytes=fetch_max_bytes, listing=listing,
                                         allow_pure_python=args.allow_pure_python,
                                         topic_configs=topic_configs)
@@ -180,9 +290,11 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001 - a failed job is exit 2 with one line
             log.debug("the Spark job failed", exc_info=True)
             return _fail(f"the Spark job failed: {_one_line(exc)}")
-        finally:
-            spark.stop()
+        spark.stop()
+        del holder["spark"]
     finally:
+        if "spark" in holder and sys.exc_info()[0] is None:
+            holder.pop("spark").stop()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     print(format_report(result))
