@@ -22,7 +22,9 @@ wall time; the consumer counts the record bytes it received too (``wire`` in the
 ``psutil`` user+sys seconds of the broker's JVM and of the gateway process, measured around each
 read, per GiB of records. Passes alternate between the brokers (3.9 first in odd rounds, 4.x
 first in even ones); every figure is the median over ``--rounds`` and every ratio a ratio of
-medians.
+medians. A read during which other processes used more than ``--max-other-cores`` (their CPU
+seconds over the read's wall time) is made again, at most ``--retries`` times, and the least
+disturbed one counts; the table's heading says how busy the machine was.
 
     python bench/gateway_vs_kafka.py --kafka-dist DIR_4 --kafka-dist-3 DIR_3_9 --size 32M
     # distribution folders default to $LAZYCONV_KAFKA_DIST and $LAZYCONV_KAFKA_DIST_3
@@ -37,18 +39,12 @@ import argparse
 import json
 import os
 import platform
-import random
 import shutil
-import signal
-import socket
 import statistics
-import struct
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,29 +55,26 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
-from lazyconv.commands._common import parse_size  # noqa: E402
-from lazyconv.protocol.fetch import FetchRequest, FetchResponse, response_header_version  # noqa: E402
-from lazyconv.protocol.headers import decode_response_header  # noqa: E402
-from lazyconv.protocol.primitives import Reader  # noqa: E402
-from tests.kafka_broker import (  # noqa: E402
-    KafkaBroker,
-    _die_with_parent,
-    create_topic,
-    delete_topic,
-    dist_version,
-    produce_records,
+from bench.kafka_bench_common import (  # noqa: E402
+    GIB,
+    LIVE_PROCESSES,
+    MIB,
+    NEW_VERSION,
+    OLD_VERSION,
+    RECORD_PAYLOAD,
+    VALUE_SIZE,
+    ConcurrentRead,
+    LazyconvProcess,
+    concurrent_reads,
+    fill,
+    least_disturbed,
+    read_topic,
+    topic_name,
 )
+from lazyconv.commands._common import parse_size  # noqa: E402
+from tests.kafka_broker import KafkaBroker, dist_version  # noqa: E402
 
 CODECS = ("lz4", "gzip", "snappy", "none")
-VALUE_SIZE = 1024
-KEY_SIZE = 16
-RECORD_PAYLOAD = VALUE_SIZE + KEY_SIZE
-OLD_VERSION = 2  # Fetch v2: magic 1, what 0.10.0–0.10.1 consumers send
-NEW_VERSION = 12  # Fetch v12: the last version that names topics, magic 2
-MIB = 1 << 20
-GIB = 1 << 30
-RSS_SAMPLE_S = 0.005
-SOCKET_TIMEOUT_S = 120.0
 
 TARGETS = {
     "cpu_gw_plus_broker_vs_39": ("<=", 1.5),
@@ -92,270 +85,15 @@ TARGETS = {
 }
 
 
-def topic_name(codec: str) -> str:
-    return f"bench-{codec}"
-
-
-# -- data -------------------------------------------------------------------------------
-
-_WORDS = ("kafka", "record", "batch", "offset", "lazy", "convert", "fetch", "topic", "partition",
-          "leader", "epoch", "consumer", "producer", "gateway", "broker", "segment")
-
-
-def value_pool(count: int = 4096, seed: int = 2026) -> list[bytes]:
-    """Distinct JSON-like bodies (4 MiB in all): no two records of a 64 KiB batch share one,
-    so every codec compresses them about as it would real payloads."""
-    rng = random.Random(seed)
-    pool = []
-    body = VALUE_SIZE - len(b'{"seq":0000000000,') - 2
-    for _ in range(count):
-        fields = []
-        size = 0
-        while size <= body:
-            key = rng.choice(_WORDS)
-            value = (f'"{rng.choice(_WORDS)}-{rng.getrandbits(20)}"' if rng.random() < 0.6
-                     else str(rng.getrandbits(rng.choice((8, 16, 32)))))
-            item = f'"{key}":{value}'
-            fields.append(item)
-            size += len(item) + 1
-        pool.append(",".join(fields).encode()[:body] + b'"}')
-    return pool
-
-
-def records(count: int) -> Iterator[tuple[int, bytes, bytes, None, None]]:
-    pool = value_pool()
-    for i in range(count):
-        value = b'{"seq":%010d,' % i + pool[i % len(pool)]
-        assert len(value) == VALUE_SIZE
-        yield 0, b"key-%012d" % i, value, None, None
-
-
-def fill(broker: KafkaBroker, count: int, codecs: Sequence[str]) -> None:
-    """Writes each codec's topic, unless it is there already with ``count`` records (a
-    ``--workdir`` of an earlier run with the same ``--size``)."""
-    for codec in codecs:
-        t0 = time.monotonic()
-        existing = high_watermark(broker.port, topic_name(codec))
-        if existing == count:
-            print(f"  {broker.version}: {topic_name(codec)} has its {count} records", flush=True)
-            continue
-        if existing is not None:
-            delete_topic(broker.bootstrap, topic_name(codec))
-        create_topic(broker.bootstrap, topic_name(codec))
-        produce_records(broker.bootstrap, topic_name(codec), records(count), compression=codec,
-                        config={"linger.ms": 5, "batch.size": 65536}, timeout=600)
-        print(f"  {broker.version}: {topic_name(codec)} {count} records in "
-              f"{time.monotonic() - t0:.1f} s", flush=True)
-
-
-# -- the raw client ----------------------------------------------------------------------
-
-_I32 = struct.Struct(">i")
-_OFFSET_SIZE = struct.Struct(">qi")
-
-
-def _recv_exact(sock: socket.socket, view: memoryview) -> None:
-    while view:
-        n = sock.recv_into(view)
-        if n == 0:
-            raise ConnectionError("the server closed the connection")
-        view = view[n:]
-
-
-def next_offset_legacy(data: memoryview) -> tuple[int, int, int]:
-    """(offset after the last complete message, bytes of complete messages, first magic)."""
-    pos = 0
-    last = -1
-    end = len(data)
-    magic = -1
-    while pos + 12 <= end:
-        offset, size = _OFFSET_SIZE.unpack_from(data, pos)
-        if pos + 12 + size > end:
-            break
-        if magic < 0 and size >= 5:
-            magic = data[pos + 12 + 4]
-        last = offset  # a compressed wrapper carries the offset of its last inner message
-        pos += 12 + size
-    return last + 1, pos, magic
-
-
-def next_offset_v2(data: memoryview) -> tuple[int, int, int]:
-    """(offset after the last complete batch, bytes of complete batches, first magic)."""
-    pos = 0
-    nxt = 0
-    end = len(data)
-    magic = -1
-    while pos + 61 <= end:
-        base, length = _OFFSET_SIZE.unpack_from(data, pos)
-        if pos + 12 + length > end:
-            break
-        if magic < 0:
-            magic = data[pos + 16]
-        nxt = base + _I32.unpack_from(data, pos + 23)[0] + 1
-        pos += 12 + length
-    return nxt, pos, magic
-
-
-def high_watermark(port: int, topic: str) -> int | None:
-    """The topic's high watermark (partition 0), None when the broker does not know it."""
-    with socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S) as sock:
-        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1,
-                "topics": [{"topic": topic, "partitions": [
-                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1}]}]}
-        sock.sendall(FetchRequest.encode_framed(NEW_VERSION, body, 1, "bench-setup"))
-        size_buf = bytearray(4)
-        _recv_exact(sock, memoryview(size_buf))
-        frame = bytearray(_I32.unpack(size_buf)[0])
-        _recv_exact(sock, memoryview(frame))
-    reader = Reader(frame)
-    decode_response_header(reader, response_header_version(NEW_VERSION))
-    answer = FetchResponse.decode(NEW_VERSION, memoryview(frame)[reader.pos:])
-    parts = [p for t in answer["responses"] for p in t["partitions"]]
-    if not parts or parts[0]["error_code"]:
-        return None
-    return parts[0]["high_watermark"]
-
-
-@dataclass
-class ReadResult:
-    records: int = 0
-    wire_bytes: int = 0
-    fetches: int = 0
-    seconds: float = 0.0
-
-
-def read_topic(port: int, topic: str, version: int, fetch_size: int, until: int,
-               client_id: str = "bench") -> ReadResult:
-    """Reads partition 0 of ``topic`` from offset 0 up to offset ``until`` (or its end)."""
-    expect_magic = 1 if version in (2, 3) else (0 if version < 2 else 2)
-    scan = next_offset_v2 if expect_magic == 2 else next_offset_legacy
-    header_version = response_header_version(version)
-    result = ReadResult()
-    offset = 0
-    correlation = 0
-    started = time.perf_counter()
-    with socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        size_buf = bytearray(4)
-        while offset < until:
-            correlation += 1
-            body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1,
-                    "max_bytes": max(fetch_size, 50 * MIB), "isolation_level": 0,
-                    "topics": [{"topic": topic, "partitions": [
-                        {"partition": 0, "fetch_offset": offset,
-                         "partition_max_bytes": fetch_size}]}]}
-            sock.sendall(FetchRequest.encode_framed(version, body, correlation, client_id))
-            _recv_exact(sock, memoryview(size_buf))
-            (size,) = _I32.unpack(size_buf)
-            frame = bytearray(size)
-            _recv_exact(sock, memoryview(frame))
-            reader = Reader(frame)
-            header = decode_response_header(reader, header_version)
-            if header["correlation_id"] != correlation:
-                raise RuntimeError(f"correlation id {header['correlation_id']} != {correlation}")
-            answer = FetchResponse.decode(version, memoryview(frame)[reader.pos:])
-            if answer.get("error_code"):
-                raise RuntimeError(f"fetch error {answer['error_code']}")
-            (part,) = answer["responses"][0]["partitions"]
-            if part["error_code"]:
-                raise RuntimeError(f"{topic} at {offset}: partition error {part['error_code']}")
-            until = min(until, part["high_watermark"])
-            data = memoryview(part["records"] or b"")
-            nxt, used, magic = scan(data)
-            result.fetches += 1
-            if used == 0:
-                if offset >= until:
-                    break
-                raise RuntimeError(f"{topic} at {offset}: no complete record in "
-                                   f"{len(data)} bytes (high watermark {until})")
-            if magic != expect_magic:
-                raise RuntimeError(f"{topic}: Fetch v{version} got magic {magic}")
-            result.wire_bytes += used
-            offset = nxt
-    result.seconds = time.perf_counter() - started
-    result.records = offset
-    return result
-
-
 # -- processes ---------------------------------------------------------------------------
 
 
-class Gateway:
+class Gateway(LazyconvProcess):
     """``lazyconv gateway`` as a subprocess (``python -m lazyconv gateway``)."""
 
     def __init__(self, upstream: str, log_path: Path, extra: Sequence[str] = ()) -> None:
-        self.log = open(log_path, "ab")
-        argv = [sys.executable, "-m", "lazyconv", "gateway", "--upstream", upstream,
-                "--port", "0", *extra]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log,
-                                     stdin=subprocess.DEVNULL, cwd=REPO,
-                                     preexec_fn=_die_with_parent())
-        _LIVE_GATEWAYS.add(self)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().decode()
-        if not line.startswith("gateway to "):
-            self.stop()
-            raise RuntimeError(f"the gateway did not start: {line!r} (log {log_path})")
-        self.port = int(line.split(" on ", 1)[1].split()[0].rsplit(":", 1)[1])
-        self.process = psutil.Process(self.proc.pid)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(20)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.log.close()
-        _LIVE_GATEWAYS.discard(self)
-
-
-_LIVE_GATEWAYS: set[Gateway] = set()
-
-
-def cpu_seconds(process: psutil.Process | None) -> float:
-    if process is None:
-        return 0.0
-    times = process.cpu_times()
-    return times.user + times.system
-
-
-def _busy_seconds() -> float:
-    """CPU seconds the whole machine has spent busy (every core, every process)."""
-    t = psutil.cpu_times()
-    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
-
-
-class RssSampler:
-    """The peak RSS of a process while the ``with`` block runs, sampled every 5 ms."""
-
-    def __init__(self, process: psutil.Process | None) -> None:
-        self.process = process
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _run(self) -> None:
-        assert self.process is not None
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.process.memory_info().rss)
-            self._stop.wait(RSS_SAMPLE_S)
-
-    def __enter__(self) -> RssSampler:
-        if self.process is not None:
-            self.peak = self.process.memory_info().rss
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self.peak = max(self.peak, self.process.memory_info().rss)  # type: ignore[union-attr]
+        super().__init__(["gateway", "--upstream", upstream, "--port", "0", *extra],
+                         "gateway to ", log_path)
 
 
 @dataclass
@@ -376,6 +114,7 @@ class Measure:
     other_cpu: float  # every other process on the machine meanwhile (a measure of the noise)
     gateway_rss_peak: int = 0
     gateway_rss_idle: int = 0
+    attempts: int = 1  # reads made, the others too disturbed by other processes
 
     @property
     def payload_gib(self) -> float:
@@ -393,49 +132,36 @@ class Measure:
         return d
 
 
+# A timed read during which other processes used more than MAX_OTHER_CORES cores (on average)
+# is made again, up to RETRIES more times; the least disturbed one counts (--max-other-cores,
+# --retries).
+MAX_OTHER_CORES = 0.5
+RETRIES = 1
+
+
 def timed_read(case: str, codec: str, port: int, version: int, fetch_size: int, until: int,
                consumers: int, broker: KafkaBroker, gateway: Gateway | None,
                expect_records: int) -> Measure:
-    """``consumers`` connections each reading the topic from 0, timed together."""
-    broker_proc = psutil.Process(broker.pid)
+    """``consumers`` connections each reading the topic from 0, timed together (again when
+    other processes disturbed it, see MAX_OTHER_CORES)."""
     gw_proc = gateway.process if gateway is not None else None
-    me = psutil.Process()
-    results: list[ReadResult | BaseException] = [ReadResult()] * consumers
-    barrier = threading.Barrier(consumers + 1)
+    processes = {"broker": psutil.Process(broker.pid), "gateway": gw_proc}
 
-    def worker(i: int) -> None:
-        try:
-            barrier.wait()
-            results[i] = read_topic(port, topic_name(codec), version, fetch_size, until,
-                                    f"bench-{case}-{i}")
-        except BaseException as exc:  # reported below
-            results[i] = exc
+    def once() -> ConcurrentRead:
+        return concurrent_reads(port, topic_name(codec), version, fetch_size, until, consumers,
+                                processes, f"bench-{case}", rss_of="gateway")
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(consumers)]
-    for t in threads:
-        t.start()
-    idle = gw_proc.memory_info().rss if gw_proc is not None else 0
-    with RssSampler(gw_proc) as rss:
-        b0, g0, c0 = cpu_seconds(broker_proc), cpu_seconds(gw_proc), cpu_seconds(me)
-        s0 = _busy_seconds()
-        t0 = time.perf_counter()
-        barrier.wait()
-        for t in threads:
-            t.join()
-        seconds = time.perf_counter() - t0
-        s1 = _busy_seconds()
-        b1, g1, c1 = cpu_seconds(broker_proc), cpu_seconds(gw_proc), cpu_seconds(me)
-    errors = [r for r in results if isinstance(r, BaseException)]
-    if errors:
-        raise RuntimeError(f"{case} {codec}: {errors[0]!r}") from errors[0]
-    done = [r for r in results if isinstance(r, ReadResult)]
-    for r in done:
+    read, attempts = least_disturbed(once, RETRIES, MAX_OTHER_CORES, f"{case} {codec}")
+    if read.errors:
+        raise RuntimeError(f"{case} {codec}: {read.errors[0]!r}") from read.errors[0]
+    for r in read.results:
         if r.records != expect_records if until >= expect_records else r.records < until:
             raise RuntimeError(f"{case} {codec}: read {r.records} records, expected {expect_records}")
+    done = read.results
     return Measure(case, codec, consumers, fetch_size, sum(r.records for r in done),
-                   sum(r.wire_bytes for r in done), sum(r.fetches for r in done), seconds,
-                   b1 - b0, g1 - g0, c1 - c0,
-                   max(0.0, (s1 - s0) - (b1 - b0) - (g1 - g0) - (c1 - c0)), rss.peak, idle)
+                   sum(r.wire_bytes for r in done), sum(r.fetches for r in done), read.seconds,
+                   read.cpu["broker"], read.cpu["gateway"], read.client_cpu, read.other_cpu,
+                   read.rss_peak, read.rss_idle, attempts)
 
 
 # -- passes ------------------------------------------------------------------------------
@@ -498,12 +224,13 @@ def pass_4(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int,
                 run.add(timed_read("old-conc/gw", codec, gateway.port, OLD_VERSION,
                                    args.fetch_size, n, args.consumers, broker, gateway, n), round_)
         for i, codec in enumerate(args.codecs):
-            sides = [("v12/gw", gateway.port, gateway), ("v12/direct", broker.port, None)]
-            if (i + round_) % 2:
-                sides.reverse()
-            for case, port, gw in sides:
-                run.add(timed_read(case, codec, port, NEW_VERSION, args.fetch_size, n, 1, broker,
-                                   gw, n), round_)
+            for k in range(args.v12_repeat):
+                sides = [("v12/gw", gateway.port, gateway), ("v12/direct", broker.port, None)]
+                if (i + k + round_) % 2:
+                    sides.reverse()
+                for case, port, gw in sides:
+                    run.add(timed_read(case, codec, port, NEW_VERSION, args.fetch_size, n, 1,
+                                       broker, gw, n), round_)
         if round_ == args.rounds - 1 and args.memory_size:
             gateway.stop()
             gateway = None
@@ -645,7 +372,7 @@ def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -
     missed = [v for v in summary["targets"] if not v["met"]]
     out += ["", f"targets: {len(summary['targets']) - len(missed)} of {len(summary['targets'])} met"]
     for v in missed:
-        out.append(f"  missed: {v['codec']} {v['target']} = {v['value']:.2f} (want {v['bound']})")
+        out.append(f"  missed: {v['codec']} {v['target']} = {v['value']:.3f} (want {v['bound']})")
     return "\n".join(out)
 
 
@@ -667,6 +394,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     p.add_argument("--consumers", type=int, default=8,
                    help="concurrent old consumers (default 8; 1 skips that part)")
+    p.add_argument("--v12-repeat", type=int, default=3,
+                   help="v12 reads per codec and round, through the gateway and direct in turn "
+                        "(default 3: they are short)")
+    p.add_argument("--max-other-cores", type=float, default=MAX_OTHER_CORES,
+                   help="a read during which other processes used more cores than this is made "
+                        f"again (default {MAX_OTHER_CORES})")
+    p.add_argument("--retries", type=int, default=RETRIES,
+                   help=f"at most this many more reads then; the least disturbed counts "
+                        f"(default {RETRIES})")
     p.add_argument("--fetch-size", type=parse_size, default=MIB,
                    help="partition max bytes of the timed reads (default 1M)")
     p.add_argument("--memory-fetch-sizes", default="1M,50M",
@@ -701,7 +437,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global MAX_OTHER_CORES, RETRIES
     args = parse_args(argv)
+    MAX_OTHER_CORES, RETRIES = args.max_other_cores, max(0, args.retries)
     count = args.size // VALUE_SIZE
     owned = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="gateway-vs-kafka-")) if owned else args.workdir
@@ -737,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     pass_4(run, b4, args, round_, workdir)
         failed = False
     finally:
-        for gw in list(_LIVE_GATEWAYS):
+        for gw in list(LIVE_PROCESSES):
             gw.stop()
         for broker in (b3, b4):
             broker.stop()
