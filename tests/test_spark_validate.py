@@ -107,7 +107,7 @@ def test_corrupted_copy_reports_every_planted_fault(spark, tmp_path: Path, capsy
     assert ("codecs", 0) in manifest_hits and ("idempotent", 0) in manifest_hits
     written = spark.read.parquet(str(tmp_path / "out" / "violations"))
     assert written.count() == result.violation_count + result.warning_count
-    assert written.filter("kind = 'crc' and offset is not null").count() >= 2
+    assert written.filter("kind = 'crc' and kafka_offset is not null").count() >= 2
 
     # the CLI says where and exits non-zero (it reuses this session and stops it last); two of
     # the damaged partitions are enough here

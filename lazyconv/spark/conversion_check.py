@@ -133,9 +133,11 @@ def _consume(seg: SegmentFiles, source: Any, to_magic: int, chunk_size: int,
     stats["zstd_batches"] = zstd_batches
     stats["records_expected"] = len(expected)
 
-    def fail(position: int, message: str) -> dict[str, Any]:
-        violations.append(violation(seg, "log", position, "conversion",
-                                    f"to magic {to_magic}, chunk {chunk_size}: {message}"))
+    def fail(position: int, message: str, offset: int | None = None) -> dict[str, Any]:
+        found = violation(seg, "log", position, "conversion",
+                          f"to magic {to_magic}, chunk {chunk_size}: {message}")
+        found["offset"] = offset
+        violations.append(found)
         stats["wall_seconds"] = time.perf_counter() - started
         return {"stats": stats, "violations": violations}
 
@@ -177,15 +179,16 @@ def _consume(seg: SegmentFiles, source: Any, to_magic: int, chunk_size: int,
             stats["conversion_time_ns"] += conv.conversion_time_ns
             if len(out) != committed or not send.completed:
                 return fail(position, f"fetch at offset {next_offset} committed {committed} "
-                                      f"bytes but the send wrote {len(out)}")
+                                      f"bytes but the send wrote {len(out)}", next_offset)
             valid = 0
             last_complete = None
             for out_batch in MemoryRecords(out).batches():
                 if out_batch.magic > to_magic:
                     return fail(position, f"output batch at offset {out_batch.last_offset} "
-                                          f"has magic {out_batch.magic}")
+                                          f"has magic {out_batch.magic}", next_offset)
                 if out_batch.is_control and to_magic < 2:
-                    return fail(position, "a control batch survived down-conversion")
+                    return fail(position, "a control batch survived down-conversion",
+                                next_offset)
                 for r in out_batch:
                     if r.offset >= next_offset:
                         delivered.append((r.offset, r.timestamp, _b(r.key), _b(r.value)))
@@ -215,9 +218,12 @@ def _consume(seg: SegmentFiles, source: Any, to_magic: int, chunk_size: int,
                  min(len(delivered), len(expected)))
         got = delivered[n] if n < len(delivered) else None
         want = expected[n] if n < len(expected) else None
-        return fail(-1, f"{len(delivered)} records delivered, {len(expected)} expected; "
-                        f"first difference at record {n}: got {_short(got)}, "
-                        f"expected {_short(want)}")
+        offset = min(r[0] for r in (got, want) if r is not None)
+        at = bisect.bisect_left(last_offsets, offset)
+        return fail(positions[at] if at < len(positions) else -1,
+                    f"{len(delivered)} records delivered, {len(expected)} expected; "
+                    f"first difference at record {n}: got {_short(got)}, "
+                    f"expected {_short(want)}", offset)
     stats["ok"] = True
     stats["wall_seconds"] = time.perf_counter() - started
     return {"stats": stats, "violations": violations}

@@ -121,22 +121,24 @@ def _schemas() -> dict[str, Any]:
         return StructType([StructField(n, t, True) for n, t in [*run, *fields]])
 
     return {
-        "violations": st(("topic", s), ("partition", i), ("segment", s), ("file", s),
-                         ("position", L), ("offset", L), ("kind", s), ("severity", s),
-                         ("message", s)),
-        "segments": st(("topic", s), ("partition", i), ("segment", s), ("base_offset", L),
-                       ("path", s), ("start", L), ("end", L), ("range_index", i),
-                       ("range_count", i), ("bytes", L), ("batches", L),
-                       ("control_batches", L), ("records", L), ("first_offset", L),
-                       ("last_offset", L), ("checksum", s), ("batches_v0", L),
-                       ("batches_v1", L), ("batches_v2", L), ("index_entries", L),
-                       ("timeindex_entries", L), ("txnindex_entries", L), ("violations", L),
-                       ("warnings", L), ("check_seconds", d), ("range_bytes", L),
-                       ("executor", s), ("implementation", s)),
-        "partitions": st(("topic", s), ("partition", i), ("segments", L), ("bytes", L),
-                         ("batches", L), ("control_batches", L), ("records", L),
-                         ("checksum", s)),
-        "conversions": st(("topic", s), ("partition", i), ("segment", s), ("start", L),
+        "violations": st(("topic", s), ("partition_id", i), ("segment", s), ("file", s),
+                         ("path", s), ("position", L), ("kafka_offset", L), ("last_offset", L),
+                         ("batch_bytes", L), ("kind", s), ("severity", s), ("message", s)),
+        "segments": st(("topic", s), ("partition_id", i), ("segment", s), ("base_offset", L),
+                       ("path", s), ("start_position", L), ("end_position", L),
+                       ("range_index", i), ("range_count", i), ("range_bytes", L),
+                       ("bytes", L), ("batches", L), ("control_batches", L), ("records", L),
+                       ("first_offset", L), ("last_offset", L), ("checksum", s),
+                       ("batches_v0", L), ("batches_v1", L), ("batches_v2", L),
+                       ("index_entries", L), ("timeindex_entries", L),
+                       ("txnindex_entries", L), ("violations", L), ("warnings", L),
+                       ("check_seconds", d), ("executor", s), ("implementation", s)),
+        "partitions": st(("topic", s), ("partition_id", i), ("path", s), ("segments", L),
+                         ("ranges", L), ("bytes", L), ("batches", L), ("control_batches", L),
+                         ("records", L), ("first_offset", L), ("last_offset", L),
+                         ("checksum", s), ("errors", L), ("warnings", L)),
+        "conversions": st(("topic", s), ("partition_id", i), ("segment", s),
+                          ("start_position", L), ("first_offset", L), ("last_offset", L),
                           ("to_magic", i), ("chunk_size", i), ("bytes_in", L),
                           ("records_expected", L), ("records_delivered", L), ("fetches", L),
                           ("bytes_committed", L), ("bytes_written", L), ("bytes_valid", L),
@@ -145,6 +147,13 @@ def _schemas() -> dict[str, Any]:
                           ("zstd_batches", L), ("stalls", L), ("window_peak_bytes", L),
                           ("ok", b)),
     }
+
+
+#: Parquet column -> the key of the rows the job builds, where they differ: ``partition``,
+#: ``offset`` and ``end`` are reserved words in SQL engines (Spark SQL, Trino, ...), so the
+#: columns are named so that no query needs quotes
+_ROW_KEYS = {"partition_id": "partition", "kafka_offset": "offset", "start_position": "start",
+             "end_position": "end"}
 
 
 # --- functions shipped to executors (module level so they pickle by reference) ---------------
@@ -233,12 +242,24 @@ def _partition_reducer(manifest_partitions: Any, limit: int,
                                   config is not None and config.contiguous_offsets)
         if manifest_partitions is not None:
             found += _manifest_check(manifest_partitions.value)(((topic, partition), tuple(sums)))
+        folder = parts[0]["summary"]["path"].rsplit("/", 1)[0]
+        for v in found:
+            if v["path"] is None:
+                v["path"] = folder
         errors = sum(p["errors"] for p in parts) + sum(1 for v in found if v["severity"] == ERROR)
         warnings = sum(p["warnings"] for p in parts) + sum(1 for v in found if v["severity"] != ERROR)
+        firsts = [p["summary"]["first_offset"] for p in parts
+                  if p["summary"]["first_offset"] is not None]
+        lasts = [p["summary"]["last_offset"] for p in parts
+                 if p["summary"]["last_offset"] is not None]
         return {
-            "partition": {"topic": topic, "partition": partition, "segments": sums[0],
-                          "bytes": sums[1], "batches": sums[2], "control_batches": sums[3],
-                          "records": sums[4], "checksum": format_checksum(sums[5])},
+            "partition": {"topic": topic, "partition": partition, "path": folder,
+                          "segments": sums[0], "ranges": len(parts), "bytes": sums[1],
+                          "batches": sums[2], "control_batches": sums[3], "records": sums[4],
+                          "first_offset": firsts[0] if firsts else None,
+                          "last_offset": lasts[-1] if lasts else None,
+                          "checksum": format_checksum(sums[5]), "errors": errors,
+                          "warnings": warnings},
             "ranges": [{**p["summary"], "checksum": format_checksum(p["summary"]["checksum"])}
                        for p in parts],
             "conversions": [c for p in parts for c in p["conversions"]],
@@ -279,7 +300,7 @@ def _manifest_check(manifest_partitions: dict[str, Any]) -> Any:
 
 
 def _stamp(run: dict[str, Any], schema: Any) -> Any:
-    names = [f.name for f in schema.fields]
+    names = [_ROW_KEYS.get(f.name, f.name) for f in schema.fields]
 
     def row(record: dict[str, Any]) -> tuple:
         merged = {**run, **record}
@@ -341,6 +362,8 @@ def _write_tables(spark: Any, out: str, run: dict[str, Any], schemas: dict[str, 
     gets the driver's rows (and no violations) written by pyarrow, a Spark job saved for each;
     a URL, or violations to write, go through Spark's writer. Either way each table is a folder
     of Parquet files that Spark, pyarrow and pandas read alike."""
+    # a Parquet timestamp that says it is UTC (Spark's default, INT96, reads back without one)
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     if violation_count == 0:
         tables = {**tables, "violations": []}
     for name, rows in tables.items():
@@ -490,7 +513,8 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     if manifest is not None:
         listed = {f"{s.topic}-{s.partition}" for s in segments}
         missing = [violation(m["topic"], m["partition"], "", "partition", -1, "manifest",
-                             "partition in the manifest has no segments")
+                             "partition in the manifest has no segments",
+                             path=f"{logdir.rstrip('/')}/{m['topic']}-{m['partition']}")
                    for name, m in sorted(manifest["partitions"].items()) if name not in listed]
     missing += listing.problems  # partition folders that could not be listed
     counts: dict[str, list[int]] = {}  # topic -> [errors, warnings]

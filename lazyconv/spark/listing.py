@@ -27,6 +27,7 @@ __all__ = ["LogListing", "list_log_directory", "resolve_logdir"]
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class LogListing:
     """The segments of a log directory (sorted by topic, partition and base offset) and what
@@ -64,7 +65,7 @@ def _list_local(root: str) -> LogListing:
         except OSError as exc:
             problems.append(violation(topic, partition, "", "partition", -1, "unreadable",
                                       f"partition folder {path} cannot be listed: "
-                                      f"{_reason(exc)}"))
+                                      f"{_reason(exc)}", path=path))
             continue
         for file_name, file_path in files:
             base = offset_from_name(file_name)

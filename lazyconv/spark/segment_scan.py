@@ -64,7 +64,7 @@ from lazyconv.records.digest import (
 from lazyconv.spark.derived_conversion import ConvertedBatch, DerivedConsumer
 from lazyconv.spark.reader import SegmentReader, read_regular_file
 from lazyconv.spark.topic_config import TIMESTAMP_TYPES, TopicConfig
-from lazyconv.spark.violations import ERROR, WARNING, violation
+from lazyconv.spark.violations import ERROR, WARNING, file_path, violation
 
 __all__ = [
     "ScanTask",
@@ -234,12 +234,19 @@ class _RangeScan:
         self.not_a_segment = False  # the .log does not start with a log entry
         self.aborts_without_txnindex: list[int] | None = None  # [markers, first offset]
         self.config: TopicConfig | None = options.topic_configs.get(task.topic)
+        # the entry being checked: (log position, last offset, bytes)
+        self.current: tuple[int, int | None, int | None] = (-1, None, None)
 
     def add(self, file: str, position: int, kind: str, message: str, *,
             offset: int | None = None, severity: str = ERROR) -> None:
+        """One violation of this range; one about the entry being checked (``current``) names
+        its last offset and size too."""
         t = self.task
+        entry = self.current if file == "log" and self.current[0] == position else (-1, None, None)
         self.violations.append(violation(t.topic, t.partition, t.segment, file, position, kind,
-                                         message, offset=offset, severity=severity))
+                                         message, offset=offset, severity=severity,
+                                         last_offset=entry[1], batch_bytes=entry[2],
+                                         path=file_path(t.log_path, file)))
 
 
 def scan_range(task: ScanTask, options: ScanOptions = ScanOptions()) -> dict[str, Any]:
@@ -475,6 +482,7 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     s = scan.summary
     magic = data[16]
     header_offset, size_field = _HEADER.unpack_from(data)
+    scan.current = (pos, _header_last_offset(data), len(data))
     if magic == 2 and size_field < V2_MIN_SIZE_FIELD:
         scan.add("log", pos, "structure",
                  f"v2 batch at offset {header_offset} has length {size_field}, below the v2 "
@@ -594,6 +602,7 @@ def _check_topic_config_run(scan: _RangeScan, run: Any, data: memoryview, pos: i
         base = _HEADER.unpack_from(entry)[0]
         control = bool(entry[ATTRIBUTES_OFFSET + 1] & CONTROL_FLAG_MASK)
         records = struct.unpack_from(">i", entry, RECORDS_COUNT_OFFSET)[0]
+        scan.current = (start, last, len(entry))
         _check_topic_config(scan, previous, start, entry, base, last, records, control)
         previous = last
 
@@ -1002,6 +1011,24 @@ def _feed_consumer(scan: _RangeScan, consumer: DerivedConsumer, batch: Any, data
                                 facts.last_offset if expected else None))
 
 
+def _locate_conversion_failure(scan: _RangeScan, to_magic: int) -> tuple[int, int | None, str]:
+    """Where a consumer of ``to_magic`` first gets other records than expected: the
+    reference consumer (:mod:`lazyconv.spark.conversion_check`, the real lazy send, record by
+    record) is run over the segment, which costs more than the derived scan but happens only
+    when a conversion fails. ``(log position, offset, what it found)``."""
+    from lazyconv.spark.conversion_check import check_conversions
+
+    task = scan.task
+    options = scan.options
+    found = check_conversions(task, to_magic, [options.chunk_sizes[0]], options.fetch_max_bytes)
+    for result in found:
+        for v in result["violations"]:
+            return v["position"], v.get("offset"), f"the lazy send itself: {v['message']}"
+    return -1, scan.summary["first_offset"], ("the reference consumer, running the lazy send, "
+                                             "receives the expected records (a bug in the "
+                                             "derived consumer)")
+
+
 def _conversion_rows(scan: _RangeScan) -> list[dict[str, Any]]:
     """One row per target magic x chunk size; a ``conversion`` violation when the records a
     consumer receives differ from the expected ones."""
@@ -1013,14 +1040,17 @@ def _conversion_rows(scan: _RangeScan) -> list[dict[str, Any]]:
         t = consumer.totals
         ok = t.delivered == t.expected and t.delivered_hash == t.expected_hash
         if not ok:
-            scan.add("log", -1, "conversion",
+            position, offset, where = _locate_conversion_failure(scan, to_magic)
+            scan.add("log", position, "conversion",
                      f"to magic {to_magic}: a consumer receives {t.delivered} records "
                      f"(hash {t.delivered_hash:016x}), {t.expected} expected "
-                     f"(hash {t.expected_hash:016x})")
+                     f"(hash {t.expected_hash:016x}); {where}", offset=offset)
         for chunk_size, tally in sorted(t.tallies.items()):
             rows.append({
                 "topic": task.topic, "partition": task.partition, "segment": task.segment,
-                "start": task.start, "to_magic": to_magic, "chunk_size": chunk_size,
+                "start": task.start, "first_offset": scan.summary["first_offset"],
+                "last_offset": scan.summary["last_offset"], "to_magic": to_magic,
+                "chunk_size": chunk_size,
                 "bytes_in": scan.summary["scan_end"] - task.start,
                 "records_expected": t.expected, "records_delivered": t.delivered,
                 "fetches": t.fetches, "bytes_committed": t.bytes_committed,

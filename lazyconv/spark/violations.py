@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["VIOLATION_KINDS", "ERROR", "WARNING", "violation", "is_error"]
+__all__ = ["VIOLATION_KINDS", "ERROR", "WARNING", "file_path", "violation", "is_error"]
 
 ERROR = "error"
 WARNING = "warning"
@@ -52,19 +52,35 @@ VIOLATION_KINDS = {
 
 def violation(topic: str | None, partition: int | None, segment: str, file: str,
               position: int, kind: str, message: str, *, offset: int | None = None,
-              severity: str = ERROR) -> dict[str, Any]:
-    """One finding at its place."""
+              severity: str = ERROR, last_offset: int | None = None,
+              batch_bytes: int | None = None, path: str | None = None) -> dict[str, Any]:
+    """One finding at its place; ``last_offset`` and ``batch_bytes`` describe the entry (batch
+    or top-level message) it is about, when it is about one; ``path`` is the file's (or the
+    partition folder's) absolute path."""
     return {
         "topic": topic,
         "partition": partition,
         "segment": segment,
         "file": file,
+        "path": path,
         "position": position,
         "offset": offset,
+        "last_offset": last_offset,
+        "batch_bytes": batch_bytes,
         "kind": kind,
         "severity": severity,
         "message": message,
     }
+
+
+def file_path(log_path: str, file: str) -> str:
+    """The path of ``file`` (``log``, ``index``, ``timeindex``, ``txnindex`` or ``partition``)
+    of the segment whose ``.log`` is ``log_path``."""
+    if file == "partition":
+        return log_path.rsplit("/", 1)[0]
+    if file == "log":
+        return log_path
+    return f"{log_path[: -len('.log')]}.{file}"
 
 
 def is_error(v: dict[str, Any]) -> bool:
