@@ -11,8 +11,8 @@ from pathlib import Path
 from lazyconv.commands._common import finish_progress, progress_bar, size_type
 from lazyconv.errors import ConfigurationError
 from lazyconv.fixtures.generate import DEFAULT_SEGMENT_BYTES
-from lazyconv.fixtures.index import DEFAULT_INDEX_INTERVAL_BYTES
 from lazyconv.fixtures.profiles import PROFILE_SETS
+from lazyconv.logdir.index import DEFAULT_INDEX_INTERVAL_BYTES
 
 log = logging.getLogger(__name__)
 

@@ -201,9 +201,10 @@ def build_listener_specs(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from lazyconv.logdir.directory import LogDirectory
+    from lazyconv.logdir.partition import LogConfig
     from lazyconv.net import ConnectionLimits, KafkaServer
     from lazyconv.serve.broker import Broker, Listener
-    from lazyconv.serve.logdir import LogConfig, LogDirectory
 
     config = LogConfig(segment_bytes=args.segment_bytes, index_interval_bytes=args.index_interval_bytes,
                        flush_messages=args.flush_messages, flush_ms=args.flush_ms)
