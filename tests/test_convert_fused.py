@@ -348,7 +348,7 @@ def test_a_compressed_batch_converted_from_its_decompressed_records_equals_down_
     from pathlib import Path
 
     from lazyconv.convert import append_compressed_v2_entry, convert_compressed_v2_entry
-    from lazyconv.fixtures import list_segments
+    from lazyconv.logdir.layout import list_segments
     from lazyconv.records.batch import DefaultBatch
 
     root = Path(__file__).resolve().parent.parent / "fixtures"

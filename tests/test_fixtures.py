@@ -17,14 +17,14 @@ from lazyconv.fixtures import (
     combine,
     format_checksum,
     generate,
-    list_segments,
     parse_size,
     record_hash,
     wire,
 )
-from lazyconv.fixtures.index import IndexBuilder, parse_offset_index, parse_time_index
-from lazyconv.fixtures.layout import segment_file_name, split_partition_dir
 from lazyconv.fixtures.wire import FixtureRecord
+from lazyconv.logdir.index import IndexBuilder, parse_offset_index, parse_time_index
+from lazyconv.logdir.layout import list_segments
+from lazyconv.logdir.naming import segment_file_name, split_partition_dir
 
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "fixtures"

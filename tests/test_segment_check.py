@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.fixtures import combine, format_checksum, generate, list_segments
+from lazyconv.fixtures import combine, format_checksum, generate
+from lazyconv.logdir.layout import list_segments
 from lazyconv.spark.conversion_check import check_conversions
 from lazyconv.spark.segment_check import check_segment
 from tests.fault_planting import (

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.fixtures import generate, list_segments
+from lazyconv.fixtures import generate
+from lazyconv.logdir.layout import list_segments
 from lazyconv.spark.conversion_check import check_conversions
 from lazyconv.spark.partition_checks import check_partition, range_boundary
 from lazyconv.spark.planning import pack_tasks, plan_ranges

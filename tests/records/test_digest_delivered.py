@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from lazyconv.convert import down_convert_bytes, is_zstd_below_v2
 from lazyconv.errors import LazyconvError
-from lazyconv.fixtures import list_segments
+from lazyconv.logdir.layout import list_segments
 from lazyconv.records import FileRecords, MemoryRecords
 from lazyconv.records._native import kernel
 from lazyconv.records.compression import decompress

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lazyconv.errors import LazyconvError
-from lazyconv.fixtures import list_segments
+from lazyconv.logdir.layout import list_segments
 from lazyconv.records._native import kernel
 from lazyconv.records.compression import decompress
 from lazyconv.records.segment_run import (
