@@ -4,6 +4,8 @@
     python bench/validate.py codecs --size 64M    # the same scan: the share of compression
     python bench/validate.py job    --size 512M --runs 7   # `lazyconv validate`, median of 7
     python bench/validate.py memory --size 1G     # peak RSS of a worker over one big segment
+    python bench/validate.py floor  --size 1G     # the job's CPU against the decompression floor
+    python bench/validate.py driver --segments 10000   # the driver's peak RSS, many segments
 
 ``scan`` runs :func:`lazyconv.spark.segment_check.check_segment` over every segment of a
 ``mixed`` fixture (``--segment-bytes 16M``, target magics 0 and 1) with one chunk size and then
@@ -12,7 +14,12 @@ their ratio. ``job`` runs ``lazyconv validate --chunk-sizes 128K --to-magic 0,1`
 fixture and prints its own MiB/s line. ``memory`` generates one partition with a single segment
 of ``--size`` and scans it the way the job does (byte ranges planned for two cores, all in one
 reused Python process), in a child process whose peak RSS is reported, and the whole segment as
-one range for comparison. Fixtures are generated under ``--workdir`` once and reused. The
+one range for comparison. ``floor`` decompresses every compressed entry of the fixture once
+(the least any check of its records must do) and runs `lazyconv validate` with its defaults,
+printing the CPU seconds of all its processes (Python driver, JVM, Python workers; sampled with
+psutil) as a multiple of that floor, and the driver's peak RSS. ``driver`` runs the defaults on
+one partition of ``--segments`` 8 KiB segments and prints the Python driver's peak RSS (and
+the other processes'). Fixtures are generated under ``--workdir`` once and reused. The
 machine's load average is printed with every figure.
 """
 
@@ -63,7 +70,7 @@ def _fixture(workdir: Path, size: str, partitions: int, segment_bytes: str) -> P
 
 
 def _scan_all(root: Path, chunk_sizes: tuple[int, ...]) -> tuple[float, float, int]:
-    from lazyconv.fixtures import list_segments
+    from lazyconv.logdir.layout import list_segments
     from lazyconv.spark.segment_check import check_segment
     from lazyconv.spark.segment_scan import ScanOptions
 
@@ -149,7 +156,7 @@ def job(args: argparse.Namespace) -> None:
 _CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from lazyconv.fixtures import list_segments
+from lazyconv.logdir.layout import list_segments
 from lazyconv.spark.planning import plan_ranges, range_target
 from lazyconv.spark.segment_scan import ScanOptions, scan_range
 from lazyconv.spark.segment_check import task_for
@@ -185,15 +192,111 @@ def memory(args: argparse.Namespace) -> None:
               f"{figures['cpu']:.0f} CPU s; {_load()}", flush=True)
 
 
+def _compressed_payloads(root: Path) -> list[tuple[int, bytes, int]]:
+    """``(codec, payload, magic)`` of every compressed entry of the fixture: v2 batches' records
+    and v0/v1 wrappers' values, as stored."""
+    from lazyconv.logdir.layout import list_segments
+    from lazyconv.records import MemoryRecords
+
+    found = []
+    for seg in list_segments(str(root)):
+        data = Path(seg.log_path).read_bytes()
+        for batch in MemoryRecords(data).batches():
+            codec = int(batch.compression)
+            if not codec:
+                continue
+            if batch.magic == 2:
+                found.append((codec, bytes(batch.records_buffer()), 2))
+            else:
+                value = batch._parse(check_crc=False)[6]
+                found.append((codec, bytes(value), batch.magic))
+    return found
+
+
+def _floor_seconds(root: Path) -> tuple[float, int]:
+    """CPU seconds to decompress every compressed entry once (lazyconv's thin framing around
+    the codec libraries), and how many there are."""
+    from lazyconv.records.compression import decompress
+
+    payloads = _compressed_payloads(root)
+    cpu = time.process_time()
+    for codec, payload, magic in payloads:
+        decompress(codec, payload, magic)
+    return time.process_time() - cpu, len(payloads)
+
+
+def _run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float, dict[str, int]]:
+    """Run ``command``; its exit, the CPU seconds of its whole process tree (Python driver, JVM,
+    Python workers) and each process kind's peak RSS (bytes)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from proc_cpu import TreeCPU
+
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    meter = TreeCPU(proc.pid)
+    stdout, stderr = proc.communicate()
+    cpu = meter.stop()
+    peaks: dict[str, int] = {}
+    for pid, rss in meter.peak_rss.items():
+        kind = "driver" if pid == proc.pid else meter.names.get(pid, "?")
+        peaks[kind] = max(peaks.get(kind, 0), rss)
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr), cpu, peaks
+
+
+def floor(args: argparse.Namespace) -> None:
+    """`lazyconv validate` with its defaults (seven chunk sizes, magics 0 and 1, local[*]) on
+    the fixture, its whole process tree's CPU against the decompression floor."""
+    root = _fixture(Path(args.workdir), args.size, 4, "16M")
+    mib = sum(p.stat().st_size for p in root.glob("*/*.log")) / MIB
+    floor_cpu, entries = _floor_seconds(root)
+    print(f"decompression floor: {entries} compressed entries of {mib:.0f} MiB decompressed once "
+          f"in {floor_cpu:.2f} CPU s; {_load()}", flush=True)
+    command = [str(Path(sys.executable).parent / "lazyconv"), "validate", str(root), "--out",
+               str(Path(args.workdir) / "validate-out"), "--quiet"]
+    for run in range(args.runs):
+        done, cpu, peaks = _run_measured(command)
+        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("validated")), "?")
+        print(f"job run {run + 1}/{args.runs}: exit {done.returncode}; {line}; {cpu:.1f} CPU s in "
+              f"all processes = {cpu / floor_cpu:.1f}x the floor; driver peak RSS "
+              f"{peaks.get('driver', 0) / MIB:.0f} MiB; {_load()}", flush=True)
+    print(" ".join(command[1:]), flush=True)
+
+
+def driver(args: argparse.Namespace) -> None:
+    """The driver's peak memory with many segments: one partition of ``--segments`` segments
+    (``headers`` profile, 8 KiB each), `lazyconv validate` with its defaults."""
+    count = args.segments
+    root = Path(args.workdir) / f"segments-{count}"
+    if not _current(root):
+        shutil.rmtree(root, ignore_errors=True)
+        started = time.perf_counter()
+        # 8 KiB segments hold about 6.4 KiB of the profile's batches each
+        generate(root, count * 6400, partitions=1, seed=13, profile="headers",
+                 segment_bytes=8 * 1024)
+        print(f"generated {root} in {time.perf_counter() - started:.0f} s", flush=True)
+    segments = len(list(root.glob("*/*.log")))
+    command = [str(Path(sys.executable).parent / "lazyconv"), "validate", str(root), "--out",
+               str(Path(args.workdir) / "validate-out-segments"), "--quiet"]
+    done, cpu, peaks = _run_measured(command)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("validated")), "?")
+    others = ", ".join(f"{k} {v / MIB:.0f} MiB" for k, v in sorted(peaks.items()) if k != "driver")
+    print(f"{segments} segments in one partition: exit {done.returncode}; {line}; driver (Python) "
+          f"peak RSS {peaks.get('driver', 0) / MIB:.0f} MiB; other processes' peaks: {others}; "
+          f"{cpu:.1f} CPU s; {_load()}", flush=True)
+    print(" ".join(command[1:]), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("scan", "codecs", "job", "memory"))
+    parser.add_argument("what", choices=("scan", "codecs", "job", "memory", "floor", "driver"))
     parser.add_argument("--size", default="512M")
     parser.add_argument("--workdir", default="/tmp/lazyconv-bench-validate")
     parser.add_argument("--runs", type=int, default=1,
                         help="job: run the command this many times and print the median")
+    parser.add_argument("--segments", type=int, default=10_000,
+                        help="driver: segments in the one partition (default 10000)")
     args = parser.parse_args()
-    {"scan": scan, "codecs": codecs, "job": job, "memory": memory}[args.what](args)
+    {"scan": scan, "codecs": codecs, "job": job, "memory": memory, "floor": floor,
+     "driver": driver}[args.what](args)
 
 
 if __name__ == "__main__":

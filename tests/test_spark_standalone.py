@@ -11,12 +11,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from bench.proc_cpu import TreeCPU
 
 pytestmark = pytest.mark.spark
 
@@ -59,57 +60,6 @@ _WORKER_PID: dict[str, int] = {}
 
 def standalone_work(url: str) -> Path:
     return _WORK[url]
-
-
-class TreeCPU:
-    """CPU seconds (user + system) of a process and all its descendants while sampled: every
-    0.1 s each live process's total is noted, so processes that start and end in between
-    (executors, Python workers) count up to their last sample; a process that existed at the
-    start counts only what it used since."""
-
-    def __init__(self, root_pid: int) -> None:
-        import psutil
-
-        self._root = psutil.Process(root_pid)
-        self._start: dict[int, float] = {}
-        self._last: dict[int, float] = {}
-        self._stop = threading.Event()
-        for proc in self._tree():
-            self._start[proc.pid] = self._last[proc.pid] = self._cpu(proc)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _tree(self) -> list:
-        import psutil
-
-        try:
-            return [self._root, *self._root.children(recursive=True)]
-        except psutil.Error:
-            return []
-
-    @staticmethod
-    def _cpu(proc) -> float:
-        import psutil
-
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:
-            return -1.0
-        return float(t.user + t.system)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for proc in self._tree():
-                cpu = self._cpu(proc)
-                if cpu >= 0:
-                    self._last[proc.pid] = max(cpu, self._last.get(proc.pid, 0.0))
-            self._stop.wait(0.1)
-
-    def stop(self) -> float:
-        """The CPU seconds used since the start."""
-        self._stop.set()
-        self._thread.join()
-        return sum(cpu - self._start.get(pid, 0.0) for pid, cpu in self._last.items())
 
 
 @pytest.fixture(scope="module")

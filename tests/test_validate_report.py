@@ -34,22 +34,21 @@ def _documented_columns() -> dict[str, list[str]]:
 
 
 def test_every_table_and_column_is_documented_in_order() -> None:
-    from lazyconv.spark.job import _schemas
+    from lazyconv.spark.tables import COLUMNS, RUN_COLUMNS
 
     documented = _documented_columns()
-    assert sorted(documented) == sorted(TABLES)
-    for table, schema in _schemas().items():
-        assert documented[table] == [f.name for f in schema.fields], table
+    assert sorted(documented) == sorted(TABLES) == sorted(COLUMNS)
+    for table, columns in COLUMNS.items():
+        assert documented[table] == [name for name, _ in (*RUN_COLUMNS, *columns)], table
 
 
 def test_no_column_needs_quoting_in_sql() -> None:
-    from lazyconv.spark.job import _schemas
+    from lazyconv.spark.tables import COLUMNS, RUN_COLUMNS
 
-    reserved = {"offset", "partition", "end", "start", "order", "range", "position_", "file_"}
-    for table, schema in _schemas().items():
-        for field in schema.fields:
-            assert field.name not in reserved and re.fullmatch(r"[a-z_0-9]+", field.name), (
-                table, field.name)
+    reserved = {"offset", "partition", "end", "start", "order", "range", "key", "value"}
+    for table, columns in COLUMNS.items():
+        for name, _ in (*RUN_COLUMNS, *columns):
+            assert name not in reserved and re.fullmatch(r"[a-z_0-9]+", name), (table, name)
 
 
 def test_a_conversion_failure_is_located_by_offset(monkeypatch: pytest.MonkeyPatch,

@@ -47,6 +47,7 @@ from lazyconv.spark.listing import LogListing, list_log_directory
 from lazyconv.spark.partition_checks import check_partition, range_boundary
 from lazyconv.spark.planning import pack_tasks, plan_ranges, range_target
 from lazyconv.spark.segment_scan import ScanOptions, ScanTask, scan_range
+from lazyconv.spark.tables import RUN_COLUMNS, from_ipc, row_keys, spark_schema, to_ipc, write_local
 from lazyconv.spark.topic_config import TopicConfig
 from lazyconv.spark.violations import ERROR, violation
 
@@ -102,60 +103,6 @@ class ValidationResult:
         return self.violation_count == 0
 
 
-def _schemas() -> dict[str, Any]:
-    from pyspark.sql.types import (
-        BooleanType,
-        DoubleType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
-
-    s, i, L, d, b = StringType(), IntegerType(), LongType(), DoubleType(), BooleanType()
-    run = [("run_id", s), ("run_options", s), ("run_timestamp", TimestampType())]
-
-    def st(*fields: tuple[str, Any]) -> StructType:
-        return StructType([StructField(n, t, True) for n, t in [*run, *fields]])
-
-    return {
-        "violations": st(("topic", s), ("partition_id", i), ("segment", s), ("file", s),
-                         ("path", s), ("position", L), ("kafka_offset", L), ("last_offset", L),
-                         ("batch_bytes", L), ("kind", s), ("severity", s), ("message", s)),
-        "segments": st(("topic", s), ("partition_id", i), ("segment", s), ("base_offset", L),
-                       ("path", s), ("start_position", L), ("end_position", L),
-                       ("range_index", i), ("range_count", i), ("range_bytes", L),
-                       ("bytes", L), ("batches", L), ("control_batches", L), ("records", L),
-                       ("first_offset", L), ("last_offset", L), ("checksum", s),
-                       ("batches_v0", L), ("batches_v1", L), ("batches_v2", L),
-                       ("index_entries", L), ("timeindex_entries", L),
-                       ("txnindex_entries", L), ("violations", L), ("warnings", L),
-                       ("check_seconds", d), ("executor", s), ("implementation", s)),
-        "partitions": st(("topic", s), ("partition_id", i), ("path", s), ("segments", L),
-                         ("ranges", L), ("bytes", L), ("batches", L), ("control_batches", L),
-                         ("records", L), ("first_offset", L), ("last_offset", L),
-                         ("checksum", s), ("errors", L), ("warnings", L)),
-        "conversions": st(("topic", s), ("partition_id", i), ("segment", s),
-                          ("start_position", L), ("first_offset", L), ("last_offset", L),
-                          ("to_magic", i), ("chunk_size", i), ("bytes_in", L),
-                          ("records_expected", L), ("records_delivered", L), ("fetches", L),
-                          ("bytes_committed", L), ("bytes_written", L), ("bytes_valid", L),
-                          ("padding_bytes", L), ("discarded_bytes", L), ("chunks", L),
-                          ("records_converted", L), ("temporary_memory_bytes", L),
-                          ("zstd_batches", L), ("stalls", L), ("window_peak_bytes", L),
-                          ("ok", b)),
-    }
-
-
-#: Parquet column -> the key of the rows the job builds, where they differ: ``partition``,
-#: ``offset`` and ``end`` are reserved words in SQL engines (Spark SQL, Trino, ...), so the
-#: columns are named so that no query needs quotes
-_ROW_KEYS = {"partition_id": "partition", "kafka_offset": "offset", "start_position": "start",
-             "end_position": "end"}
-
-
 # --- functions shipped to executors (module level so they pickle by reference) ---------------
 
 def _pack_scanner(options: ScanOptions, allow_pure_python: bool) -> Any:
@@ -172,15 +119,15 @@ def _pack_scanner(options: ScanOptions, allow_pure_python: bool) -> Any:
 
 
 def _executors_seen(probed: list[dict[str, Any]],
-                    ranges: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                    counts: list[dict[str, list[Any]]]) -> list[dict[str, Any]]:
     """The probed executors, each with the number of ranges it scanned, and any executor that
     scanned without having been probed (it joined later; its implementation as it reported)."""
     found = {e["executor"]: {**e, "ranges": 0} for e in probed}
-    for r in ranges:
-        entry = found.setdefault(r["executor"], {"executor": r["executor"],
-                                                 "implementation": r["implementation"],
-                                                 "ranges": 0})
-        entry["ranges"] += 1
+    for partition_counts in counts:
+        for executor, (implementation, ranges) in partition_counts.items():
+            entry = found.setdefault(executor, {"executor": executor,
+                                                "implementation": implementation, "ranges": 0})
+            entry["ranges"] += ranges
     return [found[k] for k in sorted(found)]
 
 
@@ -207,13 +154,16 @@ def _first(violations: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]
 
 def _range_part(limit: int) -> Any:
     """What the per-partition reduce needs of one range's result: its summary, conversion
-    rows and boundary, how many errors and warnings it found, and its first ``limit``
+    rows (value tuples in the table's column order: far smaller than dicts) and boundary, how many errors and warnings it found, and its first ``limit``
     violations (all of them stay on the executors, for the Parquet table)."""
+    conversion_keys = row_keys("conversions")
+
     def part(result: dict[str, Any]) -> tuple[tuple[str, int], dict[str, Any]]:
         s = result["summary"]
         errors = sum(1 for v in result["violations"] if v["severity"] == ERROR)
         return (s["topic"], s["partition"]), {
-            "summary": s, "conversions": result["conversions"],
+            "summary": s, "conversions": [tuple(c[k] for k in conversion_keys)
+                                          for c in result["conversions"]],
             "boundary": range_boundary(result), "errors": errors,
             "warnings": len(result["violations"]) - errors,
             "first": _first(result["violations"], limit)}
@@ -224,7 +174,11 @@ def _range_part(limit: int) -> Any:
 def _partition_reducer(manifest_partitions: Any, limit: int,
                        topic_configs: dict[str, TopicConfig]) -> Any:
     """The per-partition reduce: sums and checksum, the checks between ranges and segments,
-    the manifest comparison; returns the partition's row and everything the driver reports."""
+    the manifest comparison; returns the partition's row, its ranges' and conversions' rows as
+    Arrow IPC bytes (:mod:`lazyconv.spark.tables`) with their sums for the console summary, and
+    everything else the driver reports."""
+    segment_keys = row_keys("segments")
+
     def reduce(item: tuple[tuple[str, int], Any]) -> dict[str, Any]:
         (topic, partition), parts = item
         parts = sorted(parts, key=lambda p: (p["summary"]["base_offset"], p["summary"]["start"]))
@@ -260,9 +214,13 @@ def _partition_reducer(manifest_partitions: Any, limit: int,
                           "last_offset": lasts[-1] if lasts else None,
                           "checksum": format_checksum(sums[5]), "errors": errors,
                           "warnings": warnings},
-            "ranges": [{**p["summary"], "checksum": format_checksum(p["summary"]["checksum"])}
-                       for p in parts],
-            "conversions": [c for p in parts for c in p["conversions"]],
+            "topic_sums": _range_sums([p["summary"] for p in parts]),
+            "conversion_sums": _conversion_sums(topic, [c for p in parts for c in p["conversions"]]),
+            "executors": _executor_counts([p["summary"] for p in parts]),
+            "ranges": to_ipc("segments", (
+                [p["summary"][k] if k != "checksum" else format_checksum(p["summary"][k])
+                 for k in segment_keys] for p in parts)),
+            "conversions": to_ipc("conversions", (c for p in parts for c in p["conversions"])),
             "errors": errors, "warnings": warnings, "found": found,
             "first": _first([v for p in parts for v in p["first"]] + found, limit),
         }
@@ -299,12 +257,13 @@ def _manifest_check(manifest_partitions: dict[str, Any]) -> Any:
     return check
 
 
-def _stamp(run: dict[str, Any], schema: Any) -> Any:
-    names = [_ROW_KEYS.get(f.name, f.name) for f in schema.fields]
+def _stamp(run: dict[str, Any], table: str) -> Any:
+    """A row dict of ``table`` as a tuple of its columns, the run's first (Spark's writer)."""
+    keys = [name for name, _ in RUN_COLUMNS] + row_keys(table)
 
     def row(record: dict[str, Any]) -> tuple:
         merged = {**run, **record}
-        return tuple(merged.get(n) for n in names)
+        return tuple(merged.get(k) for k in keys)
 
     return row
 
@@ -316,96 +275,115 @@ _CONVERSION_SUMS = ("records_expected", "records_delivered", "bytes_in", "bytes_
                     "zstd_batches", "stalls")
 
 
-def _topic_summary(ranges: list[dict[str, Any]], counts: dict[str, list[int]]) -> list[dict[str, Any]]:
+_RANGE_SUMS = ("bytes", "batches", "records", "control_batches", "check_seconds")
+
+
+def _range_sums(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A partition's ranges added up for its topic's row of the console summary."""
+    sums: dict[str, Any] = {"ranges": len(summaries),
+                            "segments": sum(1 for r in summaries if r["range_index"] == 0)}
+    for key in _RANGE_SUMS:
+        sums[key] = sum(r[key] for r in summaries)
+    return sums
+
+
+def _topic_summary(partitions: list[dict[str, Any]],
+                   counts: dict[str, list[int]]) -> list[dict[str, Any]]:
     """One row per topic: segments, ranges, bytes, batches, records, control batches, check
-    seconds, errors and warnings."""
+    seconds, errors and warnings (from each partition's sums)."""
     rows: dict[str, dict[str, Any]] = {}
-    segments: dict[str, set[tuple[int, str]]] = {}
-    for r in ranges:
-        row = rows.setdefault(r["topic"], {"topic": r["topic"], "ranges": 0, "bytes": 0, "batches": 0,
-                                           "records": 0, "control_batches": 0, "check_seconds": 0.0})
-        segments.setdefault(r["topic"], set()).add((r["partition"], r["segment"]))
-        row["ranges"] += 1
-        for key in ("bytes", "batches", "records", "control_batches", "check_seconds"):
-            row[key] += r[key]
+    for p in partitions:
+        topic = p["partition"]["topic"]
+        row = rows.setdefault(topic, {"topic": topic, "segments": 0, "ranges": 0,
+                                      **{k: 0 for k in _RANGE_SUMS}})
+        for key, value in p["topic_sums"].items():
+            row[key] += value
     for topic, row in rows.items():
-        row["segments"] = len(segments[topic])
         row["errors"], row["warnings"] = counts.get(topic, [0, 0])
     return [rows[t] for t in sorted(rows)]
 
 
-def _conversion_summary(conversions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per topic, target magic and chunk size: ranges run and ok, and the sums."""
-    rows: dict[tuple[str, int, int], dict[str, Any]] = {}
-    for c in conversions:
-        key = (c["topic"], c["to_magic"], c["chunk_size"])
-        row = rows.get(key)
+def _conversion_sums(topic: str, rows: list[tuple]) -> list[dict[str, Any]]:
+    """A partition's conversion rows (tuples in column order) added up per target magic and
+    chunk size: ranges run and ok, the sums, the largest window."""
+    keys = row_keys("conversions")
+    at = {k: keys.index(k) for k in ("to_magic", "chunk_size", "ok", "window_peak_bytes",
+                                     *_CONVERSION_SUMS)}
+    sums: dict[tuple[int, int], dict[str, Any]] = {}
+    for c in rows:
+        key = (c[at["to_magic"]], c[at["chunk_size"]])
+        row = sums.get(key)
         if row is None:
-            row = rows[key] = {"topic": key[0], "to_magic": key[1], "chunk_size": key[2],
+            row = sums[key] = {"topic": topic, "to_magic": key[0], "chunk_size": key[1],
                                "segments": 0, "segments_ok": 0, "window_peak_bytes": 0,
                                **{k: 0 for k in _CONVERSION_SUMS}}
         row["segments"] += 1
-        row["segments_ok"] += 1 if c["ok"] else 0
-        row["window_peak_bytes"] = max(row["window_peak_bytes"], c["window_peak_bytes"])
+        row["segments_ok"] += 1 if c[at["ok"]] else 0
+        row["window_peak_bytes"] = max(row["window_peak_bytes"], c[at["window_peak_bytes"]])
         for k in _CONVERSION_SUMS:
-            row[k] += c[k]
+            row[k] += c[at[k]]
+    return [sums[k] for k in sorted(sums)]
+
+
+def _conversion_summary(partials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per topic, target magic and chunk size, from the partitions' sums."""
+    rows: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for part in partials:
+        key = (part["topic"], part["to_magic"], part["chunk_size"])
+        row = rows.get(key)
+        if row is None:
+            rows[key] = dict(part)
+            continue
+        for k in ("segments", "segments_ok", *_CONVERSION_SUMS):
+            row[k] += part[k]
+        row["window_peak_bytes"] = max(row["window_peak_bytes"], part["window_peak_bytes"])
     return [rows[k] for k in sorted(rows)]
 
 
-def _write_tables(spark: Any, out: str, run: dict[str, Any], schemas: dict[str, Any],
-                  tables: dict[str, list[dict[str, Any]]], violations: Any,
+def _executor_counts(summaries: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """``{executor: [implementation, ranges scanned]}`` of a partition's ranges."""
+    counts: dict[str, list[Any]] = {}
+    for r in summaries:
+        counts.setdefault(r["executor"], [r["implementation"], 0])[1] += 1
+    return counts
+
+
+def _write_tables(spark: Any, out: str, run: dict[str, Any], partitions: list[dict[str, Any]],
+                  partition_rows: list[dict[str, Any]], violations: Any,
                   violation_count: int) -> None:
     """The four Parquet tables under ``out``, every row stamped with the run's columns.
 
-    ``tables`` holds the rows the driver has (ranges, partitions, conversions); the violations
-    are the executors' (``violations``: an RDD, ``violation_count`` of them). A local ``out``
-    gets the driver's rows (and no violations) written by pyarrow, a Spark job saved for each;
-    a URL, or violations to write, go through Spark's writer. Either way each table is a folder
-    of Parquet files that Spark, pyarrow and pandas read alike."""
+    The ranges' and conversions' rows are the partitions' Arrow IPC bytes, the partitions'
+    rows the driver's; the violations are the executors' (``violations``: an RDD,
+    ``violation_count`` of them). A local ``out`` gets the driver's rows (and no violations)
+    written by pyarrow, without a Spark job for each; a URL, or violations to write, go through
+    Spark's writer. Either way each table is a folder of Parquet files that Spark, pyarrow and
+    pandas read alike (:mod:`lazyconv.spark.tables`, docs/guide/validate-report.md)."""
     # a Parquet timestamp that says it is UTC (Spark's default, INT96, reads back without one)
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    if violation_count == 0:
-        tables = {**tables, "violations": []}
-    for name, rows in tables.items():
-        schema = schemas[name]
-        stamped = [_stamp(run, schema)(r) for r in rows]
+
+    def parts(name: str) -> Iterator[Any]:
+        if name == "partitions":
+            keys = row_keys(name)
+            yield from_ipc(to_ipc(name, ([r[k] for k in keys] for r in partition_rows)))
+        elif name in ("segments", "conversions"):
+            key = "ranges" if name == "segments" else "conversions"
+            for p in partitions:
+                yield from_ipc(p[key])
+
+    names = ["segments", "partitions", "conversions"] + ([] if violation_count else ["violations"])
+    for name in names:
         if "://" not in out:
-            _write_local(f"{out}/{name}", schema, stamped)
-        else:
-            spark.createDataFrame(stamped, schema).coalesce(1).write.mode("overwrite").parquet(f"{out}/{name}")
+            write_local(f"{out}/{name}", name, parts(name), run)
+            continue
+        rows = [(run["run_id"], run["run_options"], run["run_timestamp"], *values)
+                for part in parts(name) for values in zip(*part.to_pydict().values(), strict=True)]
+        frame = spark.createDataFrame(rows, spark_schema(name))
+        frame.coalesce(1).write.mode("overwrite").parquet(f"{out}/{name}")
     if violation_count:
-        schema = schemas["violations"]
-        frame = spark.createDataFrame(violations.map(_stamp(run, schema)), schema)
+        frame = spark.createDataFrame(violations.map(_stamp(run, "violations")),
+                                      spark_schema("violations"))
         frame.coalesce(1).write.mode("overwrite").parquet(f"{out}/violations")
-
-
-_ARROW_TYPES = {"StringType": "string", "IntegerType": "int32", "LongType": "int64",
-                "DoubleType": "float64", "BooleanType": "bool",
-                "TimestampType": "timestamp[us, tz=UTC]"}  # what Spark writes for a timestamp
-
-
-def _write_local(folder: str, schema: Any, rows: list[tuple]) -> None:
-    """``rows`` (tuples in ``schema``'s column order) as ``folder/part-00000.parquet``, replacing
-    whatever the folder held (Spark's ``mode("overwrite")``), with Spark's column types."""
-    import shutil
-    from pathlib import Path
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    def arrow_type(alias: str) -> Any:
-        return pa.timestamp("us", tz="UTC") if alias.startswith("timestamp") else pa.type_for_alias(alias)
-
-    fields = [pa.field(f.name, arrow_type(_ARROW_TYPES[type(f.dataType).__name__]))
-              for f in schema.fields]
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(fields)
-    table = pa.table([pa.array(list(c), type=f.type) for c, f in zip(columns, fields, strict=True)],
-                     schema=pa.schema(fields))
-    target = Path(folder)
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True)
-    pq.write_table(table, target / "part-00000.parquet")
-    (target / "_SUCCESS").touch()
 
 
 def _load_manifest(logdir: str) -> dict[str, Any] | None:
@@ -465,7 +443,6 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     allow_tasks = allow_pure_python or driver["implementation"] != "native"
     log.info("executors: %s", ", ".join(f"{e['executor']} {e['implementation']}"
                                         for e in executors))
-    schemas = _schemas()
     if manifest is None:
         manifest = _load_manifest(logdir)
     run_timestamp = datetime.datetime.now(datetime.timezone.utc)
@@ -526,23 +503,19 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
         counts.setdefault(v["topic"], [0, 0])[0 if v["severity"] == ERROR else 1] += 1
     error_count = sum(e for e, _ in counts.values())
     warning_count = sum(w for _, w in counts.values())
-    range_rows = [r for p in partitions for r in p["ranges"]]
-    conversion_rows = [c for p in partitions for c in p["conversions"]]
     partition_rows = sorted((p["partition"] for p in partitions),
                             key=lambda r: (r["topic"], r["partition"]))
-    seg_summary = _topic_summary(range_rows, counts)
-    conv_summary = _conversion_summary(conversion_rows)
+    seg_summary = _topic_summary(partitions, counts)
+    conv_summary = _conversion_summary([c for p in partitions for c in p["conversion_sums"]])
     reported = _first([v for p in partitions for v in p["first"]] + missing, max_reported)
     # found by the reduce or the driver: written with the ranges' own violations
     driver_found = [v for p in partitions for v in p["found"]] + missing
-    executors = _executors_seen(executors, range_rows)
+    executors = _executors_seen(executors, [p["executors"] for p in partitions])
     run = {"run_id": run_id,
            "run_options": json.dumps({**options_json, "executors": executors}, sort_keys=True),
            "run_timestamp": run_timestamp}
     if out is not None:
-        _write_tables(spark, out, run, schemas,
-                      {"segments": range_rows, "partitions": partition_rows,
-                       "conversions": conversion_rows},
+        _write_tables(spark, out, run, partitions, partition_rows,
                       results.flatMap(lambda r: r["violations"]).union(sc.parallelize(driver_found, 1)),
                       error_count + warning_count)
         results.unpersist()
