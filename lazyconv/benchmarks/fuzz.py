@@ -541,8 +541,9 @@ class _BrokerTarget:
         self.reset()
 
     def reset(self) -> None:
+        from lazyconv.logdir.directory import LogDirectory
+        from lazyconv.logdir.naming import segment_file_name
         from lazyconv.serve.broker import Broker, Listener
-        from lazyconv.serve.logdir import LogDirectory
 
         if not self.loop.is_running():  # after a hang the interrupted task is dropped with it
             self.loop.close()
@@ -552,7 +553,7 @@ class _BrokerTarget:
                                 (1, _v2(3) + _garbage_records(_v2(3, base_offset=3)) + _v2(2, 0, 6))):
             path = self.root / f"fuzz-{partition}"
             path.mkdir(parents=True)
-            (path / f"{0:020d}.log").write_bytes(body)
+            (path / segment_file_name(0)).write_bytes(body)
         self.listener = Listener(0, "127.0.0.1", 9092)
         if self.broker is not None:
             self.broker.close()  # its fetch threads and cached segment files

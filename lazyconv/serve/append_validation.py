@@ -5,7 +5,7 @@ A leader checks produced records before it assigns offsets and writes them (Kafk
 and ``ProducerAppendInfo``). :func:`validate_produce` does the same for the records of one
 partition of a Produce request and returns an :class:`AppendDecision`: either accepted, with the
 entries to append (``(bytes, offsets taken)`` pairs, the form
-:meth:`lazyconv.serve.logdir.PartitionLog.append` takes), or rejected with Kafka's error code, its
+:meth:`lazyconv.logdir.partition.PartitionLog.append` takes), or rejected with Kafka's error code, its
 message and, for per-record problems, the record errors a Produce v8+ response carries. Nothing
 is ever written here; a rejected partition appends nothing at all.
 

@@ -24,6 +24,8 @@ from typing import Any
 
 from lazyconv.errors import ConfigurationError, RemoteProtocolError, StorageError, ValidationError
 from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
+from lazyconv.logdir.directory import LogDirectory
+from lazyconv.logdir.partition import PartitionLog
 from lazyconv.protocol import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -62,7 +64,6 @@ from lazyconv.serve.fetch_handler import (
 )
 from lazyconv.serve.group_apis import GroupApis
 from lazyconv.serve.group_coordinator import CoordinatorConfig
-from lazyconv.serve.logdir import LogDirectory, PartitionLog
 from lazyconv.serve.model import BrokerStats, Listener, RequestContext, Response, TopicConfig
 from lazyconv.serve.offset_store import CommittedOffset, OffsetStore
 from lazyconv.serve.offsets import split_entries

@@ -19,6 +19,8 @@ from typing import Any
 
 from lazyconv.errors import RecordsError, RemoteProtocolError
 from lazyconv.lazy import LazyDownConvertedRecords
+from lazyconv.logdir.directory import LogDirectory
+from lazyconv.logdir.partition import OffsetOutOfRange, PartitionLog, Region
 from lazyconv.protocol.decision import (
     FetchBudget,
     broker_partition_response,
@@ -28,7 +30,6 @@ from lazyconv.protocol.decision import (
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.protocol.fetch import FetchRequest, FetchResponse
 from lazyconv.send import Send
-from lazyconv.serve.logdir import LogDirectory, OffsetOutOfRange, PartitionLog, Region
 from lazyconv.serve.model import BrokerStats, Response, TopicConfig
 from lazyconv.serve.segment_files import CachedFileRecords, SegmentFileCache, SegmentSlice
 

@@ -15,11 +15,9 @@ structure, by the record codecs) and given offsets starting at the log's next of
 
 from __future__ import annotations
 
-import struct
-
 from lazyconv.errors import InvalidRecordError
 
-__all__ = ["split_entries", "assign_offsets"]
+__all__ = ["split_entries"]
 
 
 def split_entries(data: bytes | memoryview) -> list[tuple[bytes, int]]:
@@ -58,20 +56,3 @@ def split_entries(data: bytes | memoryview) -> list[tuple[bytes, int]]:
         )
     return entries
 
-
-def assign_offsets(entry: bytes, base_offset: int) -> bytes:
-    """Return ``entry`` with its offset fields set for a first offset of ``base_offset``."""
-    magic = entry[16]
-    if magic == 2:
-        return struct.pack(">q", base_offset) + entry[8:]
-    codec = entry[17] & 0x07
-    if codec == 0:
-        return struct.pack(">q", base_offset) + entry[8:]
-    # v1 wrapper: the wrapper's offset is the absolute offset of its last inner message, and
-    # inner offsets are relative to the first; the last inner relative offset is count - 1.
-    from lazyconv.records import MemoryRecords
-
-    (batch,) = list(MemoryRecords(entry).batches())
-    inner = [record.offset for record in batch]
-    last_relative = inner[-1] - inner[0] if inner else 0
-    return struct.pack(">q", base_offset + last_relative) + entry[8:]

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lazyconv.errors import StorageError, ValidationError
-from lazyconv.serve.durability import write_atomically
+from lazyconv.logdir.durability import write_atomically
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ loaded the first time the partition is produced to, and Kafka-format producer sn
 transactional producers (epoch, last sequences, open transaction) to refuse stale epochs,
 out-of-order sequences and to answer retried batches as duplicates. As a broker does, the state
 is loaded from the partition's latest producer snapshot (``<offset>.snapshot``, see
-:mod:`lazyconv.serve.producer_snapshot`) and completed from the batch headers of the log after
+:mod:`lazyconv.logdir.snapshot`) and completed from the batch headers of the log after
 it (61 bytes per v2 batch with a producer id, read with ``os.pread``): every batch is recorded
 as if it had just been appended, and a control batch (COMMIT/ABORT marker) closes its
 producer's open transaction. Without a usable snapshot the whole log is read.
@@ -25,6 +25,13 @@ import threading
 from dataclasses import dataclass
 
 from lazyconv.errors import RecordsError
+from lazyconv.logdir.partition import PartitionLog
+from lazyconv.logdir.snapshot import (
+    SnapshotEntry,
+    decode_snapshot,
+    encode_snapshot,
+    snapshot_path,
+)
 from lazyconv.records._format import (
     CONTROL_FLAG_MASK,
     PRODUCER_ID_OFFSET,
@@ -38,13 +45,6 @@ from lazyconv.serve.append_validation import (
     BatchMetadata,
     ProducerEntry,
     ProducerStateTable,
-)
-from lazyconv.serve.logdir import PartitionLog
-from lazyconv.serve.producer_snapshot import (
-    SnapshotEntry,
-    decode_snapshot,
-    encode_snapshot,
-    snapshot_path,
 )
 
 log = logging.getLogger(__name__)

@@ -49,9 +49,7 @@ PYTHON_MODULES = sorted(
         "lazy.py",
         "upconvert.py",
         "serve/append_validation.py",
-        "serve/logdir.py",
         "serve/producer_state.py",
-        "serve/transactions.py",
     }
 )
 C_SOURCES = sorted(

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
+from lazyconv.logdir.snapshot import snapshot_path
 from lazyconv.protocol import init_producer_id, produce
 from lazyconv.records import RecordsBuilder
-from lazyconv.serve.producer_snapshot import snapshot_path
 from tests.serve.test_cli import run_cli
 from tests.serve.test_durability import records_on_disk
 from tests.serve.test_produce_validation_e2e import answers, produce_body

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from lazyconv.errors import CorruptRecordError, ValidationError
+from lazyconv.logdir.directory import LogDirectory
+from lazyconv.logdir.partition import OffsetOutOfRange
 from lazyconv.records import Compression, RecordsBuilder
-from lazyconv.serve.logdir import LogDirectory, OffsetOutOfRange
 
 
 def batch(magic: int, first: int, count: int, codec=Compression.NONE) -> bytes:

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from lazyconv.logdir.directory import LogDirectory
 from lazyconv.records import FileRecords, RecordsBuilder
-from lazyconv.serve.logdir import LogDirectory
 from lazyconv.serve.offsets import split_entries
 
 kafka = pytest.importorskip("kafka", reason="needs the dev extra: pip install -e '.[dev]'")

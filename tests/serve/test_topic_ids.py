@@ -8,11 +8,11 @@ import uuid
 import pytest
 
 from lazyconv.errors import ValidationError
+from lazyconv.logdir.directory import LogDirectory
+from lazyconv.logdir.topic_ids import read_topic_id, text_to_uuid, uuid_to_text
 from lazyconv.protocol import fetch, metadata
 from lazyconv.protocol.error_codes import ErrorCode
 from lazyconv.records import RecordsBuilder
-from lazyconv.serve.logdir import LogDirectory
-from lazyconv.serve.topic_ids import read_topic_id, text_to_uuid, uuid_to_text
 from tests.serve.wire import WireClient
 
 

@@ -10,14 +10,14 @@ import pytest
 
 from lazyconv.fixtures import wire
 from lazyconv.fixtures.wire import FixtureRecord
-from lazyconv.protocol import fetch, list_offsets
-from lazyconv.records import MemoryRecords
-from lazyconv.serve.logdir import LogDirectory
-from lazyconv.serve.transactions import (
+from lazyconv.logdir.directory import LogDirectory
+from lazyconv.logdir.txnindex import (
     AbortedTxn,
     encode_txnindex_entry,
     parse_txnindex,
 )
+from lazyconv.protocol import fetch, list_offsets
+from lazyconv.records import MemoryRecords
 from tests.serve.wire import WireClient
 
 REPO = Path(__file__).resolve().parents[2]
