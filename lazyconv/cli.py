@@ -23,7 +23,7 @@ import lazyconv.commands
 from lazyconv import __version__
 from lazyconv.commands._common import EXIT_DATA, EXIT_USAGE, missing_extra
 from lazyconv.errors import ConfigurationError, LazyconvError
-from lazyconv.records._native import describe
+from lazyconv.records._impl import describe
 
 log = logging.getLogger("lazyconv")
 

@@ -33,7 +33,8 @@ from lazyconv.errors import (
     TruncatedDataError,
     UnsupportedCompressionError,
 )
-from lazyconv.records._codec import append_legacy_message, unwritable_record_error
+from lazyconv.records import _impl
+from lazyconv.records._codec import unwritable_record_error
 from lazyconv.records._format import (
     ATTRIBUTES_LOW_BYTE_OFFSET,
     BASE_OFFSET_OFFSET,
@@ -48,7 +49,6 @@ from lazyconv.records._format import (
     TIMESTAMP_TYPE_MASK,
     V2_TIMESTAMPS,
 )
-from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import Compression, compress
 from lazyconv.records.conversion import (
@@ -202,7 +202,7 @@ def _convert_batch_into_generic(
     written = 0
     last_offset = 0
     first_kept = 0
-    append = append_legacy_message
+    append = _impl.append_legacy_message
     for record in batch:
         offset = record.offset
         if not compressed and offset < first_offset:
@@ -290,7 +290,7 @@ def _wrap_inner(out: bytearray, inner: bytearray, last_offset: int, max_timestam
         raise negative_offset_error(first, position)
     message_attributes = _LOG_APPEND_TIME_FLAG if (log_append_time is not None and to_magic == 1) else 0
     value = compress(codec, inner, to_magic)  # default level, v0 LZ4 quirk by magic
-    append_legacy_message(
+    _impl.append_legacy_message(
         out,
         last_offset,  # the last *kept* record, not the batch's last offset
         log_append_time if log_append_time is not None else max_timestamp,
@@ -343,10 +343,9 @@ def append_compressed_v2_entry(
     runs in Python); what it declines goes through :func:`convert_compressed_v2_entry`, which
     raises the error (``out`` is then unchanged)."""
     check_target_magic(to_magic)
-    if _kernel is not None:
-        done = _kernel.convert_v2_compressed(out, entry, payload, to_magic, compress)
-        if done is not None:
-            return done
+    done = _impl.convert_v2_compressed(out, entry, payload, to_magic, compress)
+    if done is not None:  # the kernel converted and wrapped it (the reference twin declines)
+        return done
     converted, written, temporary = convert_compressed_v2_entry(entry, payload, to_magic, position)
     out += converted
     return written, temporary
@@ -386,7 +385,7 @@ def down_convert_bytes(
     converted = 0
     # The kernel's runs keep only offsets >= first_offset; a negative first_offset could keep
     # negative offsets, which the per-batch path refuses (negative_offset_error).
-    use_kernel = to_magic < 2 and first_offset >= 0
+    use_kernel = _impl.current.converts_runs and to_magic < 2 and first_offset >= 0
     # Memory-backed records of plain v2 batches only: one kernel call for all of them.
     whole = convert_memory_range(batches, out, to_magic, first_offset) if use_kernel else None
     if whole is not None:

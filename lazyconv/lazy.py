@@ -45,8 +45,8 @@ from lazyconv.convert import (
     is_zstd_below_v2,
 )
 from lazyconv.errors import ConfigurationError, RecordsError, UnsupportedCompressionError
+from lazyconv.records import _impl
 from lazyconv.records._format import LOG_HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
-from lazyconv.records._native import kernel
 from lazyconv.records.conversion import convert_plain_chunk
 from lazyconv.records.entries import BatchIterator, ReadAheadSource, iter_batches, read_ahead
 from lazyconv.send import Send, write_to_channel
@@ -312,7 +312,8 @@ class LazyDownConvertedRecords:
 
     def _later_chunks(self) -> Iterator[_Chunk]:
         batches = self.records.batches()
-        if kernel is not None and self.to_magic < 2 and isinstance(batches, BatchIterator) and batches.untouched:
+        if (_impl.current.converts_runs and self.to_magic < 2 and isinstance(batches, BatchIterator)
+                and batches.untouched):
             yield from self._kernel_chunks(batches)
             return
         yield from self._reference_chunks(batches)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lazyconv.benchmarks import decode, fuzz_kernel, lazy_sink, lz4_overhead
-from lazyconv.records._native import kernel
+from lazyconv.records import _impl
 
 
 def test_decode_benchmark_counts_the_same_records(capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,7 +29,7 @@ def test_lz4_overhead_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
     assert "| python |" in out and "outside-lz4 time cut" in out
 
 
-@pytest.mark.skipif(kernel is None, reason="compiled kernel not in use")
+@pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 def test_fuzz_kernel_runs_without_differences() -> None:
     executions, inputs, differences = fuzz_kernel.run(1.0, seed=1)
     assert executions > inputs > 0 and differences == 0

@@ -385,26 +385,22 @@ def test_a_compressed_batch_converted_from_its_decompressed_records_equals_down_
 
 def _compressed_outcomes(data: bytes, to_magic: int, payload: bytes) -> tuple[Any, Any, bool]:
     """``(kernel outcome, reference outcome, whether the kernel declined)`` for one entry."""
-    import lazyconv.records.conversion as conversion_module
     from lazyconv.convert import append_compressed_v2_entry, convert_compressed_v2_entry
-    from lazyconv.records._native import kernel
+    from lazyconv.records import _impl
 
-    assert kernel is not None
+    kernel: Any = _impl.kernel_module()
     out = bytearray(b"before")
     declined = kernel.convert_v2_compressed(out, data, payload, to_magic, compress) is None
     if declined:
         assert out == b"before"  # a declined batch leaves the output as it was
     native = _outcome(lambda out: append_compressed_v2_entry(out, data, payload, to_magic, 3))
-    saved, conversion_module.kernel = conversion_module.kernel, None  # the pure-Python records path
-    try:
-        def reference(out: bytearray) -> tuple[int, int]:
-            converted, written, temporary = convert_compressed_v2_entry(data, payload, to_magic, 3)
-            out += converted
-            return written, temporary
+    def reference(out: bytearray) -> tuple[int, int]:
+        converted, written, temporary = convert_compressed_v2_entry(data, payload, to_magic, 3)
+        out += converted
+        return written, temporary
 
+    with _impl.using(_impl.REFERENCE):  # the pure-Python records path
         expected = _outcome(reference)
-    finally:
-        conversion_module.kernel = saved
     return native, expected, declined
 
 
@@ -415,7 +411,7 @@ def _payload_of(data: bytes) -> bytes:
 
 
 _kernel_needed = pytest.mark.skipif(
-    __import__("lazyconv.records._native", fromlist=["kernel"]).kernel is None,
+    __import__("lazyconv.records._impl", fromlist=["NATIVE"]).NATIVE is None,
     reason="compares the compiled kernel with the reference")
 
 
@@ -453,8 +449,9 @@ def test_kernel_converts_corrupt_compressed_batches_as_the_reference(
 
 @_kernel_needed
 def test_kernel_compressed_conversion_passes_on_the_codecs_error() -> None:
-    from lazyconv.records._native import kernel
+    from lazyconv.records import _impl
 
+    kernel: Any = _impl.kernel_module()
     data = _batch(_record(0, 0, b"k", b"v", []), 1, 5, 10, 10, 1, False)
 
     def broken(codec: int, inner: bytes, magic: int) -> bytes:

@@ -236,19 +236,6 @@ def _lz4_frame(rng: random.Random) -> tuple[bytes, int]:
     return bytes(frame), magic
 
 
-class _LaxScan:
-    """The kernel with ``scan_plain_v2`` answering a fixed end."""
-
-    def __init__(self, kernel: Any, end: int) -> None:
-        self._kernel, self._end = kernel, end
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._kernel, name)
-
-    def scan_plain_v2(self, view: Any) -> int:
-        return self._end
-
-
 def _xxh32(data: bytes, seed: int) -> int:
     import xxhash
 
@@ -473,14 +460,10 @@ def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int,
     layer without the kernel) on the first entry of ``data`` given a gzip, snappy or lz4 codec
     and on a random cut of it, with its records (or random bytes, or a cut of them) as the
     payload: same bytes, counts and errors; a declined entry leaves the output as it was."""
-    import lazyconv.convert as convert_module
-    import lazyconv.records.conversion as conversion
     from lazyconv.convert import convert_compressed_v2_entry
-    from lazyconv.records._codec import append_legacy_message_reference
+    from lazyconv.records import _impl
 
-    kernel = conversion.kernel
-    native_append = convert_module.append_legacy_message
-    assert kernel is not None
+    kernel: Any = _impl.kernel_module()
     entry = bytearray(data[: 12 + max(0, struct.unpack_from(">i", data, 8)[0])] if len(data) >= 12 else data)
     records = bytes(entry[61:])
     if len(entry) > 22:
@@ -503,16 +486,12 @@ def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int,
             log.error("convert_v2_compressed declined but changed its output on %s", bytes(entry).hex())
             return 1, 1
         return 1, 0
-    conversion.kernel = None  # the records in Python, and the wrapper written in Python too
-    convert_module.append_legacy_message = append_legacy_message_reference
-    try:
-        converted, written, temporary = convert_compressed_v2_entry(bytes(entry), payload, to_magic)
-        reference: Any = ("ok", (written, temporary), bytes(converted))
-    except Exception as exc:  # noqa: BLE001 - any outcome is compared
-        reference = ("error", type(exc).__name__)
-    finally:
-        conversion.kernel = kernel
-        convert_module.append_legacy_message = native_append
+    with _impl.using(_impl.REFERENCE):  # the records in Python, and the wrapper written in Python too
+        try:
+            converted, written, temporary = convert_compressed_v2_entry(bytes(entry), payload, to_magic)
+            reference: Any = ("ok", (written, temporary), bytes(converted))
+        except Exception as exc:  # noqa: BLE001 - any outcome is compared
+            reference = ("error", type(exc).__name__)
     if reference != ("ok", native[1], bytes(out[1:])):
         log.error("convert_v2_compressed difference on %s (payload %s, to_magic %d): %r, reference %r",
                   bytes(entry).hex(), payload.hex(), to_magic, native, reference)
@@ -522,17 +501,14 @@ def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int,
 
 def run(seconds: float, seed: int) -> tuple[int, int, int]:
     """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
-    import lazyconv.lazy as lazy_module
-    import lazyconv.records.batch as batch_module
-    import lazyconv.records.compression as compression
-    import lazyconv.records.conversion as conversion
-    from lazyconv.records import Record
+    from lazyconv.records import Record, _impl
     from lazyconv.records.scan import scan_batches, scan_batches_reference
 
     logging.getLogger("lazyconv.lazy").setLevel(logging.CRITICAL)  # the sends log every stop
-    kernel = conversion.kernel
+    kernel: Any = _impl.kernel_module()
     if kernel is None:
         raise SystemExit("the compiled kernel is not in use: nothing to fuzz")
+    reference_twin = _impl.REFERENCE
     rng = random.Random(seed)
     deadline = time.monotonic() + seconds
     executions = inputs = differences = 0
@@ -575,11 +551,8 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
             max_size = rng.choice((1 << 20, 1 << 20, 10, 0))
             kernel.lz4_frame_blocks(frame, frame_magic)
             native_lz4 = _lz4_outcome(frame, frame_magic, max_size)
-            compression._kernel = None
-            try:
+            with _impl.using(reference_twin):
                 reference_lz4 = _lz4_outcome(frame, frame_magic, max_size)
-            finally:
-                compression._kernel = kernel
             if native_lz4 != reference_lz4:
                 differences += 1
                 log.error("lz4 difference on frame %s (magic %d, max %d)", frame.hex(), frame_magic, max_size)
@@ -621,27 +594,21 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
             if inputs % 4 == 1:  # the record iterator meeting malformed records (a lax scan)
                 lax_end = _complete_v2_end(data)
                 if lax_end >= 0:
-                    batch_module._kernel = _LaxScan(kernel, lax_end)  # type: ignore[assignment]
+                    _impl.scan_plain_v2 = lambda view, end=lax_end: end
                     try:
                         native += (_decoded(data),)
                     finally:
-                        batch_module._kernel = kernel
+                        _impl.scan_plain_v2 = kernel.scan_plain_v2
                     executions += 1
-            conversion.kernel = batch_module._kernel = compression._kernel = None
-            try:
+            with _impl.using(reference_twin):
                 reference: tuple[Any, ...] = _outcome(data, to_magic, first_offset), _decoded(data)
                 if len(native) == 3:
                     reference += (reference[1],)
-            finally:
-                conversion.kernel = batch_module._kernel = compression._kernel = kernel
             if inputs % 4 == 0:  # the lazy send: kernel chunking against the reference grouping
                 native += (_lazy_outcome(data, to_magic, first_offset),)
                 executions += 1
-                lazy_module.kernel = None
-                try:
+                with _impl.using(reference_twin):
                     reference += (_lazy_outcome(data, to_magic, first_offset),)
-                finally:
-                    lazy_module.kernel = kernel
             if native != reference:
                 differences += 1
                 log.error("difference on input %s (to_magic %d, first_offset %d):\n native    %r\n reference %r",

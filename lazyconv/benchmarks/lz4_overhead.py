@@ -26,7 +26,7 @@ def _measure(value_size: int, input_mib: float, repeat: int) -> dict[str, float]
     from lazyconv.benchmarks._common import make_v2_batches
     from lazyconv.convert import down_convert
     from lazyconv.records import MemoryRecords
-    from lazyconv.records._native import IMPLEMENTATION
+    from lazyconv.records._impl import IMPLEMENTATION
 
     data = make_v2_batches(int(input_mib * 1024 * 1024), value_size, "lz4")
     spent = [0.0]

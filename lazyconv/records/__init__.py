@@ -11,7 +11,7 @@ The hot path runs in a compiled kernel when it is built (:data:`IMPLEMENTATION` 
 :data:`CPU_FEATURES` and :func:`implementation_info` say what it uses.
 """
 
-from lazyconv.records._native import CPU_FEATURES, IMPLEMENTATION, implementation_info
+from lazyconv.records._impl import CPU_FEATURES, IMPLEMENTATION, implementation_info
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.builder import RecordsBuilder, build_end_txn_marker, encode_v2_batch
 from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression

@@ -39,7 +39,6 @@ from lazyconv.records._format import (
     RECORD_OVERHEAD_V1,
     SIZE_OFFSET,
 )
-from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.types import Record
 
 # The header structs are named with the layout in _format.py (re-exported here for the modules
@@ -56,10 +55,10 @@ I32 = struct.Struct(">i")
 U32 = struct.Struct(">I")
 I64 = struct.Struct(">q")
 
-# CRC-32 and CRC-32C: the kernel's (PCLMULQDQ / SSE4.2 when the CPU has them) or zlib's and
-# the crc32c package's; same signature ``crc(data, value=0)`` and same results.
-crc32 = _kernel.crc32 if _kernel is not None else _zlib_crc32
-crc32c = _kernel.crc32c if _kernel is not None else _package_crc32c
+# CRC-32 and CRC-32C of the reference: zlib's and the crc32c package's (the kernel has its own,
+# chosen by _impl); signature ``crc(data, value=0)``.
+crc32 = _zlib_crc32
+crc32c = _package_crc32c
 
 _MASK32 = 0xFFFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF
@@ -522,25 +521,7 @@ def append_legacy_message_reference(
     return LOG_OVERHEAD + size
 
 
-def _append_legacy_message_native(
-    out: bytearray,
-    offset: int,
-    timestamp: int,
-    key: bytes | None,
-    value: bytes | None,
-    magic: int,
-    attributes: int,
-) -> int:
-    """:func:`append_legacy_message_reference` by the compiled kernel (one call, one CRC);
-    values it cannot write go to the reference, which raises as it always has."""
-    try:
-        return _kernel.append_legacy_message(out, offset, timestamp, key, value, magic, attributes)  # type: ignore[union-attr]
-    except (OverflowError, ValueError, TypeError):
-        return append_legacy_message_reference(out, offset, timestamp, key, value, magic, attributes)
-
-
-append_legacy_message = _append_legacy_message_native if _kernel is not None else append_legacy_message_reference
-append_legacy_message.__doc__ = append_legacy_message_reference.__doc__
+append_legacy_message = append_legacy_message_reference  # the name the reference is known by
 
 
 # --------------------------------------------------------------------------------------------

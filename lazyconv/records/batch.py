@@ -9,7 +9,8 @@ from lazyconv.errors import (
     InvalidRecordError,
     RecordsError,
 )
-from lazyconv.records._codec import crc32c, iter_v2_records
+from lazyconv.records import _impl
+from lazyconv.records._codec import iter_v2_records
 from lazyconv.records._format import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_MIN,
@@ -24,7 +25,6 @@ from lazyconv.records._format import (
     TRANSACTIONAL_FLAG_MASK,
     V2_HEADER,
 )
-from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Compression,
@@ -59,17 +59,12 @@ _CRC_START = ATTRIBUTES_OFFSET  # the CRC covers attributes .. end of batch
 _MIN_LENGTH = BATCH_LENGTH_MIN
 
 
-# The records the kernel's decoders make: its subclass of Record (a Record and a tuple in every
-# respect, named and pickled as Record) with a cheaper allocation and deallocation than
-# CPython's generic path for tuple subclasses (docs/kernel.md, Decoding).
-_KERNEL_RECORD: type[Record] = _kernel.make_record_type(Record) if _kernel is not None else Record
-
-
 def _reference_from(
     data: bytes | memoryview, count: int, base_offset: int, base_timestamp: int, override: int | None, error_base: int
 ) -> Callable[[int, int], Iterator[Record]]:
-    """The kernel's hand-over: the reference parser from record ``index`` at ``position``
-    (yields or raises exactly what iterating the whole batch with it would from there)."""
+    """The kernel's hand-over (``fallback`` of ``_impl.iter_v2_records``): the reference parser
+    from record ``index`` at ``position`` (yields or raises exactly what iterating the whole
+    batch with it would from there)."""
 
     def rest(position: int, index: int) -> Iterator[Record]:
         buf = bytes(data)
@@ -83,15 +78,13 @@ def _reference_from(
 def plain_v2_records(
     source: ByteSource, view: memoryview, max_decompressed_size: int
 ) -> Iterator[Record] | None:
-    """The records of a whole memory-backed record set, when the kernel is in use and every
-    complete entry of ``view`` is a v2 batch the kernel's scan accepts (uncompressed or
-    control): one kernel iterator walks the batch headers and decodes the records one at a
-    time (one record's objects alive at a time), without batch objects or per-batch Python.
-    ``None`` otherwise (the caller iterates its batches). Yields and raises exactly what
-    iterating :class:`DefaultBatch` objects over the same bytes does."""
-    if _kernel is None:
-        return None
-    end = _kernel.scan_plain_v2(view)
+    """The records of a whole memory-backed record set, when every complete entry of ``view``
+    is a v2 batch the kernel's scan accepts (uncompressed or control): one kernel iterator
+    walks the batch headers and decodes the records one at a time (one record's objects alive
+    at a time), without batch objects or per-batch Python. ``None`` otherwise, and always in
+    pure Python (the caller iterates its batches). Yields and raises exactly what iterating
+    :class:`DefaultBatch` objects over the same bytes does."""
+    end = _impl.scan_plain_v2(view)
     if end < 0:
         return None
 
@@ -107,7 +100,7 @@ def plain_v2_records(
         reference = _reference_from(payload, count, base_offset, base_timestamp, override, position + RECORD_BATCH_OVERHEAD)
         return reference(record_position, index)
 
-    records: Iterator[Record] = _kernel.iter_plain_v2(_KERNEL_RECORD, view, end, rest_of_batch)
+    records: Iterator[Record] = _impl.iter_plain_v2(_impl.record_type, view, end, rest_of_batch)
     return records
 
 
@@ -236,7 +229,7 @@ class DefaultBatch(RecordBatch):
     def compute_crc(self) -> int:
         """CRC-32C of the bytes from the attributes to the end, as stored in the CRC field of a
         valid batch."""
-        return crc32c(self.buffer()[_CRC_START:])
+        return _impl.crc32c(self.buffer()[_CRC_START:])
 
     def validate(self) -> None:
         """Kafka's ``ensureValid``: a whole header and a matching CRC-32C."""
@@ -264,14 +257,11 @@ class DefaultBatch(RecordBatch):
                     self.position + RECORDS_COUNT_OFFSET,
                 )
             error_base = self.position + RECORD_BATCH_OVERHEAD
-            if _kernel is not None:  # decoded in C; from a malformed record on, the reference
-                return _kernel.iter_v2_records(
-                    _KERNEL_RECORD, payload, count, self._base_offset, self.base_timestamp, override,
-                    _reference_from(payload, count, self._base_offset, self.base_timestamp, override, error_base),
-                )
-            data = bytes(payload)  # indexing bytes is faster than a memoryview; one batch-sized copy
-            return iter_v2_records(
-                data, 0, len(data), count, self._base_offset, self.base_timestamp, override, error_base
+            # decoded by the kernel; from a malformed record on (or from the first in pure
+            # Python), by the reference
+            return _impl.iter_v2_records(
+                _impl.record_type, payload, count, self._base_offset, self.base_timestamp, override,
+                _reference_from(payload, count, self._base_offset, self.base_timestamp, override, error_base),
             )
         data = decompress(
             codec, payload, 2, self.max_decompressed_size, position=self.position + RECORD_BATCH_OVERHEAD
@@ -282,14 +272,9 @@ class DefaultBatch(RecordBatch):
         # Offsets inside decompressed data are not positions in the records: report the batch
         # position and say where in the decompressed payload the problem is.
         try:
-            if _kernel is not None:
-                yield from _kernel.iter_v2_records(
-                    _KERNEL_RECORD, data, count, self._base_offset, self.base_timestamp, override,
-                    _reference_from(data, count, self._base_offset, self.base_timestamp, override, 0),
-                )
-                return
-            yield from iter_v2_records(
-                data, 0, len(data), count, self._base_offset, self.base_timestamp, override, 0
+            yield from _impl.iter_v2_records(
+                _impl.record_type, data, count, self._base_offset, self.base_timestamp, override,
+                _reference_from(data, count, self._base_offset, self.base_timestamp, override, 0),
             )
         except RecordsError as exc:
             raise type(exc)(

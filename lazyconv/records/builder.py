@@ -6,13 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from lazyconv.errors import ConfigurationError, UnknownCompressionError, UnsupportedCompressionError
-from lazyconv.records._codec import (
-    append_legacy_message,
-    append_v2_record,
-    crc32c,
-)
+from lazyconv.records import _impl
+from lazyconv.records._codec import append_v2_record
 from lazyconv.records._format import BATCH_LENGTH_MIN, V2_AFTER_CRC, V2_BEFORE_ATTRIBUTES
-from lazyconv.records._native import kernel as _kernel
 from lazyconv.records.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL
 from lazyconv.records.compression import Compression, compress
 from lazyconv.records.control import ControlRecordType, control_key, end_txn_marker_value
@@ -193,6 +189,7 @@ class RecordsBuilder:
         relative = compressed and magic == 1
         out = bytearray()
         max_timestamp = -1
+        append_legacy_message = _impl.append_legacy_message
         for offset, timestamp, key, value, _headers in self._records:
             if log_append:
                 timestamp = self.log_append_time  # type: ignore[assignment]
@@ -209,7 +206,7 @@ class RecordsBuilder:
         append_legacy_message(
             wrapper,
             self._last_offset,
-            wrapper_timestamp,  # type: ignore[arg-type]
+            wrapper_timestamp,
             None,
             value,
             magic,
@@ -221,11 +218,11 @@ class RecordsBuilder:
 def _encoded_by_kernel(body: bytearray, records: list[Any], base_offset: int, base_timestamp: int) -> bool:
     """Encode every record into ``body`` in one kernel call; ``False`` (``body`` untouched) when
     the kernel is not in use or declines (the reference encoder then does it)."""
-    if _kernel is None or type(base_offset) is not int or type(base_timestamp) is not int:
+    if type(base_offset) is not int or type(base_timestamp) is not int:
         return False
     if not (_INT64_MIN <= base_offset <= _INT64_MAX and _INT64_MIN <= base_timestamp <= _INT64_MAX):
         return False
-    return bool(_kernel.encode_v2_records(body, records, base_offset, base_timestamp))
+    return bool(_impl.encode_v2_records(body, records, base_offset, base_timestamp))
 
 
 def encode_v2_batch(
@@ -254,7 +251,7 @@ def encode_v2_batch(
         base_sequence,
         record_count,
     )
-    crc = crc32c(payload, crc32c(after_crc))
+    crc = _impl.crc32c(payload, _impl.crc32c(after_crc))
     head = V2_BEFORE_ATTRIBUTES.pack(base_offset, BATCH_LENGTH_MIN + len(payload), partition_leader_epoch, 2, crc)
     return head + after_crc + payload
 

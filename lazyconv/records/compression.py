@@ -32,7 +32,7 @@ from lazyconv.errors import (
     UnknownMagicError,
     UnsupportedCompressionError,
 )
-from lazyconv.records._native import kernel as _kernel
+from lazyconv.records import _impl
 
 __all__ = [
     "Compression",
@@ -584,12 +584,12 @@ def _lz4_fast_frame(data: bytes | memoryview, header: bytes) -> bytes:
 
 
 def _lz4_decompress(data: bytes | memoryview, magic: int, max_size: int, base: int) -> bytes:
-    if _kernel is not None:
-        # the kernel walks the frame (header, checksum, block sizes, end mark) with the checks
-        # below; None: something the walk leaves to this reference code, which raises it
-        frame = _kernel.lz4_frame_blocks(data, magic)
-        if frame is not None:
-            return _lz4_blocks(data, frame, max_size, base)
+    # the kernel walks the frame (header, checksum, block sizes, end mark) with the checks
+    # below; None: something the walk leaves to this reference code (which raises it), and
+    # always in pure Python
+    frame = _impl.lz4_frame_blocks(data, magic)
+    if frame is not None:
+        return _lz4_blocks(data, frame, max_size, base)
     out = _Output(max_size, "lz4")
     view = memoryview(data)
     end = len(view)

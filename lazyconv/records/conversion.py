@@ -1,12 +1,13 @@
 """Batch-level entry points of down-conversion to legacy messages (what ``convert.py`` calls).
 
 Two levels, one contract, each with a compiled and a pure-Python implementation giving the same
-bytes and the same errors:
+bytes and the same errors (the kernel's entry points come from :mod:`lazyconv.records._impl`,
+whose reference twins decline, so that the callers' own code converts):
 
 - :func:`convert_uncompressed_run`: a run of consecutive whole entries (a chunk's bytes); the
   compiled kernel converts its uncompressed magic-2 batches in one call and stops at the first
-  entry it leaves to the caller (compressed, not v2, anything invalid). ``None`` when the kernel
-  is not in use: the caller converts batch by batch.
+  entry it leaves to the caller (compressed, not v2, anything invalid; every entry when the
+  kernel is not in use): the caller converts from there batch by batch.
 - :func:`append_batch_as_legacy`: one v2 batch's records (decompressed first if need be) as
   legacy messages; the records go through the kernel when it is in use, and through the
   reference parser whenever the kernel declines, so errors are always the reference's.
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from lazyconv.errors import InvalidRecordError
+from lazyconv.records import _impl
 from lazyconv.records._codec import convert_v2_records_to_legacy
 from lazyconv.records._format import (
     COMPRESSION_CODEC_MASK,
@@ -28,7 +30,6 @@ from lazyconv.records._format import (
     RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
 )
-from lazyconv.records._native import kernel
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import Compression, decompress
 from lazyconv.records.entries import BatchIterator, iter_batches
@@ -48,7 +49,7 @@ __all__ = [
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
-STOP_END = 0  # the kernel converted every entry of the run
+STOP_END = _impl.STOP_END  # the kernel converted every entry of the run
 _CODECS = tuple(Compression)  # codec id -> Compression without an enum call per batch
 
 
@@ -68,11 +69,11 @@ def convert_uncompressed_run(
 ) -> RunResult | None:
     """Convert the uncompressed v2 batches at the start of ``data`` (whole entries) to magic
     ``to_magic`` (0 or 1) into ``out``, control batches dropped, records below ``first_offset``
-    skipped; ``None`` when the compiled kernel is not in use (or ``first_offset`` is beyond
-    int64). The GIL is released while the kernel runs."""
-    if kernel is None or not _INT64_MIN <= first_offset <= _INT64_MAX:
+    skipped; ``None`` when ``first_offset`` is beyond int64 (``consumed`` 0 when the compiled
+    kernel is not in use). The GIL is released while the kernel runs."""
+    if not _INT64_MIN <= first_offset <= _INT64_MAX:
         return None
-    return RunResult(*kernel.convert_v2_run(data, out, to_magic, first_offset))
+    return RunResult(*_impl.convert_v2_run(data, out, to_magic, first_offset))
 
 
 class ChunkResult(NamedTuple):
@@ -100,10 +101,10 @@ def convert_plain_chunk(
     entry is partial, larger than ``data`` or rejected by the splitter, or nothing is left.
     ``out`` is undefined after ``None``: pass a fresh one.
     """
-    if kernel is None or not 0 <= first_offset <= _INT64_MAX:
+    if not 0 <= first_offset <= _INT64_MAX:
         return None
-    end, stop, converted, temporary = kernel.convert_v2_chunk(data, out, chunk_size, to_magic, first_offset)
-    if stop != kernel.CHUNK_DONE or end == 0:
+    end, stop, converted, temporary = _impl.convert_v2_chunk(data, out, chunk_size, to_magic, first_offset)
+    if stop != _impl.CHUNK_DONE or end == 0:
         return None
     return ChunkResult(end, converted, temporary)
 
@@ -128,7 +129,7 @@ def convert_batch_run(
     kernel is not in use or ``batches[index]`` cannot start a run.
     """
     first = batches[index]
-    if kernel is None or not _runnable(first) or not _INT64_MIN <= first_offset <= _INT64_MAX:
+    if not _runnable(first) or not _INT64_MIN <= first_offset <= _INT64_MAX:
         return index, 0, 0
     source = first._source
     start = first.position
@@ -141,7 +142,7 @@ def convert_batch_run(
         end += batch.size_in_bytes
         stop += 1
     data = source.read(start, end - start)
-    consumed, converted, temporary, _ = kernel.convert_v2_run(data, out, to_magic, first_offset)
+    consumed, converted, temporary, _ = _impl.convert_v2_run(data, out, to_magic, first_offset)
     done = start + consumed
     while index < stop and batches[index].position < done:
         index += 1
@@ -161,8 +162,7 @@ def convert_memory_range(
     reference code must convert, which raises its error), empty when it converted everything.
     """
     if (
-        kernel is None
-        or not isinstance(batches, BatchIterator)
+        not isinstance(batches, BatchIterator)
         or not batches.untouched
         or not _INT64_MIN <= first_offset <= _INT64_MAX
     ):
@@ -171,10 +171,10 @@ def convert_memory_range(
     if not isinstance(view, memoryview):
         return None
     data = view[batches.start : batches.end]
-    end = kernel.scan_plain_v2(data)
+    end = _impl.scan_plain_v2(data)
     if end < 0:
         return None
-    consumed, converted, temporary, stop = kernel.convert_v2_run(data[:end], out, to_magic, first_offset)
+    consumed, converted, temporary, stop = _impl.convert_v2_run(data[:end], out, to_magic, first_offset)
     rest: list[RecordBatch] = []
     if stop != STOP_END:
         start = batches.start + consumed
@@ -243,14 +243,12 @@ def append_decompressed_as_legacy(
     is the batch's, for errors. Returns what it returns."""
     message_attributes = TIMESTAMP_TYPE_MASK if (log_append_time is not None and to_magic == 1) else 0
     relative = to_magic == 1
-    if kernel is not None:
-        done = kernel.convert_v2_records(
-            out, data, count, base_offset, base_timestamp, log_append_time,
-            to_magic, message_attributes, relative,
-        )
-        if done is not None:
-            written, last_offset, max_timestamp, first = done
-            return written, last_offset, max_timestamp, first if written else None
+    done = _impl.convert_v2_records(
+        out, data, count, base_offset, base_timestamp, log_append_time, to_magic, message_attributes, relative,
+    )
+    if done is not None:  # the kernel converted them all (the reference twin declines)
+        written, last_offset, max_timestamp, first = done
+        return written, last_offset, max_timestamp, first if written else None
     written, last_offset, max_timestamp = convert_v2_records_to_legacy(
         out, data, count, base_offset, base_timestamp, log_append_time, None,
         to_magic, message_attributes, relative, 0, position, True,

@@ -33,6 +33,7 @@ from typing import NamedTuple
 from crc32c import crc32c as _crc32c
 
 from lazyconv.errors import RecordsError
+from lazyconv.records import _impl
 from lazyconv.records._codec import iter_v2_records, parse_legacy_message
 from lazyconv.records._format import (
     COMPRESSION_CODEC_MASK,
@@ -43,7 +44,6 @@ from lazyconv.records._format import (
     SIZE_OFFSET,
     TIMESTAMP_TYPE_MASK,
 )
-from lazyconv.records._native import kernel
 
 __all__ = [
     "MASK64",
@@ -156,8 +156,9 @@ def digest_v2_records(
     uncompressed batch, or a decompressed payload). ``timestamp_override`` is a LogAppendTime
     batch's max timestamp. ``None`` when the records are malformed or an offset or timestamp
     leaves int64: decode them with the batch to get the error."""
-    if kernel is not None:
-        result = kernel.digest_v2_records(data, count, base_offset, base_timestamp, timestamp_override)
+    native = _impl.digest_v2_records  # None: the reference below is the implementation in use
+    if native is not None:
+        result = native(data, count, base_offset, base_timestamp, timestamp_override)
         return None if result is None else V2Digest(*result)
     return digest_v2_records_reference(data, count, base_offset, base_timestamp, timestamp_override)
 
@@ -222,8 +223,9 @@ def digest_legacy_run(
     For the inner messages of a v1 wrapper, ``shift`` is added to every offset and
     ``timestamp_override`` (a LogAppendTime wrapper's timestamp) replaces magic 1 timestamps.
     ``min_offset``, ``shift`` and ``timestamp_override`` must be int64 values."""
-    if kernel is not None:
-        return LegacyRunDigest(*kernel.digest_legacy_run(data, min_offset, shift, timestamp_override))
+    native = _impl.digest_legacy_run  # None: the reference below is the implementation in use
+    if native is not None:
+        return LegacyRunDigest(*native(data, min_offset, shift, timestamp_override))
     return digest_legacy_run_reference(data, min_offset, shift, timestamp_override)
 
 
@@ -287,8 +289,9 @@ def digest_delivered(
     in a magic 1 wrapper with a non-zero offset; a LogAppendTime magic 1 wrapper's timestamp
     for each); ``entries`` counts entries, ``last_offset`` is the last entry's (a wrapper's own).
     Anything else stops the walk, as in :func:`digest_legacy_run`."""
-    if kernel is not None:
-        return LegacyRunDigest(*kernel.digest_delivered(data, min_offset, decompress))
+    native = _impl.digest_delivered  # None: the reference below is the implementation in use
+    if native is not None:
+        return LegacyRunDigest(*native(data, min_offset, decompress))
     return digest_delivered_reference(data, min_offset, decompress)
 
 

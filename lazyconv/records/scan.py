@@ -27,6 +27,7 @@ import struct
 from typing import Literal, NamedTuple
 
 from lazyconv.errors import LazyconvError, RecordsError
+from lazyconv.records import _impl
 from lazyconv.records._format import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_MIN,
@@ -43,7 +44,6 @@ from lazyconv.records._format import (
     RECORDS_COUNT_OFFSET,
     SIZE_OFFSET,
 )
-from lazyconv.records._native import kernel
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from lazyconv.records.entries import iter_batches
@@ -158,9 +158,10 @@ def scan_batches(buf: bytes | bytearray | memoryview, base_position: int = 0) ->
     in use; the same result from the pure-Python reference otherwise.
     """
     view = _as_view(buf)
-    if kernel is None:
+    native = _impl.scan_entries  # None: the reference below is the implementation in use
+    if native is None:
         return scan_batches_reference(view, base_position)
-    entries, end, stop = kernel.scan_entries(view)  # positions from 0: Python adds the base
+    entries, end, stop = native(view)  # positions from 0: Python adds the base
     new = tuple.__new__
     base = base_position
     return ScanResult(

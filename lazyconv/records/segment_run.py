@@ -29,6 +29,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from lazyconv.errors import RecordsError
+from lazyconv.records import _impl
 from lazyconv.records._codec import iter_v2_records
 from lazyconv.records._format import (
     ATTRIBUTES_OFFSET,
@@ -50,7 +51,6 @@ from lazyconv.records._format import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
 )
-from lazyconv.records._native import kernel
 from lazyconv.records.digest import MASK64, digest_v2_records_reference
 
 __all__ = [
@@ -153,10 +153,11 @@ def segment_run(
     stops before the batch); without it the run stops at any compressed batch. Never raises
     on bad data: the run just ends before it.
     """
-    if kernel is not None:
+    native = _impl.segment_run  # None: the reference is the implementation in use
+    if native is not None:
         (consumed, lists, prev_offset, prev_epoch, max_ts, records, full, convertible, no_headers,
-         no_ts, compressed) = kernel.segment_run(data, position_base, prev_offset, min_base_offset,
-                                                 prev_epoch, max_timestamp, decompress)
+         no_ts, compressed) = native(data, position_base, prev_offset, min_base_offset, prev_epoch, max_timestamp,
+                                     decompress)
         positions, last_offsets, max_timestamps, counts, last_records, markers, first_epoch = lists
         return SegmentRun(consumed, positions, last_offsets, max_timestamps, counts, last_records,
                           [Marker(*m) for m in markers], first_epoch, prev_offset, prev_epoch, max_ts,
@@ -292,8 +293,9 @@ def convert_run_ends(data: bytes | bytearray | memoryview, out: bytearray, to_ma
     ``to_magic`` (0 or 1), appending to ``out``; returns ``len(out)`` after each batch (a
     control batch writes nothing). ``None`` (``out`` unchanged) when ``data`` is not such a
     run; the caller then converts batch by batch."""
-    if kernel is not None:
-        ends = kernel.convert_v2_run_ends(data, out, to_magic)
+    native = _impl.convert_v2_run_ends  # None: the reference is the implementation in use
+    if native is not None:
+        ends = native(data, out, to_magic)
         return None if ends is None else array("q", ends).tolist()
     return convert_run_ends_reference(data, out, to_magic)
 

@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyconv.fixtures.checksum import record_hash
-from lazyconv.records import MemoryRecords, RecordsBuilder, TimestampType
-from lazyconv.records._native import kernel
+from lazyconv.records import MemoryRecords, RecordsBuilder, TimestampType, _impl
 from lazyconv.records.digest import (
     DIGEST_DECLINED,
     DIGEST_END,
@@ -29,7 +28,7 @@ from lazyconv.records.digest import (
     record_digest,
 )
 
-needs_kernel = pytest.mark.skipif(kernel is None, reason="compiled kernel not in use")
+needs_kernel = pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 
 keys = st.none() | st.binary(max_size=40)
 values = st.none() | st.binary(max_size=300)

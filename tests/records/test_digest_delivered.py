@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from lazyconv.convert import down_convert_bytes, is_zstd_below_v2
 from lazyconv.errors import LazyconvError
 from lazyconv.logdir.layout import list_segments
-from lazyconv.records import FileRecords, MemoryRecords
-from lazyconv.records._native import kernel
+from lazyconv.records import FileRecords, MemoryRecords, _impl
 from lazyconv.records.compression import decompress
 from lazyconv.records.digest import (
     DIGEST_END,
@@ -79,7 +78,7 @@ def test_a_whole_converted_stream_digests_as_its_decoded_records() -> None:
     assert wrappers > 50
 
 
-@pytest.mark.skipif(kernel is None, reason="compares the compiled kernel with the reference")
+@pytest.mark.skipif(_impl.NATIVE is None, reason="compares the compiled kernel with the reference")
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, len(STREAMS) - 1), st.integers(0, 1 << 20), st.integers(0, 2),
        st.integers(-1, 400), st.randoms(use_true_random=False))
@@ -100,7 +99,7 @@ def test_a_wrapper_the_function_refuses_is_left_to_the_reader() -> None:
     assert run.stop != DIGEST_END
 
 
-@pytest.mark.skipif(kernel is None, reason="the kernel's callback")
+@pytest.mark.skipif(_impl.NATIVE is None, reason="the kernel's callback")
 def test_an_exception_in_the_decompress_function_propagates() -> None:
     _, data = next(s for s in STREAMS if any(b.attributes & 7 for b in MemoryRecords(s[1]).batches()))
 

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from crc32c import crc32c as package_crc32c
 
-from lazyconv.records import _format, _native
+from lazyconv.records import _format, _impl
 
 KERNEL_DIR = Path(_format.__file__).parent / "_kernel"
-native_only = pytest.mark.skipif(_native.kernel is None, reason="compiled kernel not in use")
+kernel: Any = _impl.kernel_module()  # the extension module itself (None in pure Python)
+native_only = pytest.mark.skipif(kernel is None, reason="compiled kernel not in use")
 
 
 def test_format_header_is_generated_from_format_py() -> None:
@@ -36,33 +37,35 @@ def test_kafka_layout_constants() -> None:
 
 @native_only
 def test_extension_constants_equal_format_py() -> None:
-    assert _native.kernel is not None
-    assert _native.kernel.FORMAT == _format.CONSTANTS
+    assert kernel is not None
+    assert kernel.FORMAT == _format.CONSTANTS
+    stops = ("STOP_END", "STOP_COMPRESSED", "STOP_NOT_V2", "STOP_PARTIAL", "STOP_INVALID", "CHUNK_DONE", "CHUNK_MIXED")
+    assert {name: getattr(kernel, name) for name in stops} == {name: getattr(_impl, name) for name in stops}
 
 
 def test_implementation_is_reported() -> None:
     import lazyconv.records
 
     info = lazyconv.records.implementation_info()
-    assert info["implementation"] == lazyconv.records.IMPLEMENTATION == _native.IMPLEMENTATION
-    assert lazyconv.records.CPU_FEATURES == _native.CPU_FEATURES
+    assert info["implementation"] == lazyconv.records.IMPLEMENTATION == _impl.IMPLEMENTATION
+    assert lazyconv.records.CPU_FEATURES == _impl.CPU_FEATURES
     if os.environ.get("LAZYCONV_NO_EXTENSIONS") == "1":
-        assert _native.IMPLEMENTATION == "python" and _native.CPU_FEATURES == ()
+        assert _impl.IMPLEMENTATION == "python" and _impl.CPU_FEATURES == ()
     elif os.environ.get("LAZYCONV_EXPECT_NATIVE") == "1" or os.environ.get("CI") == "true":
         # CI (and whoever sets LAZYCONV_EXPECT_NATIVE=1) has gcc: the build must have worked
-        assert _native.IMPLEMENTATION == "native"
-    assert _native.IMPLEMENTATION in _native.describe()
+        assert _impl.IMPLEMENTATION == "native"
+    assert _impl.IMPLEMENTATION in _impl.describe()
 
 
 def test_version_shows_the_implementation() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "lazyconv.cli", "--version"], capture_output=True, text=True, check=True
     )
-    assert done.stdout.startswith("lazyconv ") and f"implementation: {_native.IMPLEMENTATION}" in done.stdout
+    assert done.stdout.startswith("lazyconv ") and f"implementation: {_impl.IMPLEMENTATION}" in done.stdout
 
 
 def test_no_extensions_env_forces_pure_python() -> None:
-    code = "from lazyconv.records import _native, _codec; import zlib; print(_native.IMPLEMENTATION, _codec.crc32 is zlib.crc32)"
+    code = "from lazyconv.records import _impl; import zlib; print(_impl.IMPLEMENTATION, _impl.crc32 is zlib.crc32)"
     env = {**os.environ, "LAZYCONV_NO_EXTENSIONS": "1"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert done.stdout.split() == ["python", "True"]
@@ -72,10 +75,10 @@ def test_no_extensions_env_forces_pure_python() -> None:
 
 
 def _paths() -> list[str]:
-    if _native.kernel is None:
+    if kernel is None:
         return []
     paths = ["portable"]
-    if "pclmul" in _native.CPU_FEATURES and "sse4.2" in _native.CPU_FEATURES:
+    if "pclmul" in _impl.CPU_FEATURES and "sse4.2" in _impl.CPU_FEATURES:
         paths.append("hardware")
     return paths
 
@@ -85,19 +88,19 @@ _NO_PATHS: list[Any] = [pytest.param("none", marks=pytest.mark.skip("no kernel")
 
 @pytest.fixture(params=_paths() or _NO_PATHS)
 def crc_path(request: pytest.FixtureRequest) -> Iterator[str]:
-    assert _native.kernel is not None
-    _native.kernel.select_crc(request.param, request.param)
+    assert kernel is not None
+    kernel.select_crc(request.param, request.param)
     try:
-        assert _native.kernel.crc_implementations() == (
+        assert kernel.crc_implementations() == (
             ("pclmul", "sse4.2") if request.param == "hardware" else ("slice-by-8", "slice-by-8")
         )
         yield request.param
     finally:
-        _native.kernel.select_crc("auto", "auto")
+        kernel.select_crc("auto", "auto")
 
 
 def test_crcs_equal_zlib_and_crc32c_on_random_lengths_and_alignments(crc_path: str) -> None:
-    assert _native.kernel is not None
+    assert kernel is not None
     rng = random.Random(1234)
     block = rng.randbytes(70_000)
     lengths = list(range(0, 300)) + [rng.randrange(300, 40_000) for _ in range(200)] + [3 * 2048 * 2 + 5, 65_000]
@@ -105,31 +108,31 @@ def test_crcs_equal_zlib_and_crc32c_on_random_lengths_and_alignments(crc_path: s
         offset = rng.randrange(0, 16)
         view = memoryview(block)[offset : offset + length]
         start = rng.choice([0, 0xFFFFFFFF, rng.getrandbits(32)])
-        assert _native.kernel.crc32(view, start) == zlib.crc32(view, start), (length, offset)
-        assert _native.kernel.crc32c(view, start) == package_crc32c(view, start), (length, offset)
+        assert kernel.crc32(view, start) == zlib.crc32(view, start), (length, offset)
+        assert kernel.crc32c(view, start) == package_crc32c(view, start), (length, offset)
 
 
 def test_crcs_continue_across_pieces(crc_path: str) -> None:
-    assert _native.kernel is not None
+    assert kernel is not None
     data = random.Random(5).randbytes(20_000)
     for cut in (0, 1, 63, 64, 4097, 19_999):
-        k = _native.kernel
+        k = kernel
         assert k.crc32(data[cut:], k.crc32(data[:cut])) == zlib.crc32(data)
         assert k.crc32c(data[cut:], k.crc32c(data[:cut])) == package_crc32c(data)
 
 
 @native_only
 def test_known_check_values() -> None:
-    assert _native.kernel is not None
-    assert _native.kernel.crc32(b"123456789") == 0xCBF43926
-    assert _native.kernel.crc32c(b"123456789") == 0xE3069283
+    assert kernel is not None
+    assert kernel.crc32(b"123456789") == 0xCBF43926
+    assert kernel.crc32c(b"123456789") == 0xE3069283
 
 
 @native_only
 def test_select_crc_refuses_unknown_names() -> None:
-    assert _native.kernel is not None
+    assert kernel is not None
     with pytest.raises(ValueError, match="auto, portable or hardware"):
-        _native.kernel.select_crc("fast")
+        kernel.select_crc("fast")
 
 
 @native_only

@@ -1,7 +1,7 @@
 """Differential tests of the builder's compiled v2 record encoding (``encode_v2_records``): the
 batches ``RecordsBuilder`` (magic 2) writes are byte-identical with the kernel and with the
 reference encoder (``append_v2_record`` per record), and inputs the kernel declines raise the
-reference's errors. The reference is forced by taking the kernel away from the builder."""
+reference's errors. The reference side runs inside ``_impl.using(_impl.REFERENCE)``."""
 
 from __future__ import annotations
 
@@ -12,22 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lazyconv.records.builder as builder_module
-from lazyconv.records import Compression, RecordsBuilder
+from lazyconv.records import Compression, RecordsBuilder, _impl
 
-pytestmark = pytest.mark.skipif(builder_module._kernel is None, reason="compiled kernel not in use")
+pytestmark = pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 
 payloads = st.none() | st.binary(max_size=70) | st.sampled_from([b"x" * 200, b"y" * 17_000])
 header_lists = st.lists(st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=70)), max_size=3)
 
 
 def reference(fn: Callable[[], Any]) -> Any:
-    saved = builder_module._kernel
-    builder_module._kernel = None
-    try:
+    with _impl.using(_impl.REFERENCE):
         return fn()
-    finally:
-        builder_module._kernel = saved
 
 
 def outcome(fn: Callable[[], bytes]) -> tuple[Any, ...]:
@@ -80,7 +75,8 @@ def test_records_the_kernel_declines_go_through_the_reference() -> None:
 def test_the_kernel_actually_encodes_and_varints_span_bytes() -> None:
     records = [(7, 1000, b"k" * 300, None, (("h\u00e9", None), ("", b"v" * 129))), (8, -1, None, b"", ())]
     body = bytearray(b"prefix")
-    assert builder_module._kernel.encode_v2_records(body, records, 7, 1000) is True
+    encode_v2_records = _impl.NATIVE.encode_v2_records
+    assert encode_v2_records(body, records, 7, 1000) is True
     from lazyconv.records._codec import append_v2_record
 
     expected = bytearray(b"prefix")
@@ -88,5 +84,5 @@ def test_the_kernel_actually_encodes_and_varints_span_bytes() -> None:
         append_v2_record(expected, offset - 7, timestamp - 1000, key, value, hdrs)
     assert body == expected
     unchanged = bytearray(b"x")
-    assert builder_module._kernel.encode_v2_records(unchanged, [(7, 1.5, None, None, ())], 7, 0) is False
+    assert encode_v2_records(unchanged, [(7, 1.5, None, None, ())], 7, 0) is False
     assert unchanged == b"x"

@@ -3,8 +3,8 @@ chunks the kernel decides and converts are the reference policy's (``chunk_group
 objects): the same bytes, the same pieces (chunk boundaries), the same stats and the same error
 (type, message, position), for memory and file records, on well-formed and mutated inputs.
 
-The reference is forced by taking the kernel away from ``lazyconv.lazy`` (the send then groups
-batches in Python, as before the kernel chunking existed).
+The reference runs inside ``_impl.using(_impl.REFERENCE)`` (the send then groups batches and
+converts them in pure Python).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lazy_support import build_batch, v2_end_txn_marker
 
-import lazyconv.lazy as lazy
 from lazyconv.errors import LazyconvError
 from lazyconv.lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords
-from lazyconv.records import Compression, FileRecords, MemoryRecords
+from lazyconv.records import Compression, FileRecords, MemoryRecords, _impl
 
-pytestmark = pytest.mark.skipif(lazy.kernel is None, reason="compiled kernel not in use")
+pytestmark = pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 
 KINDS = ["plain"] * 10 + ["gzip", "v1", "control", "zstd", "big"]
 
@@ -83,12 +82,8 @@ def send_outcome(make_records: Callable[[], Any], to_magic: int, first_offset: i
 
 
 def reference(fn: Callable[[], Any]) -> Any:
-    saved = lazy.kernel
-    lazy.kernel = None
-    try:
+    with _impl.using(_impl.REFERENCE):
         return fn()
-    finally:
-        lazy.kernel = saved
 
 
 def assert_same(make_records: Callable[[], Any], to_magic: int, first_offset: int, chunk_size: int) -> None:
@@ -129,8 +124,7 @@ def test_kernel_chunks_from_a_file_equal_the_reference_policy(tmp_path: Path, mu
 def test_kernel_chunk_boundaries_follow_the_policy() -> None:
     """Whole batches up to chunk_size, at least one; a compressed batch the policy would take
     into the chunk hands the chunk to Python; what does not fit is left for the next call."""
-    kernel = lazy.kernel
-    assert kernel is not None
+    kernel: Any = _impl.kernel_module()
     batch = build_batch(2, [(1, b"k", b"v" * 1000)], offsets=[0])
     plain = batch * 5
     out = bytearray()

@@ -4,8 +4,9 @@
 Inputs: concatenations of random v2 batches (every codec but zstd, CreateTime/LogAppendTime,
 control and transactional batches, headers, null keys/values, extreme offsets/timestamps),
 legacy v0/v1 entries, and the same streams mutated (byte flips, truncation, lying length and
-count fields), at random first offsets. The pure path is forced in-process by taking the kernel
-away from ``lazyconv.records.conversion``.
+count fields), at random first offsets. Both sides come from the one switch,
+``lazyconv.records._impl``: the same public code runs once on the kernel and once inside
+``_impl.using(_impl.REFERENCE)``.
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from hypothesis import strategies as st
 from test_convert_fused import corrupted, well_formed
 
 import lazyconv.records.batch as batch_module
-import lazyconv.records.conversion as conversion
 from lazyconv.convert import down_convert_bytes
 from lazyconv.errors import LazyconvError
-from lazyconv.records import MemoryRecords, RecordsBuilder, build_end_txn_marker
+from lazyconv.records import MemoryRecords, RecordsBuilder, _impl, build_end_txn_marker
 
-pytestmark = pytest.mark.skipif(conversion.kernel is None, reason="compiled kernel not in use")
+pytestmark = pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 
 
 def outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
@@ -47,12 +47,8 @@ def decoded(data: bytes) -> tuple[Any, ...]:
 
 
 def pure(fn: Callable[[], Any]) -> Any:
-    saved = conversion.kernel
-    conversion.kernel = batch_module._kernel = None
-    try:
+    with _impl.using(_impl.REFERENCE):
         return fn()
-    finally:
-        conversion.kernel = batch_module._kernel = saved
 
 
 def both(data: bytes, to_magic: int, first_offset: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -148,19 +144,14 @@ def test_kernel_converts_whole_runs_in_one_call(monkeypatch: pytest.MonkeyPatch)
     """Plain v2 batches are converted per run, not per batch: one kernel call for the chunk."""
     from lazyconv.benchmarks._common import make_v2_batches
 
-    kernel: Any = conversion.kernel
-    assert kernel is not None
+    convert_v2_run = _impl.convert_v2_run
     calls: list[int] = []
 
-    class Counting:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(kernel, name)
+    def counting(*args: Any) -> Any:
+        calls.append(1)
+        return convert_v2_run(*args)
 
-        def convert_v2_run(self, *args: Any) -> Any:
-            calls.append(1)
-            return kernel.convert_v2_run(*args)
-
-    monkeypatch.setattr(conversion, "kernel", Counting())
+    monkeypatch.setattr(_impl, "convert_v2_run", counting)
     data = make_v2_batches(200_000, 100)
     assert len(list(MemoryRecords(data).batches())) > 5
     down_convert_bytes(MemoryRecords(data).batches(), 1, 0)
@@ -207,18 +198,7 @@ def test_plain_decoder_hands_over_like_the_reference(data: st.DataObject, parts:
     stream = data.draw(mutated(b"".join(parts)))
     reference = pure(lambda: decoded_past_errors(stream))
     assert decoded_past_errors(stream) == reference
-    kernel: Any = batch_module._kernel
-
-    class LaxScan:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(kernel, name)
-
-        def scan_plain_v2(self, view: Any) -> int:
-            return complete_v2_end(bytes(view))
-
-    batch_module._kernel = LaxScan()
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_impl, "scan_plain_v2", lambda view: complete_v2_end(bytes(view)))
         lax = decoded_past_errors(stream)
-    finally:
-        batch_module._kernel = kernel
     assert lax == reference

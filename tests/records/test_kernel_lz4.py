@@ -18,15 +18,15 @@ from hypothesis import strategies as st
 
 import lazyconv.records.compression as compression
 from lazyconv.errors import LazyconvError
-from lazyconv.records import _native
+from lazyconv.records import _impl
 
-pytestmark = pytest.mark.skipif(_native.kernel is None, reason="compiled kernel not in use")
+pytestmark = pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 
 LZ4 = 3
 
 
 def test_xxh32_matches_the_xxhash_package_on_random_lengths_and_seeds() -> None:
-    kernel: Any = _native.kernel
+    kernel: Any = _impl.kernel_module()
     rng = random.Random(5)
     for n in [*range(40), *(rng.randint(40, 3000) for _ in range(60))]:
         data = rng.randbytes(n)
@@ -88,8 +88,7 @@ def outcome(data: bytes | memoryview, magic: int, max_size: int) -> tuple[Any, .
 
 
 def reference(data: bytes | memoryview, magic: int, max_size: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
-    with monkeypatch.context() as patch:
-        patch.setattr(compression, "_kernel", None)
+    with _impl.using(_impl.REFERENCE):
         return outcome(data, magic, max_size)
 
 
@@ -106,7 +105,7 @@ def test_lz4_frames_decode_as_the_reference(frame: tuple[bytes, int], data: st.D
 
 def test_the_kernel_walks_well_formed_frames_itself() -> None:
     """The fast path is taken (not the reference) for what Kafka writes, magic 0's quirk included."""
-    kernel: Any = _native.kernel
+    kernel: Any = _impl.kernel_module()
     for magic in (0, 1, 2):
         frame = compression.compress(LZ4, b"value " * 3000, magic)
         walked = kernel.lz4_frame_blocks(frame, magic)

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-import lazyconv.records.batch as batch_module
-from lazyconv.records import MemoryRecords, Record, RecordsBuilder, _native
+from lazyconv.records import MemoryRecords, Record, RecordsBuilder, _impl
 
-pytestmark = pytest.mark.skipif(_native.kernel is None, reason="compiled kernel not in use")
+pytestmark = pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 
 
 def _records() -> list[Record]:
@@ -28,7 +27,7 @@ def _records() -> list[Record]:
 def test_decoded_records_behave_as_records() -> None:
     first, second = _records()
     plain = Record(40, 1_700_000_000_000, b"key", b"value", (("h", b"v"), ("n", None)))
-    assert type(first) is batch_module._KERNEL_RECORD and type(first).__name__ == "Record"
+    assert type(first) is _impl.NATIVE.record_type and type(first).__name__ == "Record"
     assert isinstance(first, Record) and isinstance(first, tuple)
     assert first == plain and hash(first) == hash(plain) and first == tuple(plain) and first < second
     assert repr(first) == repr(plain)
@@ -42,8 +41,8 @@ def test_decoded_records_behave_as_records() -> None:
 
 
 def test_the_kernel_record_type_is_made_once_and_only_for_plain_named_tuples() -> None:
-    kernel: Any = _native.kernel
-    assert kernel.make_record_type(Record) is batch_module._KERNEL_RECORD
+    kernel: Any = _impl.kernel_module()
+    assert kernel.make_record_type(Record) is _impl.NATIVE.record_type
     with pytest.raises(ValueError):
         kernel.make_record_type(tuple)
 

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from test_kernel_differential import control_batch, entries, legacy_entry, mutated
 
 from lazyconv.benchmarks.fuzz_kernel import _batch, _legacy, _mutate
-from lazyconv.records import MemoryRecords
-from lazyconv.records._native import kernel
+from lazyconv.records import MemoryRecords, _impl
 from lazyconv.records.scan import scan_batches, scan_batches_reference
 
 
@@ -66,7 +65,7 @@ def test_stops(tail: bytes, stop: str) -> None:
     assert (result.stop_error() is not None) == (stop == "bad_size")
 
 
-@pytest.mark.skipif(kernel is None, reason="compiled kernel not in use")
+@pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 def test_scan_is_one_call_over_many_entries() -> None:
     from lazyconv.benchmarks._common import make_v2_batches
 

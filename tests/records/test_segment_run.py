@@ -32,10 +32,10 @@ from lazyconv.records import (
     RecordsBuilder,
     TimestampType,
     _format,
+    _impl,
     build_end_txn_marker,
 )
 from lazyconv.records._codec import append_v2_record, crc32c
-from lazyconv.records._native import kernel
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.builder import encode_v2_batch
 from lazyconv.records.compression import Compression
@@ -54,7 +54,7 @@ from lazyconv.records.segment_run import (
     segment_run_reference,
 )
 
-needs_kernel = pytest.mark.skipif(kernel is None, reason="compiled kernel not in use")
+needs_kernel = pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
 SEGMENTS = sorted(FIXTURES.glob("*/*.log"))

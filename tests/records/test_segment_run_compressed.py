@@ -10,7 +10,7 @@ import pytest
 
 from lazyconv.errors import LazyconvError
 from lazyconv.logdir.layout import list_segments
-from lazyconv.records._native import kernel
+from lazyconv.records import _impl
 from lazyconv.records.compression import decompress
 from lazyconv.records.segment_run import (
     RUN_COMPRESSED,
@@ -38,7 +38,7 @@ def _entry_starts(data: bytes) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(kernel is None, reason="compares the compiled kernel with the reference")
+@pytest.mark.skipif(_impl.NATIVE is None, reason="compares the compiled kernel with the reference")
 def test_kernel_and_reference_take_the_same_runs_of_compressed_batches() -> None:
     compressed = 0
     for seg in list_segments(str(COMMITTED)):
@@ -81,7 +81,7 @@ def test_a_batch_whose_records_do_not_decompress_ends_the_run_before_it() -> Non
     assert all(m.flags & RUN_COMPRESSED == 0 or m.position < cut.consumed for m in cut.markers)
 
 
-@pytest.mark.skipif(kernel is None, reason="the kernel's callback")
+@pytest.mark.skipif(_impl.NATIVE is None, reason="the kernel's callback")
 def test_an_exception_in_the_decompress_function_propagates() -> None:
     seg = next(s for s in list_segments(str(COMMITTED)) if s.topic == "codecs")
     data = Path(seg.log_path).read_bytes()
