@@ -16,6 +16,13 @@ docs/guide/down-conversion.md):
 - a record with a negative offset is refused (:class:`~lazyconv.errors.InvalidRecordError`)
   instead of being written into messages our reader (and Kafka's) rejects or misreads.
 
+Memory: the output, plus (over a file) at most ``records.conversion.MAX_RUN_READ`` bytes of
+input at a time. A compressed batch is converted whole, as Kafka does: its decompressed records
+(at most ``max_decompressed_size``, the reader's bound) and their legacy messages (a v2 record
+takes at least 7 bytes and its message at most 27 more, so at most 4.9 times that) are held
+together, about 6 times ``max_decompressed_size`` at worst (tests/test_convert_memory.py): lower
+that bound to lower this one.
+
 This module knows nothing of chunks or of the committed size: that is :mod:`lazyconv.lazy`.
 """
 

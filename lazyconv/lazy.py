@@ -27,7 +27,9 @@ Where Kafka's Java code has defects this module does the evident intended thing
   ``error`` (and passed to ``on_error``) for the server to report.
 
 Memory: one converted chunk at a time (its input batches are at most ``chunk_size`` bytes unless
-a single batch is larger), plus the first converted batch until it has been written.
+a single batch is larger), plus the first converted batch until it has been written. A
+compressed batch is converted whole: up to about 6 times ``max_decompressed_size`` for a batch
+of tiny records (see :mod:`lazyconv.convert`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,12 @@ from lazyconv.convert import (
     down_convert_bytes,
     is_zstd_below_v2,
 )
-from lazyconv.errors import ConfigurationError, RecordsError, UnsupportedCompressionError
+from lazyconv.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    RecordsError,
+    UnsupportedCompressionError,
+)
 from lazyconv.records import _impl
 from lazyconv.records._format import LOG_HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from lazyconv.records.conversion import convert_plain_chunk
@@ -168,7 +175,10 @@ class _GuardedBatches:
 
 def _convert_group(group: list[Any], to_magic: int, first_offset: int) -> Iterator[_Chunk]:
     """The conversion of a chunk; if a batch of it is corrupt, the conversion of the batches
-    before that one (if any), then the error."""
+    before that one (if any), then the error. If the chunk failed but each of its batches
+    converts, the bytes changed between the two conversions (a file overwritten in place, a
+    buffer rewritten by another thread while the GIL was released): nothing more is sent and
+    :class:`~lazyconv.errors.CorruptRecordError` says so (the send pads to its committed size)."""
     try:
         yield down_convert_bytes(group, to_magic, first_offset)
         return
@@ -188,7 +198,11 @@ def _convert_group(group: list[Any], to_magic: int, first_offset: int) -> Iterat
         if data:
             out += data
             stats = stats + batch_stats
-    raise AssertionError("a chunk failed to convert but each of its batches converted")
+    raise CorruptRecordError(
+        f"the records changed while they were being sent: the {len(group)} batches from byte "
+        f"{group[0].position} failed to convert together but convert one by one",
+        group[0].position,
+    )
 
 
 def _skip(batches: Iterator[RecordBatch], count: int) -> Iterator[RecordBatch]:

@@ -115,3 +115,88 @@ def test_a_fetch_response_stays_well_formed_and_the_other_partition_arrives_exac
     )
     assert len(consumer_records(bytes(good_part["records"]))) >= 12
     assert corrupt.send_error is not None and healthy.send_error is None
+
+
+# -- the input changing under the send (issue 24) ------------------------------------------------
+
+
+def _many_batches(count: int = 40) -> bytes:
+    return b"".join(
+        build_batch(2, [(1_000 + n, b"k", b"v" * 700) for n in range(3)], base_offset=i * 3,
+                    compression=Compression.GZIP if i % 5 == 4 else Compression.NONE)
+        for i in range(count)
+    )
+
+
+def test_a_chunk_that_fails_whole_but_converts_batch_by_batch_ends_the_send_with_a_records_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What another thread rewriting the buffer (or a process overwriting the file) between the
+    chunk's conversion and its batch-by-batch retry looks like to the send: the chunk fails,
+    each of its batches converts. It used to escape as an AssertionError; now the send pads
+    to its committed size and reports a CorruptRecordError."""
+    import lazyconv.lazy as lazy_module
+
+    real = lazy_module.down_convert_bytes
+    failed: list[int] = []
+
+    def changing(batches: list, to_magic: int, first_offset: int):  # type: ignore[no-untyped-def]
+        if isinstance(batches, list) and len(batches) > 1 and not failed:
+            failed.append(len(batches))
+            raise CorruptRecordError("the bytes are being rewritten", batches[0].position)
+        return real(batches, to_magic, first_offset)
+
+    data = _many_batches()
+    # the records changed: the kernel's chunking must not convert the chunk itself either
+    monkeypatch.setattr(lazy_module._impl, "convert_v2_chunk", lambda *args: (0, 1, 0, 0))
+    monkeypatch.setattr(lazy_module, "down_convert_bytes", changing)
+    errors: list[RecordsError] = []
+    lazy = LazyDownConvertedRecords(MemoryRecords(data), 1, 0, chunk_size=16 * 1024, on_error=errors.append)
+    out = drive(lazy.to_send(), TrickleChannel([5000]))
+    assert failed and len(out) == lazy.size_in_bytes
+    assert isinstance(lazy.send_error, CorruptRecordError) and "changed while they were being sent" in str(lazy.send_error)
+    assert errors == [lazy.send_error]
+
+
+@pytest.mark.parametrize("backing", ["bytearray", "file"])
+@pytest.mark.parametrize("rewrite", ["other records", "byte flips", "zeros"])
+def test_input_rewritten_in_place_between_writes_keeps_the_committed_size(
+    tmp_path: Path, backing: str, rewrite: str
+) -> None:
+    import random
+
+    rng = random.Random(f"{backing} {rewrite}")
+    data = _many_batches()
+    other = _many_batches(41)[len(data) // 3:]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(data)
+    buffer = bytearray(data)
+    records = MemoryRecords(buffer) if backing == "bytearray" else FileRecords.open(path)
+
+    def rewritten(current: bytes) -> bytes:
+        new = bytearray(current)
+        if rewrite == "other records":
+            new[len(new) // 4:] = (other + bytes(len(new)))[: len(new) - len(new) // 4]
+        elif rewrite == "byte flips":
+            for _ in range(200):
+                new[rng.randrange(len(new))] ^= 0xFF
+        else:
+            new[len(new) // 3:] = bytes(len(new) - len(new) // 3)
+        return bytes(new)
+
+    lazy = LazyDownConvertedRecords(records, 1, 0, chunk_size=16 * 1024)
+    send = lazy.to_send()
+    channel = TrickleChannel([7000])
+    calls = 0
+    while not send.completed:
+        send.write_to(channel)
+        calls += 1
+        if calls == 2:
+            if backing == "bytearray":
+                buffer[:] = rewritten(bytes(buffer))
+            else:
+                with open(path, "r+b") as f:
+                    f.write(rewritten(data))
+        assert calls < 100_000
+    assert send.written == len(channel.buffer) == lazy.size_in_bytes
+    assert send.error is None or isinstance(send.error, RecordsError)

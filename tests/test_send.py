@@ -111,3 +111,40 @@ def test_sequence_send_detects_short_children():
     send = SequenceSend(iter([BytesSend(b"ab")]), size=5)
     with pytest.raises(RuntimeError, match="ran out"):
         send.to_bytes()
+
+
+def test_write_to_channel_runs_no_runtime_protocol_check() -> None:
+    """Issue 24: ``isinstance(channel, SendingChannel)`` (a runtime-checkable Protocol) on every
+    write cost 558 times a ``hasattr``; the channel's method is looked up instead. A profiler
+    sees every Python function called: none is typing's."""
+    import sys
+
+    from lazyconv.send import write_to_channel
+
+    class Writer:
+        def __init__(self) -> None:
+            self.data = bytearray()
+
+        def write(self, data: memoryview | bytes) -> int:
+            self.data += data
+            return len(data)
+
+    class Sender(Writer):
+        def send(self, data: memoryview | bytes) -> int:
+            return self.write(data[:3])
+
+    called: list[str] = []
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        if event == "call":
+            called.append(frame.f_code.co_filename)  # type: ignore[attr-defined]
+
+    writer, sender = Writer(), Sender()
+    sys.setprofile(profile)
+    try:
+        assert write_to_channel(writer, b"abcdef") == 6
+        assert write_to_channel(sender, b"abcdef") == 3
+    finally:
+        sys.setprofile(None)
+    assert writer.data == b"abcdef" and sender.data == b"abc"
+    assert not [name for name in called if name.endswith("typing.py")], called

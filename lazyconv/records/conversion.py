@@ -50,6 +50,10 @@ __all__ = [
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 STOP_END = _impl.STOP_END  # the kernel converted every entry of the run
+# convert_batch_run reads at most this many bytes of batches at once (unless one batch is
+# larger): eager down-conversion of a file holds its output and one such piece of input, not
+# the whole input (which it would for a file of plain v2 batches read in one run).
+MAX_RUN_READ = 1 << 20
 _CODECS = tuple(Compression)  # codec id -> Compression without an enum call per batch
 
 
@@ -122,7 +126,8 @@ def convert_batch_run(
 ) -> tuple[int, int, int]:
     """Convert, in one kernel call, the longest run of batches from ``batches[index]`` that are
     uncompressed (or control) v2 batches lying back to back in the same records, as
-    :func:`convert_uncompressed_run` (to_magic 0 or 1).
+    :func:`convert_uncompressed_run` (to_magic 0 or 1), up to :data:`MAX_RUN_READ` bytes of
+    them (at least one batch): the run's bytes are read at once.
 
     Returns ``(next_index, converted, temporary)``: ``batches[index:next_index]`` are done (the
     caller converts ``batches[next_index]`` itself, if any); ``next_index == index`` when the
@@ -138,6 +143,8 @@ def convert_batch_run(
     while stop < len(batches):
         batch = batches[stop]
         if not _runnable(batch) or batch._source is not source or batch.position != end:
+            break
+        if end + batch.size_in_bytes - start > MAX_RUN_READ:
             break
         end += batch.size_in_bytes
         stop += 1

@@ -12,7 +12,25 @@ from lazyconv.records.entries import BatchIterator
 from lazyconv.records.types import Record, RecordBatch
 from lazyconv.send import BytesSend
 
-__all__ = ["MemoryRecords"]
+__all__ = ["MemoryRecords", "byte_view"]
+
+
+def byte_view(buffer: bytes | bytearray | memoryview) -> memoryview:
+    """``buffer`` as a flat view of unsigned bytes (format ``"B"``), which every implementation
+    reads alike: any C-contiguous buffer (bytes, bytearray, mmap, array, a ctypes or numpy
+    array, a view of any of these) is accepted as its bytes; anything else raises
+    :class:`~lazyconv.errors.ConfigurationError`."""
+    try:
+        view = memoryview(buffer)
+        if not view.c_contiguous:
+            raise TypeError("a strided (non-contiguous) buffer")
+        if view.format != "B" or view.ndim != 1:  # ctypes' "<B", "c", "b", wider items, ndim > 1
+            view = view.cast("B")
+    except TypeError as exc:  # not a buffer, or not C-contiguous
+        raise ConfigurationError(
+            f"records must be a C-contiguous bytes-like buffer, got {type(buffer).__name__}: {exc}"
+        ) from None
+    return view
 
 
 class _MemorySource:
@@ -30,7 +48,8 @@ class _MemorySource:
 class MemoryRecords:
     """A record set in memory (a fetch response's records, a built batch, a file's bytes).
 
-    Nothing is copied on construction; :meth:`batches` walks the entries lazily (Kafka's
+    ``buffer`` is any C-contiguous bytes-like object (see :func:`byte_view`). Nothing is copied
+    on construction; :meth:`batches` walks the entries lazily (Kafka's
     splitting rules, docs/guide/records.md). Byte positions in errors are relative to this buffer.
     ``max_decompressed_size`` bounds every decompressed batch payload.
     """
@@ -42,9 +61,7 @@ class MemoryRecords:
         buffer: bytes | bytearray | memoryview,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     ) -> None:
-        view = memoryview(buffer)
-        if view.ndim != 1 or view.itemsize != 1:
-            view = view.cast("B")
+        view = byte_view(buffer)
         if max_decompressed_size <= 0:
             raise ConfigurationError(f"max_decompressed_size must be positive, got {max_decompressed_size}")
         self._view = view

@@ -48,6 +48,7 @@ from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from lazyconv.records.entries import iter_batches
 from lazyconv.records.legacy import LegacyBatch
+from lazyconv.records.memory import byte_view
 from lazyconv.records.types import RecordBatch
 
 __all__ = ["ScannedEntry", "ScanResult", "ScanStop", "scan_batches", "scan_batches_reference"]
@@ -145,9 +146,7 @@ class ScanResult(NamedTuple):
         return None
 
 
-def _as_view(buf: bytes | bytearray | memoryview) -> memoryview:
-    view = memoryview(buf)
-    return view if view.ndim == 1 and view.itemsize == 1 else view.cast("B")
+_as_view = byte_view  # any C-contiguous buffer as unsigned bytes; ConfigurationError otherwise
 
 
 def scan_batches(buf: bytes | bytearray | memoryview, base_position: int = 0) -> ScanResult:
