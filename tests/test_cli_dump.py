@@ -266,23 +266,34 @@ def test_readable_listing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     segment, _ = _our_segment()
     path = tmp_path / "ours.log"
     path.write_bytes(segment)
-    status, out, err = dump(path, capsys=capsys)
+    # Kafka's DumpLogSegments listing (tests/kafka/test_dump_kafka.py compares the two on a
+    # broker's logs); records with --deep-iteration / --print-data-log, lazyconv's extras behind
+    # --headers and --hex
+    status, out, err = dump(path, "--print-data-log", "--headers", "--hex", capsys=capsys)
     assert status == 0, err
     lines = out.splitlines()
     assert lines[0] == f"Dumping {path}"
-    headers = [line for line in lines if line.startswith("baseOffset:")]
+    assert not lines[1].startswith("Log starting offset")  # the name is not a base offset
+    headers = [line for line in lines if line.startswith(("baseOffset:", "offset:"))]
     records = [line for line in lines if line.startswith("| ")]
     assert len(headers) == 8 and len(records) == 16
     assert "compresscodec: zstd" in headers[0] and "isTransactional: true" in headers[0]
     assert "producerId: 77" in headers[0] and "isvalid: true" in headers[0]
+    assert "lastSequence: " in headers[0] and "deleteHorizonMs: OptionalLong.empty" in headers[0]
     assert "LogAppendTime: 1700000000000" in headers[1]
-    assert "magic: 0" in headers[3] and "CreateTime" not in headers[3]
-    assert "| offset: 0 CreateTime: 1000 keySize: -1 valueSize: 1 " in records[0]
-    assert "headers: trace=0x0102, none=null" in records[0]
+    assert "magic: 0" in headers[3] and "NoTimestampType: -1" in headers[3]
+    assert headers[3].startswith("offset: ")  # a legacy entry: Kafka's shorter line
+    assert "| offset: 0 CreateTime: 1000 keySize: -1 valueSize: 1 sequence: " in records[0]
+    assert "headerKeys: [trace,none] headers: trace=0x0102, none=null" in records[0]
     assert "key: k2 payload: vvv" in records[2]
     assert records[-1].endswith("endTxnMarker: COMMIT coordinatorEpoch: 9")
-    status, out, _ = dump(path, "--batches", capsys=capsys)
-    assert status == 0 and not any(line.startswith("| ") for line in out.splitlines())
+    for options in ((), ("--batches",)):  # Kafka's default: batches only
+        status, out, _ = dump(path, *options, capsys=capsys)
+        assert status == 0 and not any(line.startswith("| ") for line in out.splitlines())
+        assert len(out.splitlines()) == 1 + 8
+    status, out, _ = dump(path, "--deep-iteration", capsys=capsys)
+    assert status == 0 and "payload: " not in out and "headers: " not in out
+    assert len([line for line in out.splitlines() if line.startswith("| ")]) == 16
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,9 +385,11 @@ def test_corrupt_crc_prints_valid_part_then_fails(
     assert [b["crc_valid"] for b in batches] == [True, False]
     assert f"(at byte {len(first)})" in err
 
-    status, out, err = dump(path, capsys=capsys)
+    status, out, err = dump(path, "--deep-iteration", capsys=capsys)
     assert status == 1
     assert "isvalid: false" in out and "| offset: 0" in out and "| offset: 1" not in out
+    status, out, err = dump(path, capsys=capsys)  # batches only: listed, then exit 1
+    assert status == 1 and out.count("isvalid: ") == 2 and "isvalid: false" in out
 
 
 def test_corrupt_size_field_names_position(

@@ -1,0 +1,142 @@
+"""``lazyconv dump`` next to Kafka's own ``kafka.tools.DumpLogSegments`` (3.9 and 4.x), on the
+logs a real broker wrote (tests/kafka_logs.py: every codec, transactions committed and aborted,
+an idempotent producer, LogAppendTime, several segments, DeleteRecords).
+
+Both tools read the same files with the same options; their standard output must be equal line
+for line, and so must the checks they report on standard error (Kafka's JVM logging aside).
+The only differences are documented ones (docs/differences.md, "dump"):
+
+- with ``--skip-record-metadata`` Kafka drops the ``|`` that starts a record line when the
+  record has no key, and prints an empty line for a control record; lazyconv starts every
+  record line with ``| ``;
+- lazyconv exits with status 1 when an index check fails (Kafka's tool exits 0);
+- lazyconv's extras (``--hex``, ``--headers``, ``--json``) only add to or replace Kafka's
+  fields behind their options.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lazyconv.cli import main
+
+pytestmark = pytest.mark.kafka
+
+
+def kafka_dump(dist: Path, files: list[Path], *options: str) -> tuple[int, list[str], list[str]]:
+    done = subprocess.run(
+        ["java", "-cp", f"{dist}/libs/*", "kafka.tools.DumpLogSegments",
+         "--files", ",".join(map(str, files)), *options],
+        capture_output=True, text=True, timeout=120,
+    )
+    err = [line for line in done.stderr.splitlines() if not line.startswith("log4j:")]
+    return done.returncode, done.stdout.splitlines(), err
+
+
+def lazyconv_dump(capsys: pytest.CaptureFixture[str], files: list[Path],
+                  *options: str) -> tuple[int, list[str], list[str]]:
+    status = main(["dump", "-q", *map(str, files), *options])
+    captured = capsys.readouterr()
+    return status, captured.out.splitlines(), captured.err.splitlines()
+
+
+def segment_files(root: Path, *suffixes: str) -> list[Path]:
+    return sorted(p for p in root.glob("*-0/*") if p.suffix in suffixes)
+
+
+@pytest.fixture(params=["3", "4"])
+def dist(request: pytest.FixtureRequest) -> Path:
+    return request.getfixturevalue("kafka_dist_3" if request.param == "3" else "kafka_dist")
+
+
+@pytest.mark.parametrize("options", [(), ("--deep-iteration",), ("--print-data-log",)])
+def test_log_segments_line_for_line(oracle_log_4, dist: Path, capsys, options) -> None:
+    files = segment_files(oracle_log_4.copy, ".log")
+    assert len(files) >= 10
+    status, ours, our_err = lazyconv_dump(capsys, files, *options)
+    _, theirs, their_err = kafka_dump(dist, files, *options)
+    assert status == 0, our_err
+    assert ours == theirs
+    assert our_err == their_err == []
+    # what the logs hold, seen in both listings
+    text = "\n".join(theirs)
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        assert f"compresscodec: {codec}" in text
+    assert "isControl: true" in text and "LogAppendTime:" in text
+    if options:
+        assert "endTxnMarker: ABORT" in text and "endTxnMarker: COMMIT" in text
+        assert "headerKeys: [h1,bin]" in text
+
+
+def test_skip_record_metadata_keeps_the_record_indent(oracle_log_4, dist: Path, capsys) -> None:
+    files = segment_files(oracle_log_4.copy, ".log")
+    options = ("--print-data-log", "--skip-record-metadata")
+    status, ours, _ = lazyconv_dump(capsys, files, *options)
+    _, theirs, _ = kafka_dump(dist, files, *options)
+    assert status == 0 and len(ours) == len(theirs)
+    differ = [(k, o) for k, o in zip(theirs, ours, strict=True) if k != o]
+    assert differ, "the null keys and control records of the logs show Kafka's quirk"
+    for kafka_line, our_line in differ:  # docs/differences.md: the lost "|"
+        assert our_line.startswith("| ")
+        assert kafka_line in (our_line[1:], "")
+
+
+@pytest.mark.parametrize("options", [(), ("--verify-index-only",), ("--index-sanity-check",)])
+def test_index_files_line_for_line(oracle_log_4, dist: Path, capsys, options) -> None:
+    files = segment_files(oracle_log_4.copy, ".index", ".timeindex", ".txnindex", ".snapshot")
+    assert {p.suffix for p in files} == {".index", ".timeindex", ".txnindex", ".snapshot"}
+    status, ours, our_err = lazyconv_dump(capsys, files, *options)
+    _, theirs, their_err = kafka_dump(dist, files, *options)
+    assert status == 0, our_err
+    assert ours == theirs
+    assert our_err == their_err == []
+    if not options:
+        assert sum(line.startswith("offset: ") for line in ours) >= 10
+        assert any(line.startswith("version: 0 producerId: ") for line in ours)
+        assert any("currentTxnFirstOffset: " in line for line in ours)
+
+
+def test_index_checks_report_what_kafka_reports(oracle_log_4, kafka_dist: Path, capsys,
+                                                tmp_path: Path) -> None:
+    """Planted faults: an offset index entry naming the wrong offset, a time index entry with
+    the wrong timestamp: the same report on stderr; lazyconv exits 1 (Kafka 0)."""
+    source = oracle_log_4.copy / "segments-0"
+    folder = tmp_path / "segments-0"
+    shutil.copytree(source, folder)
+    index = next(p for p in sorted(folder.glob("*.index")) if p.stat().st_size >= 16)
+    data = bytearray(index.read_bytes())
+    relative, position = struct.unpack_from(">ii", data, 8)
+    struct.pack_into(">ii", data, 8, relative - 1, position)
+    index.write_bytes(bytes(data))
+    timeindex = index.with_suffix(".timeindex")
+    times = bytearray(timeindex.read_bytes())
+    stamp, relative = struct.unpack_from(">qi", times, 0)
+    struct.pack_into(">qi", times, 0, stamp + 5, relative)
+    timeindex.write_bytes(bytes(times))
+    for options in ((), ("--verify-index-only",)):
+        status, ours, our_err = lazyconv_dump(capsys, [index, timeindex], *options)
+        kafka_status, theirs, their_err = kafka_dump(kafka_dist, [index, timeindex], *options)
+        assert kafka_status == 0 and status == 1
+        assert ours == theirs
+        assert our_err == their_err
+        assert any(line.startswith("Mismatches in :") for line in our_err)
+        assert "Found timestamp mismatch in :" + str(timeindex.resolve()) in our_err
+
+
+def test_extras_only_add_to_kafkas_fields(oracle_log_4, capsys) -> None:
+    files = [oracle_log_4.copy / "codec-gzip-0" / "00000000000000000000.log"]
+    _, plain, _ = lazyconv_dump(capsys, files, "--print-data-log")
+    status, extra, _ = lazyconv_dump(capsys, files, "--print-data-log", "--headers", "--hex")
+    assert status == 0 and len(plain) == len(extra)
+    binary_key = [line for line in extra if "key: 0xfffe" in line]
+    assert binary_key, "the non-UTF-8 key shows as hex with --hex"
+    with_headers = [line for line in extra if " headers: h1=v" in line]
+    assert with_headers and all("headerKeys: [h1,bin]" in line for line in with_headers)
+    for ours, kafka_like in zip(extra, plain, strict=True):
+        if ours != kafka_like:
+            assert ours.split(" keySize: ")[0] == kafka_like.split(" keySize: ")[0]

@@ -1,0 +1,161 @@
+"""Log directories written by a real Kafka broker, for the tests that take Kafka as the oracle of
+``lazyconv dump`` (tests/kafka/test_dump_kafka.py) and ``lazyconv serve``
+(tests/kafka/test_serve_differential.py).
+
+:func:`write_oracle_topics` writes, through a running :class:`KafkaBroker`, small topics that
+cover what a real log holds (all partitions 1, replication 1):
+
+- ``codec-none``, ``codec-gzip``, ``codec-snappy``, ``codec-lz4``, ``codec-zstd``: a
+  confluent-kafka producer per codec (librdkafka's batches as the broker stores them), keys,
+  null keys, null values, headers, a non-UTF-8 key, explicit old timestamps;
+- ``txn``: two transactional producers interleaved: committed, aborted and again committed
+  transactions (control batches, an aborted range overlapping a committed one, ``.txnindex``);
+- ``idempotent``: an idempotent producer (producer id, epoch, sequences, no transaction);
+- ``log-append``: ``message.timestamp.type=LogAppendTime`` (the broker sets the time);
+- ``segments``: ``segment.bytes`` 1 MiB (Kafka 4's minimum) and ~2.6 MiB of records: several
+  segments with their indexes;
+- ``deleted``: DeleteRecords up to offset 120 (log start offset 120 > 0, an offset below it
+  is out of range).
+
+:func:`copy_log_dir` copies the broker's data folder after it stopped cleanly. Everything is
+small: the whole set writes in a few seconds.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from kafka_broker import KafkaBroker, create_topic, produce_records
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+T0 = 1_650_000_000_000  # explicit timestamps (old: the broker keeps them, retention is off)
+DELETED_BEFORE = 120
+
+
+def _values(count: int, seed: int, size: int = 180) -> list[bytes]:
+    """Semi-compressible values: words from a fixed list, different per record."""
+    words = [b"alpha", b"bravo", b"charlie", b"delta", b"echo", b"foxtrot", b"golf", b"hotel",
+             b"india", b"juliett", b"kilo", b"lima", b"mike", b"november", b"oscar", b"papa"]
+    out = []
+    for i in range(count):
+        x = (i * 2654435761 + seed) & 0xFFFFFFFF
+        value = bytearray(b"%d:" % i)
+        while len(value) < size:
+            x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+            value += words[x % len(words)] + b" "
+        out.append(bytes(value[:size]))
+    return out
+
+
+def _records(count: int, seed: int) -> list[tuple[Any, ...]]:
+    values = _values(count, seed)
+    records: list[tuple[Any, ...]] = []
+    for i in range(count):
+        key: bytes | None = b"key-%04d" % (i % 37)
+        value: bytes | None = values[i]
+        headers = None
+        if i % 11 == 3:
+            key = None
+        if i % 13 == 5:
+            value = None
+        if i % 7 == 2:
+            headers = [("h1", b"v%d" % i), ("bin", bytes([0, 255, i & 0xFF]))]
+        if i == 17:
+            key = b"\xff\xfe not utf-8"
+        records.append((0, key, value, T0 + i * 10, headers))
+    return records
+
+
+def _producer(bootstrap: str, **conf: Any) -> Any:
+    from confluent_kafka import Producer
+
+    base = {"bootstrap.servers": bootstrap, "broker.address.family": "v4", "linger.ms": 5}
+    base.update(conf)
+    return Producer(base)
+
+
+def _send(producer: Any, topic: str, records: list[tuple[Any, ...]]) -> None:
+    for _partition, key, value, timestamp, headers in records:
+        kwargs: dict[str, Any] = {"key": key, "value": value, "timestamp": timestamp,
+                                  "partition": 0}
+        if headers:
+            kwargs["headers"] = headers
+        producer.produce(topic, **kwargs)
+    producer.flush(30)
+
+
+def write_oracle_topics(broker: KafkaBroker) -> dict[str, Any]:
+    """Writes the topics above; returns facts the tests check against (``high`` per topic)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = broker.bootstrap
+    facts: dict[str, Any] = {"high": {}}
+    for codec in CODECS:
+        topic = f"codec-{codec}"
+        create_topic(bootstrap, topic)
+        records = _records(400, seed=len(codec))
+        produce_records(bootstrap, topic, records, codec, config={"linger.ms": 20,
+                                                                   "batch.num.messages": 60})
+        facts["high"][topic] = len(records)
+
+    # transactions: A commits, B aborts (interleaved with A's second), A commits again
+    create_topic(bootstrap, "txn")
+    a = _producer(bootstrap, **{"transactional.id": "oracle-a", "compression.type": "lz4"})
+    b = _producer(bootstrap, **{"transactional.id": "oracle-b"})
+    a.init_transactions(30)
+    b.init_transactions(30)
+    recs = _records(120, seed=99)
+    a.begin_transaction()
+    _send(a, "txn", recs[0:30])
+    a.commit_transaction(30)
+    b.begin_transaction()
+    _send(b, "txn", recs[30:50])
+    a.begin_transaction()
+    _send(a, "txn", recs[50:70])
+    _send(b, "txn", recs[70:80])
+    b.abort_transaction(30)
+    a.commit_transaction(30)
+    b.begin_transaction()
+    _send(b, "txn", recs[80:120])
+    b.commit_transaction(30)
+    facts["high"]["txn"] = None  # markers take offsets too: read from the broker
+
+    create_topic(bootstrap, "idempotent")
+    idem = _producer(bootstrap, **{"enable.idempotence": True, "compression.type": "snappy"})
+    _send(idem, "idempotent", _records(200, seed=7))
+    _send(idem, "idempotent", _records(50, seed=8))
+
+    create_topic(bootstrap, "log-append", configs={"message.timestamp.type": "LogAppendTime"})
+    produce_records(bootstrap, "log-append", _records(150, seed=5), "gzip")
+    produce_records(bootstrap, "log-append", _records(50, seed=6), "none")
+
+    create_topic(bootstrap, "segments", configs={"segment.bytes": str(1 << 20)})
+    big = [(0, b"k%06d" % i, v, T0 + i, None) for i, v in enumerate(_values(2600, 3, size=1000))]
+    # batches of ~16 KiB: an offset and a time index entry every few batches
+    produce_records(bootstrap, "segments", big, "none",
+                    config={"linger.ms": 5, "batch.size": 16384})
+
+    create_topic(bootstrap, "deleted")
+    produce_records(bootstrap, "deleted", _records(300, seed=4), "none")
+    admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+    futures = admin.delete_records([TopicPartition("deleted", 0, DELETED_BEFORE)])
+    for future in futures.values():
+        future.result(30)
+    facts["log_start"] = {"deleted": DELETED_BEFORE}
+    return facts
+
+
+def copy_log_dir(broker: KafkaBroker, target: Path) -> Path:
+    """Copies the partition folders (``topic-N``) and the checkpoint files of a stopped
+    broker's data folder into ``target``; returns ``target``."""
+    assert not broker.is_running(), "stop the broker cleanly first"
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(broker.data_dir.iterdir()):
+        if entry.is_dir() and not entry.name.startswith("__"):
+            shutil.copytree(entry, target / entry.name)
+        elif entry.is_file():
+            shutil.copy2(entry, target / entry.name)
+    return target
