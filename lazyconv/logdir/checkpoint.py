@@ -1,10 +1,15 @@
-"""Kafka's ``recovery-point-offset-checkpoint``: where each partition's log is known to be on disk.
+"""Kafka's offset checkpoint files of a log directory.
 
-Format (Kafka's offset checkpoint files): a version line ``0``, a count line, then
-``topic partition offset`` per line. For each partition the offset below which the log is known
-to be on disk; written at a clean shutdown and after timed flushes; on start only what lies
-after it (and after the latest producer snapshot) is validated
-(:mod:`lazyconv.logdir.recovery`).
+Format: a version line ``0``, a count line, then ``topic partition offset`` per line.
+
+- ``recovery-point-offset-checkpoint``: for each partition the offset below which the log is
+  known to be on disk; written at a clean shutdown and after timed flushes; on start only what
+  lies after it (and after the latest producer snapshot) is validated
+  (:mod:`lazyconv.logdir.recovery`).
+- ``log-start-offset-checkpoint`` (read only): a partition's log start offset where it lies
+  above the base offset of its first segment, as DeleteRecords leaves it (Kafka deletes the
+  segments below it later, or never for the segment holding it). Kafka's log start offset is
+  the larger of the two.
 """
 
 from __future__ import annotations
@@ -15,7 +20,15 @@ from lazyconv.errors import ValidationError
 from lazyconv.logdir.durability import write_atomically
 from lazyconv.logdir.naming import RECOVERY_POINT_CHECKPOINT
 
-__all__ = ["RECOVERY_POINT_CHECKPOINT", "read_recovery_points", "write_recovery_points"]
+__all__ = [
+    "LOG_START_OFFSET_CHECKPOINT",
+    "RECOVERY_POINT_CHECKPOINT",
+    "read_log_start_offsets",
+    "read_recovery_points",
+    "write_recovery_points",
+]
+
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 _CHECKPOINT_VERSION = 0
 
@@ -24,7 +37,16 @@ def read_recovery_points(root: Path) -> dict[tuple[str, int], int]:
     """The partitions' recovery points from ``root/recovery-point-offset-checkpoint`` (empty
     when there is none). Raises :class:`~lazyconv.errors.ValidationError` for a file that is not
     in Kafka's checkpoint format."""
-    path = root / RECOVERY_POINT_CHECKPOINT
+    return _read_offsets(root / RECOVERY_POINT_CHECKPOINT)
+
+
+def read_log_start_offsets(root: Path) -> dict[tuple[str, int], int]:
+    """The partitions' log start offsets from ``root/log-start-offset-checkpoint`` (empty when
+    there is none); raises as :func:`read_recovery_points`."""
+    return _read_offsets(root / LOG_START_OFFSET_CHECKPOINT)
+
+
+def _read_offsets(path: Path) -> dict[tuple[str, int], int]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

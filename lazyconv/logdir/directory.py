@@ -16,7 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lazyconv.errors import StorageError, ValidationError
-from lazyconv.logdir.checkpoint import read_recovery_points, write_recovery_points
+from lazyconv.logdir.checkpoint import (
+    read_log_start_offsets,
+    read_recovery_points,
+    write_recovery_points,
+)
 from lazyconv.logdir.durability import Flusher
 from lazyconv.logdir.naming import split_partition_dir
 from lazyconv.logdir.partition import LogConfig, PartitionLog
@@ -50,6 +54,11 @@ class LogDirectory:
             # Only costs a longer recovery: every partition is validated as after a crash.
             log.warning("%s; ignoring it", exc)
             self._recovery_points = {}
+        try:
+            self._log_starts = read_log_start_offsets(self.root)
+        except ValidationError as exc:
+            log.warning("%s; ignoring it", exc)
+            self._log_starts = {}
         self.partitions: dict[tuple[str, int], PartitionLog] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._topics_by_id: dict[uuid.UUID, str] = {}
@@ -67,7 +76,8 @@ class LogDirectory:
                 if key not in self.partitions:
                     self.partitions[key] = PartitionLog(
                         key[0], key[1], path, config=self.config, flusher=self.flusher,
-                        recovery_point=self._recovery_points.get(key), recover=self._recover)
+                        recovery_point=self._recovery_points.get(key), recover=self._recover,
+                        log_start_checkpoint=self._log_starts.get(key))
                     self._topic_ids.pop(key[0], None)  # a new folder: make sure it gets the id
 
     def topic_id(self, topic: str) -> uuid.UUID:

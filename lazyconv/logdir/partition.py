@@ -109,8 +109,11 @@ class PartitionLog:
 
     def __init__(self, topic: str, partition: int, directory: Path, *,
                  config: LogConfig | None = None, flusher: Flusher | None = None,
-                 recovery_point: int | None = None, recover: bool = True) -> None:
+                 recovery_point: int | None = None, recover: bool = True,
+                 log_start_checkpoint: int | None = None) -> None:
         self.topic = topic
+        # the log start offset DeleteRecords left (log-start-offset-checkpoint), if any
+        self.log_start_checkpoint = log_start_checkpoint
         self.partition = partition
         self.directory = directory
         self.config = config or LogConfig()
@@ -163,8 +166,11 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        """The base offset of the oldest segment (Kafka's log start offset without deleteRecords)."""
-        return self.segments[0].base_offset if self.segments else 0
+        """Kafka's log start offset: the base offset of the oldest segment, or the offset
+        DeleteRecords moved it to (``log-start-offset-checkpoint``) when that is larger."""
+        first = self.segments[0].base_offset if self.segments else 0
+        checkpoint = self.log_start_checkpoint
+        return first if checkpoint is None or checkpoint < first else checkpoint
 
     @property
     def high_watermark(self) -> int:

@@ -1,0 +1,45 @@
+"""A log start offset moved by DeleteRecords: Kafka keeps the segment that holds it and records
+the offset in ``log-start-offset-checkpoint``; serve reads it, so the records below it are out
+of range and ListOffsets' earliest offset is it (tests/kafka/test_serve_differential.py checks
+the same against a broker that ran DeleteRecords)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lazyconv.logdir.directory import LogDirectory
+from lazyconv.logdir.partition import OffsetOutOfRange
+from lazyconv.records import RecordsBuilder
+
+
+def _log(root: Path, checkpoint: str | None) -> LogDirectory:
+    folder = root / "t-0"
+    folder.mkdir(parents=True)
+    builder = RecordsBuilder(2)
+    for offset in range(10):
+        builder.append(offset, 1_000 + offset, b"k", b"v%d" % offset)
+    (folder / "00000000000000000000.log").write_bytes(builder.build())
+    if checkpoint is not None:
+        (root / "log-start-offset-checkpoint").write_text(checkpoint)
+    return LogDirectory(root)
+
+
+def test_the_checkpoint_moves_the_log_start(tmp_path: Path) -> None:
+    plog = _log(tmp_path, "0\n2\nt 0 6\nother 3 40\n").partitions[("t", 0)]
+    assert plog.log_start_offset == 6 and plog.high_watermark == 10
+    with pytest.raises(OffsetOutOfRange):
+        plog.locate(5)
+    assert plog.locate(6).high_watermark == 10
+
+
+def test_a_checkpoint_below_the_first_segment_or_absent_changes_nothing(tmp_path: Path) -> None:
+    assert _log(tmp_path / "a", None).partitions[("t", 0)].log_start_offset == 0
+    assert _log(tmp_path / "b", "0\n0\n").partitions[("t", 0)].log_start_offset == 0
+
+
+def test_a_malformed_checkpoint_is_ignored_with_a_warning(tmp_path: Path, caplog) -> None:
+    plog = _log(tmp_path, "7\nnonsense\n").partitions[("t", 0)]
+    assert plog.log_start_offset == 0
+    assert "log-start-offset-checkpoint" in caplog.text
