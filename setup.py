@@ -14,8 +14,14 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 KERNEL_DIR = os.path.join("lazyconv", "records", "_kernel")
+# the C that works on buffers, then the CPython face (one file per concern, init in module.c)
 SOURCES = [
-    os.path.join(KERNEL_DIR, name) for name in ("module.c", "crc.c", "convert.c", "digest.c", "digest_py.c", "lz4frame.c", "segment_run.c", "segment_run_py.c", "compressed_py.c")
+    os.path.join(KERNEL_DIR, name)
+    for name in (
+        "crc.c", "convert.c", "digest.c", "lz4frame.c", "segment_run.c",
+        "module.c", "crc_py.c", "convert_py.c", "compressed_py.c", "record_py.c", "record_iterator.c",
+        "plain_iterator.c", "lz4_py.c", "builder_py.c", "digest_py.c", "segment_run_py.c",
+    )
 ]
 
 
@@ -57,7 +63,11 @@ def extensions() -> list:
             sources=SOURCES,
             depends=[
                 os.path.join(KERNEL_DIR, name)
-                for name in ("crc.h", "convert.h", "digest.h", "digest_py.h", "format.h", "lz4frame.h", "records_walk.h", "segment_run.h", "segment_run_py.h", "compressed_py.h", "legacy_message.h", "callback_py.h", "wire.h")
+                for name in (
+                    "crc.h", "convert.h", "digest.h", "digest_py.h", "format.h", "lz4frame.h", "records_walk.h",
+                    "segment_run.h", "segment_run_py.h", "compressed_py.h", "legacy_message.h", "callback_py.h",
+                    "wire.h", "module.h", "record_py.h",
+                )
             ],
             extra_compile_args=compile_args,
             extra_link_args=link_args,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -155,3 +156,38 @@ def test_kernel_calls_run_in_threads() -> None:
     for thread in threads:
         thread.join()
     assert results == [expected] * 4
+
+
+@native_only
+def test_cpu_features_allocates_nothing_it_keeps() -> None:
+    """Issue 24: each call leaked one string per feature (+200,000 blocks after 100,000 calls)."""
+    import gc
+    import tracemalloc
+
+    expected = kernel.cpu_features()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for _ in range(100_000):
+            assert kernel.cpu_features() == expected
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    blocks = sum(stat.count_diff for stat in after.compare_to(before, "filename"))
+    assert blocks < 100, blocks
+
+
+def test_the_extension_is_split_one_file_per_concern_with_init_apart() -> None:
+    """module.c only initialises the module: each *_py.c defines and registers its own
+    functions (and types) through an lc_py_*_init declared in module.h, and module.c calls
+    every one of them."""
+    module_c = (KERNEL_DIR / "module.c").read_text()
+    declared = re.findall(r"int (lc_py_\w+_init)\(PyObject \*module\);", (KERNEL_DIR / "module.h").read_text())
+    assert len(declared) >= 10
+    assert all(f"{name}(m)" in module_c for name in declared)
+    assert "PyDoc_STRVAR" not in module_c and "PyMethodDef" not in module_c
+    defined = {
+        name for path in KERNEL_DIR.glob("*_py.c") for name in re.findall(r"^int (lc_py_\w+_init)\(", path.read_text(), re.M)
+    } | {name for path in KERNEL_DIR.glob("*_iterator.c") for name in re.findall(r"^int (lc_py_\w+_init)\(", path.read_text(), re.M)}
+    assert defined == set(declared)

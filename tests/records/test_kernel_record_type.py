@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -17,11 +17,15 @@ from lazyconv.records import MemoryRecords, Record, RecordsBuilder, _impl
 pytestmark = pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 
 
-def _records() -> list[Record]:
+def _records_bytes() -> bytes:
     builder = RecordsBuilder(2, 0, base_offset=40)
     builder.append(None, 1_700_000_000_000, b"key", b"value", [("h", b"v"), ("n", None)])
     builder.append(None, 1_700_000_000_001, None, None, [])
-    return list(MemoryRecords(bytes(builder.build())).records())
+    return bytes(builder.build())
+
+
+def _records() -> list[Record]:
+    return list(MemoryRecords(_records_bytes()).records())
 
 
 def test_decoded_records_behave_as_records() -> None:
@@ -40,11 +44,48 @@ def test_decoded_records_behave_as_records() -> None:
         assert restored == plain and type(restored) is Record
 
 
-def test_the_kernel_record_type_is_made_once_and_only_for_plain_named_tuples() -> None:
+def test_the_kernel_record_type_is_made_once_per_type_and_only_for_plain_named_tuples() -> None:
     kernel: Any = _impl.kernel_module()
     assert kernel.make_record_type(Record) is _impl.NATIVE.record_type
-    with pytest.raises(ValueError):
-        kernel.make_record_type(tuple)
+    with pytest.raises(TypeError):
+        kernel.make_record_type(int)
+
+    class WithDict(tuple):  # noqa: SLOT001 - a __dict__ is what is refused
+        pass
+
+    with pytest.raises(TypeError):
+        kernel.make_record_type(WithDict)
+
+
+class Other(NamedTuple):
+    """A NamedTuple like Record (as a reloaded lazyconv.records.types would define it again)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+
+
+def test_a_second_record_type_gets_its_own_kernel_type() -> None:
+    """The record type was process-global: a second base (lazyconv.records.types reloaded, so a
+    new Record class, or another NamedTuple) made make_record_type raise ValueError, and with it
+    the import of lazyconv.records._impl. Each base now gets its own type (the first keeps the
+    free list); records of either decode, compare, pickle and free as their base's."""
+    kernel: Any = _impl.kernel_module()
+    other = kernel.make_record_type(Other)
+    assert other is kernel.make_record_type(Other) and other is not _impl.NATIVE.record_type
+    assert other.__base__ is Other and _impl.NATIVE.record_type.__base__ is Record
+    data = _records_bytes()
+    first = list(MemoryRecords(data).records())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_impl, "record_type", other)
+        second = list(MemoryRecords(data).records())
+    assert [type(r) for r in second] == [other, other] and [type(r) for r in first] == [_impl.NATIVE.record_type] * 2
+    assert [tuple(r) for r in second] == [tuple(r) for r in first]
+    assert pickle.loads(pickle.dumps(second[0])) == Other(*first[0]) and type(pickle.loads(pickle.dumps(second[0]))) is Other
+    del first, second
+    gc.collect()
 
 
 @pytest.mark.slow  # over a second here: the full suite runs it, the quick set does not

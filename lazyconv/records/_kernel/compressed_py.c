@@ -133,3 +133,10 @@ done:
     PyBuffer_Release(&entry);
     return result;
 }
+
+static PyMethodDef methods[] = {
+    {"convert_v2_compressed", lc_py_convert_v2_compressed, METH_VARARGS, lc_convert_v2_compressed_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int lc_py_compressed_init(PyObject *module) { return PyModule_AddFunctions(module, methods); }

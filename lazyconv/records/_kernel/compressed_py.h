@@ -1,4 +1,4 @@
-/* The CPython face of the compressed-batch down-conversion (registered in module.c's table). */
+/* The CPython face of the compressed-batch down-conversion (registered by module.c). */
 #ifndef LAZYCONV_COMPRESSED_PY_H
 #define LAZYCONV_COMPRESSED_PY_H
 
@@ -8,7 +8,7 @@
 PyObject *lc_py_convert_v2_compressed(PyObject *self, PyObject *args);
 extern const char lc_convert_v2_compressed_doc[];
 
-#define LC_CONVERT_COMPRESSED_METHODS \
-    {"convert_v2_compressed", lc_py_convert_v2_compressed, METH_VARARGS, lc_convert_v2_compressed_doc},
+/* Registers the functions below on the module (module.c). */
+int lc_py_compressed_init(PyObject *module);
 
 #endif

@@ -137,3 +137,12 @@ PyObject *lc_py_digest_delivered(PyObject *self, PyObject *args)
     return Py_BuildValue("(nLLLKi)", (Py_ssize_t)d.consumed, (long long)d.entries, (long long)d.last_offset,
                          (long long)d.count, (unsigned long long)d.sum, (int)d.stop);
 }
+
+static PyMethodDef methods[] = {
+    {"digest_v2_records", lc_py_digest_v2_records, METH_VARARGS, lc_digest_v2_records_doc},
+    {"digest_legacy_run", lc_py_digest_legacy_run, METH_VARARGS, lc_digest_legacy_run_doc},
+    {"digest_delivered", lc_py_digest_delivered, METH_VARARGS, lc_digest_delivered_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int lc_py_digest_init(PyObject *module) { return PyModule_AddFunctions(module, methods); }

@@ -1,4 +1,4 @@
-/* The CPython face of digest.c (registered in module.c's method table). */
+/* The CPython face of digest.c (registered by module.c). */
 #ifndef LAZYCONV_DIGEST_PY_H
 #define LAZYCONV_DIGEST_PY_H
 
@@ -12,9 +12,7 @@ extern const char lc_digest_legacy_run_doc[];
 PyObject *lc_py_digest_delivered(PyObject *self, PyObject *args);
 extern const char lc_digest_delivered_doc[];
 
-#define LC_DIGEST_METHODS \
-    {"digest_v2_records", lc_py_digest_v2_records, METH_VARARGS, lc_digest_v2_records_doc}, \
-    {"digest_legacy_run", lc_py_digest_legacy_run, METH_VARARGS, lc_digest_legacy_run_doc}, \
-    {"digest_delivered", lc_py_digest_delivered, METH_VARARGS, lc_digest_delivered_doc},
+/* Registers the functions below on the module (module.c). */
+int lc_py_digest_init(PyObject *module);
 
 #endif

@@ -217,3 +217,10 @@ PyObject *lc_py_segment_run(PyObject *self, PyObject *args)
                          (long long)sums.convertible_records, (unsigned long long)sums.no_headers,
                          (unsigned long long)sums.no_timestamp, compressed);
 }
+
+static PyMethodDef methods[] = {
+    {"segment_run", lc_py_segment_run, METH_VARARGS, lc_segment_run_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int lc_py_segment_run_init(PyObject *module) { return PyModule_AddFunctions(module, methods); }

@@ -1,4 +1,4 @@
-/* The CPython face of segment_run.c (registered in module.c's method table). */
+/* The CPython face of segment_run.c (registered by module.c). */
 #ifndef LAZYCONV_SEGMENT_RUN_PY_H
 #define LAZYCONV_SEGMENT_RUN_PY_H
 
@@ -8,7 +8,7 @@
 PyObject *lc_py_segment_run(PyObject *self, PyObject *args);
 extern const char lc_segment_run_doc[];
 
-#define LC_SEGMENT_RUN_METHODS \
-    {"segment_run", lc_py_segment_run, METH_VARARGS, lc_segment_run_doc},
+/* Registers the functions below on the module (module.c). */
+int lc_py_segment_run_init(PyObject *module);
 
 #endif
