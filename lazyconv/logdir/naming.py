@@ -28,6 +28,7 @@ __all__ = [
     "TXNINDEX_SUFFIX",
     "SNAPSHOT_SUFFIX",
     "FILE_KINDS",
+    "KIND_SUFFIXES",
     "PARTITION_METADATA_FILE",
     "RECOVERY_POINT_CHECKPOINT",
     "offset_file_name",
@@ -53,6 +54,7 @@ FILE_KINDS = {
     TXNINDEX_SUFFIX: "txnindex",
     SNAPSHOT_SUFFIX: "snapshot",
 }
+KIND_SUFFIXES = {kind: suffix for suffix, kind in FILE_KINDS.items()}  # "index" -> ".index"
 PARTITION_METADATA_FILE = "partition.metadata"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 

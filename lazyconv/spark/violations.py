@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lazyconv.logdir.naming import KIND_SUFFIXES, sibling_path
+
 __all__ = ["VIOLATION_KINDS", "ERROR", "WARNING", "file_path", "violation", "is_error"]
 
 ERROR = "error"
@@ -80,7 +82,7 @@ def file_path(log_path: str, file: str) -> str:
         return log_path.rsplit("/", 1)[0]
     if file == "log":
         return log_path
-    return f"{log_path[: -len('.log')]}.{file}"
+    return sibling_path(log_path, KIND_SUFFIXES[file])
 
 
 def is_error(v: dict[str, Any]) -> bool:
