@@ -1,11 +1,18 @@
-"""The per-record hot path: varints, v2 record parsing/encoding, legacy message parsing/encoding.
+"""The pure-Python reference of the per-record work: varints, v2 records, legacy messages.
 
-Everything that runs once per record lives here, as plain functions over ``bytes`` and offsets,
-with precompiled :class:`struct.Struct` objects and no per-record objects beyond the yielded
-:class:`~lazyconv.records.types.Record`. Down-conversion of v2 batches uses the fused
-:func:`convert_v2_records_to_legacy` (v2 record bytes straight to legacy messages, byte- and
-error-identical to :func:`iter_v2_records` + :func:`append_legacy_message`, which the generic
-path still uses).
+This is the twin the compiled kernel is held to (``lazyconv.records._impl`` chooses between
+them; the differential tests and fuzzers compare them), so it is written to be read: one
+function per wire structure, in the order of the bytes, each raising the error Kafka's reader
+would raise for what it reads. It calls no kernel code (its CRCs are zlib's and the ``crc32c``
+package's).
+
+- varints: :func:`read_varint`, :func:`read_varlong` (and the short-form decoder the record
+  reader uses for its fields), :func:`encode_varint`, :func:`encode_varlong`;
+- v2 records: :func:`read_v2_record` (one record's fields), :func:`iter_v2_records` (a
+  payload's records), :func:`append_v2_record` (encoding);
+- legacy messages: :func:`parse_legacy_message`, :func:`append_legacy_message_reference`;
+- down-conversion of a payload's records: :func:`convert_v2_records_to_legacy`
+  (:func:`read_v2_record` then one legacy message per kept record, with the builder's checks).
 
 Positions in error messages are ``error_base + index`` so that callers can report byte
 positions relative to their records (or file).
@@ -14,7 +21,9 @@ positions relative to their records (or file).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from typing import Any
 from zlib import crc32 as _zlib_crc32
 
 from crc32c import crc32c as _package_crc32c
@@ -27,6 +36,7 @@ from lazyconv.errors import (
 )
 from lazyconv.records import _format
 from lazyconv.records._format import (
+    LEGACY_CRC_LENGTH,
     LEGACY_ENTRY_CRC_OFFSET,
     LEGACY_ENTRY_KEY_SIZE_OFFSET_V0,
     LEGACY_ENTRY_KEY_SIZE_OFFSET_V1,
@@ -183,143 +193,118 @@ def iter_v2_records(
     ``first_index`` and ``declared_count`` number the records in error messages when the
     caller parses a run of records from the middle of a batch (default: ``0`` and ``count``).
     """
-    # Local aliases: attribute lookups per record are measurable in this loop.
-    rv = read_varint
-    rl = read_varlong
-    new = tuple.__new__  # skips NamedTuple's Python-level __new__
-    record_type = Record
     total = count if declared_count is None else declared_count
     for index in range(first_index, first_index + count):
-        rec_start = pos
-        try:
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= end:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                length, pos = rv(data, pos, end, error_base)
-        except IndexError:
-            if pos < end:
-                raise MalformedVarintError(
-                    f"record {index}: its length varint runs past the end of the records",
-                    error_base + pos,
-                ) from None
-            raise InvalidRecordError(
-                f"record {index} of {total} starts past the end of the records (premature EOF:"
-                " the record count disagrees with the payload)",
-                error_base + pos,
-            ) from None
-        rec_end = pos + length
-        if length < 0 or rec_end > end:
-            raise InvalidRecordError(
-                f"record {index} declares a body of {length} bytes but {end - pos} remain",
-                error_base + rec_start,
-            )
-        try:
-            pos += 1  # attributes: unused
-            b = data[pos]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                ts_delta, pos = rl(data, pos, rec_end, error_base)
-            b = data[pos]
-            if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                off_delta = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                off_delta, pos = rv(data, pos, rec_end, error_base)
-            b = data[pos]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                klen = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                klen, pos = rv(data, pos, rec_end, error_base)
-            if klen < 0:
-                key = None
-            else:
-                if klen > rec_end - pos:
-                    raise InvalidRecordError(
-                        f"record {index}: key length {klen} exceeds the {rec_end - pos} bytes left",
-                        error_base + pos,
-                    )
-                key = data[pos : pos + klen]
-                pos += klen
-            b = data[pos]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                vlen = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                vlen, pos = rv(data, pos, rec_end, error_base)
-            if vlen < 0:
-                value = None
-            else:
-                if vlen > rec_end - pos:
-                    raise InvalidRecordError(
-                        f"record {index}: value length {vlen} exceeds the {rec_end - pos} bytes left",
-                        error_base + pos,
-                    )
-                value = data[pos : pos + vlen]
-                pos += vlen
-            b = data[pos]
-            if b < 0x80:
-                hcount = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80 and pos + 2 <= rec_end:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                hcount = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                hcount, pos = rv(data, pos, rec_end, error_base)
-            if hcount == 0:
-                headers: tuple = ()
-            else:
-                headers, pos = _read_headers(data, pos, rec_end, hcount, index, error_base)
-        except IndexError:
-            raise MalformedVarintError(
-                f"record {index}: a varint runs past the end of the record", error_base + pos
-            ) from None
-        if pos != rec_end:
-            raise InvalidRecordError(
-                f"record {index}: read {pos - rec_start} bytes but the record declares "
-                f"{rec_end - rec_start}",
-                error_base + rec_start,
-            )
-        yield new(
-            record_type,
-            (
-                base_offset + off_delta,
-                base_timestamp + ts_delta if timestamp_override is None else timestamp_override,
-                key,
-                value,
-                headers,
-            ),
-        )
-    if require_exact_end and pos != end:
+        (ts_delta, off_delta, key, value, headers), pos = read_v2_record(data, pos, end, index, total, error_base)
+        timestamp = base_timestamp + ts_delta if timestamp_override is None else timestamp_override
+        yield _new_record((base_offset + off_delta, timestamp, key, value, headers))
+    if require_exact_end:
+        check_records_end(pos, end, total, error_base)
+
+
+V2Fields = tuple[int, int, "bytes | None", "bytes | None", tuple[tuple[str, "bytes | None"], ...]]
+# Record(*fields) without NamedTuple's Python-level __new__ (a frame per record)
+_new_record: Callable[[tuple[Any, ...]], Record] = partial(tuple.__new__, Record)
+
+
+def read_v2_record(
+    data: bytes, pos: int, end: int, index: int, total: int, error_base: int
+) -> tuple[V2Fields, int]:
+    """Parse the v2 record ``index`` (of ``total``) at ``data[pos]``, within ``data[:end]``.
+
+    A record is: its length (varint), then that many bytes: attributes (int8, unused),
+    timestamp delta (varlong), offset delta (varint), key length (varint, -1 = null) and key,
+    value length and value, header count (varint) and the headers. Returns
+    ``((timestamp_delta, offset_delta, key, value, headers), position after the record)``;
+    raises :class:`InvalidRecordError` or :class:`MalformedVarintError` at ``error_base +``
+    the position of what is wrong, with Kafka's checks: lengths within the bytes left, and
+    the fields filling the record exactly.
+    """
+    start = pos
+    length, pos = _record_length(data, pos, end, index, total, error_base)
+    record_end = pos + length
+    if length < 0 or record_end > end:
         raise InvalidRecordError(
-            f"{end - pos} bytes still remain after the {total} records the batch declares",
-            error_base + pos,
+            f"record {index} declares a body of {length} bytes but {end - pos} remain", error_base + start
         )
+    try:
+        pos += 1  # attributes: unused
+        ts_delta, pos = _field_varint(data, pos, record_end, error_base, read_varlong)
+        off_delta, pos = _field_varint(data, pos, record_end, error_base, read_varint)
+        key, pos = _length_prefixed(data, pos, record_end, index, "key", error_base)
+        value, pos = _length_prefixed(data, pos, record_end, index, "value", error_base)
+        header_count, pos = _field_varint(data, pos, record_end, error_base, read_varint)
+    except IndexError:  # a field's first bytes lie past the end of the data
+        raise MalformedVarintError(
+            f"record {index}: a varint runs past the end of the record", error_base + pos
+        ) from None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    if header_count != 0:
+        headers, pos = _read_headers(data, pos, record_end, header_count, index, error_base)
+    if pos != record_end:
+        raise InvalidRecordError(
+            f"record {index}: read {pos - start} bytes but the record declares {record_end - start}",
+            error_base + start,
+        )
+    return (ts_delta, off_delta, key, value, headers), pos
+
+
+def check_records_end(pos: int, end: int, total: int, error_base: int) -> None:
+    """Kafka's "records still remaining": the records must fill their bytes exactly."""
+    if pos != end:
+        raise InvalidRecordError(
+            f"{end - pos} bytes still remain after the {total} records the batch declares", error_base + pos
+        )
+
+
+def _record_length(data: bytes, pos: int, end: int, index: int, total: int, error_base: int) -> tuple[int, int]:
+    """A record's length prefix; a record that starts at ``end`` is a count the payload does
+    not hold."""
+    try:
+        return _field_varint(data, pos, end, error_base, read_varint)
+    except IndexError:
+        if pos < end:
+            raise MalformedVarintError(
+                f"record {index}: its length varint runs past the end of the records", error_base + pos
+            ) from None
+        raise InvalidRecordError(
+            f"record {index} of {total} starts past the end of the records (premature EOF:"
+            " the record count disagrees with the payload)",
+            error_base + pos,
+        ) from None
+
+
+def _field_varint(
+    data: bytes, pos: int, limit: int, error_base: int, read: Callable[[bytes, int, int, int], tuple[int, int]]
+) -> tuple[int, int]:
+    """A zig-zag varint (``read_varint``) or varlong (``read_varlong``) field at ``data[pos]``.
+
+    One- and two-byte encodings (lengths, deltas, counts are small) are decoded here, checking
+    only the bytes they use against the data, as Kafka's reader does: a field that reads past
+    ``limit`` is then caught by the record's length check. Longer ones go to ``read``, bounded
+    by ``limit``. IndexError when ``data`` ends before the field's bytes.
+    """
+    first = data[pos]
+    if first < 0x80:
+        return (first >> 1) ^ -(first & 1), pos + 1
+    if data[pos + 1] < 0x80 and pos + 2 <= limit:
+        both = (first & 0x7F) | (data[pos + 1] << 7)
+        return (both >> 1) ^ -(both & 1), pos + 2
+    return read(data, pos, limit, error_base)
+
+
+def _length_prefixed(
+    data: bytes, pos: int, limit: int, index: int, what: str, error_base: int
+) -> tuple[bytes | None, int]:
+    """A key or value: its length (varint, negative = null), then that many bytes."""
+    length, pos = _field_varint(data, pos, limit, error_base, read_varint)
+    if length < 0:
+        return None, pos
+    if length > limit - pos:
+        raise InvalidRecordError(
+            f"record {index}: {what} length {length} exceeds the {limit - pos} bytes left", error_base + pos
+        )
+    return data[pos : pos + length], pos + length
 
 
 def _read_headers(
@@ -531,16 +516,6 @@ _NO_FILTER = -(1 << 65)  # below every reachable offset: keeps every record
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
-# Varint fast paths without shifts or xors (generic, slow int operations in CPython): a 1-byte
-# zig-zag varint b decodes to _ZIGZAG_LOW[b]; a 2-byte one (b >= 0x80, then c < 0x80) to
-# _ZIGZAG_LOW[b] + _ZIGZAG_HIGH[b] * c, because the parity of the unsigned value (the sign) is
-# that of b.
-_ZIGZAG_LOW = [
-    (b >> 1) ^ -(b & 1) if b < 0x80 else ((b & 0x7F) >> 1) ^ -(b & 1) for b in range(256)
-]
-_ZIGZAG_HIGH = [0 if b < 0x80 else (-64 if b & 1 else 64) for b in range(256)]
-
-
 def unwritable_record_error(offset: int, timestamp: int, position: int) -> InvalidRecordError:
     """The error for a record no legacy message can hold: Kafka's builder rejects a timestamp
     below -1; a timestamp or offset beyond int64 (Java would wrap it) cannot be written either."""
@@ -574,11 +549,10 @@ def convert_v2_records_to_legacy(
 ) -> tuple[int, int, int]:
     """Parse the ``count`` v2 records of ``data`` and append one legacy message per kept record.
 
-    This is :func:`iter_v2_records` followed by :func:`append_legacy_message` per record, fused
-    into one loop: no :class:`Record` objects, headers validated but not decoded, one body
-    built and CRC'd per message. Parsing is exactly as strict as :func:`iter_v2_records` (same
-    errors, messages and positions, ``error_base + index``; every record is parsed, kept or
-    not, and the records must end exactly at ``len(data)``).
+    This is :func:`iter_v2_records` followed by :func:`append_legacy_message` per record, in
+    one loop over :func:`read_v2_record` (no :class:`Record` objects): the same errors, messages
+    and positions (``error_base + index``; every record is parsed, kept or not, and the
+    records must end exactly at ``len(data)``).
 
     - ``log_append_time``: the batch's MaxTimestamp for LogAppendTime batches (written as every
       message's timestamp), else ``None`` (BaseTimestamp + delta).
@@ -599,161 +573,53 @@ def convert_v2_records_to_legacy(
     Returns ``(kept, last_kept_offset, max_timestamp)``: the number of messages written, the
     offset of the last one, and the maximum written timestamp (-1 if none is higher).
     """
-    end = len(data)
-    view = memoryview(data)
-    pos = 0
-    zz = _ZIGZAG_LOW
-    zz_high = _ZIGZAG_HIGH
-    int64_max = _INT64_MAX
-    crc = crc32
-    rv = read_varint
-    rl = read_varlong
-    pack_i32 = I32.pack
-    pack_prefix = _LEGACY_PREFIX.pack
-    v1 = to_magic == 1
-    pack_body = _V1_BODY.pack if v1 else _V0_BODY.pack
+    pack_body = _V1_BODY.pack if to_magic == 1 else _V0_BODY.pack
     lowest = _NO_FILTER if first_offset is None else first_offset
-    filtered = 0
-    rel = 0
-    unset = _NO_FILTER
-    last_kept = unset  # below every offset: the first kept record needs no predecessor
-    last_vlen: int | None = None  # values often have one size: their length field is packed once
-    vl = b""
+    kept = 0
+    first_kept = last_kept = 0
     max_timestamp = -1
-    # offset deltas are int32: offsets can leave the int64 range only near its ends
-    check_offsets = not (_INT64_MIN + (1 << 32) <= base_offset <= _INT64_MAX - (1 << 32))
+    pos = 0
     for index in range(count):
-        rec_start = pos
-        # Fast path: 1-2 byte varints, no headers, and only the checks needed not to misread;
-        # the record is accepted only if it ends exactly where its length says. Anything else
-        # (including every malformed record) is parsed again strictly, which raises the same
-        # error iter_v2_records would.
         try:
-            b = data[pos]
-            if b < 0x80:
-                rec_end = pos + 1 + zz[b]
-                pos += 2  # the length and the unused attributes byte
-            elif (c := data[pos + 1]) < 0x80:
-                rec_end = pos + 2 + zz[b] + zz_high[b] * c
-                pos += 3
-            else:
-                length, pos = rv(data, pos, end, error_base)
-                rec_end = pos + length
-                pos += 1
-            b = data[pos]
-            if b < 0x80:
-                ts_delta = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80:
-                ts_delta = zz[b] + zz_high[b] * c
-                pos += 2
-            else:
-                ts_delta, pos = rl(data, pos, rec_end, error_base)
-            b = data[pos]
-            if b < 0x80:
-                off_delta = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80:
-                off_delta = zz[b] + zz_high[b] * c
-                pos += 2
-            else:
-                off_delta, pos = rv(data, pos, rec_end, error_base)
-            b = data[pos]
-            if b < 0x80:
-                klen = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80:
-                klen = zz[b] + zz_high[b] * c
-                pos += 2
-            else:
-                klen, pos = rv(data, pos, rec_end, error_base)
-            key_start = pos
-            if klen > 0:
-                pos += klen
-            elif klen < 0:
-                klen = -1
-            key = data[key_start:pos]
-            b = data[pos]
-            if b < 0x80:
-                vlen = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 0x80:
-                vlen = zz[b] + zz_high[b] * c
-                pos += 2
-            else:
-                vlen, pos = rv(data, pos, rec_end, error_base)
-            value_start = pos
-            if vlen > 0:
-                pos += vlen
-            elif vlen < 0:
-                vlen = -1
-            value = view[value_start:pos]  # a view: the value is copied once, into the body
-            if data[pos] == 0:  # no headers
-                pos += 1
-            else:
-                pos = None  # type: ignore[assignment]  # headers: the strict parser takes over
-        except (IndexError, RecordsError):
-            pos = None  # type: ignore[assignment]
-            rec_end = -1  # may not be set yet; None never equals it: the strict parser takes over
-        if pos != rec_end:  # positions only grow: equal means every byte read was in the record
-            # The strict reader parses this record again: it raises the error the generic path
-            # would, or returns the record (headers, long varints) for the writer below.
-            try:
-                record = next(iter_v2_records(
-                    data, rec_start, end, 1, 0, 0, None, error_base, False, index, count
-                ))
-            except RecordsError as exc:
-                if decompressed:
-                    raise _in_decompressed(exc, batch_position) from None
-                raise
-            off_delta, ts_delta, parsed_key, parsed_value, _ = record
-            klen = -1 if parsed_key is None else len(parsed_key)
-            vlen = -1 if parsed_value is None else len(parsed_value)
-            key = parsed_key or b""
-            value = memoryview(parsed_value or b"")
-            length, pos = read_varint(data, rec_start, end, error_base)
-            pos += length
+            (ts_delta, off_delta, key, value, _headers), pos = read_v2_record(
+                data, pos, len(data), index, count, error_base
+            )
+        except RecordsError as exc:
+            raise _in_decompressed(exc, batch_position) if decompressed else exc from None
         offset = base_offset + off_delta
         if offset < lowest:
-            filtered += 1
-            continue
-        # Checks in the generic path's order, raised at once (records are converted in order).
-        if offset <= last_kept:
+            continue  # parsed (it must be well formed) but not written
+        # Kafka's builder checks, in order, raised at the batch: offsets increase, timestamps
+        # are -1 or more, and nothing leaves int64 (which Java would wrap).
+        if kept and offset <= last_kept:
             raise InvalidRecordError(
-                f"record offsets must increase within a batch: {offset} follows {last_kept}",
-                batch_position,
+                f"record offsets must increase within a batch: {offset} follows {last_kept}", batch_position
             )
+        if kept == 0:
+            first_kept = offset
         timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
-        if relative_offsets and last_kept == unset:
-            rel = offset
+        written_offset = offset - first_kept if relative_offsets else offset
+        if not (-1 <= timestamp <= _INT64_MAX and _INT64_MIN <= offset <= _INT64_MAX
+                and _INT64_MIN <= written_offset <= _INT64_MAX):
+            raise unwritable_record_error(offset, timestamp, batch_position)
+        max_timestamp = max(max_timestamp, timestamp)
+        _append_message(out, pack_body, written_offset, timestamp, key, value, to_magic, attributes)
+        kept += 1
         last_kept = offset
-        if timestamp > max_timestamp:
-            if timestamp > int64_max:
-                raise unwritable_record_error(offset, timestamp, batch_position)
-            max_timestamp = timestamp
-        elif timestamp < -1:
-            raise unwritable_record_error(offset, timestamp, batch_position)
-        if check_offsets and not (_INT64_MIN <= offset <= _INT64_MAX and _INT64_MIN <= offset - rel <= _INT64_MAX):
-            raise unwritable_record_error(offset, timestamp, batch_position)
-        if vlen != last_vlen:
-            vl = pack_i32(vlen)
-            last_vlen = vlen
-        # One body per message: its CRC-32 is one call over one contiguous object.
-        if v1:
-            body = (
-                pack_body(1, attributes, timestamp, klen)
-                + key
-                + vl
-                + value
-            )
-        else:
-            body = pack_body(0, attributes, klen) + key + vl + value
-        out += pack_prefix(offset - rel, len(body) + 4, crc(body))  # the size counts the CRC
-        out += body
-    if pos != end:
-        remaining = InvalidRecordError(
-            f"{end - pos} bytes still remain after the {count} records the batch declares",
-            error_base + pos,
-        )
-        raise _in_decompressed(remaining, batch_position) if decompressed else remaining
-    return count - filtered, last_kept, max_timestamp
+    try:
+        check_records_end(pos, len(data), count, error_base)
+    except RecordsError as exc:
+        raise _in_decompressed(exc, batch_position) if decompressed else exc from None
+    return kept, last_kept if kept else _NO_FILTER, max_timestamp
+
+
+def _append_message(
+    out: bytearray, pack_body: Callable[..., bytes], offset: int, timestamp: int, key: bytes | None,
+    value: bytes | None, magic: int, attributes: int,
+) -> None:
+    """One legacy entry, as :func:`append_legacy_message_reference` writes it."""
+    head = pack_body(1, attributes, timestamp, -1 if key is None else len(key)) if magic == 1 else pack_body(
+        0, attributes, -1 if key is None else len(key))
+    body = b"".join((head, key or b"", I32.pack(-1 if value is None else len(value)), value or b""))
+    out += _LEGACY_PREFIX.pack(offset, len(body) + LEGACY_CRC_LENGTH, crc32(body))  # the size counts the CRC
+    out += body
