@@ -40,6 +40,7 @@ NAMES = {
     ".snapshot": "logdir/naming.py",
     "partition.metadata": "logdir/naming.py",
     "recovery-point-offset-checkpoint": "logdir/naming.py",
+    "log-start-offset-checkpoint": "logdir/naming.py",
     "manifest.json": "logdir/manifest.py",
 }
 STRUCT_FORMATS = {

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lazyconv.errors import ValidationError
 from lazyconv.logdir.durability import write_atomically
-from lazyconv.logdir.naming import RECOVERY_POINT_CHECKPOINT
+from lazyconv.logdir.naming import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 
 __all__ = [
     "LOG_START_OFFSET_CHECKPOINT",
@@ -27,8 +27,6 @@ __all__ = [
     "read_recovery_points",
     "write_recovery_points",
 ]
-
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 _CHECKPOINT_VERSION = 0
 

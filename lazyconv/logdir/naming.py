@@ -9,7 +9,7 @@ As a broker lays a log directory out:
   an abort marker lands in the segment, ``.txnindex`` (aborted transactions);
 - a producer snapshot is named the same way by the offset it covers up to, with ``.snapshot``;
 - a partition folder holds ``partition.metadata`` (its topic id); the log directory holds
-  ``recovery-point-offset-checkpoint``.
+  ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``.
 
 The entry formats of these files are in :mod:`~lazyconv.logdir.index`,
 :mod:`~lazyconv.logdir.txnindex`, :mod:`~lazyconv.logdir.snapshot`,
@@ -31,6 +31,7 @@ __all__ = [
     "KIND_SUFFIXES",
     "PARTITION_METADATA_FILE",
     "RECOVERY_POINT_CHECKPOINT",
+    "LOG_START_OFFSET_CHECKPOINT",
     "offset_file_name",
     "segment_file_name",
     "offset_from_name",
@@ -57,6 +58,7 @@ FILE_KINDS = {
 KIND_SUFFIXES = {kind: suffix for suffix, kind in FILE_KINDS.items()}  # "index" -> ".index"
 PARTITION_METADATA_FILE = "partition.metadata"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 _OFFSET_DIGITS = 20
 _OFFSET_NAME = re.compile(rf"^(?P<offset>\d{{{_OFFSET_DIGITS}}})(?P<suffix>\.[a-z]+)$")

@@ -37,7 +37,7 @@ class Segment:
     scanned_bytes: int = 0
     corruption: CorruptRecordError | None = None  # where scanning stopped for good, if it did
     max_producer_id: int = -1  # the largest producer id of its v2 batches (-1: none)
-    index: IndexCursor | None = None  # the index state while this server appends to it
+    index: IndexCursor | None = None  # the index state while the log appends to it
 
     @property
     def index_path(self) -> Path:
