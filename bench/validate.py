@@ -243,8 +243,9 @@ def _run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, floa
 
 
 def floor(args: argparse.Namespace) -> None:
-    """`lazyconv validate` with its defaults (seven chunk sizes, magics 0 and 1, local[*]) on
-    the fixture, its whole process tree's CPU against the decompression floor."""
+    """`lazyconv validate` with its defaults (seven chunk sizes, magics 0 and 1, local[*]) and
+    with the log checks only (``--to-magic none``) on the fixture, the CPU of its whole process
+    tree against the decompression floor."""
     root = _fixture(Path(args.workdir), args.size, 4, "16M")
     mib = sum(p.stat().st_size for p in root.glob("*/*.log")) / MIB
     floor_cpu, entries = _floor_seconds(root)
@@ -252,13 +253,14 @@ def floor(args: argparse.Namespace) -> None:
           f"in {floor_cpu:.2f} CPU s; {_load()}", flush=True)
     command = [str(Path(sys.executable).parent / "lazyconv"), "validate", str(root), "--out",
                str(Path(args.workdir) / "validate-out"), "--quiet"]
-    for run in range(args.runs):
-        done, cpu, peaks = _run_measured(command)
-        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("validated")), "?")
-        print(f"job run {run + 1}/{args.runs}: exit {done.returncode}; {line}; {cpu:.1f} CPU s in "
-              f"all processes = {cpu / floor_cpu:.1f}x the floor; driver peak RSS "
-              f"{peaks.get('driver', 0) / MIB:.0f} MiB; {_load()}", flush=True)
-    print(" ".join(command[1:]), flush=True)
+    for what, extra in (("defaults", []), ("log checks only", ["--to-magic", "none"])):
+        for run in range(args.runs):
+            done, cpu, peaks = _run_measured(command + extra)
+            line = next((ln for ln in done.stdout.splitlines() if ln.startswith("validated")), "?")
+            print(f"job ({what}) run {run + 1}/{args.runs}: exit {done.returncode}; {line}; "
+                  f"{cpu:.1f} CPU s in all processes = {cpu / floor_cpu:.1f}x the floor; driver "
+                  f"peak RSS {peaks.get('driver', 0) / MIB:.0f} MiB; {_load()}", flush=True)
+        print(" ".join(command[1:] + extra), flush=True)
 
 
 def driver(args: argparse.Namespace) -> None:

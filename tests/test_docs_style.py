@@ -20,11 +20,6 @@ REPO = Path(__file__).resolve().parent.parent
 EXEMPT = {
     "CHANGELOG.md",
     "docs/changelog.md",
-    # TO BE CLEANED: the Spark guide's "Figures" section is still a dated work log (times of day,
-    # UTC, "the previous round's code"). It is exempt only while the Spark job and its figures are
-    # being changed by another piece of work; once they are re-measured, state them with their
-    # commands and conditions as docs/kernel.md does and remove this line.
-    "docs/guide/spark.md",
 }
 
 # A time of day: 7:05, 17:27, 23:06:41 — an hour (0–23) and minutes (00–59), optionally seconds,
