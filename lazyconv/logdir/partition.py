@@ -217,20 +217,29 @@ class PartitionLog:
         return self.segments[i:]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= ``timestamp``, as Kafka's
-        ListOffsets finds it: the first entry whose max timestamp reaches the target (from its
-        header), then the first record inside it that does. ``None`` when no record does."""
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp`` at or after
+        the log start offset, as Kafka's ListOffsets finds it: the first segment whose largest
+        timestamp reaches the target, in it the first entry whose max timestamp does (from its
+        header), then the first record inside that does and is not below the log start
+        (records DeleteRecords removed are still in the segment). ``None`` when no record of
+        that segment qualifies (Kafka looks no further)."""
         from lazyconv.records import FileRecords
 
         self.refresh()
-        for segment, entry in self.entries():
-            if entry.max_timestamp < timestamp:
+        start = self.log_start_offset
+        for segment in self.segments:
+            if not any(entry.max_timestamp >= timestamp for entry in segment.entries):
                 continue
-            with FileRecords(segment.path, start=entry.position, end=entry.position + entry.size) as records:
-                for batch in records.batches():
-                    for record in batch:
-                        if record.timestamp >= timestamp:
-                            return record.offset, record.timestamp
+            for entry in segment.entries:
+                if entry.max_timestamp < timestamp or entry.last_offset < start:
+                    continue
+                with FileRecords(segment.path, start=entry.position,
+                                 end=entry.position + entry.size) as records:
+                    for batch in records.batches():
+                        for record in batch:
+                            if record.timestamp >= timestamp and record.offset >= start:
+                                return record.offset, record.timestamp
+            return None
         return None
 
     def transaction_state(self) -> PartitionTransactions:

@@ -106,7 +106,8 @@ def is_follower_fetch(version: int, request: Mapping[str, Any]) -> bool:
 
 
 def error_partition(partition_index: int, error_code: int, *, null_records: bool = False) -> dict[str, Any]:
-    """A partition built for an error: HW/LSO/log start −1, no aborted txns, empty records.
+    """A partition built for an error: HW/LSO/log start −1, null aborted transactions (as
+    Kafka's), empty records.
 
     Kafka itself sends null records (length −1) here, but librdkafka (confluent-kafka, kcat)
     rejects a null records field ("invalid MessageSetSize -1") and drops the rest of the
@@ -119,7 +120,7 @@ def error_partition(partition_index: int, error_code: int, *, null_records: bool
         "high_watermark": -1,
         "last_stable_offset": -1,
         "log_start_offset": -1,
-        "aborted_transactions": [],
+        "aborted_transactions": None,
         "preferred_read_replica": -1,
         "records": None if null_records else b"",
     }

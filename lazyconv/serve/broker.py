@@ -18,6 +18,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import os
 import time
 from collections import Counter
 from typing import Any
@@ -390,9 +391,15 @@ class Broker:
                         found = plog.offset_for_timestamp(ts)
                         if found is not None:
                             answer["offset"], answer["timestamp"] = found
-                answer["old_style_offsets"] = (
-                    [answer["offset"]] if answer["offset"] >= 0 and part.get("max_num_offsets", 1) > 0 else []
-                )
+                        else:
+                            answer["leader_epoch"] = -1  # no such record: Kafka's "no offset"
+                if version == 0 and plog is not None:
+                    answer["old_style_offsets"] = _legacy_offsets_before(
+                        plog, part["timestamp"], part.get("max_num_offsets", 1))
+                else:
+                    answer["old_style_offsets"] = (
+                        [answer["offset"]] if answer["offset"] >= 0 and part.get("max_num_offsets", 1) > 0 else []
+                    )
                 partitions.append(answer)
             topics.append({"name": topic["name"], "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -596,3 +603,33 @@ def _flush_all(plogs: list[PartitionLog]) -> None:
             failure = failure or exc
     if failure is not None:
         raise failure
+
+
+def _legacy_offsets_before(plog: PartitionLog, timestamp: int, max_num_offsets: int) -> list[int]:
+    """ListOffsets v0's answer, as Kafka 3.x computes it (legacyFetchOffsetsBefore): each
+    segment stands for its base offset (never below the log start offset) at the time its file
+    was last modified, plus the log end offset now when the last segment is not empty; latest
+    (-1) starts from the last of these, earliest (-2) from the first, a timestamp from the last
+    one modified at or before it; then up to ``max_num_offsets`` of them going back, largest
+    first. (Modification times: a copied log keeps them with ``cp -p``.)"""
+    start = plog.log_start_offset
+    points = []
+    for segment in plog.segments:
+        try:
+            modified = os.stat(segment.path).st_mtime_ns // 1_000_000
+        except OSError:
+            modified = 0
+        points.append((max(segment.base_offset, start), modified))
+    if plog.segments and plog.segments[-1].scanned_bytes > 0:
+        points.append((plog.high_watermark, int(time.time() * 1000)))
+    if timestamp == list_offsets.LATEST_TIMESTAMP:
+        index = len(points) - 1
+    elif timestamp == list_offsets.EARLIEST_TIMESTAMP:
+        index = 0 if points else -1
+    else:
+        index = len(points) - 1
+        while index >= 0 and points[index][1] > timestamp:
+            index -= 1
+    count = min(max_num_offsets, index + 1)
+    return sorted((points[index - j][0] for j in range(count)), reverse=True)
+

@@ -295,7 +295,7 @@ class FetchHandler:
             return broker_partition_response(
                 version, part["partition"], None, fetch_offset=part["fetch_offset"],
                 error_code=int(ErrorCode.KAFKA_STORAGE_ERROR), high_watermark=-1,
-                last_stable_offset=-1, log_start_offset=-1, aborted_transactions=[])
+                last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None)
 
     def _read_partition(self, version: int, topic: str, plog: PartitionLog, part: dict[str, Any],
                         budget: FetchBudget, plan: _FetchPlan,
@@ -305,6 +305,8 @@ class FetchHandler:
         fetch_offset = part["fetch_offset"]
         config = self.topic_config(topic)
         records: Any
+        size = 0
+        region: Region | None = None
         # Transactions (Fetch v4+): the LSO is reported to everyone; a read_committed fetch
         # stops at it and learns which aborted transactions its records may contain.
         read_committed = version >= 4 and isolation_level == 1
@@ -327,12 +329,18 @@ class FetchHandler:
                 plan.resources.append(records)
                 plan.partial_tails += not region.segment.is_entry_boundary(region.position + size)
         chunk_size = self.chunk_size
-        aborted: list[dict[str, int]] = []
+        # Kafka's aborted transactions: a list (maybe empty) for a read_committed fetch that
+        # found its offset, null otherwise (read_uncommitted, errors)
+        aborted: list[dict[str, int]] | None = None
         if hw < 0 or txns is None:
             lso = hw
         elif read_committed:
+            found = txns.aborted_between(fetch_offset, lso)
+            if found and region is not None:
+                upper = _aborted_upper_bound(plog, region, size)
+                found = [t for t in found if t.first_offset < upper]
             aborted = [{"producer_id": t.producer_id, "first_offset": t.first_offset}
-                       for t in txns.aborted_between(fetch_offset, lso)]
+                       for t in found]
 
         def corrupt_after_commit(exc: RecordsError) -> None:
             # The committed size is honoured: the records converted before the corrupt batch
@@ -400,6 +408,33 @@ def _announced_partitions(version: int, body: memoryview) -> int | None:
 def _cleanup_result(done: concurrent.futures.Future[Any], cleanup: Callable[[Any], None]) -> None:
     if not done.cancelled() and done.exception() is None:
         cleanup(done.result())
+
+
+def _aborted_upper_bound(plog: PartitionLog, region: Region, size: int) -> int:
+    """Where Kafka stops looking for the aborted transactions of a read_committed read of
+    ``size`` bytes from ``region``: the offset of the first offset index entry at or after the
+    end of the read (the segment's ``.index`` file, sparse), else the next segment's base
+    offset, else the log end offset (LocalLog.addAbortedTransactions). Transactions that start
+    at or after it are not listed, even when the read reaches them (the consumer skips the
+    records of a transaction it was not told about only via its abort marker)."""
+    from lazyconv.logdir.index import parse_offset_index
+
+    segment = region.segment
+    if segment is None:
+        return plog.high_watermark
+    target = region.position + size
+    try:
+        data = segment.index_path.read_bytes()
+    except OSError:
+        data = b""
+    data = data[: len(data) - len(data) % 8]
+    for i, entry in enumerate(parse_offset_index(data, segment.base_offset)):
+        if i > 0 and entry.offset == segment.base_offset:
+            break  # the zero-filled, pre-allocated tail of an active segment's index
+        if entry.position >= target:
+            return entry.offset
+    later = [s.base_offset for s in plog.segments if s.base_offset > segment.base_offset]
+    return min(later) if later else plog.high_watermark
 
 
 def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: int) -> int:
