@@ -204,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
     from lazyconv.logdir.directory import LogDirectory
     from lazyconv.logdir.partition import LogConfig
     from lazyconv.net import ConnectionLimits, KafkaServer
+    from lazyconv.net.limits import tune_allocator
     from lazyconv.serve.broker import Broker, Listener
 
     config = LogConfig(segment_bytes=args.segment_bytes, index_interval_bytes=args.index_interval_bytes,
@@ -234,6 +235,8 @@ def run(args: argparse.Namespace) -> int:
     # The event loop shares the GIL with the fetch thread that plans large fetches: hand it over
     # every millisecond rather than every 5, so other clients wait less behind a huge fetch.
     sys.setswitchinterval(0.001)
+    # Converted chunks stay in the heap instead of being mapped and faulted in again each time.
+    tune_allocator()
 
     stopped_by: list[str] = []
 

@@ -57,7 +57,7 @@ from lazyconv.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConnectionLimits", "RequestMemoryPool", "Reservation", "release_free_memory",
+__all__ = ["ConnectionLimits", "RequestMemoryPool", "Reservation", "release_free_memory", "tune_allocator",
            "DEFAULT_MAX_REQUEST_SIZE", "DEFAULT_QUEUED_MAX_REQUEST_BYTES", "SMALL_REQUEST_BYTES"]
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600
@@ -279,6 +279,45 @@ class RequestMemoryPool:
 _libc: ctypes.CDLL | None = None
 _last_trim = 0.0
 _TRIM_INTERVAL_S = 1.0
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+# Buffers below this come from the heap, not from mmap: every converted chunk (at most 1 MiB), read
+# window and request piece; a request frame of many MiB still gets its own mapping.
+ALLOCATOR_MMAP_THRESHOLD = 4 << 20
+# Free memory a heap keeps at its top before giving it back to the OS.
+ALLOCATOR_TRIM_THRESHOLD = 32 << 20
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    global _libc
+    if _libc is None:
+        name = ctypes.util.find_library("c")
+        if name is None:
+            return None
+        _libc = ctypes.CDLL(name)
+    return _libc
+
+
+def tune_allocator() -> bool:
+    """Keep chunk-sized buffers in the heap (glibc ``mallopt``); ``False`` where there is no
+    glibc. For server processes (``lazyconv serve``, ``lazyconv gateway``).
+
+    With glibc's defaults a worker thread's freed chunk (about 128 KiB) is given back to the OS
+    (``madvise``) and the next one is faulted in again page by page: measured 17,000-50,000 page
+    faults per GiB of converted Fetch responses, and 15 % of the server's CPU for uncompressed
+    data. Fixed thresholds stop that (and glibc's dynamic threshold with it); memory still goes
+    back after a burst through :func:`release_free_memory`, which trims regardless.
+    """
+    libc = _load_libc()
+    mallopt = getattr(libc, "mallopt", None) if libc is not None else None
+    if mallopt is None:
+        return False
+    ok = bool(mallopt(_M_MMAP_THRESHOLD, ALLOCATOR_MMAP_THRESHOLD))
+    ok = bool(mallopt(_M_TRIM_THRESHOLD, ALLOCATOR_TRIM_THRESHOLD)) and ok
+    if not ok:
+        log.warning("mallopt refused the allocator thresholds; keeping glibc's defaults")
+    return ok
 
 
 def release_free_memory() -> None:
@@ -286,16 +325,12 @@ def release_free_memory() -> None:
 
     Called when a connection that held a large request or response ends, so the server's RSS
     goes back down after a burst instead of staying at its peak."""
-    global _libc, _last_trim
+    global _last_trim
     now = time.monotonic()
     if now - _last_trim < _TRIM_INTERVAL_S:
         return
     _last_trim = now
-    if _libc is None:
-        name = ctypes.util.find_library("c")
-        if name is None:
-            return
-        _libc = ctypes.CDLL(name)
-    trim = getattr(_libc, "malloc_trim", None)
+    libc = _load_libc()
+    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
     if trim is not None:
         trim(0)
