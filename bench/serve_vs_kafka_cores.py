@@ -12,7 +12,9 @@ are down-converted to magic 1), released together. Per codec and side:
 - aggregate throughput: MiB of records (key + value as produced) per second of wall time, all
   consumers together;
 - cores used by the server: its CPU seconds (user + system, every thread) / wall seconds;
-- CPU seconds per GiB of records.
+- CPU seconds per GiB of records;
+- the busiest thread's share of the server's CPU (1/N when N threads share the work evenly);
+- the cores other processes used meanwhile (the machine's noise).
 
 Kafka runs with its default thread counts (``num.network.threads=3``, ``num.io.threads=8``)
 and ``--heap``; serve with its defaults (one conversion worker per core). Every figure is the
@@ -116,9 +118,16 @@ class Measure:
 
 def timed(side: str, codec: str, port: int, process: psutil.Process, args: argparse.Namespace,
           consumers: int, count: int, round_: int) -> dict[str, Any]:
+    busiest: dict[int, float] = {}
+
     def once() -> ConcurrentRead:
-        return concurrent_reads(port, topic_name(codec), OLD_VERSION, args.fetch_size, count,
+        before = thread_cpu(process)
+        read = concurrent_reads(port, topic_name(codec), OLD_VERSION, args.fetch_size, count,
                                 consumers, {"server": process}, f"bench-{side}", rss_of="server")
+        after = thread_cpu(process)
+        spent = [cpu - before.get(tid, 0.0) for tid, cpu in after.items()]
+        busiest[id(read)] = max(spent) / max(sum(spent), 1e-9)
+        return read
 
     read, attempts = least_disturbed(once, args.retries, args.max_other_cores, f"{side} {codec}")
     if read.errors:
@@ -131,10 +140,19 @@ def timed(side: str, codec: str, port: int, process: psutil.Process, args: argpa
                 read.seconds, read.cpu["server"], read.client_cpu, read.other_cpu, read.rss_peak)
     d = m.as_dict()
     d["attempts"] = attempts
+    # The share of the server's CPU its busiest thread spent: near 1 when one thread does the
+    # work (one core at most, however many are free), 1/N when N threads share it.
+    d["busiest_thread_share"] = busiest[id(read)]
     print(f"    {side:<5} {codec:<6} x{consumers} {d['mib_s']:8.1f} MiB/s  {d['cores']:4.2f} cores  "
-          f"{d['cpu_s_per_gib']:5.2f} CPU s/GiB  {m.seconds:6.2f} s  others "
+          f"{d['cpu_s_per_gib']:5.2f} CPU s/GiB  busiest thread {d['busiest_thread_share']:.0%}  "
+          f"{m.seconds:6.2f} s  others "
           f"{d['other_cores']:.2f} cores  RSS {m.server_rss_peak / MIB:.0f} MiB", flush=True)
     return d
+
+
+def thread_cpu(process: psutil.Process) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of ``process``."""
+    return {t.id: t.user_time + t.system_time for t in process.threads()}
 
 
 def one_pass(side: str, port: int, process: psutil.Process, args: argparse.Namespace, count: int,
@@ -180,7 +198,7 @@ def summarize(measures: list[dict[str, Any]], args: argparse.Namespace) -> dict[
 
             row = {"codec": codec, "consumers": consumers}
             for side in ("kafka", "serve"):
-                for key in ("mib_s", "cores", "cpu_s_per_gib", "other_cores"):
+                for key in ("mib_s", "cores", "cpu_s_per_gib", "other_cores", "busiest_thread_share"):
                     row[f"{side}_{key}"] = pick(side, key)
             row["throughput_serve_vs_kafka"] = row["serve_mib_s"] / row["kafka_mib_s"]
             row["cpu_per_gib_serve_vs_kafka"] = row["serve_cpu_s_per_gib"] / row["kafka_cpu_s_per_gib"]
@@ -204,13 +222,16 @@ def format_tables(summary: dict[str, Any], versions: dict[str, str], args: argpa
            f"Fetch v{OLD_VERSION} (magic 1), fetch size {args.fetch_size // MIB} MiB, medians of "
            f"{args.rounds} round(s), {versions['cpus']} cores", ""]
     out.append("| codec | consumers | Kafka MiB/s | serve MiB/s | × thr | Kafka cores | serve cores "
-               "| Kafka CPU s/GiB | serve CPU s/GiB | others (cores) |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+               "| Kafka CPU s/GiB | serve CPU s/GiB | busiest thread Kafka / serve | others (cores) "
+               "Kafka / serve |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in summary["rows"]:
         out.append(f"| {r['codec']} | {r['consumers']} | {r['kafka_mib_s']:.1f} | {r['serve_mib_s']:.1f} "
                    f"| {r['throughput_serve_vs_kafka']:.2f} | {r['kafka_cores']:.2f} | "
                    f"{r['serve_cores']:.2f} | {r['kafka_cpu_s_per_gib']:.2f} | "
-                   f"{r['serve_cpu_s_per_gib']:.2f} | {max(r['kafka_other_cores'], r['serve_other_cores']):.2f} |")
+                   f"{r['serve_cpu_s_per_gib']:.2f} | {r['kafka_busiest_thread_share']:.0%} / "
+                   f"{r['serve_busiest_thread_share']:.0%} | {r['kafka_other_cores']:.2f} / "
+                   f"{r['serve_other_cores']:.2f} |")
     missed = [v for v in summary["targets"] if not v["met"]]
     out += ["", f"targets ({args.consumers} consumers): {len(summary['targets']) - len(missed)} of "
             f"{len(summary['targets'])} met"]
