@@ -3,9 +3,10 @@
 // stream Kafka's producer and broker write for those bytes (Compression.lz4().level(level), the
 // path MemoryRecordsBuilder takes: 64 KiB independent blocks, lz4-java's fast compressor at the
 // default level 9, its high compressor otherwise; magic 0 with the broken header checksum).
+// LEVELS and MAGICS are comma-separated lists: every combination is written, in one JVM.
 //
 //   javac -cp "$DIST/libs/*" -d OUT tests/kafka/Lz4Reference.java
-//   java -cp "OUT:$DIST/libs/*" Lz4Reference LEVEL MAGIC FILE...
+//   java -cp "OUT:$DIST/libs/*" Lz4Reference LEVELS MAGICS FILE...
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.nio.file.Files;
@@ -17,21 +18,28 @@ import org.apache.kafka.common.utils.ByteBufferOutputStream;
 
 public class Lz4Reference {
     public static void main(String[] args) throws Exception {
-        int level = Integer.parseInt(args[0]);
-        byte magic = Byte.parseByte(args[1]);
-        Compression lz4 = Compression.lz4().level(level).build();
-        for (int i = 2; i < args.length; i++) {
-            Path input = Paths.get(args[i]);
-            byte[] data = Files.readAllBytes(input);
-            ByteBufferOutputStream buffer = new ByteBufferOutputStream(data.length + 1024);
-            try (OutputStream out = lz4.wrapForOutput(buffer, magic)) {
-                out.write(data);
+        for (String levelText : args[0].split(",")) {
+            int level = Integer.parseInt(levelText);
+            Compression lz4 = Compression.lz4().level(level).build();
+            for (String magicText : args[1].split(",")) {
+                byte magic = Byte.parseByte(magicText);
+                for (int i = 2; i < args.length; i++) {
+                    write(lz4, level, magic, Paths.get(args[i]));
+                }
             }
-            ByteBuffer frame = buffer.buffer();
-            frame.flip();
-            byte[] bytes = new byte[frame.remaining()];
-            frame.get(bytes);
-            Files.write(Paths.get(args[i] + ".L" + level + ".M" + magic + ".lz4"), bytes);
         }
+    }
+
+    private static void write(Compression lz4, int level, byte magic, Path input) throws Exception {
+        byte[] data = Files.readAllBytes(input);
+        ByteBufferOutputStream buffer = new ByteBufferOutputStream(data.length + 1024);
+        try (OutputStream out = lz4.wrapForOutput(buffer, magic)) {
+            out.write(data);
+        }
+        ByteBuffer frame = buffer.buffer();
+        frame.flip();
+        byte[] bytes = new byte[frame.remaining()];
+        frame.get(bytes);
+        Files.write(Paths.get(input + ".L" + level + ".M" + magic + ".lz4"), bytes);
     }
 }
