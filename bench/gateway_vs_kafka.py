@@ -67,6 +67,7 @@ from bench.kafka_bench_common import (  # noqa: E402
     LazyconvProcess,
     concurrent_reads,
     fill,
+    high_watermark,
     least_disturbed,
     read_topic,
     topic_name,
@@ -185,6 +186,26 @@ class Run:
                                                   if m.gateway_rss_peak else ""), flush=True)
 
 
+def start(broker: KafkaBroker, codecs: Sequence[str], timeout: float = 120.0) -> None:
+    """Starts the broker and waits until each of the topics it already holds answers a Fetch
+    (after a restart, "Kafka Server started" comes before the partitions have their leader
+    again: NOT_LEADER_OR_FOLLOWER until then)."""
+    from confluent_kafka.admin import AdminClient
+
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4"})
+    existing = set(admin.list_topics(timeout=30).topics)
+    deadline = time.monotonic() + timeout
+    for codec in codecs:
+        if topic_name(codec) not in existing:
+            continue
+        while high_watermark(broker.port, topic_name(codec)) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kafka {broker.version}: {topic_name(codec)} still has no "
+                                   f"leader {timeout:.0f} s after the start")
+            time.sleep(0.2)
+
+
 def warm_up(port: int, version: int, codecs: Sequence[str], records_: int) -> None:
     for codec in codecs:
         read_topic(port, topic_name(codec), version, MIB, records_, "bench-warm-up")
@@ -192,7 +213,7 @@ def warm_up(port: int, version: int, codecs: Sequence[str], records_: int) -> No
 
 def pass_39(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int) -> None:
     n = run.records_per_topic
-    broker.start()
+    start(broker, args.codecs)
     try:
         warm_up(broker.port, OLD_VERSION, args.codecs, args.warm_records)
         for codec in args.codecs:
@@ -209,7 +230,7 @@ def pass_39(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int
 def pass_4(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int,
            workdir: Path) -> None:
     n = run.records_per_topic
-    broker.start()
+    start(broker, args.codecs)
     gateway = None
     try:
         gateway = Gateway(broker.bootstrap, workdir / "gateway.log", args.gateway_arg)
@@ -316,6 +337,8 @@ def summarize(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     for row in rows:
         for key, (op, target) in TARGETS.items():
             value = row[key]
+            if value != value:  # not measured (--consumers 1, --codecs …)
+                continue
             met = value <= target if op == "<=" else value >= target
             verdicts.append({"codec": row["codec"], "target": key, "value": value,
                              "bound": f"{op} {target}", "met": bool(met)})
@@ -458,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(f"writing {len(args.codecs)} topics of {count} records into each broker", flush=True)
         for broker in (b3, b4):
-            broker.start()
+            start(broker, args.codecs)
             try:
                 fill(broker, count, args.codecs)
             finally:
@@ -482,17 +505,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         if owned and not failed:
             shutil.rmtree(workdir, ignore_errors=True)
         elif failed:
-            print(f"the brokers' and gateway's logs are in {workdir}", file=sys.stderr)
+            print(f"the brokers' and gateway's logs are in {workdir} (--workdir {workdir} "
+                  "reuses its topics)", file=sys.stderr)
+            if args.json and run.measures:
+                write_json(args.json, run, args, count, complete=False)
     summary = summarize(run, args)
     print()
     print(format_tables(summary, run, args))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"versions": run.versions, "args": run.args,
-                                         "records_per_topic": count, "summary": summary,
-                                         "measures": run.measures, "memory": run.memory},
-                                        indent=1, default=str))
+        write_json(args.json, run, args, count)
     return 0
+
+
+def write_json(path: Path, run: Run, args: argparse.Namespace, count: int,
+               complete: bool = True) -> None:
+    """Every measure, the summary, the versions and arguments (``complete`` false: the run
+    stopped on an error, with the measures made until then)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"complete": complete, "versions": run.versions, "args": run.args,
+                                "records_per_topic": count, "summary": summarize(run, args),
+                                "measures": run.measures, "memory": run.memory},
+                               indent=1, default=str))
 
 
 if __name__ == "__main__":
