@@ -262,10 +262,16 @@ def _scanning(pid: int) -> bool:
     import psutil
 
     try:
-        return any("pyspark" in " ".join(p.cmdline()) and p.name().startswith("python")
-                   for p in psutil.Process(pid).children(recursive=True))
+        children = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return False
+    for child in children:
+        try:  # a child may end, or be a zombie, while it is looked at
+            if child.name().startswith("python") and "pyspark" in " ".join(child.cmdline()):
+                return True
+        except psutil.Error:
+            continue
+    return False
 
 
 @pytest.mark.parametrize(("signum", "status", "group"), [

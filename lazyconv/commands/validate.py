@@ -213,18 +213,21 @@ def run(args: argparse.Namespace) -> int:
         _catch_signals()
         status = _run(args, holder, created)
         return status
-    except _Stopped as stop:
-        for signum in previous:  # a second Ctrl-C does not interrupt the stopping
-            signal.signal(signum, signal.SIG_IGN)
-        name = signal.Signals(stop.signum).name
+    except (_Stopped, KeyboardInterrupt) as stop:
+        # KeyboardInterrupt: PySpark's own SIGINT handler, in force while the context starts
+        signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
+        for caught in previous:  # a second Ctrl-C does not interrupt the stopping
+            signal.signal(caught, signal.SIG_IGN)
+        name = signal.Signals(signum).name
         if "spark" in holder:
             _stop_spark_quietly(holder["spark"])
         print(f"lazyconv validate: stopped by {name}", file=sys.stderr)
-        status = EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM
+        status = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
         return status
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            if handler is not None:  # None: a handler not set from Python, left alone
+                signal.signal(signum, handler)
         if status not in (EXIT_CLEAN, EXIT_VIOLATIONS):
             _remove_if_empty(created)
 
