@@ -15,7 +15,13 @@ cover what a real log holds (all partitions 1, replication 1):
 - ``segments``: ``segment.bytes`` 1 MiB (Kafka 4's minimum) and ~2.6 MiB of records: several
   segments with their indexes;
 - ``deleted``: DeleteRecords up to offset 120 (log start offset 120 > 0, an offset below it
-  is out of range).
+  is out of range);
+- ``compacted``: ``cleanup.policy=compact`` with the log cleaner run over it (the broker needs
+  :data:`CLEANER_PROPS`): keys written again and again, tombstones, a transactional producer
+  with an aborted transaction, segments rolled every 100 ms; once the cleaner has cleaned it
+  (offset gaps, batches with a delete horizon, aborted data gone, markers kept) the topic is
+  switched to ``cleanup.policy=delete`` so that nothing changes it again when the broker
+  restarts.
 
 :func:`copy_log_dir` copies the broker's data folder after it stopped cleanly. Everything is
 small: the whole set writes in a few seconds.
@@ -24,6 +30,7 @@ small: the whole set writes in a few seconds.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +39,8 @@ from kafka_broker import KafkaBroker, create_topic, produce_records
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 T0 = 1_650_000_000_000  # explicit timestamps (old: the broker keeps them, retention is off)
 DELETED_BEFORE = 120
+# broker settings for the compacted topic: the cleaner looks for work every 200 ms
+CLEANER_PROPS = {"log.cleaner.backoff.ms": "200", "log.cleaner.threads": "1"}
 
 
 def _values(count: int, seed: int, size: int = 180) -> list[bytes]:
@@ -145,7 +154,40 @@ def write_oracle_topics(broker: KafkaBroker) -> dict[str, Any]:
     for future in futures.values():
         future.result(30)
     facts["log_start"] = {"deleted": DELETED_BEFORE}
+    _write_compacted(broker, admin)
     return facts
+
+
+def _write_compacted(broker: KafkaBroker, admin: Any) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "compacted", configs={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"})
+    txn = _producer(bootstrap, **{"transactional.id": "oracle-compacted", "compression.type": "gzip"})
+    txn.init_transactions(30)
+    values = _values(300, 11)
+    for round_ in range(5):
+        records = [(0, b"key-%02d" % (i % 12), None if (i + round_) % 17 == 0 else values[i],
+                    T0 + round_ * 1000 + i, None) for i in range(round_ * 60, round_ * 60 + 60)]
+        txn.begin_transaction()
+        _send(txn, "compacted", records)
+        if round_ == 2:
+            txn.abort_transaction(30)
+        else:
+            txn.commit_transaction(30)
+        time.sleep(0.15)  # segment.ms: the next append rolls a new segment
+    produce_records(bootstrap, "compacted", [(0, b"key-00", b"last", T0 + 9999, None)], "none")
+    checkpoint = broker.data_dir / "cleaner-offset-checkpoint"
+    deadline = time.monotonic() + 90
+    while "compacted 0 " not in (checkpoint.read_text() if checkpoint.exists() else ""):
+        assert time.monotonic() < deadline, "the log cleaner did not clean the compacted topic"
+        time.sleep(0.2)
+    resource = ConfigResource("topic", "compacted", incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
 
 
 def copy_log_dir(broker: KafkaBroker, target: Path) -> Path:

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import pytest
 from kafka_broker import KafkaBroker
-from kafka_logs import copy_log_dir, write_oracle_topics
+from kafka_logs import CLEANER_PROPS, copy_log_dir, write_oracle_topics
 
 
 class OracleLog(NamedTuple):
@@ -18,7 +18,7 @@ class OracleLog(NamedTuple):
 
 
 def _oracle(dist: Path, root: Path) -> OracleLog:
-    broker = KafkaBroker(dist, root / "broker")
+    broker = KafkaBroker(dist, root / "broker", extra_props=CLEANER_PROPS)
     broker.start()
     try:
         facts = write_oracle_topics(broker)
