@@ -38,6 +38,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -60,6 +61,7 @@ from bench.kafka_bench_common import (  # noqa: E402
     LazyconvProcess,
     concurrent_reads,
     fill,
+    high_watermark,
     least_disturbed,
     read_topic,
     topic_name,
@@ -155,8 +157,21 @@ def thread_cpu(process: psutil.Process) -> dict[int, float]:
     return {t.id: t.user_time + t.system_time for t in process.threads()}
 
 
+def wait_readable(port: int, codecs: Sequence[str], count: int, timeout: float = 120.0) -> None:
+    """Until every topic answers Fetch with its ``count`` records: a restarted KRaft broker
+    accepts connections before it leads its partitions again (NOT_LEADER_OR_FOLLOWER)."""
+    deadline = time.monotonic() + timeout
+    for codec in codecs:
+        while high_watermark(port, topic_name(codec)) != count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic_name(codec)} not readable with {count} records "
+                                   f"after {timeout:.0f} s")
+            time.sleep(0.2)
+
+
 def one_pass(side: str, port: int, process: psutil.Process, args: argparse.Namespace, count: int,
              round_: int, measures: list[dict[str, Any]]) -> None:
+    wait_readable(port, args.codecs, count)
     for codec in args.codecs:  # warm-up: the JVM's JIT, serve's page cache and imports
         read_topic(port, topic_name(codec), OLD_VERSION, args.fetch_size,
                    min(count, args.warm_records), "bench-warm-up")
