@@ -39,6 +39,7 @@ from kafka_broker import KafkaBroker, create_topic, produce_records
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 T0 = 1_650_000_000_000  # explicit timestamps (old: the broker keeps them, retention is off)
 DELETED_BEFORE = 120
+EPOCH_2_TIME = 500_000  # the epochs topic's records after the restart start at T0 + this
 # broker settings for the compacted topic: the cleaner looks for work every 200 ms
 CLEANER_PROPS = {"log.cleaner.backoff.ms": "200", "log.cleaner.threads": "1"}
 
@@ -155,6 +156,12 @@ def write_oracle_topics(broker: KafkaBroker) -> dict[str, Any]:
         future.result(30)
     facts["log_start"] = {"deleted": DELETED_BEFORE}
     _write_compacted(broker, admin)
+    create_topic(bootstrap, "epochs")
+    produce_records(bootstrap, "epochs", _records(50, seed=12), "none")
+    broker.restart()  # a new leader election: the next records carry a new leader epoch
+    later = [(0, key, value, T0 + EPOCH_2_TIME + i, headers)
+             for i, (_p, key, value, _t, headers) in enumerate(_records(50, seed=13))]
+    produce_records(broker.bootstrap, "epochs", later, "none")
     return facts
 
 

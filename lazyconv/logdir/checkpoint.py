@@ -6,6 +6,9 @@ Format: a version line ``0``, a count line, then ``topic partition offset`` per 
   known to be on disk; written at a clean shutdown and after timed flushes; on start only what
   lies after it (and after the latest producer snapshot) is validated
   (:mod:`lazyconv.logdir.recovery`).
+- a partition folder's ``leader-epoch-checkpoint`` (read only): ``epoch start-offset`` per
+  line, the first offset written under each partition leader epoch (a broker adds an entry
+  when it becomes leader).
 - ``log-start-offset-checkpoint`` (read only): a partition's log start offset where it lies
   above the base offset of its first segment, as DeleteRecords leaves it (Kafka deletes the
   segments below it later, or never for the segment holding it). Kafka's log start offset is
@@ -18,11 +21,17 @@ from pathlib import Path
 
 from lazyconv.errors import ValidationError
 from lazyconv.logdir.durability import write_atomically
-from lazyconv.logdir.naming import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from lazyconv.logdir.naming import (
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+)
 
 __all__ = [
+    "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
+    "read_leader_epochs",
     "read_log_start_offsets",
     "read_recovery_points",
     "write_recovery_points",
@@ -42,6 +51,23 @@ def read_log_start_offsets(root: Path) -> dict[tuple[str, int], int]:
     """The partitions' log start offsets from ``root/log-start-offset-checkpoint`` (empty when
     there is none); raises as :func:`read_recovery_points`."""
     return _read_offsets(root / LOG_START_OFFSET_CHECKPOINT)
+
+
+def read_leader_epochs(partition_dir: Path) -> list[tuple[int, int]]:
+    """``(epoch, start offset)`` pairs of a partition's ``leader-epoch-checkpoint``, in file
+    order; empty when there is none or it is not in Kafka's format (the epochs are then
+    unknown, nothing else depends on them)."""
+    try:
+        lines = (partition_dir / LEADER_EPOCH_CHECKPOINT).read_text(encoding="utf-8").splitlines()
+        if int(lines[0]) != _CHECKPOINT_VERSION or int(lines[1]) != len(lines) - 2:
+            return []
+        pairs = []
+        for line in lines[2:]:
+            epoch, start = line.split()
+            pairs.append((int(epoch), int(start)))
+        return pairs
+    except (OSError, ValueError, IndexError):
+        return []
 
 
 def _read_offsets(path: Path) -> dict[tuple[str, int], int]:

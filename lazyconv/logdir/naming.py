@@ -32,6 +32,7 @@ __all__ = [
     "PARTITION_METADATA_FILE",
     "RECOVERY_POINT_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
+    "LEADER_EPOCH_CHECKPOINT",
     "offset_file_name",
     "segment_file_name",
     "offset_from_name",
@@ -59,6 +60,7 @@ KIND_SUFFIXES = {kind: suffix for suffix, kind in FILE_KINDS.items()}  # "index"
 PARTITION_METADATA_FILE = "partition.metadata"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"  # in each partition folder
 
 _OFFSET_DIGITS = 20
 _OFFSET_NAME = re.compile(rf"^(?P<offset>\d{{{_OFFSET_DIGITS}}})(?P<suffix>\.[a-z]+)$")

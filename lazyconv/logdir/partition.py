@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lazyconv.errors import ConfigurationError, CorruptRecordError, StorageError
+from lazyconv.logdir.checkpoint import read_leader_epochs
 from lazyconv.logdir.durability import Flusher, fsync_directory, fsync_path, write_atomically
 from lazyconv.logdir.entry import (
     HEADER_READ,
@@ -37,6 +38,7 @@ from lazyconv.logdir.segment import Segment
 from lazyconv.logdir.snapshot import decode_snapshot, snapshot_offsets, snapshot_path
 from lazyconv.logdir.transactions import PartitionTransactions
 from lazyconv.logdir.txnindex import AbortedTxn, encode_txnindex_entry
+from lazyconv.records._format import PARTITION_LEADER_EPOCH_LENGTH, PARTITION_LEADER_EPOCH_OFFSET
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,8 @@ class PartitionLog:
         self.topic = topic
         # the log start offset DeleteRecords left (log-start-offset-checkpoint), if any
         self.log_start_checkpoint = log_start_checkpoint
+        # (epoch, start offset) from a broker's leader-epoch-checkpoint; empty for serve's logs
+        self.leader_epochs = read_leader_epochs(directory)
         self.partition = partition
         self.directory = directory
         self.config = config or LogConfig()
@@ -241,6 +245,39 @@ class PartitionLog:
                                 return record.offset, record.timestamp
             return None
         return None
+
+    def epoch_for_offset(self, offset: int, default: int = 0) -> int:
+        """The leader epoch under which ``offset`` was written, from the leader-epoch
+        checkpoint (Kafka's epochForOffset: the last epoch starting at or before it; -1 before
+        the first); ``default`` when the log has no checkpoint (serve's own logs)."""
+        if not self.leader_epochs:
+            return default
+        found = -1
+        for epoch, start in self.leader_epochs:
+            if start <= offset:
+                found = epoch
+        return found
+
+    def latest_epoch(self, default: int = 0) -> int:
+        """The last leader epoch of the checkpoint (``default`` without one)."""
+        return self.leader_epochs[-1][0] if self.leader_epochs else default
+
+    def batch_leader_epoch(self, offset: int) -> int:
+        """The partition leader epoch in the header of the v2 batch holding ``offset`` (what
+        Kafka's ListOffsets reports with an offset found by timestamp); -1 for a legacy entry,
+        a batch without one, or an offset the log does not hold."""
+        for segment in self._segments_from(offset):
+            i = segment.entry_index_for(offset)
+            if i >= len(segment.entries):
+                continue
+            entry = segment.entries[i]
+            if entry.magic < 2:
+                return -1
+            with open(segment.path, "rb") as file:
+                file.seek(entry.position + PARTITION_LEADER_EPOCH_OFFSET)
+                data = file.read(PARTITION_LEADER_EPOCH_LENGTH)
+            return int.from_bytes(data, "big", signed=True) if len(data) == PARTITION_LEADER_EPOCH_LENGTH else -1
+        return -1
 
     def transaction_state(self) -> PartitionTransactions:
         """The partition's transaction state, brought up to date with the log."""

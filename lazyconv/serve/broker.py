@@ -348,8 +348,10 @@ class Broker:
             partitions = []
             for p in known[name]:
                 leader = self.leader_for(p).node_id
+                plog = self.logdir.partition(name, p)
+                epoch = plog.latest_epoch() if plog is not None else 0
                 partitions.append({"error_code": 0, "partition_index": p, "leader_id": leader,
-                                   "leader_epoch": 0, "replica_nodes": [leader], "isr_nodes": [leader]})
+                                   "leader_epoch": epoch, "replica_nodes": [leader], "isr_nodes": [leader]})
             entry: dict[str, Any] = {"error_code": 0, "name": name, "partitions": partitions}
             if version >= 10:
                 entry["topic_id"] = self.logdir.topic_id(name)
@@ -377,20 +379,24 @@ class Broker:
                 else:
                     plog.refresh()
                     ts = part["timestamp"]
+                    # leader epochs as Kafka's: the checkpoint's latest for the log end, the
+                    # checkpoint's epoch of the log start, the batch's own for a record found
+                    # by timestamp (0 where serve's own log has no checkpoint)
                     if ts == list_offsets.LATEST_TIMESTAMP:
                         answer["offset"] = (self.last_stable_offset(plog)
                                             if request.get("isolation_level", 0) == 1
                                             else plog.high_watermark)
+                        answer["leader_epoch"] = plog.latest_epoch()
                     elif ts in (list_offsets.EARLIEST_TIMESTAMP, list_offsets.EARLIEST_LOCAL_TIMESTAMP):
                         answer["offset"] = plog.log_start_offset
-                    elif ts == list_offsets.MAX_TIMESTAMP:
-                        found = plog.offset_of_max_timestamp()
-                        if found is not None:
-                            answer["offset"], answer["timestamp"] = found
+                        answer["leader_epoch"] = plog.epoch_for_offset(plog.log_start_offset)
                     else:
-                        found = plog.offset_for_timestamp(ts)
+                        found = (plog.offset_of_max_timestamp() if ts == list_offsets.MAX_TIMESTAMP
+                                 else plog.offset_for_timestamp(ts))
                         if found is not None:
                             answer["offset"], answer["timestamp"] = found
+                            if plog.leader_epochs:
+                                answer["leader_epoch"] = plog.batch_leader_epoch(found[0])
                         else:
                             answer["leader_epoch"] = -1  # no such record: Kafka's "no offset"
                 if version == 0 and plog is not None:

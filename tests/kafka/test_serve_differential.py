@@ -2,7 +2,7 @@
 
 A log written by a real broker (tests/kafka_logs.py: every codec, two transactional producers
 with commits and aborts, an idempotent producer, LogAppendTime, several segments, DeleteRecords,
-a transactional topic compacted by the log cleaner)
+a transactional topic compacted by the log cleaner, records under two leader epochs)
 is copied after a clean shutdown; the broker is started again on its own data and ``serve``
 (in-process) on the copy. The same raw requests (lazyconv.protocol's encoders) go to both, and
 the decoded responses are compared field by field:
@@ -16,6 +16,9 @@ the decoded responses are compared field by field:
   both isolation levels;
 - Metadata at every version each broker serves.
 
+The leader epoch of an offset found by timestamp (the batch's) and of the log start (the
+leader-epoch checkpoint's) must match too: the ``epochs`` topic has records under two epochs.
+
 What may differ is listed in ``IDENTITY`` below (the node's id, port, the cluster id and the
 partition leader epoch are the broker's own, not in the log) and in docs/differences.md.
 """
@@ -28,7 +31,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import pytest
-from kafka_logs import CODECS, DELETED_BEFORE, T0
+from kafka_logs import CODECS, DELETED_BEFORE, EPOCH_2_TIME, T0
 
 from lazyconv.protocol import fetch, list_offsets, metadata
 from lazyconv.records import MemoryRecords
@@ -38,7 +41,7 @@ from tests.serve.wire import WireClient
 pytestmark = pytest.mark.kafka
 
 TOPICS = [f"codec-{c}" for c in CODECS] + ["txn", "idempotent", "log-append", "segments", "deleted",
-                                           "compacted"]
+                                           "compacted", "epochs"]
 MIB = 1 << 20
 
 
@@ -242,7 +245,7 @@ def _list_offsets_body(topic: str, timestamp: int, isolation: int,
 
 
 def _timestamps(version: int) -> list[int]:
-    found = [-1, -2, 0, T0, T0 + 5, T0 + 555, T0 + 10**7, 4_000_000_000_000]
+    found = [-1, -2, 0, T0, T0 + 5, T0 + 555, T0 + EPOCH_2_TIME + 7, T0 + 10**7, 4_000_000_000_000]
     if version >= 7:
         found.append(-3)  # the offset of the largest timestamp
     if version >= 8:
