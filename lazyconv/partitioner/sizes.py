@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lazyconv.records._format import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
+
 __all__ = [
     "RECORD_BATCH_OVERHEAD",
     "MAX_RECORD_OVERHEAD",
@@ -21,11 +23,9 @@ __all__ = [
     "batch_size_upper_bound",
 ]
 
-RECORD_BATCH_OVERHEAD = 61
-"""Bytes of a v2 batch header (``DefaultRecordBatch.RECORD_BATCH_OVERHEAD``)."""
-
-MAX_RECORD_OVERHEAD = 21
-"""Worst-case record framing without key/value/headers (``DefaultRecord.MAX_RECORD_OVERHEAD``)."""
+# RECORD_BATCH_OVERHEAD: bytes of a v2 batch header (DefaultRecordBatch.RECORD_BATCH_OVERHEAD);
+# MAX_RECORD_OVERHEAD: worst-case record framing without key/value/headers
+# (DefaultRecord.MAX_RECORD_OVERHEAD); both from the wire layout's one source, _format.py.
 
 Headers = Sequence[tuple[str, "bytes | None"]]
 

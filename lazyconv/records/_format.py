@@ -60,6 +60,11 @@ __all__ = [
     "RECORDS_OFFSET",
     "RECORD_BATCH_OVERHEAD",
     "BATCH_LENGTH_MIN",
+    # DefaultRecord (a v2 record)
+    "MAX_VARINT_LENGTH",
+    "MAX_VARLONG_LENGTH",
+    "RECORD_ATTRIBUTES_LENGTH",
+    "MAX_RECORD_OVERHEAD",
     # LegacyRecord (magic 0/1)
     "LEGACY_CRC_OFFSET",
     "LEGACY_CRC_LENGTH",
@@ -144,6 +149,16 @@ RECORDS_COUNT_LENGTH = 4
 RECORDS_OFFSET = RECORDS_COUNT_OFFSET + RECORDS_COUNT_LENGTH
 RECORD_BATCH_OVERHEAD = RECORDS_OFFSET
 BATCH_LENGTH_MIN = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # the smallest Length field (no records)
+
+# --------------------------------------------------------------------------------------------
+# DefaultRecord (a v2 record): length (varint), attributes (int8), timestamp delta (varlong),
+# offset delta (varint), key, value, headers. At most MAX_RECORD_OVERHEAD bytes besides the
+# key, value and headers (Kafka's DefaultRecord.MAX_RECORD_OVERHEAD).
+
+MAX_VARINT_LENGTH = 5
+MAX_VARLONG_LENGTH = 10
+RECORD_ATTRIBUTES_LENGTH = 1
+MAX_RECORD_OVERHEAD = MAX_VARINT_LENGTH + RECORD_ATTRIBUTES_LENGTH + MAX_VARLONG_LENGTH + MAX_VARINT_LENGTH
 
 # --------------------------------------------------------------------------------------------
 # LegacyRecord (magic 0/1), from the start of the message (after the log header).

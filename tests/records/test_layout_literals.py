@@ -47,6 +47,7 @@ PYTHON_MODULES = sorted(
     | {
         "convert.py",
         "lazy.py",
+        "partitioner/sizes.py",
         "upconvert.py",
         "serve/append_validation.py",
         "serve/producer_state.py",
