@@ -45,7 +45,8 @@ class ConversionWorkers:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     def close(self) -> None:
-        """Stop the threads once the steps they run have finished."""
+        """Stop the threads: steps not started are dropped (their connections are gone), the
+        ones running (one chunk each) finish."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -128,6 +128,7 @@ class FetchHandler:
         self.max_partitions = max_partitions
         self.max_decompressed_batch = max_decompressed_batch
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._closing = False  # set by close(): fetches being planned stop at their next step
         self.stats = stats
         self.chunk_size = chunk_size
         self.topic_config = topic_config
@@ -152,10 +153,12 @@ class FetchHandler:
             self._append_waiters.discard(waiter)
 
     def close(self) -> None:
-        """Stop the fetch thread pool (fetches being planned finish first)."""
+        """Stop the fetch thread pool: queued fetches are dropped and one being planned stops
+        at its next step, so a shutdown never waits for a 100k-partition fetch to be planned."""
+        self._closing = True
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=True, cancel_futures=True)
 
     async def off_loop(self, fn: Callable[..., Any], *args: Any,
                         cleanup: Callable[[Any], None] | None = None) -> Any:
@@ -253,6 +256,8 @@ class FetchHandler:
                     plan.seen += 1
                     if plan.seen % _YIELD_EVERY == 0:
                         time.sleep(0)  # let the event loop's thread take the GIL now and then
+                        if self._closing:
+                            raise _ShuttingDown("the server is stopping")
                     plog = self.logdir.partition(name, part["partition"]) if name else None
                     if plog is None:
                         rejected.append(((name, topic_id), error_partition(part["partition"], unknown)))
@@ -447,6 +452,10 @@ def _consume_budget(budget: FetchBudget, region: Region, partition_max_bytes: in
     if region.path is None or region.end <= region.position:
         return 0
     return budget.take(region.first_entry_size, region.end - region.position, partition_max_bytes)
+
+
+class _ShuttingDown(Exception):
+    """A fetch being planned when the server stops (nobody waits for its answer)."""
 
 
 class _FetchPlan:
