@@ -6,6 +6,7 @@
     python bench/validate.py memory --size 1G     # peak RSS of a worker over one big segment
     python bench/validate.py floor  --size 1G     # the job's CPU against the decompression floor
     python bench/validate.py driver --segments 10000   # the driver's peak RSS, many segments
+    python bench/validate.py driver --segments 20000 --spread   # ... many partitions
 
 ``scan`` runs :func:`lazyconv.spark.segment_check.check_segment` over every segment of a
 ``mixed`` fixture (``--segment-bytes 16M``, target magics 0 and 1) with one chunk size and then
@@ -18,8 +19,8 @@ one range for comparison. ``floor`` decompresses every compressed entry of the f
 (the least any check of its records must do) and runs `lazyconv validate` with its defaults,
 printing the CPU seconds of all its processes (Python driver, JVM, Python workers; sampled with
 psutil) as a multiple of that floor, and the driver's peak RSS. ``driver`` runs the defaults on
-one partition of ``--segments`` 8 KiB segments and prints the Python driver's peak RSS (and
-the other processes'). Fixtures are generated under ``--workdir`` once and reused. The
+one partition of ``--segments`` 8 KiB segments (with ``--spread``: one segment in each of
+``--segments`` partitions) and prints the Python driver's peak RSS (and the other processes'). Fixtures are generated under ``--workdir`` once and reused. The
 machine's load average is printed with every figure.
 """
 
@@ -267,23 +268,31 @@ def driver(args: argparse.Namespace) -> None:
     """The driver's peak memory with many segments: one partition of ``--segments`` segments
     (``headers`` profile, 8 KiB each), `lazyconv validate` with its defaults."""
     count = args.segments
-    root = Path(args.workdir) / f"segments-{count}"
+    spread = args.spread
+    root = Path(args.workdir) / (f"partitions-{count}" if spread else f"segments-{count}")
     if not _current(root):
         shutil.rmtree(root, ignore_errors=True)
         started = time.perf_counter()
-        # 8 KiB segments hold about 6.4 KiB of the profile's batches each
-        generate(root, count * 6400, partitions=1, seed=13, profile="headers",
-                 segment_bytes=8 * 1024)
+        if spread:  # one small segment in each of `count` partitions
+            generate(root, count * 4096, partitions=count, seed=13, profile="tiny",
+                     segment_bytes=1 << 20)
+        else:  # 8 KiB segments hold about 6.4 KiB of the profile's batches each
+            generate(root, count * 6400, partitions=1, seed=13, profile="headers",
+                     segment_bytes=8 * 1024)
         print(f"generated {root} in {time.perf_counter() - started:.0f} s", flush=True)
     segments = len(list(root.glob("*/*.log")))
+    partitions = len(list(root.glob("*-*/")))
     command = [str(Path(sys.executable).parent / "lazyconv"), "validate", str(root), "--out",
                str(Path(args.workdir) / "validate-out-segments"), "--quiet"]
     done, cpu, peaks = _run_measured(command)
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("validated")), "?")
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("validated")),
+                (done.stderr.strip().splitlines() or ["?"])[-1])
     others = ", ".join(f"{k} {v / MIB:.0f} MiB" for k, v in sorted(peaks.items()) if k != "driver")
-    print(f"{segments} segments in one partition: exit {done.returncode}; {line}; driver (Python) "
+    print(f"{segments} segments in {partitions} partition(s): exit {done.returncode}; {line}; "
+          f"driver (Python) "
           f"peak RSS {peaks.get('driver', 0) / MIB:.0f} MiB; other processes' peaks: {others}; "
-          f"{cpu:.1f} CPU s; {_load()}", flush=True)
+          f"{cpu:.1f} CPU s; all processes together at most "
+          f"{sum(peaks.values()) / MIB:.0f} MiB; {_load()}", flush=True)
     print(" ".join(command[1:]), flush=True)
 
 
@@ -296,6 +305,8 @@ def main() -> None:
                         help="job: run the command this many times and print the median")
     parser.add_argument("--segments", type=int, default=10_000,
                         help="driver: segments in the one partition (default 10000)")
+    parser.add_argument("--spread", action="store_true",
+                        help="driver: one segment in each of --segments partitions instead")
     args = parser.parse_args()
     {"scan": scan, "codecs": codecs, "job": job, "memory": memory, "floor": floor,
      "driver": driver}[args.what](args)

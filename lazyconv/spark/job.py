@@ -174,9 +174,9 @@ def _range_part(limit: int) -> Any:
 def _partition_reducer(manifest_partitions: Any, limit: int,
                        topic_configs: dict[str, TopicConfig]) -> Any:
     """The per-partition reduce: sums and checksum, the checks between ranges and segments,
-    the manifest comparison; returns the partition's row, its ranges' and conversions' rows as
-    Arrow IPC bytes (:mod:`lazyconv.spark.tables`) with their sums for the console summary, and
-    everything else the driver reports."""
+    the manifest comparison; returns the partition's row, its ranges' and conversions' rows
+    (value lists in column order) with their sums for the console summary, and everything else
+    the driver reports (:func:`_combine` gathers them per task)."""
     segment_keys = row_keys("segments")
 
     def reduce(item: tuple[tuple[str, int], Any]) -> dict[str, Any]:
@@ -217,15 +217,52 @@ def _partition_reducer(manifest_partitions: Any, limit: int,
             "topic_sums": _range_sums([p["summary"] for p in parts]),
             "conversion_sums": _conversion_sums(topic, [c for p in parts for c in p["conversions"]]),
             "executors": _executor_counts([p["summary"] for p in parts]),
-            "ranges": to_ipc("segments", (
-                [p["summary"][k] if k != "checksum" else format_checksum(p["summary"][k])
-                 for k in segment_keys] for p in parts)),
-            "conversions": to_ipc("conversions", (c for p in parts for c in p["conversions"])),
+            "range_rows": [[p["summary"][k] if k != "checksum" else format_checksum(p["summary"][k])
+                            for k in segment_keys] for p in parts],
+            "conversion_rows": [c for p in parts for c in p["conversions"]],
             "errors": errors, "warnings": warnings, "found": found,
             "first": _first([v for p in parts for v in p["first"]] + found, limit),
         }
 
     return reduce
+
+
+def _combine(limit: int) -> Any:
+    """Gather the partitions one reduce task produced into one result for the driver: their
+    rows, the ranges' and conversions' rows as Arrow IPC bytes (:mod:`lazyconv.spark.tables`:
+    one schema per task, not per partition), the console summary's sums per topic, and the
+    first ``limit`` violations. What the driver collects then grows with the partitions by
+    their rows only."""
+    def combine(results: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        task: dict[str, Any] = {"partitions": [], "counts": {}, "topic_sums": {},
+                                "conversion_sums": [], "executors": [], "found": [],
+                                "first": []}
+        range_rows: list[list[Any]] = []
+        conversion_rows: list[tuple] = []
+        executors: dict[str, list[Any]] = {}
+        task["executors"] = [executors]
+        for r in results:
+            topic = r["partition"]["topic"]
+            task["partitions"].append(r["partition"])
+            counts = task["counts"].setdefault(topic, [0, 0])
+            counts[0] += r["errors"]
+            counts[1] += r["warnings"]
+            sums = task["topic_sums"].setdefault(topic, dict.fromkeys(r["topic_sums"], 0))
+            for key, value in r["topic_sums"].items():
+                sums[key] += value
+            task["conversion_sums"] = _conversion_summary(task["conversion_sums"]
+                                                          + r["conversion_sums"])
+            for executor, (implementation, ranges) in r["executors"].items():
+                executors.setdefault(executor, [implementation, 0])[1] += ranges
+            task["found"] += r["found"]
+            task["first"] = _first(task["first"] + r["first"], limit)
+            range_rows += r["range_rows"]
+            conversion_rows += r["conversion_rows"]
+        task["ranges"] = to_ipc("segments", range_rows)
+        task["conversions"] = to_ipc("conversions", conversion_rows)
+        yield task
+
+    return combine
 
 
 def _partition_checks(topic: str, partition: int, ranges: list[dict[str, Any]],
@@ -287,17 +324,17 @@ def _range_sums(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     return sums
 
 
-def _topic_summary(partitions: list[dict[str, Any]],
+def _topic_summary(tasks: list[dict[str, Any]],
                    counts: dict[str, list[int]]) -> list[dict[str, Any]]:
     """One row per topic: segments, ranges, bytes, batches, records, control batches, check
-    seconds, errors and warnings (from each partition's sums)."""
+    seconds, errors and warnings (from each reduce task's sums per topic)."""
     rows: dict[str, dict[str, Any]] = {}
-    for p in partitions:
-        topic = p["partition"]["topic"]
-        row = rows.setdefault(topic, {"topic": topic, "segments": 0, "ranges": 0,
-                                      **{k: 0 for k in _RANGE_SUMS}})
-        for key, value in p["topic_sums"].items():
-            row[key] += value
+    for task in tasks:
+        for topic, sums in task["topic_sums"].items():
+            row = rows.setdefault(topic, {"topic": topic, "segments": 0, "ranges": 0,
+                                          **{k: 0 for k in _RANGE_SUMS}})
+            for key, value in sums.items():
+                row[key] += value
     for topic, row in rows.items():
         row["errors"], row["warnings"] = counts.get(topic, [0, 0])
     return [rows[t] for t in sorted(rows)]
@@ -348,12 +385,12 @@ def _executor_counts(summaries: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return counts
 
 
-def _write_tables(spark: Any, out: str, run: dict[str, Any], partitions: list[dict[str, Any]],
+def _write_tables(spark: Any, out: str, run: dict[str, Any], tasks: list[dict[str, Any]],
                   partition_rows: list[dict[str, Any]], violations: Any,
                   violation_count: int) -> None:
     """The four Parquet tables under ``out``, every row stamped with the run's columns.
 
-    The ranges' and conversions' rows are the partitions' Arrow IPC bytes, the partitions'
+    The ranges' and conversions' rows are the reduce tasks' Arrow IPC bytes, the partitions'
     rows the driver's; the violations are the executors' (``violations``: an RDD,
     ``violation_count`` of them). A local ``out`` gets the driver's rows (and no violations)
     written by pyarrow, without a Spark job for each; a URL, or violations to write, go through
@@ -368,8 +405,8 @@ def _write_tables(spark: Any, out: str, run: dict[str, Any], partitions: list[di
             yield from_ipc(to_ipc(name, ([r[k] for k in keys] for r in partition_rows)))
         elif name in ("segments", "conversions"):
             key = "ranges" if name == "segments" else "conversions"
-            for p in partitions:
-                yield from_ipc(p[key])
+            for task in tasks:
+                yield from_ipc(task[key])
 
     names = ["segments", "partitions", "conversions"] + ([] if violation_count else ["violations"])
     for name in names:
@@ -477,9 +514,9 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     # one reduce task per core: the reduce is small and every task costs a Python worker
     # round); only what the driver reports comes back.
     try:
-        partitions = (results.map(_range_part(max_reported)).groupByKey(sc.defaultParallelism)
-                      .map(_partition_reducer(mparts, max_reported, topic_configs or {}))
-                      .collect())
+        tasks = (results.map(_range_part(max_reported)).groupByKey(sc.defaultParallelism)
+                 .map(_partition_reducer(mparts, max_reported, topic_configs or {}))
+                 .mapPartitions(_combine(max_reported)).collect())
     except Exception as exc:
         refused = _executor_failure(exc)
         if refused is not None:
@@ -495,27 +532,28 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
                    for name, m in sorted(manifest["partitions"].items()) if name not in listed]
     missing += listing.problems  # partition folders that could not be listed
     counts: dict[str, list[int]] = {}  # topic -> [errors, warnings]
-    for p in partitions:
-        topic_counts = counts.setdefault(p["partition"]["topic"], [0, 0])
-        topic_counts[0] += p["errors"]
-        topic_counts[1] += p["warnings"]
+    for task in tasks:
+        for topic, (errors, warnings) in task["counts"].items():
+            topic_counts = counts.setdefault(topic, [0, 0])
+            topic_counts[0] += errors
+            topic_counts[1] += warnings
     for v in missing:
         counts.setdefault(v["topic"], [0, 0])[0 if v["severity"] == ERROR else 1] += 1
     error_count = sum(e for e, _ in counts.values())
     warning_count = sum(w for _, w in counts.values())
-    partition_rows = sorted((p["partition"] for p in partitions),
+    partition_rows = sorted((p for task in tasks for p in task["partitions"]),
                             key=lambda r: (r["topic"], r["partition"]))
-    seg_summary = _topic_summary(partitions, counts)
-    conv_summary = _conversion_summary([c for p in partitions for c in p["conversion_sums"]])
-    reported = _first([v for p in partitions for v in p["first"]] + missing, max_reported)
+    seg_summary = _topic_summary(tasks, counts)
+    conv_summary = _conversion_summary([c for task in tasks for c in task["conversion_sums"]])
+    reported = _first([v for task in tasks for v in task["first"]] + missing, max_reported)
     # found by the reduce or the driver: written with the ranges' own violations
-    driver_found = [v for p in partitions for v in p["found"]] + missing
-    executors = _executors_seen(executors, [p["executors"] for p in partitions])
+    driver_found = [v for task in tasks for v in task["found"]] + missing
+    executors = _executors_seen(executors, [e for task in tasks for e in task["executors"]])
     run = {"run_id": run_id,
            "run_options": json.dumps({**options_json, "executors": executors}, sort_keys=True),
            "run_timestamp": run_timestamp}
     if out is not None:
-        _write_tables(spark, out, run, partitions, partition_rows,
+        _write_tables(spark, out, run, tasks, partition_rows,
                       results.flatMap(lambda r: r["violations"]).union(sc.parallelize(driver_found, 1)),
                       error_count + warning_count)
         results.unpersist()
