@@ -265,12 +265,12 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
         unknown = sorted(set(topic_configs) - {s.topic for s in listing.segments})
         if unknown:
             return _fail(f"--topic-config: topic {unknown[0]} has no segments in {logdir}")
+        require_extra("pyspark", "the Spark validation job")  # names the extra to install
         try:
             out, made = prepare_out(args.out)
         except LazyconvError as exc:
             return _fail(str(exc))
         created += made
-        require_extra("pyspark", "the Spark validation job")  # names the extra to install
         conf = {}
         if args.executor_python:
             conf["spark.pyspark.python"] = args.executor_python

@@ -35,9 +35,13 @@ def package_archive() -> str:
     ``sys.path``, so ``import lazyconv`` there finds the driver's package, kernel included (a
     zip from ``addPyFile`` cannot hold an importable extension module, and would hide an
     installed copy that has one)."""
+    import atexit
+    import shutil
     import tarfile
 
-    target = Path(tempfile.mkdtemp(prefix="lazyconv-package-")) / "lazyconv-package.tar.gz"
+    folder = tempfile.mkdtemp(prefix="lazyconv-package-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # executors fetch it until then
+    target = Path(folder) / "lazyconv-package.tar.gz"
     package = package_root() / "lazyconv"
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
