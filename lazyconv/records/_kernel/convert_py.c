@@ -181,7 +181,15 @@ static PyObject *py_convert_v2_run_ends(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     pos = 0;
     for (size_t i = 0; i < entries; i++) {
-        size_t size = (size_t)get_i32(p + pos + LC_LENGTH_OFFSET) + LC_LOG_OVERHEAD;
+        /* read again, so checked again: another thread may rewrite data while the GIL is
+         * released, and a length read twice must never take the walk past the buffer */
+        int32_t length = get_i32(p + pos + LC_LENGTH_OFFSET);
+        if (n - pos < LC_RECORD_BATCH_OVERHEAD || length < LC_BATCH_LENGTH_MIN ||
+            (size_t)length > n - pos - LC_LOG_OVERHEAD) {
+            converted_all = 0;
+            break;
+        }
+        size_t size = (size_t)length + LC_LOG_OVERHEAD;
         lc_run_result result;
         lc_convert_run(p + pos, size, to_magic, 0, (uint8_t *)view.buf + start + written, bound - written,
                        &result);
