@@ -14,6 +14,8 @@ are down-converted to magic 1), released together. Per codec and side:
 - cores used by the server: its CPU seconds (user + system, every thread) / wall seconds;
 - CPU seconds per GiB of records;
 - the busiest thread's share of the server's CPU (1/N when N threads share the work evenly);
+- the share of the time the server's threads wanted a CPU that they spent waiting for one in
+  the run queue (Linux schedstat): how much other processes held the server back;
 - the cores other processes used meanwhile (the machine's noise).
 
 Kafka runs with its default thread counts (``num.network.threads=3``, ``num.io.threads=8``)
@@ -122,13 +124,20 @@ def timed(side: str, codec: str, port: int, process: psutil.Process, args: argpa
           consumers: int, count: int, round_: int) -> dict[str, Any]:
     busiest: dict[int, float] = {}
 
+    starved: dict[int, float] = {}
+
     def once() -> ConcurrentRead:
-        before = thread_cpu(process)
+        before, sched_before = thread_cpu(process), run_queue_times(process.pid)
         read = concurrent_reads(port, topic_name(codec), OLD_VERSION, args.fetch_size, count,
                                 consumers, {"server": process}, f"bench-{side}", rss_of="server")
-        after = thread_cpu(process)
+        after, sched_after = thread_cpu(process), run_queue_times(process.pid)
         spent = [cpu - before.get(tid, 0.0) for tid, cpu in after.items()]
         busiest[id(read)] = max(spent) / max(sum(spent), 1e-9)
+        ran = waited = 0.0
+        for tid, (run, wait) in sched_after.items():
+            run0, wait0 = sched_before.get(tid, (0.0, 0.0))
+            ran, waited = ran + run - run0, waited + wait - wait0
+        starved[id(read)] = waited / (ran + waited) if ran + waited > 0 else float("nan")
         return read
 
     read, attempts = least_disturbed(once, args.retries, args.max_other_cores, f"{side} {codec}")
@@ -145,11 +154,33 @@ def timed(side: str, codec: str, port: int, process: psutil.Process, args: argpa
     # The share of the server's CPU its busiest thread spent: near 1 when one thread does the
     # work (one core at most, however many are free), 1/N when N threads share it.
     d["busiest_thread_share"] = busiest[id(read)]
+    # Of the time the server's threads wanted a CPU, the share they waited in the run queue for
+    # one (Linux schedstat): high when other processes keep the cores busy, whatever the server.
+    d["run_queue_wait_share"] = starved[id(read)]
     print(f"    {side:<5} {codec:<6} x{consumers} {d['mib_s']:8.1f} MiB/s  {d['cores']:4.2f} cores  "
           f"{d['cpu_s_per_gib']:5.2f} CPU s/GiB  busiest thread {d['busiest_thread_share']:.0%}  "
+          f"waiting for a CPU {d['run_queue_wait_share']:.0%}  "
           f"{m.seconds:6.2f} s  others "
           f"{d['other_cores']:.2f} cores  RSS {m.server_rss_peak / MIB:.0f} MiB", flush=True)
     return d
+
+
+def run_queue_times(pid: int) -> dict[str, tuple[float, float]]:
+    """Seconds each thread of ``pid`` ran and waited runnable for a CPU (``/proc/PID/task/TID/
+    schedstat``; empty where there is none)."""
+    times = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                run, wait = f.read().split()[:2]
+        except (OSError, ValueError):
+            continue  # the thread ended meanwhile, or no schedstat
+        times[tid] = (int(run) / 1e9, int(wait) / 1e9)
+    return times
 
 
 def thread_cpu(process: psutil.Process) -> dict[int, float]:
@@ -213,7 +244,8 @@ def summarize(measures: list[dict[str, Any]], args: argparse.Namespace) -> dict[
 
             row = {"codec": codec, "consumers": consumers}
             for side in ("kafka", "serve"):
-                for key in ("mib_s", "cores", "cpu_s_per_gib", "other_cores", "busiest_thread_share"):
+                for key in ("mib_s", "cores", "cpu_s_per_gib", "other_cores", "busiest_thread_share",
+                            "run_queue_wait_share"):
                     row[f"{side}_{key}"] = pick(side, key)
             row["throughput_serve_vs_kafka"] = row["serve_mib_s"] / row["kafka_mib_s"]
             row["cpu_per_gib_serve_vs_kafka"] = row["serve_cpu_s_per_gib"] / row["kafka_cpu_s_per_gib"]
@@ -237,15 +269,16 @@ def format_tables(summary: dict[str, Any], versions: dict[str, str], args: argpa
            f"Fetch v{OLD_VERSION} (magic 1), fetch size {args.fetch_size // MIB} MiB, medians of "
            f"{args.rounds} round(s), {versions['cpus']} cores", ""]
     out.append("| codec | consumers | Kafka MiB/s | serve MiB/s | × thr | Kafka cores | serve cores "
-               "| Kafka CPU s/GiB | serve CPU s/GiB | busiest thread Kafka / serve | others (cores) "
-               "Kafka / serve |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+               "| Kafka CPU s/GiB | serve CPU s/GiB | busiest thread Kafka / serve | waiting for a CPU "
+               "Kafka / serve | others (cores) Kafka / serve |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in summary["rows"]:
         out.append(f"| {r['codec']} | {r['consumers']} | {r['kafka_mib_s']:.1f} | {r['serve_mib_s']:.1f} "
                    f"| {r['throughput_serve_vs_kafka']:.2f} | {r['kafka_cores']:.2f} | "
                    f"{r['serve_cores']:.2f} | {r['kafka_cpu_s_per_gib']:.2f} | "
                    f"{r['serve_cpu_s_per_gib']:.2f} | {r['kafka_busiest_thread_share']:.0%} / "
-                   f"{r['serve_busiest_thread_share']:.0%} | {r['kafka_other_cores']:.2f} / "
+                   f"{r['serve_busiest_thread_share']:.0%} | {r['kafka_run_queue_wait_share']:.0%} / "
+                   f"{r['serve_run_queue_wait_share']:.0%} | {r['kafka_other_cores']:.2f} / "
                    f"{r['serve_other_cores']:.2f} |")
     missed = [v for v in summary["targets"] if not v["met"]]
     out += ["", f"targets ({args.consumers} consumers): {len(summary['targets']) - len(missed)} of "
