@@ -115,3 +115,24 @@ def kafka_cluster(kafka_dist: Path, tmp_path_factory: pytest.TempPathFactory):
         yield cluster
     finally:
         cluster.stop()
+
+
+def create_topic_retrying(bootstrap: str, topic: str, partitions: int, **kwargs) -> None:
+    """``create_topic``, tried again when the admin client loses a node (right after a node of
+    the cluster was restarted, or on a loaded machine); an earlier try that did create the
+    topic counts."""
+    import time
+
+    from kafka_broker import create_topic
+
+    for attempt in range(5):
+        try:
+            create_topic(bootstrap, topic, partitions, **kwargs)
+            return
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" in str(exc):
+                time.sleep(1)  # its leaders: create_topic would have waited for them
+                return
+            if attempt == 4:
+                raise
+            time.sleep(2)

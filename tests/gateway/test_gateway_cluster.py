@@ -8,9 +8,9 @@ import threading
 import time
 
 import pytest
-from kafka_broker import KafkaCluster, consume_all, create_topic, produce_records
+from kafka_broker import KafkaCluster, consume_all, produce_records
 
-from tests.gateway.conftest import GatewayThread
+from tests.gateway.conftest import GatewayThread, create_topic_retrying
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
 
@@ -19,15 +19,7 @@ TOTAL = 2000
 
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:
-    """create_topic, retried: right after a node restarted the admin client may lose it."""
-    for attempt in range(5):
-        try:
-            create_topic(bootstrap, topic, partitions, replication_factor=3)
-            return
-        except Exception:
-            if attempt == 4:
-                raise
-            time.sleep(2)
+    create_topic_retrying(bootstrap, topic, partitions, replication_factor=3)
 
 
 def _leaders(gateway: GatewayThread, topic: str) -> dict[int, int]:
@@ -40,7 +32,7 @@ def test_a_leader_stopped_mid_consume_and_mid_produce(kafka_cluster: KafkaCluste
     kafka = pytest.importorskip("kafka")
     bootstrap = kafka_cluster.bootstrap
     topic = group = "gw-failover"
-    create_topic(bootstrap, topic, PARTITIONS, replication_factor=3)
+    _create(bootstrap, topic, PARTITIONS)
     produce_records(bootstrap, topic, [(i % PARTITIONS, b"%d" % i, b"x" * 300, None, None)
                                        for i in range(TOTAL)], "snappy")
     gateway = GatewayThread(bootstrap, metadata_max_age_ms=2000)
@@ -108,7 +100,7 @@ def test_every_partition_is_routed_to_its_own_leader(kafka_cluster: KafkaCluster
     from tests.serve.wire import WireClient
 
     bootstrap = kafka_cluster.bootstrap
-    create_topic(bootstrap, "gw-spread", 6, replication_factor=3)
+    _create(bootstrap, "gw-spread", 6)
     produce_records(bootstrap, "gw-spread", [(p, b"k%d" % p, b"v", None, None) for p in range(6)])
     gateway = GatewayThread(bootstrap)
     try:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka_broker import KafkaCluster, create_topic, produce_records
+from kafka_broker import KafkaCluster, produce_records
 
 from lazyconv.protocol import find_coordinator
 from tests.gateway.clients import BY_ID, Driver
-from tests.gateway.conftest import GatewayThread
+from tests.gateway.conftest import GatewayThread, create_topic_retrying
 from tests.interop.checks import received
 from tests.interop.clients import BY_ID as MODERN
 from tests.interop.harness import Events, stop_members
@@ -64,7 +64,7 @@ def _require(tools: OldClientTools, driver: Driver) -> None:
 
 def _topic(bootstrap: str, name: str) -> dict[tuple[str, int], list[tuple]]:
     """A 4-partition topic written by a modern producer: (offset, key, value) per partition."""
-    create_topic(bootstrap, name, PARTITIONS, replication_factor=3)
+    create_topic_retrying(bootstrap, name, PARTITIONS, replication_factor=3)
     rows = [(p, f"k{p}-{i}".encode(), f"v{p}-{i}".encode(), 1_700_000_000_000 + i, None)
             for p in range(PARTITIONS) for i in range(PER_PARTITION)]
     offsets = produce_records(bootstrap, name, rows, "gzip")

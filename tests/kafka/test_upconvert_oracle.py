@@ -108,7 +108,14 @@ class RawClient:
             {"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
         if version >= 3:
             body["transactional_id"] = None
-        return self.call(produce.SPEC, version, body)["responses"][0]["partition_responses"][0]
+        for _ in range(100):
+            answer = self.call(produce.SPEC, version, body)["responses"][0]["partition_responses"][0]
+            # NOT_LEADER_OR_FOLLOWER: the new topic's leader, already in Metadata, is not yet
+            # leading (a loaded machine); it is never the answer to the data itself
+            if answer["error_code"] != 6:
+                return answer
+            time.sleep(0.1)
+        return answer
 
     def fetch(self, topic: str, offset: int) -> bytes:
         body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24, "isolation_level": 0,
