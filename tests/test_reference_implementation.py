@@ -1,12 +1,12 @@
-"""The pure-Python reference passes the whole suite too (Spark and interop tests aside).
+"""The pure-Python reference passes the whole suite too (Spark, interop and kafka tests aside).
 
 The suite runs on whichever implementation was imported (the compiled kernel when it was built).
 This test runs every other test once more in a child process with ``LAZYCONV_NO_EXTENSIONS=1``,
 so that one ``pytest`` covers both implementations; the differential tests in
 ``tests/records/test_kernel*.py`` and ``tests/records/test_digest.py`` compare the two directly.
-Left out of the second pass: the ``spark`` and ``interop`` tests (minutes each, and the code
-they drive, the per-segment functions and the server, is covered by the non-Spark tests in this
-pass), the kernel's own tests that skip themselves without it, and, when CI runs them on the
+Left out of the second pass: the ``spark``, ``interop`` and ``kafka`` tests (minutes each, with
+JVMs and real clients; the code they drive, the per-segment functions, the server and the
+gateway, is covered by the other tests in this pass), the kernel's own tests that skip themselves without it, and, when CI runs them on the
 pure-Python reference itself (``.ci/run`` names them in ``LAZYCONV_PURE_PASS_TESTS``), the records,
 protocol, conversion and lazy-send tests.
 """
@@ -34,7 +34,7 @@ def test_pure_python_reference_passes_the_suite(tmp_path: Path) -> None:
     run_by_ci = os.environ.get("LAZYCONV_PURE_PASS_TESTS", "").split()  # .ci/run's own pure pass
     ignored = [f"--ignore={path}" for pattern in run_by_ci for path in sorted(glob.glob(pattern, root_dir=REPO))]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not spark and not interop",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not spark and not interop and not kafka",
          "--deselect", THIS_TEST, *ignored, f"--basetemp={tmp_path / 'pure'}", "tests"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1500,
     )
