@@ -203,7 +203,7 @@ def build_listener_specs(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from lazyconv.logdir.directory import LogDirectory
     from lazyconv.logdir.partition import LogConfig
-    from lazyconv.net import ConnectionLimits, KafkaServer
+    from lazyconv.net import ConnectionLimits, ConversionWorkers, KafkaServer
     from lazyconv.net.limits import tune_allocator
     from lazyconv.serve.broker import Broker, Listener
 
@@ -224,8 +224,12 @@ def run(args: argparse.Namespace) -> int:
     Broker(logdir, [Listener(0, args.host, args.port)], chunk_size=args.chunk_size,
            max_fetch_version=args.max_fetch_version, group_config=group_config)
 
+    # One pool, a thread per core, for the connections' conversion steps and the planning of
+    # the fetches that convert.
+    workers = ConversionWorkers()
+
     def make_broker(listeners):
-        return Broker(logdir, listeners, chunk_size=args.chunk_size,
+        return Broker(logdir, listeners, chunk_size=args.chunk_size, workers=workers,
                       downconversion_enable=not args.no_downconversion, topic_configs=topic_configs,
                       max_fetch_version=args.max_fetch_version, group_config=group_config,
                       max_open_segments=args.max_open_segment_files,
@@ -255,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop, sig)
         server = KafkaServer(make_broker, specs, send_buffer_bytes=args.socket_send_buffer,
-                             limits=limits)
+                             limits=limits, workers=workers)
         await server.start()
         topics = logdir.topics()
         for listener in server.listeners:

@@ -38,11 +38,19 @@ class ConversionWorkers:
             raise ValueError(f"a conversion pool needs at least one thread, got {self.threads}")
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
-    async def run(self, fn: Callable[..., T], *args: object) -> T:
-        """``fn(*args)`` on a worker; the caller's task waits for it."""
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, "lazyconv-convert")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return self._pool
+
+    async def run(self, fn: Callable[..., T], *args: object) -> T:
+        """``fn(*args)`` on a worker; the caller's task waits for it."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor(), fn, *args)
+
+    def submit(self, fn: Callable[..., T], *args: object) -> concurrent.futures.Future[T]:
+        """``fn(*args)`` on a worker, as a future (for callers that must release what ``fn``
+        returns when they stop waiting for it)."""
+        return self._executor().submit(fn, *args)
 
     def close(self) -> None:
         """Stop the threads: steps not started are dropped (their connections are gone), the

@@ -27,6 +27,7 @@ from lazyconv.errors import ConfigurationError, RemoteProtocolError, StorageErro
 from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 from lazyconv.logdir.directory import LogDirectory
 from lazyconv.logdir.partition import PartitionLog
+from lazyconv.net.workers import ConversionWorkers
 from lazyconv.protocol import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -118,13 +119,15 @@ class Broker:
         max_open_segments: int = DEFAULT_MAX_OPEN_SEGMENTS,
         max_partitions_per_request: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST,
         max_decompressed_batch: int = DEFAULT_MAX_DECOMPRESSED_BATCH,
+        workers: ConversionWorkers | None = None,
     ) -> None:
         """``group_config``: the coordinator's session limits and initial rebalance delay;
         ``offsets_in_memory``: do not persist committed offsets under the log directory;
         ``max_open_segments``: segment files kept open for reuse (the shared cache's size);
         ``max_partitions_per_request``: a Fetch naming more closes the connection;
         ``max_decompressed_batch``: the largest batch payload down-conversion inflates, and so
-        the largest one Produce accepts (MESSAGE_TOO_LARGE beyond it)."""
+        the largest one Produce accepts (MESSAGE_TOO_LARGE beyond it); ``workers``: the
+        server's conversion worker pool, where converting fetches are also planned."""
         if not listeners:
             raise ValueError("a broker needs at least one listener")
         self.logdir = logdir
@@ -154,7 +157,7 @@ class Broker:
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
         self.segment_files = SegmentFileCache(max_open_segments)
         self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config, self.segment_files,
-                                   max_partitions_per_request, max_decompressed_batch)
+                                   max_partitions_per_request, max_decompressed_batch, workers)
         store = OffsetStore(None if offsets_in_memory else logdir.root)
         self.producer_states = ProducerStates()
         # One bound for both paths: Produce refuses a batch that Fetch could not down-convert.

@@ -21,6 +21,7 @@ from lazyconv.errors import RecordsError, RemoteProtocolError
 from lazyconv.lazy import LazyDownConvertedRecords
 from lazyconv.logdir.directory import LogDirectory
 from lazyconv.logdir.partition import OffsetOutOfRange, PartitionLog, Region
+from lazyconv.net.workers import ConversionWorkers
 from lazyconv.protocol.decision import (
     FetchBudget,
     broker_partition_response,
@@ -119,15 +120,18 @@ class FetchHandler:
                  topic_config: Callable[[str], TopicConfig],
                  segment_files: SegmentFileCache | None = None,
                  max_partitions: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST,
-                 max_decompressed_batch: int = DEFAULT_MAX_DECOMPRESSED_BATCH) -> None:
+                 max_decompressed_batch: int = DEFAULT_MAX_DECOMPRESSED_BATCH,
+                 workers: ConversionWorkers | None = None) -> None:
         """``segment_files``: the shared cache of open segment files (a private one if None);
         ``max_partitions``: the most partitions one Fetch may name; ``max_decompressed_batch``:
-        the largest decompressed batch payload down-conversion inflates."""
+        the largest decompressed batch payload down-conversion inflates; ``workers``: the
+        conversion worker pool, where fetches that convert are planned (None: on the loop)."""
         self.logdir = logdir
         self.segment_files = segment_files or SegmentFileCache()
         self.max_partitions = max_partitions
         self.max_decompressed_batch = max_decompressed_batch
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.workers = workers
         self._closing = False  # set by close(): fetches being planned stop at their next step
         self.stats = stats
         self.chunk_size = chunk_size
@@ -161,12 +165,17 @@ class FetchHandler:
             pool.shutdown(wait=True, cancel_futures=True)
 
     async def off_loop(self, fn: Callable[..., Any], *args: Any,
-                        cleanup: Callable[[Any], None] | None = None) -> Any:
-        """``fn(*args)`` on the fetch thread pool; if the caller is cancelled meanwhile (its
-        client went away), ``cleanup`` releases what ``fn`` returns once it is done."""
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(FETCH_THREADS, "lazyconv-fetch")
-        future = self._pool.submit(fn, *args)
+                        cleanup: Callable[[Any], None] | None = None,
+                        on_workers: bool = False) -> Any:
+        """``fn(*args)`` on the fetch thread pool (``on_workers``: on the conversion worker
+        pool); if the caller is cancelled meanwhile (its client went away), ``cleanup`` releases
+        what ``fn`` returns once it is done."""
+        if on_workers and self.workers is not None:
+            future = self.workers.submit(fn, *args)
+        else:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(FETCH_THREADS, "lazyconv-fetch")
+            future = self._pool.submit(fn, *args)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -191,6 +200,11 @@ class FetchHandler:
         large = len(body) >= OFF_LOOP_BYTES
         request = await self.off_loop(self._decode, version, body) if large else self._decode(version, body)
         large = large or request["partition_count"] >= OFF_LOOP_PARTITIONS
+        # Fetch v0-3 reads magic 0/1, so every v2 batch it reaches is converted, the first of
+        # each partition while the fetch is planned (that fixes the response's size): such a
+        # fetch is planned and sized on the conversion workers, leaving the loop to move bytes.
+        # A many-partition fetch stays on the fetch thread, which hands the GIL back as it goes.
+        converting = not large and self.workers is not None and version <= 3
         session_epoch = request.get("session_epoch", -1)
         session_id = request.get("session_id", 0)
         if version >= 7 and session_epoch not in (-1, 0):
@@ -201,8 +215,9 @@ class FetchHandler:
         min_bytes = request.get("min_bytes", 0)
         deadline = time.monotonic() + max(0, request.get("max_wait_ms", 0)) / 1000
         while True:
-            if large:
-                plan = await self.off_loop(self._plan_fetch, version, request, cleanup=_FetchPlan.close)
+            if large or converting:
+                plan = await self.off_loop(self._plan_fetch, version, request, cleanup=_FetchPlan.close,
+                                           on_workers=converting)
             else:
                 plan = self._plan_fetch(version, request)
             if plan.bytes_read >= min(min_bytes, plan.limit) or time.monotonic() >= deadline:
@@ -214,10 +229,10 @@ class FetchHandler:
         self.stats.zero_copy_partitions += plan.zero_copy
         self.stats.partial_tail_responses += plan.partial_tails
         try:
-            if large:  # sizing 100k partitions takes a while too
+            if large or (converting and plan.converted):  # sizing takes a while too
                 response: Response = await self.off_loop(
                     self._fetch_response, version, correlation_id, 0, plan.topics, plan.resources,
-                    cleanup=Response.close)
+                    cleanup=Response.close, on_workers=converting)
             else:
                 response = self._fetch_response(version, correlation_id, 0, plan.topics,
                                                 plan.resources)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lazyconv.net.workers import ConversionWorkers
 from lazyconv.serve import Broker, KafkaServer, ListenerSpec, LogDirectory
 
 
@@ -21,7 +22,9 @@ class ServerThread:
         self.logdir = LogDirectory(logdir, log_config)
         specs = [ListenerSpec("127.0.0.1", 0, produce_delays[i] if i < len(produce_delays) else 0)
                  for i in range(listeners)]
-        self.server = KafkaServer(lambda ls: Broker(self.logdir, ls, **broker_kwargs), specs,
+        # one pool for the conversion steps and the planning of converting fetches, as the CLI
+        workers = workers if workers is not None else ConversionWorkers()
+        self.server = KafkaServer(lambda ls: Broker(self.logdir, ls, workers=workers, **broker_kwargs), specs,
                                   max_request_size=max_request_size, limits=limits,
                                   workers=workers)
         self.loop = asyncio.new_event_loop()

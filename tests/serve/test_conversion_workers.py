@@ -1,9 +1,10 @@
-"""Converting Fetch responses are written on the conversion worker pool (lazyconv/net/workers.py),
-zero-copy ones on the event loop; several connections convert at once; one connection's
+"""Converting Fetch responses are planned and written on the conversion worker pool
+(lazyconv/net/workers.py), zero-copy ones on the event loop; several connections convert at once; one connection's
 responses still come back whole and in request order (issue 23, conversion on every core)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import socket
 import struct
 import threading
@@ -28,6 +29,7 @@ class RecordingWorkers(ConversionWorkers):
     def __init__(self, threads: int) -> None:
         super().__init__(threads)
         self.steps: list[tuple[str, float, float]] = []
+        self.submitted: list[tuple[str, str]] = []  # (thread, function) of work handed over
         self._lock = threading.Lock()
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
@@ -40,6 +42,14 @@ class RecordingWorkers(ConversionWorkers):
                     self.steps.append((threading.current_thread().name, started, time.perf_counter()))
 
         return await super().run(timed, *args)
+
+    def submit(self, fn: Callable[..., T], *args: object) -> concurrent.futures.Future[T]:
+        def noted(*inner: Any) -> T:
+            with self._lock:
+                self.submitted.append((threading.current_thread().name, getattr(fn, "__name__", "")))
+            return fn(*inner)
+
+        return super().submit(noted, *args)
 
     def most_at_once(self) -> int:
         """The most steps that were running at the same moment."""
@@ -70,7 +80,7 @@ def fetched(frame: bytes, version: int) -> tuple[str, int, list[int]]:
     return topic["topic"], batches[0].magic, [r.offset for b in batches for r in b]
 
 
-def test_converting_responses_are_written_on_the_pool_and_zero_copy_ones_are_not(serve_logdir, tmp_path):
+def test_converting_fetches_are_planned_and_written_on_the_pool_zero_copy_ones_are_not(serve_logdir, tmp_path):
     count = big_log(tmp_path, batches=20, records=100, value=600)
     workers = RecordingWorkers(2)
     server = serve_logdir(tmp_path, workers=workers)
@@ -86,6 +96,10 @@ def test_converting_responses_are_written_on_the_pool_and_zero_copy_ones_are_not
         assert offsets == list(range(len(offsets))) and len(offsets) > count * 3 // 4
     assert workers.steps
     assert {name.split("_")[0] for name, _, _ in workers.steps} == {"lazyconv-convert"}
+    # the converting fetch was also planned and sized there (its first batch converted), the
+    # zero-copy one on the loop
+    assert [fn for _, fn in workers.submitted] == ["_plan_fetch", "_fetch_response"]
+    assert {name.split("_")[0] for name, _ in workers.submitted} == {"lazyconv-convert"}
 
 
 def test_connections_convert_at_once_and_each_keeps_its_order(serve_logdir, tmp_path):
