@@ -629,7 +629,9 @@ def _legacy_offsets_before(plog: PartitionLog, timestamp: int, max_num_offsets: 
         except OSError:
             modified = 0
         points.append((max(segment.base_offset, start), modified))
-    if plog.segments and plog.segments[-1].scanned_bytes > 0:
+    if not points:  # no segment file yet: Kafka's log always has an (empty) active segment
+        points.append((start, int(time.time() * 1000)))
+    elif plog.segments[-1].scanned_bytes > 0:
         points.append((plog.high_watermark, int(time.time() * 1000)))
     if timestamp == list_offsets.LATEST_TIMESTAMP:
         index = len(points) - 1
