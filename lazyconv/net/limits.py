@@ -33,10 +33,10 @@ request only after answering the previous one, so it holds at most one reservati
   never overtaken by a later one, so a stream of medium requests cannot starve a big one);
 - *fair share*: while a large request waits for room, each of the *n* connections holding or
   waiting for large room is entitled to (*C* minus the slice) / *n*. A connection holding more
-  than that whose request has received no byte for ``request_stall_ms`` is closed and its
-  reservation given back (it was stalled, so nothing it sent was answered; a client retries on
-  a new connection). Requests within their share, and requests whose bytes keep arriving, are
-  never cut; a stalled request nobody waits behind keeps its room until
+  than that whose request, not yet read whole, has received no byte for ``request_stall_ms`` is
+  closed and its reservation given back (it was stalled, so nothing it sent was answered; a client retries on
+  a new connection). Requests within their share, requests whose bytes keep arriving and
+  requests read whole and being answered (an append, an fsync) are never cut; a stalled request nobody waits behind keeps its room until
   ``request_read_timeout_ms``.
 
 So two clients that send 95 MiB of a 100 MiB request each and stop can delay another large
@@ -112,10 +112,15 @@ class Reservation:
     last_progress: float = field(default_factory=time.monotonic)
     reclaimed: bool = False
     released: bool = False
+    reading: bool = True  # False once the whole request arrived (it is being answered)
 
     def progressed(self) -> None:
         """Bytes of the request arrived: it is not stalled."""
         self.last_progress = time.monotonic()
+
+    def read(self) -> None:
+        """The whole request arrived: from now on it is being answered, never stalled."""
+        self.reading = False
 
 
 @dataclass(eq=False)
@@ -262,7 +267,8 @@ class RequestMemoryPool:
         share = self.fair_share()
         now = time.monotonic()
         stalled = sorted((h for h in self._holders
-                          if not h.reclaimed and h.size > share and now - h.last_progress >= self.stall_s),
+                          if h.reading and not h.reclaimed and h.size > share
+                          and now - h.last_progress >= self.stall_s),
                          key=lambda h: (-h.size, h.last_progress))
         for holder in stalled:
             if lacking <= 0:

@@ -211,6 +211,7 @@ class KafkaServer:
                 large = large or size > _LARGE_REQUEST
                 try:
                     frame = await _recv_within(loop, conn, size, read_timeout, reservation)
+                    reservation.read()  # answering it (a Produce's append, an fsync) is no stall
                     try:
                         if session is None:
                             response = await self.broker.handle(frame, listener, _host_of(peer))

@@ -104,6 +104,21 @@ def test_holders_within_their_share_or_still_receiving_keep_their_room():
     asyncio.run(main())
 
 
+def test_a_request_being_answered_is_never_reclaimed():
+    """A 600-byte request read whole and being answered (a Produce waiting for its append or
+    an fsync) receives no bytes, but it is not stalled."""
+    async def main() -> None:
+        pool = RequestMemoryPool(1000, max_request_size=600, small_request_bytes=10, stall_s=0.05)
+        answering = await pool.reserve(600, 1)
+        assert answering is not None
+        answering.read()
+        assert await pool.reserve(500, 0.4) is None  # waits for room the whole time
+        assert not answering.reclaimed and pool.reclaimed == 0
+        pool.release(answering)
+
+    asyncio.run(main())
+
+
 def test_a_waiter_that_gives_up_holds_nothing():
     async def main() -> None:
         pool = RequestMemoryPool(1000, max_request_size=600, small_request_bytes=10)
