@@ -53,12 +53,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lazyconv.gateway import Gateway
+    from lazyconv.net.limits import tune_allocator
 
     gateway = Gateway(args.upstream, host=args.host, port=args.port,
                       advertised_host=args.advertised_host, chunk_size=args.chunk_size,
                       upstream_fetch_max_bytes=args.upstream_fetch_max_bytes,
                       request_timeout_ms=args.request_timeout_ms,
                       metadata_max_age_ms=args.metadata_max_age_ms, workers=args.workers)
+    tune_allocator()  # chunk-sized buffers stay in the heap, as for serve
     stopped_by: list[str] = []
 
     async def main() -> None:
