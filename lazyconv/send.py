@@ -318,7 +318,19 @@ class SequenceSend(Send):
                 self._on_child_done(child)
             elif n == 0:
                 break  # the channel would block
+        if self._written >= self._size:
+            self._release_children()
         return total
+
+    def _release_children(self) -> None:
+        """Drop the iterator of children once all bytes are written: a generator whose frame
+        refers back to this send (FetchResponseSend's) would otherwise keep both, and whatever
+        the generator holds (a whole upstream response in the gateway), alive until Python's
+        cyclic collector runs."""
+        children, self._iter = self._iter, iter(())
+        close = getattr(children, "close", None)
+        if close is not None:
+            close()
 
     def _on_child_done(self, child: Send) -> None:
         """Called once per child as soon as it has written all its bytes (subclass hook)."""

@@ -148,3 +148,33 @@ def test_write_to_channel_runs_no_runtime_protocol_check() -> None:
         sys.setprofile(None)
     assert writer.data == b"abcdef" and sender.data == b"abc"
     assert not [name for name in called if name.endswith("typing.py")], called
+
+
+def test_a_completed_sequence_releases_its_children_without_the_cyclic_collector() -> None:
+    """A FetchResponse's send refers to its parts' generator, whose frame refers back to the
+    send: once completed, the send drops the generator, so what it held (the records) is freed
+    by reference counting alone (the gateway held every sent upstream response until gc ran)."""
+    import gc
+    import io
+    import weakref
+
+    from lazyconv.protocol.fetch import FetchResponse
+
+    class Records(bytearray):
+        pass
+
+    records = Records(b"x" * 1000)
+    alive = weakref.ref(records)
+    body = {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "error_code": 0, "high_watermark": 1, "records": records}]}]}
+    send = FetchResponse(4, body).to_send(1)
+    del records, body
+    gc.disable()
+    try:
+        sink = io.BytesIO()
+        while not send.completed:
+            send.write_to(sink)
+        del send
+        assert alive() is None
+    finally:
+        gc.enable()
