@@ -13,6 +13,7 @@ import argparse
 import importlib
 import os
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +223,36 @@ def check_complete(records: Any, *, strict: bool, what: str) -> None:
     if strict:
         raise TruncatedDataError(f"{message} (--strict)", end)
     logging.getLogger("lazyconv.cli").warning("%s (at byte %d, skipped)", message, end)
+
+
+def run_until_stopped(main: Callable[[], Awaitable[None]]) -> str:
+    """Run the server coroutine ``main()`` until SIGINT or SIGTERM (what Ctrl-C, systemd and
+    Docker send) cancels it, so its ``finally`` blocks shut it down cleanly; returns the name
+    of the signal that stopped it ("interrupted" when it ended otherwise)."""
+    import asyncio
+    import contextlib
+    import signal
+
+    stopped_by: list[str] = []
+
+    async def guarded() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop(sig: signal.Signals) -> None:
+            if not stopped_by:
+                stopped_by.append(sig.name)
+                task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop, sig)
+        await main()
+
+    try:
+        asyncio.run(guarded())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass
+    return stopped_by[0] if stopped_by else "interrupted"
+

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import logging
-import signal
 import sys
 
-from lazyconv.commands._common import parse_size, port_number
+from lazyconv.commands._common import parse_size, port_number, run_until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -61,20 +58,8 @@ def run(args: argparse.Namespace) -> int:
                       request_timeout_ms=args.request_timeout_ms,
                       metadata_max_age_ms=args.metadata_max_age_ms, workers=args.workers)
     tune_allocator()  # chunk-sized buffers stay in the heap, as for serve
-    stopped_by: list[str] = []
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-
-        def stop(sig: signal.Signals) -> None:
-            stopped_by.append(sig.name)
-            task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop, sig)
         await gateway.start()
         listener = gateway.listener
         # One line on stdout, so scripts can wait for it and read the port.
@@ -85,9 +70,5 @@ def run(args: argparse.Namespace) -> int:
         finally:
             await gateway.close()
 
-    try:
-        asyncio.run(main())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        pass
-    print(f"gateway stopped ({stopped_by[0] if stopped_by else 'interrupted'})", file=sys.stderr)
+    print(f"gateway stopped ({run_until_stopped(main)})", file=sys.stderr)
     return 0

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import logging
 import re
-import signal
 import sys
 
-from lazyconv.commands._common import input_dir, parse_size, port_number
+from lazyconv.commands._common import input_dir, parse_size, port_number, run_until_stopped
 from lazyconv.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -242,22 +239,8 @@ def run(args: argparse.Namespace) -> int:
     # Converted chunks stay in the heap instead of being mapped and faulted in again each time.
     tune_allocator()
 
-    stopped_by: list[str] = []
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-
-        def stop(sig: signal.Signals) -> None:
-            # systemd and Docker stop with SIGTERM: end as cleanly as after Ctrl-C
-            if not stopped_by:
-                stopped_by.append(sig.name)
-                task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop, sig)
         server = KafkaServer(make_broker, specs, send_buffer_bytes=args.socket_send_buffer,
                              limits=limits, workers=workers)
         await server.start()
@@ -273,9 +256,6 @@ def run(args: argparse.Namespace) -> int:
             # half-appended), then the broker flushes the log, snapshots and recovery points
             await server.close()
 
-    try:
-        asyncio.run(main())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        pass
-    print(f"stopped ({stopped_by[0] if stopped_by else 'interrupted'})", file=sys.stderr)
+    # systemd and Docker stop with SIGTERM: it ends as cleanly as after Ctrl-C
+    print(f"stopped ({run_until_stopped(main)})", file=sys.stderr)
     return 0
