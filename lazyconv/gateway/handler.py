@@ -25,14 +25,13 @@ from lazyconv.gateway.fetch_relay import DEFAULT_UPSTREAM_FETCH_MAX_BYTES, Fetch
 from lazyconv.gateway.group_relay import DOWNSTREAM_CAPS, GROUP_APIS, GroupRelay
 from lazyconv.gateway.produce_relay import ProduceRelay
 from lazyconv.gateway.upstream import UpstreamCluster, UpstreamSession
-from lazyconv.net.model import Listener, Response
+from lazyconv.net.model import Listener, Response, reply
 from lazyconv.net.workers import ConversionWorkers
 from lazyconv.protocol import api_versions, fetch, find_coordinator, list_offsets, metadata, produce
 from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.error_codes import ErrorCode
-from lazyconv.protocol.headers import decode_request_header, encode_response_header
+from lazyconv.protocol.headers import decode_request_header
 from lazyconv.protocol.primitives import Reader
-from lazyconv.send import BytesSend
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +102,7 @@ class GatewayHandler:
             if api_key == api_versions.API_KEY:
                 header = decode_request_header(reader, 1)
                 fallback = api_versions.unsupported_version_response(self.api_version_table())
-                return _reply(header["correlation_id"], 0, fallback)
+                return reply(header["correlation_id"], 0, fallback)
             raise RemoteProtocolError(f"unsupported version {version} of {spec.name} (the gateway speaks "
                                 f"{spec.min_version}-{self.max_versions[api_key]})", 2)
         self.request_counts[(api_key, version)] += 1
@@ -129,7 +128,7 @@ class GatewayHandler:
             answer = await self.groups.relay(session, spec, version, request)
         else:
             answer = {"error_code": 0, "api_keys": self.api_version_table(), "throttle_time_ms": 0}
-        return _reply(correlation_id, spec.response_header_version(version),
+        return reply(correlation_id, spec.response_header_version(version),
                       spec.encode_response(version, answer))
 
     # -- Metadata -------------------------------------------------------------------------
@@ -250,8 +249,3 @@ class GatewayHandler:
                 topics_out.append({"name": name, "partitions": []})
             topics_out[-1]["partitions"].append(entry)
         return {"throttle_time_ms": 0, "topics": topics_out}
-
-
-def _reply(correlation_id: int, header_version: int, body: bytes) -> Response:
-    header = encode_response_header(header_version, correlation_id)
-    return Response(BytesSend((len(header) + len(body)).to_bytes(4, "big") + header + body))

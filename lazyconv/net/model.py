@@ -13,11 +13,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from lazyconv.send import Send
+from lazyconv.protocol.headers import encode_response_header
+from lazyconv.send import BytesSend, Send
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Listener", "Response", "RequestHandler"]
+__all__ = ["Listener", "Response", "RequestHandler", "reply"]
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,10 @@ class RequestHandler(Protocol):
         """Answer one request frame (header + body); ``None`` when no response is due
         (acks=0 Produce). Raises a :class:`~lazyconv.errors.LazyconvError` for a request that
         must close the connection."""
+
+
+def reply(correlation_id: int, header_version: int, body: bytes) -> Response:
+    """A whole response in memory: size, response header of ``header_version``, ``body``."""
+    header = encode_response_header(header_version, correlation_id)
+    return Response(BytesSend((len(header) + len(body)).to_bytes(4, "big") + header + body))
+

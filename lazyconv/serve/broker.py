@@ -27,6 +27,7 @@ from lazyconv.errors import ConfigurationError, RemoteProtocolError, StorageErro
 from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 from lazyconv.logdir.directory import LogDirectory
 from lazyconv.logdir.partition import PartitionLog
+from lazyconv.net.model import reply
 from lazyconv.net.workers import ConversionWorkers
 from lazyconv.protocol import (
     add_offsets_to_txn,
@@ -51,12 +52,11 @@ from lazyconv.protocol import (
 from lazyconv.protocol import fetch as fetch_api
 from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.error_codes import ErrorCode
-from lazyconv.protocol.headers import decode_request_header, encode_response_header
+from lazyconv.protocol.headers import decode_request_header
 from lazyconv.protocol.primitives import Reader
 from lazyconv.protocol.registry import ALL_APIS, api_versions_table
 from lazyconv.records import ControlRecordType, RecordsBuilder
 from lazyconv.records.control import control_key, end_txn_marker_value
-from lazyconv.send import BytesSend
 from lazyconv.serve.append_validation import AppendConfig, validate_produce
 from lazyconv.serve.fetch_handler import (
     DEFAULT_MAX_DECOMPRESSED_BATCH,
@@ -232,7 +232,7 @@ class Broker:
             if api_key == api_versions.API_KEY:
                 header = decode_request_header(reader, 1)  # the body is unknown: not read
                 fallback = api_versions.unsupported_version_response(self.api_version_table())
-                return self._reply(header["correlation_id"], 0, fallback)
+                return reply(header["correlation_id"], 0, fallback)
             raise RemoteProtocolError(
                 f"unsupported version {version} of {spec.name} (key {api_key}; this server speaks "
                 f"{low}-{high})",
@@ -270,13 +270,8 @@ class Broker:
             if inspect.isawaitable(answer):
                 answer = await answer
         encoded = spec.encode_response(version, answer)
-        return self._reply(correlation_id, spec.response_header_version(version), encoded)
+        return reply(correlation_id, spec.response_header_version(version), encoded)
 
-    @staticmethod
-    def _reply(correlation_id: int, header_version: int, body: bytes) -> Response:
-        header = encode_response_header(header_version, correlation_id)
-        payload = len(header) + len(body)
-        return Response(BytesSend(payload.to_bytes(4, "big") + header + body))
 
     def api_version_table(self) -> list[dict[str, int]]:
         """ApiVersions' list: the registry's table (Fetch possibly capped)."""
