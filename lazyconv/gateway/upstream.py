@@ -289,6 +289,7 @@ class UpstreamCluster:
         self.cluster_id: str | None = None
         self.controller_id = -1
         self.topics: dict[str, TopicInfo] = {}
+        self._names_by_id: dict[uuid.UUID, str] = {}  # Fetch v13+ names topics by id
         self._control: UpstreamConnection | None = None
         self._lock = asyncio.Lock()
         self._all_topics_at = 0.0
@@ -357,10 +358,12 @@ class UpstreamCluster:
                     p["partition_index"], p["leader_id"], p.get("leader_epoch", -1),
                     p["error_code"], list(p["replica_nodes"]), list(p["isr_nodes"]))
             self.topics[name] = info
+            if info.topic_id != ZERO_UUID:
+                self._names_by_id[info.topic_id] = name
         if every_topic:
             for name in list(self.topics):
                 if name not in seen:
-                    del self.topics[name]
+                    self._names_by_id.pop(self.topics.pop(name).topic_id, None)
             self._all_topics_at = now
 
     def _fresh(self, name: str) -> bool:
@@ -389,10 +392,10 @@ class UpstreamCluster:
         return part.leader
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        for info in self.topics.values():
-            if info.topic_id == topic_id:
-                return info.name
-        return None
+        """The name of the topic with ``topic_id`` in the cache (``None`` if unknown)."""
+        name = self._names_by_id.get(topic_id)
+        info = self.topics.get(name) if name is not None else None
+        return name if info is not None and info.topic_id == topic_id else None  # not a stale id
 
     def invalidate(self, topic: str | None = None) -> None:
         """Forget a topic's metadata (or all of it): the next use asks the cluster again."""
