@@ -1,5 +1,5 @@
 """What the benchmarks against real Kafka brokers share (bench/gateway_vs_kafka.py,
-bench/serve_vs_kafka_cores.py): the topics they read, the raw old-consumer client, lazyconv
+bench/serve_vs_kafka.py): the topics they read, the raw old-consumer client, lazyconv
 server processes, and how CPU and RSS are measured.
 
 - **data**: ``--size`` of 1 KiB JSON-like values (16-byte keys) written into a broker by a

@@ -1,13 +1,14 @@
-"""``lazyconv serve`` against Kafka 3.9's own down-conversion on the same log files, with 8
-concurrent old consumers: does serve use every core?
+"""``lazyconv serve`` against Kafka 3.9 on the same log files, read by raw Fetch clients of
+several versions, one and several at a time: throughput, cores, CPU per GiB and memory.
 
 The topics are written by a real Kafka 3.9 broker (confluent-kafka producer, 1 KiB values, one
 partition per codec; bench/kafka_bench_common.py); the broker is stopped cleanly and its
 partition folders (and recovery checkpoint) are copied into a log directory for ``lazyconv
 serve``, so both serve byte-identical segment files (checked by hash after the run). Then, one
 server up at a time and alternating which goes first, ``--consumers`` connections each read a
-whole topic from offset 0 with raw Fetch v2 requests (what 0.10.0 consumers send: the records
-are down-converted to magic 1), released together. Per codec and side:
+whole topic from offset 0 with raw Fetch requests of each ``--versions`` (v0: magic 0, what
+0.8–0.9 consumers send; v2: magic 1, 0.10.0–0.10.1; v4: magic 2 as stored, nothing converts),
+released together. Per Fetch version, codec, consumer count and side:
 
 - aggregate throughput: MiB of records (key + value as produced) per second of wall time, all
   consumers together;
@@ -16,16 +17,19 @@ are down-converted to magic 1), released together. Per codec and side:
 - the busiest thread's share of the server's CPU (1/N when N threads share the work evenly);
 - the share of the time the server's threads wanted a CPU that they spent waiting for one in
   the run queue (Linux schedstat): how much other processes held the server back;
-- the cores other processes used meanwhile (the machine's noise).
+- the cores other processes used meanwhile (the machine's noise);
+- the server's peak RSS during the read (sampled every 5 ms), and its RSS when idle before it.
 
 Kafka runs with its default thread counts (``num.network.threads=3``, ``num.io.threads=8``)
 and ``--heap``; serve with its defaults (one conversion worker per core). Every figure is the
 median over ``--rounds``. A read during which other processes used more than
 ``--max-other-cores`` is made again (``--retries``), and the least disturbed one counts; the
-table says how busy the machine still was. Targets (issue 23): serve's throughput >= 1.2x Kafka's, serve uses
-more than 1.2 cores, serve's CPU per GiB <= Kafka's.
+table says how busy the machine still was. Targets (issue 23, for the largest consumer count and
+Fetch v2): serve's throughput >= 1.2x Kafka's, serve uses more than 1.2 cores, serve's CPU per
+GiB <= Kafka's.
 
-    python bench/serve_vs_kafka_cores.py --kafka-dist-3 /path/to/kafka_2.13-3.9.0 --size 128M
+    python bench/serve_vs_kafka.py --kafka-dist-3 /path/to/kafka_2.13-3.9.0 --size 128M \
+        --versions 0,2,4 --consumers 1,8
     # the distribution defaults to $LAZYCONV_KAFKA_DIST_3
 """
 
@@ -56,7 +60,6 @@ from bench.kafka_bench_common import (  # noqa: E402
     GIB,
     LIVE_PROCESSES,
     MIB,
-    OLD_VERSION,
     RECORD_PAYLOAD,
     VALUE_SIZE,
     ConcurrentRead,
@@ -95,6 +98,7 @@ class Measure:
     """One timed read by ``consumers`` connections of one side."""
 
     side: str  # "kafka" or "serve"
+    version: int  # of the Fetch requests
     codec: str
     consumers: int
     round: int
@@ -106,6 +110,7 @@ class Measure:
     client_cpu: float
     other_cpu: float
     server_rss_peak: int
+    server_rss_idle: int
 
     @property
     def payload_gib(self) -> float:
@@ -120,15 +125,15 @@ class Measure:
         return d
 
 
-def timed(side: str, codec: str, port: int, process: psutil.Process, args: argparse.Namespace,
-          consumers: int, count: int, round_: int) -> dict[str, Any]:
+def timed(side: str, version: int, codec: str, port: int, process: psutil.Process,
+          args: argparse.Namespace, consumers: int, count: int, round_: int) -> dict[str, Any]:
     busiest: dict[int, float] = {}
 
     starved: dict[int, float] = {}
 
     def once() -> ConcurrentRead:
         before, sched_before = thread_cpu(process), run_queue_times(process.pid)
-        read = concurrent_reads(port, topic_name(codec), OLD_VERSION, args.fetch_size, count,
+        read = concurrent_reads(port, topic_name(codec), version, args.fetch_size, count,
                                 consumers, {"server": process}, f"bench-{side}", rss_of="server")
         after, sched_after = thread_cpu(process), run_queue_times(process.pid)
         spent = [cpu - before.get(tid, 0.0) for tid, cpu in after.items()]
@@ -140,15 +145,17 @@ def timed(side: str, codec: str, port: int, process: psutil.Process, args: argpa
         starved[id(read)] = waited / (ran + waited) if ran + waited > 0 else float("nan")
         return read
 
-    read, attempts = least_disturbed(once, args.retries, args.max_other_cores, f"{side} {codec}")
+    label = f"{side} v{version} {codec}"
+    read, attempts = least_disturbed(once, args.retries, args.max_other_cores, label)
     if read.errors:
-        raise RuntimeError(f"{side} {codec}: {read.errors[0]!r}") from read.errors[0]
+        raise RuntimeError(f"{label}: {read.errors[0]!r}") from read.errors[0]
     for r in read.results:
         if r.records != count:
-            raise RuntimeError(f"{side} {codec}: a consumer read {r.records} records of {count}")
-    m = Measure(side, codec, consumers, round_, sum(r.records for r in read.results),
+            raise RuntimeError(f"{label}: a consumer read {r.records} records of {count}")
+    m = Measure(side, version, codec, consumers, round_, sum(r.records for r in read.results),
                 sum(r.wire_bytes for r in read.results), sum(r.fetches for r in read.results),
-                read.seconds, read.cpu["server"], read.client_cpu, read.other_cpu, read.rss_peak)
+                read.seconds, read.cpu["server"], read.client_cpu, read.other_cpu, read.rss_peak,
+                read.rss_idle)
     d = m.as_dict()
     d["attempts"] = attempts
     # The share of the server's CPU its busiest thread spent: near 1 when one thread does the
@@ -157,7 +164,7 @@ def timed(side: str, codec: str, port: int, process: psutil.Process, args: argpa
     # Of the time the server's threads wanted a CPU, the share they waited in the run queue for
     # one (Linux schedstat): high when other processes keep the cores busy, whatever the server.
     d["run_queue_wait_share"] = starved[id(read)]
-    print(f"    {side:<5} {codec:<6} x{consumers} {d['mib_s']:8.1f} MiB/s  {d['cores']:4.2f} cores  "
+    print(f"    {side:<5} v{version} {codec:<6} x{consumers} {d['mib_s']:8.1f} MiB/s  {d['cores']:4.2f} cores  "
           f"{d['cpu_s_per_gib']:5.2f} CPU s/GiB  busiest thread {d['busiest_thread_share']:.0%}  "
           f"waiting for a CPU {d['run_queue_wait_share']:.0%}  "
           f"{m.seconds:6.2f} s  others "
@@ -203,12 +210,15 @@ def wait_readable(port: int, codecs: Sequence[str], count: int, timeout: float =
 def one_pass(side: str, port: int, process: psutil.Process, args: argparse.Namespace, count: int,
              round_: int, measures: list[dict[str, Any]]) -> None:
     wait_readable(port, args.codecs, count)
-    for codec in args.codecs:  # warm-up: the JVM's JIT, serve's page cache and imports
-        read_topic(port, topic_name(codec), OLD_VERSION, args.fetch_size,
-                   min(count, args.warm_records), "bench-warm-up")
-    for consumers in args.consumer_counts:
+    for version in args.versions:  # warm-up: the JVM's JIT, serve's page cache and imports
         for codec in args.codecs:
-            measures.append(timed(side, codec, port, process, args, consumers, count, round_))
+            read_topic(port, topic_name(codec), version, args.fetch_size,
+                       min(count, args.warm_records), "bench-warm-up")
+    for version in args.versions:
+        for consumers in args.consumer_counts:
+            for codec in args.codecs:
+                measures.append(timed(side, version, codec, port, process, args, consumers,
+                                      count, round_))
 
 
 def copy_logdir(broker: KafkaBroker, codecs: Sequence[str], target: Path) -> dict[str, str]:
@@ -234,26 +244,35 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+MAGIC_OF_VERSION = {0: 0, 1: 0, 2: 1, 3: 1}  # Fetch v4 and later: magic 2 as stored
+TARGET_VERSION = 2  # the issue's targets are for Fetch v2 (magic 1)
+
+
 def summarize(measures: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     rows = []
-    for consumers in args.consumer_counts:
-        for codec in args.codecs:
-            def pick(side: str, key: str, codec: str = codec, consumers: int = consumers) -> float:
-                return _median([m[key] for m in measures if m["side"] == side
-                                and m["codec"] == codec and m["consumers"] == consumers])
+    for version in args.versions:
+        for consumers in args.consumer_counts:
+            for codec in args.codecs:
+                def pick(side: str, key: str, codec: str = codec, consumers: int = consumers,
+                         version: int = version) -> float:
+                    return _median([m[key] for m in measures if m["side"] == side
+                                    and m["codec"] == codec and m["consumers"] == consumers
+                                    and m["version"] == version])
 
-            row = {"codec": codec, "consumers": consumers}
-            for side in ("kafka", "serve"):
-                for key in ("mib_s", "cores", "cpu_s_per_gib", "other_cores", "busiest_thread_share",
-                            "run_queue_wait_share"):
-                    row[f"{side}_{key}"] = pick(side, key)
-            row["throughput_serve_vs_kafka"] = row["serve_mib_s"] / row["kafka_mib_s"]
-            row["cpu_per_gib_serve_vs_kafka"] = row["serve_cpu_s_per_gib"] / row["kafka_cpu_s_per_gib"]
-            rows.append(row)
+                row: dict[str, Any] = {"version": version, "codec": codec, "consumers": consumers}
+                for side in ("kafka", "serve"):
+                    for key in ("mib_s", "cores", "cpu_s_per_gib", "other_cores",
+                                "busiest_thread_share", "run_queue_wait_share", "server_rss_peak",
+                                "server_rss_idle"):
+                        row[f"{side}_{key}"] = pick(side, key)
+                row["throughput_serve_vs_kafka"] = row["serve_mib_s"] / row["kafka_mib_s"]
+                row["cpu_per_gib_serve_vs_kafka"] = (row["serve_cpu_s_per_gib"]
+                                                     / row["kafka_cpu_s_per_gib"])
+                rows.append(row)
     verdicts = []
     for row in rows:
-        if row["consumers"] != args.consumers:
-            continue  # the targets are for the concurrent consumers
+        if row["consumers"] != max(args.consumer_counts) or row["version"] != TARGET_VERSION:
+            continue  # the targets are for the concurrent old (v2) consumers
         for key, (op, bound) in TARGETS.items():
             value = row[key]
             met = {">=": value >= bound, ">": value > bound, "<=": value <= bound}[op]
@@ -266,23 +285,28 @@ def format_tables(summary: dict[str, Any], versions: dict[str, str], args: argpa
                   count: int) -> str:
     out = [f"# lazyconv serve vs Kafka {versions['kafka']} on the same segment files: "
            f"{args.size // MIB} MiB per topic ({count} records of {VALUE_SIZE} B values), "
-           f"Fetch v{OLD_VERSION} (magic 1), fetch size {args.fetch_size // MIB} MiB, medians of "
-           f"{args.rounds} round(s), {versions['cpus']} cores", ""]
-    out.append("| codec | consumers | Kafka MiB/s | serve MiB/s | × thr | Kafka cores | serve cores "
-               "| Kafka CPU s/GiB | serve CPU s/GiB | busiest thread Kafka / serve | waiting for a CPU "
-               "Kafka / serve | others (cores) Kafka / serve |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+           f"fetch size {args.fetch_size // MIB} MiB, medians of {args.rounds} round(s), "
+           f"{versions['cpus']} cores", ""]
+    out.append("| Fetch | codec | consumers | Kafka MiB/s | serve MiB/s | × thr | Kafka cores "
+               "| serve cores | Kafka CPU s/GiB | serve CPU s/GiB | Kafka RSS MiB | serve RSS MiB "
+               "(idle) | busiest thread Kafka / serve | waiting for a CPU Kafka / serve "
+               "| others (cores) Kafka / serve |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in summary["rows"]:
-        out.append(f"| {r['codec']} | {r['consumers']} | {r['kafka_mib_s']:.1f} | {r['serve_mib_s']:.1f} "
+        magic = MAGIC_OF_VERSION.get(r["version"], 2)
+        out.append(f"| v{r['version']} (magic {magic}) | {r['codec']} | {r['consumers']} "
+                   f"| {r['kafka_mib_s']:.1f} | {r['serve_mib_s']:.1f} "
                    f"| {r['throughput_serve_vs_kafka']:.2f} | {r['kafka_cores']:.2f} | "
                    f"{r['serve_cores']:.2f} | {r['kafka_cpu_s_per_gib']:.2f} | "
-                   f"{r['serve_cpu_s_per_gib']:.2f} | {r['kafka_busiest_thread_share']:.0%} / "
+                   f"{r['serve_cpu_s_per_gib']:.2f} | {r['kafka_server_rss_peak'] / MIB:.0f} | "
+                   f"{r['serve_server_rss_peak'] / MIB:.0f} ({r['serve_server_rss_idle'] / MIB:.0f}) | "
+                   f"{r['kafka_busiest_thread_share']:.0%} / "
                    f"{r['serve_busiest_thread_share']:.0%} | {r['kafka_run_queue_wait_share']:.0%} / "
                    f"{r['serve_run_queue_wait_share']:.0%} | {r['kafka_other_cores']:.2f} / "
                    f"{r['serve_other_cores']:.2f} |")
     missed = [v for v in summary["targets"] if not v["met"]]
-    out += ["", f"targets ({args.consumers} consumers): {len(summary['targets']) - len(missed)} of "
-            f"{len(summary['targets'])} met"]
+    out += ["", f"targets ({max(args.consumer_counts)} consumers, Fetch v{TARGET_VERSION}): "
+            f"{len(summary['targets']) - len(missed)} of {len(summary['targets'])} met"]
     for v in summary["targets"]:
         out.append(f"  {'met   ' if v['met'] else 'MISSED'} {v['codec']} {v['target']} = "
                    f"{v['value']:.2f} (want {v['bound']})")
@@ -290,7 +314,7 @@ def format_tables(summary: dict[str, Any], versions: dict[str, str], args: argpa
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench/serve_vs_kafka_cores.py",
+    p = argparse.ArgumentParser(prog="bench/serve_vs_kafka.py",
                                 description=(__doc__ or "").split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kafka-dist-3", type=Path, default=os.environ.get("LAZYCONV_KAFKA_DIST_3"),
@@ -300,9 +324,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--codecs", default="lz4,none",
                    help=f"comma-separated, of {', '.join(CODECS)} (default lz4,none)")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    p.add_argument("--consumers", type=int, default=8, help="concurrent old consumers (default 8)")
+    p.add_argument("--versions", default="2",
+                   help="comma-separated Fetch versions of the consumers (0, 2 or 4: magic 0, 1, "
+                        "2; default 2)")
+    p.add_argument("--consumers", default="8",
+                   help="comma-separated numbers of concurrent consumers (default 8)")
     p.add_argument("--single", action="store_true",
-                   help="also time one consumer alone (context for the concurrent figures)")
+                   help="also time one consumer alone (the same as adding 1 to --consumers)")
     p.add_argument("--fetch-size", type=parse_size, default=MIB,
                    help="partition max bytes of each Fetch (default 1M, an old consumer's "
                         "max.partition.fetch.bytes)")
@@ -325,9 +353,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     if unknown := set(args.codecs) - set(CODECS):
         p.error(f"unknown codecs: {sorted(unknown)}")
-    if args.rounds < 1 or args.consumers < 1:
+    try:
+        args.versions = [int(v) for v in args.versions.split(",") if v.strip()]
+        counts = {int(c) for c in args.consumers.split(",") if c.strip()}
+    except ValueError:
+        p.error("--versions and --consumers take comma-separated integers")
+    if not args.versions or set(args.versions) - {0, 2, 4}:
+        p.error(f"--versions: each of 0, 2, 4, got {args.versions}")
+    if args.single:
+        counts.add(1)
+    if args.rounds < 1 or not counts or min(counts) < 1:
         p.error("--rounds and --consumers must be at least 1")
-    args.consumer_counts = sorted({1, args.consumers}) if args.single else [args.consumers]
+    args.consumer_counts = sorted(counts)
     args.warm_records = max(1, min(args.size, 64 * MIB) // RECORD_PAYLOAD)
     return args
 
