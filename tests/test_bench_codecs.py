@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lazyconv.benchmarks import codecs as bench_codecs
+from bench import codecs as bench_codecs
 
 
 @pytest.fixture(scope="module")

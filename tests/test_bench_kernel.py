@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from lazyconv.benchmarks import decode, fuzz_kernel, lazy_sink, lz4_overhead
+from bench import decode, fuzz_kernel, lazy_sink, lz4_overhead
 from lazyconv.records import _impl
 
 
 def test_decode_benchmark_counts_the_same_records(capsys: pytest.CaptureFixture[str]) -> None:
-    from lazyconv.benchmarks._common import make_v2_batches
+    from bench.bench_common import make_v2_batches
 
     data = make_v2_batches(30_000, 100)
     assert decode.lazyconv_decode(data) == decode.aiokafka_decode(data) > 0

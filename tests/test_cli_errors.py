@@ -126,8 +126,6 @@ def _cases(f: dict[str, Path], tmp: Path) -> Iterator[tuple[str, list[str], int,
     yield "fixtures generate", ["fixtures", "generate", folder, "--size", "1M",
                                 "--partitions", "0"], USAGE, "--partitions"
 
-    yield "bench", ["bench", "nothing"], USAGE, "invalid choice"
-
 
 class _FileNames(dict):  # type: ignore[type-arg]
     """Any key gives a Path of that name: the cases can be listed at collection time."""
@@ -167,8 +165,6 @@ def test_busy_port(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -
     [
         (["simulate", "partitioner", "--records", "10"], "matplotlib", "plot",
          "simulate partitioner"),
-        (["bench", "peers", "--quick"], "kafka", "bench", "bench"),
-        (["bench", "chunk-sizes", "--quick"], "matplotlib", "plot", "bench"),
     ],
 )
 def test_missing_extra_names_the_pip_install(
@@ -265,7 +261,6 @@ def test_size_syntax_refuses(text: str) -> None:
 def test_help_texts_are_clean(capsys: pytest.CaptureFixture[str]) -> None:
     for argv, needle in (
         (["serve", "--help"], "00000000000000000000.log"),
-        (["bench", "peers", "--help"], "usage: lazyconv bench peers"),
         (["simulate", "partitioner", "--help"], "out/simulate/"),
     ):
         status, out, _ = run(argv, capsys)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.benchmarks.fuzz import TARGETS, Oracle, make_target, replay_corpus, run_fuzz
+from bench.fuzz import TARGETS, Oracle, make_target, replay_corpus, run_fuzz
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"
 

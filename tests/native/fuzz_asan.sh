@@ -4,8 +4,8 @@
 #   tests/native/fuzz_asan.sh [SECONDS]        (default 120)
 #
 # Builds lazyconv.records._ckernel with -fsanitize=address,undefined into a temporary copy of
-# the package (the worktree's own build is untouched), then runs lazyconv/benchmarks/fuzz_kernel.py
-# for SECONDS with libasan preloaded into the Python process. Any sanitizer report aborts the
+# the package (the worktree's own build is untouched), then runs bench/fuzz_kernel.py (copied
+# beside it) for SECONDS with libasan preloaded into the Python process. Any sanitizer report aborts the
 # process (non-zero exit); any difference from the pure-Python path exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +16,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 mkdir -p "$work/lib"
-tar --exclude='*.so' --exclude='__pycache__' -cf - lazyconv | tar -xf - -C "$work/lib"
+# the fuzzer beside the copy: the script puts its parent's parent ($work/lib) first on sys.path
+tar --exclude='*.so' --exclude='__pycache__' -cf - lazyconv bench/fuzz_kernel.py | tar -xf - -C "$work/lib"
 LAZYCONV_SANITIZE=1 "$python" setup.py -q build_ext --build-lib "$work/lib" --build-temp "$work/build" \
   > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 2; }
 so=$(ls "$work"/lib/lazyconv/records/_ckernel*.so) || { echo "sanitized build failed"; cat "$work/build.log"; exit 2; }
@@ -40,4 +41,4 @@ import lazyconv.records._ckernel as k
 assert k.__file__.startswith(sys.argv[1]), k.__file__
 print("sanitized kernel:", k.__file__, file=sys.stderr)
 PY
-"$python" -S -m lazyconv.benchmarks.fuzz_kernel --seconds "$seconds"
+"$python" -S "$work/lib/bench/fuzz_kernel.py" --seconds "$seconds"

@@ -130,8 +130,8 @@ def test_with_no_extensions_no_kernel_function_is_reachable() -> None:
         import importlib, pkgutil, sys
         import lazyconv
         for module in pkgutil.walk_packages(lazyconv.__path__, "lazyconv."):
-            if module.name.startswith(("lazyconv.spark", "lazyconv.benchmarks", "lazyconv.records._ckernel")):
-                continue  # Spark needs a JVM; the benchmarks are tools; the extension itself
+            if module.name.startswith(("lazyconv.spark", "lazyconv.records._ckernel")):
+                continue  # Spark needs a JVM; the extension itself
             importlib.import_module(module.name)
         from lazyconv.records import _impl
         assert _impl.NATIVE is None and _impl.current is _impl.REFERENCE
@@ -153,7 +153,7 @@ def test_with_no_extensions_no_kernel_function_is_reachable() -> None:
 
 
 def _python_modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if "benchmarks" not in p.parts)
+    return sorted(PACKAGE.rglob("*.py"))
 
 
 def test_only_impl_names_the_extension_and_hot_functions_are_looked_up_at_call_time() -> None:

@@ -139,7 +139,7 @@ def test_select_crc_refuses_unknown_names() -> None:
 @native_only
 def test_kernel_calls_run_in_threads() -> None:
     """The GIL is released while the kernel works: threads converting at once get the same bytes."""
-    from lazyconv.benchmarks._common import make_v2_batches
+    from bench.bench_common import make_v2_batches
     from lazyconv.convert import down_convert_bytes
     from lazyconv.records import MemoryRecords
 

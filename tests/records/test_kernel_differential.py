@@ -126,7 +126,7 @@ def test_decoding_equals_reference(parts: list[bytes]) -> None:
 
 
 def _runs() -> Iterator[bytes]:
-    from lazyconv.benchmarks._common import make_v2_batches
+    from bench.bench_common import make_v2_batches
 
     for value_size in (0, 10, 1024):
         yield make_v2_batches(20_000, max(value_size, 1))
@@ -142,7 +142,7 @@ def test_kernel_equals_reference_on_producer_batches(to_magic: int, first_offset
 
 def test_kernel_converts_whole_runs_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """Plain v2 batches are converted per run, not per batch: one kernel call for the chunk."""
-    from lazyconv.benchmarks._common import make_v2_batches
+    from bench.bench_common import make_v2_batches
 
     convert_v2_run = _impl.convert_v2_run
     calls: list[int] = []

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kernel_differential import control_batch, entries, legacy_entry, mutated
 
-from lazyconv.benchmarks.fuzz_kernel import _batch, _legacy, _mutate
+from bench.fuzz_kernel import _batch, _legacy, _mutate
 from lazyconv.records import MemoryRecords, _impl
 from lazyconv.records.scan import scan_batches, scan_batches_reference
 
@@ -67,7 +67,7 @@ def test_stops(tail: bytes, stop: str) -> None:
 
 @pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 def test_scan_is_one_call_over_many_entries() -> None:
-    from lazyconv.benchmarks._common import make_v2_batches
+    from bench.bench_common import make_v2_batches
 
     data = make_v2_batches(3 << 20, 100)
     result = scan_batches(data)

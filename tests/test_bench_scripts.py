@@ -1,0 +1,67 @@
+"""The benchmark scripts in ``bench/`` (developer tools run from a checkout, not part of the
+package): each documents its options, and the kernel fuzzer refuses to run without the kernel
+with one error line."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# the benchmarks moved out of the package (lazyconv/benchmarks/) into bench/
+SCRIPTS = ["peers", "lazy_sink", "chunk_sizes", "memory", "codecs", "decode", "lz4_overhead",
+           "fuzz", "fuzz_kernel"]
+
+
+def test_the_package_holds_no_benchmarks() -> None:
+    assert not (REPO / "lazyconv" / "benchmarks").exists()
+    assert not (REPO / "lazyconv" / "commands" / "bench.py").exists()
+    for name in SCRIPTS:
+        assert (REPO / "bench" / f"{name}.py").is_file(), name
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_script_help_names_itself_and_explains_its_options(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = importlib.import_module(f"bench.{name}")
+    with pytest.raises(SystemExit) as exit_:
+        module.main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: bench/{name}.py")
+    blocks: list[list[str]] = []
+    for line in out.split("options:", 1)[1].splitlines():
+        if line.startswith("  -"):
+            blocks.append([line.strip()])
+        elif line.startswith("   ") and blocks:
+            blocks[-1].append(line.strip())
+    assert len(blocks) >= 3
+    for block in blocks:
+        # the help text follows the option on its line, or on the next lines
+        assert len(re.split(r"\s{2,}", block[0])) > 1 or len(block) > 1, block
+
+
+def test_a_script_runs_from_the_checkout() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "decode.py"), "--help"],
+                          capture_output=True, text=True, cwd=REPO / "bench", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: bench/decode.py")
+
+
+def test_fuzz_kernel_without_the_kernel_is_one_error_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lazyconv.records
+    from bench import fuzz_kernel
+
+    monkeypatch.setattr(lazyconv.records, "IMPLEMENTATION", "python")
+    assert fuzz_kernel.main(["--seconds", "0.1"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bench/fuzz_kernel.py: error:")
+    assert "compiled kernel" in lines[0]
