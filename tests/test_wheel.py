@@ -12,6 +12,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -34,27 +35,63 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ``bin/`` folder of a fresh virtualenv holding the wheel and its runtime deps."""
-    root = tmp_path_factory.mktemp("wheel")
-    build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(root / "dist"),
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The sdist built from the repository, and the wheel pip builds from that sdist (what a
+    user without a published wheel gets)."""
+    root = tmp_path_factory.mktemp("dist")
+    sdist_build = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(root / "sdist"),
          str(REPO)],
         capture_output=True, text=True,
     )
+    assert sdist_build.returncode == 0, sdist_build.stdout + sdist_build.stderr
+    sdists = list((root / "sdist").glob("lazyconv-*.tar.gz"))
+    assert len(sdists) == 1
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(root / "wheel"),
+         str(sdists[0])],
+        capture_output=True, text=True,
+    )
     assert build.returncode == 0, build.stderr
-    wheels = list((root / "dist").glob("lazyconv-*.whl"))
+    wheels = list((root / "wheel").glob("lazyconv-*.whl"))
     assert len(wheels) == 1
-    names = zipfile.ZipFile(wheels[0]).namelist()
+    return sdists[0], wheels[0]
+
+
+def test_the_sdist_carries_the_kernel_sources(built: tuple[Path, Path]) -> None:
+    sdist, _ = built
+    with tarfile.open(sdist) as archive:
+        names = {Path(*Path(n).parts[1:]).as_posix() for n in archive.getnames()}
+    kernel = REPO / "lazyconv" / "records" / "_kernel"
+    sources = {p.relative_to(REPO).as_posix() for p in kernel.iterdir() if p.suffix in (".c", ".h")}
+    assert sources and sources <= names, sorted(sources - names)
+
+
+def test_what_the_wheel_contains(built: tuple[Path, Path]) -> None:
+    _, wheel = built
+    names = zipfile.ZipFile(wheel).namelist()
     assert not [n for n in names if n.startswith("tests/")], "the tests are not part of the wheel"
-    assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
+    assert not [n for n in names if n.startswith(("bench/", "lazyconv/benchmarks/"))], \
+        "the benchmarks and fuzzers are developer tools, not part of the wheel"
+    assert not [n for n in names if n.endswith((".c", ".h"))], "C sources belong in the sdist only"
+    assert [n for n in names if n.startswith("lazyconv/records/_ckernel.") and n.endswith(".so")], \
+        "the compiled kernel is in the wheel"
     assert "lazyconv/py.typed" in names
+    assert "lazyconv/spark/log4j2.properties" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
+
+
+@pytest.fixture(scope="module")
+def installed(built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``bin/`` folder of a fresh virtualenv holding the wheel and its runtime deps."""
+    root = tmp_path_factory.mktemp("wheel")
+    wheel = built[1]
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=_clean_env())
     # a clean environment: a PYTHONPATH naming the checkout (a local Spark session in this
     # process sets one) would make pip find this checkout's metadata and install nothing
     install = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheels[0])],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
         capture_output=True, text=True, env=_clean_env(),
     )
     assert install.returncode == 0, install.stderr
@@ -144,7 +181,6 @@ def test_serve_starts_answers_and_stops(installed: Path, tmp_path: Path) -> None
     ("argv", "extra"),
     [
         (["validate", str(REPO / "fixtures")], "spark"),  # a log directory with segments
-        (["bench", "peers", "--quick"], "bench"),
         (["simulate", "partitioner", "--records", "100"], "plot"),
     ],
 )
