@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from lazyconv.commands import _segment_files as segment_files
 from lazyconv.commands._common import finish_progress, input_file, progress_bar, size_type
+from lazyconv.logdir.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+from lazyconv.logdir.naming import LOG_SUFFIX
+from lazyconv.records._format import LEGACY_PREFIX, LOG_OVERHEAD
 
 if TYPE_CHECKING:
     from lazyconv.records import Record, RecordBatch
@@ -282,7 +285,7 @@ def _dump_index(path: str, kind: str, args: argparse.Namespace, report: _Report)
     out.write(f"Dumping {path}\n")
     data = Path(path).read_bytes()
     base = segment_files.base_offset(path) or 0
-    entry_size = 8 if kind == "index" else 12
+    entry_size = OFFSET_ENTRY_SIZE if kind == "index" else TIME_ENTRY_SIZE
     if kind == "index" and len(data) < entry_size:
         out.write(f"{path} is empty.\n")
         return
@@ -292,7 +295,7 @@ def _dump_index(path: str, kind: str, args: argparse.Namespace, report: _Report)
         return
     entries = list(segment_files.offset_index(data, base) if kind == "index"
                    else segment_files.time_index(data, base))
-    log_path = Path(path).with_suffix(".log")
+    log_path = Path(path).with_suffix(LOG_SUFFIX)
     name = str(Path(path).resolve())
     batches = _log_batches(log_path, timestamps=kind == "timeindex")
     if kind == "index":
@@ -349,7 +352,7 @@ def _sanity_check(path: str, kind: str, data: bytes, base: int) -> None:
     not below the base offset (and, for a time index, not before the first timestamp)."""
     from lazyconv.errors import CorruptRecordError
 
-    entry_size = 8 if kind == "index" else 12
+    entry_size = OFFSET_ENTRY_SIZE if kind == "index" else TIME_ENTRY_SIZE
     if len(data) % entry_size:
         raise CorruptRecordError(
             f"Index file {path} is corrupt, found {len(data)} bytes which is neither positive "
@@ -387,7 +390,7 @@ def _dump_records(path: str, args: argparse.Namespace, report: _Report) -> None:
         if not args.json:
             out.write(f"Dumping {path}\n")
             base = segment_files.base_offset(path)
-            if Path(path).suffix == ".log" and base is not None:
+            if Path(path).suffix == LOG_SUFFIX and base is not None:
                 out.write(f"Log starting offset: {base}\n")
         end = 0
         for batch in _batches(records, progress):
@@ -583,9 +586,9 @@ def _legacy_crcs(batch: RecordBatch) -> list[int]:
     data, count, _shift, _override = batch.inner_messages()  # type: ignore[attr-defined]
     crcs, pos = [], 0
     for _ in range(count):
-        size = int.from_bytes(data[pos + 8 : pos + 12], "big")
-        crcs.append(int.from_bytes(data[pos + 12 : pos + 16], "big"))
-        pos += 12 + size
+        _offset, size, crc = LEGACY_PREFIX.unpack_from(data, pos)
+        crcs.append(crc)
+        pos += LOG_OVERHEAD + size
     return crcs
 
 

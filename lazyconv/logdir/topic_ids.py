@@ -27,6 +27,8 @@ __all__ = ["PARTITION_METADATA_FILE", "uuid_to_text", "text_to_uuid", "usable_to
            "partition_metadata_text", "read_topic_id", "ensure_topic_id"]
 
 _METADATA_VERSION = "0"
+_UUID_BYTES = 16  # a UUID's bytes
+_TEXT_LENGTH = 22  # their URL-safe base64 text without padding
 _RESERVED = (uuid.UUID(int=0), uuid.UUID(int=1))
 _NAMESPACE = uuid.UUID("5f0e5a7e-6c1b-4d7a-9a3e-1a2b3c4d5e6f")
 
@@ -42,8 +44,9 @@ def text_to_uuid(text: str) -> uuid.UUID:
         data = base64.urlsafe_b64decode(text + "==")
     except (ValueError, TypeError):
         data = b""
-    if len(text) != 22 or len(data) != 16:
-        raise ValidationError(f"{text!r} is not a Kafka topic id (22 URL-safe base64 characters)")
+    if len(text) != _TEXT_LENGTH or len(data) != _UUID_BYTES:
+        raise ValidationError(
+            f"{text!r} is not a Kafka topic id ({_TEXT_LENGTH} URL-safe base64 characters)")
     return uuid.UUID(bytes=data)
 
 

@@ -28,19 +28,18 @@ binary searches, not a loop over its batches.
 from __future__ import annotations
 
 import bisect
-import struct
 from dataclasses import dataclass, field
 from itertools import accumulate, islice
 from typing import Any
 
-from lazyconv.records._format import LOG_OVERHEAD
+from lazyconv.records._format import LOG_HEADER, LOG_OVERHEAD
 from lazyconv.records.digest import MASK64
 
 __all__ = ["ConvertedBatch", "ChunkTally", "DerivedConsumer"]
 
 _LOG_OVERHEAD = LOG_OVERHEAD
-_ENTRY_HEADER = struct.Struct(">qi")
-_PADDING_HEADER = 12
+_ENTRY_HEADER = LOG_HEADER
+_PADDING_HEADER = LOG_OVERHEAD  # a fetch whose first batch converts to nothing commits one padding header
 
 
 @dataclass(slots=True)

@@ -15,9 +15,18 @@ import heapq
 import struct
 from collections.abc import Iterable
 
+from lazyconv.logdir.entry import MIN_ENTRY_SIZE
 from lazyconv.logdir.index import OFFSET_ENTRY as _OFFSET_ENTRY
 from lazyconv.logdir.index import OFFSET_ENTRY_SIZE
 from lazyconv.logdir.layout import SegmentFiles
+from lazyconv.records._format import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_LENGTH,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_HEADER,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+)
 from lazyconv.spark.reader import SegmentReader
 from lazyconv.spark.segment_scan import ScanTask
 
@@ -26,7 +35,9 @@ __all__ = ["plan_ranges", "pack_tasks", "range_target"]
 MIB = 1024 * 1024
 MIN_RANGE_BYTES = 1 * MIB
 MAX_RANGE_BYTES = 64 * MIB
-_HEADER = struct.Struct(">qib")
+# what a cut reads: an entry's header up to a v2 batch's last offset delta
+_UP_TO_LAST_OFFSET_DELTA = LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA_LENGTH
+_LAST_OFFSET_DELTA = struct.Struct(">i")
 
 
 def range_target(total_bytes: int, tasks: int) -> int:
@@ -76,14 +87,16 @@ def _cuts(seg: SegmentFiles, target: int) -> list[tuple[int, int]]:
 
 
 def _starts_entry(log: SegmentReader, position: int, offset: int) -> bool:
-    head = log.read(position, 27)
-    if len(head) < 17:
+    head = log.read(position, _UP_TO_LAST_OFFSET_DELTA)
+    if len(head) < HEADER_SIZE_UP_TO_MAGIC:
         return False
-    base, size, magic = _HEADER.unpack_from(head, 0)[0], _HEADER.unpack_from(head, 0)[1], head[16]
-    if size < 14 or magic > 2 or position + 12 + size > log.size:
+    base, size = LOG_HEADER.unpack_from(head)
+    magic = head[MAGIC_OFFSET]
+    if size < MIN_ENTRY_SIZE or magic > 2 or position + LOG_OVERHEAD + size > log.size:
         return False
     if magic == 2:
-        return len(head) == 27 and base + struct.unpack_from(">i", head, 23)[0] == offset
+        return (len(head) == _UP_TO_LAST_OFFSET_DELTA
+                and base + _LAST_OFFSET_DELTA.unpack_from(head, LAST_OFFSET_DELTA_OFFSET)[0] == offset)
     return base == offset
 
 

@@ -46,7 +46,10 @@ from lazyconv.records._format import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_LENGTH,
+    LAST_OFFSET_DELTA_OFFSET,
     LEGACY_ATTRIBUTES_OFFSET,
+    LOG_HEADER,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -54,6 +57,7 @@ from lazyconv.records._format import (
     TIMESTAMP_TYPE_MASK,
 )
 from lazyconv.records.compression import decompress
+from lazyconv.records.control import ControlRecordType
 from lazyconv.records.digest import (
     DIGEST_DECLINED,
     MASK64,
@@ -81,7 +85,11 @@ V2_MIN_SIZE_FIELD = BATCH_LENGTH_MIN  # a v2 batch header is 61 bytes, 12 of the
 DEFERRED_TIME_ENTRIES = 64
 BLOCK_SIZE = 1 << 20
 _ZERO_BLOCK = bytes(1 << 16)
-_HEADER = struct.Struct(">qi")
+_HEADER = LOG_HEADER
+# an entry's header up to a v2 batch's last offset delta (its last offset)
+_UP_TO_LAST_OFFSET_DELTA = LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA_LENGTH
+_CONTROL_KEY = struct.Struct(">hh")  # a control record's key: version, type
+_TEXT_PREVIEW = 24  # characters of a text file quoted in its violation
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
@@ -353,7 +361,7 @@ def _foreign_file(head: bytes, base_offset: int, file_size: int) -> str | None:
     if len(head) < HEADER_SIZE_UP_TO_MAGIC or not any(head):
         return None
     if all(b in _PRINTABLE for b in head):
-        return f"it holds text ({head[:24].decode('ascii')!r}...)"
+        return f"it holds text ({head[:_TEXT_PREVIEW].decode('ascii')!r}...)"
     offset, size = _HEADER.unpack_from(head)
     magic = head[MAGIC_OFFSET]
     impossible = size < MIN_ENTRY_SIZE_FIELD or magic > 2 or LOG_OVERHEAD + size > file_size
@@ -380,7 +388,7 @@ def _delimit(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int |
         return None
     if size < MIN_ENTRY_SIZE_FIELD:
         scan.add("log", pos, "bad_size", f"entry at offset {offset} has size field {size} "
-                                         f"(< 14); the remaining {end - pos} bytes cannot be "
+                                         f"(< {MIN_ENTRY_SIZE_FIELD}); the remaining {end - pos} bytes cannot be "
                                          f"checked", offset=offset)
         return None
     if len(head) < HEADER_SIZE_UP_TO_MAGIC or pos + LOG_OVERHEAD + size > end:
@@ -388,7 +396,7 @@ def _delimit(scan: _RangeScan, reader: BlockReader, pos: int, end: int) -> int |
                                           f"the segment ends after {end - pos - LOG_OVERHEAD}",
                  offset=offset)
         return None
-    magic = head[16]
+    magic = head[MAGIC_OFFSET]
     if magic > 2:
         scan.add("log", pos, "bad_magic", f"entry at offset {offset} has magic {magic}; the "
                                           f"remaining {end - pos} bytes cannot be checked",
@@ -480,7 +488,7 @@ def _check_entry(scan: _RangeScan, data: bytes, pos: int) -> None:
     from lazyconv.records import MemoryRecords
 
     s = scan.summary
-    magic = data[16]
+    magic = data[MAGIC_OFFSET]
     header_offset, size_field = _HEADER.unpack_from(data)
     scan.current = (pos, _header_last_offset(data), len(data))
     if magic == 2 and size_field < V2_MIN_SIZE_FIELD:
@@ -616,8 +624,8 @@ def _keep_place(scan: _RangeScan, pos: int, last_offset: int, running_max: int |
 def _header_last_offset(entry: bytes) -> int:
     """Last offset as an entry's header states it (v2: base + delta; legacy: its offset)."""
     offset = _HEADER.unpack_from(entry)[0]
-    if entry[16] >= 2 and len(entry) >= 27:
-        return int(offset + struct.unpack_from(">i", entry, 23)[0])
+    if entry[MAGIC_OFFSET] >= 2 and len(entry) >= _UP_TO_LAST_OFFSET_DELTA:
+        return int(offset + struct.unpack_from(">i", entry, LAST_OFFSET_DELTA_OFFSET)[0])
     return int(offset)
 
 
@@ -678,7 +686,8 @@ def _note_control(scan: _RangeScan, batch: Any, facts: _Facts, pos: int) -> None
     if batch.magic != 2 or not facts.record_count:
         return
     key = facts.control_key
-    abort = key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 0
+    abort = (key is not None and len(key) >= _CONTROL_KEY.size
+             and _CONTROL_KEY.unpack_from(key)[1] == ControlRecordType.ABORT)
     _note_marker(scan, batch.producer_id, facts.first_offset, abort, pos)
 
 

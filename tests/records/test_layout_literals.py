@@ -2,8 +2,10 @@
 their names (issue 24: ``_PRODUCER_ID_AT = 43`` in serve, bytes 8-11 and 57-60 read by hand in C).
 
 What is checked, in the modules that read or write record bytes (:data:`PYTHON_MODULES`: the
-records layer, the log-directory layer, conversion, the lazy send, up-conversion and serve's
-append validation and producer state), by an AST scan of their code (docstrings and comments are free to say "61 bytes"):
+records layer, the log-directory layer, conversion, the lazy send, up-conversion, serve's
+append validation and producer state, the Spark job's planning, segment scan and derived
+conversion, ``lazyconv dump`` and the fixture generator), by an AST scan of their code
+(docstrings and comments are free to say "61 bytes"):
 
 - the offset argument of ``unpack_from`` / ``pack_into`` holds no integer literal but 0
   (``pack_into(out, 17, ...)``, ``unpack_from(data, pos + 18)``);
@@ -16,7 +18,14 @@ append validation and producer state), by an AST scan of their code (docstrings 
   ``...OVERHEAD``, ``...HEADER...``, ``...SIZE``, ``ATTR...``, ``...FLAG...``, ``...MASK``,
   ``...TRANSACTIONAL``, ``...CONTROL``) is assigned such an integer or bit;
 - no string literal repeats the format of one of ``_format``'s header structs of three fields or
-  more (``">qiIbb"``, ``">qhi"``, ...): use the named struct.
+  more (``">qiIbb"``, ``">qhi"``, ...), and no struct named like a layout fact repeats any of
+  them (``_HEADER = struct.Struct(">qi")``): use the named struct;
+- no length or size is compared with such an integer (``len(head) < 17``, ``size < 14``), and
+  no ``read`` asks for such a count of bytes (``log.read(position, 27)``);
+- no lower-case name for a size, length, offset or position is assigned such an integer, even
+  one of two (``entry_size = 8 if kind == "index" else 12``: the index entry sizes are
+  :mod:`lazyconv.logdir.index`'s; file names such as ``".log"`` are held to
+  :mod:`lazyconv.logdir.naming` by ``tests/test_logdir_layer.py``).
 
 And in the kernel's C sources (``_kernel/*.c``, ``*.h``; ``format.h`` is generated from
 ``_format.py``; ``crc.c`` and ``lz4frame.c`` hold no record layout): no subscript with an integer
@@ -24,7 +33,9 @@ between 8 and 61 (``b[57]``), and no ``get_i32``/``get_i64``/``put_i32``/``put_i
 is offset by such an integer (``get_i32(p + 8)``).
 
 A value that really is not a layout fact (a codec framing, an error code) has a name defined in
-its own module, as lz4's and gzip's framings in ``compression.py`` (not scanned) do.
+its own module, as lz4's and gzip's framings in ``compression.py`` (not scanned) do. The
+fixture generator's writer (``fixtures/wire.py``, not scanned) states the layout on its own on
+purpose: the fixtures are the ground truth the codecs are checked against.
 """
 
 from __future__ import annotations
@@ -42,8 +53,13 @@ PACKAGE = Path(_format.__file__).resolve().parent.parent
 KERNEL = PACKAGE / "records" / "_kernel"
 
 PYTHON_MODULES = sorted(
-    {path.relative_to(PACKAGE).as_posix() for folder in ("records", "logdir") for path in (PACKAGE / folder).glob("*.py")}
-    - {"records/_format.py", "records/compression.py"}  # the facts themselves; codec framings
+    {
+        path.relative_to(PACKAGE).as_posix()
+        for folder in ("records", "logdir", "fixtures")
+        for path in (PACKAGE / folder).glob("*.py")
+    }
+    # the facts themselves; codec framings; the fixtures' independent writer (see above)
+    - {"records/_format.py", "records/compression.py", "fixtures/wire.py"}
     | {
         "convert.py",
         "lazy.py",
@@ -51,6 +67,10 @@ PYTHON_MODULES = sorted(
         "upconvert.py",
         "serve/append_validation.py",
         "serve/producer_state.py",
+        "spark/planning.py",
+        "spark/segment_scan.py",
+        "spark/derived_conversion.py",
+        "commands/dump.py",
     }
 )
 C_SOURCES = sorted(
@@ -68,11 +88,13 @@ ATTRIBUTE_BITS = {
     _format.COMPRESSION_CODEC_MASK | _format.CONTROL_FLAG_MASK,
 }
 LAYOUT_NAME = re.compile(r"(_AT$|OFFSET$|POSITION$|OVERHEAD$|HEADER|SIZE$|^_?ATTR|FLAG|MASK$|TRANSACTIONAL$|CONTROL$)")
+ALL_STRUCT_FORMATS = {value.format for value in vars(_format).values() if isinstance(value, struct.Struct)}
 STRUCT_FORMATS = {  # the header structs of three fields or more (">qi" and ">qq" are too common)
     value.format
     for value in vars(_format).values()
     if isinstance(value, struct.Struct) and len(value.unpack(bytes(value.size))) >= 3
 }
+SIZE_NAME = re.compile(r"(size|length|len|offset|position|_at)$")  # lower-case names of layout facts
 
 
 def _ints(node: ast.AST) -> list[ast.Constant]:
@@ -87,6 +109,17 @@ def _docstrings(tree: ast.AST) -> set[int]:
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
                 ids.add(id(body[0].value))
     return ids
+
+
+def _in_span(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value in HEADER_SPAN
+
+
+def _names_a_size(node: ast.AST, source: str) -> bool:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len":
+        return True
+    text = (ast.get_source_segment(source, node) or "").lower()
+    return isinstance(node, (ast.Name, ast.Attribute)) and ("size" in text or "length" in text)
 
 
 def layout_literals(source: str) -> list[str]:
@@ -107,9 +140,16 @@ def layout_literals(source: str) -> list[str]:
             offsets = node.args[at : at + 1] + [k.value for k in node.keywords if k.arg == "offset"]
             if any(c.value not in (0, 1) for offset in offsets for c in _ints(offset)):
                 report(node, "struct offset")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "read":
+            if any(_in_span(arg) for arg in node.args):
+                report(node, "read size")
         elif isinstance(node, ast.Subscript):
             if any(c.value in HEADER_SPAN for c in _ints(node.slice)):
                 report(node, "subscript")
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_in_span(a) for a in operands) and any(_names_a_size(a, source) for a in operands):
+                report(node, "size comparison")
         elif isinstance(node, ast.BinOp):
             sides = ((node.left, node.right), (node.right, node.left))
             if isinstance(node.op, (ast.Add, ast.Sub)):
@@ -122,12 +162,21 @@ def layout_literals(source: str) -> list[str]:
                         "attr" in text or isinstance(other, ast.Subscript)
                     ):
                         report(node, "attribute bit")
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names = [t.id for t in targets if isinstance(t, ast.Name)]
-            value = node.value.value
-            if type(value) is int and (value in HEADER_SPAN or value in ATTRIBUTE_BITS) and any(
-                name.isupper() and LAYOUT_NAME.search(name) for name in names
+            layout_named = any(name.isupper() and LAYOUT_NAME.search(name) for name in names)
+            if isinstance(node.value, ast.Constant):
+                value = node.value.value
+                if type(value) is int and (value in HEADER_SPAN or value in ATTRIBUTE_BITS) and layout_named:
+                    report(node, "layout constant")
+            if isinstance(node.value, ast.Call) and layout_named and any(
+                isinstance(arg, ast.Constant) and arg.value in ALL_STRUCT_FORMATS for arg in node.value.args
+            ):
+                report(node, "struct format")
+            values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+            if any(_in_span(v) for v in values) and any(
+                not name.isupper() and SIZE_NAME.search(name.lower()) for name in names
             ):
                 report(node, "layout constant")
         elif isinstance(node, ast.Constant) and node.value in STRUCT_FORMATS and id(node) not in docstrings:
@@ -176,6 +225,17 @@ def test_no_layout_literals_in_c(name: str) -> None:
         "HEADER = struct.Struct('>qiIbb')",
         "_PRODUCER_FIELDS = struct.Struct('>qhi')",
         "_MIN_ENTRY_SIZE = 14",
+        # found later (issue 24): the Spark job's planning and scan, dump, the fixture generator
+        "head = log.read(position, 27)",
+        "ok = len(head) < 17",
+        "bad = size < 14 or magic > 2",
+        "ok = position + 12 + size > log.size",
+        "_HEADER = struct.Struct('>qi')",
+        "_ENTRY_HEADER = struct.Struct('>qi')",
+        "_PADDING_HEADER = 12",
+        "entry_size = 8 if kind == 'index' else 12",
+        "(pid,) = struct.unpack_from('>q', batch.data, 43)",
+        "size = int.from_bytes(data[pos + 8 : pos + 12], 'big')",
     ],
 )
 def test_the_scan_catches_what_issue_24_found(code: str) -> None:
