@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import pickle
 import struct
-import zlib
+from functools import partial
 
+import legacy_message_sets
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from legacy_message_sets import fix_crc as _fix_crc
+from legacy_message_sets import flip as _flip
+from legacy_message_sets import message as _message
+from legacy_message_sets import v0 as _v0
 
 from lazyconv.errors import (
     ConfigurationError,
@@ -33,13 +38,16 @@ from lazyconv.records import (
     TimestampType,
     encode_v2_batch,
 )
-from lazyconv.records._codec import append_legacy_message
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import compress
 from lazyconv.upconvert import INVALID_TIMESTAMP, UpConverted, kafka_error_code, up_convert
 
 T = 1_700_000_000_000
 LEGACY_CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]
+
+# the hand-written message sets (tests/legacy_message_sets.py), with this module's timestamp
+_v1 = partial(legacy_message_sets.v1, ts=T)
+_wrapper = partial(legacy_message_sets.wrapper, ts=T)
 
 # key, value, timestamp (ignored for magic 0): null keys and values, empty ones, a -1 timestamp
 ROWS = [
@@ -50,39 +58,6 @@ ROWS = [
     (b"", b"", T + 1),
     (b"k5", b"x" * 300, T + 2),
 ]
-
-
-def _message(offset: int, timestamp: int, key: bytes | None, value: bytes | None, magic: int,
-             attributes: int = 0) -> bytes:
-    out = bytearray()
-    append_legacy_message(out, offset, timestamp, key, value, magic, attributes)
-    return bytes(out)
-
-
-def _v1(offset: int, key: bytes | None = b"k", value: bytes | None = b"v", ts: int = T, attrs: int = 0) -> bytes:
-    return _message(offset, ts, key, value, 1, attrs)
-
-
-def _v0(offset: int, key: bytes | None = b"k", value: bytes | None = b"v", attrs: int = 0) -> bytes:
-    return _message(offset, -1, key, value, 0, attrs)
-
-
-def _wrapper(inner: bytes, codec: int, magic: int, offset: int, ts: int = T, extra_attrs: int = 0,
-             value: bytes | None = None) -> bytes:
-    payload = compress(codec, inner, magic) if value is None else value
-    return _message(offset, ts, None, payload, magic, codec | extra_attrs)
-
-
-def _fix_crc(entry: bytes) -> bytes:
-    data = bytearray(entry)
-    struct.pack_into(">I", data, 12, zlib.crc32(bytes(data[16:])))
-    return bytes(data)
-
-
-def _flip(entry: bytes, at: int) -> bytes:
-    data = bytearray(entry)
-    data[at] ^= 0xFF
-    return bytes(data)
 
 
 def _built(magic: int, codec: int, rows=ROWS) -> bytes:

@@ -16,12 +16,17 @@ import socket
 import struct
 import time
 import uuid
-import zlib
 from collections.abc import Iterator
+from functools import partial
 from typing import Any, NamedTuple
 
+import legacy_message_sets
 import pytest
 from kafka_broker import KafkaBroker, create_topic
+from legacy_message_sets import fix_crc as _fix_crc
+from legacy_message_sets import flip as _flip
+from legacy_message_sets import message as _message
+from legacy_message_sets import v0 as _v0
 
 from lazyconv.errors import (
     CorruptRecordError,
@@ -34,7 +39,6 @@ from lazyconv.protocol.api import ApiSpec
 from lazyconv.protocol.headers import decode_response_header, encode_request_header
 from lazyconv.protocol.primitives import Reader
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder, encode_v2_batch
-from lazyconv.records._codec import append_legacy_message
 from lazyconv.records.batch import DefaultBatch
 from lazyconv.records.compression import compress
 from lazyconv.upconvert import kafka_error_code, up_convert
@@ -43,6 +47,9 @@ pytestmark = pytest.mark.kafka
 
 T = 1_600_000_000_000  # old timestamps: the broker runs with log.retention.ms=-1
 LEGACY_CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]
+# the hand-written message sets (tests/legacy_message_sets.py), with this module's timestamp
+_v1 = partial(legacy_message_sets.v1, ts=T)
+_wrapper = partial(legacy_message_sets.wrapper, ts=T)
 
 
 # -- a raw client --------------------------------------------------------------------------------
@@ -134,39 +141,6 @@ def client(kafka_broker_3: KafkaBroker) -> Iterator[RawClient]:
 
 
 # -- message sets ----------------------------------------------------------------------------------
-
-
-def _message(offset: int, timestamp: int, key: bytes | None, value: bytes | None, magic: int,
-             attributes: int = 0) -> bytes:
-    out = bytearray()
-    append_legacy_message(out, offset, timestamp, key, value, magic, attributes)
-    return bytes(out)
-
-
-def _v1(offset: int, key: bytes | None = b"k", value: bytes | None = b"v", ts: int = T, attrs: int = 0) -> bytes:
-    return _message(offset, ts, key, value, 1, attrs)
-
-
-def _v0(offset: int, key: bytes | None = b"k", value: bytes | None = b"v", attrs: int = 0) -> bytes:
-    return _message(offset, -1, key, value, 0, attrs)
-
-
-def _wrapper(inner: bytes, codec: int, magic: int, offset: int, ts: int = T, extra_attrs: int = 0,
-             value: bytes | None = None) -> bytes:
-    payload = compress(codec, inner, magic) if value is None else value
-    return _message(offset, ts, None, payload, magic, codec | extra_attrs)
-
-
-def _fix_crc(entry: bytes) -> bytes:
-    data = bytearray(entry)
-    struct.pack_into(">I", data, 12, zlib.crc32(bytes(data[16:])))
-    return bytes(data)
-
-
-def _flip(entry: bytes, at: int) -> bytes:
-    data = bytearray(entry)
-    data[at] ^= 0xFF
-    return bytes(data)
 
 
 def _records(data: bytes) -> list[tuple[int, int, bytes | None, bytes | None, tuple]]:
