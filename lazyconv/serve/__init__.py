@@ -18,6 +18,13 @@ touches sockets).
 
 from lazyconv.logdir.directory import LogDirectory
 from lazyconv.net.server import KafkaServer, ListenerSpec
+from lazyconv.serve.append_validation import (
+    AppendConfig,
+    AppendDecision,
+    ProducerStateTable,
+    validate_produce,
+)
 from lazyconv.serve.broker import Broker, Listener, TopicConfig
 
-__all__ = ["Broker", "Listener", "TopicConfig", "LogDirectory", "KafkaServer", "ListenerSpec"]
+__all__ = ["Broker", "Listener", "TopicConfig", "LogDirectory", "KafkaServer", "ListenerSpec",
+           "AppendConfig", "AppendDecision", "ProducerStateTable", "validate_produce"]
