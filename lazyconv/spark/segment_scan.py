@@ -45,6 +45,7 @@ from lazyconv.records._format import (
     BATCH_LENGTH_MIN,
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
+    DELETE_HORIZON_FLAG_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
     LAST_OFFSET_DELTA_LENGTH,
     LAST_OFFSET_DELTA_OFFSET,
@@ -1188,16 +1189,85 @@ def _check_time_index(scan: _RangeScan) -> list[tuple[int, int, int, int]]:
     return deferred
 
 
+class _LogPeek:
+    """Small positioned reads of the range's log file after its scan (opened on first use:
+    only the ``.txnindex`` checks of a cleaned log need them)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._reader: SegmentReader | None = None
+        self.failed = False
+
+    def read(self, position: int, size: int) -> bytes | None:
+        if self._reader is None and not self.failed:
+            try:
+                self._reader = SegmentReader(self.path)
+            except OSError:
+                self.failed = True
+        if self._reader is None:
+            return None
+        try:
+            data = self._reader.read(position, size)
+        except OSError:
+            return None
+        return data if len(data) == size else None
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+
+
+def _cleaned_marker(scan: _RangeScan, peek: _LogPeek, marker: tuple[int, int]) -> bool:
+    """Whether the log cleaner may have dropped the ``.txnindex`` entry of this ABORT marker.
+
+    When the cleaner (Kafka 3.1+, KIP-534) reads an ABORT marker whose transaction has no batch
+    left in the segments it cleans, it drops the marker's entry from the cleaned segment's
+    ``.txnindex`` and, in the same pass, rewrites the marker with a delete horizon (the
+    attribute bit 0x40), to remove the marker itself after ``delete.retention.ms``. So an entry
+    may be missing only for a marker that carries a delete horizon and has no batch of its
+    transaction before it; an ABORT marker never cleaned has no delete horizon and must have
+    its entry."""
+    if marker in scan.txn_starts:
+        return False  # a batch of the transaction is still here: the cleaner keeps the entry
+    attributes = peek.read(scan.abort_markers[marker] + ATTRIBUTES_OFFSET, 2)
+    return attributes is not None and bool(attributes[1] & DELETE_HORIZON_FLAG_MASK)
+
+
+def _offset_removed(scan: _RangeScan, peek: _LogPeek, offset: int) -> bool:
+    """Whether ``offset`` (at or after the range's first offset) is in an offset gap of the log:
+    no batch holds it. The cleaner removes an aborted transaction's batches whole and keeps its
+    ``.txnindex`` entry (with the first offset it had) while the ABORT marker stays and until a
+    pass finds no batch of it; in a log never cleaned, an entry's first offset is where its
+    transaction's first batch starts."""
+    i = bisect.bisect_left(scan.last_offsets, offset)
+    if i == len(scan.last_offsets):
+        return False
+    head = peek.read(scan.positions[i], 8)
+    return head is not None and offset < struct.unpack(">q", head)[0]
+
+
 def _check_txn_index(scan: _RangeScan) -> None:
-    """Each ABORT marker of the range has its ``.txnindex`` entry and each entry its marker."""
+    """Each ABORT marker of the range has its ``.txnindex`` entry and each entry its marker,
+    as far as the log cleaner keeps them (see :func:`_cleaned_marker`, :func:`_offset_removed`)."""
+    peek = _LogPeek(scan.task.log_path)
+    try:
+        _check_txn_entries(scan, peek)
+    finally:
+        peek.close()
+
+
+def _check_txn_entries(scan: _RangeScan, peek: _LogPeek) -> None:
     task = scan.task
     data = _index_bytes(scan, "txnindex", task.txnindex_path)
     if data is None:
         # Kafka writes no file for a segment without aborted transactions; with ABORT markers
-        # it must have one (the reduce reports it once per segment)
+        # it must have one (the reduce reports it once per segment), unless the cleaner dropped
+        # all their entries
         if scan.abort_markers and "txnindex" not in scan.unreadable:
-            scan.aborts_without_txnindex = [len(scan.abort_markers),
-                                            min(offset for _, offset in scan.abort_markers)]
+            needing = [marker[1] for marker in scan.abort_markers
+                       if not _cleaned_marker(scan, peek, marker)]
+            if needing:
+                scan.aborts_without_txnindex = [len(needing), min(needing)]
         return
     if len(data) % TXN_ENTRY_SIZE and task.is_last_range:
         scan.add("txnindex", len(data) - len(data) % TXN_ENTRY_SIZE, "txnindex",
@@ -1220,19 +1290,22 @@ def _check_txn_index(scan: _RangeScan) -> None:
             problem = (f"aborted transaction of producer {pid} ending at offset {last} has no "
                        f"ABORT marker at that offset in the log")
         elif ((pid, last) in scan.txn_starts and scan.txn_starts[(pid, last)] != first
-              and ((pid, last) in scan.txn_start_known or first_seen is None or first >= first_seen)):
+              and ((pid, last) in scan.txn_start_known or first_seen is None or first >= first_seen)
+              and not (first < scan.txn_starts[(pid, last)] and _offset_removed(scan, peek, first))):
             # a transaction the entry says began before this range's first offset may have
-            # batches in an earlier range or segment: only a start seen here is compared
+            # batches in an earlier range or segment: only a start seen here is compared; one
+            # whose first batches the cleaner removed may keep an empty batch further on
             problem = (f"aborted transaction of producer {pid} starts at offset "
                        f"{scan.txn_starts[(pid, last)]} in the log, the entry says {first}")
-        elif (pid, last) not in scan.txn_starts and first_seen is not None and first >= first_seen:
+        elif ((pid, last) not in scan.txn_starts and first_seen is not None and first >= first_seen
+              and not _offset_removed(scan, peek, first)):
             problem = (f"aborted transaction of producer {pid} has no batch from offset {first} "
                        f"in the log")
         if problem is not None:
             scan.add("txnindex", index_position, "txnindex", problem, offset=last)
-    for (pid, offset) in sorted(scan.abort_markers):
-        if (pid, offset) not in listed:
+    for marker in sorted(scan.abort_markers):
+        if marker not in listed and not _cleaned_marker(scan, peek, marker):
             scan.add("txnindex", -1, "txnindex",
-                     f"ABORT marker of producer {pid} at offset {offset} has no entry",
-                     offset=offset)
+                     f"ABORT marker of producer {marker[0]} at offset {marker[1]} has no entry",
+                     offset=marker[1])
     scan.summary["txnindex_entries"] = checked
