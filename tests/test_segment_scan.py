@@ -415,3 +415,23 @@ def test_a_zstd_batch_whose_offsets_go_back_does_not_keep_the_consumer_fetching(
     totals = consumer.totals
     assert totals.fetches <= 5 and totals.zstd_batches == 1
     assert totals.delivered == 10  # the data batch after the zstd one is still received
+
+
+@pytest.mark.parametrize("codec", [0, 1])
+def test_a_header_key_that_is_not_utf8_is_no_violation(tmp_path: Path, codec: int) -> None:
+    """Kafka stores such keys (docs/differences.md): no ``structure`` finding, alone or after a
+    legacy entry, and the down-conversion check's consumers receive every record."""
+    from lazyconv.records.builder import RecordsBuilder
+    from tests.records.test_header_keys import ODD_KEYS, VALID_KEYS, batch
+
+    legacy = RecordsBuilder(1, base_offset=0)
+    legacy.append(0, 5, b"k", b"v")
+    for name, entries in (("alone", [batch(codec)[0]]), ("after", [legacy.build(), batch(codec)[0]])):
+        part = tmp_path / name / "t-0"
+        part.mkdir(parents=True)
+        (part / f"{10 if name == 'alone' else 0:020d}.log").write_bytes(b"".join(entries))
+        found, results = _validate_dir(tmp_path / name, options=ScanOptions(to_magics=(0, 1), chunk_sizes=(16384,)))
+        assert [(v["file"], v["kind"]) for v in found if v["file"] == "log"] == []
+        assert sum(r["summary"]["records"] for r in results) == len(ODD_KEYS + VALID_KEYS) + (name != "alone")
+        rows = [c for r in results for c in r["conversions"]]
+        assert len(rows) == 2 and all(c["records_delivered"] == c["records_expected"] > 0 for c in rows)

@@ -327,10 +327,10 @@ def _read_headers(
                 f"record {index}: header key length {hklen} exceeds the {end - pos} bytes left",
                 error_base + pos,
             )
-        try:
-            hkey = bytes(data[pos : pos + hklen]).decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidRecordError(f"record {index}: header key is not UTF-8", error_base + pos) from None
+        # Kafka stores any key bytes (its Java reader turns invalid UTF-8 into U+FFFD): bytes
+        # that are not UTF-8 decode as lone surrogates, which encode back to the same bytes
+        # (docs/differences.md)
+        hkey = bytes(data[pos : pos + hklen]).decode("utf-8", "surrogateescape")
         pos += hklen
         hvlen, pos = read_varint(data, pos, end, error_base)
         if hvlen < 0:
@@ -376,7 +376,7 @@ def append_v2_record(
     if headers:
         hb: bytes | bytearray = bytearray(ev(len(headers)))
         for hkey, hval in headers:
-            hk = hkey.encode("utf-8")
+            hk = hkey.encode("utf-8", "surrogateescape")
             hb += ev(len(hk))
             hb += hk
             if hval is None:

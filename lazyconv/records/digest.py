@@ -6,7 +6,7 @@ records by the sum, modulo 2**64, of one digest per record. A record's digest is
 
     key length int32 (-1 = null) | key | value length int32 (-1 = null) | value
     | offset int64 | timestamp int64 | header count int32
-    | per header: key length int32 | key (UTF-8) | value length int32 (-1 = null) | value
+    | per header: key length int32 | key (its bytes in the log) | value length int32 (-1 = null) | value
 
 Why CRCs: the compiled kernel computes both at memory speed over the record's own bytes (no
 copy into a canonical buffer), and the pure-Python reference gets them from ``zlib`` and the
@@ -133,7 +133,7 @@ def record_digest(
     parts = _key_value(key, value)
     parts.append(_TAIL.pack(offset, timestamp, len(headers)))
     for header_key, header_value in headers:
-        encoded = header_key.encode()
+        encoded = header_key.encode("utf-8", "surrogateescape")  # the key's bytes in the log
         parts.append(_I32.pack(len(encoded)))
         parts.append(encoded)
         if header_value is None:

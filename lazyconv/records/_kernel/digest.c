@@ -54,7 +54,7 @@ static inline void digest_tail(dual_crc *h, int64_t offset, int64_t timestamp, i
     dual_update(h, b, TAIL_SIZE);
 }
 
-/* The headers of one record into h, checked as the reader checks them (UTF-8 keys). */
+/* The headers of one record into h, checked as the reader checks them (keys: any bytes). */
 static int digest_headers(dual_crc *h, const uint8_t **pp, const uint8_t *end, int32_t count)
 {
     const uint8_t *p = *pp;

@@ -4,7 +4,7 @@
  *
  *     key length i32 (-1: null) | key | value length i32 (-1: null) | value
  *     | offset i64 | timestamp i64 | header count i32
- *     | per header: key length i32 | key (UTF-8) | value length i32 (-1: null) | value
+ *     | per header: key length i32 | key (its bytes in the log) | value length i32 (-1: null) | value
  *
  * and a set of records is summarised by the sum of their digests modulo 2**64. The parts that
  * differ between what different consumers see (timestamp, headers) come last, so one pass over

@@ -23,7 +23,7 @@ static PyObject *decode_headers(const uint8_t **pp, const uint8_t *end, int32_t 
         int32_t key_length, value_length;
         if (lc_v2_header_read(&p, end, &key_bytes, &key_length, &value_bytes, &value_length) < 0)
             goto fail;
-        PyObject *key = PyUnicode_DecodeUTF8((const char *)key_bytes, key_length, "strict");
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)key_bytes, key_length, "surrogateescape");
         PyObject *value = value_length < 0 ? Py_NewRef(Py_None)
                                            : PyBytes_FromStringAndSize((const char *)value_bytes, value_length);
         PyObject *pair = key == NULL || value == NULL ? NULL : PyTuple_Pack(2, key, value);

@@ -71,14 +71,14 @@ static inline int lc_v2_record_read(const uint8_t **pp, const uint8_t *end, lc_v
     return 0;
 }
 
-/* One header at *pp within [*pp, end): its key (length >= 0, valid UTF-8 as Python's strict
- * decoder sees it) and value (value_length -1: null). Returns 0 (*pp after the header) or -1. */
+/* One header at *pp within [*pp, end): its key (length >= 0, any bytes: Kafka stores keys that
+ * are not UTF-8, the reference decodes them with surrogateescape) and value (value_length -1:
+ * null). Returns 0 (*pp after the header) or -1. */
 static inline int lc_v2_header_read(const uint8_t **pp, const uint8_t *end, const uint8_t **key, int32_t *key_length,
                                     const uint8_t **value, int32_t *value_length)
 {
     const uint8_t *p = *pp;
-    if (read_varint(&p, end, key_length) < 0 || *key_length < 0 || *key_length > end - p ||
-        !valid_utf8(p, (size_t)*key_length))
+    if (read_varint(&p, end, key_length) < 0 || *key_length < 0 || *key_length > end - p)
         return -1;
     *key = p;
     p += *key_length;
@@ -96,7 +96,7 @@ static inline int lc_v2_header_read(const uint8_t **pp, const uint8_t *end, cons
     return 0;
 }
 
-/* A record's `count` headers: structure and key encoding checked, nothing kept. */
+/* A record's `count` headers: structure checked, nothing kept. */
 static inline int lc_v2_headers_skip(const uint8_t **pp, const uint8_t *end, int32_t count)
 {
     const uint8_t *p = *pp;
@@ -112,7 +112,7 @@ static inline int lc_v2_headers_skip(const uint8_t **pp, const uint8_t *end, int
     return 0;
 }
 
-/* The whole record: framing, headers (structure and key encoding) and the exact end. On success
+/* The whole record: framing, headers (structure) and the exact end. On success
  * *pp is the record's end. */
 static inline int lc_v2_record_walk(const uint8_t **pp, const uint8_t *end, lc_v2_record *r)
 {

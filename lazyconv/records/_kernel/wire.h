@@ -93,46 +93,4 @@ static inline int read_varlong(const uint8_t **pp, const uint8_t *end, int64_t *
     return 0;
 }
 
-/* 1 if [p, p+n) is well-formed UTF-8 as Python's strict decoder sees it (no surrogates, no
- * overlong forms, nothing above U+10FFFF). */
-static inline int valid_utf8(const uint8_t *p, size_t n)
-{
-    const uint8_t *end = p + n;
-    while (p < end) {
-        uint8_t b = *p;
-        if (b < 0x80) {
-            p++;
-            continue;
-        }
-        size_t need;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF) {
-            need = 1;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            need = 2;
-            if (b == 0xE0)
-                lo = 0xA0;
-            else if (b == 0xED)
-                hi = 0x9F;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            need = 3;
-            if (b == 0xF0)
-                lo = 0x90;
-            else if (b == 0xF4)
-                hi = 0x8F;
-        } else {
-            return 0;
-        }
-        if ((size_t)(end - p) < need + 1)
-            return 0;
-        if (p[1] < lo || p[1] > hi)
-            return 0;
-        for (size_t i = 2; i <= need; i++)
-            if (p[i] < 0x80 || p[i] > 0xBF)
-                return 0;
-        p += need + 1;
-    }
-    return 1;
-}
-
 #endif
