@@ -21,7 +21,13 @@ cover what a real log holds (all partitions 1, replication 1):
   with an aborted transaction, segments rolled every 100 ms; once the cleaner has cleaned it
   (offset gaps, batches with a delete horizon, aborted data gone, markers kept) the topic is
   switched to ``cleanup.policy=delete`` so that nothing changes it again when the broker
-  restarts.
+  restarts;
+- ``compacted-once``: two transactional producers' committed and aborted transactions, then
+  exactly one cleaner pass: aborted data gone (one producer's last aborted batch kept empty),
+  ABORT markers without a delete horizon yet and their ``.txnindex`` entries kept (one with the
+  first offset of batches removed whole): the state between two cleaner passes;
+- ``compacted-twice``: the same and a second pass: the ABORT marker whose batches are all gone
+  has a delete horizon and no entry any more; the one with an empty batch keeps its entry.
 
 :func:`copy_log_dir` copies the broker's data folder after it stopped cleanly. Everything is
 small: the whole set writes in a few seconds.
@@ -156,6 +162,8 @@ def write_oracle_topics(broker: KafkaBroker) -> dict[str, Any]:
         future.result(30)
     facts["log_start"] = {"deleted": DELETED_BEFORE}
     _write_compacted(broker, admin)
+    _write_cleaned_txn(broker, admin, "compacted-once", passes=1)
+    _write_cleaned_txn(broker, admin, "compacted-twice", passes=2)
     create_topic(bootstrap, "epochs")
     produce_records(bootstrap, "epochs", _records(50, seed=12), "none")
     broker.restart()  # a new leader election: the next records carry a new leader epoch
@@ -166,8 +174,6 @@ def write_oracle_topics(broker: KafkaBroker) -> dict[str, Any]:
 
 
 def _write_compacted(broker: KafkaBroker, admin: Any) -> None:
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "compacted", configs={
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
@@ -191,8 +197,70 @@ def _write_compacted(broker: KafkaBroker, admin: Any) -> None:
     while "compacted 0 " not in (checkpoint.read_text() if checkpoint.exists() else ""):
         assert time.monotonic() < deadline, "the log cleaner did not clean the compacted topic"
         time.sleep(0.2)
-    resource = ConfigResource("topic", "compacted", incremental_configs=[
-        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SET)])
+    _set_policy(admin, "compacted", "delete")
+
+
+def _write_cleaned_txn(broker: KafkaBroker, admin: Any, topic: str, passes: int) -> None:
+    """Two transactional producers written with ``cleanup.policy=delete``, then switched to
+    ``compact`` for ``passes`` cleaner passes (each over everything but the last record, which
+    rolled a new segment; nothing dirty is left after it), then back to ``delete``. P commits,
+    Q aborts (its last data batch: the cleaner keeps it, empty, for Q's producer state), P
+    aborts (those batches are removed whole) and commits: offsets 0..29 + COMMIT 30, Q 31..40 +
+    ABORT 41, P 42..71 + ABORT 72, P 73..102 + COMMIT 103, a plain record 104 (and 105 for a
+    second pass) in a segment of its own."""
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, topic, configs={
+        "cleanup.policy": "delete", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"})
+    p = _producer(bootstrap, **{"transactional.id": f"oracle-{topic}-p"})
+    q = _producer(bootstrap, **{"transactional.id": f"oracle-{topic}-q", "compression.type": "lz4"})
+    p.init_transactions(30)
+    q.init_transactions(30)
+    values = _values(100, 21)
+
+    def records(first: int, count: int) -> list[tuple[Any, ...]]:
+        return [(0, b"key-%02d" % (i % 6), values[i], T0 + i, None) for i in range(first, first + count)]
+
+    for producer, first, count, commit in ((p, 0, 30, True), (q, 30, 10, False),
+                                           (p, 40, 30, False), (p, 70, 30, True)):
+        producer.begin_transaction()
+        _send(producer, topic, records(first, count))
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    for n in range(passes):
+        # segment.ms: the record rolls a new segment (the cleaner's limit); a segment rolls on
+        # the timestamps of its batches, and the markers' are the broker's clock
+        time.sleep(0.15)
+        now = int(time.time() * 1000)
+        produce_records(bootstrap, topic, [(0, b"key-00", b"last", now, None)], "none")
+        if n == 0:
+            _set_policy(admin, topic, "compact")
+        _wait_cleaned(broker, topic, 104 + n)
+    _set_policy(admin, topic, "delete")
+
+
+def _wait_cleaned(broker: KafkaBroker, topic: str, offset: int) -> None:
+    """Until the cleaner checkpoint of ``topic``'s partition 0 is at ``offset`` or beyond."""
+    checkpoint = broker.data_dir / "cleaner-offset-checkpoint"
+    deadline = time.monotonic() + 90
+    while True:
+        lines = checkpoint.read_text().splitlines() if checkpoint.exists() else []
+        done = [int(line.split()[2]) for line in lines if line.startswith(f"{topic} 0 ")]
+        if done and done[0] >= offset:
+            return
+        assert time.monotonic() < deadline, f"the log cleaner did not clean {topic}"
+        time.sleep(0.2)
+
+
+def _set_policy(admin: Any, topic: str, policy: str) -> None:
+    """``cleanup.policy`` of ``topic`` (``delete``: nothing cleans it again, even after a
+    restart)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", policy, incremental_operation=AlterConfigOpType.SET)])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(30)
 
