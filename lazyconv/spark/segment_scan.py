@@ -41,6 +41,7 @@ from lazyconv.logdir.layout import SegmentFiles
 from lazyconv.logdir.txnindex import TXNINDEX_ENTRY as _TXN_ENTRY
 from lazyconv.logdir.txnindex import TXNINDEX_ENTRY_SIZE as TXN_ENTRY_SIZE
 from lazyconv.records._format import (
+    ATTRIBUTES_LENGTH,
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_MIN,
     COMPRESSION_CODEC_MASK,
@@ -1229,8 +1230,8 @@ def _cleaned_marker(scan: _RangeScan, peek: _LogPeek, marker: tuple[int, int]) -
     its entry."""
     if marker in scan.txn_starts:
         return False  # a batch of the transaction is still here: the cleaner keeps the entry
-    attributes = peek.read(scan.abort_markers[marker] + ATTRIBUTES_OFFSET, 2)
-    return attributes is not None and bool(attributes[1] & DELETE_HORIZON_FLAG_MASK)
+    attributes = peek.read(scan.abort_markers[marker] + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH)
+    return attributes is not None and bool(int.from_bytes(attributes, "big") & DELETE_HORIZON_FLAG_MASK)
 
 
 def _offset_removed(scan: _RangeScan, peek: _LogPeek, offset: int) -> bool:
@@ -1242,8 +1243,8 @@ def _offset_removed(scan: _RangeScan, peek: _LogPeek, offset: int) -> bool:
     i = bisect.bisect_left(scan.last_offsets, offset)
     if i == len(scan.last_offsets):
         return False
-    head = peek.read(scan.positions[i], 8)
-    return head is not None and offset < struct.unpack(">q", head)[0]
+    head = peek.read(scan.positions[i], _HEADER.size)
+    return head is not None and offset < _HEADER.unpack(head)[0]
 
 
 def _check_txn_index(scan: _RangeScan) -> None:
