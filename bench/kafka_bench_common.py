@@ -7,7 +7,10 @@ server processes, and how CPU and RSS are measured.
   topic per codec (``bench-<codec>``);
 - **client**: raw Fetch requests (``lazyconv.protocol``) on one connection, the next offset
   found by scanning the records' headers, nothing decompressed, so the client's own cost is the
-  same whatever answers it; :func:`concurrent_reads` runs N of them at once, timed together;
+  same whatever answers it; :func:`concurrent_reads` runs N of them at once, timed together, as
+  threads of this process or (``client_processes``) one process each, as N real consumers are:
+  threads share one interpreter lock, so N threaded clients are served at most what one core
+  of Python can read;
 - **measuring**: ``psutil`` user+sys CPU seconds of each measured process around the reads
   (every thread: a JVM's, a lazyconv server's workers), the machine's busy CPU meanwhile (the
   noise other processes made), and the peak RSS of a process sampled every 5 ms.
@@ -15,6 +18,8 @@ server processes, and how CPU and RSS are measured.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import random
 import signal
 import socket
@@ -26,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -336,40 +342,82 @@ class ConcurrentRead:
     errors: list[BaseException] = field(default_factory=list)
 
 
+def _read_in_child(port: int, topic: str, version: int, fetch_size: int, until: int,
+                   client_id: str, barrier: Any, results: Any, i: int) -> None:
+    try:
+        barrier.wait()
+        results.put((i, read_topic(port, topic, version, fetch_size, until, client_id)))
+    except BaseException as exc:  # reported by the parent
+        results.put((i, RuntimeError(f"{client_id}: {exc!r}")))
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process's children that have been waited for."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def concurrent_reads(port: int, topic: str, version: int, fetch_size: int, until: int,
                      consumers: int, processes: Mapping[str, psutil.Process | None],
-                     client_id: str = "bench", rss_of: str | None = None) -> ConcurrentRead:
-    """``consumers`` threads, each its own connection reading ``topic`` from offset 0 up to
+                     client_id: str = "bench", rss_of: str | None = None,
+                     client_processes: bool = False) -> ConcurrentRead:
+    """``consumers`` clients, each its own connection reading ``topic`` from offset 0 up to
     ``until`` (:func:`read_topic`), released together; the CPU of ``processes`` is measured
-    around them, and the RSS of ``processes[rss_of]`` sampled."""
+    around them, and the RSS of ``processes[rss_of]`` sampled. The clients are threads of this
+    process, or with ``client_processes`` one forked process each (their CPU is counted as the
+    client's when they have been waited for)."""
     me = psutil.Process()
     results: list[ReadResult | BaseException] = [ReadResult()] * consumers
-    barrier = threading.Barrier(consumers + 1)
+    barrier: Any
+    children: list[Any] = []
+    threads: list[threading.Thread] = []
+    if client_processes:
+        context = multiprocessing.get_context("fork")
+        barrier = context.Barrier(consumers + 1)
+        queue = context.Queue()
+        children = [context.Process(target=_read_in_child, daemon=True,
+                                    args=(port, topic, version, fetch_size, until,
+                                          f"{client_id}-{i}", barrier, queue, i))
+                    for i in range(consumers)]
+        for child in children:
+            child.start()
+    else:
+        barrier = threading.Barrier(consumers + 1)
 
-    def worker(i: int) -> None:
-        try:
-            barrier.wait()
-            results[i] = read_topic(port, topic, version, fetch_size, until, f"{client_id}-{i}")
-        except BaseException as exc:  # reported by the caller
-            results[i] = exc
+        def worker(i: int) -> None:
+            try:
+                barrier.wait()
+                results[i] = read_topic(port, topic, version, fetch_size, until,
+                                        f"{client_id}-{i}")
+            except BaseException as exc:  # reported by the caller
+                results[i] = exc
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(consumers)]
-    for t in threads:
-        t.start()
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True)
+                   for i in range(consumers)]
+        for t in threads:
+            t.start()
     sampled = processes.get(rss_of) if rss_of is not None else None
     idle = sampled.memory_info().rss if sampled is not None else 0
     with RssSampler(sampled) as rss:
         before = {name: cpu_seconds(p) for name, p in processes.items()}
-        c0 = cpu_seconds(me)
+        c0 = cpu_seconds(me) + children_cpu_seconds()
         s0 = busy_seconds()
         t0 = time.perf_counter()
         barrier.wait()
-        for t in threads:
-            t.join()
-        seconds = time.perf_counter() - t0
+        if client_processes:
+            for _ in children:
+                i, outcome = queue.get(timeout=SOCKET_TIMEOUT_S * 10)
+                results[i] = outcome
+            seconds = time.perf_counter() - t0
+            for child in children:
+                child.join()  # waited for: its CPU is now in children_cpu_seconds()
+        else:
+            for t in threads:
+                t.join()
+            seconds = time.perf_counter() - t0
         s1 = busy_seconds()
         cpu = {name: cpu_seconds(p) - before[name] for name, p in processes.items()}
-        client = cpu_seconds(me) - c0
+        client = cpu_seconds(me) + children_cpu_seconds() - c0
     return ConcurrentRead([r for r in results if isinstance(r, ReadResult)], seconds, cpu, client,
                           max(0.0, (s1 - s0) - sum(cpu.values()) - client), rss.peak, idle,
                           [r for r in results if isinstance(r, BaseException)])

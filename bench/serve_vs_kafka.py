@@ -8,7 +8,8 @@ serve``, so both serve byte-identical segment files (checked by hash after the r
 server up at a time and alternating which goes first, ``--consumers`` connections each read a
 whole topic from offset 0 with raw Fetch requests of each ``--versions`` (v0: magic 0, what
 0.8–0.9 consumers send; v2: magic 1, 0.10.0–0.10.1; v4: magic 2 as stored, nothing converts),
-released together. Per Fetch version, codec, consumer count and side:
+released together; each consumer is a process of its own (``--client-threads``: threads of
+the benchmark's process, which share one interpreter lock). Per Fetch version, codec, consumer count and side:
 
 - aggregate throughput: MiB of records (key + value as produced) per second of wall time, all
   consumers together;
@@ -122,6 +123,7 @@ class Measure:
         d["cores"] = self.server_cpu / self.seconds
         d["cpu_s_per_gib"] = self.server_cpu / self.payload_gib
         d["other_cores"] = self.other_cpu / self.seconds
+        d["client_cores"] = self.client_cpu / self.seconds
         return d
 
 
@@ -134,7 +136,8 @@ def timed(side: str, version: int, codec: str, port: int, process: psutil.Proces
     def once() -> ConcurrentRead:
         before, sched_before = thread_cpu(process), run_queue_times(process.pid)
         read = concurrent_reads(port, topic_name(codec), version, args.fetch_size, count,
-                                consumers, {"server": process}, f"bench-{side}", rss_of="server")
+                                consumers, {"server": process}, f"bench-{side}", rss_of="server",
+                                client_processes=not args.client_threads)
         after, sched_after = thread_cpu(process), run_queue_times(process.pid)
         spent = [cpu - before.get(tid, 0.0) for tid, cpu in after.items()]
         busiest[id(read)] = max(spent) / max(sum(spent), 1e-9)
@@ -167,7 +170,7 @@ def timed(side: str, version: int, codec: str, port: int, process: psutil.Proces
     print(f"    {side:<5} v{version} {codec:<6} x{consumers} {d['mib_s']:8.1f} MiB/s  {d['cores']:4.2f} cores  "
           f"{d['cpu_s_per_gib']:5.2f} CPU s/GiB  busiest thread {d['busiest_thread_share']:.0%}  "
           f"waiting for a CPU {d['run_queue_wait_share']:.0%}  "
-          f"{m.seconds:6.2f} s  others "
+          f"{m.seconds:6.2f} s  clients {d['client_cores']:.2f} cores  others "
           f"{d['other_cores']:.2f} cores  RSS {m.server_rss_peak / MIB:.0f} MiB", flush=True)
     return d
 
@@ -329,6 +332,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "2; default 2)")
     p.add_argument("--consumers", default="8",
                    help="comma-separated numbers of concurrent consumers (default 8)")
+    p.add_argument("--client-threads", action="store_true",
+                   help="run the consumers as threads of this process instead of one process "
+                        "each (threads share one interpreter lock: together they read at most "
+                        "what one core of Python can)")
     p.add_argument("--single", action="store_true",
                    help="also time one consumer alone (the same as adding 1 to --consumers)")
     p.add_argument("--fetch-size", type=parse_size, default=MIB,
