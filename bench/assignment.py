@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import lazyconv.assignment.fast_min_traffic  # noqa: E402,F401  (import numpy before timing)
-from lazyconv.assignment.assignor import active_tasks_cost, optimize_active_tasks  # noqa: E402
-from lazyconv.assignment.cost import CostModel, CostWeights  # noqa: E402
-from lazyconv.assignment.ids import TaskId, TopicPartition  # noqa: E402
-from lazyconv.assignment.state import ClientState  # noqa: E402
+import lazyconv.assignment._fast_min_traffic  # noqa: E402,F401  (import numpy before timing)
+from lazyconv.assignment._assignor import active_tasks_cost, optimize_active_tasks  # noqa: E402
+from lazyconv.assignment._cost import CostModel, CostWeights  # noqa: E402
+from lazyconv.assignment._ids import TaskId, TopicPartition  # noqa: E402
+from lazyconv.assignment._state import ClientState  # noqa: E402
 
 SIZES = [(50, 5), (100, 10), (200, 20), (300, 30), (500, 50), (700, 70), (1000, 100)]
 WEIGHTS = CostWeights(10, 1)

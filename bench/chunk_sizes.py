@@ -51,8 +51,8 @@ PARTITIONS = 12
 
 
 def _build_response(files, to_magic: int, chunk_kib: int | None):
-    from lazyconv.convert import down_convert
-    from lazyconv.lazy import LazyDownConvertedRecords
+    from lazyconv._convert import down_convert
+    from lazyconv._lazy import LazyDownConvertedRecords
     from lazyconv.protocol import FetchResponse
     from lazyconv.records import MemoryRecords
 
@@ -75,8 +75,8 @@ class _DiscardSink:
 
 
 def _sender(paths: list[str], to_magic: int, chunk_kib: int | None, port_queue, result_queue) -> None:
+    from lazyconv._send import drain
     from lazyconv.records import FileRecords
-    from lazyconv.send import drain
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -55,24 +55,34 @@ from typing import Any
 # Measure the checkout this script is in (a worktree), not whichever lazyconv is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lazyconv.convert import down_convert, down_convert_file  # noqa: E402
+from lazyconv._convert import down_convert, down_convert_file  # noqa: E402
+from lazyconv._lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords  # noqa: E402
 from lazyconv.errors import ConfigurationError, LazyconvError  # noqa: E402
-from lazyconv.lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords  # noqa: E402
 from lazyconv.protocol import (  # noqa: E402
-    api_versions,
-    find_coordinator,
-    init_producer_id,
-    list_offsets,
-    metadata,
-    produce,
+    _api_versions as api_versions,
 )
-from lazyconv.protocol.fetch import FetchRequest, FetchResponse  # noqa: E402
-from lazyconv.protocol.headers import decode_request_header, encode_request_header  # noqa: E402
-from lazyconv.protocol.primitives import Reader  # noqa: E402
-from lazyconv.protocol.schema import encode_message  # noqa: E402
+from lazyconv.protocol import (
+    _find_coordinator as find_coordinator,
+)
+from lazyconv.protocol import (
+    _init_producer_id as init_producer_id,
+)
+from lazyconv.protocol import (
+    _list_offsets as list_offsets,
+)
+from lazyconv.protocol import (
+    _metadata as metadata,
+)
+from lazyconv.protocol import (
+    _produce as produce,
+)
+from lazyconv.protocol._fetch import FetchRequest, FetchResponse  # noqa: E402
+from lazyconv.protocol._headers import decode_request_header, encode_request_header  # noqa: E402
+from lazyconv.protocol._primitives import Reader  # noqa: E402
+from lazyconv.protocol._schema import encode_message  # noqa: E402
 from lazyconv.records import Compression, FileRecords, MemoryRecords, RecordsBuilder  # noqa: E402
 from lazyconv.records._codec import crc32c  # noqa: E402
-from lazyconv.serve.append_validation import ProducerStateTable, validate_produce  # noqa: E402
+from lazyconv.serve._append_validation import ProducerStateTable, validate_produce  # noqa: E402
 
 __all__ = [
     "TARGETS",
@@ -529,8 +539,8 @@ class _BrokerTarget:
     corrupt batch planted after good ones. Fetch waits run on a virtual clock."""
 
     def __init__(self, directory: Path) -> None:
-        from lazyconv.serve import fetch_handler as broker_module
-        from lazyconv.serve.broker import Broker
+        from lazyconv.serve import _fetch_handler as broker_module
+        from lazyconv.serve._broker import Broker
 
         self.root = directory / "logs"
         self.loop = asyncio.new_event_loop()
@@ -549,9 +559,9 @@ class _BrokerTarget:
         self.reset()
 
     def reset(self) -> None:
-        from lazyconv.logdir.directory import LogDirectory
-        from lazyconv.logdir.naming import segment_file_name
-        from lazyconv.serve.broker import Broker, Listener
+        from lazyconv.logdir._directory import LogDirectory
+        from lazyconv.logdir._naming import segment_file_name
+        from lazyconv.serve._broker import Broker, Listener
 
         if not self.loop.is_running():  # after a hang the interrupted task is dropped with it
             self.loop.close()
@@ -614,7 +624,7 @@ def _garbage_records(batch: bytes) -> bytes:
 
 
 def broker_seeds() -> list[bytes]:
-    from lazyconv.serve.broker import SUPPORTED_VERSIONS
+    from lazyconv.serve._broker import SUPPORTED_VERSIONS
 
     seeds = []
     for key, version, body in request_seeds():

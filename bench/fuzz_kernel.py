@@ -95,7 +95,7 @@ def _record(rng: random.Random, offset_delta: int) -> bytes:
 def _batch(rng: random.Random) -> bytes:
     from crc32c import crc32c
 
-    from lazyconv.records.compression import Compression, compress
+    from lazyconv.records._compression import Compression, compress
 
     count = rng.choice((0, 1, 2, 3, 5, 12))
     delta = 0
@@ -152,7 +152,7 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def _outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
-    from lazyconv.convert import down_convert_bytes
+    from lazyconv._convert import down_convert_bytes
     from lazyconv.errors import LazyconvError
     from lazyconv.records import MemoryRecords
 
@@ -203,8 +203,8 @@ def _encode_reference(records: list[Any], base_offset: int, base_timestamp: int)
 
 
 def _lazy_outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
+    from lazyconv._lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords
     from lazyconv.errors import LazyconvError
-    from lazyconv.lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords
     from lazyconv.records import MemoryRecords
 
     try:
@@ -219,7 +219,7 @@ def _lazy_outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, .
 
 def _lz4_frame(rng: random.Random) -> tuple[bytes, int]:
     """A Kafka lz4 frame of random data (one or more blocks, some stored), possibly mutated."""
-    from lazyconv.records.compression import Compression, compress
+    from lazyconv.records._compression import Compression, compress
 
     magic = rng.choice((0, 1, 2))
     size = rng.choice((0, 1, 50, 3000, 70_000 if rng.random() < 0.05 else 500))
@@ -248,7 +248,7 @@ def _xxh32(data: bytes, seed: int) -> int:
 
 def _lz4_outcome(frame: bytes, magic: int, max_size: int) -> tuple[Any, ...]:
     from lazyconv.errors import LazyconvError
-    from lazyconv.records.compression import decompress
+    from lazyconv.records._compression import decompress
 
     try:
         return ("ok", decompress(3, frame, magic, max_size, position=5))
@@ -261,7 +261,7 @@ def _complete_v2_end(data: bytes) -> int:
     than the kernel's: the kernel's record iterator then meets malformed records itself)."""
     from lazyconv.errors import LazyconvError
     from lazyconv.records import MemoryRecords
-    from lazyconv.records.batch import DefaultBatch
+    from lazyconv.records._batch import DefaultBatch
 
     end = 0
     try:
@@ -275,10 +275,10 @@ def _complete_v2_end(data: bytes) -> int:
 
 
 def _digest_differences(rng: random.Random, data: bytes) -> tuple[int, int]:
-    """The record digests (lazyconv.records.digest) on kernel and reference: the v2 records
+    """The record digests (lazyconv.records._digest) on kernel and reference: the v2 records
     region of ``data`` as a batch payload, and ``data`` as a run of legacy messages, at random
     counts, offsets, shifts and overrides; returns ``(executions, differences)``."""
-    from lazyconv.records import digest
+    from lazyconv.records import _digest as digest
 
     differences = 0
     payload = data[RECORDS_OFFSET:] if len(data) > RECORDS_OFFSET else data
@@ -312,7 +312,7 @@ def _digest_differences(rng: random.Random, data: bytes) -> tuple[int, int]:
 def _converted(data: bytes, to_magic: int, rng: random.Random) -> bytes | None:
     """``data`` down-converted (legacy messages and compressed wrappers), mutated a little half
     of the time; ``None`` when it does not convert."""
-    from lazyconv.convert import down_convert_bytes
+    from lazyconv._convert import down_convert_bytes
     from lazyconv.errors import LazyconvError
     from lazyconv.records import MemoryRecords
 
@@ -328,7 +328,7 @@ def _converted(data: bytes, to_magic: int, rng: random.Random) -> bytes | None:
 
 def _decompress_or_none(codec: int, magic: int, value: bytes) -> bytes | None:
     from lazyconv.errors import LazyconvError
-    from lazyconv.records.compression import decompress
+    from lazyconv.records._compression import decompress
 
     try:
         return decompress(codec, value, magic)
@@ -416,7 +416,7 @@ def _run_log(rng: random.Random) -> bytes:
 def _segment_run_differences(rng: random.Random, data: bytes) -> tuple[int, int]:
     """``segment_run`` and ``convert_v2_run_ends`` (kernel) against their references on
     ``data`` and on a random suffix, in random states; returns ``(executions, differences)``."""
-    from lazyconv.records.segment_run import (
+    from lazyconv.records._segment_run import (
         convert_run_ends,
         convert_run_ends_reference,
         segment_run,
@@ -446,7 +446,7 @@ def _segment_run_differences(rng: random.Random, data: bytes) -> tuple[int, int]
 
 
 def _compress_or_fail(codec: int, inner: bytes, magic: int) -> bytes:
-    from lazyconv.records.compression import compress
+    from lazyconv.records._compression import compress
 
     return compress(codec, inner, magic)
 
@@ -464,7 +464,7 @@ def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int,
     layer without the kernel) on the first entry of ``data`` given a gzip, snappy or lz4 codec
     and on a random cut of it, with its records (or random bytes, or a cut of them) as the
     payload: same bytes, counts and errors; a declined entry leaves the output as it was."""
-    from lazyconv.convert import convert_compressed_v2_entry
+    from lazyconv._convert import convert_compressed_v2_entry
     from lazyconv.records import _impl
 
     kernel: Any = _impl.kernel_module()
@@ -506,9 +506,9 @@ def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int,
 def run(seconds: float, seed: int) -> tuple[int, int, int]:
     """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
     from lazyconv.records import Record, _impl
-    from lazyconv.records.scan import scan_batches, scan_batches_reference
+    from lazyconv.records._scan import scan_batches, scan_batches_reference
 
-    logging.getLogger("lazyconv.lazy").setLevel(logging.CRITICAL)  # the sends log every stop
+    logging.getLogger("lazyconv._lazy").setLevel(logging.CRITICAL)  # the sends log every stop
     kernel: Any = _impl.kernel_module()
     if kernel is None:
         raise SystemExit("the compiled kernel is not in use: nothing to fuzz")

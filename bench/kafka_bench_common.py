@@ -35,9 +35,9 @@ from typing import Any
 
 import psutil
 
-from lazyconv.protocol.fetch import FetchRequest, FetchResponse, response_header_version
-from lazyconv.protocol.headers import decode_response_header
-from lazyconv.protocol.primitives import Reader
+from lazyconv.protocol._fetch import FetchRequest, FetchResponse, response_header_version
+from lazyconv.protocol._headers import decode_response_header
+from lazyconv.protocol._primitives import Reader
 from tests.kafka_broker import (
     KafkaBroker,
     _die_with_parent,

@@ -39,9 +39,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import lz4.block  # noqa: E402
 
-from lazyconv.convert import down_convert  # noqa: E402
+from lazyconv._convert import down_convert  # noqa: E402
 from lazyconv.records import MemoryRecords, RecordsBuilder  # noqa: E402
-from lazyconv.records.compression import Compression, compress, decompress  # noqa: E402
+from lazyconv.records._compression import Compression, compress, decompress  # noqa: E402
 
 LZ4 = Compression.LZ4
 JAVA_SOURCE = REPO / "tests" / "kafka" / "Lz4Reference.java"
@@ -143,9 +143,9 @@ def measure_frames(dist: Path) -> list[dict[str, object]]:
 
 
 def _fetch(port: int, version: int, topic: str, offset: int, max_bytes: int) -> tuple[bytes, int]:
-    from lazyconv.protocol.fetch import FetchRequest, FetchResponse, response_header_version
-    from lazyconv.protocol.headers import decode_response_header
-    from lazyconv.protocol.primitives import Reader
+    from lazyconv.protocol._fetch import FetchRequest, FetchResponse, response_header_version
+    from lazyconv.protocol._headers import decode_response_header
+    from lazyconv.protocol._primitives import Reader
 
     body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes,
             "isolation_level": 0, "topics": [{"topic": topic, "partitions": [

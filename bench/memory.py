@@ -48,11 +48,11 @@ class _DiscardSink:
 
 
 def _one_fetch(path: str, partitions: int, mode: str, chunk_size: int, queue) -> None:
-    from lazyconv.convert import down_convert
-    from lazyconv.lazy import LazyDownConvertedRecords
+    from lazyconv._convert import down_convert
+    from lazyconv._lazy import LazyDownConvertedRecords
+    from lazyconv._send import drain
     from lazyconv.protocol import FetchResponse
     from lazyconv.records import FileRecords, MemoryRecords
-    from lazyconv.send import drain
 
     records = FileRecords.open(path)  # one descriptor shared by every partition (pread only)
     baseline_rss = reset_peak_rss()

@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 
 from lazyconv.protocol import FetchRequest
-from lazyconv.protocol.headers import encode_request_header
+from lazyconv.protocol._headers import encode_request_header
 from lazyconv.records import RecordsBuilder
 
 TOPIC = "memory"
@@ -64,7 +64,7 @@ def start_server(logdir: Path, chunk_size: str) -> tuple[subprocess.Popen, int]:
     # Serve with this checkout's lazyconv, whatever the current directory is.
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lazyconv.cli", "serve", str(logdir), "--port", "0",
+        [sys.executable, "-m", "lazyconv._cli", "serve", str(logdir), "--port", "0",
          "--chunk-size", chunk_size],
         stdout=subprocess.PIPE, text=True, env=env,
     )
@@ -77,7 +77,7 @@ def start_gateway(upstream_port: int, chunk_size: str, upstream_fetch_max: str) 
     """``lazyconv gateway`` in front of the server on ``upstream_port``."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lazyconv.cli", "gateway", "--upstream", f"127.0.0.1:{upstream_port}",
+        [sys.executable, "-m", "lazyconv._cli", "gateway", "--upstream", f"127.0.0.1:{upstream_port}",
          "--port", "0", "--chunk-size", chunk_size, "--upstream-fetch-max-bytes", upstream_fetch_max],
         stdout=subprocess.PIPE, text=True, env=env,
     )

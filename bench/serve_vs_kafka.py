@@ -72,7 +72,7 @@ from bench.kafka_bench_common import (  # noqa: E402
     read_topic,
     topic_name,
 )
-from lazyconv.commands._common import parse_size  # noqa: E402
+from lazyconv._commands._common import parse_size  # noqa: E402
 from tests.kafka_broker import KafkaBroker, dist_version  # noqa: E402
 
 CODECS = ("lz4", "none", "gzip", "snappy")

@@ -8,7 +8,7 @@
     python bench/validate.py driver --segments 10000   # the driver's peak RSS, many segments
     python bench/validate.py driver --segments 20000 --spread   # ... many partitions
 
-``scan`` runs :func:`lazyconv.spark.segment_check.check_segment` over every segment of a
+``scan`` runs :func:`lazyconv.spark._segment_check.check_segment` over every segment of a
 ``mixed`` fixture (``--segment-bytes 16M``, target magics 0 and 1) with one chunk size and then
 with the seven default chunk sizes, and prints CPU seconds and MiB/s per core for each and
 their ratio. ``job`` runs ``lazyconv validate --chunk-sizes 128K --to-magic 0,1`` on the same
@@ -41,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lazyconv.fixtures.generate import MANIFEST_FORMAT, generate, parse_size  # noqa: E402
+from lazyconv.fixtures._generate import MANIFEST_FORMAT, generate, parse_size  # noqa: E402
 
 MIB = 1024 * 1024
 ONE_CHUNK = (128 * 1024,)
@@ -71,9 +71,9 @@ def _fixture(workdir: Path, size: str, partitions: int, segment_bytes: str) -> P
 
 
 def _scan_all(root: Path, chunk_sizes: tuple[int, ...]) -> tuple[float, float, int]:
-    from lazyconv.logdir.layout import list_segments
-    from lazyconv.spark.segment_check import check_segment
-    from lazyconv.spark.segment_scan import ScanOptions
+    from lazyconv.logdir._layout import list_segments
+    from lazyconv.spark._segment_check import check_segment
+    from lazyconv.spark._segment_scan import ScanOptions
 
     options = ScanOptions((0, 1), chunk_sizes)
     segments = list_segments(str(root))
@@ -102,11 +102,11 @@ def scan(args: argparse.Namespace) -> None:
 def codecs(args: argparse.Namespace) -> None:
     """The scan's CPU time, and how much of it goes to compressing and decompressing (the codec
     libraries with lazyconv's framing code around them)."""
-    import lazyconv.convert as convert_module
-    import lazyconv.records.batch as batch_module
-    import lazyconv.records.compression as compression
-    import lazyconv.records.conversion as conversion_module
-    import lazyconv.records.legacy as legacy_module
+    import lazyconv._convert as convert_module
+    import lazyconv.records._batch as batch_module
+    import lazyconv.records._compression as compression
+    import lazyconv.records._conversion as conversion_module
+    import lazyconv.records._legacy as legacy_module
 
     root = _fixture(Path(args.workdir), args.size, 4, "16M")
     mib = sum(p.stat().st_size for p in root.glob("*/*.log")) / MIB
@@ -157,10 +157,10 @@ def job(args: argparse.Namespace) -> None:
 _CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from lazyconv.logdir.layout import list_segments
-from lazyconv.spark.planning import plan_ranges, range_target
-from lazyconv.spark.segment_scan import ScanOptions, scan_range
-from lazyconv.spark.segment_check import task_for
+from lazyconv.logdir._layout import list_segments
+from lazyconv.spark._planning import plan_ranges, range_target
+from lazyconv.spark._segment_scan import ScanOptions, scan_range
+from lazyconv.spark._segment_check import task_for
 segs = list_segments(sys.argv[2])
 whole = sys.argv[3] == "whole"
 tasks = [task_for(s, True) for s in segs] if whole else plan_ranges(
@@ -196,7 +196,7 @@ def memory(args: argparse.Namespace) -> None:
 def _compressed_payloads(root: Path) -> list[tuple[int, bytes, int]]:
     """``(codec, payload, magic)`` of every compressed entry of the fixture: v2 batches' records
     and v0/v1 wrappers' values, as stored."""
-    from lazyconv.logdir.layout import list_segments
+    from lazyconv.logdir._layout import list_segments
     from lazyconv.records import MemoryRecords
 
     found = []
@@ -217,7 +217,7 @@ def _compressed_payloads(root: Path) -> list[tuple[int, bytes, int]]:
 def _floor_seconds(root: Path) -> tuple[float, int]:
     """CPU seconds to decompress every compressed entry once (lazyconv's thin framing around
     the codec libraries), and how many there are."""
-    from lazyconv.records.compression import decompress
+    from lazyconv.records._compression import decompress
 
     payloads = _compressed_payloads(root)
     cpu = time.process_time()

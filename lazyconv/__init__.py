@@ -16,8 +16,10 @@ Answering a Fetch::
     from lazyconv import FetchRequest, FetchResponse
 """
 
+from lazyconv._convert import ConversionStats, ConvertedRecords, down_convert, down_convert_file
+from lazyconv._lazy import LazyDownConvertedRecords
+from lazyconv._send import Send, drain
 from lazyconv._types import Channel, Records, SendableRecords
-from lazyconv.convert import ConversionStats, ConvertedRecords, down_convert, down_convert_file
 from lazyconv.errors import (
     ConfigurationError,
     CorruptRecordError,
@@ -26,9 +28,8 @@ from lazyconv.errors import (
     RecordsError,
     UnsupportedCompressionError,
 )
-from lazyconv.lazy import LazyDownConvertedRecords
-from lazyconv.protocol.error_codes import ErrorCode
-from lazyconv.protocol.fetch import FetchRequest, FetchResponse
+from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.protocol._fetch import FetchRequest, FetchResponse
 from lazyconv.records import (
     Compression,
     ControlRecordType,
@@ -40,7 +41,6 @@ from lazyconv.records import (
     TimestampType,
     build_end_txn_marker,
 )
-from lazyconv.send import Send, drain
 
 __version__ = "0.2.0"
 

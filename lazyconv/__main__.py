@@ -2,7 +2,7 @@
 
 import sys
 
-from lazyconv.cli import main
+from lazyconv._cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,15 +11,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 
 if TYPE_CHECKING:
-    from lazyconv.records.types import RecordBatch
-    from lazyconv.send import Send
+    from lazyconv._send import Send
+    from lazyconv.records._types import RecordBatch
 
 __all__ = ["Records", "SendableRecords", "Channel", "SendingChannel", "WritableChannel"]
 
 
 @runtime_checkable
 class SendableRecords(Protocol):
-    """Records that know their exact size and can be written out as a :class:`~lazyconv.send.Send`
+    """Records that know their exact size and can be written out as a :class:`~lazyconv._send.Send`
     (what a FetchResponse carries in a partition's ``records`` field)."""
 
     @property
@@ -66,5 +66,5 @@ class WritableChannel(Protocol):
 
 
 Channel = Union[SendingChannel, WritableChannel]  # noqa: UP007 (a runtime alias on 3.10)
-"""Where a :class:`~lazyconv.send.Send` writes: a socket, or any object with ``send`` or
+"""Where a :class:`~lazyconv._send.Send` writes: a socket, or any object with ``send`` or
 ``write`` (a file, a ``BytesIO``, a test double accepting a few bytes at a time)."""

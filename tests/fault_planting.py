@@ -10,7 +10,7 @@ import shutil
 import struct
 from pathlib import Path
 
-from lazyconv.logdir.layout import SegmentFiles, list_segments
+from lazyconv.logdir._layout import SegmentFiles, list_segments
 
 Fault = tuple[str, int, str, str, int, str]
 

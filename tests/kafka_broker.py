@@ -240,7 +240,7 @@ def _api_name(key: int) -> str:
     if _API_NAMES is None:
         names = dict(_FALLBACK_API_NAMES)
         try:
-            from lazyconv.protocol.registry import API_BY_KEY
+            from lazyconv.protocol._registry import API_BY_KEY
 
             for k, spec in API_BY_KEY.items():
                 names.setdefault(int(k), re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", spec.name).upper())

@@ -12,8 +12,8 @@ import struct
 import zlib
 
 from lazyconv.records._codec import append_legacy_message
+from lazyconv.records._compression import compress
 from lazyconv.records._format import LEGACY_ENTRY_CRC_OFFSET, LEGACY_ENTRY_MAGIC_OFFSET
-from lazyconv.records.compression import compress
 
 __all__ = ["message", "v0", "v1", "wrapper", "fix_crc", "flip"]
 

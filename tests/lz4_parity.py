@@ -24,10 +24,10 @@ import hashlib
 import sys
 from pathlib import Path
 
-from lazyconv.convert import down_convert
+from lazyconv._convert import down_convert
 from lazyconv.records import MemoryRecords
-from lazyconv.records.builder import RecordsBuilder
-from lazyconv.records.compression import Compression, decompress
+from lazyconv.records._builder import RecordsBuilder
+from lazyconv.records._compression import Compression, decompress
 
 LZ4 = Compression.LZ4
 

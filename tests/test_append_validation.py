@@ -9,10 +9,10 @@ import zlib
 import pytest
 
 from lazyconv.errors import ConfigurationError
-from lazyconv.protocol import produce
+from lazyconv.protocol import _produce as produce
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder, build_end_txn_marker
-from lazyconv.records.builder import encode_v2_batch
-from lazyconv.serve.append_validation import (
+from lazyconv.records._builder import encode_v2_batch
+from lazyconv.serve._append_validation import (
     AppendConfig,
     AppendErrorCode,
     ProducerStateTable,

@@ -14,9 +14,9 @@ import kafka.record.legacy_records
 import pytest
 from kafka.record import MemoryRecordsBuilder as KafkaBuilder
 
-from lazyconv.cli import main
+from lazyconv._cli import main
 from lazyconv.records import Compression, RecordsBuilder, TimestampType, build_end_txn_marker
-from lazyconv.records.compression import compression_name
+from lazyconv.records._compression import compression_name
 
 RECORD_KEYS = [
     "offset",
@@ -430,7 +430,7 @@ def test_console_entry_point_exit_status(tmp_path: Path) -> None:
     path = tmp_path / "corrupt.log"
     path.write_bytes(first + bytes(broken))
     result = subprocess.run(
-        [sys.executable, "-m", "lazyconv.cli", "dump", str(path), "--json"],
+        [sys.executable, "-m", "lazyconv._cli", "dump", str(path), "--json"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -453,7 +453,7 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def _small_log_dir(tmp_path: Path) -> Path:
-    from lazyconv.fixtures.generate import generate
+    from lazyconv.fixtures._generate import generate
 
     generate(tmp_path / "logs", 96 * 1024, partitions=1, seed=3, profile="mixed",
              index_interval_bytes=4096)
@@ -499,7 +499,7 @@ def test_several_files_in_one_call(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_transaction_index_and_producer_snapshot(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lazyconv.commands._segment_files import encode_producer_snapshot
+    from lazyconv._commands._segment_files import encode_producer_snapshot
 
     txn = tmp_path / "00000000000000000100.txnindex"
     txn.write_bytes(struct.pack(">hqqqq", 0, 7, 100, 120, 99) + struct.pack(">hqqqq", 0, 8, 130, 131, 125))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.cli import main
+from lazyconv._cli import main
 from lazyconv.records import RecordsBuilder
 
 USAGE, DATA = 2, 1
@@ -243,7 +243,7 @@ def test_python_dash_m_runs_the_cli() -> None:
      ("1M", 1 << 20), ("1.5G", 3 << 29), ("2B", 2)],
 )
 def test_one_size_syntax(text: str, size: int) -> None:
-    from lazyconv.commands._common import parse_size
+    from lazyconv._commands._common import parse_size
 
     assert parse_size(text) == size
 
@@ -252,7 +252,7 @@ def test_one_size_syntax(text: str, size: int) -> None:
 def test_size_syntax_refuses(text: str) -> None:
     import argparse
 
-    from lazyconv.commands._common import parse_size
+    from lazyconv._commands._common import parse_size
 
     with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
         parse_size(text)

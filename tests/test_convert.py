@@ -17,7 +17,7 @@ from lazy_support import (
     v2_set_log_append_time,
 )
 
-from lazyconv.convert import (
+from lazyconv._convert import (
     ConversionStats,
     ConvertedRecords,
     down_convert,

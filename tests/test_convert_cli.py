@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from lazy_support import build_batch, consumer_records, v2_end_txn_marker
 
-from lazyconv.cli import main
-from lazyconv.lazy import overflow_padding
+from lazyconv._cli import main
+from lazyconv._lazy import overflow_padding
 
 A = build_batch(2, [(1000, b"k", b"v"), (1005, None, b"w")], base_offset=0)
 B = build_batch(2, [(3000, b"b", b"bb")], base_offset=3)

@@ -20,7 +20,7 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lazyconv.convert import (
+from lazyconv._convert import (
     _convert_batch_into,
     _convert_batch_into_generic,
     _convert_v2_batch_into,
@@ -36,7 +36,7 @@ from lazyconv.records._codec import (
     encode_varlong,
     read_varint,
 )
-from lazyconv.records.compression import Compression, compress
+from lazyconv.records._compression import Compression, compress
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -204,7 +204,7 @@ def test_down_convert_bytes_uses_the_fused_path_transparently(
     data = b"".join(case[0] for case in cases)
 
     def run(convert_batch: Callable[..., Any]) -> tuple[Any, ...]:
-        import lazyconv.convert as convert_module
+        import lazyconv._convert as convert_module
 
         saved = convert_module._convert_batch_into
         convert_module._convert_batch_into = convert_batch
@@ -345,9 +345,9 @@ def test_a_compressed_batch_converted_from_its_decompressed_records_equals_down_
     magics 0 and 1."""
     from pathlib import Path
 
-    from lazyconv.convert import append_compressed_v2_entry, convert_compressed_v2_entry
-    from lazyconv.logdir.layout import list_segments
-    from lazyconv.records.batch import DefaultBatch
+    from lazyconv._convert import append_compressed_v2_entry, convert_compressed_v2_entry
+    from lazyconv.logdir._layout import list_segments
+    from lazyconv.records._batch import DefaultBatch
 
     root = Path(__file__).resolve().parent.parent / "fixtures"
     compared = log_append = 0
@@ -383,7 +383,7 @@ def test_a_compressed_batch_converted_from_its_decompressed_records_equals_down_
 
 def _compressed_outcomes(data: bytes, to_magic: int, payload: bytes) -> tuple[Any, Any, bool]:
     """``(kernel outcome, reference outcome, whether the kernel declined)`` for one entry."""
-    from lazyconv.convert import append_compressed_v2_entry, convert_compressed_v2_entry
+    from lazyconv._convert import append_compressed_v2_entry, convert_compressed_v2_entry
     from lazyconv.records import _impl
 
     kernel: Any = _impl.kernel_module()
@@ -403,7 +403,7 @@ def _compressed_outcomes(data: bytes, to_magic: int, payload: bytes) -> tuple[An
 
 
 def _payload_of(data: bytes) -> bytes:
-    from lazyconv.records.compression import decompress
+    from lazyconv.records._compression import decompress
 
     return decompress(data[22] & 7, data[61:], 2)
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from lazyconv.convert import down_convert
+from lazyconv._convert import down_convert
 from lazyconv.records import Compression, FileRecords, RecordsBuilder, _impl, encode_v2_batch
 from lazyconv.records._codec import append_v2_record
-from lazyconv.records.compression import compress
-from lazyconv.records.conversion import MAX_RUN_READ
+from lazyconv.records._compression import compress
+from lazyconv.records._conversion import MAX_RUN_READ
 
 TWINS = ["python"] + (["native"] if _impl.NATIVE is not None else [])
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from lazyconv.convert import _convert_batch_into_generic, _convert_v2_batch_into, down_convert
+from lazyconv._convert import _convert_batch_into_generic, _convert_v2_batch_into, down_convert
+from lazyconv._lazy import LazyDownConvertedRecords
 from lazyconv.errors import InvalidRecordError, LazyconvError
-from lazyconv.lazy import LazyDownConvertedRecords
 from lazyconv.records import Compression, MemoryRecords
+from lazyconv.records._builder import encode_v2_batch
 from lazyconv.records._codec import append_v2_record
-from lazyconv.records.builder import encode_v2_batch
-from lazyconv.records.compression import compress
+from lazyconv.records._compression import compress
 
 CODECS = [Compression.NONE, Compression.GZIP, Compression.LZ4]
 

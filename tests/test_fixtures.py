@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kafka.record import MemoryRecords as KafkaMemoryRecords
 
-from lazyconv.cli import main
+from lazyconv._cli import main
 from lazyconv.errors import ConfigurationError
 from lazyconv.fixtures import (
     PROFILES,
@@ -19,12 +19,14 @@ from lazyconv.fixtures import (
     generate,
     parse_size,
     record_hash,
-    wire,
 )
-from lazyconv.fixtures.wire import FixtureRecord
-from lazyconv.logdir.index import IndexBuilder, parse_offset_index, parse_time_index
-from lazyconv.logdir.layout import list_segments
-from lazyconv.logdir.naming import segment_file_name, split_partition_dir
+from lazyconv.fixtures import (
+    _wire as wire,
+)
+from lazyconv.fixtures._wire import FixtureRecord
+from lazyconv.logdir._index import IndexBuilder, parse_offset_index, parse_time_index
+from lazyconv.logdir._layout import list_segments
+from lazyconv.logdir._naming import segment_file_name, split_partition_dir
 
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "fixtures"

@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from lazyconv.cli import main
+from lazyconv._cli import main
 
 
 @pytest.mark.slow
 def test_an_interrupted_run_leaves_no_half_fixture(tmp_path) -> None:
     out = tmp_path / "fx"
-    proc = subprocess.Popen([sys.executable, "-m", "lazyconv.cli", "fixtures", "generate",
+    proc = subprocess.Popen([sys.executable, "-m", "lazyconv._cli", "fixtures", "generate",
                              str(out), "--size", "2G", "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(2.0)

@@ -17,9 +17,9 @@ import pytest
 from golden_cases import GOLDEN_DIR
 from lazy_support import TrickleChannel, consumer_records, drive
 
-from lazyconv.convert import ConversionStats, down_convert, down_convert_bytes, down_convert_file
+from lazyconv._convert import ConversionStats, down_convert, down_convert_bytes, down_convert_file
+from lazyconv._lazy import LazyDownConvertedRecords, overflow_padding
 from lazyconv.errors import UnsupportedCompressionError
-from lazyconv.lazy import LazyDownConvertedRecords, overflow_padding
 from lazyconv.records import Compression, FileRecords
 
 # Conversions where Kafka's lazy send re-sends the first converted batch (Kafka's duplicate batch).

@@ -18,21 +18,21 @@ from lazy_support import (
     v2_end_txn_marker,
 )
 
-from lazyconv.convert import down_convert_bytes
+from lazyconv._convert import down_convert_bytes
+from lazyconv._lazy import (
+    LazyDownConvertedRecords,
+    chunk_groups,
+    overflow_padding,
+    overflow_padding_step,
+)
+from lazyconv._send import drain
 from lazyconv.errors import (
     ConfigurationError,
     InvalidRecordError,
     UnknownCompressionError,
     UnsupportedCompressionError,
 )
-from lazyconv.lazy import (
-    LazyDownConvertedRecords,
-    chunk_groups,
-    overflow_padding,
-    overflow_padding_step,
-)
 from lazyconv.records import Compression, MemoryRecords
-from lazyconv.send import drain
 
 # --------------------------------------------------------------------------------------------
 # overflow padding steps: the exact bytes Kafka writes

@@ -11,10 +11,10 @@ import pytest
 from crc32c import crc32c
 from lazy_support import TrickleChannel, build_batch, consumer_records, drive
 
-from lazyconv.convert import down_convert
+from lazyconv._convert import down_convert
+from lazyconv._lazy import LazyDownConvertedRecords, overflow_padding
 from lazyconv.errors import CorruptRecordError, RecordsError
-from lazyconv.lazy import LazyDownConvertedRecords, overflow_padding
-from lazyconv.protocol.fetch import FetchResponse
+from lazyconv.protocol._fetch import FetchResponse
 from lazyconv.records import Compression, FileRecords, MemoryRecords
 
 
@@ -135,7 +135,7 @@ def test_a_chunk_that_fails_whole_but_converts_batch_by_batch_ends_the_send_with
     chunk's conversion and its batch-by-batch retry looks like to the send: the chunk fails,
     each of its batches converts. It used to escape as an AssertionError; now the send pads
     to its committed size and reports a CorruptRecordError."""
-    import lazyconv.lazy as lazy_module
+    import lazyconv._lazy as lazy_module
 
     real = lazy_module.down_convert_bytes
     failed: list[int] = []

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from lazy_support import build_batch
 
-from lazyconv.convert import down_convert
-from lazyconv.lazy import LazyDownConvertedRecords
+from lazyconv._convert import down_convert
+from lazyconv._lazy import LazyDownConvertedRecords
+from lazyconv._send import drain
 from lazyconv.records import FileRecords
-from lazyconv.send import drain
 
 MiB = 1024 * 1024
 INPUT_SIZE = 64 * MiB

@@ -25,8 +25,13 @@ from lazy_support import (
     v2_set_log_append_time,
 )
 
-from lazyconv.convert import down_convert_bytes
-from lazyconv.lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE, LazyDownConvertedRecords, overflow_padding
+from lazyconv._convert import down_convert_bytes
+from lazyconv._lazy import (
+    MAX_CHUNK_SIZE,
+    MIN_CHUNK_SIZE,
+    LazyDownConvertedRecords,
+    overflow_padding,
+)
 from lazyconv.records import Compression, FileRecords, MemoryRecords
 
 CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from lazyconv.lazy import LazyDownConvertedRecords
+from lazyconv._lazy import LazyDownConvertedRecords
 from lazyconv.records import MemoryRecords, RecordsBuilder
 
 

@@ -26,26 +26,26 @@ LOGDIR = PACKAGE / "logdir"
 
 # module (relative to the package) -> what of the generator it may import, and why
 GENERATOR_FRONT_DOORS = {
-    "commands/fixtures.py": {"lazyconv.fixtures.generate", "lazyconv.fixtures.profiles"},
-    "commands/validate.py": {"lazyconv.fixtures.generate"},  # no LOGDIR: generate one to check
+    "_commands/fixtures.py": {"lazyconv.fixtures._generate", "lazyconv.fixtures._profiles"},
+    "_commands/validate.py": {"lazyconv.fixtures._generate"},  # no LOGDIR: generate one to check
 }
 LOGDIR_MAY_IMPORT = ("lazyconv.logdir", "lazyconv.records", "lazyconv.errors")
 
 # each file-name fact -> the one module that spells it
 NAMES = {
-    ".log": "logdir/naming.py",
-    ".index": "logdir/naming.py",
-    ".timeindex": "logdir/naming.py",
-    ".txnindex": "logdir/naming.py",
-    ".snapshot": "logdir/naming.py",
-    "partition.metadata": "logdir/naming.py",
-    "recovery-point-offset-checkpoint": "logdir/naming.py",
-    "log-start-offset-checkpoint": "logdir/naming.py",
-    "manifest.json": "logdir/manifest.py",
+    ".log": "logdir/_naming.py",
+    ".index": "logdir/_naming.py",
+    ".timeindex": "logdir/_naming.py",
+    ".txnindex": "logdir/_naming.py",
+    ".snapshot": "logdir/_naming.py",
+    "partition.metadata": "logdir/_naming.py",
+    "recovery-point-offset-checkpoint": "logdir/_naming.py",
+    "log-start-offset-checkpoint": "logdir/_naming.py",
+    "manifest.json": "logdir/_manifest.py",
 }
 STRUCT_FORMATS = {
-    ">hqqqq": "logdir/txnindex.py",  # AbortedTxn: version, producer id, first, last, LSO
-    ">qhiqiqiq": "logdir/snapshot.py",  # a producer snapshot entry
+    ">hqqqq": "logdir/_txnindex.py",  # AbortedTxn: version, producer id, first, last, LSO
+    ">qhiqiqiq": "logdir/_snapshot.py",  # a producer snapshot entry
 }
 OFFSET_NAME_FORMAT = "020d"  # a file name's offset: 20 zero-padded digits
 # Known places still to switch, in code another piece of work owns: (module, constant). (Index
@@ -136,8 +136,8 @@ def test_log_directory_facts_are_spelled_in_one_module_each() -> None:
                     found.append(f"{module}:{node.lineno}: {node.value!r} (declared in {home})")
             if (isinstance(node, ast.FormattedValue) and node.format_spec is not None
                     and OFFSET_NAME_FORMAT in ast.unparse(node.format_spec)
-                    and module != "logdir/naming.py"):
-                found.append(f"{module}:{node.lineno}: a 20-digit file name (logdir/naming.py)")
+                    and module != "logdir/_naming.py"):
+                found.append(f"{module}:{node.lineno}: a 20-digit file name (logdir/_naming.py)")
     assert not found, "log-directory facts spelled outside their module:\n" + "\n".join(found)
 
 
@@ -149,9 +149,9 @@ def test_pending_exceptions_are_still_needed(module: str, constant: str) -> None
 
 
 def test_the_entry_formats_agree_with_kafka() -> None:
-    from lazyconv.logdir.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
-    from lazyconv.logdir.naming import offset_file_name, offset_from_name, split_partition_dir
-    from lazyconv.logdir.txnindex import TXNINDEX_ENTRY_SIZE
+    from lazyconv.logdir._index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+    from lazyconv.logdir._naming import offset_file_name, offset_from_name, split_partition_dir
+    from lazyconv.logdir._txnindex import TXNINDEX_ENTRY_SIZE
 
     assert (OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE, TXNINDEX_ENTRY_SIZE) == (8, 12, 34)
     assert offset_file_name(42, ".snapshot") == "00000000000000000042.snapshot"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.cli import main
+from lazyconv._cli import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

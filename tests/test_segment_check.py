@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from lazyconv.fixtures import combine, format_checksum, generate
-from lazyconv.logdir.layout import list_segments
-from lazyconv.spark.conversion_check import check_conversions
-from lazyconv.spark.segment_check import check_segment
+from lazyconv.logdir._layout import list_segments
+from lazyconv.spark._conversion_check import check_conversions
+from lazyconv.spark._segment_check import check_segment
 from tests.fault_planting import (
     corrupted_copy,
     entries,
@@ -98,7 +98,7 @@ def test_conversion_check_passes_on_every_committed_segment_kind(fetch_max_bytes
 def test_conversion_check_catches_a_wrong_send(monkeypatch: pytest.MonkeyPatch) -> None:
     """A lazy send that loses records (here: it filters from the wrong fetch offset) is
     reported: the check is not vacuous."""
-    import lazyconv.lazy as lazy_module
+    import lazyconv._lazy as lazy_module
 
     real = lazy_module.LazyDownConvertedRecords
 

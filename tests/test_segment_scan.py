@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from lazyconv.fixtures import generate
-from lazyconv.logdir.layout import list_segments
-from lazyconv.spark.conversion_check import check_conversions
-from lazyconv.spark.partition_checks import check_partition, range_boundary
-from lazyconv.spark.planning import pack_tasks, plan_ranges
-from lazyconv.spark.segment_check import check_segment
-from lazyconv.spark.segment_scan import ScanOptions, scan_range
+from lazyconv.logdir._layout import list_segments
+from lazyconv.spark._conversion_check import check_conversions
+from lazyconv.spark._partition_checks import check_partition, range_boundary
+from lazyconv.spark._planning import pack_tasks, plan_ranges
+from lazyconv.spark._segment_check import check_segment
+from lazyconv.spark._segment_scan import ScanOptions, scan_range
 from tests.fault_planting import (
     corrupted_copy,
     leader_epoch_backwards,
@@ -128,7 +128,7 @@ def test_a_time_index_that_is_a_directory_is_a_violation_not_a_crash(copy: Path)
 
 def test_an_unexpected_exception_becomes_internal_error_at_its_place(
         copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import lazyconv.spark.segment_scan as scan_module
+    import lazyconv.spark._segment_scan as scan_module
 
     def broken(scan):
         raise RuntimeError("boom")
@@ -176,7 +176,7 @@ def test_derived_per_chunk_size_figures_equal_the_real_lazy_send(fetch_max_bytes
 
 def test_derived_send_sees_a_lost_record() -> None:
     """A consumer that receives other records than expected is a conversion violation."""
-    import lazyconv.spark.segment_scan as scan_module
+    import lazyconv.spark._segment_scan as scan_module
 
     seg = next(s for s in list_segments(str(COMMITTED)) if s.topic == "tiny")
     real = scan_module._digest_delivered
@@ -260,7 +260,7 @@ def test_packing_balances_bytes() -> None:
 
 def test_the_manifest_is_read_from_urls_too() -> None:
     pytest.importorskip("fsspec")
-    from lazyconv.spark.job import _load_manifest
+    from lazyconv.spark._job import _load_manifest
 
     by_url = _load_manifest(COMMITTED.as_uri())
     assert by_url is not None and by_url == _load_manifest(str(COMMITTED))
@@ -286,8 +286,8 @@ def test_converted_entries_digested_from_bytes_equal_the_record_reader() -> None
     """The kernel's digest of converted bytes (runs of plain legacy messages in one call, other
     entries by the reader) gives the same last offset, count and digest sum as decoding every
     record, for every target magic, fetch offset and mix of entries."""
-    import lazyconv.spark.segment_scan as scan_module
-    from lazyconv.convert import down_convert_bytes
+    import lazyconv.spark._segment_scan as scan_module
+    from lazyconv._convert import down_convert_bytes
     from lazyconv.records import MemoryRecords
 
     compared = 0
@@ -346,7 +346,7 @@ def test_runs_of_sound_batches_give_what_the_per_entry_path_gives(
     """Taking runs of sound v2 batches in one kernel call (plain and compressed, their
     conversions and the derived send) changes no figure, violation or boundary, on clean logs
     and on logs where faults cut the runs, in whole segments and in byte ranges."""
-    import lazyconv.spark.segment_scan as scan_module
+    import lazyconv.spark._segment_scan as scan_module
 
     root = _faulty_copy(tmp_path) if faulty else COMMITTED
     options = ScanOptions((0, 1), (16 * KIB, 1024 * KIB), 8 * KIB)
@@ -366,7 +366,7 @@ def test_a_last_offset_beyond_int64_is_reported_and_the_scan_goes_on(
     per-entry path reports; the runs must not turn it into an internal error."""
     import struct
 
-    import lazyconv.spark.segment_scan as scan_module
+    import lazyconv.spark._segment_scan as scan_module
     from lazyconv.records import RecordsBuilder
     from lazyconv.records._codec import crc32c
 
@@ -399,8 +399,8 @@ def test_a_zstd_batch_whose_offsets_go_back_does_not_keep_the_consumer_fetching(
     step back to the same fetch for ever: a control batch, a zstd batch whose last offset is
     below it, then a data batch."""
     from lazyconv.records import RecordsBuilder
-    from lazyconv.spark.derived_conversion import ConvertedBatch, DerivedConsumer
-    from lazyconv.spark.segment_scan import _digest_delivered
+    from lazyconv.spark._derived_conversion import ConvertedBatch, DerivedConsumer
+    from lazyconv.spark._segment_scan import _digest_delivered
 
     builder = RecordsBuilder(0, base_offset=11)
     for offset in range(11, 21):
@@ -421,7 +421,7 @@ def test_a_zstd_batch_whose_offsets_go_back_does_not_keep_the_consumer_fetching(
 def test_a_header_key_that_is_not_utf8_is_no_violation(tmp_path: Path, codec: int) -> None:
     """Kafka stores such keys (docs/differences.md): no ``structure`` finding, alone or after a
     legacy entry, and the down-conversion check's consumers receive every record."""
-    from lazyconv.records.builder import RecordsBuilder
+    from lazyconv.records._builder import RecordsBuilder
     from tests.records.test_header_keys import ODD_KEYS, VALID_KEYS, batch
 
     legacy = RecordsBuilder(1, base_offset=0)

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
+from lazyconv._send import BytesSend, FileRegionSend, SequenceSend, drain
 from lazyconv.errors import ConfigurationError, TruncatedDataError
-from lazyconv.send import BytesSend, FileRegionSend, SequenceSend, drain
 
 
 class TrickleChannel:
@@ -119,7 +119,7 @@ def test_write_to_channel_runs_no_runtime_protocol_check() -> None:
     sees every Python function called: none is typing's."""
     import sys
 
-    from lazyconv.send import write_to_channel
+    from lazyconv._send import write_to_channel
 
     class Writer:
         def __init__(self) -> None:
@@ -158,7 +158,7 @@ def test_a_completed_sequence_releases_its_children_without_the_cyclic_collector
     import io
     import weakref
 
-    from lazyconv.protocol.fetch import FetchResponse
+    from lazyconv.protocol._fetch import FetchResponse
 
     class Records(bytearray):
         pass

@@ -28,7 +28,7 @@ CHUNKS = (16 * 1024, 1024 * 1024)
 def spark():
     if shutil.which("java") is None:
         pytest.skip("Spark needs a Java runtime (bash .ci/setup.sh installs one)")
-    from lazyconv.spark.session import build_session
+    from lazyconv.spark._session import build_session
 
     session = build_session("local[2]", app_name="lazyconv-tests", driver_memory="768m")
     yield session
@@ -36,7 +36,7 @@ def spark():
 
 
 def test_committed_fixtures_validate_clean(spark, tmp_path: Path) -> None:
-    from lazyconv.spark.job import run_validation
+    from lazyconv.spark._job import run_validation
 
     manifest = json.loads((COMMITTED / "manifest.json").read_text())
     # 32 KiB ranges: segments above 48 KiB are cut at index entries, checked in pieces
@@ -72,8 +72,8 @@ def test_committed_fixtures_validate_clean(spark, tmp_path: Path) -> None:
 
 
 def test_corrupted_copy_reports_every_planted_fault(spark, tmp_path: Path, capsys) -> None:
-    from lazyconv.cli import main
-    from lazyconv.spark.job import run_validation
+    from lazyconv._cli import main
+    from lazyconv.spark._job import run_validation
 
     bad = tmp_path / "bad"
     faults = corrupted_copy(COMMITTED, bad)
@@ -127,7 +127,7 @@ def test_main_job_command_generates_and_validates(tmp_path: Path, capsys) -> Non
     """`lazyconv validate` without LOGDIR: the README's main-job set-up command (one chunk size here)."""
     if shutil.which("java") is None:
         pytest.skip("Spark needs a Java runtime (bash .ci/setup.sh installs one)")
-    from lazyconv.cli import main
+    from lazyconv._cli import main
 
     status = main(["validate", "--chunk-sizes", "128K", "--out", str(tmp_path / "out"),
                    "--quiet"])

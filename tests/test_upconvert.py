@@ -1,4 +1,4 @@
-"""lazyconv.upconvert: old producers' message sets (magic 0/1) to one v2 batch, as Kafka 3.x
+"""lazyconv._upconvert: old producers' message sets (magic 0/1) to one v2 batch, as Kafka 3.x
 brokers up-converted them, with the error each refusal gets (tests/kafka/test_upconvert_oracle.py
 checks the same against a real 3.9 broker)."""
 
@@ -17,6 +17,7 @@ from legacy_message_sets import flip as _flip
 from legacy_message_sets import message as _message
 from legacy_message_sets import v0 as _v0
 
+from lazyconv._upconvert import INVALID_TIMESTAMP, UpConverted, kafka_error_code, up_convert
 from lazyconv.errors import (
     ConfigurationError,
     CorruptRecordError,
@@ -30,7 +31,7 @@ from lazyconv.errors import (
     UnknownMagicError,
     UnsupportedCompressionError,
 )
-from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.records import (
     Compression,
     MemoryRecords,
@@ -38,9 +39,8 @@ from lazyconv.records import (
     TimestampType,
     encode_v2_batch,
 )
-from lazyconv.records.batch import DefaultBatch
-from lazyconv.records.compression import compress
-from lazyconv.upconvert import INVALID_TIMESTAMP, UpConverted, kafka_error_code, up_convert
+from lazyconv.records._batch import DefaultBatch
+from lazyconv.records._compression import compress
 
 T = 1_700_000_000_000
 LEGACY_CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]

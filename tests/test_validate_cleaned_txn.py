@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from lazyconv.logdir.layout import list_segments
-from lazyconv.logdir.txnindex import AbortedTxn, encode_txnindex_entry
-from lazyconv.records.builder import RecordsBuilder, build_end_txn_marker, encode_v2_batch
-from lazyconv.spark.partition_checks import check_partition, range_boundary
-from lazyconv.spark.planning import plan_ranges
-from lazyconv.spark.segment_scan import ScanOptions, scan_range
+from lazyconv.logdir._layout import list_segments
+from lazyconv.logdir._txnindex import AbortedTxn, encode_txnindex_entry
+from lazyconv.records._builder import RecordsBuilder, build_end_txn_marker, encode_v2_batch
+from lazyconv.spark._partition_checks import check_partition, range_boundary
+from lazyconv.spark._planning import plan_ranges
+from lazyconv.spark._segment_scan import ScanOptions, scan_range
 
 PID = 7
 T = 1_700_000_000_000

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.cli import main
+from lazyconv._cli import main
 
 COMMITTED = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -21,7 +21,7 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.fixture(autouse=True)
 def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any attempt to start Spark fails the test: these errors come before it."""
-    import lazyconv.spark.session as session
+    import lazyconv.spark._session as session
 
     def refuse(*args, **kwargs):
         raise AssertionError("Spark was started")
@@ -96,7 +96,7 @@ def test_out_in_an_unwritable_place_is_exit_2_before_spark(capsys) -> None:
 
 def test_out_is_created_where_given_and_removed_when_nothing_is_written(
         tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lazyconv.commands.validate import prepare_out
+    from lazyconv._commands.validate import prepare_out
 
     monkeypatch.chdir(tmp_path)
     path, created = prepare_out("a/b/c")

@@ -1,12 +1,12 @@
-"""What the validation job accepts of its executors (lazyconv.spark.executors): fast, no Spark;
+"""What the validation job accepts of its executors (lazyconv.spark._executors): fast, no Spark;
 the standalone cluster test runs the real thing."""
 
 from __future__ import annotations
 
 import pytest
 
-from lazyconv.spark import executors
-from lazyconv.spark.executors import (
+from lazyconv.spark import _executors as executors
+from lazyconv.spark._executors import (
     PURE_PYTHON_MARKER,
     ExecutorRuntimeError,
     check_runtimes,
@@ -59,7 +59,7 @@ def test_a_scan_task_refused_in_pure_python_becomes_one_line(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """An executor that joined after the probe refuses in its task; the job's failure (Spark
     wraps the Python traceback in a Java exception) becomes the task's line."""
-    from lazyconv.spark.job import _executor_failure
+    from lazyconv.spark._job import _executor_failure
 
     monkeypatch.setattr(executors, "describe_runtime", lambda: _like_driver(
         implementation="python", python="3.9.2", executor="late:7"))
@@ -68,7 +68,7 @@ def test_a_scan_task_refused_in_pure_python_becomes_one_line(
     executors.require_kernel(allow_pure_python=True)
     wrapped = Exception("An error occurred while calling o42.collectAndServe.\n"
                         "org.apache.spark.SparkException: Job aborted ...\n"
-                        f"lazyconv.spark.executors.ExecutorRuntimeError: {refused.value}\n"
+                        f"lazyconv.spark._executors.ExecutorRuntimeError: {refused.value}\n"
                         "\tat org.apache.spark.api.python.BasePythonRunner ...")
     failure = _executor_failure(wrapped)
     assert failure is not None

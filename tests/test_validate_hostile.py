@@ -38,7 +38,7 @@ def _copy(logdir: Path, *names: str) -> None:
 
 def _validate(capsys, logdir: Path, *options: str) -> tuple[int, list[str], str]:
     """Exit status, the violation lines of the report, and the whole output."""
-    from lazyconv.cli import main
+    from lazyconv._cli import main
 
     status = main(["validate", str(logdir), "--chunk-sizes", "1M", "--to-magic", "1",
                    "--quiet", "--out", str(logdir.parent / "out"), *options])
@@ -136,8 +136,8 @@ def test_txnindex_message_counts_the_markers(tmp_path: Path, capsys) -> None:
 
 
 def test_a_leader_epoch_drop_is_one_violation_wherever_ranges_are_cut(tmp_path: Path) -> None:
-    from lazyconv.spark.job import run_validation
-    from lazyconv.spark.session import build_session
+    from lazyconv.spark._job import run_validation
+    from lazyconv.spark._session import build_session
 
     logdir = tmp_path / "logs"
     logdir.mkdir()
@@ -230,8 +230,8 @@ def test_cleanup_policy(tmp_path: Path, capsys) -> None:
 
 def test_epoch_message_names_the_previous_batch(tmp_path: Path) -> None:
     """Without Spark: the drop is reported at the batch where it happens, once."""
-    from lazyconv.spark.listing import list_log_directory
-    from lazyconv.spark.segment_check import check_segment
+    from lazyconv.spark._listing import list_log_directory
+    from lazyconv.spark._segment_check import check_segment
 
     logdir = tmp_path / "logs"
     logdir.mkdir()
@@ -250,7 +250,7 @@ def test_epoch_message_names_the_previous_batch(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def busy_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A log directory that keeps the job busy for a few seconds."""
-    from lazyconv.fixtures.generate import generate
+    from lazyconv.fixtures._generate import generate
 
     root = tmp_path_factory.mktemp("busy") / "logs"
     generate(root, 32 * 1024 * 1024, partitions=1, seed=3, segment_bytes=4 * 1024 * 1024)

@@ -34,7 +34,7 @@ def _documented_columns() -> dict[str, list[str]]:
 
 
 def test_every_table_and_column_is_documented_in_order() -> None:
-    from lazyconv.spark.tables import COLUMNS, RUN_COLUMNS
+    from lazyconv.spark._tables import COLUMNS, RUN_COLUMNS
 
     documented = _documented_columns()
     assert sorted(documented) == sorted(TABLES) == sorted(COLUMNS)
@@ -43,7 +43,7 @@ def test_every_table_and_column_is_documented_in_order() -> None:
 
 
 def test_no_column_needs_quoting_in_sql() -> None:
-    from lazyconv.spark.tables import COLUMNS, RUN_COLUMNS
+    from lazyconv.spark._tables import COLUMNS, RUN_COLUMNS
 
     reserved = {"offset", "partition", "end", "start", "order", "range", "key", "value"}
     for table, columns in COLUMNS.items():
@@ -55,12 +55,12 @@ def test_a_conversion_failure_is_located_by_offset(monkeypatch: pytest.MonkeyPat
                                                    tmp_path: Path) -> None:
     """When a consumer would receive other records than expected, the violation names the
     offset and log byte where the lazy send first differs (found by the reference consumer)."""
-    import lazyconv.spark.conversion_check as reference
+    import lazyconv.spark._conversion_check as reference
     from lazyconv.records import FileRecords
-    from lazyconv.spark.derived_conversion import DerivedConsumer
-    from lazyconv.spark.listing import list_log_directory
-    from lazyconv.spark.segment_check import check_segment
-    from lazyconv.spark.segment_scan import ScanOptions
+    from lazyconv.spark._derived_conversion import DerivedConsumer
+    from lazyconv.spark._listing import list_log_directory
+    from lazyconv.spark._segment_check import check_segment
+    from lazyconv.spark._segment_scan import ScanOptions
 
     shutil.copytree(COMMITTED / "nulls-0", tmp_path / "nulls-0")
     seg = list_log_directory(str(tmp_path)).segments[0]
@@ -99,8 +99,8 @@ def test_the_tables_hold_what_the_page_says(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     import lazyconv
-    from lazyconv.spark.job import run_validation
-    from lazyconv.spark.session import build_session
+    from lazyconv.spark._job import run_validation
+    from lazyconv.spark._session import build_session
 
     logdir = tmp_path / "logs"
     for name in ("codecs-0", "tiny-0"):

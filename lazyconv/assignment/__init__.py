@@ -2,18 +2,18 @@
 
 Sibling of the conversion stack (imports nothing from it). Layers, bottom up:
 
-* :mod:`~lazyconv.assignment.graph` — min-cost flow (cycle canceling, Bellman-Ford) and max flow
+* :mod:`~lazyconv.assignment._graph` — min-cost flow (cycle canceling, Bellman-Ford) and max flow
   with Kafka's iteration order, so equal-cost ties resolve as in Kafka;
-* :mod:`~lazyconv.assignment.constructors` — the ``min_traffic`` and ``balance_subtopology``
+* :mod:`~lazyconv.assignment._constructors` — the ``min_traffic`` and ``balance_subtopology``
   flow networks;
-* :mod:`~lazyconv.assignment.cost` — traffic / non-overlap cost, defaults by caller;
-* :mod:`~lazyconv.assignment.assignor` — Kafka's ``RackAwareTaskAssignor`` (enable check,
+* :mod:`~lazyconv.assignment._cost` — traffic / non-overlap cost, defaults by caller;
+* :mod:`~lazyconv.assignment._assignor` — Kafka's ``RackAwareTaskAssignor`` (enable check,
   active and standby optimization);
-* :mod:`~lazyconv.assignment.api` — :func:`assign` over plain dataclasses;
-  :mod:`~lazyconv.assignment.jsonio` — the JSON format of ``lazyconv assign``.
+* :mod:`~lazyconv.assignment._api` — :func:`assign` over plain dataclasses;
+  :mod:`~lazyconv.assignment._jsonio` — the JSON format of ``lazyconv assign``.
 """
 
-from lazyconv.assignment.api import (
+from lazyconv.assignment._api import (
     AssignmentInput,
     AssignmentResult,
     Client,
@@ -24,24 +24,24 @@ from lazyconv.assignment.api import (
     assign,
     validate_input,
 )
-from lazyconv.assignment.assignor import (
+from lazyconv.assignment._assignor import (
     RackAwareTaskAssignor,
     always_allow_standby_move,
     client_tag_aware_predicate,
     optimize_active_tasks,
     optimize_standby_tasks,
 )
-from lazyconv.assignment.cost import (
+from lazyconv.assignment._cost import (
     HIGH_AVAILABILITY_DEFAULTS,
     LEGACY_STICKY_DEFAULTS,
     STATELESS_COSTS,
     CostModel,
     CostWeights,
 )
-from lazyconv.assignment.errors import AssignmentError, AssignmentInputError, GraphError
-from lazyconv.assignment.graph import Graph
-from lazyconv.assignment.ids import TaskId, TopicPartition, process_sort_key
-from lazyconv.assignment.state import ClientState
+from lazyconv.assignment._errors import AssignmentError, AssignmentInputError, GraphError
+from lazyconv.assignment._graph import Graph
+from lazyconv.assignment._ids import TaskId, TopicPartition, process_sort_key
+from lazyconv.assignment._state import ClientState
 
 __all__ = [
     "AssignmentInput",

@@ -9,32 +9,32 @@ Independent of the conversion stack. Entry points:
 * :class:`StickyPartitionCache`, :class:`DefaultPartitioner`, :class:`UniformStickyPartitioner`,
   :class:`RoundRobinPartitioner` — the pluggable partitioners for comparison.
 * :mod:`lazyconv.partitioner.kafka_python` — a plug-in for kafka-python's ``KafkaProducer``.
-* :mod:`lazyconv.partitioner.simulator` — KIP-794's experiment as a discrete-event simulation.
+* :mod:`lazyconv.partitioner._simulator` — KIP-794's experiment as a discrete-event simulation.
 """
 
-from lazyconv.partitioner.accumulator import (
+from lazyconv.partitioner._accumulator import (
     UNKNOWN_PARTITION,
     AppendResult,
     Batch,
     ProducerConfig,
     RecordAccumulator,
 )
-from lazyconv.partitioner.builtin import (
+from lazyconv.partitioner._builtin import (
     BuiltInPartitioner,
     PartitionLoadStats,
     StickyPartitionInfo,
     SwitchRule,
 )
-from lazyconv.partitioner.cluster import ClusterView, StaticCluster, default_random_source
-from lazyconv.partitioner.legacy import (
+from lazyconv.partitioner._cluster import ClusterView, StaticCluster, default_random_source
+from lazyconv.partitioner._legacy import (
     DefaultPartitioner,
     Partitioner,
     RoundRobinPartitioner,
     StickyPartitionCache,
     UniformStickyPartitioner,
 )
-from lazyconv.partitioner.murmur2 import murmur2, partition_for_key, to_positive
-from lazyconv.partitioner.producer import PartitioningProducer
+from lazyconv.partitioner._murmur2 import murmur2, partition_for_key, to_positive
+from lazyconv.partitioner._producer import PartitioningProducer
 
 __all__ = [
     "UNKNOWN_PARTITION",

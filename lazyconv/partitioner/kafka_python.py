@@ -48,10 +48,10 @@ from kafka.partitioner import Partitioner as _KafkaPartitioner
 from kafka.structs import TopicPartition
 
 from lazyconv.errors import ConfigurationError
-from lazyconv.partitioner.builtin import BuiltInPartitioner, StickyPartitionInfo, SwitchRule
-from lazyconv.partitioner.cluster import RandomSource, default_random_source
-from lazyconv.partitioner.murmur2 import partition_for_key
-from lazyconv.partitioner.sizes import RECORD_BATCH_OVERHEAD, record_size
+from lazyconv.partitioner._builtin import BuiltInPartitioner, StickyPartitionInfo, SwitchRule
+from lazyconv.partitioner._cluster import RandomSource, default_random_source
+from lazyconv.partitioner._murmur2 import partition_for_key
+from lazyconv.partitioner._sizes import RECORD_BATCH_OVERHEAD, record_size
 
 __all__ = ["KIP794Partitioner", "KafkaPythonCluster"]
 

@@ -11,21 +11,21 @@ The hot path runs in a compiled kernel when it is built (:data:`IMPLEMENTATION` 
 :data:`CPU_FEATURES` and :func:`implementation_info` say what it uses.
 """
 
-from lazyconv.records._impl import CPU_FEATURES, IMPLEMENTATION, implementation_info
-from lazyconv.records.batch import DefaultBatch
-from lazyconv.records.builder import RecordsBuilder, build_end_txn_marker, encode_v2_batch
-from lazyconv.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
-from lazyconv.records.control import (
+from lazyconv.records._batch import DefaultBatch
+from lazyconv.records._builder import RecordsBuilder, build_end_txn_marker, encode_v2_batch
+from lazyconv.records._compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
+from lazyconv.records._control import (
     ControlRecordType,
     EndTransactionMarker,
     parse_control_key,
     parse_end_txn_marker,
 )
-from lazyconv.records.file import FileRecords
-from lazyconv.records.legacy import LegacyBatch
-from lazyconv.records.memory import MemoryRecords
-from lazyconv.records.scan import ScannedEntry, ScanResult, scan_batches
-from lazyconv.records.types import Record, RecordBatch, TimestampType
+from lazyconv.records._file import FileRecords
+from lazyconv.records._impl import CPU_FEATURES, IMPLEMENTATION, implementation_info
+from lazyconv.records._legacy import LegacyBatch
+from lazyconv.records._memory import MemoryRecords
+from lazyconv.records._scan import ScannedEntry, ScanResult, scan_batches
+from lazyconv.records._types import Record, RecordBatch, TimestampType
 
 __all__ = [
     "IMPLEMENTATION",

@@ -49,7 +49,7 @@ from lazyconv.records._format import (
     RECORD_OVERHEAD_V1,
     SIZE_OFFSET,
 )
-from lazyconv.records.types import Record
+from lazyconv.records._types import Record
 
 # The header structs are named with the layout in _format.py (re-exported here for the modules
 # that parse with this codec).

@@ -12,7 +12,7 @@ name                       the reference twin
 =========================  ==================================================================
 ``crc32``, ``crc32c``      zlib's and the ``crc32c`` package's
 ``append_legacy_message``  ``_codec.append_legacy_message_reference``
-``record_type``            :class:`~lazyconv.records.types.Record` (the kernel: a faster subclass)
+``record_type``            :class:`~lazyconv.records._types.Record` (the kernel: a faster subclass)
 ``iter_v2_records``        hands the whole payload to its ``fallback`` (the reference parser)
 ``iter_plain_v2``          hands each batch to its ``fallback``
 ``scan_plain_v2``          ``-1``: "iterate the batches"
@@ -66,7 +66,7 @@ from crc32c import crc32c as _package_crc32c
 
 from lazyconv.records import _codec
 from lazyconv.records._format import LOG_HEADER, LOG_OVERHEAD
-from lazyconv.records.types import Record
+from lazyconv.records._types import Record
 
 __all__ = [
     "IMPLEMENTATION",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from lazyconv.assignment.assignor import RackAwareTaskAssignor
-from lazyconv.assignment.ids import TaskId, TopicPartition
-from lazyconv.assignment.state import ClientState
+from lazyconv.assignment._assignor import RackAwareTaskAssignor
+from lazyconv.assignment._ids import TaskId, TopicPartition
+from lazyconv.assignment._state import ClientState
 
 
 def pid(n: int) -> str:

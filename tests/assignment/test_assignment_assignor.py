@@ -8,13 +8,13 @@ from collections import Counter
 import pytest
 from helpers import assignor_for, client, groups_of, pid, snapshot, task, tasks
 
-from lazyconv.assignment.assignor import (
+from lazyconv.assignment._assignor import (
     RackAwareTaskAssignor,
     client_tag_aware_predicate,
 )
-from lazyconv.assignment.errors import AssignmentError
-from lazyconv.assignment.ids import TaskId, TopicPartition
-from lazyconv.assignment.state import ClientState
+from lazyconv.assignment._errors import AssignmentError
+from lazyconv.assignment._ids import TaskId, TopicPartition
+from lazyconv.assignment._state import ClientState
 
 STRATEGIES = ["min_traffic", "balance_subtopology"]
 STATEFUL, STATELESS = (10, 1), (1, 0)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.cli import main
+from lazyconv._cli import main
 
 # Spec 10.4 as a document (traffic 10 / non-overlap 1 by default): 40 -> 4.
 DOC = {
@@ -124,7 +124,7 @@ def test_cli_rejects_invalid_json(tmp_path, capsys):
 
 def test_cli_reads_stdin_in_a_subprocess():
     proc = subprocess.run(
-        [sys.executable, "-m", "lazyconv.cli", "assign", "-", "--indent", "0"],
+        [sys.executable, "-m", "lazyconv._cli", "assign", "-", "--indent", "0"],
         input=json.dumps(DOC), capture_output=True, text=True, check=True,
     )
     assert json.loads(proc.stdout) == EXPECTED
@@ -174,8 +174,8 @@ def test_cli_guide_example(tmp_path, capsys):
 
 
 def test_assign_reports_each_phase_for_the_progress_bar():
-    from lazyconv.assignment.api import PHASES, assign
-    from lazyconv.assignment.jsonio import parse_input
+    from lazyconv.assignment._api import PHASES, assign
+    from lazyconv.assignment._jsonio import parse_input
 
     seen = []
     doc = json.loads((Path(__file__).parent / "example_with_standbys.json").read_text())

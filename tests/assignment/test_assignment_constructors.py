@@ -10,15 +10,15 @@ from fractions import Fraction
 import pytest
 from helpers import groups_of, pid
 
-from lazyconv.assignment.constructors import (
+from lazyconv.assignment._constructors import (
     SOURCE_ID,
     BalanceSubtopologyGraphConstructor,
     MinTrafficGraphConstructor,
     balance_capacity,
 )
-from lazyconv.assignment.errors import AssignmentError
-from lazyconv.assignment.ids import TaskId
-from lazyconv.assignment.state import ClientState
+from lazyconv.assignment._errors import AssignmentError
+from lazyconv.assignment._ids import TaskId
+from lazyconv.assignment._state import ClientState
 
 TASKS = [TaskId(s, p) for s in range(40) for p in range(3)]
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from lazyconv.assignment.fast_min_traffic import MinTrafficSolver
-from lazyconv.assignment.graph import Graph
+from lazyconv.assignment._fast_min_traffic import MinTrafficSolver
+from lazyconv.assignment._graph import Graph
 
 
 def _case(seed: int, max_tasks: int, max_clients: int):
@@ -51,9 +51,9 @@ def test_larger_graphs_identical(seed):
 
 
 def _balance_case(seed: int, fast: bool, max_tasks: int, max_clients: int):
-    from lazyconv.assignment.constructors import BalanceSubtopologyGraphConstructor
-    from lazyconv.assignment.ids import TaskId
-    from lazyconv.assignment.state import ClientState
+    from lazyconv.assignment._constructors import BalanceSubtopologyGraphConstructor
+    from lazyconv.assignment._ids import TaskId
+    from lazyconv.assignment._state import ClientState
 
     rng = random.Random(seed)
     n_tasks, n_clients, n_groups = rng.randint(1, max_tasks), rng.randint(1, max_clients), rng.randint(1, 6)
@@ -80,7 +80,7 @@ def _flows(graph):
 
 @pytest.mark.parametrize("block", range(3))
 def test_balance_max_flow_and_min_cost_flow_identical(block):
-    from lazyconv.assignment.constructors import write_balance_flows
+    from lazyconv.assignment._constructors import write_balance_flows
 
     for seed in range(60 * block, 60 * block + 60):
         fast, generic = _balance_case(seed, True, 25, 5), _balance_case(seed, False, 25, 5)
@@ -94,8 +94,8 @@ def test_balance_max_flow_and_min_cost_flow_identical(block):
 
 def test_vectorized_passes_without_the_shortcut_match_too(monkeypatch):
     """The fallback (all |V| passes, used when the shortcut's last check fails) is exact too."""
-    from lazyconv.assignment import fast_balance
-    from lazyconv.assignment.constructors import write_balance_flows
+    from lazyconv.assignment import _fast_balance as fast_balance
+    from lazyconv.assignment._constructors import write_balance_flows
 
     monkeypatch.setattr(MinTrafficSolver, "_find_period", lambda self, *args: 0)
     monkeypatch.setattr(fast_balance.BalanceSolver, "_find_period", lambda self, *args: 0)

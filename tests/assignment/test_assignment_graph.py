@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from lazyconv.assignment.errors import GraphError
-from lazyconv.assignment.graph import Graph, _ResidualArrays
+from lazyconv.assignment._errors import GraphError
+from lazyconv.assignment._graph import Graph, _ResidualArrays
 
 FIXTURE_EDGES = [
     (0, 1, 1, 3, 1),

@@ -9,7 +9,7 @@ import pytest
 from helpers import groups_of, pid
 from scipy.optimize import linear_sum_assignment
 
-from lazyconv.assignment.api import (
+from lazyconv.assignment._api import (
     AssignmentInput,
     Client,
     ClientTasks,
@@ -17,11 +17,11 @@ from lazyconv.assignment.api import (
     Task,
     assign,
 )
-from lazyconv.assignment.assignor import optimize_active_tasks
-from lazyconv.assignment.constructors import balance_capacity
-from lazyconv.assignment.cost import CostModel, CostWeights
-from lazyconv.assignment.ids import TaskId, TopicPartition, process_sort_key
-from lazyconv.assignment.state import ClientState
+from lazyconv.assignment._assignor import optimize_active_tasks
+from lazyconv.assignment._constructors import balance_capacity
+from lazyconv.assignment._cost import CostModel, CostWeights
+from lazyconv.assignment._ids import TaskId, TopicPartition, process_sort_key
+from lazyconv.assignment._state import ClientState
 
 
 def random_case(seed: int, max_tasks: int = 30, max_clients: int = 6):

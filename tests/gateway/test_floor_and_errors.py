@@ -5,19 +5,31 @@ from __future__ import annotations
 import pytest
 
 from lazyconv.errors import ConfigurationError, UpstreamError
-from lazyconv.gateway.error_map import downstream_error
-from lazyconv.gateway.floor import KAFKA_4_FLOOR, choose_upstream_version
-from lazyconv.gateway.upstream import BrokerAddress, parse_bootstrap
+from lazyconv.gateway._error_map import downstream_error
+from lazyconv.gateway._floor import KAFKA_4_FLOOR, choose_upstream_version
+from lazyconv.gateway._upstream import BrokerAddress, parse_bootstrap
 from lazyconv.protocol import (
-    fetch,
-    join_group,
-    list_offsets,
-    metadata,
-    offset_commit,
-    offset_fetch,
-    produce,
+    _fetch as fetch,
 )
-from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.protocol import (
+    _join_group as join_group,
+)
+from lazyconv.protocol import (
+    _list_offsets as list_offsets,
+)
+from lazyconv.protocol import (
+    _metadata as metadata,
+)
+from lazyconv.protocol import (
+    _offset_commit as offset_commit,
+)
+from lazyconv.protocol import (
+    _offset_fetch as offset_fetch,
+)
+from lazyconv.protocol import (
+    _produce as produce,
+)
+from lazyconv.protocol._error_codes import ErrorCode
 
 
 def test_the_floor_is_kafka_4s() -> None:

@@ -96,7 +96,7 @@ def test_a_leader_stopped_mid_consume_and_mid_produce(kafka_cluster: KafkaCluste
 def test_every_partition_is_routed_to_its_own_leader(kafka_cluster: KafkaCluster) -> None:
     """Partitions led by different nodes, one old fetch naming them all: each part went to its
     leader (one upstream connection per node) and came back in the client's order."""
-    from lazyconv.protocol import fetch
+    from lazyconv.protocol import _fetch as fetch
     from tests.serve.wire import WireClient
 
     bootstrap = kafka_cluster.bootstrap

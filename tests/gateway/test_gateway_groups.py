@@ -11,7 +11,7 @@ import time
 import pytest
 from kafka_broker import KafkaCluster, produce_records
 
-from lazyconv.protocol import find_coordinator
+from lazyconv.protocol import _find_coordinator as find_coordinator
 from tests.gateway.clients import BY_ID, Driver
 from tests.gateway.conftest import GatewayThread, create_topic_retrying
 from tests.interop.checks import received

@@ -14,19 +14,35 @@ from dataclasses import dataclass
 import pytest
 from kafka_broker import KafkaBroker, consume_all, create_topic, produce_records
 
-from lazyconv.gateway.floor import upstream_floor
+from lazyconv.gateway._floor import upstream_floor
 from lazyconv.protocol import (
-    fetch,
-    find_coordinator,
-    join_group,
-    list_offsets,
-    metadata,
-    offset_commit,
-    offset_fetch,
-    produce,
-    sync_group,
+    _fetch as fetch,
 )
-from lazyconv.protocol.registry import API_BY_KEY
+from lazyconv.protocol import (
+    _find_coordinator as find_coordinator,
+)
+from lazyconv.protocol import (
+    _join_group as join_group,
+)
+from lazyconv.protocol import (
+    _list_offsets as list_offsets,
+)
+from lazyconv.protocol import (
+    _metadata as metadata,
+)
+from lazyconv.protocol import (
+    _offset_commit as offset_commit,
+)
+from lazyconv.protocol import (
+    _offset_fetch as offset_fetch,
+)
+from lazyconv.protocol import (
+    _produce as produce,
+)
+from lazyconv.protocol import (
+    _sync_group as sync_group,
+)
+from lazyconv.protocol._registry import API_BY_KEY
 from lazyconv.records import Compression, RecordsBuilder
 from tests.gateway.clients import BY_ID, Driver
 from tests.gateway.conftest import GatewayThread

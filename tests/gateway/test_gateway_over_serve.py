@@ -10,9 +10,13 @@ import struct
 import pytest
 
 from lazyconv.errors import UpstreamError
-from lazyconv.gateway.floor import upstream_floor
-from lazyconv.protocol import api_versions, fetch, list_offsets, metadata, produce
-from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.gateway._floor import upstream_floor
+from lazyconv.protocol import _api_versions as api_versions
+from lazyconv.protocol import _fetch as fetch
+from lazyconv.protocol import _list_offsets as list_offsets
+from lazyconv.protocol import _metadata as metadata
+from lazyconv.protocol import _produce as produce
+from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
 from tests.gateway.conftest import GatewayThread
 from tests.serve.conftest import ServerThread
@@ -215,7 +219,7 @@ def test_acks_zero_gets_no_answer_but_is_written(served_fixtures, gateway_factor
         gateway = gateway_factory(upstream.bootstrap)
         with WireClient(gateway.port) as client:
             client.correlation_id += 1
-            from lazyconv.protocol.headers import encode_request_header
+            from lazyconv.protocol._headers import encode_request_header
             header = encode_request_header(1, produce.SPEC.key, 2, client.correlation_id, "t")
             body = produce.SPEC.encode_request(2, produce_request(2, "sink", legacy_set(1, Compression.NONE, 4), acks=0))
             client.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)

@@ -2,7 +2,7 @@
 
 A record is compared as the tuple ``(offset, timestamp, key, value, headers)`` (timestamp -1 when
 the reader gets none, headers ``()`` below magic v2), the same canonical form the fixture
-manifest's checksums are defined over (:mod:`lazyconv.fixtures.checksum`), so the magic-v2
+manifest's checksums are defined over (:mod:`lazyconv.fixtures._checksum`), so the magic-v2
 read_committed view is also checked against ``manifest.json``.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from lazyconv.fixtures import checksum as fixture_checksum
+from lazyconv.fixtures import _checksum as fixture_checksum
 from lazyconv.records import FileRecords
 
 Record = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]

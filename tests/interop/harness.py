@@ -79,7 +79,7 @@ class Server:
     """``lazyconv serve LOGDIR --port 0`` in a subprocess; the port read from its first line."""
 
     def __init__(self, logdir: Path, *extra: str) -> None:
-        argv = [sys.executable, "-m", "lazyconv.cli", "serve", str(logdir), "--port", "0", *extra]
+        argv = [sys.executable, "-m", "lazyconv._cli", "serve", str(logdir), "--port", "0", *extra]
         self.child = ChildProcess(argv, cwd=REPO_ROOT)
         deadline = time.monotonic() + 30
         while True:

@@ -22,7 +22,7 @@ from kafka_broker import (
     produce_records,
 )
 
-from lazyconv.protocol.fetch import FetchRequest, FetchResponse
+from lazyconv.protocol._fetch import FetchRequest, FetchResponse
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITIONS = 3

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.cli import main
+from lazyconv._cli import main
 
 pytestmark = pytest.mark.kafka
 

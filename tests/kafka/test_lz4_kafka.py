@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from lz4_parity import inputs as parity_inputs
 
-from lazyconv.records.compression import Compression, compress
+from lazyconv.records._compression import Compression, compress
 
 pytestmark = pytest.mark.kafka
 

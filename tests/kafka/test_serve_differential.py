@@ -33,7 +33,9 @@ from typing import Any, NamedTuple
 import pytest
 from kafka_logs import CODECS, DELETED_BEFORE, EPOCH_2_TIME, T0
 
-from lazyconv.protocol import fetch, list_offsets, metadata
+from lazyconv.protocol import _fetch as fetch
+from lazyconv.protocol import _list_offsets as list_offsets
+from lazyconv.protocol import _metadata as metadata
 from lazyconv.records import MemoryRecords
 from tests.serve.conftest import ServerThread
 from tests.serve.wire import WireClient

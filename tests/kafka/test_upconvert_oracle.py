@@ -1,9 +1,9 @@
-"""lazyconv.upconvert against the real thing: a Kafka 3.9 broker, which still up-converted the
+"""lazyconv._upconvert against the real thing: a Kafka 3.9 broker, which still up-converted the
 magic 0/1 message sets of Produce v0–2 requests (Kafka 4 refuses them).
 
 Raw Produce v0/v1/v2 requests (plain sockets, lazyconv's protocol encoders) carry message sets
 written by RecordsBuilder or broken by hand; what the broker stored is read back with a raw
-Fetch v4 and compared with :func:`lazyconv.upconvert.up_convert`'s batch: the records always,
+Fetch v4 and compared with :func:`lazyconv._upconvert.up_convert`'s batch: the records always,
 the header fields always, and for uncompressed data every byte once the base offset and the
 partition leader epoch (which the broker sets; both outside the CRC) are zeroed. Every refusal
 is checked for the error code the broker answered; the cases where up_convert is stricter than
@@ -28,20 +28,22 @@ from legacy_message_sets import flip as _flip
 from legacy_message_sets import message as _message
 from legacy_message_sets import v0 as _v0
 
+from lazyconv._upconvert import kafka_error_code, up_convert
 from lazyconv.errors import (
     CorruptRecordError,
     InvalidTimestampError,
     LazyconvError,
     TruncatedDataError,
 )
-from lazyconv.protocol import fetch, metadata, produce
-from lazyconv.protocol.api import ApiSpec
-from lazyconv.protocol.headers import decode_response_header, encode_request_header
-from lazyconv.protocol.primitives import Reader
+from lazyconv.protocol import _fetch as fetch
+from lazyconv.protocol import _metadata as metadata
+from lazyconv.protocol import _produce as produce
+from lazyconv.protocol._api import ApiSpec
+from lazyconv.protocol._headers import decode_response_header, encode_request_header
+from lazyconv.protocol._primitives import Reader
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder, encode_v2_batch
-from lazyconv.records.batch import DefaultBatch
-from lazyconv.records.compression import compress
-from lazyconv.upconvert import kafka_error_code, up_convert
+from lazyconv.records._batch import DefaultBatch
+from lazyconv.records._compression import compress
 
 pytestmark = pytest.mark.kafka
 

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from crc32c import crc32c
 
-from lazyconv.cli import main
-from lazyconv.logdir.layout import list_segments
-from lazyconv.logdir.txnindex import parse_txnindex
+from lazyconv._cli import main
+from lazyconv.logdir._layout import list_segments
+from lazyconv.logdir._txnindex import parse_txnindex
 from lazyconv.records import MemoryRecords
-from lazyconv.spark.partition_checks import check_partition, range_boundary
-from lazyconv.spark.planning import plan_ranges
-from lazyconv.spark.segment_scan import ScanOptions, scan_range
+from lazyconv.spark._partition_checks import check_partition, range_boundary
+from lazyconv.spark._planning import plan_ranges
+from lazyconv.spark._segment_scan import ScanOptions, scan_range
 
 pytestmark = pytest.mark.kafka
 

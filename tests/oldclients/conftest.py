@@ -105,7 +105,7 @@ class LoggedServer:
     Server, plus the debug log of every request on stderr)."""
 
     def __init__(self, logdir: Path) -> None:
-        argv = [sys.executable, "-m", "lazyconv.cli", "-vv", "serve", str(logdir), "--port", "0",
+        argv = [sys.executable, "-m", "lazyconv._cli", "-vv", "serve", str(logdir), "--port", "0",
                 "--chunk-size", "16K"]
         self.child = ChildProcess(argv, cwd=REPO_ROOT)
         deadline = time.monotonic() + 30

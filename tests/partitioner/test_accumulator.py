@@ -14,7 +14,7 @@ from lazyconv.partitioner import (
     StaticCluster,
     SwitchRule,
 )
-from lazyconv.partitioner.sizes import batch_size_upper_bound, record_size
+from lazyconv.partitioner._sizes import batch_size_upper_bound, record_size
 
 NULL = -1
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lazyconv.cli import main
+from lazyconv._cli import main
 
 KEYS = {
     "partitioner", "rate_records_per_s", "throughput_mb_s", "avg_latency_ms",

@@ -6,7 +6,7 @@ import pytest
 
 from lazyconv.errors import ConfigurationError
 from lazyconv.partitioner import SwitchRule
-from lazyconv.partitioner.simulator import SimulationConfig, SimulationResult, percentile, simulate
+from lazyconv.partitioner._simulator import SimulationConfig, SimulationResult, percentile, simulate
 
 SLOW = 0  # broker 0 leads partition 1 and answers 20 ms late
 

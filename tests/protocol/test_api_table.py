@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from lazyconv.errors import ProtocolError
-from lazyconv.protocol import metadata
-from lazyconv.protocol.fetch import FetchResponse
-from lazyconv.protocol.registry import ALL_APIS, API_BY_KEY, api_versions_table
+from lazyconv.protocol import _metadata as metadata
+from lazyconv.protocol._fetch import FetchResponse
+from lazyconv.protocol._registry import ALL_APIS, API_BY_KEY, api_versions_table
 
 # (key, min, max, first flexible) the issue asks for, with Kafka's flexibleVersions
 EXPECTED = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lazyconv.lazy import LazyDownConvertedRecords
+from lazyconv._lazy import LazyDownConvertedRecords
 from lazyconv.protocol import (
     ErrorCode,
     FetchBudget,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from lazyconv.protocol.registry import ALL_APIS
-from lazyconv.protocol.schema import (
+from lazyconv.protocol._registry import ALL_APIS
+from lazyconv.protocol._schema import (
     BOOL,
     BYTES,
     INT8,

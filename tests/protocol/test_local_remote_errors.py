@@ -9,8 +9,9 @@ import logging
 import pytest
 
 from lazyconv.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
-from lazyconv.protocol import join_group, metadata
-from lazyconv.protocol.fetch import FetchRequest
+from lazyconv.protocol import _join_group as join_group
+from lazyconv.protocol import _metadata as metadata
+from lazyconv.protocol._fetch import FetchRequest
 
 
 def test_truncated_bytes_from_the_peer_are_remote() -> None:
@@ -63,7 +64,7 @@ def test_the_server_blames_itself_for_an_answer_it_cannot_encode(caplog) -> None
         assert await loop.run_in_executor(None, client) == b""
         await server.close()
 
-    with caplog.at_level(logging.WARNING, logger="lazyconv.net.server"):
+    with caplog.at_level(logging.WARNING, logger="lazyconv.net._server"):
         asyncio.run(main())
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert errors and "a lazyconv bug" in errors[0].getMessage()

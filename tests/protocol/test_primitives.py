@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyconv.errors import ProtocolError
-from lazyconv.protocol.primitives import (
+from lazyconv.protocol._primitives import (
     Reader,
     Writer,
     encode_uvarint,
     uvarint_size,
 )
-from lazyconv.protocol.schema import (
+from lazyconv.protocol._schema import (
     INT32,
     STRING,
     ArrayOf,

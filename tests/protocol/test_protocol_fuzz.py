@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from lazyconv.errors import ProtocolError
 from lazyconv.protocol import FetchRequest, FetchResponse
-from lazyconv.protocol.fetch import FETCH_REQUEST_SCHEMA, FETCH_RESPONSE_SCHEMA
-from lazyconv.protocol.schema import ArrayOf, Struct, default_value
+from lazyconv.protocol._fetch import FETCH_REQUEST_SCHEMA, FETCH_RESPONSE_SCHEMA
+from lazyconv.protocol._schema import ArrayOf, Struct, default_value
 
 VERSIONS = range(18)
 REQUEST = {

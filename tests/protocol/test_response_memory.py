@@ -12,7 +12,7 @@ import tracemalloc
 
 import pytest
 
-from lazyconv.lazy import DEFAULT_CHUNK_SIZE, LazyDownConvertedRecords
+from lazyconv._lazy import DEFAULT_CHUNK_SIZE, LazyDownConvertedRecords
 from lazyconv.protocol import FetchResponse
 from lazyconv.records import FileRecords, RecordsBuilder
 

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from lazyconv.lazy import LazyDownConvertedRecords
+from lazyconv._lazy import LazyDownConvertedRecords
+from lazyconv._send import BytesSend, drain
 from lazyconv.protocol import (
     ErrorCode,
     FetchBudget,
@@ -23,7 +24,6 @@ from lazyconv.protocol import (
     error_partition,
 )
 from lazyconv.records import Compression, FileRecords, MemoryRecords, RecordsBuilder
-from lazyconv.send import BytesSend, drain
 
 VERSION = 3  # reads magic <= 1: v2 topics are converted, v1 topics go out as stored
 CHUNK = 16 * 1024

@@ -303,7 +303,7 @@ class _CommittedRecords:
         self.data = data
 
     def to_send(self):
-        from lazyconv.send import BytesSend
+        from lazyconv._send import BytesSend
 
         return BytesSend(self.data)
 
@@ -319,7 +319,7 @@ def test_section7_size_field_uses_the_committed_size() -> None:
 
 
 def test_section7_with_real_lazy_conversion() -> None:
-    import lazyconv.lazy as lazy
+    import lazyconv._lazy as lazy
     import lazyconv.records as records_mod
     builder = records_mod.RecordsBuilder(2)
     builder.append(offset=0, timestamp=1000, key=b"k", value=b"v")

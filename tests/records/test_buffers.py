@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from lazyconv.convert import down_convert
+from lazyconv._convert import down_convert
+from lazyconv._lazy import LazyDownConvertedRecords
 from lazyconv.errors import ConfigurationError
-from lazyconv.lazy import LazyDownConvertedRecords
 from lazyconv.records import MemoryRecords, RecordsBuilder, _impl, scan_batches
 
 TWINS = ["python"] + (["native"] if _impl.NATIVE is not None else [])

@@ -29,7 +29,7 @@ from lazyconv.errors import (
     UnknownMagicError,
     UnsupportedCompressionError,
 )
-from lazyconv.records.compression import (
+from lazyconv.records._compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Compression,
     check_codec_allowed,
@@ -793,7 +793,7 @@ def test_gzip_with_the_largest_size_bound_decompresses() -> None:
     import gzip
     import sys
 
-    from lazyconv.records.compression import decompress as decompress_stream
+    from lazyconv.records._compression import decompress as decompress_stream
 
     data = gzip.compress(b"hello" * 10)
     for bound in (sys.maxsize - 1, sys.maxsize, 1 << 64):

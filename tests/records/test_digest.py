@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lazyconv.fixtures.checksum import record_hash
+from lazyconv.fixtures._checksum import record_hash
 from lazyconv.records import MemoryRecords, RecordsBuilder, TimestampType, _impl
-from lazyconv.records.digest import (
+from lazyconv.records._digest import (
     DIGEST_DECLINED,
     DIGEST_END,
     DIGEST_PARTIAL,

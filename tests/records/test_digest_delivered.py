@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lazyconv.convert import down_convert_bytes, is_zstd_below_v2
+from lazyconv._convert import down_convert_bytes, is_zstd_below_v2
 from lazyconv.errors import LazyconvError
-from lazyconv.logdir.layout import list_segments
+from lazyconv.logdir._layout import list_segments
 from lazyconv.records import FileRecords, MemoryRecords, _impl
-from lazyconv.records.compression import decompress
-from lazyconv.records.digest import (
+from lazyconv.records._compression import decompress
+from lazyconv.records._digest import (
     DIGEST_END,
     MASK64,
     digest_delivered,

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from lazyconv.records import MemoryRecords, RecordsBuilder, _impl
+from lazyconv.records._builder import encode_v2_batch
 from lazyconv.records._codec import encode_varint, encode_varlong
-from lazyconv.records.builder import encode_v2_batch
-from lazyconv.records.compression import Compression, compress
-from lazyconv.records.digest import digest_v2_records, digest_v2_records_reference, record_digest
+from lazyconv.records._compression import Compression, compress
+from lazyconv.records._digest import digest_v2_records, digest_v2_records_reference, record_digest
 
 TWINS = [pytest.param("python", id="python"),
          pytest.param("native", id="native", marks=pytest.mark.skipif(

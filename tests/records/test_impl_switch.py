@@ -37,8 +37,9 @@ def workload() -> None:
     lazy (memory and file, plain and compressed, every target), lz4 frames, up-conversion."""
     import tempfile
 
-    from lazyconv.convert import down_convert_bytes
-    from lazyconv.lazy import LazyDownConvertedRecords
+    from lazyconv._convert import down_convert_bytes
+    from lazyconv._lazy import LazyDownConvertedRecords
+    from lazyconv._upconvert import up_convert
     from lazyconv.records import (
         Compression,
         FileRecords,
@@ -46,9 +47,8 @@ def workload() -> None:
         RecordsBuilder,
         scan_batches,
     )
-    from lazyconv.records.digest import digest_delivered, digest_legacy_run, digest_v2_records
-    from lazyconv.records.segment_run import convert_run_ends, segment_run
-    from lazyconv.upconvert import up_convert
+    from lazyconv.records._digest import digest_delivered, digest_legacy_run, digest_v2_records
+    from lazyconv.records._segment_run import convert_run_ends, segment_run
 
     data = b""
     for codec in (Compression.NONE, Compression.LZ4, Compression.NONE, Compression.GZIP):

@@ -60,7 +60,7 @@ def test_implementation_is_reported() -> None:
 
 def test_version_shows_the_implementation() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "lazyconv.cli", "--version"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "lazyconv._cli", "--version"], capture_output=True, text=True, check=True
     )
     assert done.stdout.startswith("lazyconv ") and f"implementation: {_impl.IMPLEMENTATION}" in done.stdout
 
@@ -140,7 +140,7 @@ def test_select_crc_refuses_unknown_names() -> None:
 def test_kernel_calls_run_in_threads() -> None:
     """The GIL is released while the kernel works: threads converting at once get the same bytes."""
     from bench.bench_common import make_v2_batches
-    from lazyconv.convert import down_convert_bytes
+    from lazyconv._convert import down_convert_bytes
     from lazyconv.records import MemoryRecords
 
     data = make_v2_batches(1 << 20, 1024)

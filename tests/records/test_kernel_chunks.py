@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lazy_support import build_batch, v2_end_txn_marker
 
+from lazyconv._lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords
 from lazyconv.errors import LazyconvError
-from lazyconv.lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords
 from lazyconv.records import Compression, FileRecords, MemoryRecords, _impl
 
 pytestmark = pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_convert_fused import corrupted, well_formed
 
-import lazyconv.records.batch as batch_module
-from lazyconv.convert import down_convert_bytes
+import lazyconv.records._batch as batch_module
+from lazyconv._convert import down_convert_bytes
 from lazyconv.errors import LazyconvError
 from lazyconv.records import MemoryRecords, RecordsBuilder, _impl, build_end_txn_marker
 

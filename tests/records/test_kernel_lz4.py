@@ -16,7 +16,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lazyconv.records.compression as compression
+import lazyconv.records._compression as compression
 from lazyconv.errors import LazyconvError
 from lazyconv.records import _impl
 

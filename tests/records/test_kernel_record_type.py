@@ -58,7 +58,7 @@ def test_the_kernel_record_type_is_made_once_per_type_and_only_for_plain_named_t
 
 
 class Other(NamedTuple):
-    """A NamedTuple like Record (as a reloaded lazyconv.records.types would define it again)."""
+    """A NamedTuple like Record (as a reloaded lazyconv.records._types would define it again)."""
 
     offset: int
     timestamp: int
@@ -68,7 +68,7 @@ class Other(NamedTuple):
 
 
 def test_a_second_record_type_gets_its_own_kernel_type() -> None:
-    """The record type was process-global: a second base (lazyconv.records.types reloaded, so a
+    """The record type was process-global: a second base (lazyconv.records._types reloaded, so a
     new Record class, or another NamedTuple) made make_record_type raise ValueError, and with it
     the import of lazyconv.records._impl. Each base now gets its own type (the first keeps the
     free list); records of either decode, compare, pickle and free as their base's."""

@@ -24,8 +24,8 @@ conversion, ``lazyconv dump`` and the fixture generator), by an AST scan of thei
   no ``read`` asks for such a count of bytes (``log.read(position, 27)``);
 - no lower-case name for a size, length, offset or position is assigned such an integer, even
   one of two (``entry_size = 8 if kind == "index" else 12``: the index entry sizes are
-  :mod:`lazyconv.logdir.index`'s; file names such as ``".log"`` are held to
-  :mod:`lazyconv.logdir.naming` by ``tests/test_logdir_layer.py``).
+  :mod:`lazyconv.logdir._index`'s; file names such as ``".log"`` are held to
+  :mod:`lazyconv.logdir._naming` by ``tests/test_logdir_layer.py``).
 
 And in the kernel's C sources (``_kernel/*.c``, ``*.h``; ``format.h`` is generated from
 ``_format.py``; ``crc.c`` and ``lz4frame.c`` hold no record layout): no subscript with an integer
@@ -34,7 +34,7 @@ is offset by such an integer (``get_i32(p + 8)``).
 
 A value that really is not a layout fact (a codec framing, an error code) has a name defined in
 its own module, as lz4's and gzip's framings in ``compression.py`` (not scanned) do. The
-fixture generator's writer (``fixtures/wire.py``, not scanned) states the layout on its own on
+fixture generator's writer (``fixtures/_wire.py``, not scanned) states the layout on its own on
 purpose: the fixtures are the ground truth the codecs are checked against.
 """
 
@@ -59,18 +59,18 @@ PYTHON_MODULES = sorted(
         for path in (PACKAGE / folder).glob("*.py")
     }
     # the facts themselves; codec framings; the fixtures' independent writer (see above)
-    - {"records/_format.py", "records/compression.py", "fixtures/wire.py"}
+    - {"records/_format.py", "records/_compression.py", "fixtures/_wire.py"}
     | {
-        "convert.py",
-        "lazy.py",
-        "partitioner/sizes.py",
-        "upconvert.py",
-        "serve/append_validation.py",
-        "serve/producer_state.py",
-        "spark/planning.py",
-        "spark/segment_scan.py",
-        "spark/derived_conversion.py",
-        "commands/dump.py",
+        "_convert.py",
+        "_lazy.py",
+        "partitioner/_sizes.py",
+        "_upconvert.py",
+        "serve/_append_validation.py",
+        "serve/_producer_state.py",
+        "spark/_planning.py",
+        "spark/_segment_scan.py",
+        "spark/_derived_conversion.py",
+        "_commands/dump.py",
     }
 )
 C_SOURCES = sorted(

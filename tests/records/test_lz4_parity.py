@@ -10,7 +10,7 @@ import hashlib
 import pytest
 from lz4_parity import KAFKA_HC_SIZES, KAFKA_LZ4, inputs, record_batch, text, wrapper_value
 
-from lazyconv.records.compression import Compression, compress, decompress
+from lazyconv.records._compression import Compression, compress, decompress
 
 LZ4 = Compression.LZ4
 

@@ -25,7 +25,7 @@ from lazyconv.records import (
     encode_v2_batch,
 )
 from lazyconv.records._codec import append_legacy_message, append_v2_record
-from lazyconv.records.compression import compress
+from lazyconv.records._compression import compress
 
 
 def v2(records=((0, 1000, b"k", b"v", ()), (1, 1005, None, b"w", ())), **kw) -> bytes:

@@ -12,7 +12,7 @@ from test_kernel_differential import control_batch, entries, legacy_entry, mutat
 
 from bench.fuzz_kernel import _batch, _legacy, _mutate
 from lazyconv.records import MemoryRecords, _impl
-from lazyconv.records.scan import scan_batches, scan_batches_reference
+from lazyconv.records._scan import scan_batches, scan_batches_reference
 
 
 def _comparable(result):  # type: ignore[no-untyped-def]

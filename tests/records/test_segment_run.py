@@ -1,4 +1,4 @@
-"""Runs of sound magic-2 batches (lazyconv.records.segment_run): the kernel and the pure-Python
+"""Runs of sound magic-2 batches (lazyconv.records._segment_run): the kernel and the pure-Python
 reference agree, and both do what the validation job relies on.
 
 - the kernel equals the reference (every field of ``SegmentRun``, the ends and the bytes of
@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lazyconv.convert import down_convert_bytes
+from lazyconv._convert import down_convert_bytes
 from lazyconv.records import (
     MemoryRecords,
     RecordsBuilder,
@@ -35,13 +35,13 @@ from lazyconv.records import (
     _impl,
     build_end_txn_marker,
 )
+from lazyconv.records._batch import DefaultBatch
+from lazyconv.records._builder import encode_v2_batch
 from lazyconv.records._codec import append_v2_record, crc32c
-from lazyconv.records.batch import DefaultBatch
-from lazyconv.records.builder import encode_v2_batch
-from lazyconv.records.compression import Compression
-from lazyconv.records.digest import MASK64, digest_v2_records
-from lazyconv.records.scan import scan_batches
-from lazyconv.records.segment_run import (
+from lazyconv.records._compression import Compression
+from lazyconv.records._digest import MASK64, digest_v2_records
+from lazyconv.records._scan import scan_batches
+from lazyconv.records._segment_run import (
     MAX_BATCHES_PER_RUN,
     RUN_ABORT,
     RUN_CONTROL,

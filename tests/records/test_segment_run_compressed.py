@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from lazyconv.errors import LazyconvError
-from lazyconv.logdir.layout import list_segments
+from lazyconv.logdir._layout import list_segments
 from lazyconv.records import _impl
-from lazyconv.records.compression import decompress
-from lazyconv.records.segment_run import (
+from lazyconv.records._compression import decompress
+from lazyconv.records._segment_run import (
     RUN_COMPRESSED,
     segment_run,
     segment_run_reference,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.net.workers import ConversionWorkers
+from lazyconv.net._workers import ConversionWorkers
 from lazyconv.serve import Broker, KafkaServer, ListenerSpec, LogDirectory
 
 

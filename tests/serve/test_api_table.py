@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lazyconv.protocol import fetch
-from lazyconv.protocol.registry import ALL_APIS, api_versions_table
+from lazyconv.protocol import _fetch as fetch
+from lazyconv.protocol._registry import ALL_APIS, api_versions_table
 from lazyconv.serve import Broker, Listener, LogDirectory
 
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # each test starts Python processes
 
 def run_cli(*args: str, **kwargs) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    return subprocess.Popen([sys.executable, "-m", "lazyconv.cli", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", "lazyconv._cli", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
@@ -57,7 +57,7 @@ def test_serve_rejects_bad_arguments(tmp_path):
 
 
 def test_serve_help_explains_every_option():
-    out = subprocess.run([sys.executable, "-m", "lazyconv.cli", "serve", "--help"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "lazyconv._cli", "serve", "--help"], capture_output=True,
                          text=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), check=True).stdout
     for option in ("--host", "--port", "--chunk-size", "--no-downconversion", "--topic-config",
                    "--listener", "--produce-delay-ms", "--max-fetch-version", "--max-request-size",

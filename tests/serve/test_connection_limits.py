@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from lazyconv.net.limits import ConnectionLimits
+from lazyconv.net._limits import ConnectionLimits
 from lazyconv.protocol import FetchRequest
-from lazyconv.protocol.headers import encode_request_header
+from lazyconv.protocol._headers import encode_request_header
 from tests.serve.test_robustness import _recv, big_log, fetch_frame, metadata_roundtrip, wait_for
 
 FAST = dict(connections_max_idle_ms=300, request_read_timeout_ms=300, write_timeout_ms=300)
@@ -115,7 +115,7 @@ def test_a_fetch_naming_too_many_partitions_closes_the_connection(serve_logdir, 
 
 
 def test_the_partition_count_is_read_without_decoding_for_fetch_v0_to_v11():
-    from lazyconv.serve.fetch_handler import _announced_partitions
+    from lazyconv.serve._fetch_handler import _announced_partitions
 
     def part(p: int) -> dict:
         return {"partition": p, "fetch_offset": 0, "partition_max_bytes": 100}

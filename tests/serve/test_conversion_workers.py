@@ -1,5 +1,5 @@
 """Converting Fetch responses are planned and written on the conversion worker pool
-(lazyconv/net/workers.py), zero-copy ones on the event loop; several connections convert at once; one connection's
+(lazyconv/net/_workers.py), zero-copy ones on the event loop; several connections convert at once; one connection's
 responses still come back whole and in request order (issue 23, conversion on every core)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from lazyconv.net.workers import ConversionWorkers
+from lazyconv.net._workers import ConversionWorkers
 from lazyconv.protocol import FetchResponse
-from lazyconv.protocol.fetch import response_header_version
-from lazyconv.protocol.headers import decode_response_header, encode_request_header
-from lazyconv.protocol.primitives import Reader
+from lazyconv.protocol._fetch import response_header_version
+from lazyconv.protocol._headers import decode_response_header, encode_request_header
+from lazyconv.protocol._primitives import Reader
 from lazyconv.records import Compression, MemoryRecords
 from tests.serve.test_robustness import _recv, big_log, fetch_frame
 

@@ -10,8 +10,8 @@ import socket
 import pytest
 from lazy_support import consumer_records
 
-from lazyconv.protocol.fetch import FetchRequest, FetchResponse
-from lazyconv.protocol.headers import encode_request_header
+from lazyconv.protocol._fetch import FetchRequest, FetchResponse
+from lazyconv.protocol._headers import encode_request_header
 from lazyconv.records import RecordsBuilder
 from tests.serve.test_robustness import wait_for
 from tests.test_append_validation import recrafted

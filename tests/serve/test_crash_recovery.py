@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from lazyconv.logdir.snapshot import snapshot_path
-from lazyconv.protocol import init_producer_id, produce
+from lazyconv.logdir._snapshot import snapshot_path
+from lazyconv.protocol import _init_producer_id as init_producer_id
+from lazyconv.protocol import _produce as produce
 from lazyconv.records import RecordsBuilder
 from tests.serve.test_cli import run_cli
 from tests.serve.test_durability import records_on_disk

@@ -13,19 +13,20 @@ import uuid
 
 import pytest
 
-from lazyconv.logdir.partition import LogConfig
-from lazyconv.logdir.snapshot import (
+from lazyconv.logdir._partition import LogConfig
+from lazyconv.logdir._snapshot import (
     SnapshotEntry,
     decode_snapshot,
     encode_snapshot,
     snapshot_path,
 )
-from lazyconv.protocol import init_producer_id, produce
-from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.protocol import _init_producer_id as init_producer_id
+from lazyconv.protocol import _produce as produce
+from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.records import FileRecords
-from lazyconv.serve.append_validation import AppendErrorCode
-from lazyconv.serve.producer_ids import FIRST_PRODUCER_ID, PRODUCER_ID_FILE
-from lazyconv.serve.producer_state import load_producer_state
+from lazyconv.serve._append_validation import AppendErrorCode
+from lazyconv.serve._producer_ids import FIRST_PRODUCER_ID, PRODUCER_ID_FILE
+from lazyconv.serve._producer_state import load_producer_state
 from tests.serve.test_e2e_errors_and_librdkafka import fetch_raw
 from tests.serve.test_produce_validation_e2e import answers, produce_body
 from tests.serve.wire import WireClient
@@ -282,8 +283,9 @@ def test_flush_ms_fsyncs_a_partition_once_its_oldest_write_is_that_old(serve_log
 def test_an_abort_marker_gets_its_txnindex_entry(serve_logdir, tmp_path):
     """Kafka's TransactionIndex: one 34-byte entry per aborted transaction in the segment that
     holds its marker, what read_committed fetches and ``lazyconv validate`` rely on."""
-    from lazyconv.logdir.txnindex import AbortedTxn, parse_txnindex
-    from lazyconv.protocol import add_partitions_to_txn, end_txn
+    from lazyconv.logdir._txnindex import AbortedTxn, parse_txnindex
+    from lazyconv.protocol import _add_partitions_to_txn as add_partitions_to_txn
+    from lazyconv.protocol import _end_txn as end_txn
 
     (tmp_path / "t-0").mkdir()
     server = serve_logdir(tmp_path)

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from lazyconv.protocol import FetchRequest, FetchResponse
-from lazyconv.protocol.error_codes import ErrorCode
-from lazyconv.protocol.headers import encode_request_header
+from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.protocol._headers import encode_request_header
 from lazyconv.serve import TopicConfig
 from tests.serve.logbuild import build_mixed_log, build_zstd_log
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.fixtures import checksum as fixture_checksum
+from lazyconv.fixtures import _checksum as fixture_checksum
 from lazyconv.records import FileRecords
 from tests.conftest import REPO_ROOT
 

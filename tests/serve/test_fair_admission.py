@@ -1,6 +1,6 @@
 """Admission to queued.max.request.bytes cannot be monopolised (issue 23): small requests have a
 reserved slice, large ones are admitted in arrival order, and a stalled request above its fair
-share is reclaimed after request_stall_ms when others wait (lazyconv/net/limits.py)."""
+share is reclaimed after request_stall_ms when others wait (lazyconv/net/_limits.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from lazyconv.net.limits import ConnectionLimits, RequestMemoryPool
-from lazyconv.protocol import metadata
+from lazyconv.net._limits import ConnectionLimits, RequestMemoryPool
+from lazyconv.protocol import _metadata as metadata
 from tests.serve.test_connection_limits import closed_by_server
 from tests.serve.test_robustness import _recv, wait_for
 from tests.serve.wire import WireClient

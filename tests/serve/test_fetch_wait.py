@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from lazyconv.protocol import fetch as fetch_api
-from lazyconv.protocol import produce
+from lazyconv.protocol import _fetch as fetch_api
+from lazyconv.protocol import _produce as produce
 from tests.serve.wire import WireClient
 from tests.test_append_validation import v2_batch
 
@@ -50,7 +50,7 @@ def test_min_bytes_wait_is_woken_by_a_produce_and_does_not_poll(serve_logdir, tm
 
 
 def test_list_offsets_over_many_partitions_is_answered_off_the_loop(serve_logdir, tmp_path):
-    from lazyconv.protocol import list_offsets
+    from lazyconv.protocol import _list_offsets as list_offsets
 
     (tmp_path / "t-0").mkdir()
     server = serve_logdir(tmp_path)

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from lazyconv.protocol.error_codes import ErrorCode
-from lazyconv.serve.group_coordinator import (
+from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.serve._group_coordinator import (
     CoordinatorConfig,
     GroupCoordinator,
     GroupState,

@@ -23,8 +23,10 @@ import time
 
 import pytest
 
-from lazyconv.protocol import heartbeat, join_group, sync_group
-from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.protocol import _heartbeat as heartbeat
+from lazyconv.protocol import _join_group as join_group
+from lazyconv.protocol import _sync_group as sync_group
+from lazyconv.protocol._error_codes import ErrorCode
 from tests.serve.test_groups_e2e import wait_for_subscribed_metadata
 from tests.serve.test_topic_ids import make_topic
 from tests.serve.wire import WireClient

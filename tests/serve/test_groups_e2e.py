@@ -9,14 +9,24 @@ from typing import Any
 import pytest
 
 from lazyconv.protocol import (
-    describe_groups,
-    join_group,
-    list_groups,
-    offset_commit,
-    offset_fetch,
-    sync_group,
+    _describe_groups as describe_groups,
 )
-from lazyconv.protocol.error_codes import ErrorCode
+from lazyconv.protocol import (
+    _join_group as join_group,
+)
+from lazyconv.protocol import (
+    _list_groups as list_groups,
+)
+from lazyconv.protocol import (
+    _offset_commit as offset_commit,
+)
+from lazyconv.protocol import (
+    _offset_fetch as offset_fetch,
+)
+from lazyconv.protocol import (
+    _sync_group as sync_group,
+)
+from lazyconv.protocol._error_codes import ErrorCode
 from tests.serve.test_topic_ids import make_topic
 from tests.serve.wire import WireClient
 
@@ -172,16 +182,16 @@ def test_kafka_python_group_of_two_splits_commits_and_resumes(serve_logdir, tmp_
 
 
 def test_offsets_that_cannot_be_written_are_refused_not_half_kept(tmp_path, monkeypatch) -> None:
-    from lazyconv.serve.offset_store import OffsetStore
+    from lazyconv.serve._offset_store import OffsetStore
 
     store = OffsetStore(tmp_path)
-    from lazyconv.serve.offset_store import CommittedOffset
+    from lazyconv.serve._offset_store import CommittedOffset
     store.commit("g", {("t", 0): CommittedOffset(5)})
 
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("lazyconv.serve.offset_store.tempfile.mkstemp", broken)
+    monkeypatch.setattr("lazyconv.serve._offset_store.tempfile.mkstemp", broken)
     with pytest.raises(OSError):
         store.commit("g", {("t", 0): CommittedOffset(9), ("t", 1): CommittedOffset(1)})
     assert store.fetch("g", "t", 0) == CommittedOffset(5) and store.fetch("g", "t", 1) is None

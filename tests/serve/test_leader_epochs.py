@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lazyconv.logdir.directory import LogDirectory
+from lazyconv.logdir._directory import LogDirectory
 from lazyconv.records import RecordsBuilder
 
 

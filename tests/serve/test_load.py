@@ -26,8 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.protocol import FetchRequest, metadata
-from lazyconv.protocol.headers import encode_request_header
+from lazyconv.protocol import FetchRequest
+from lazyconv.protocol import _metadata as metadata
+from lazyconv.protocol._headers import encode_request_header
 from lazyconv.records import RecordsBuilder
 from tests.serve.wire import WireClient
 

@@ -10,12 +10,12 @@ import struct
 import pytest
 
 from lazyconv.errors import CorruptRecordError, StorageError
-from lazyconv.logdir.directory import LogDirectory
-from lazyconv.logdir.index import IndexBuilder
-from lazyconv.logdir.partition import LogConfig
-from lazyconv.logdir.snapshot import encode_snapshot, snapshot_path
+from lazyconv.logdir._directory import LogDirectory
+from lazyconv.logdir._index import IndexBuilder
+from lazyconv.logdir._partition import LogConfig
+from lazyconv.logdir._snapshot import encode_snapshot, snapshot_path
 from lazyconv.records import FileRecords, RecordsBuilder
-from lazyconv.serve.offsets import split_entries
+from lazyconv.serve._offsets import split_entries
 
 SEGMENT = f"{0:020d}.log"
 
@@ -151,7 +151,7 @@ def test_a_read_only_directory_is_served_as_it_is(tmp_path, monkeypatch, caplog)
     def refuse(*_args, **_kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("lazyconv.logdir.recovery.os.truncate", refuse)
+    monkeypatch.setattr("lazyconv.logdir._recovery.os.truncate", refuse)
     with caplog.at_level(logging.ERROR):
         plog = LogDirectory(tmp_path).partition("t", 0)
     assert plog.high_watermark == 6 and (part / SEGMENT).stat().st_size == len(GOOD) + 3

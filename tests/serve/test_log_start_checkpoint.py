@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.logdir.directory import LogDirectory
-from lazyconv.logdir.partition import OffsetOutOfRange
+from lazyconv.logdir._directory import LogDirectory
+from lazyconv.logdir._partition import OffsetOutOfRange
 from lazyconv.records import RecordsBuilder
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lazyconv.errors import CorruptRecordError, ValidationError
-from lazyconv.logdir.directory import LogDirectory
-from lazyconv.logdir.partition import OffsetOutOfRange
+from lazyconv.logdir._directory import LogDirectory
+from lazyconv.logdir._partition import OffsetOutOfRange
 from lazyconv.records import Compression, RecordsBuilder
 
 

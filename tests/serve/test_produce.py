@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from lazyconv.logdir.directory import LogDirectory
+from lazyconv.logdir._directory import LogDirectory
 from lazyconv.records import FileRecords, RecordsBuilder
-from lazyconv.serve.offsets import split_entries
+from lazyconv.serve._offsets import split_entries
 
 kafka = pytest.importorskip("kafka", reason="needs the dev extra: pip install -e '.[dev]'")
 

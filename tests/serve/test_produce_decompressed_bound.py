@@ -9,9 +9,10 @@ import tracemalloc
 
 import pytest
 
-from lazyconv.protocol import fetch, produce
+from lazyconv.protocol import _fetch as fetch
+from lazyconv.protocol import _produce as produce
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
-from lazyconv.serve.append_validation import AppendConfig, AppendErrorCode, validate_produce
+from lazyconv.serve._append_validation import AppendConfig, AppendErrorCode, validate_produce
 from tests.serve.test_produce_validation_e2e import answers, produce_body
 from tests.serve.wire import WireClient
 from tests.test_append_validation import v2_batch

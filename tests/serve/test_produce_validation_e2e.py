@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from lazyconv.protocol import produce
+from lazyconv.protocol import _produce as produce
 from lazyconv.records import FileRecords, build_end_txn_marker
-from lazyconv.serve.append_validation import AppendErrorCode as E
-from lazyconv.serve.producer_state import rebuild_producer_state
+from lazyconv.serve._append_validation import AppendErrorCode as E
+from lazyconv.serve._producer_state import rebuild_producer_state
 from tests.serve.wire import WireClient
 from tests.test_append_validation import idem, recrafted, v2_batch
 

@@ -7,12 +7,22 @@ import pytest
 
 from lazyconv.errors import ProtocolError
 from lazyconv.protocol import (
-    api_versions,
-    find_coordinator,
-    init_producer_id,
-    list_offsets,
-    metadata,
-    produce,
+    _api_versions as api_versions,
+)
+from lazyconv.protocol import (
+    _find_coordinator as find_coordinator,
+)
+from lazyconv.protocol import (
+    _init_producer_id as init_producer_id,
+)
+from lazyconv.protocol import (
+    _list_offsets as list_offsets,
+)
+from lazyconv.protocol import (
+    _metadata as metadata,
+)
+from lazyconv.protocol import (
+    _produce as produce,
 )
 from lazyconv.records import RecordsBuilder
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyconv.protocol import FetchRequest
-from lazyconv.protocol.headers import encode_request_header
+from lazyconv.protocol._headers import encode_request_header
 from lazyconv.records import Compression, RecordsBuilder
 
 

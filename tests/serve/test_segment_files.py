@@ -9,8 +9,8 @@ import struct
 import pytest
 
 from lazyconv.protocol import FetchRequest
-from lazyconv.protocol.headers import encode_request_header
-from lazyconv.serve.segment_files import SegmentFileCache, SegmentSlice
+from lazyconv.protocol._headers import encode_request_header
+from lazyconv.serve._segment_files import SegmentFileCache, SegmentSlice
 from tests.serve.test_robustness import _recv, big_log, metadata_roundtrip, open_fds, wait_for
 
 

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from lazyconv.fixtures import wire
-from lazyconv.fixtures.wire import FixtureRecord
-from lazyconv.logdir.directory import LogDirectory
-from lazyconv.logdir.txnindex import (
+from lazyconv.fixtures import _wire as wire
+from lazyconv.fixtures._wire import FixtureRecord
+from lazyconv.logdir._directory import LogDirectory
+from lazyconv.logdir._txnindex import (
     AbortedTxn,
     encode_txnindex_entry,
     parse_txnindex,
 )
-from lazyconv.protocol import fetch, list_offsets
+from lazyconv.protocol import _fetch as fetch
+from lazyconv.protocol import _list_offsets as list_offsets
 from lazyconv.records import MemoryRecords
 from tests.serve.wire import WireClient
 

@@ -7,9 +7,9 @@ from itertools import count
 
 import pytest
 
-from lazyconv.protocol.error_codes import ErrorCode
-from lazyconv.serve.offset_store import CommittedOffset
-from lazyconv.serve.txn_coordinator import TransactionCoordinator
+from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.serve._offset_store import CommittedOffset
+from lazyconv.serve._txn_coordinator import TransactionCoordinator
 
 
 class Clock:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from lazyconv.protocol.api import ApiSpec
-from lazyconv.protocol.headers import decode_response_header, encode_request_header
-from lazyconv.protocol.primitives import Reader
+from lazyconv.protocol._api import ApiSpec
+from lazyconv.protocol._headers import decode_response_header, encode_request_header
+from lazyconv.protocol._primitives import Reader
 
 
 class WireClient:

@@ -42,7 +42,7 @@ static inline void digest_key_value(dual_crc *h, const uint8_t *key, int32_t kle
 }
 
 /* offset int64 | timestamp int64 | header count int32: what follows key and value in a record's
- * canonical encoding (records/digest.py), not a wire layout. */
+ * canonical encoding (records/_digest.py), not a wire layout. */
 enum { TAIL_OFFSET_AT = 0, TAIL_TIMESTAMP_AT = 8, TAIL_HEADER_COUNT_AT = 16, TAIL_SIZE = 20 };
 
 static inline void digest_tail(dual_crc *h, int64_t offset, int64_t timestamp, int32_t header_count)

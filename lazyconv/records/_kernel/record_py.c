@@ -69,7 +69,7 @@ static PyObject *exact_sum(long long base, PyObject *base_obj, long long delta)
 #define RECORD_FREE_LIST_SIZE 64
 
 /* Every type make_record_type made, by base (a dict owning both: types live as long as the
- * process). A second base is a reloaded lazyconv.records.types or another NamedTuple: it gets its
+ * process). A second base is a reloaded lazyconv.records._types or another NamedTuple: it gets its
  * own type, as correct and without the free list, which serves the first type made only. */
 static PyObject *made_record_types = NULL;
 static PyTypeObject *native_record_type = NULL; /* the first type made (the dict owns it) */
@@ -161,7 +161,7 @@ static PyType_Slot native_record_slots[] = {
 };
 
 static PyType_Spec native_record_spec = {
-    .name = "lazyconv.records.types.Record",
+    .name = "lazyconv.records._types.Record",
     .basicsize = 0, /* the base's */
     .itemsize = 0,
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,

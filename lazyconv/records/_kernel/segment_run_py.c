@@ -125,7 +125,7 @@ const char lc_segment_run_doc[] =
     "    prev_offset, prev_epoch, max_timestamp, data_records, full, convertible_records, no_headers,\n"
     "    no_timestamp, compressed)\n\n"
     "Check and digest the run of sound, in-order magic-2 batches at the start of data (see\n"
-    "lazyconv.records.segment_run). prev_offset and prev_epoch are None before the first batch /\n"
+    "lazyconv.records._segment_run). prev_offset and prev_epoch are None before the first batch /\n"
     "epoch. decompress(codec, data) -> bytes | None decompresses a compressed data batch's records\n"
     "(None: the run stops before the batch); with decompress None the run stops at any compressed\n"
     "batch. Per batch: position, last offset, running max timestamp, records (0 for a control\n"

@@ -1,0 +1,258 @@
+"""What every sub-command shares: argument types, path checks, extras, progress bars.
+
+The rule of the command line: a user mistake ends the command with one line on stderr,
+``lazyconv CMD: error: ...``, and exit status :data:`EXIT_USAGE` (2) for what the user typed or
+the environment cannot satisfy (a missing file, a busy port, a bad value, a missing extra), or
+:data:`EXIT_DATA` (1) for input whose *content* is wrong (corrupt records, a failed
+validation). :mod:`lazyconv._cli` turns the exceptions below into that line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from lazyconv.errors import ConfigurationError, LazyconvError
+
+EXIT_OK = 0
+EXIT_DATA = 1
+EXIT_USAGE = 2
+
+# Top-level modules of the optional dependencies -> the extra that installs them.
+EXTRA_OF_MODULE = {
+    "pyspark": "spark",
+    "pyarrow": "spark",
+    "pandas": "spark",
+    "fsspec": "spark",
+    "py4j": "spark",
+    "kafka": "bench",
+    "aiokafka": "bench",
+    "snappy": "bench",
+    "psutil": "bench",
+    "matplotlib": "plot",
+}
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([KMGT])(I?B)?|(B))?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+class UsageError(ConfigurationError):
+    """A mistake in what the user asked for: exit status 2."""
+
+
+class MissingExtraError(UsageError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    def __init__(self, module: str, extra: str, purpose: str = "this command") -> None:
+        super().__init__(
+            f"{purpose} needs the '{extra}' extra (module {module!r} is not installed): "
+            f"pip install 'lazyconv[{extra}]'"
+        )
+        self.module = module
+        self.extra = extra
+
+
+def missing_extra(exc: ModuleNotFoundError, purpose: str = "this command") -> LazyconvError | None:
+    """The :class:`MissingExtraError` for an import failure of an optional dependency, else None."""
+    top = (exc.name or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(top)
+    return None if extra is None else MissingExtraError(top, extra, purpose)
+
+
+def require_extra(module: str, purpose: str = "this command") -> None:
+    """Import ``module`` now, so a missing extra is reported before any work is done."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        error = missing_extra(exc, purpose)
+        if error is None:
+            raise
+        raise error from None
+
+
+def parse_size(text: str) -> int:
+    """A byte count: ``16384``, ``16K``, ``16KB``, ``16KiB``, ``1M``, ``1.5G`` (units are binary;
+    a fraction needs a unit)."""
+    match = _SIZE.fullmatch(str(text).strip())
+    unit = (match.group(2) or "").upper() if match else ""
+    if match is None or ("." in match.group(1) and not unit):
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (bytes, or with a unit: 16K, 128KiB, 1M, 2G)"
+        )
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def size_type(minimum: int | None = None, maximum: int | None = None) -> Any:
+    """An argparse ``type`` parsing a size (:func:`parse_size`) within ``minimum..maximum``."""
+
+    def parse(text: str) -> int:
+        value = parse_size(text)
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            low = "" if minimum is None else format_size(minimum)
+            high = "" if maximum is None else format_size(maximum)
+            raise argparse.ArgumentTypeError(f"{text} is outside {low}..{high}")
+        return value
+
+    parse.__name__ = "size"  # argparse names the type in its messages
+    return parse
+
+
+def format_size(size: int) -> str:
+    """``16384`` -> ``16K``; sizes that are not whole KiB/MiB/GiB stay in bytes."""
+    for unit, factor in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
+def port_number(text: str) -> int:
+    """An argparse ``type`` for a TCP port: 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
+    return port
+
+
+def int_choice(*choices: int) -> Any:
+    """An argparse ``type`` for an integer among ``choices`` (message lists them)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value not in choices:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not one of {', '.join(str(c) for c in choices)}"
+            )
+        return value
+
+    parse.__name__ = "choice"
+    return parse
+
+
+def input_file(path: str) -> Path:
+    """Check that ``path`` is a readable regular file (before any work is done)."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"cannot open {path}: No such file or directory")
+    if p.is_dir():
+        raise UsageError(f"cannot open {path}: Is a directory")
+    if not os.access(p, os.R_OK):
+        raise UsageError(f"cannot open {path}: Permission denied")
+    return p
+
+
+def input_dir(path: str) -> Path:
+    """Check that ``path`` is an existing, readable directory."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"cannot open {path}: No such file or directory")
+    if not p.is_dir():
+        raise UsageError(f"{path} is not a directory")
+    if not os.access(p, os.R_OK | os.X_OK):
+        raise UsageError(f"cannot open {path}: Permission denied")
+    return p
+
+
+def output_file(path: str, *, create_parent: bool = False) -> Path:
+    """Check that a file can be written at ``path`` (before any work is done).
+
+    ``create_parent`` creates a missing parent folder (for default output folders); otherwise
+    a missing folder is the user's mistake.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"cannot write {path}: Is a directory")
+    parent = p.parent
+    if create_parent:
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create folder {parent}: {exc.strerror or exc}") from None
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {path}: folder {parent} does not exist")
+    if (p.exists() and not os.access(p, os.W_OK)) or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {path}: Permission denied")
+    return p
+
+
+def progress_bar(total: int, desc: str, *, quiet: bool, **options: Any) -> Any:
+    """A tqdm bar on stderr, hidden with ``--quiet`` or when stderr is not a terminal."""
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total, desc=desc, file=sys.stderr, disable=quiet or not sys.stderr.isatty(), **options
+    )
+
+
+def finish_progress(bar: Any) -> None:
+    """Show a finished job at 100 % even when the total was an estimate."""
+    if bar.total is not None and bar.n != bar.total:
+        bar.total = bar.n
+    bar.refresh()
+
+
+def check_complete(records: Any, *, strict: bool, what: str) -> None:
+    """Warn (or, with ``--strict``, fail) when ``records`` ends in a partial batch.
+
+    Readers skip a trailing partial batch, as Kafka's do; the command line never drops bytes
+    without saying so. ``what`` names the input in the message.
+    """
+    import logging
+
+    from lazyconv.errors import TruncatedDataError
+
+    end = 0
+    for batch in records.batches():
+        end = batch.position + batch.size_in_bytes
+    trailing = records.size_in_bytes - end
+    if trailing <= 0:
+        return
+    message = f"{what}: {trailing} trailing bytes do not form a complete batch"
+    if strict:
+        raise TruncatedDataError(f"{message} (--strict)", end)
+    logging.getLogger("lazyconv._cli").warning("%s (at byte %d, skipped)", message, end)
+
+
+def run_until_stopped(main: Callable[[], Awaitable[None]]) -> str:
+    """Run the server coroutine ``main()`` until SIGINT or SIGTERM (what Ctrl-C, systemd and
+    Docker send) cancels it, so its ``finally`` blocks shut it down cleanly; returns the name
+    of the signal that stopped it ("interrupted" when it ended otherwise)."""
+    import asyncio
+    import contextlib
+    import signal
+
+    stopped_by: list[str] = []
+
+    async def guarded() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop(sig: signal.Signals) -> None:
+            if not stopped_by:
+                stopped_by.append(sig.name)
+                task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop, sig)
+        await main()
+
+    try:
+        asyncio.run(guarded())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass
+    return stopped_by[0] if stopped_by else "interrupted"
+

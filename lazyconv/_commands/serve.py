@@ -1,0 +1,261 @@
+"""``lazyconv serve LOGDIR``: a Kafka-protocol endpoint over a log directory, for real clients."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+
+from lazyconv._commands._common import input_dir, parse_size, port_number, run_until_stopped
+from lazyconv.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+_LISTENER = re.compile(r"^(?:(?P<host>[^:]+):)?(?P<port>\d+)(?:,delay=(?P<delay>\d+))?$")
+_TOPIC_CONFIG = re.compile(r"^(?P<topic>[^:]+):(?P<key>[a-z.]+)=(?P<value>.+)$")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve a log directory over the Kafka protocol (Fetch with lazy down-conversion)",
+        description=(
+            "Answer ApiVersions v0-4, Metadata v0-12, ListOffsets v0-8, Fetch v0-17 (with "
+            "down-conversion for v0-3 streamed in chunks, read_committed from the log's "
+            "transaction markers), Produce v0-11 (appending to the log), InitProducerId v0-5, "
+            "a transaction coordinator (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, "
+            "TxnOffsetCommit v0-3) and a single-node group coordinator (FindCoordinator v0-4, "
+            "JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-5, OffsetCommit and "
+            "OffsetFetch v0-8, ListGroups and DescribeGroups v0-5; committed offsets are kept "
+            "in LOGDIR/__lazyconv_offsets) over LOGDIR, laid out as a broker does "
+            "(TOPIC-PARTITION/00000000000000000000.log). Runs until SIGTERM or SIGINT, then "
+            "stops accepting, cuts the responses in flight, flushes the log and its state and "
+            "exits 0 with one line on stderr."
+        ),
+        epilog=(
+            "Durability (as Kafka's defaults): a record is acknowledged once written to the "
+            "log file (write(), no fsync), so a crash or kill -9 of this process loses nothing "
+            "acknowledged; a power loss or OS crash may lose what the OS had not yet written, "
+            "unless --flush-messages / --flush-ms ask for fsyncs. Rolled segments, producer "
+            "snapshots, producer-id blocks, committed offsets and everything at a clean "
+            "shutdown are fsynced. Group membership is kept in memory only (members rejoin "
+            "after a restart). On start each partition is recovered as by Kafka: what was "
+            "written after its last clean point is validated, a torn last entry cut off, "
+            "missing or torn index files rebuilt; corruption elsewhere is logged and answered "
+            "as a storage error, never hidden. See docs/guide/robustness.md."
+        ),
+    )
+    parser.add_argument("logdir", metavar="LOGDIR", help="directory holding TOPIC-PARTITION folders")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=port_number, default=9092,
+                        help="port of the first listener (default 9092; 0 picks a free port)")
+    parser.add_argument("--advertised-host", default=None,
+                        help="host name Metadata advertises (default: --host)")
+    parser.add_argument("--chunk-size", type=_size, default=131072,
+                        help="input bytes down-converted per step of a lazy send, e.g. 16K, 128K, "
+                             "1M, between 16K and 1M (default 128K); bounds memory per connection")
+    parser.add_argument("--no-downconversion", action="store_true",
+                        help="behave like message.downconversion.enable=false: consumers that "
+                             "need an older format (Fetch v0-3) get UNSUPPORTED_VERSION")
+    parser.add_argument("--topic-config", action="append", default=[], metavar="TOPIC:KEY=VALUE",
+                        help="a topic setting; keys: compression.type (e.g. zstd: Fetch < v10 "
+                             "gets UNSUPPORTED_COMPRESSION_TYPE), message.downconversion.enable "
+                             "(true/false). Repeatable")
+    parser.add_argument("--max-fetch-version", type=int, default=17,
+                        help="highest Fetch version advertised in ApiVersions (0-17, default 17); "
+                             "e.g. 2 makes version-negotiating clients fetch like against a 0.10.0 "
+                             "broker (magic v1)")
+    parser.add_argument("--produce-delay-ms", type=int, default=0,
+                        help="delay before answering each Produce on the first listener (ms)")
+    parser.add_argument("--listener", action="append", default=[], metavar="[HOST:]PORT[,delay=MS]",
+                        help="an extra listener, advertised as one more broker (node ids 0, 1, ...; "
+                             "partition p is led by node p %% N), with its own Produce delay. "
+                             "Repeatable")
+    parser.add_argument("--max-request-size", type=_size, default=104857600,
+                        help="larger requests close the connection (default 100M, Kafka's "
+                             "socket.request.max.bytes)")
+    parser.add_argument("--queued-max-request-bytes", type=_size_or_unbounded, default=209715200,
+                        help="bytes of requests being read or answered, over all connections "
+                             "(Kafka's queued.max.request.bytes); a connection whose request does "
+                             "not fit waits, unread, and is closed after --request-read-timeout-ms. "
+                             "Requests of up to 64K have a reserved eighth; a stalled request above "
+                             "its fair share is closed after 1 s when others wait. "
+                             "Default 200M (Kafka: -1, unbounded); -1 for unbounded")
+    parser.add_argument("--connections-max-idle-ms", type=_positive_int, default=600000,
+                        help="close a connection with no request for this long (Kafka's "
+                             "connections.max.idle.ms, default 600000)")
+    parser.add_argument("--request-read-timeout-ms", type=_positive_int, default=30000,
+                        help="close a connection whose request bytes stop arriving for this long "
+                             "(default 30000, as a client's request.timeout.ms)")
+    parser.add_argument("--write-timeout-ms", type=_positive_int, default=30000,
+                        help="close a connection that reads none of its response for this long "
+                             "(default 30000)")
+    parser.add_argument("--max-partitions-per-request", type=_positive_int, default=200000,
+                        help="a Fetch naming more partitions closes the connection (default 200000)")
+    parser.add_argument("--max-decompressed-batch-bytes", type=_size, default=32 << 20,
+                        help="largest decompressed batch that down-conversion inflates (default "
+                             "32M); a larger one (a compression bomb) is answered as that "
+                             "partition's storage error, and Produce refuses one with "
+                             "MESSAGE_TOO_LARGE")
+    parser.add_argument("--max-open-segment-files", type=_positive_int, default=1024,
+                        help="segment files kept open for reuse by every fetch (a shared LRU "
+                             "cache; default 1024): bounds the server's descriptors")
+    parser.add_argument("--socket-send-buffer", type=_size, default=102400,
+                        help="SO_SNDBUF of client connections (default 100K, Kafka's "
+                             "socket.send.buffer.bytes; 0 keeps the OS default)")
+    parser.add_argument("--segment-bytes", type=_size, default=1 << 30,
+                        help="roll the partition to a new segment when an append would take the "
+                             "active one past this size (Kafka's log.segment.bytes, default 1G)")
+    parser.add_argument("--index-interval-bytes", type=_size, default=4096,
+                        help="log bytes between two .index/.timeindex entries of appended data "
+                             "(Kafka's index.interval.bytes, default 4096)")
+    parser.add_argument("--flush-messages", type=_positive_int, default=None, metavar="N",
+                        help="fsync a partition before acknowledging once N messages were "
+                             "appended to it since its last fsync (Kafka's "
+                             "log.flush.interval.messages; default: never, the OS writes the data "
+                             "back; 1 makes every acknowledged record survive a power loss)")
+    parser.add_argument("--flush-ms", type=_positive_int, default=None, metavar="MS",
+                        help="fsync a partition whose oldest unflushed append is MS old (Kafka's "
+                             "log.flush.interval.ms; default: never, the OS writes the data back)")
+    parser.add_argument("--group-initial-rebalance-delay-ms", type=int, default=0,
+                        help="how long a group's first rebalance waits for more members (Kafka's "
+                             "group.initial.rebalance.delay.ms; default 0 here, 3000 in Kafka)")
+    parser.add_argument("--group-min-session-timeout-ms", type=int, default=6000,
+                        help="smallest session timeout a member may ask for (Kafka's "
+                             "group.min.session.timeout.ms, default 6000)")
+    parser.add_argument("--group-max-session-timeout-ms", type=int, default=1800000,
+                        help="largest session timeout a member may ask for (Kafka's "
+                             "group.max.session.timeout.ms, default 1800000)")
+    parser.set_defaults(handler=run)
+
+
+_size = parse_size  # the size syntax every command shares (16K, 128KiB, 1M, bytes)
+
+
+def _size_or_unbounded(text: str) -> int:
+    return -1 if text.strip() == "-1" else parse_size(text)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def _parse_topic_configs(items: list[str], downconversion: bool):
+    from lazyconv.serve._broker import TopicConfig
+
+    settings: dict[str, dict[str, object]] = {}
+    for item in items:
+        m = _TOPIC_CONFIG.match(item)
+        if not m:
+            raise ConfigurationError(f"--topic-config {item!r} is not TOPIC:KEY=VALUE")
+        key, value = m.group("key"), m.group("value")
+        topic = settings.setdefault(m.group("topic"), {"downconversion_enable": downconversion})
+        if key == "compression.type":
+            topic["compression_type"] = value.lower()
+        elif key == "message.downconversion.enable":
+            if value.lower() not in ("true", "false"):
+                raise ConfigurationError(f"--topic-config {item!r}: expected true or false")
+            topic["downconversion_enable"] = value.lower() == "true"
+        else:
+            raise ConfigurationError(f"--topic-config {item!r}: unknown key {key!r}")
+    return {name: TopicConfig(compression_type=str(kw.get("compression_type", "producer")),
+                              downconversion_enable=bool(kw["downconversion_enable"]))
+            for name, kw in settings.items()}
+
+
+def _group_config(args: argparse.Namespace):
+    from lazyconv.serve._group_coordinator import CoordinatorConfig
+
+    delay = args.group_initial_rebalance_delay_ms
+    low, high = args.group_min_session_timeout_ms, args.group_max_session_timeout_ms
+    if delay < 0:
+        raise ConfigurationError(f"--group-initial-rebalance-delay-ms must be >= 0, got {delay}")
+    if not 0 < low <= high:
+        raise ConfigurationError(
+            f"group session timeouts need 0 < min <= max, got min {low} and max {high}")
+    return CoordinatorConfig(min_session_timeout_ms=low, max_session_timeout_ms=high,
+                             initial_rebalance_delay_ms=delay)
+
+
+def build_listener_specs(args: argparse.Namespace):
+    from lazyconv.net._server import ListenerSpec
+
+    specs = [ListenerSpec(args.host, args.port, args.produce_delay_ms, args.advertised_host)]
+    for item in args.listener:
+        m = _LISTENER.match(item)
+        if not m:
+            raise ConfigurationError(f"--listener {item!r} is not [HOST:]PORT[,delay=MS]")
+        specs.append(ListenerSpec(m.group("host") or args.host, int(m.group("port")),
+                                  int(m.group("delay") or 0), args.advertised_host))
+    return specs
+
+
+def run(args: argparse.Namespace) -> int:
+    from lazyconv.logdir._directory import LogDirectory
+    from lazyconv.logdir._partition import LogConfig
+    from lazyconv.net import ConnectionLimits, ConversionWorkers, KafkaServer
+    from lazyconv.net._limits import tune_allocator
+    from lazyconv.serve._broker import Broker, Listener
+
+    config = LogConfig(segment_bytes=args.segment_bytes, index_interval_bytes=args.index_interval_bytes,
+                       flush_messages=args.flush_messages, flush_ms=args.flush_ms)
+    logdir = LogDirectory(input_dir(args.logdir), config)
+    limits = ConnectionLimits(
+        max_request_size=args.max_request_size,
+        queued_max_request_bytes=args.queued_max_request_bytes,
+        connections_max_idle_ms=args.connections_max_idle_ms,
+        request_read_timeout_ms=args.request_read_timeout_ms,
+        write_timeout_ms=args.write_timeout_ms,
+    )
+    topic_configs = _parse_topic_configs(args.topic_config, not args.no_downconversion)
+    specs = build_listener_specs(args)
+    group_config = _group_config(args)
+    # Fail on bad settings now, not when the first client connects.
+    Broker(logdir, [Listener(0, args.host, args.port)], chunk_size=args.chunk_size,
+           max_fetch_version=args.max_fetch_version, group_config=group_config)
+
+    # One pool, a thread per core, for the connections' conversion steps and the planning of
+    # the fetches that convert.
+    workers = ConversionWorkers()
+
+    def make_broker(listeners):
+        return Broker(logdir, listeners, chunk_size=args.chunk_size, workers=workers,
+                      downconversion_enable=not args.no_downconversion, topic_configs=topic_configs,
+                      max_fetch_version=args.max_fetch_version, group_config=group_config,
+                      max_open_segments=args.max_open_segment_files,
+                      max_partitions_per_request=args.max_partitions_per_request,
+                      max_decompressed_batch=args.max_decompressed_batch_bytes)
+
+    # The event loop shares the GIL with the fetch thread that plans large fetches: hand it over
+    # every millisecond rather than every 5, so other clients wait less behind a huge fetch.
+    sys.setswitchinterval(0.001)
+    # Converted chunks stay in the heap instead of being mapped and faulted in again each time.
+    tune_allocator()
+
+
+    async def main() -> None:
+        server = KafkaServer(make_broker, specs, send_buffer_bytes=args.socket_send_buffer,
+                             limits=limits, workers=workers)
+        await server.start()
+        topics = logdir.topics()
+        for listener in server.listeners:
+            # One line per listener on stdout, so scripts can wait for it and read the port.
+            print(f"serving {args.logdir} ({len(topics)} topics) on {listener.host}:{listener.port} "
+                  f"as node {listener.node_id}", flush=True)
+        try:
+            await server.serve_forever()
+        finally:
+            # stops accepting, ends every connection (a response in flight is cut, never
+            # half-appended), then the broker flushes the log, snapshots and recovery points
+            await server.close()
+
+    # systemd and Docker stop with SIGTERM: it ends as cleanly as after Ctrl-C
+    print(f"stopped ({run_until_stopped(main)})", file=sys.stderr)
+    return 0

@@ -1,0 +1,510 @@
+"""KIP-283 lazy down-conversion: a committed size up front, conversion one chunk at a time.
+
+:class:`LazyDownConvertedRecords` wraps input records (``MemoryRecords`` or a ``FileRecords``
+slice) that a consumer wants in an older magic. Its ``size_in_bytes`` is the committed size
+S_pre, known before the bulk of the data is converted; :meth:`~LazyDownConvertedRecords.to_send`
+returns a :class:`LazyDownConvertSend` that converts one chunk of whole input batches at a time
+while the channel takes the bytes, and writes *exactly* S_pre bytes:
+
+- the whole converted output while it fits;
+- when the converted data is larger than S_pre, the bytes are cut at S_pre, possibly inside a
+  message (consumers skip the incomplete entry), and no further chunk is converted;
+- when it is smaller, the rest is overflow padding: steps of at most 131 072 bytes, each
+  ``int64 -1 ‖ int32 max(R + 1, 61) ‖ zeros`` for the R bytes still owed (docs/guide/down-conversion.md).
+
+Where Kafka's Java code has defects this module does the evident intended thing
+(docs/differences.md, "The lazy send"):
+
+- the send resumes right after the input batch the first converted chunk came from, so no batch
+  is sent twice (Kafka resumes after input batch 1 and re-sends batch k when k > 1);
+- a chunk never contains a zstd batch below magic 2: it ends before it, so every good batch
+  before the zstd one is converted and sent, then the rest is padded (Kafka loses the whole
+  chunk);
+- padding continues for any length after a zstd error (Kafka fails after 131 072 bytes);
+- a corrupt batch met after the size is committed is handled like a zstd one (Kafka aborts the
+  whole response): everything converted before it is sent, then the rest is padded, so the
+  response stays well-formed and the other partitions arrive; the error is kept in the send's
+  ``error`` (and passed to ``on_error``) for the server to report.
+
+Memory: one converted chunk at a time (its input batches are at most ``chunk_size`` bytes unless
+a single batch is larger), plus the first converted batch until it has been written. A
+compressed batch is converted whole: up to about 6 times ``max_decompressed_size`` for a batch
+of tiny records (see :mod:`lazyconv._convert`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from lazyconv._convert import (
+    ZERO_STATS,
+    ConversionStats,
+    check_target_magic,
+    down_convert_bytes,
+    is_zstd_below_v2,
+)
+from lazyconv._send import Send, write_to_channel
+from lazyconv.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    RecordsError,
+    UnsupportedCompressionError,
+)
+from lazyconv.records import _impl
+from lazyconv.records._conversion import convert_plain_chunk
+from lazyconv.records._entries import BatchIterator, ReadAheadSource, iter_batches, read_ahead
+from lazyconv.records._format import LOG_HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+
+if TYPE_CHECKING:
+    from lazyconv._types import Channel, Records
+    from lazyconv.records._types import RecordBatch
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "MIN_CHUNK_SIZE",
+    "MAX_CHUNK_SIZE",
+    "OVERFLOW_STEP_SIZE",
+    "LazyDownConvertedRecords",
+    "LazyDownConvertSend",
+    "chunk_groups",
+    "overflow_padding_step",
+    "overflow_padding",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHUNK_SIZE = 128 * 1024  # Kafka's LazyDownConversionRecords.MAX_READ_SIZE
+MIN_CHUNK_SIZE = 16 * 1024
+MAX_CHUNK_SIZE = 1024 * 1024
+# Each overflow padding step is at most this long, whatever the chunk size (Kafka sizes the
+# padding buffer with MAX_READ_SIZE; keeping the constant keeps the padding bytes Kafka's).
+OVERFLOW_STEP_SIZE = 128 * 1024
+# The size field of a padding header is at least the v2 batch overhead, so readers see a
+# plausible (never complete) entry.
+_MIN_OVERFLOW_LENGTH = RECORD_BATCH_OVERHEAD
+_LOG_OVERHEAD = LOG_OVERHEAD
+_OVERFLOW_HEADER = LOG_HEADER  # an entry header: offset -1, size
+
+# A converted chunk: its bytes and what converting it cost.
+_Chunk = tuple[bytes | bytearray, ConversionStats]
+
+
+def overflow_padding_step(remaining: int) -> bytes:
+    """The bytes of one overflow padding step when ``remaining`` (R ≥ 1) bytes are still owed.
+
+    ``int64 -1 ‖ int32 max(R + 1, 61)`` then zeros, ``min(max(12, min(R + 1, 131072)), R)``
+    bytes in all: a prefix of the header when R < 12, at most 131 072 bytes.
+    """
+    if remaining < 1:
+        raise ConfigurationError(f"padding needs at least 1 remaining byte, got {remaining}")
+    buffer_len = max(_LOG_OVERHEAD, min(remaining + 1, OVERFLOW_STEP_SIZE))
+    header = _OVERFLOW_HEADER.pack(-1, max(remaining + 1, _MIN_OVERFLOW_LENGTH))
+    step_len = min(buffer_len, remaining)
+    if step_len <= _LOG_OVERHEAD:
+        return header[:step_len]
+    return header + bytes(step_len - _LOG_OVERHEAD)
+
+
+def overflow_padding(remaining: int) -> bytes:
+    """All the padding a send writes for ``remaining`` bytes: consecutive steps (tests, tools)."""
+    out = bytearray()
+    while remaining > 0:
+        step = overflow_padding_step(remaining)
+        out += step
+        remaining -= len(step)
+    return bytes(out)
+
+
+def chunk_groups(
+    batches: Iterator[RecordBatch], chunk_size: int, to_magic: int
+) -> Iterator[list[RecordBatch]]:
+    """Group ``batches`` into chunks of whole batches.
+
+    A chunk takes the next batch unconditionally, then following batches while the total of
+    their ``size_in_bytes`` stays ``<= chunk_size``. With a target below magic 2 a chunk also
+    ends before a zstd batch, so the good batches before it are converted on their own; a chunk
+    that would *start* with a zstd batch raises
+    :class:`~lazyconv.errors.UnsupportedCompressionError` instead (the send pads from there).
+    """
+    pending: RecordBatch | None = None
+    while True:
+        first = pending if pending is not None else next(batches, None)
+        pending = None
+        if first is None:
+            return
+        if is_zstd_below_v2(first, to_magic):
+            raise UnsupportedCompressionError(
+                "Down-conversion of zstandard-compressed batches is not supported: "
+                f"batch with last offset {first.last_offset} is zstd",
+                first.position,
+            )
+        group = [first]
+        taken = first.size_in_bytes
+        for batch in batches:
+            if taken + batch.size_in_bytes > chunk_size or is_zstd_below_v2(batch, to_magic):
+                pending = batch
+                break
+            group.append(batch)
+            taken += batch.size_in_bytes
+        yield group
+
+
+class _GuardedBatches:
+    """Iterates batches but stops at a read error instead of raising it, keeping the error in
+    ``error``: the batches already taken into a chunk are converted before it is raised."""
+
+    def __init__(self, batches: Iterator[Any]) -> None:
+        self._batches = batches
+        self.error: RecordsError | None = None
+
+    def __iter__(self) -> _GuardedBatches:
+        return self
+
+    def __next__(self) -> Any:
+        if self.error is not None:
+            raise StopIteration
+        try:
+            return next(self._batches)
+        except RecordsError as exc:
+            self.error = exc
+            raise StopIteration from None
+
+
+def _convert_group(group: list[Any], to_magic: int, first_offset: int) -> Iterator[_Chunk]:
+    """The conversion of a chunk; if a batch of it is corrupt, the conversion of the batches
+    before that one (if any), then the error. If the chunk failed but each of its batches
+    converts, the bytes changed between the two conversions (a file overwritten in place, a
+    buffer rewritten by another thread while the GIL was released): nothing more is sent and
+    :class:`~lazyconv.errors.CorruptRecordError` says so (the send pads to its committed size)."""
+    try:
+        yield down_convert_bytes(group, to_magic, first_offset)
+        return
+    except UnsupportedCompressionError:
+        raise
+    except RecordsError:
+        pass
+    out = bytearray()
+    stats = ZERO_STATS
+    for batch in group:
+        try:
+            data, batch_stats = down_convert_bytes([batch], to_magic, first_offset)
+        except RecordsError:
+            if out:
+                yield out, stats
+            raise
+        if data:
+            out += data
+            stats = stats + batch_stats
+    raise CorruptRecordError(
+        f"the records changed while they were being sent: the {len(group)} batches from byte "
+        f"{group[0].position} failed to convert together but convert one by one",
+        group[0].position,
+    )
+
+
+def _skip(batches: Iterator[RecordBatch], count: int) -> Iterator[RecordBatch]:
+    for _ in range(count):
+        if next(batches, None) is None:
+            break
+    return batches
+
+
+class LazyDownConvertedRecords:
+    """Input records to be down-converted lazily while they are sent (KIP-283).
+
+    ``records`` is anything with ``batches()`` and ``size_in_bytes`` (``MemoryRecords``, a
+    ``FileRecords`` slice); ``to_magic`` is 0, 1 or 2; ``first_offset`` is the fetch offset;
+    ``chunk_size`` (16 KiB – 1 MiB, default 128 KiB) bounds the input bytes converted at once.
+
+    Construction converts input batches one at a time until one converts to something (the
+    first converted batch F, kept for the send) and fixes the committed size
+    ``size_in_bytes = max(records.size_in_bytes, len(F))``; 12 if no batch converts to anything
+    but there is at least one complete batch, 0 if there is none. A zstd batch met there (target
+    0/1) raises :class:`~lazyconv.errors.UnsupportedCompressionError` (Kafka answers the
+    partition with error 76, UNSUPPORTED_COMPRESSION_TYPE), a corrupt one its
+    :class:`~lazyconv.errors.RecordsError`.
+
+    Errors met by a send after the size is committed end its conversion (the rest is padded):
+    ``on_error(error)`` is called with each, and :attr:`send_error` holds the latest send's.
+    """
+
+    def __init__(
+        self,
+        records: Records,
+        to_magic: int,
+        first_offset: int,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        on_error: Callable[[RecordsError], None] | None = None,
+    ) -> None:
+        check_target_magic(to_magic)
+        if not isinstance(chunk_size, int) or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
+            raise ConfigurationError(
+                f"chunk_size must be between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes "
+                f"(16 KiB - 1 MiB), got {chunk_size!r}"
+            )
+        self.records = records
+        self.to_magic = to_magic
+        self.first_offset = first_offset
+        self.chunk_size = chunk_size
+        self.on_error = on_error
+        self._last_send: LazyDownConvertSend | None = None
+        self._first: _Chunk | None = None
+        self._first_size: int | None = None  # len(F) once F was released
+        # Number of input batches up to and including the one F came from: the send resumes
+        # after them.
+        self._resume_after = 0
+        scanned = 0
+        for batch in records.batches():
+            scanned += 1
+            data, stats = down_convert_bytes([batch], to_magic, first_offset)
+            if data:
+                self._first = (data, stats)
+                break
+        self._resume_after = scanned
+        self._first_found = self._first is not None
+        input_size = records.size_in_bytes
+        if self._first is not None:
+            self._size = max(input_size, len(self._first[0]))
+        else:
+            self._size = _LOG_OVERHEAD if scanned else 0
+        log.debug(
+            "lazy down-conversion to v%d from offset %d: %d input bytes, committed %d bytes, "
+            "first converted batch is input batch %d",
+            to_magic, first_offset, input_size, self._size, scanned,
+        )
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The committed size S_pre: exactly the number of bytes the send writes."""
+        return self._size
+
+    @property
+    def first_converted_size(self) -> int | None:
+        """Size of the first converted batch F, or ``None`` when nothing converts."""
+        if self._first is not None:
+            return len(self._first[0])
+        if self._last_send is not None:
+            return self._last_send.first_converted_size
+        return self._first_size
+
+    def release_first_batch(self) -> None:
+        """Drop the first converted batch F kept since construction (its memory); the send
+        converts that input batch again when it starts. For servers that plan many partitions
+        at once and want a waiting response to hold no converted bytes."""
+        if self._first is not None:
+            self._first_size = len(self._first[0])
+            self._first = None
+
+    @property
+    def send_error(self) -> RecordsError | None:
+        """The error that ended the latest send's conversion early (zstd or corrupt data)."""
+        return self._last_send.error if self._last_send is not None else None
+
+    @property
+    def stats(self) -> ConversionStats:
+        """Conversion stats of the latest send so far (summed over the chunks it took,
+        including the first converted batch); zero before any send."""
+        return self._last_send.stats if self._last_send is not None else ZERO_STATS
+
+    def _first_chunk(self) -> _Chunk | None:
+        # The first send takes ownership of F (so its memory goes once written); a second send
+        # converts the same batch again.
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        if not self._first_found:
+            return None
+        batches = _skip(iter(self.records.batches()), self._resume_after - 1)
+        batch = next(batches, None)
+        if batch is None:
+            return None
+        data, stats = down_convert_bytes([batch], self.to_magic, self.first_offset)
+        return (data, stats) if data else None
+
+    def _later_chunks(self) -> Iterator[_Chunk]:
+        batches = self.records.batches()
+        if (_impl.current.converts_runs and self.to_magic < 2 and isinstance(batches, BatchIterator)
+                and batches.untouched):
+            yield from self._kernel_chunks(batches)
+            return
+        yield from self._reference_chunks(batches)
+
+    def _kernel_chunks(self, batches: BatchIterator) -> Iterator[_Chunk]:
+        # One kernel call per chunk decides where it ends and converts it when it is all plain
+        # v2; any other chunk is grouped and converted by the reference policy, one chunk at a
+        # time, so chunks, bytes, stats and errors are those of _reference_chunks.
+        window = self.chunk_size + RECORD_BATCH_OVERHEAD
+        source = batches.source
+        end = batches.end
+        max_decompressed = batches.max_decompressed_size
+        position = batches.start
+        reader = ReadAheadSource(source, end, window)
+        skipped = iter_batches(reader, position, end, max_decompressed)
+        for _ in range(self._resume_after):
+            batch = next(skipped, None)
+            if batch is None:
+                return
+            position = batch.position + batch.size_in_bytes
+        while position < end:
+            started = time.perf_counter_ns()
+            out = bytearray()
+            chunk = convert_plain_chunk(
+                reader.read(position, min(window, end - position)), out, self.chunk_size, self.to_magic,
+                self.first_offset,
+            )
+            if chunk is not None:
+                position += chunk.end
+                if out:  # empty conversions are skipped and their stats dropped, as in Kafka
+                    yield out, ConversionStats(chunk.converted, chunk.temporary, time.perf_counter_ns() - started)
+                continue
+            guarded = _GuardedBatches(iter_batches(reader, position, end, max_decompressed))
+            group = next(chunk_groups(guarded, self.chunk_size, self.to_magic), None)
+            if group is not None:
+                for data, stats in _convert_group(group, self.to_magic, self.first_offset):
+                    if data:
+                        yield data, stats
+            if guarded.error is not None:
+                raise guarded.error
+            if group is None:
+                return
+            position = group[-1].position + group[-1].size_in_bytes
+
+    def _reference_chunks(self, batches: Iterator[RecordBatch]) -> Iterator[_Chunk]:
+        # file-backed records: headers and chunk bytes come from windows of a chunk and a batch
+        # header (a few reads per chunk instead of one per batch; memory stays one chunk)
+        window = self.chunk_size + RECORD_BATCH_OVERHEAD
+        guarded = _GuardedBatches(_skip(read_ahead(batches, window), self._resume_after))
+        for group in chunk_groups(guarded, self.chunk_size, self.to_magic):
+            for data, stats in _convert_group(group, self.to_magic, self.first_offset):
+                if data:  # empty conversions are skipped and their stats dropped, as in Kafka
+                    yield data, stats
+        if guarded.error is not None:
+            raise guarded.error
+
+    def to_send(self) -> LazyDownConvertSend:
+        """A :class:`~lazyconv._send.Send` of exactly ``size_in_bytes`` bytes."""
+        send = LazyDownConvertSend(
+            self._size, self._first_chunk(), self._later_chunks(), on_error=self.on_error
+        )
+        self._last_send = send
+        return send
+
+    def __repr__(self) -> str:
+        return (
+            f"LazyDownConvertedRecords(to_magic={self.to_magic}, first_offset={self.first_offset}, "
+            f"size_in_bytes={self._size}, chunk_size={self.chunk_size})"
+        )
+
+
+class LazyDownConvertSend(Send):
+    """The send of a :class:`LazyDownConvertedRecords`: converts a chunk, writes it, repeats.
+
+    ``write_to`` resumes exactly after partial writes. It writes the first converted batch, then
+    each later chunk's conversion, each limited to the bytes still owed (the cut), then overflow
+    padding until ``size`` bytes have gone out. ``stats`` sums the conversion stats of every
+    chunk written; ``chunks`` counts them; ``padding_bytes`` counts padding; ``error`` is the
+    error that ended conversion early, if any: a zstd batch, or corrupt data met after the size
+    was committed (``on_error`` is called with it once).
+    """
+
+    def __init__(
+        self,
+        size: int,
+        first: _Chunk | None,
+        chunks: Iterator[_Chunk],
+        on_error: Callable[[RecordsError], None] | None = None,
+    ) -> None:
+        self._size = size
+        self._on_error = on_error
+        self._written = 0
+        self._first = first
+        self._chunks: Iterator[_Chunk] | None = chunks
+        self._piece: memoryview | None = None
+        self._piece_pos = 0
+        self.first_converted_size: int | None = len(first[0]) if first is not None else None
+        self.stats: ConversionStats = ZERO_STATS
+        self.chunks = 0
+        self.converted_bytes_written = 0
+        self.padding_bytes = 0
+        # Length of each piece written, in order: converted chunks (the last one possibly cut)
+        # and padding steps; Kafka writes each with one writeTo call.
+        self.piece_sizes: list[int] = []
+        self.truncated = False
+        self.error: RecordsError | None = None
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def written(self) -> int:
+        return self._written
+
+    def _next_chunk(self) -> _Chunk | None:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        if self._chunks is None:
+            return None
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            self._chunks = None
+            return None
+        except RecordsError as exc:
+            # A zstd batch after the first chunk: the committed size is padded from here on;
+            # the consumer refetches from the zstd batch and then gets error 76. Corrupt data
+            # the same way: the consumer refetches from it and the server answers its error.
+            if isinstance(exc, UnsupportedCompressionError):
+                log.warning("lazy down-conversion stopped, padding the rest: %s", exc)
+            else:
+                log.error("lazy down-conversion met corrupt data, padding the rest: %s", exc)
+            self.error = exc
+            self._chunks = None
+            if self._on_error is not None:
+                self._on_error(exc)
+            return None
+
+    def _next_piece(self, remaining: int) -> memoryview:
+        chunk = self._next_chunk()
+        if chunk is not None:
+            data, stats = chunk
+            self.stats = self.stats + stats
+            self.chunks += 1
+            if len(data) > remaining:
+                self.truncated = True
+                self._chunks = None  # nothing after a cut is ever converted
+            piece = memoryview(data)[:remaining]
+            self.converted_bytes_written += len(piece)
+            self.piece_sizes.append(len(piece))
+            return piece
+        step = overflow_padding_step(remaining)
+        self.padding_bytes += len(step)
+        self.piece_sizes.append(len(step))
+        return memoryview(step)
+
+    def write_to(self, channel: Channel) -> int:
+        total = 0
+        while self._written < self._size:
+            if self._piece is None or self._piece_pos >= len(self._piece):
+                self._piece = self._next_piece(self._size - self._written)
+                self._piece_pos = 0
+            n = write_to_channel(channel, self._piece[self._piece_pos :])
+            if n <= 0:
+                break
+            self._piece_pos += n
+            self._written += n
+            total += n
+        if self._written >= self._size:
+            self._piece = None  # release the last chunk as soon as it is out
+            self._chunks = None
+        return total
+
+    def __repr__(self) -> str:
+        return (
+            f"LazyDownConvertSend(size={self._size}, written={self._written}, chunks={self.chunks}, "
+            f"padding_bytes={self.padding_bytes})"
+        )

@@ -1,0 +1,322 @@
+"""Consumer groups through the gateway: the group APIs of old clients answered by the cluster's
+real group coordinators with versions Kafka 4 accepts (docs/guide/gateway.md).
+
+The gateway is every client's coordinator: FindCoordinator answers with the gateway itself, and
+each group request goes to the group's real coordinator (found upstream with FindCoordinator,
+cached, forgotten on NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS,
+which reach the client as the retriable errors they are). The group lives in Kafka, so members
+that come through the gateway and members that talk to Kafka directly form one group, several
+gateways serve the same group, and a client may move between gateways.
+
+Translations, where the versions differ in more than the fields the schema engine fills in:
+
+- **JoinGroup v0** has no rebalance timeout: the gateway sends the session timeout, which is
+  what Kafka itself used for v0 members. From v4 a broker answers a member without an id with
+  MEMBER_ID_REQUIRED (KIP-394) and the id to use; a client below v4 does not know that error,
+  so the gateway joins again at once with that id and answers with the second result.
+- **SyncGroup v5+** must repeat the protocol type and name the JoinGroup answered (a Kafka 4
+  coordinator refuses it with INCONSISTENT_GROUP_PROTOCOL otherwise); older clients do not send
+  them, so the gateway fills in what it saw in that member's last JoinGroup.
+- **LeaveGroup v0–2** name one member; v3+ a list: the gateway sends a list of one.
+- **OffsetCommit v0/v1** were ZooKeeper-era (v0) or timestamped (v1) commits without a group
+  generation: they are sent as v2+ commits with generation −1 and no member, which Kafka stores
+  in ``__consumer_offsets`` as "simple" commits for a group without active members (what an
+  assign()-only client has) and refuses with ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID for a group
+  with members, as a 2.x broker did. The retention is the broker's (``offsets.retention.minutes``)
+  — v1's per-partition commit timestamp and v2–4's retention time are not honoured by Kafka 4.
+  Metadata strings are kept.
+- **OffsetFetch v0** read ZooKeeper: it is answered from Kafka's committed offsets, like v1.
+  OffsetFetch is advertised up to v7 (one group per request).
+- **ListGroups** asks every broker and merges; **DescribeGroups** asks each group's coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import Any
+
+from lazyconv.errors import UpstreamError
+from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
+from lazyconv.protocol import (
+    _describe_groups as describe_groups,
+)
+from lazyconv.protocol import (
+    _find_coordinator as find_coordinator,
+)
+from lazyconv.protocol import (
+    _heartbeat as heartbeat,
+)
+from lazyconv.protocol import (
+    _join_group as join_group,
+)
+from lazyconv.protocol import (
+    _leave_group as leave_group,
+)
+from lazyconv.protocol import (
+    _list_groups as list_groups,
+)
+from lazyconv.protocol import (
+    _offset_commit as offset_commit,
+)
+from lazyconv.protocol import (
+    _offset_fetch as offset_fetch,
+)
+from lazyconv.protocol import (
+    _sync_group as sync_group,
+)
+from lazyconv.protocol._api import ApiSpec
+from lazyconv.protocol._error_codes import ErrorCode
+
+log = logging.getLogger(__name__)
+
+__all__ = ["GroupRelay", "GROUP_APIS", "DOWNSTREAM_CAPS"]
+
+GROUP_APIS: tuple[ApiSpec, ...] = (find_coordinator.SPEC, join_group.SPEC, sync_group.SPEC,
+                                   heartbeat.SPEC, leave_group.SPEC, offset_commit.SPEC,
+                                   offset_fetch.SPEC, describe_groups.SPEC, list_groups.SPEC)
+# Downstream maxima below the protocol layer's: OffsetFetch v8 batches groups, which may have
+# different coordinators; one group per request keeps a request one coordinator's.
+DOWNSTREAM_CAPS: dict[int, int] = {offset_fetch.SPEC.key: 7}
+_UPSTREAM_CAPS: dict[int, int] = {offset_fetch.SPEC.key: 7}
+
+_COORDINATOR_ERRORS = frozenset({int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
+                                 int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                                 int(ErrorCode.NOT_COORDINATOR)})
+_MEMBER_ID_REQUIRED = int(ErrorCode.MEMBER_ID_REQUIRED)
+_FIRST_MEMBER_ID_REQUIRED_VERSION = 4
+_MAX_JOINED = 100_000  # members remembered (least recently joined forgotten first)
+
+
+class GroupRelay:
+    """Answers the group APIs through the group coordinators of the upstream cluster."""
+
+    def __init__(self, cluster: UpstreamCluster) -> None:
+        self.cluster = cluster
+        self._coordinators: dict[str, int] = {}
+        # (group id, member id) -> (protocol type, protocol name) of the member's last join:
+        # SyncGroup v5+ must repeat them and old clients do not send them. A client may send
+        # its JoinGroup and SyncGroup on different connections, so this is the relay's.
+        self._joined: OrderedDict[tuple[str, str], tuple[str | None, str | None]] = OrderedDict()
+
+    # -- coordinators ---------------------------------------------------------------------
+
+    async def coordinator(self, session: UpstreamSession, group_id: str) -> int:
+        """The node id of ``group_id``'s coordinator (cached); raises UpstreamError."""
+        node = self._coordinators.get(group_id)
+        if node is not None and node in self.cluster.brokers:
+            return node
+        conn = await session.any_connection()
+        version = conn.version(find_coordinator.SPEC)
+        body: dict[str, Any] = {"key": group_id, "key_type": find_coordinator.GROUP_KEY,
+                                "coordinator_keys": [group_id]}
+        answer = await conn.request(find_coordinator.SPEC, version, body)
+        if version >= 4:
+            entry = answer["coordinators"][0]
+            code, node = entry["error_code"], entry["node_id"]
+        else:
+            code, node = answer["error_code"], answer["node_id"]
+        if code:
+            raise _CoordinatorError(code)
+        if node not in self.cluster.brokers:
+            await self.cluster.refresh([])
+        self._coordinators[group_id] = node
+        return node
+
+    def forget(self, group_id: str) -> None:
+        self._coordinators.pop(group_id, None)
+
+    async def find_coordinator(self, session: UpstreamSession, version: int,
+                               request: dict[str, Any], me: Any) -> dict[str, Any]:
+        """The gateway coordinates every group it can find a coordinator for."""
+        keys = request["coordinator_keys"] if version >= 4 else [request["key"]]
+        key_type = request.get("key_type", find_coordinator.GROUP_KEY)
+        results = []
+        for key in keys:
+            code = 0
+            if key_type != find_coordinator.GROUP_KEY:
+                code = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)  # transactions are not relayed
+            else:
+                try:
+                    await self.coordinator(session, key)
+                except _CoordinatorError as exc:
+                    code = exc.code
+                except UpstreamError as exc:
+                    log.warning("find coordinator for %r: %s", key, exc)
+                    code = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            results.append({"key": key, "node_id": me.node_id if not code else -1,
+                            "host": me.host if not code else "", "port": me.port if not code else -1,
+                            "error_code": code, "error_message": None})
+        if version >= 4:
+            return {"throttle_time_ms": 0, "coordinators": results}
+        first = results[0]
+        return {"throttle_time_ms": 0, "error_code": first["error_code"], "error_message": None,
+                "node_id": first["node_id"], "host": first["host"], "port": first["port"]}
+
+    # -- per-group requests ---------------------------------------------------------------
+
+    async def relay(self, session: UpstreamSession, spec: ApiSpec, version: int,
+                    request: dict[str, Any]) -> dict[str, Any]:
+        """One group request to its coordinator, translated both ways."""
+        key = spec.key
+        if key == describe_groups.SPEC.key:
+            return await self._describe_groups(session, version, request)
+        if key == list_groups.SPEC.key:
+            return await self._list_groups(session, version, request)
+        group_id = request["group_id"]
+        try:
+            node = await self.coordinator(session, group_id)
+            conn = await session.connection(node)
+            upstream_version = min(conn.version(spec), _UPSTREAM_CAPS.get(key, spec.max_version))
+            body = _upstream_request(spec, version, upstream_version, request)
+            if key == sync_group.SPEC.key and body.get("protocol_type") is None:
+                joined = self._joined.get((group_id, body["member_id"]))
+                if joined is not None:
+                    body["protocol_type"], body["protocol_name"] = joined
+            answer = await conn.request(spec, upstream_version, body,
+                                        timeout=self._timeout(spec, body))
+            if (key == join_group.SPEC.key and answer["error_code"] == _MEMBER_ID_REQUIRED
+                    and version < _FIRST_MEMBER_ID_REQUIRED_VERSION):
+                body = {**body, "member_id": answer["member_id"]}
+                answer = await conn.request(spec, upstream_version, body,
+                                            timeout=self._timeout(spec, body))
+        except _CoordinatorError as exc:
+            return _error_response(spec, version, request, exc.code)
+        except UpstreamError as exc:
+            log.warning("%s for group %r: %s", spec.name, group_id, exc)
+            self.forget(group_id)
+            return _error_response(spec, version, request, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        log.debug("%s v%d (upstream v%d) for group %r: %r -> %r", spec.name, version,
+                  upstream_version, group_id, body, answer)
+        if key == join_group.SPEC.key and not answer["error_code"]:
+            self._joined[(group_id, answer["member_id"])] = (
+                answer.get("protocol_type") or body["protocol_type"], answer.get("protocol_name"))
+            self._joined.move_to_end((group_id, answer["member_id"]))
+            while len(self._joined) > _MAX_JOINED:
+                self._joined.popitem(last=False)
+        elif key == leave_group.SPEC.key:
+            for member in body.get("members") or [{"member_id": body.get("member_id")}]:
+                self._joined.pop((group_id, member["member_id"]), None)
+        if _response_codes(spec, answer) & _COORDINATOR_ERRORS:
+            self.forget(group_id)
+        return _downstream_response(spec, version, upstream_version, request, answer)
+
+    def _timeout(self, spec: ApiSpec, body: dict[str, Any]) -> float:
+        """A JoinGroup waits for the rebalance; anything else for a request timeout."""
+        timeout = self.cluster.request_timeout
+        if spec.key == join_group.SPEC.key:
+            timeout += max(body.get("rebalance_timeout_ms", 0), body["session_timeout_ms"]) / 1000
+        return timeout
+
+    async def _describe_groups(self, session: UpstreamSession, version: int,
+                               request: dict[str, Any]) -> dict[str, Any]:
+        results: dict[str, dict[str, Any]] = {}
+
+        async def describe(group_id: str) -> None:
+            try:
+                node = await self.coordinator(session, group_id)
+                conn = await session.connection(node)
+                uv = conn.version(describe_groups.SPEC)
+                answer = await conn.request(describe_groups.SPEC, uv, {
+                    "groups": [group_id], "include_authorized_operations": False})
+                results[group_id] = answer["groups"][0]
+            except (_CoordinatorError, UpstreamError) as exc:
+                code = exc.code if isinstance(exc, _CoordinatorError) else int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                self.forget(group_id)
+                results[group_id] = {"error_code": code, "group_id": group_id, "group_state": "",
+                                     "protocol_type": "", "protocol_data": "", "members": []}
+
+        await asyncio.gather(*(describe(g) for g in dict.fromkeys(request["groups"])))
+        return {"throttle_time_ms": 0, "groups": [results[g] for g in request["groups"]]}
+
+    async def _list_groups(self, session: UpstreamSession, version: int,
+                           request: dict[str, Any]) -> dict[str, Any]:
+        if not self.cluster.brokers:
+            await self.cluster.refresh([])
+        groups: list[dict[str, Any]] = []
+        errors: list[int] = []
+
+        async def ask(node: int) -> None:
+            try:
+                conn = await session.connection(node)
+                uv = conn.version(list_groups.SPEC)
+                answer = await conn.request(list_groups.SPEC, uv, {
+                    "states_filter": request.get("states_filter") or [],
+                    "types_filter": request.get("types_filter") or []})
+            except UpstreamError as exc:
+                log.warning("list groups at upstream broker %d: %s", node, exc)
+                errors.append(int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                return
+            if answer["error_code"]:
+                errors.append(answer["error_code"])
+            groups.extend(answer["groups"])
+
+        await asyncio.gather(*(ask(node) for node in sorted(self.cluster.brokers)))
+        return {"throttle_time_ms": 0, "error_code": errors[0] if errors and not groups else 0,
+                "groups": groups}
+
+
+class _CoordinatorError(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(f"coordinator error {code}")
+        self.code = code
+
+
+def _upstream_request(spec: ApiSpec, version: int, upstream_version: int,
+                      request: dict[str, Any]) -> dict[str, Any]:
+    body = dict(request)
+    key = spec.key
+    if key == join_group.SPEC.key and version == 0:
+        body["rebalance_timeout_ms"] = body["session_timeout_ms"]  # what Kafka used for v0
+    elif key == leave_group.SPEC.key and version < 3 <= upstream_version:
+        body["members"] = [{"member_id": body["member_id"], "group_instance_id": None}]
+    elif key == offset_commit.SPEC.key and version == 0:
+        body["generation_id_or_member_epoch"] = -1
+        body["member_id"] = ""
+    return body
+
+
+def _downstream_response(spec: ApiSpec, version: int, upstream_version: int,
+                         request: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    if spec.key == join_group.SPEC.key and answer.get("protocol_name") is None and version < 7:
+        # null from v7 on (an error answer); an empty string before
+        return {**answer, "protocol_name": ""}
+    if spec.key == leave_group.SPEC.key and version < 3 <= upstream_version:
+        code = answer["error_code"]
+        if not code and answer.get("members"):
+            code = answer["members"][0]["error_code"]
+        return {"throttle_time_ms": answer.get("throttle_time_ms", 0), "error_code": code}
+    return answer
+
+
+def _response_codes(spec: ApiSpec, answer: dict[str, Any]) -> set[int]:
+    codes = set()
+    if "error_code" in answer:
+        codes.add(answer["error_code"])
+    for topic in answer.get("topics") or ():
+        for part in topic.get("partitions") or ():
+            codes.add(part.get("error_code", 0))
+    return codes
+
+
+def _error_response(spec: ApiSpec, version: int, request: dict[str, Any], code: int) -> dict[str, Any]:
+    """``spec``'s response carrying ``code`` everywhere a code goes."""
+    if spec.key in (offset_commit.SPEC.key,):
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p["partition_index"],
+                                                "error_code": code} for p in t["partitions"]]}
+            for t in request["topics"]]}
+    if spec.key == offset_fetch.SPEC.key:
+        topics = request.get("topics") or []
+        return {"throttle_time_ms": 0, "error_code": code, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
+                for p in t["partition_indexes"]]} for t in topics]}
+    if spec.key == join_group.SPEC.key:
+        return {"throttle_time_ms": 0, "error_code": code, "generation_id": -1,
+                "protocol_name": "", "leader": "", "member_id": request.get("member_id", ""),
+                "members": []}
+    if spec.key == leave_group.SPEC.key:
+        return {"throttle_time_ms": 0, "error_code": code, "members": []}
+    return {"throttle_time_ms": 0, "error_code": code}

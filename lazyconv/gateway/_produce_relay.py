@@ -1,0 +1,174 @@
+"""Produce through the gateway: a downstream Produce of any version sent upstream as Produce ≥ v3
+with record format v2 (docs/guide/gateway.md).
+
+Produce v0–2 carry magic 0/1 message sets, which Kafka 4 refuses: each partition's set is
+up-converted to one v2 batch as Kafka's LogValidator did before 4.0
+(:func:`lazyconv._upconvert.up_convert`: CreateTime timestamps kept, v0 messages without one, the
+wrapper's codec kept, no producer id). A set that does not validate is refused to the client with
+the error a 2.x/3.x broker gave (e.g. CORRUPT_MESSAGE), without reaching the cluster; the other
+partitions of the request are not affected. Produce v3+ batches are relayed as they came.
+
+The partitions are grouped by their upstream leader and each leader gets one request (the
+client's acks and timeout kept; acks=0 requests are sent and not answered, as a broker does).
+Every upstream error reaches the client as a code its version knows
+(:mod:`lazyconv.gateway._error_map`); a leader that cannot be reached answers
+NOT_LEADER_OR_FOLLOWER, which every client retries after asking for metadata again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from lazyconv._upconvert import kafka_error_code, up_convert
+from lazyconv.errors import LazyconvError, UpstreamError
+from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
+from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
+from lazyconv.net._workers import ConversionWorkers
+from lazyconv.protocol import _produce as produce
+from lazyconv.protocol._error_codes import ErrorCode
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ProduceRelay"]
+
+_FIRST_V2_PRODUCE_VERSION = 3
+
+
+@dataclass
+class _Part:
+    """One partition of the downstream request, in request order."""
+
+    topic: str
+    index: int
+    records: bytes | None
+    answer: dict[str, Any] = field(default_factory=dict)
+    answered: bool = False  # answered by the gateway itself, not sent upstream
+
+
+class ProduceRelay:
+    """Answers downstream Produce requests through the upstream cluster."""
+
+    def __init__(self, cluster: UpstreamCluster, *, max_decompressed_batch: int = 32 << 20,
+                 workers: ConversionWorkers | None = None) -> None:
+        """``workers``: where message sets are up-converted (decompressing and compressing
+        them is the costly part), so the event loop keeps serving other clients."""
+        self.cluster = cluster
+        self.workers = workers
+        self.max_decompressed_batch = max_decompressed_batch
+        self.up_converted_partitions = 0
+        self.refused_partitions = 0
+
+    async def produce(self, session: UpstreamSession, version: int,
+                      request: dict[str, Any]) -> dict[str, Any] | None:
+        """The downstream response body (``None`` for acks=0)."""
+        parts = [_Part(t["name"], p["index"], p["records"])
+                 for t in request["topic_data"] for p in t["partition_data"]]
+        for part in parts:
+            part.answer = {"index": part.index, "error_code": 0, "base_offset": -1,
+                           "log_append_time_ms": -1, "log_start_offset": -1,
+                           "record_errors": [], "error_message": None}
+        if version < _FIRST_V2_PRODUCE_VERSION:
+            if self.workers is not None:
+                await self.workers.run(self._up_convert_all, parts, version)
+            else:
+                self._up_convert_all(parts, version)
+        pending = [p for p in parts if not p.answer["error_code"] and not p.answered]
+        names = list(dict.fromkeys(p.topic for p in pending))
+        if names:
+            try:
+                await self.cluster.topics_for(names, allow_auto_create=True)
+            except UpstreamError as exc:
+                log.warning("produce: no metadata from the cluster: %s", exc)
+        by_leader: dict[int, list[_Part]] = {}
+        for part in pending:
+            leader = self.cluster.leader(part.topic, part.index)
+            info = self.cluster.topics.get(part.topic)
+            if info is not None and (info.error_code or part.index not in info.partitions):
+                code = info.error_code or int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                part.answer["error_code"] = downstream_error(produce.SPEC.key, version, code)
+                self.cluster.invalidate(part.topic)
+            elif leader is None:
+                part.answer["error_code"] = UNREACHABLE
+                self.cluster.invalidate(part.topic)
+            else:
+                by_leader.setdefault(leader, []).append(part)
+        acks = request["acks"]
+        await asyncio.gather(*(self._produce_to(session, node, items, version, request)
+                               for node, items in by_leader.items()))
+        if acks == 0:
+            return None
+        responses: list[dict[str, Any]] = []
+        for part in parts:
+            if not responses or responses[-1]["name"] != part.topic:
+                responses.append({"name": part.topic, "partition_responses": []})
+            responses[-1]["partition_responses"].append(part.answer)
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    def _up_convert_all(self, parts: list[_Part], version: int) -> None:
+        for part in parts:
+            self._up_convert(part, version)
+
+    def _up_convert(self, part: _Part, version: int) -> None:
+        if part.records is None:
+            part.answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
+            return
+        try:
+            converted = up_convert(part.records, produce_version=version,
+                                   max_decompressed_size=self.max_decompressed_batch)
+        except LazyconvError as exc:
+            self.refused_partitions += 1
+            part.answer["error_code"] = downstream_error(produce.SPEC.key, version,
+                                                         kafka_error_code(exc))
+            log.warning("refused produce to %s-%d: %s", part.topic, part.index, exc)
+            return
+        self.up_converted_partitions += 1
+        part.records = converted.batch
+        if not converted.record_count:
+            part.answered = True  # Kafka appended nothing and answered NONE, base offset -1
+
+    async def _produce_to(self, session: UpstreamSession, node: int, items: list[_Part],
+                          version: int, request: dict[str, Any]) -> None:
+        acks = request["acks"]
+        topics: list[dict[str, Any]] = []
+        for part in items:
+            if not topics or topics[-1]["name"] != part.topic:
+                topics.append({"name": part.topic, "partition_data": []})
+            topics[-1]["partition_data"].append({"index": part.index, "records": part.records})
+        try:
+            conn = await session.connection(node)
+            upstream_version = conn.version(produce.SPEC)
+            body = {"transactional_id": request.get("transactional_id"), "acks": acks,
+                    "timeout_ms": request["timeout_ms"], "topic_data": topics}
+            if acks == 0:
+                await conn.send_only(produce.SPEC, upstream_version, body)
+                return
+            answer = await conn.request(
+                produce.SPEC, upstream_version, body,
+                timeout=self.cluster.request_timeout + max(0, request["timeout_ms"]) / 1000)
+        except UpstreamError as exc:
+            log.warning("produce to upstream broker %d failed: %s", node, exc)
+            self.cluster.invalidate()
+            for part in items:
+                part.answer["error_code"] = UNREACHABLE
+            return
+        results = {(t["name"], p["index"]): p for t in answer["responses"]
+                   for p in t["partition_responses"]}
+        for part in items:
+            got = results.get((part.topic, part.index))
+            if got is None:
+                part.answer["error_code"] = UNREACHABLE
+                continue
+            code = got["error_code"]
+            if code in RETRIABLE_ROUTING_ERRORS:
+                self.cluster.invalidate(part.topic)
+            part.answer.update(
+                error_code=downstream_error(produce.SPEC.key, version, code),
+                base_offset=got["base_offset"],
+                log_append_time_ms=got.get("log_append_time_ms", -1),
+                log_start_offset=got.get("log_start_offset", -1),
+                record_errors=got.get("record_errors") or [],
+                error_message=got.get("error_message"),
+            )

@@ -1,0 +1,48 @@
+"""``manifest.json``: what a generated log directory says it holds (lazyconv's own file).
+
+``lazyconv fixtures generate`` writes it beside the partition folders: per partition the
+expected counts and the consumer-view checksum (the sum modulo 2**64 of one record digest per
+record, :mod:`lazyconv.records._digest`, written as 16 lowercase hex digits);
+``lazyconv validate`` compares what it finds with it. A log directory a broker wrote has none.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from lazyconv.errors import ConfigurationError
+from lazyconv.records._digest import MASK64
+
+__all__ = ["MANIFEST_NAME", "MANIFEST_FORMAT", "format_checksum", "load_manifest", "checked_manifest"]
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "lazyconv-fixture/2"  # /1: the same with an XXH3-64 record checksum
+_OLD_FORMAT = "lazyconv-fixture/1"
+
+
+def format_checksum(value: int) -> str:
+    """A checksum as written in manifests: 16 lowercase hex digits."""
+    return f"{value & MASK64:016x}"
+
+
+def load_manifest(logdir: str | Path) -> dict[str, Any] | None:
+    """The manifest of a fixture directory, or ``None`` when it has none (a real broker log)."""
+    path = Path(logdir) / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    return checked_manifest(json.loads(path.read_text()), str(path))
+
+
+def checked_manifest(data: Any, where: str) -> dict[str, Any]:
+    """``data`` (a parsed manifest read from ``where``) if its format is this version's."""
+    found = data.get("format") if isinstance(data, dict) else None
+    if found == _OLD_FORMAT:
+        raise ConfigurationError(
+            f"{where}: manifest format {_OLD_FORMAT} has record checksums this version no longer "
+            f"computes; regenerate the fixture with `lazyconv fixtures generate`"
+        )
+    if found != MANIFEST_FORMAT:
+        raise ConfigurationError(f"{where}: unknown manifest format {found!r}")
+    return data

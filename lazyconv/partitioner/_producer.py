@@ -1,0 +1,102 @@
+"""The producer's partition decision (Kafka's ``KafkaProducer.partition`` + the 8.1 protocol).
+
+Order per record: explicit partition; else a configured (custom) partitioner, whose append runs
+in "abort on new batch" mode followed by ``on_new_batch`` and a second ``partition()`` call; else
+the key's murmur2 partition (unless ``partitioner.ignore.keys``); else the built-in partitioner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lazyconv.errors import ConfigurationError
+from lazyconv.partitioner._accumulator import (
+    UNKNOWN_PARTITION,
+    AppendResult,
+    ProducerConfig,
+    RecordAccumulator,
+)
+from lazyconv.partitioner._cluster import ClusterView, RandomSource
+from lazyconv.partitioner._legacy import Partitioner
+from lazyconv.partitioner._murmur2 import partition_for_key
+from lazyconv.partitioner._sizes import headers_size
+
+__all__ = ["PartitioningProducer"]
+
+
+class PartitioningProducer:
+    """Decides each record's partition and appends it to a :class:`RecordAccumulator`.
+
+    ``partitioner`` is a custom :class:`~lazyconv.partitioner._legacy.Partitioner`
+    (``partitioner.class``); ``None`` selects Kafka's built-in logic.
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterView,
+        config: ProducerConfig | None = None,
+        partitioner: Partitioner | None = None,
+        random: RandomSource | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.config = config if config is not None else ProducerConfig()
+        self.partitioner = partitioner
+        self.accumulator = RecordAccumulator(
+            cluster, self.config, random, custom_partitioner=partitioner is not None
+        )
+
+    def _custom_partition(self, topic: str, key: bytes | None, value: bytes | None) -> int:
+        assert self.partitioner is not None
+        chosen = self.partitioner.partition(topic, key, value, self.cluster)
+        if chosen < 0:
+            raise ConfigurationError(
+                f"partitioner {type(self.partitioner).__name__} returned partition {chosen} "
+                f"for topic {topic!r}; a custom partitioner must return a partition >= 0"
+            )
+        return chosen
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] = (),
+        timestamp: int = 0,
+        now: float = 0.0,
+        token: Any = None,
+    ) -> AppendResult:
+        """Place and append one record; the result's ``partition`` is where it went.
+
+        A ``blocked`` result means ``buffer.memory`` is exhausted: call again later.
+        """
+        key_size = -1 if key is None else len(key)
+        value_size = -1 if value is None else len(value)
+        headers_bytes = headers_size(headers) if headers else 1
+        acc = self.accumulator
+        if partition is not None:
+            all_partitions = self.cluster.partitions_for_topic(topic)
+            if partition < 0 or partition not in all_partitions:
+                raise ConfigurationError(
+                    f"partition {partition} is not a partition of topic {topic!r} "
+                    f"({len(all_partitions)} partitions)"
+                )
+            return acc.append(topic, partition, key_size, value_size, headers_bytes, timestamp, now,
+                              token=token)
+        if self.partitioner is not None:
+            first = self._custom_partition(topic, key, value)
+            result = acc.append(topic, first, key_size, value_size, headers_bytes, timestamp, now,
+                                abort_on_new_batch=True, token=token)
+            if not result.abort_for_new_batch:
+                return result
+            self.partitioner.on_new_batch(topic, self.cluster, first)
+            second = self._custom_partition(topic, key, value)
+            return acc.append(topic, second, key_size, value_size, headers_bytes, timestamp, now,
+                              token=token)
+        if key is not None and not self.config.partitioner_ignore_keys:
+            chosen = partition_for_key(key, len(self.cluster.partitions_for_topic(topic)))
+            return acc.append(topic, chosen, key_size, value_size, headers_bytes, timestamp, now,
+                              token=token)
+        return acc.append(topic, UNKNOWN_PARTITION, key_size, value_size, headers_bytes, timestamp,
+                          now, token=token)

@@ -1,0 +1,110 @@
+"""ListOffsets (API key 2), versions 0–8, sans-IO.
+
+Timestamps with a meaning: −1 latest (the high watermark, or the last stable offset for
+isolation level 1), −2 earliest (the log start offset), −3 (v7+, KIP-734) the record with the
+largest timestamp, −4 (v8+, KIP-405) the earliest local offset (the log start offset here).
+v0 answers with ``OldStyleOffsets`` (a list, at most ``MaxNumOffsets`` long); v1+ with one
+``Timestamp``/``Offset`` pair; v2 adds ``IsolationLevel`` and throttle time; v4 the leader epochs;
+v6 is the first flexible version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lazyconv.protocol._api import ApiSpec
+from lazyconv.protocol._primitives import Reader
+from lazyconv.protocol._schema import (
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    ArrayOf,
+    Field,
+    Struct,
+)
+
+__all__ = [
+    "SPEC",
+    "API_KEY",
+    "MIN_VERSION",
+    "MAX_VERSION",
+    "LATEST_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "decode_request",
+    "encode_response",
+]
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+_REQUEST_PARTITION = Struct(
+    "ListOffsetsPartition",
+    (
+        Field("partition_index", INT32),
+        Field("current_leader_epoch", INT32, "4+", default=-1, ignorable=True),
+        Field("timestamp", INT64),
+        Field("max_num_offsets", INT32, "0", default=1),
+    ),
+)
+
+_REQUEST_TOPIC = Struct(
+    "ListOffsetsTopic",
+    (Field("name", STRING), Field("partitions", ArrayOf(_REQUEST_PARTITION))),
+)
+
+REQUEST = Struct(
+    "ListOffsetsRequest",
+    (
+        Field("replica_id", INT32),
+        Field("isolation_level", INT8, "2+"),
+        Field("topics", ArrayOf(_REQUEST_TOPIC)),
+    ),
+)
+
+_RESPONSE_PARTITION = Struct(
+    "ListOffsetsPartitionResponse",
+    (
+        Field("partition_index", INT32),
+        Field("error_code", INT16),
+        Field("old_style_offsets", ArrayOf(INT64), "0"),
+        Field("timestamp", INT64, "1+", default=-1),
+        Field("offset", INT64, "1+", default=-1),
+        Field("leader_epoch", INT32, "4+", default=-1),
+    ),
+)
+
+_RESPONSE_TOPIC = Struct(
+    "ListOffsetsTopicResponse",
+    (Field("name", STRING), Field("partitions", ArrayOf(_RESPONSE_PARTITION))),
+)
+
+RESPONSE = Struct(
+    "ListOffsetsResponse",
+    (
+        Field("throttle_time_ms", INT32, "2+", ignorable=True),
+        Field("topics", ArrayOf(_RESPONSE_TOPIC)),
+    ),
+)
+
+
+SPEC = ApiSpec(2, "ListOffsets", 0, 8, 6, REQUEST, RESPONSE)
+API_KEY = SPEC.key
+MIN_VERSION = SPEC.min_version
+MAX_VERSION = SPEC.max_version
+
+
+def decode_request(version: int, data: bytes | memoryview | Reader) -> dict[str, Any]:
+    """Decode a ListOffsets request body of ``version`` (0–8)."""
+    return SPEC.decode_request(version, data, exact=False)
+
+
+def encode_response(version: int, body: Mapping[str, Any]) -> bytes:
+    """Encode a ListOffsets response body of ``version`` (0–8)."""
+    return SPEC.encode_response(version, body)

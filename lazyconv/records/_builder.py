@@ -1,0 +1,280 @@
+"""Writing records: one builder for every magic and codec, with Kafka's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lazyconv.errors import ConfigurationError, UnknownCompressionError, UnsupportedCompressionError
+from lazyconv.records import _impl
+from lazyconv.records._batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL
+from lazyconv.records._codec import append_v2_record
+from lazyconv.records._compression import Compression, compress
+from lazyconv.records._control import ControlRecordType, control_key, end_txn_marker_value
+from lazyconv.records._format import BATCH_LENGTH_MIN, V2_AFTER_CRC, V2_BEFORE_ATTRIBUTES
+from lazyconv.records._legacy import LEGACY_ATTR_TIMESTAMP_TYPE
+from lazyconv.records._types import TimestampType
+
+__all__ = ["RecordsBuilder", "build_end_txn_marker", "encode_v2_batch"]
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+
+
+class RecordsBuilder:
+    """Builds the bytes Kafka's ``MemoryRecordsBuilder`` writes for the same input.
+
+    - magic 2: one batch; BaseTimestamp = first record's timestamp (-1 if none), MaxTimestamp =
+      running max from -1, or the log-append time for LogAppendTime (per-record timestamps are
+      written as given and ignored on read).
+    - magic 0/1 uncompressed: the concatenated messages (absolute offsets); with LogAppendTime
+      each v1 message carries the log-append time and attribute bit 3.
+    - magic 0/1 compressed: one wrapper message at the offset of the last record, holding inner
+      messages with absolute (v0) or ``offset - base_offset`` (v1) offsets; the v1 wrapper
+      timestamp is the max inner timestamp (CreateTime) or the log-append time.
+    - no records: ``b""`` (Kafka writes nothing for an empty builder).
+
+    ``append`` raises :class:`~lazyconv.errors.ConfigurationError` for offsets that do not
+    increase, negative timestamps other than -1 and headers below magic 2.
+    """
+
+    def __init__(
+        self,
+        magic: int,
+        compression: Compression | int = Compression.NONE,
+        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+        base_offset: int = 0,
+        log_append_time: int | None = None,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        partition_leader_epoch: int = -1,
+        compression_level: int | None = None,
+    ) -> None:
+        if magic not in (0, 1, 2):
+            raise ConfigurationError(f"magic must be 0, 1 or 2, got {magic}")
+        codec = int(compression)
+        if not 0 <= codec <= 4:
+            raise UnknownCompressionError(f"unknown compression codec id {codec}")
+        if codec == Compression.ZSTD and magic < 2:
+            raise UnsupportedCompressionError(f"zstd compression needs magic 2, got magic {magic}")
+        timestamp_type = TimestampType(timestamp_type)
+        if magic > 0 and timestamp_type == TimestampType.NO_TIMESTAMP:
+            raise ConfigurationError(f"magic {magic} needs a timestamp type")
+        if timestamp_type == TimestampType.LOG_APPEND_TIME and magic > 0 and log_append_time is None:
+            raise ConfigurationError("LogAppendTime needs log_append_time")
+        if magic < 2 and (is_transactional or is_control or producer_id != -1):
+            raise ConfigurationError(f"magic {magic} has no producer state, transactions or control records")
+        if is_control and codec != Compression.NONE:
+            raise ConfigurationError("control batches are written uncompressed")
+        self.magic = magic
+        self.compression = Compression(codec)
+        self.timestamp_type = timestamp_type
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.partition_leader_epoch = partition_leader_epoch
+        self.compression_level = compression_level
+        self._records: list[tuple[int, int, bytes | None, bytes | None, tuple]] = []
+        self._last_offset: int | None = None
+        self._max_timestamp = -1
+
+    @property
+    def record_count(self) -> int:
+        return len(self._records)
+
+    @property
+    def last_offset(self) -> int | None:
+        return self._last_offset
+
+    def append(
+        self,
+        offset: int | None = None,
+        timestamp: int = -1,
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: Sequence[tuple[str, bytes | None]] = (),
+    ) -> int:
+        """Add a record (``offset`` defaults to the next one); returns its offset."""
+        if offset is None:
+            offset = self.base_offset if self._last_offset is None else self._last_offset + 1
+        elif self._last_offset is not None and offset <= self._last_offset:
+            raise ConfigurationError(f"offset {offset} does not follow the previous offset {self._last_offset}")
+        if offset < self.base_offset:
+            raise ConfigurationError(f"offset {offset} is below the base offset {self.base_offset}")
+        if timestamp < 0 and timestamp != -1:
+            raise ConfigurationError(f"invalid negative timestamp {timestamp}")
+        if headers and self.magic < 2:
+            raise ConfigurationError(f"magic v{self.magic} does not support record headers")
+        if self.magic == 2 and offset - self.base_offset > _INT32_MAX:
+            raise ConfigurationError(f"offset {offset} is too far from the base offset {self.base_offset}")
+        if key is not None and type(key) is not bytes:
+            key = bytes(key)
+        if value is not None and type(value) is not bytes:
+            value = bytes(value)
+        if headers:
+            headers = tuple((str(k), None if v is None else bytes(v)) for k, v in headers)
+        else:
+            headers = ()
+        self._records.append((offset, timestamp, key, value, headers))
+        self._last_offset = offset
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        return offset
+
+    def build(self) -> bytes:
+        """The records' bytes."""
+        if not self._records:
+            return b""
+        if self.magic == 2:
+            return self._build_v2()
+        return self._build_legacy()
+
+    # -- magic 2 ---------------------------------------------------------------------------
+
+    def _build_v2(self) -> bytes:
+        base_timestamp = self._records[0][1]
+        body = bytearray()
+        base = self.base_offset
+        # the kernel encodes every record in one call; the reference encoder whenever it declines
+        if not _encoded_by_kernel(body, self._records, base, base_timestamp):
+            for offset, timestamp, key, value, headers in self._records:
+                append_v2_record(body, offset - base, timestamp - base_timestamp, key, value, headers)
+        if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            max_timestamp = self.log_append_time if self.log_append_time is not None else -1
+        else:
+            max_timestamp = self._max_timestamp
+        attributes = int(self.compression)
+        if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            attributes |= ATTR_TIMESTAMP_TYPE
+        if self.is_transactional:
+            attributes |= ATTR_TRANSACTIONAL
+        if self.is_control:
+            attributes |= ATTR_CONTROL
+        payload = (
+            bytes(body)
+            if self.compression == Compression.NONE
+            else compress(self.compression, bytes(body), 2, self.compression_level)
+        )
+        assert self._last_offset is not None
+        return encode_v2_batch(
+            base_offset=base,
+            partition_leader_epoch=self.partition_leader_epoch,
+            attributes=attributes,
+            last_offset_delta=self._last_offset - base,
+            base_timestamp=base_timestamp,
+            max_timestamp=max_timestamp,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            record_count=len(self._records),
+            payload=payload,
+        )
+
+    # -- magic 0 / 1 -----------------------------------------------------------------------
+
+    def _build_legacy(self) -> bytes:
+        magic = self.magic
+        log_append = magic == 1 and self.timestamp_type == TimestampType.LOG_APPEND_TIME
+        ts_bit = LEGACY_ATTR_TIMESTAMP_TYPE if log_append else 0
+        compressed = self.compression != Compression.NONE
+        relative = compressed and magic == 1
+        out = bytearray()
+        max_timestamp = -1
+        append_legacy_message = _impl.append_legacy_message
+        for offset, timestamp, key, value, _headers in self._records:
+            if log_append:
+                timestamp = self.log_append_time  # type: ignore[assignment]
+            if timestamp > max_timestamp:
+                max_timestamp = timestamp
+            inner_offset = offset - self.base_offset if relative else offset
+            append_legacy_message(out, inner_offset, timestamp, key, value, magic, ts_bit)
+        if not compressed:
+            return bytes(out)
+        value = compress(self.compression, bytes(out), magic, self.compression_level)
+        wrapper = bytearray()
+        assert self._last_offset is not None
+        wrapper_timestamp = self.log_append_time if log_append else max_timestamp
+        append_legacy_message(
+            wrapper,
+            self._last_offset,
+            wrapper_timestamp,
+            None,
+            value,
+            magic,
+            int(self.compression) | ts_bit,
+        )
+        return bytes(wrapper)
+
+
+def _encoded_by_kernel(body: bytearray, records: list[Any], base_offset: int, base_timestamp: int) -> bool:
+    """Encode every record into ``body`` in one kernel call; ``False`` (``body`` untouched) when
+    the kernel is not in use or declines (the reference encoder then does it)."""
+    if type(base_offset) is not int or type(base_timestamp) is not int:
+        return False
+    if not (_INT64_MIN <= base_offset <= _INT64_MAX and _INT64_MIN <= base_timestamp <= _INT64_MAX):
+        return False
+    return bool(_impl.encode_v2_records(body, records, base_offset, base_timestamp))
+
+
+def encode_v2_batch(
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    record_count: int,
+    payload: bytes,
+) -> bytes:
+    """A v2 batch from its header fields and (possibly compressed) record bytes; computes the
+    length and CRC-32C. Also writes empty batches (``record_count=0``, empty payload)."""
+    after_crc = V2_AFTER_CRC.pack(
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
+    )
+    crc = _impl.crc32c(payload, _impl.crc32c(after_crc))
+    head = V2_BEFORE_ATTRIBUTES.pack(base_offset, BATCH_LENGTH_MIN + len(payload), partition_leader_epoch, 2, crc)
+    return head + after_crc + payload
+
+
+def build_end_txn_marker(
+    offset: int,
+    timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A transactional control batch holding one COMMIT or ABORT marker (docs/guide/records.md)."""
+    builder = RecordsBuilder(
+        2,
+        base_offset=offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    builder.append(offset, timestamp, control_key(kind), end_txn_marker_value(coordinator_epoch))
+    return builder.build()

@@ -1,0 +1,177 @@
+"""Records in a log segment file, read with positioned reads (never the whole file)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from itertools import chain
+from typing import BinaryIO
+
+from lazyconv._send import FileRegionSend
+from lazyconv.errors import ConfigurationError, TruncatedDataError
+from lazyconv.records._compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from lazyconv.records._entries import BatchIterator
+from lazyconv.records._types import Record, RecordBatch
+
+__all__ = ["FileRecords"]
+
+
+class _FileSource:
+    """Reads exact byte ranges of a file descriptor with ``os.pread``; counts bytes read.
+
+    ``root`` is the FileRecords that opened the descriptor: once it is closed the descriptor
+    number may belong to another file, so every read checks it first.
+    """
+
+    __slots__ = ("fd", "bytes_read", "root")
+
+    def __init__(self, fd: int, root: FileRecords) -> None:
+        self.fd = fd
+        self.bytes_read = 0
+        self.root = root
+
+    def read(self, position: int, size: int) -> bytes:
+        self.root._check_open()
+        data = os.pread(self.fd, size, position)
+        if len(data) < size:
+            # pread may return short reads; only a true end of file is an error
+            parts = [data]
+            got = len(data)
+            while got < size:
+                more = os.pread(self.fd, size - got, position + got)
+                if not more:
+                    raise TruncatedDataError(
+                        f"file ends after {got} of the {size} bytes expected here", position + got
+                    )
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        self.bytes_read += size
+        return data
+
+
+class FileRecords:
+    """The records of a file region ``[start, end)``, typically a log segment or a slice of one.
+
+    ``batches()`` reads each entry's header (at most 61 bytes) with ``os.pread``; a batch's
+    bytes are read only when it is iterated, validated or its :meth:`buffer` is requested.
+    Batch positions and error positions are file positions.
+
+    Construct with a path (the file is opened and owned: :meth:`close` closes it) or an open
+    binary file / file descriptor (not closed by :meth:`close`). Also a context manager.
+    """
+
+    def __init__(
+        self,
+        path_or_file: str | os.PathLike[str] | BinaryIO | int,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+        _owner: FileRecords | None = None,
+    ) -> None:
+        self._file: BinaryIO | None = None
+        self._owns = False
+        self._closed = False
+        if isinstance(path_or_file, int):
+            fd = path_or_file
+        elif isinstance(path_or_file, (str, os.PathLike)):
+            self._file = open(path_or_file, "rb")  # noqa: SIM115 - closed by close()
+            self._owns = True
+            fd = self._file.fileno()
+        else:
+            self._file = path_or_file
+            fd = path_or_file.fileno()
+        self._fd = fd
+        self._owner = _owner  # keeps the owning FileRecords (and its open file) alive for slices
+        file_size = os.fstat(fd).st_size
+        if end is None:
+            end = file_size
+        if start < 0 or end < start:
+            raise ConfigurationError(f"file records need 0 <= start <= end, got start={start}, end={end}")
+        self.start = start
+        self.end = min(end, file_size)
+        if self.end < self.start:
+            self.end = self.start
+        if max_decompressed_size <= 0:
+            raise ConfigurationError(f"max_decompressed_size must be positive, got {max_decompressed_size}")
+        self.max_decompressed_size = max_decompressed_size
+        self._source = _FileSource(fd, _owner or self)
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+    ) -> FileRecords:
+        """Open a log segment file (closed by :meth:`close` or the ``with`` block)."""
+        return cls(path, max_decompressed_size=max_decompressed_size)
+
+    @property
+    def fileno(self) -> int:
+        return self._fd
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.end - self.start
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read from the file by this object so far (headers and loaded batches)."""
+        return self._source.bytes_read
+
+    def batches(self) -> Iterator[RecordBatch]:
+        """Complete batches in order; a trailing partial batch is skipped silently."""
+        return BatchIterator(self._source, self.start, self.end, self.max_decompressed_size)
+
+    def __iter__(self) -> Iterator[RecordBatch]:
+        return self.batches()
+
+    def records(self) -> Iterator[Record]:
+        """Every record of every batch, in order (loads one batch at a time)."""
+        return chain.from_iterable(self.batches())  # no generator frame per record
+
+    def read(self, position: int, size: int) -> bytes:
+        """``size`` bytes at ``position`` relative to :attr:`start`."""
+        return self._source.read(self.start + position, size)
+
+    def slice(self, position: int, size: int) -> FileRecords:
+        """The region ``[start + position, start + position + size)`` clamped to :attr:`end`
+        (Kafka's ``FileRecords.slice``); shares the file descriptor."""
+        self._source.root._check_open()
+        if position < 0 or size < 0:
+            raise ConfigurationError(f"slice needs position >= 0 and size >= 0, got {position}, {size}")
+        if position > self.size_in_bytes:
+            raise ConfigurationError(f"slice position {position} is past the end ({self.size_in_bytes})")
+        begin = self.start + position
+        return FileRecords(
+            self._fd,
+            begin,
+            min(self.end, begin + size),
+            max_decompressed_size=self.max_decompressed_size,
+            _owner=self._owner or self,
+        )
+
+    def to_send(self) -> FileRegionSend:
+        """A zero-copy capable send of exactly this region."""
+        self._source.root._check_open()
+        return FileRegionSend(self._fd, self.start, self.size_in_bytes)
+
+    def close(self) -> None:
+        """Close the file if this object opened it."""
+        if self._owns and self._file is not None:
+            self._file.close()
+            self._file = None
+            self._owns = False
+            self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed or (self._file is not None and self._file.closed):
+            raise ConfigurationError("FileRecords is closed (its file descriptor may now belong to another file)")
+
+    def __enter__(self) -> FileRecords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FileRecords(fd={self._fd}, start={self.start}, end={self.end})"

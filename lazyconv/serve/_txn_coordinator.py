@@ -1,0 +1,169 @@
+"""A single-node transaction coordinator for transactional producers.
+
+What Kafka's TransactionCoordinator does for one broker, kept in memory (a restart forgets open
+transactions; their partitions keep them open until the same transactional id initialises
+again and aborts them):
+
+- InitProducerId with a transactional id: the id keeps one producer id; every call bumps the
+  epoch (fencing older producers) and aborts a transaction the previous incarnation left open;
+- AddPartitionsToTxn / AddOffsetsToTxn record what the transaction touches;
+- TxnOffsetCommit stashes offsets that become the group's committed offsets on commit;
+- a transaction open longer than its ``transaction_timeout_ms`` is aborted by
+  :meth:`TransactionCoordinator.expire` (called by the broker's timer) and its producer fenced;
+- EndTxn writes a COMMIT or ABORT control batch (pid, epoch) into every partition of the
+  transaction, through ``write_marker``, then applies or drops the stashed offsets.
+
+Errors as Kafka's: INVALID_PRODUCER_ID_MAPPING (49) for a producer id the transactional id does
+not hold, INVALID_PRODUCER_EPOCH (47) for a fenced epoch, INVALID_TXN_STATE (48) for EndTxn
+without a transaction... All methods are synchronous and do no I/O besides the callbacks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.serve._offset_store import CommittedOffset
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TransactionCoordinator", "TransactionalProducer", "MAX_EPOCH"]
+
+MAX_EPOCH = 32767
+INVALID_PRODUCER_ID_MAPPING = int(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+INVALID_TXN_STATE = int(ErrorCode.INVALID_TXN_STATE)
+
+
+@dataclass
+class TransactionalProducer:
+    """One transactional id's producer id, epoch and open transaction."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    started_at: float | None = None  # when the open transaction added its first partition or group
+    pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+
+    @property
+    def ongoing(self) -> bool:
+        return bool(self.partitions or self.groups)
+
+
+class TransactionCoordinator:
+    """Transactional ids → producers. ``write_marker(topic, partition, pid, epoch, commit)``
+    appends a control batch; ``commit_offsets(group, offsets)`` stores committed offsets;
+    ``partition_exists(topic, partition)`` says whether a partition is served."""
+
+    def __init__(self, allocate_producer_id: Callable[[], int],
+                 write_marker: Callable[[str, int, int, int, bool], None],
+                 commit_offsets: Callable[[str, dict[tuple[str, int], CommittedOffset]], None],
+                 partition_exists: Callable[[str, int], bool],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.allocate_producer_id = allocate_producer_id
+        self.clock = clock
+        self.write_marker = write_marker
+        self.commit_offsets = commit_offsets
+        self.partition_exists = partition_exists
+        self.producers: dict[str, TransactionalProducer] = {}
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int) -> tuple[int, int, int]:
+        """(error code, producer id, epoch) for a (re)starting transactional producer."""
+        if not transactional_id:
+            return int(ErrorCode.INVALID_REQUEST), -1, -1
+        producer = self.producers.get(transactional_id)
+        if producer is None:
+            producer = TransactionalProducer(transactional_id, self.allocate_producer_id(), 0, timeout_ms)
+            self.producers[transactional_id] = producer
+            return 0, producer.producer_id, producer.epoch
+        if producer.ongoing:
+            log.info("transactional id %s re-initialised: aborting its open transaction",
+                     transactional_id)
+            self._complete(producer, commit=False)
+        producer.timeout_ms = timeout_ms
+        if producer.epoch >= MAX_EPOCH - 1:
+            producer.producer_id, producer.epoch = self.allocate_producer_id(), 0
+        else:
+            producer.epoch += 1
+        return 0, producer.producer_id, producer.epoch
+
+    def _check(self, transactional_id: str, producer_id: int, epoch: int) -> tuple[int, TransactionalProducer | None]:
+        producer = self.producers.get(transactional_id)
+        if producer is None or producer.producer_id != producer_id:
+            return INVALID_PRODUCER_ID_MAPPING, None
+        if epoch != producer.epoch:
+            return int(ErrorCode.INVALID_PRODUCER_EPOCH), None
+        return 0, producer
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Error code per partition (all fail together, as Kafka's)."""
+        code, producer = self._check(transactional_id, producer_id, epoch)
+        if producer is None:
+            return dict.fromkeys(partitions, code)
+        unknown = [tp for tp in partitions if not self.partition_exists(*tp)]
+        if unknown:
+            # Kafka: the unknown ones get UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED
+            return {tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) if tp in unknown
+                    else int(ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
+        producer.partitions.update(partitions)
+        self._started(producer)
+        return dict.fromkeys(partitions, 0)
+
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
+        code, producer = self._check(transactional_id, producer_id, epoch)
+        if producer is None:
+            return code
+        producer.groups.add(group_id)
+        self._started(producer)
+        return 0
+
+    def txn_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
+                          offsets: dict[tuple[str, int], CommittedOffset]) -> int:
+        code, producer = self._check(transactional_id, producer_id, epoch)
+        if producer is None:
+            return code
+        if group_id not in producer.groups:
+            return INVALID_TXN_STATE
+        producer.pending_offsets.setdefault(group_id, {}).update(offsets)
+        return 0
+
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> int:
+        code, producer = self._check(transactional_id, producer_id, epoch)
+        if producer is None:
+            return code
+        self._complete(producer, commit)
+        return 0
+
+    def _started(self, producer: TransactionalProducer) -> None:
+        if producer.started_at is None:
+            producer.started_at = self.clock()
+
+    def expire(self, now: float) -> None:
+        """Abort transactions open longer than their timeout and fence their producer (Kafka
+        bumps the epoch, so the late producer's next request gets INVALID_PRODUCER_EPOCH)."""
+        for producer in self.producers.values():
+            started = producer.started_at
+            if started is not None and now - started >= producer.timeout_ms / 1000:
+                log.info("transactional id %s: transaction timed out after %d ms; aborting",
+                         producer.transactional_id, producer.timeout_ms)
+                self._complete(producer, commit=False)
+                producer.epoch += 1
+
+    def _complete(self, producer: TransactionalProducer, commit: bool) -> None:
+        for topic, partition in sorted(producer.partitions):
+            self.write_marker(topic, partition, producer.producer_id, producer.epoch, commit)
+        if commit:
+            for group, offsets in producer.pending_offsets.items():
+                self.commit_offsets(group, offsets)
+        log.info("transactional id %s: %s over %d partitions", producer.transactional_id,
+                 "commit" if commit else "abort", len(producer.partitions))
+        producer.partitions.clear()
+        producer.groups.clear()
+        producer.pending_offsets.clear()
+        producer.started_at = None
