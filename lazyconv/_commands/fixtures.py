@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     The fixture is written into a hidden sibling folder and renamed to OUTDIR only once it is
     complete, so an interrupted run (Ctrl-C, a full disk) leaves no half fixture behind to block
     the next one."""
-    from lazyconv.fixtures._generate import generate
+    from lazyconv.fixtures import generate
 
     size = args.size
     outdir = Path(args.outdir)

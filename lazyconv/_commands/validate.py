@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -> int:
     from lazyconv._commands._common import require_extra
     from lazyconv.errors import LazyconvError
-    from lazyconv.fixtures._generate import generate, parse_size
+    from lazyconv.fixtures import generate, parse_size
     from lazyconv.spark._job import run_validation
     from lazyconv.spark._listing import list_log_directory
     from lazyconv.spark._progress import SparkProgress
