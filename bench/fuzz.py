@@ -697,8 +697,7 @@ def run_fuzz(
     rng = random.Random(seed)
     oracle = Oracle(timeout, memory_bound, trace_memory)
     report = FuzzReport()
-    logging.getLogger("lazyconv").setLevel(logging.CRITICAL)  # errors are the point here
-    with tempfile.TemporaryDirectory(prefix="lazyconv-fuzz-") as tmp:
+    with _quiet_library(), tempfile.TemporaryDirectory(prefix="lazyconv-fuzz-") as tmp:
         fuzz_targets = [make_target(name, Path(tmp)) for name in targets]
         corpora = {t.name: list(t.seeds) for t in fuzz_targets}
         seen: dict[str, set[str]] = {t.name: set() for t in fuzz_targets}
@@ -747,13 +746,26 @@ def run_fuzz(
     return report
 
 
+@contextmanager
+def _quiet_library() -> Iterator[None]:
+    """The library's log records silenced while inputs are fuzzed (errors are the point here),
+    and its logger's level given back after: a caller in the same process (a test run, the CLI)
+    keeps its warnings."""
+    logger = logging.getLogger("lazyconv")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def replay_corpus(corpus_dir: Path, *, timeout: float = 2.0, memory_bound: int = 64 << 20) -> tuple[int, list[Finding]]:
     """Run every saved input of ``corpus_dir/<target>/*.bin`` once; returns ``(inputs, findings)``."""
     findings: list[Finding] = []
     count = 0
     oracle = Oracle(timeout, memory_bound)
-    logging.getLogger("lazyconv").setLevel(logging.CRITICAL)
-    with tempfile.TemporaryDirectory(prefix="lazyconv-fuzz-") as tmp, oracle.armed():
+    with _quiet_library(), tempfile.TemporaryDirectory(prefix="lazyconv-fuzz-") as tmp, oracle.armed():
         for directory in sorted(p for p in corpus_dir.iterdir() if p.is_dir()):
             target = make_target(directory.name, Path(tmp))
             try:

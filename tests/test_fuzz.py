@@ -67,3 +67,20 @@ def test_a_running_alarm_timer_survives_the_oracle() -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_fuzzing_gives_the_library_loggers_level_back(tmp_path: Path) -> None:
+    """A fuzz run silences the library's logs while it runs, and leaves the level as it was: the
+    CLI's warnings in the same process (another test, a later command) are still printed."""
+    import logging
+
+    logger = logging.getLogger("lazyconv")
+    before = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        run_fuzz(0.2, seed=1, targets=("records",))
+        assert logger.level == logging.INFO
+        replay_corpus(tmp_path)
+        assert logger.level == logging.INFO
+    finally:
+        logger.setLevel(before)
