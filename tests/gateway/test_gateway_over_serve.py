@@ -322,6 +322,7 @@ def test_a_group_through_the_gateway_commits_and_resumes(serve_upstream: ServerT
     """kafka-python pinned to 0.9 (JoinGroup v0, OffsetCommit v2, OffsetFetch v1) in a group
     whose coordinator is serve's, through the gateway: split nothing, commit, resume."""
     from tests.gateway.clients import BY_ID as DRIVERS
+    from tests.gateway.clients import CLIENT_TIMEOUT_S
     from tests.interop.checks import received
 
     driver = DRIVERS["kafka-python-3.0-0.9"]
@@ -330,7 +331,15 @@ def test_a_group_through_the_gateway_commits_and_resumes(serve_upstream: ServerT
     mid = {p: rows[len(rows) // 2][0] for p, rows in ends.items()}
     job = {"action": "consume", "mode": "subscribe", "topics": [topic], "group": group,
            "expect_partitions": 2, "commit": True, "last": {f"{topic}/{p}": mid[p] for p in mid}}
-    first = received(driver.run(None, gateway_over_serve.bootstrap, job).events)
+    # the first member closes (LeaveGroup) before the second joins, as an application does: a
+    # driver killed at "done" would leave the second JoinGroup waiting out its 10 s session
+    events = driver.start(None, gateway_over_serve.bootstrap, job)
+    try:
+        events.wait_for("done", CLIENT_TIMEOUT_S + 10)
+        events.child.proc.wait(CLIENT_TIMEOUT_S)
+    finally:
+        events.child.kill()
+    first = received(events.events)
     job["last"] = {f"{topic}/{p}": rows[-1][0] for p, rows in ends.items()}
     second = received(driver.run(None, gateway_over_serve.bootstrap, job).events)
     for p, rows in ends.items():
@@ -339,3 +348,4 @@ def test_a_group_through_the_gateway_commits_and_resumes(serve_upstream: ServerT
     counts = serve_upstream.server.broker.request_counts
     assert all(v >= upstream_floor(key) for (key, v) in counts)
     assert (11, 0) not in counts and any(key == 11 for key, _v in counts)  # JoinGroup upstream >= 2
+    assert any(key == 13 for key, _v in counts), counts  # the first member's LeaveGroup
