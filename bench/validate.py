@@ -72,8 +72,8 @@ def _fixture(workdir: Path, size: str, partitions: int, segment_bytes: str) -> P
 
 def _scan_all(root: Path, chunk_sizes: tuple[int, ...]) -> tuple[float, float, int]:
     from lazyconv.logdir._layout import list_segments
+    from lazyconv.spark._scan_state import ScanOptions
     from lazyconv.spark._segment_check import check_segment
-    from lazyconv.spark._segment_scan import ScanOptions
 
     options = ScanOptions((0, 1), chunk_sizes)
     segments = list_segments(str(root))
@@ -159,7 +159,8 @@ import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 from lazyconv.logdir._layout import list_segments
 from lazyconv.spark._planning import plan_ranges, range_target
-from lazyconv.spark._segment_scan import ScanOptions, scan_range
+from lazyconv.spark._scan_state import ScanOptions
+from lazyconv.spark._segment_scan import scan_range
 from lazyconv.spark._segment_check import task_for
 segs = list_segments(sys.argv[2])
 whole = sys.argv[3] == "whole"

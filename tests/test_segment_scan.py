@@ -14,8 +14,9 @@ from lazyconv.logdir._layout import list_segments
 from lazyconv.spark._conversion_check import check_conversions
 from lazyconv.spark._partition_checks import check_partition, range_boundary
 from lazyconv.spark._planning import pack_tasks, plan_ranges
+from lazyconv.spark._scan_state import ScanOptions
 from lazyconv.spark._segment_check import check_segment
-from lazyconv.spark._segment_scan import ScanOptions, scan_range
+from lazyconv.spark._segment_scan import scan_range
 from tests.fault_planting import (
     corrupted_copy,
     leader_epoch_backwards,
@@ -133,7 +134,7 @@ def test_an_unexpected_exception_becomes_internal_error_at_its_place(
     def broken(scan):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(scan_module, "_check_time_index", broken)
+    monkeypatch.setattr(scan_module, "check_time_index", broken)
     seg = next(s for s in list_segments(str(copy)) if s.topic == "tiny")
     result = check_segment(seg)
     assert [(v["file"], v["position"], v["kind"]) for v in result["violations"]] == [
@@ -176,10 +177,10 @@ def test_derived_per_chunk_size_figures_equal_the_real_lazy_send(fetch_max_bytes
 
 def test_derived_send_sees_a_lost_record() -> None:
     """A consumer that receives other records than expected is a conversion violation."""
-    import lazyconv.spark._segment_scan as scan_module
+    import lazyconv.spark._scan_conversions as conversions_module
 
     seg = next(s for s in list_segments(str(COMMITTED)) if s.topic == "tiny")
-    real = scan_module._digest_delivered
+    real = conversions_module._digest_delivered
     lost = []
 
     def lossy(data, min_offset):
@@ -189,11 +190,11 @@ def test_derived_send_sees_a_lost_record() -> None:
             return valid, last, count - 1, total
         return valid, last, count, total
 
-    scan_module._digest_delivered = lossy
+    conversions_module._digest_delivered = lossy
     try:
         result = check_segment(seg, ScanOptions((0,), (16 * KIB,)))
     finally:
-        scan_module._digest_delivered = real
+        conversions_module._digest_delivered = real
     assert [v["kind"] for v in result["violations"]] == ["conversion"]
     assert not result["conversions"][0]["ok"]
 
@@ -286,7 +287,7 @@ def test_converted_entries_digested_from_bytes_equal_the_record_reader() -> None
     """The kernel's digest of converted bytes (runs of plain legacy messages in one call, other
     entries by the reader) gives the same last offset, count and digest sum as decoding every
     record, for every target magic, fetch offset and mix of entries."""
-    import lazyconv.spark._segment_scan as scan_module
+    import lazyconv.spark._scan_conversions as conversions_module
     from lazyconv._convert import down_convert_bytes
     from lazyconv.records import MemoryRecords
 
@@ -304,16 +305,16 @@ def test_converted_entries_digested_from_bytes_equal_the_record_reader() -> None
                     continue
                 mixed += conv
                 for min_offset in (-1, batch.base_offset + 1, batch.last_offset):
-                    fast = scan_module._digest_delivered(memoryview(conv), min_offset)
-                    reference = scan_module._digest_delivered_by_records(memoryview(conv), min_offset)
+                    fast = conversions_module._digest_delivered(memoryview(conv), min_offset)
+                    reference = conversions_module._digest_delivered_by_records(memoryview(conv), min_offset)
                     assert fast == reference
                     assert fast[0] == len(conv)
                     compared += 1
             middle = batches[min(8, len(batches) - 1)].base_offset
             for cut in (len(mixed), len(mixed) * 2 // 3, len(mixed) // 3, 40):
                 view = memoryview(mixed)[:cut]  # a committed size cuts the last entry
-                fast = scan_module._digest_delivered(view, middle)
-                assert fast == scan_module._digest_delivered_by_records(view, middle)
+                fast = conversions_module._digest_delivered(view, middle)
+                assert fast == conversions_module._digest_delivered_by_records(view, middle)
                 assert fast[0] <= cut
     assert compared > 300
 
@@ -353,7 +354,7 @@ def test_runs_of_sound_batches_give_what_the_per_entry_path_gives(
     tasks = plan_ranges(list_segments(str(root)), 64 * KIB)
     assert any(t.range_count > 1 for t in tasks)
     fast = [_comparable(scan_range(t, options)) for t in tasks]
-    monkeypatch.setattr(scan_module, "_take_runs", lambda scan, reader, pos, end: pos)
+    monkeypatch.setattr(scan_module, "take_runs", lambda scan, reader, pos, end: pos)
     per_entry = [_comparable(scan_range(t, options)) for t in tasks]
     assert fast == per_entry
     if faulty:
@@ -385,7 +386,7 @@ def test_a_last_offset_beyond_int64_is_reported_and_the_scan_goes_on(
     results = []
     for runs in (True, False):
         if not runs:
-            monkeypatch.setattr(scan_module, "_take_runs", lambda scan, reader, pos, end: pos)
+            monkeypatch.setattr(scan_module, "take_runs", lambda scan, reader, pos, end: pos)
         result = scan_range(task, ScanOptions((0,), (16 * KIB,)))
         results.append(_comparable(result))
         kinds = [v["kind"] for v in result["violations"]]
@@ -400,7 +401,7 @@ def test_a_zstd_batch_whose_offsets_go_back_does_not_keep_the_consumer_fetching(
     below it, then a data batch."""
     from lazyconv.records import RecordsBuilder
     from lazyconv.spark._derived_conversion import ConvertedBatch, DerivedConsumer
-    from lazyconv.spark._segment_scan import _digest_delivered
+    from lazyconv.spark._scan_conversions import _digest_delivered
 
     builder = RecordsBuilder(0, base_offset=11)
     for offset in range(11, 21):

@@ -16,7 +16,8 @@ from lazyconv.logdir._txnindex import AbortedTxn, encode_txnindex_entry
 from lazyconv.records._builder import RecordsBuilder, build_end_txn_marker, encode_v2_batch
 from lazyconv.spark._partition_checks import check_partition, range_boundary
 from lazyconv.spark._planning import plan_ranges
-from lazyconv.spark._segment_scan import ScanOptions, scan_range
+from lazyconv.spark._scan_state import ScanOptions
+from lazyconv.spark._segment_scan import scan_range
 
 PID = 7
 T = 1_700_000_000_000

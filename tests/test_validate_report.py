@@ -59,8 +59,8 @@ def test_a_conversion_failure_is_located_by_offset(monkeypatch: pytest.MonkeyPat
     from lazyconv.records import FileRecords
     from lazyconv.spark._derived_conversion import DerivedConsumer
     from lazyconv.spark._listing import list_log_directory
+    from lazyconv.spark._scan_state import ScanOptions
     from lazyconv.spark._segment_check import check_segment
-    from lazyconv.spark._segment_scan import ScanOptions
 
     shutil.copytree(COMMITTED / "nulls-0", tmp_path / "nulls-0")
     seg = list_log_directory(str(tmp_path)).segments[0]

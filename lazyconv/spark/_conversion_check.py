@@ -27,7 +27,8 @@ from typing import Any
 
 from lazyconv.errors import LazyconvError, UnsupportedCompressionError
 from lazyconv.logdir._layout import SegmentFiles
-from lazyconv.spark._segment_check import violation
+from lazyconv.spark._reader import SegmentReader
+from lazyconv.spark._violations import violation
 
 __all__ = ["expected_records", "check_conversions"]
 
@@ -85,8 +86,6 @@ def _check_all(seg: SegmentFiles, to_magic: int, chunk_sizes: list[int], fetch_m
     if local:
         source: Any = file_records.open(seg.log_path)
     else:
-        from lazyconv.spark._segment_check import SegmentReader
-
         with SegmentReader(seg.log_path) as reader:
             source = memory_records(reader.read_all())
     try:
@@ -98,7 +97,8 @@ def _check_all(seg: SegmentFiles, to_magic: int, chunk_sizes: list[int], fetch_m
                 last_offsets.append(batch.last_offset)
             expected, zstd_batches = expected_records(source.batches(), to_magic)
         except LazyconvError as exc:
-            failure = violation(seg, "log", getattr(exc, "position", None) or -1, "conversion",
+            failure = violation(seg.topic, seg.partition, seg.name, "log",
+                                getattr(exc, "position", None) or -1, "conversion",
                                 f"to magic {to_magic}: input does not decode: {exc}")
             return [{"stats": _new_stats(seg, to_magic, c), "violations": [failure]}
                     for c in chunk_sizes]
@@ -134,7 +134,7 @@ def _consume(seg: SegmentFiles, source: Any, to_magic: int, chunk_size: int,
     stats["records_expected"] = len(expected)
 
     def fail(position: int, message: str, offset: int | None = None) -> dict[str, Any]:
-        found = violation(seg, "log", position, "conversion",
+        found = violation(seg.topic, seg.partition, seg.name, "log", position, "conversion",
                           f"to magic {to_magic}, chunk {chunk_size}: {message}")
         found["offset"] = offset
         violations.append(found)

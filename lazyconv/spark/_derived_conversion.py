@@ -3,7 +3,7 @@
 :mod:`lazyconv.spark._conversion_check` plays an old consumer through the real
 ``LazyDownConvertedRecords`` once per chunk size. This module gets the same answers from a single
 conversion of every input batch per target magic, fed in log order by the segment scan
-(:mod:`lazyconv.spark._segment_scan`):
+(:mod:`lazyconv.spark._scan_conversions`):
 
 - the bytes a lazy send writes do not depend on the chunk size: they are the first converted
   batch F followed by the conversion of every later complete batch of the fetch (stopping before

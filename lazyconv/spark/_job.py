@@ -51,7 +51,8 @@ from lazyconv.spark._executors import (
 from lazyconv.spark._listing import LogListing, list_log_directory
 from lazyconv.spark._partition_checks import check_partition, range_boundary
 from lazyconv.spark._planning import pack_tasks, plan_ranges, range_target
-from lazyconv.spark._segment_scan import ScanOptions, ScanTask, scan_range
+from lazyconv.spark._scan_state import ScanOptions, ScanTask
+from lazyconv.spark._segment_scan import scan_range
 from lazyconv.spark._tables import (
     RUN_COLUMNS,
     from_ipc,

@@ -28,7 +28,7 @@ from lazyconv.records._format import (
     MAGIC_OFFSET,
 )
 from lazyconv.spark._reader import SegmentReader
-from lazyconv.spark._segment_scan import ScanTask
+from lazyconv.spark._scan_state import ScanTask
 
 __all__ = ["plan_ranges", "pack_tasks", "range_target"]
 

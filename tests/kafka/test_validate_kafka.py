@@ -20,7 +20,8 @@ from lazyconv.logdir._txnindex import parse_txnindex
 from lazyconv.records import MemoryRecords
 from lazyconv.spark._partition_checks import check_partition, range_boundary
 from lazyconv.spark._planning import plan_ranges
-from lazyconv.spark._segment_scan import ScanOptions, scan_range
+from lazyconv.spark._scan_state import ScanOptions
+from lazyconv.spark._segment_scan import scan_range
 
 pytestmark = pytest.mark.kafka
 

@@ -69,6 +69,11 @@ PYTHON_MODULES = sorted(
         "serve/_producer_state.py",
         "spark/_planning.py",
         "spark/_segment_scan.py",
+        "spark/_scan_state.py",
+        "spark/_scan_entries.py",
+        "spark/_scan_runs.py",
+        "spark/_scan_conversions.py",
+        "spark/_scan_indexes.py",
         "spark/_derived_conversion.py",
         "_commands/dump.py",
     }
