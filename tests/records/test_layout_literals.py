@@ -76,6 +76,7 @@ PYTHON_MODULES = sorted(
         "spark/_scan_indexes.py",
         "spark/_derived_conversion.py",
         "_commands/dump.py",
+        "_commands/_dump_lines.py",
     }
 )
 C_SOURCES = sorted(

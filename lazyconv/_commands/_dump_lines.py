@@ -1,0 +1,300 @@
+"""The lines Kafka's DumpLogSegments prints, for ``lazyconv dump``: a batch (printBatchLevel), its
+records (deep iteration: metadata, transaction markers, keys and values), the same as JSON
+lines, and a producer snapshot's entries; :class:`Dumper` writes a segment's batches and records
+in the chosen format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any, TextIO
+
+from lazyconv.records._format import LEGACY_PREFIX, LOG_OVERHEAD
+
+if TYPE_CHECKING:
+    from lazyconv.records import Record, RecordBatch
+
+__all__ = ["Dumper", "snapshot_line", "camel_case"]
+
+_TIMESTAMP_TYPE_JSON = {-1: None, 0: "create_time", 1: "log_append_time"}
+_TIMESTAMP_TYPE_TEXT = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
+
+
+def snapshot_line(entry: dict[str, Any]) -> str:
+    """A producer entry as Kafka's tool prints it: the entry, then its last batch's metadata
+    (the first sequence is the last one minus the offset delta, wrapping as Kafka's)."""
+    first_txn = entry["current_txn_first_offset"]
+    line = (f"producerId: {entry['producer_id']} producerEpoch: {entry['producer_epoch']} "
+            f"coordinatorEpoch: {entry['coordinator_epoch']} "
+            f"currentTxnFirstOffset: {_optional_long(None if first_txn < 0 else first_txn)} "
+            f"lastTimestamp: {entry['timestamp']} ")
+    if entry["last_offset"] >= 0:
+        last_seq, delta = entry["last_sequence"], entry["offset_delta"]
+        first_seq = last_seq - delta if last_seq >= delta else 0x7FFFFFFF - (delta - last_seq) + 1
+        line += (f"firstSequence: {first_seq} lastSequence: {last_seq} "
+                 f"lastOffset: {entry['last_offset']} offsetDelta: {delta} "
+                 f"timestamp: {entry['timestamp']}")
+    return line
+
+
+def _optional_long(value: int | None) -> str:
+    """Java's ``OptionalLong.toString``."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def camel_case(name: str) -> str:
+    """``producer_id`` -> ``producerId``, the spelling of Kafka's tool."""
+    first, *rest = name.split("_")
+    return first + "".join(part.capitalize() for part in rest)
+
+
+def _hex(data: bytes | None) -> str | None:
+    return None if data is None else data.hex()
+
+
+def _readable(data: bytes | None) -> str:
+    """UTF-8 text when the bytes are printable text, else ``0x`` + hex."""
+    if data is None:
+        return "null"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + data.hex()
+    return text if text.isprintable() else "0x" + data.hex()
+
+
+class Dumper:
+    """Writes batches and records in the chosen format; remembers CRC failures and (deep
+    iteration) offsets that do not follow each other."""
+
+    def __init__(self, out: TextIO, json_lines: bool, validate: bool,
+                 args: argparse.Namespace | None = None) -> None:
+        self.out = out
+        self.json_lines = json_lines
+        self.validate = validate
+        self.print_data = bool(args and args.print_data_log)
+        self.hex = bool(args and args.hex)
+        self.headers = bool(args and args.headers)
+        self.skip_metadata = bool(args and args.skip_record_metadata)
+        self.invalid: list[int] = []  # positions of batches whose CRC failed (--batches)
+        self.last_offset = -1
+        self.non_consecutive: list[tuple[int, int]] = []
+
+    # -- per batch ---------------------------------------------------------------------------
+
+    def batch_only(self, batch: RecordBatch) -> None:
+        valid = batch.is_valid()
+        if not valid:
+            self.invalid.append(batch.position)
+        if self.json_lines:
+            count = batch.record_count
+            if count is None and valid:  # a legacy wrapper: count its inner messages
+                count = sum(1 for _ in batch)
+            fields = _batch_fields(batch, _base_offset(batch, strict=valid))
+            fields.update(
+                size=batch.size_in_bytes, record_count=count, crc=batch.crc, crc_valid=valid
+            )
+            self.out.write(json.dumps(fields) + "\n")
+        else:
+            self.out.write(_batch_line(batch, valid) + "\n")
+
+    def batch_and_records(self, batch: RecordBatch) -> None:
+        from lazyconv.errors import CorruptRecordError
+
+        valid = batch.is_valid()
+        if not self.json_lines:
+            self.out.write(_batch_line(batch, valid) + "\n")
+        if not valid and self.validate:
+            batch.validate()  # raises the precise error (size, CRC) with its position
+            raise CorruptRecordError("batch fails validation", batch.position)
+        if self.json_lines:
+            self._json_records(batch)
+        else:
+            self._text_records(batch)
+
+    def finish(self) -> None:
+        from lazyconv.errors import CorruptRecordError
+
+        if self.invalid:
+            raise CorruptRecordError(
+                f"{len(self.invalid)} batch(es) fail CRC validation, the first one", self.invalid[0]
+            )
+
+    # -- per record --------------------------------------------------------------------------
+
+    def _json_records(self, batch: RecordBatch) -> None:
+        magic = batch.magic
+        common = {
+            "magic": magic,
+            "compression": _compression_name(batch),
+            "batch_base_offset": None,
+            "control": bool(batch.is_control),
+            "transactional": bool(batch.is_transactional),
+            "producer_id": batch.producer_id if magic >= 2 else -1,
+            "producer_epoch": batch.producer_epoch if magic >= 2 else -1,
+            "base_sequence": batch.base_sequence if magic >= 2 else -1,
+        }
+        timestamp_type = _TIMESTAMP_TYPE_JSON[int(batch.timestamp_type)]
+        write = self.out.write
+        for record in batch:
+            if common["batch_base_offset"] is None:
+                # after the first record: a legacy wrapper's base offset needs decompression
+                common["batch_base_offset"] = batch.base_offset
+            obj: dict[str, Any] = {
+                "offset": record.offset,
+                "timestamp": None if magic == 0 else record.timestamp,
+                "timestamp_type": None if magic == 0 else timestamp_type,
+                "key": _hex(record.key),
+                "value": _hex(record.value),
+                "headers": [[name, _hex(value)] for name, value in record.headers],
+            }
+            obj.update(common)
+            write(json.dumps(obj) + "\n")
+
+    def _text_records(self, batch: RecordBatch) -> None:
+        """Kafka's deep-iteration lines: ``| offset: … <type>: … keySize: … valueSize: …``,
+        then ``sequence: … headerKeys: […]`` (v2) or ``isValid: … crc: …`` (v0/v1), the
+        transaction marker of a control record, and key and payload with --print-data-log."""
+        kind = _TIMESTAMP_TYPE_TEXT[int(batch.timestamp_type)]
+        control = bool(batch.is_control)
+        write = self.out.write
+        legacy_crcs = _legacy_crcs(batch) if batch.magic < 2 else None
+        for index, record in enumerate(batch):
+            if self.last_offset != -1 and record.offset != self.last_offset + 1:
+                self.non_consecutive.append((self.last_offset, record.offset))
+            self.last_offset = record.offset
+            parts = []
+            if not self.skip_metadata:
+                parts.append(f"offset: {record.offset} {kind}: {record.timestamp} "
+                             f"keySize: {-1 if record.key is None else len(record.key)} "
+                             f"valueSize: {-1 if record.value is None else len(record.value)}")
+                if batch.magic >= 2:
+                    parts.append(f"sequence: {_record_sequence(batch, record.offset)} "
+                                 "headerKeys: [" + ",".join(n for n, _ in record.headers) + "]")
+                elif legacy_crcs is not None:
+                    parts.append(f"isValid: true crc: {legacy_crcs[index]}")
+                if self.headers and record.headers:
+                    parts.append("headers: " + ", ".join(
+                        f"{n}={_readable(v)}" for n, v in record.headers))
+                if control:
+                    parts.append(_control_text(record))
+            if self.print_data and not control:
+                text = _readable if self.hex else _utf8
+                if record.key is not None:
+                    parts.append(f"key: {text(record.key)}")
+                if record.value is not None:
+                    parts.append(f"payload: {text(record.value)}")
+            write("| " + " ".join(parts) + "\n")
+
+
+def _record_sequence(batch: RecordBatch, offset: int) -> int:
+    """Kafka's ``Record.sequence()``: the batch's base sequence plus the offset delta, wrapping
+    past 2^31-1 to 0; -1 when the batch has none."""
+    base = batch.base_sequence
+    if base == -1:
+        return -1
+    return (base + offset - batch.base_offset) & 0x7FFFFFFF
+
+
+def _legacy_crcs(batch: RecordBatch) -> list[int]:
+    """The CRC of each message a v0/v1 entry holds: itself, or a wrapper's inner messages."""
+    if not getattr(batch, "is_wrapper", False):
+        return [batch.crc]
+    data, count, _shift, _override = batch.inner_messages()  # type: ignore[attr-defined]
+    crcs, pos = [], 0
+    for _ in range(count):
+        _offset, size, crc = LEGACY_PREFIX.unpack_from(data, pos)
+        crcs.append(crc)
+        pos += LOG_OVERHEAD + size
+    return crcs
+
+
+def _utf8(data: bytes) -> str:
+    """Kafka's StringDecoder: the bytes as UTF-8, malformed sequences replaced by U+FFFD."""
+    return data.decode("utf-8", "replace")
+
+
+def _compression_name(batch: RecordBatch) -> str:
+    from lazyconv.records._compression import compression_name
+
+    return compression_name(batch.compression)
+
+
+def _base_offset(batch: RecordBatch, strict: bool) -> int | None:
+    """The batch's base offset; ``None`` for a wrapper that does not decompress when not
+    ``strict`` (a batch already known to be corrupt)."""
+    from lazyconv.errors import LazyconvError
+
+    try:
+        return batch.base_offset
+    except LazyconvError:
+        if strict:
+            raise
+        return None
+
+
+def _batch_fields(batch: RecordBatch, base_offset: int | None) -> dict[str, Any]:
+    magic = batch.magic
+    return {
+        "position": batch.position,
+        "base_offset": base_offset,
+        "last_offset": batch.last_offset,
+        "magic": magic,
+        "compression": _compression_name(batch),
+        "timestamp_type": _TIMESTAMP_TYPE_JSON[int(batch.timestamp_type)],
+        "max_timestamp": None if magic == 0 else batch.max_timestamp,
+        "partition_leader_epoch": batch.partition_leader_epoch if magic >= 2 else -1,
+        "producer_id": batch.producer_id if magic >= 2 else -1,
+        "producer_epoch": batch.producer_epoch if magic >= 2 else -1,
+        "base_sequence": batch.base_sequence if magic >= 2 else -1,
+        "transactional": bool(batch.is_transactional),
+        "control": bool(batch.is_control),
+    }
+
+
+def _batch_line(batch: RecordBatch, valid: bool) -> str:
+    """A batch as Kafka's tool prints it (printBatchLevel); a wrapper that does not
+    decompress shows ``?`` as its base offset (its record lines then raise the error)."""
+    kind = _TIMESTAMP_TYPE_TEXT[int(batch.timestamp_type)]
+    if batch.magic >= 2:
+        base_offset = batch.base_offset
+        horizon = batch.base_timestamp if batch.has_delete_horizon else None  # type: ignore[attr-defined]
+        parts = [
+            f"baseOffset: {base_offset} lastOffset: {batch.last_offset}",
+            f"count: {batch.record_count}",
+            f"baseSequence: {batch.base_sequence}",
+            f"lastSequence: {batch.last_sequence}",  # type: ignore[attr-defined]
+            f"producerId: {batch.producer_id}",
+            f"producerEpoch: {batch.producer_epoch}",
+            f"partitionLeaderEpoch: {batch.partition_leader_epoch}",
+            f"isTransactional: {str(bool(batch.is_transactional)).lower()}",
+            f"isControl: {str(bool(batch.is_control)).lower()}",
+            f"deleteHorizonMs: {_optional_long(horizon)}",
+        ]
+    else:
+        parts = [f"offset: {batch.last_offset}"]
+    parts += [
+        f"position: {batch.position}",
+        f"{kind}: {batch.max_timestamp}",
+        f"size: {batch.size_in_bytes}",
+        f"magic: {batch.magic}",
+        f"compresscodec: {_compression_name(batch)}",
+        f"crc: {batch.crc}",
+        f"isvalid: {str(valid).lower()}",
+    ]
+    return " ".join(parts)
+
+
+def _control_text(record: Record) -> str:
+    from lazyconv.errors import LazyconvError
+    from lazyconv.records._control import ControlRecordType, parse_control_key, parse_end_txn_marker
+
+    try:
+        kind = parse_control_key(record.key)
+        if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            marker = parse_end_txn_marker(record.key, record.value)
+            return f"endTxnMarker: {kind.name} coordinatorEpoch: {marker.coordinator_epoch}"
+        return f"controlType: {kind.name}({int(kind)})"
+    except LazyconvError as exc:
+        return f"controlType: unreadable ({exc.message})"
