@@ -12,8 +12,9 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,39 @@ SEGMENT = "00000000000000000000"
 def java() -> None:
     if shutil.which("java") is None:
         pytest.skip("Spark needs a Java runtime (bash .ci/setup.sh installs one)")
+
+
+@pytest.fixture(scope="module")
+def _one_session() -> Iterator[Any]:
+    """The Spark session ``lazyconv validate`` builds with its default options (``--master``,
+    ``--driver-memory``), started once for this module's in-process runs instead of once per run."""
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs a Java runtime (bash .ci/setup.sh installs one)")
+    from lazyconv.spark._session import build_session
+
+    spark = build_session("local[*]", driver_memory="1g", extra_conf={})
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(autouse=True)
+def shared_session(_one_session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each in-process ``lazyconv validate`` run (and run_validation below) gets the module's
+    session, and its ``stop()`` leaves it running for the next test; a run asking for other
+    options than the defaults still builds its own. The commands run as processes (the signal
+    tests) start their own Spark, as a user's command does."""
+    from lazyconv.spark import _session
+
+    real = _session.build_session
+
+    def build_session(master: str = _session.DEFAULT_MASTER, *args: Any, **options: Any) -> Any:
+        if master == "local[*]" and not args and options.get("driver_memory", "1g") == "1g" \
+                and not options.get("extra_conf"):
+            return _one_session
+        return real(master, *args, **options)
+
+    monkeypatch.setattr(_session, "build_session", build_session)
+    monkeypatch.setattr(_one_session, "stop", lambda: None)
 
 
 def _copy(logdir: Path, *names: str) -> None:
