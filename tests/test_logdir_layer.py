@@ -26,8 +26,8 @@ LOGDIR = PACKAGE / "logdir"
 
 # module (relative to the package) -> what of the generator it may import, and why
 GENERATOR_FRONT_DOORS = {
-    "_commands/fixtures.py": {"lazyconv.fixtures._generate", "lazyconv.fixtures._profiles"},
-    "_commands/validate.py": {"lazyconv.fixtures._generate"},  # no LOGDIR: generate one to check
+    "_commands/fixtures.py": {"lazyconv.fixtures"},
+    "_commands/validate.py": {"lazyconv.fixtures"},  # no LOGDIR: generate one to check
 }
 LOGDIR_MAY_IMPORT = ("lazyconv.logdir", "lazyconv.records", "lazyconv.errors")
 
