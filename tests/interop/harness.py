@@ -135,13 +135,19 @@ class Events:
             if event is None:
                 ended = "the client exited" if self.finished else f"{timeout:.0f} s passed"
                 raise AssertionError(
-                    f"no {kind!r} event ({ended}) from {self.child.argv[:2]}; "
+                    f"no {kind!r} event ({ended}) from {self.program()}; "
                     f"events: {summarize(self.events)}; stderr: {self.child.stderr_tail()}")
             if event["ev"] == "error":
                 raise AssertionError(f"client error: {event['message']}; "
                                      f"stderr: {self.child.stderr_tail()}")
             if event["ev"] == kind:
                 return event
+
+    def program(self) -> str:
+        """The driver's command line without its job (a JSON argument): which client it is
+        (``python -m tests.interop.drivers.confluent_client``, an old client's interpreter and
+        driver file, ...)."""
+        return " ".join("<job>" if arg.startswith("{") else arg for arg in self.child.argv)
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["ev"] == kind]

@@ -9,6 +9,11 @@ Job and events: as tests/interop/drivers/common.py describes them, plus:
 - ``start`` (consume): "zero" (default: seek to offset 0, no ListOffsets) or "earliest"
   (``seek_to_beginning``: the client asks ListOffsets for the log start).
 
+``expect_partitions`` and ``hold`` (subscribe) are common.py's: a member whose assignment does
+not have the expected size pauses it and reports no records (so a member that joins an empty
+group first does not read and commit the partitions a second member is about to take), and a
+member that holds stays in the group, polling, until stdin closes.
+
 Below api_version (0, 9) there is no group (JoinGroup needs 0.9): "subscribe" is refused with
 an ``error`` event. Records below magic v2 have no headers: a produce job with headers is
 refused too, rather than sending records without them.
@@ -17,6 +22,7 @@ refused too, rather than sending records without them.
 import base64
 import json
 import sys
+import threading
 import time
 
 import kafka
@@ -70,6 +76,35 @@ class Progress:
         return self.last[key] < 0 or self.seen.get(key, -1) >= self.last[key]
 
 
+class Gate(kafka.ConsumerRebalanceListener):
+    """Pauses a new assignment (before anything is fetched) unless it has the expected size."""
+
+    def __init__(self, consumer, expect):
+        self.consumer = consumer
+        self.expect = expect
+
+    def on_partitions_revoked(self, revoked):
+        pass
+
+    def on_partitions_assigned(self, assigned):
+        if self.expect is not None and len(assigned) != self.expect:
+            self.consumer.pause(*assigned)
+        else:
+            self.consumer.resume(*assigned)
+
+
+def stdin_closed_event():
+    """An event set once the test closes our stdin (the signal to leave the group)."""
+    closed = threading.Event()
+
+    def watch():
+        sys.stdin.read()
+        closed.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return closed
+
+
 def consume(job):
     if job.get("isolation", "read_uncommitted") != "read_uncommitted":
         raise ValueError("read_committed needs Fetch v4 (Kafka 0.11), which this client lacks")
@@ -83,6 +118,7 @@ def consume(job):
         max_partition_fetch_bytes=8 << 20, fetch_max_wait_ms=100, session_timeout_ms=10000,
         heartbeat_interval_ms=1000, **common_settings(job))
     deadline = time.monotonic() + job["timeout"]
+    expect = job.get("expect_partitions")
     reported = frozenset()
     try:
         if job["mode"] == "assign":
@@ -94,13 +130,15 @@ def consume(job):
                 for tp in tps:
                     consumer.seek(tp, 0)
         else:
-            consumer.subscribe(job["topics"])
+            consumer.subscribe(job["topics"], listener=Gate(consumer, expect))
         while time.monotonic() < deadline:
             polled = consumer.poll(timeout_ms=100)
             owned = frozenset(consumer.assignment())
             if owned and owned != reported:
                 emit("assigned", partitions=sorted([tp.topic, tp.partition] for tp in owned))
                 reported = owned
+            if expect is not None and len(owned) != expect:
+                continue
             for tp, messages in polled.items():
                 for m in messages:
                     if progress.wanted(tp.topic, tp.partition, m.offset):
@@ -122,6 +160,14 @@ def consume(job):
             emit("committed", offsets=sorted([tp.topic, tp.partition, o.offset]
                                              for tp, o in offsets.items()))
         emit("done")
+        if job.get("hold"):
+            closed = stdin_closed_event()
+            while not closed.is_set() and time.monotonic() < deadline:
+                consumer.poll(timeout_ms=100)  # records are not read here (nor reported)
+                owned = frozenset(consumer.assignment())
+                if owned and owned != reported:  # a later rebalance
+                    emit("assigned", partitions=sorted([tp.topic, tp.partition] for tp in owned))
+                    reported = owned
     finally:
         consumer.close()
 
