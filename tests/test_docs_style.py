@@ -106,3 +106,23 @@ def test_the_patterns_catch_a_work_log(text: str) -> None:
 )
 def test_the_patterns_spare_addresses_ports_and_code(text: str) -> None:
     assert not offences(text)
+
+
+# a file of the repository named in the docs: lazyconv/serve/_broker.py, bench/serve_vs_kafka.py
+PLACEHOLDER = re.compile(r"/[A-Z_]+\.\w+$")  # bench/NAME.py: any of them
+REPO_PATH = re.compile(r"(?<![\w/.-])((?:lazyconv|bench|tests)/[\w/.-]*\w\.(?:py|c|h|sh|java))\b")
+
+
+@pytest.mark.parametrize("page", _pages())
+def test_every_file_the_page_names_exists(page: str) -> None:
+    """A module renamed or moved must not leave the docs pointing at nothing."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    named = {m for m in REPO_PATH.findall(text) if not PLACEHOLDER.search(m)}
+    missing = sorted(m for m in named if not (REPO / m).exists())
+    assert missing == [], f"{page} names files that do not exist: {missing}"
+
+
+def test_the_file_pattern_finds_paths() -> None:
+    text = "see `lazyconv/serve/_broker.py`, bench/serve_vs_kafka.py and tests/native/fuzz_asan.sh."
+    assert REPO_PATH.findall(text) == ["lazyconv/serve/_broker.py", "bench/serve_vs_kafka.py",
+                                       "tests/native/fuzz_asan.sh"]
