@@ -521,3 +521,22 @@ def test_transaction_index_and_producer_snapshot(
     snapshot.write_bytes(bytes(data))
     status, _, err = dump(snapshot, capsys=capsys)
     assert status == 1 and "CRC" in err
+
+
+def test_a_header_key_that_is_not_utf8_prints_as_kafka_prints_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka stores any key bytes and its DumpLogSegments decodes them as Java does (U+FFFD for
+    each bad byte); the records layer keeps them as lone surrogates (they round-trip), which
+    dump must not print raw, nor put into --json (not valid JSON)."""
+    builder = RecordsBuilder(2, Compression.NONE, base_offset=0)
+    builder.append(timestamp=1000, key=b"k", value=b"v", headers=[("a\udcffb", b"x")])
+    path = tmp_path / "keys.log"
+    path.write_bytes(builder.build())
+    assert b"a\xffb" in path.read_bytes()
+    status, out, err = dump(path, "--print-data-log", capsys=capsys)
+    assert status == 0, err
+    assert "headerKeys: [a\ufffdb]" in out
+    (record,) = [r for r in dump_json(path, capsys) if "headers" in r]
+    assert record["headers"] == [["a\ufffdb", "78"]]
+    json.dumps(record, ensure_ascii=False).encode("utf-8")  # no lone surrogate left

@@ -147,7 +147,7 @@ class Dumper:
                 "timestamp_type": None if magic == 0 else timestamp_type,
                 "key": _hex(record.key),
                 "value": _hex(record.value),
-                "headers": [[name, _hex(value)] for name, value in record.headers],
+                "headers": [[_key_text(name), _hex(value)] for name, value in record.headers],
             }
             obj.update(common)
             write(json.dumps(obj) + "\n")
@@ -171,12 +171,12 @@ class Dumper:
                              f"valueSize: {-1 if record.value is None else len(record.value)}")
                 if batch.magic >= 2:
                     parts.append(f"sequence: {_record_sequence(batch, record.offset)} "
-                                 "headerKeys: [" + ",".join(n for n, _ in record.headers) + "]")
+                                 "headerKeys: [" + ",".join(_key_text(n) for n, _ in record.headers) + "]")
                 elif legacy_crcs is not None:
                     parts.append(f"isValid: true crc: {legacy_crcs[index]}")
                 if self.headers and record.headers:
                     parts.append("headers: " + ", ".join(
-                        f"{n}={_readable(v)}" for n, v in record.headers))
+                        f"{_key_text(n)}={_readable(v)}" for n, v in record.headers))
                 if control:
                     parts.append(_control_text(record))
             if self.print_data and not control:
@@ -298,3 +298,10 @@ def _control_text(record: Record) -> str:
         return f"controlType: {kind.name}({int(kind)})"
     except LazyconvError as exc:
         return f"controlType: unreadable ({exc.message})"
+
+
+def _key_text(key: str) -> str:
+    """A header key as Kafka's DumpLogSegments prints it: bytes that are not UTF-8 (kept by the
+    records layer as lone surrogates, so they round-trip) shown as U+FFFD, as Java's decoder
+    shows them; this also keeps ``--json`` output valid JSON."""
+    return key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
