@@ -33,8 +33,25 @@ DOCUMENTED_IMPORTS = {
 }
 
 
+# public packages: each __init__ exports its guide's names (the rest of lazyconv's packages are
+# private by their name, like _commands)
+PUBLIC_PACKAGES = {
+    "", "assignment", "fixtures", "gateway", "logdir", "net", "partitioner", "protocol", "records",
+    "serve", "spark",
+}
+
+
 def _modules() -> list[str]:
-    return sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py"))
+    """Every Python module and compiled extension of the package, relative to it."""
+    return sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*")
+                  if p.suffix == ".py" or p.suffix == ".so" or p.name.endswith(".pyd"))
+
+
+def test_no_new_public_package() -> None:
+    packages = {p.parent.relative_to(PACKAGE).as_posix().replace(".", "")
+                for p in PACKAGE.rglob("__init__.py")}
+    public = {p for p in packages if not any(part.startswith("_") for part in p.split("/"))}
+    assert public == PUBLIC_PACKAGES, "a package must be private (_name) unless a guide documents it"
 
 
 def test_every_implementation_module_is_private() -> None:

@@ -48,9 +48,6 @@ NOT_IN_THE_PURE_PASS: tuple[tuple[str, str], ...] = (
     ("tests/serve/test_load.py", "the server's descriptor, memory and event-loop bounds under load"),
     ("tests/serve/test_fair_admission.py", "admission to queued.max.request.bytes"),
     ("tests/serve/test_connection_limits.py", "idle, read and write timeouts and request-size limits"),
-    ("tests/serve/test_memory_bound.py", "server memory per slow connection; the lazy send's own bound is "
-     "held on the reference by tests/test_lazy_memory.py"),
-    ("tests/gateway/test_gateway_memory.py", "gateway memory per slow connection (as test_memory_bound.py)"),
     ("tests/serve/test_crash_recovery.py::test_a_signal_stops_serve_cleanly_with_one_line",
      "SIGTERM/SIGINT handling of the process"),
     ("tests/serve/test_cli.py", "the serve command's announcement, options and help"),
