@@ -51,20 +51,20 @@ def marker(offset: int, commit: bool, horizon: bool = False, pid: int = PID) -> 
 
 
 def write(root: Path, batches: list[bytes], entries: list[tuple[int, int]] | None,
-          pid: int = PID) -> Path:
-    """One segment of partition t-0 holding ``batches``; a ``.txnindex`` with the aborted
-    transactions ``(first, last)`` of ``pid`` (``None``: no file)."""
+          pid: int = PID, base: int = 0) -> Path:
+    """One segment of partition t-0 (base offset ``base``) holding ``batches``; a ``.txnindex``
+    with the aborted transactions ``(first, last)`` of ``pid`` (``None``: no file)."""
     part = root / "t-0"
-    part.mkdir(parents=True)
-    stem = part / f"{0:020d}"
+    part.mkdir(parents=True, exist_ok=True)
+    stem = part / f"{base:020d}"
     stem.with_suffix(".log").write_bytes(b"".join(batches))
     # an offset index entry (last offset, position) per batch: ranges may start at any of them
     index, position = bytearray(), 0
     for batch in batches:
         if position:
-            base, = struct.unpack_from(">q", batch)
+            first, = struct.unpack_from(">q", batch)
             delta, = struct.unpack_from(">i", batch, 23)
-            index += struct.pack(">ii", base + delta, position)
+            index += struct.pack(">ii", first + delta - base, position)
         position += len(batch)
     stem.with_suffix(".index").write_bytes(bytes(index))
     stem.with_suffix(".timeindex").write_bytes(b"")
@@ -131,16 +131,51 @@ def test_a_horizon_does_not_excuse_a_missing_entry_while_data_of_the_transaction
     (0, []),  # the start of another transaction's batch
     (1, []),  # inside a batch
     (3, [data_batch(4, 2)]),  # data of the transaction left from 4, offset 3 not in the log
+    (4, [data_batch(3, 3)]),  # inside the transaction's first batch
+    (-5, [data_batch(3, 3)]),  # negative
+    (3 - 2**63, [data_batch(3, 3)]),  # the sign bit of 3 flipped
+    (-5, []),
 ])
 def test_an_entry_whose_first_offset_the_log_contradicts_is_still_a_fault(
         tmp_path: Path, first: int, aborted: list[bytes]) -> None:
-    log_batches = log(aborted)
-    if first == 3:  # 3 removed but 4..5 are records of the aborted transaction: not a gap
-        log_batches = [data_batch(0, 2), marker(2, True), data_batch(3, 3), marker(6, False),
-                       data_batch(7, 2, transactional=False)]
-        first = 4
-    found = validate(write(tmp_path, log_batches, [(first, 6)]))
+    """The cleaner removes an aborted transaction's batches whole (keeping at most its last
+    one, empty): records of it after an offset gap at the entry's first offset are no trace of
+    the cleaner; a negative first offset is in no log."""
+    faulty = write(tmp_path, log(aborted), [(first, 6)])
+    found = validate(faulty)
     assert [(file, offset) for file, offset, _ in found] == [("txnindex", 6)], found
+    if first == 3:
+        assert "starts at offset 4 in the log, the entry says 3" in found[0][2]
+    if first < 0:  # whatever range holds the marker
+        size = (faulty / "t-0" / f"{0:020d}.log").stat().st_size
+        for range_bytes in range(40, size + 40, 20):
+            assert validate(faulty, range_bytes) == found, range_bytes
+        assert found[0][2] == f"first offset {first} is negative"
+
+
+@pytest.mark.parametrize("first", [50, 99, -5, 3 - 2**63])
+def test_an_entry_starting_before_the_producers_previous_marker_is_a_fault(
+        tmp_path: Path, first: int) -> None:
+    """The producer's previous marker (102) is in the range: its transaction began after it,
+    whatever offset gap the range starts after."""
+    batches = [data_batch(100, 2), marker(102, False), data_batch(103, 3), marker(106, False)]
+    root = write(tmp_path, batches, [(100, 102), (first, 106)])
+    found = validate(root)
+    assert [(file, offset) for file, offset, _ in found] == [("txnindex", 106)], found
+    if first > 0:
+        assert f"starts at offset 103 in the log, the entry says {first}" in found[0][2]
+    assert validate(write(tmp_path / "ok", batches, [(100, 102), (103, 106)])) == []
+
+
+@pytest.mark.parametrize("kept", [[], [empty_batch(104, 105)]], ids=["removed", "kept-empty"])
+def test_a_gap_before_the_producers_previous_marker_is_no_cleaned_start(
+        tmp_path: Path, kept: list[bytes]) -> None:
+    """Offset 101 is in a gap but before the producer's marker 102: not where its next
+    transaction (ABORT 106) began, whatever the cleaner removed after 102."""
+    batches = [data_batch(100, 1), marker(102, True), *kept, marker(106, False)]
+    found = validate(write(tmp_path, batches, [(101, 106)]))
+    assert [(file, offset) for file, offset, _ in found] == [("txnindex", 106)], found
+    assert validate(write(tmp_path / "ok", batches, [(103, 106)])) == []
 
 
 def test_an_entry_without_its_marker_is_still_a_fault(tmp_path: Path) -> None:
@@ -150,12 +185,49 @@ def test_an_entry_without_its_marker_is_still_a_fault(tmp_path: Path) -> None:
 
 
 def test_range_cuts_do_not_change_the_findings(tmp_path: Path) -> None:
-    """Every cut between batches: the cleaned states pass, the fault is found once."""
-    clean = write(tmp_path / "clean", log([empty_batch(4, 5)]), [(3, 6)])
-    faulty = write(tmp_path / "faulty", log([]), None)
-    size = (clean / "t-0" / f"{0:020d}.log").stat().st_size
-    for range_bytes in range(40, size + 40, 40):
-        assert validate(clean, range_bytes) == []
-        assert [(f, o) for f, o, _ in validate(faulty, range_bytes)] == [("txnindex", 6)]
-    ranges = plan_ranges(list_segments(str(clean)), 40)
+    """Every cut between batches: the cleaned states pass, each fault is found once, the same
+    way (a horizon marker's transaction may begin in an earlier range: the reduce decides)."""
+    cleans = [write(tmp_path / "clean", log([empty_batch(4, 5)]), [(3, 6)]),
+              write(tmp_path / "pass1", log([]), [(3, 6)]),
+              write(tmp_path / "pass2", log([], abort_horizon=True), None),
+              write(tmp_path / "pass2-empty-file", log([], abort_horizon=True), []),
+              write(tmp_path / "pass2-after-abort",
+                    [data_batch(0, 2), marker(2, False), data_batch(3, 2, transactional=False),
+                     marker(6, False, True), data_batch(7, 2, transactional=False)], [(0, 2)])]
+    faults = [write(tmp_path / "faulty", log([]), None),
+              write(tmp_path / "horizon-data", log([data_batch(3, 3)], abort_horizon=True), None),
+              write(tmp_path / "horizon-data-empty-file", log([data_batch(3, 3)], abort_horizon=True),
+                    []),
+              write(tmp_path / "horizon-empty-batch", log([empty_batch(4, 5)], abort_horizon=True),
+                    []),
+              write(tmp_path / "horizon-two-batches",
+                    log([data_batch(3, 1), data_batch(4, 1, transactional=False), data_batch(5, 1)],
+                        abort_horizon=True), None),
+              write(tmp_path / "negative", log([data_batch(3, 3)]), [(-5, 6)])]
+    size = (faults[-2] / "t-0" / f"{0:020d}.log").stat().st_size
+    for root in cleans + faults:
+        whole = validate(root)
+        assert (whole == []) == (root in cleans), (root.name, whole)
+        for range_bytes in range(40, size + 40, 20):
+            assert validate(root, range_bytes) == whole, (root.name, range_bytes)
+        if root in faults:
+            assert [(f, o) for f, o, _ in whole] == [("txnindex", 6)], (root.name, whole)
+    ranges = plan_ranges(list_segments(str(cleans[0])), 40)
     assert len(ranges) >= 5  # nearly a range per batch: the cuts test what they say
+
+
+def test_a_horizon_marker_is_judged_by_its_own_segment(tmp_path: Path) -> None:
+    """The cleaner writes each group of segments it cleans as one segment and sees only that
+    group's batches: a batch of the transaction kept empty in the segment before (the
+    producer's last) does not keep the entry of a marker in the next segment; in the marker's
+    own segment, in any earlier range, it does."""
+    kept = [data_batch(0, 2), marker(2, True), empty_batch(3, 5)]
+    after = [data_batch(6, 1, pid=8), marker(7, False, True), data_batch(8, 2, transactional=False),
+             data_batch(10, 1, pid=8), marker(11, True, pid=8)]
+    clean = write(write(tmp_path / "clean", kept, None), after, None, base=6)
+    faulty = write(tmp_path / "faulty", kept + after, None)
+    size = sum(len(b) for b in kept + after)
+    for range_bytes in [*range(40, size + 40, 20), 1 << 30]:
+        assert validate(clean, range_bytes) == [], range_bytes
+        found = validate(faulty, range_bytes)
+        assert [(f, o) for f, o, _ in found] == [("txnindex", 7)], (range_bytes, found)

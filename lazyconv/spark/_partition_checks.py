@@ -6,8 +6,10 @@ before it), :func:`check_partition` checks, in segment and byte order: ranges of
 meet exactly; offsets keep increasing from one range and one segment to the next; a segment's
 base offset (its file name) is above the previous segment's last offset; partition leader
 epochs never go backwards; the deferred ``.timeindex`` entries equal the max timestamp of the
-log up to their batch; and a segment with ABORT markers has a ``.txnindex`` (one finding per
-segment, whatever its ranges). Each comparison is with the batch just before, as within a
+log up to their batch; a segment with ABORT markers has a ``.txnindex`` (one finding per
+segment, whatever its ranges); and an ABORT marker a range could not decide alone (a delete
+horizon, no entry, no batch of its transaction before it in the range) has no batch of its
+transaction in the segment's earlier ranges. Each comparison is with the batch just before, as within a
 range, so a fault is reported once and the same way wherever the ranges are cut.
 """
 
@@ -46,10 +48,12 @@ def check_partition(topic: str, partition: int, ranges: list[dict[str, Any]], *,
     segment_max_ts = -1
     # segment -> (ABORT markers, first offset, its first range)
     txn_missing: dict[str, tuple[int, int, dict[str, Any]]] = {}
+    txn_open: set[int] = set()  # producers with a batch of an open transaction in the segment
     for r in sorted(ranges, key=lambda r: (r["base_offset"], r["start"])):
         same_segment = prev is not None and prev["base_offset"] == r["base_offset"]
         if not same_segment:
             segment_max_ts = -1
+            txn_open = set()
             if last_offset is not None and r["base_offset"] <= last_offset:
                 add(r, "log", 0, "segment_overlap",
                     f"segment base offset {r['base_offset']} is not above offset {last_offset} "
@@ -79,6 +83,21 @@ def check_partition(topic: str, partition: int, ranges: list[dict[str, Any]], *,
                 f"{'this range' if same_segment else 'the segment'} is below {epoch} before it",
                 first)
         missing_txn = r.get("aborts_without_txnindex")
+        for pid, offset, has_txnindex in r.get("txn_deferred", ()):
+            # an ABORT marker with a delete horizon and no entry, the producer's first marker in
+            # its range and no batch before it there: a batch of its transaction in an earlier
+            # range of the segment means the cleaner never dropped the entry
+            if pid not in txn_open:
+                continue
+            if has_txnindex:
+                add(r, "txnindex", -1, "txnindex",
+                    f"ABORT marker of producer {pid} at offset {offset} has no entry", offset)
+            elif missing_txn is None:
+                missing_txn = [1, offset]
+            else:
+                missing_txn = [missing_txn[0] + 1, min(missing_txn[1], offset)]
+        txn_open.difference_update(r.get("txn_marked", ()))
+        txn_open.update(r.get("txn_open", ()))
         if missing_txn is not None:  # [markers, first offset] of a range; one finding per segment
             count, first_marker, _ = txn_missing.get(r["segment"], (0, missing_txn[1], r))
             txn_missing[r["segment"]] = (count + missing_txn[0], min(first_marker, missing_txn[1]),

@@ -262,6 +262,8 @@ def note_marker(scan: RangeScan, producer_id: int, offset: int, abort: bool, pos
     if abort:
         marker = (producer_id, offset)
         scan.abort_markers[marker] = pos
+        if producer_id in scan.txn_last_marker:
+            scan.txn_after_marker[marker] = scan.txn_last_marker[producer_id]
         first = scan.txn_first.get(producer_id)
         if first is not None:
             scan.txn_starts[marker] = first
@@ -269,3 +271,4 @@ def note_marker(scan: RangeScan, producer_id: int, offset: int, abort: bool, pos
                 scan.txn_start_known.add(marker)
     scan.txn_first.pop(producer_id, None)
     scan.txn_marker_seen.add(producer_id)
+    scan.txn_last_marker[producer_id] = offset

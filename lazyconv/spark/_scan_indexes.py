@@ -19,6 +19,7 @@ from lazyconv.records._format import (
     ATTRIBUTES_OFFSET,
     DELETE_HORIZON_FLAG_MASK,
     LOG_HEADER,
+    V2_HEADER,
 )
 from lazyconv.spark._reader import SegmentReader, read_regular_file
 from lazyconv.spark._scan_state import RangeScan, ScanTask
@@ -185,20 +186,29 @@ class _LogPeek:
             self._reader.close()
 
 
-def _cleaned_marker(scan: RangeScan, peek: _LogPeek, marker: tuple[int, int]) -> bool:
-    """Whether the log cleaner may have dropped the ``.txnindex`` entry of this ABORT marker.
+def _cleaned_marker(scan: RangeScan, peek: _LogPeek, marker: tuple[int, int]) -> bool | None:
+    """Whether the log cleaner may have dropped the ``.txnindex`` entry of this ABORT marker;
+    ``None`` when only the segment's earlier ranges can tell (the reduce decides).
 
     When the cleaner (Kafka 3.1+, KIP-534) reads an ABORT marker whose transaction has no batch
     left in the segments it cleans, it drops the marker's entry from the cleaned segment's
     ``.txnindex`` and, in the same pass, rewrites the marker with a delete horizon (the
     attribute bit 0x40), to remove the marker itself after ``delete.retention.ms``. So an entry
     may be missing only for a marker that carries a delete horizon and has no batch of its
-    transaction before it; an ABORT marker never cleaned has no delete horizon and must have
-    its entry."""
+    transaction before it in its segment (the cleaner writes each group of segments it cleans
+    as one segment, and sees only that group's batches); an ABORT marker never cleaned has no
+    delete horizon and must have its entry. A range that does not start the segment sees the
+    whole transaction only when the producer has an earlier marker in it: otherwise the marker
+    goes to the reduce with the producers' open transactions of every range
+    (:attr:`RangeScan.txn_deferred`)."""
     if marker in scan.txn_starts:
         return False  # a batch of the transaction is still here: the cleaner keeps the entry
     attributes = peek.read(scan.abort_markers[marker] + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH)
-    return attributes is not None and bool(int.from_bytes(attributes, "big") & DELETE_HORIZON_FLAG_MASK)
+    if attributes is None or not int.from_bytes(attributes, "big") & DELETE_HORIZON_FLAG_MASK:
+        return False
+    if scan.task.start == 0 or marker in scan.txn_after_marker:
+        return True
+    return None
 
 
 def _offset_removed(scan: RangeScan, peek: _LogPeek, offset: int) -> bool:
@@ -212,6 +222,20 @@ def _offset_removed(scan: RangeScan, peek: _LogPeek, offset: int) -> bool:
         return False
     head = peek.read(scan.positions[i], LOG_HEADER.size)
     return head is not None and offset < LOG_HEADER.unpack(head)[0]
+
+
+def _batch_empty(scan: RangeScan, peek: _LogPeek, offset: int) -> bool:
+    """Whether the batch holding ``offset`` (one of the range's) is a v2 batch with no records:
+    the one the cleaner keeps of an aborted transaction for its producer's state (a batch of
+    it with records means the cleaner never removed that transaction)."""
+    i = bisect.bisect_left(scan.last_offsets, offset)
+    if i == len(scan.last_offsets):
+        return False
+    head = peek.read(scan.positions[i], V2_HEADER.size)
+    if head is None:
+        return False
+    fields = V2_HEADER.unpack(head)
+    return fields[3] == 2 and fields[-1] == 0
 
 
 def check_txn_index(scan: RangeScan) -> None:
@@ -232,8 +256,13 @@ def _check_txn_entries(scan: RangeScan, peek: _LogPeek) -> None:
         # it must have one (the reduce reports it once per segment), unless the cleaner dropped
         # all their entries
         if scan.abort_markers and "txnindex" not in scan.unreadable:
-            needing = [marker[1] for marker in scan.abort_markers
-                       if not _cleaned_marker(scan, peek, marker)]
+            needing = []
+            for marker in sorted(scan.abort_markers):
+                cleaned = _cleaned_marker(scan, peek, marker)
+                if cleaned is None:
+                    scan.txn_deferred.append([marker[0], marker[1], 0])
+                elif not cleaned:
+                    needing.append(marker[1])
             if needing:
                 scan.aborts_without_txnindex = [len(needing), min(needing)]
         return
@@ -257,12 +286,23 @@ def _check_txn_entries(scan: RangeScan, peek: _LogPeek) -> None:
         elif (pid, last) not in scan.abort_markers:
             problem = (f"aborted transaction of producer {pid} ending at offset {last} has no "
                        f"ABORT marker at that offset in the log")
+        elif first < 0:
+            problem = f"first offset {first} is negative"
+        elif (pid, last) not in scan.txn_starts and first <= scan.txn_after_marker.get((pid, last), -1):
+            problem = (f"aborted transaction of producer {pid} begins at offset {first}, not after "
+                       f"the producer's previous marker at offset "
+                       f"{scan.txn_after_marker[(pid, last)]}")
         elif ((pid, last) in scan.txn_starts and scan.txn_starts[(pid, last)] != first
               and ((pid, last) in scan.txn_start_known or first_seen is None or first >= first_seen)
-              and not (first < scan.txn_starts[(pid, last)] and _offset_removed(scan, peek, first))):
+              and not (first_seen is not None and first_seen <= first < scan.txn_starts[(pid, last)]
+                       and first > scan.txn_after_marker.get((pid, last), -1)
+                       and _offset_removed(scan, peek, first)
+                       and _batch_empty(scan, peek, scan.txn_starts[(pid, last)]))):
             # a transaction the entry says began before this range's first offset may have
-            # batches in an earlier range or segment: only a start seen here is compared; one
-            # whose first batches the cleaner removed may keep an empty batch further on
+            # batches in an earlier range or segment: only a start seen here is compared (a
+            # start known here, after the producer's previous marker, always); one whose
+            # batches the cleaner removed from an offset in this range on may keep its last
+            # batch, empty, further on
             problem = (f"aborted transaction of producer {pid} starts at offset "
                        f"{scan.txn_starts[(pid, last)]} in the log, the entry says {first}")
         elif ((pid, last) not in scan.txn_starts and first_seen is not None and first >= first_seen
@@ -272,7 +312,12 @@ def _check_txn_entries(scan: RangeScan, peek: _LogPeek) -> None:
         if problem is not None:
             scan.add("txnindex", index_position, "txnindex", problem, offset=last)
     for marker in sorted(scan.abort_markers):
-        if marker not in listed and not _cleaned_marker(scan, peek, marker):
+        if marker in listed:
+            continue
+        cleaned = _cleaned_marker(scan, peek, marker)
+        if cleaned is None:
+            scan.txn_deferred.append([marker[0], marker[1], 1])
+        elif not cleaned:
             scan.add("txnindex", -1, "txnindex",
                      f"ABORT marker of producer {marker[0]} at offset {marker[1]} has no entry",
                      offset=marker[1])

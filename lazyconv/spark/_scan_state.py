@@ -144,6 +144,14 @@ class RangeScan:
         self.txn_marker_seen: set[int] = set()
         self.txn_start_known: set[tuple[int, int]] = set()
         self.txn_starts: dict[tuple[int, int], int] = {}  # (pid, marker offset) -> first offset
+        # ABORT markers whose producer has an earlier marker (of any kind) in this range -> its
+        # offset: the range sees every batch of their transaction, which begins after it
+        self.txn_after_marker: dict[tuple[int, int], int] = {}
+        self.txn_last_marker: dict[int, int] = {}  # pid -> offset of its last marker so far
+        # [pid, offset, has .txnindex] of ABORT markers with a delete horizon and no entry that
+        # no batch in the range precedes, but whose transaction may have begun in an earlier
+        # range of the segment: the reduce decides (see _scan_indexes._cleaned_marker)
+        self.txn_deferred: list[list[int]] = []
         self.consumers: dict[int, DerivedConsumer] | None = None if not (
             options.to_magics and options.chunk_sizes) else {}
         self.where = ("log", task.start)

@@ -95,9 +95,25 @@ def scan_range(task: ScanTask,
         "first_epoch_position": scan.first_epoch_position,
         "deferred_time_entries": deferred,
         "aborts_without_txnindex": scan.aborts_without_txnindex,
+        **_txn_facts(scan),
     }
     return {"summary": s, "violations": scan.violations, "conversions": conversions,
             "boundary": boundary}
+
+
+def _txn_facts(scan: RangeScan) -> dict[str, Any]:
+    """What the reduce needs to decide this segment's deferred ABORT markers
+    (:func:`~lazyconv.spark._scan_indexes._cleaned_marker`): this range's deferred markers;
+    unless it ends the segment, the producers with a marker in it and those with a batch of a
+    transaction still open at its end (sorted producer ids)."""
+    task = scan.task
+    if task.range_count == 1:
+        return {}
+    facts: dict[str, Any] = {"txn_deferred": scan.txn_deferred}
+    if not task.is_last_range:
+        facts["txn_marked"] = sorted(scan.txn_marker_seen)
+        facts["txn_open"] = sorted(scan.txn_first)
+    return facts
 
 
 # --- the log ---------------------------------------------------------------------------------
