@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lazyconv.spark._violations import file_path, violation
+from lazyconv.spark._violations import file_path, marker_without_entry, violation
 
 __all__ = ["range_boundary", "check_partition"]
 
@@ -91,7 +91,7 @@ def check_partition(topic: str, partition: int, ranges: list[dict[str, Any]], *,
                 continue
             if has_txnindex:
                 add(r, "txnindex", -1, "txnindex",
-                    f"ABORT marker of producer {pid} at offset {offset} has no entry", offset)
+                    marker_without_entry(pid, offset), offset)
             elif missing_txn is None:
                 missing_txn = [1, offset]
             else:

@@ -23,6 +23,7 @@ from lazyconv.records._format import (
 )
 from lazyconv.spark._reader import SegmentReader, read_regular_file
 from lazyconv.spark._scan_state import RangeScan, ScanTask
+from lazyconv.spark._violations import marker_without_entry
 
 __all__ = ["check_offset_index", "check_time_index", "check_txn_index", "DEFERRED_TIME_ENTRIES"]
 
@@ -318,7 +319,5 @@ def _check_txn_entries(scan: RangeScan, peek: _LogPeek) -> None:
         if cleaned is None:
             scan.txn_deferred.append([marker[0], marker[1], 1])
         elif not cleaned:
-            scan.add("txnindex", -1, "txnindex",
-                     f"ABORT marker of producer {marker[0]} at offset {marker[1]} has no entry",
-                     offset=marker[1])
+            scan.add("txnindex", -1, "txnindex", marker_without_entry(*marker), offset=marker[1])
     scan.summary["txnindex_entries"] = checked

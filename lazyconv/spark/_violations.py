@@ -14,7 +14,8 @@ from typing import Any
 
 from lazyconv.logdir._naming import KIND_SUFFIXES, sibling_path
 
-__all__ = ["VIOLATION_KINDS", "ERROR", "WARNING", "file_path", "violation", "is_error"]
+__all__ = ["VIOLATION_KINDS", "ERROR", "WARNING", "file_path", "violation", "is_error",
+           "marker_without_entry"]
 
 ERROR = "error"
 WARNING = "warning"
@@ -50,6 +51,12 @@ VIOLATION_KINDS = {
                   "loop, a FIFO, directory or device where a file belongs)",
     "internal_error": "the check itself failed here (a bug or an unexpected input)",
 }
+
+
+def marker_without_entry(producer_id: int, offset: int) -> str:
+    """The message of an ABORT marker missing from the ``.txnindex`` (a range reports it, or the
+    partition's reduce when the range could not decide alone)."""
+    return f"ABORT marker of producer {producer_id} at offset {offset} has no entry"
 
 
 def violation(topic: str | None, partition: int | None, segment: str, file: str,
