@@ -31,15 +31,19 @@ class RecordingWorkers(ConversionWorkers):
         self.steps: list[tuple[str, float, float]] = []
         self.submitted: list[tuple[str, str]] = []  # (thread, function) of work handed over
         self._lock = threading.Lock()
+        self._running = 0
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         def timed(*inner: Any) -> T:
+            with self._lock:
+                self._running += 1
             started = time.perf_counter()
             try:
                 return fn(*inner)
             finally:
                 with self._lock:
                     self.steps.append((threading.current_thread().name, started, time.perf_counter()))
+                    self._running -= 1
 
         return await super().run(timed, *args)
 
@@ -50,6 +54,19 @@ class RecordingWorkers(ConversionWorkers):
             return fn(*inner)
 
         return super().submit(noted, *args)
+
+    def settled(self, timeout: float = 10.0) -> list[tuple[str, float, float]]:
+        """The steps, once none is running: a step's last write reaches the client before
+        the step returns, so a client can read a whole response while its step is still
+        being noted on a loaded machine."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self._running == 0:
+                    return list(self.steps)
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{self._running} conversion step(s) still running after {timeout} s")
+            time.sleep(0.005)
 
     def most_at_once(self) -> int:
         """The most steps that were running at the same moment."""
@@ -88,14 +105,15 @@ def test_converting_fetches_are_planned_and_written_on_the_pool_zero_copy_ones_a
         sock.sendall(fetch_frame(4, "big", correlation_id=1))  # magic 2 as stored: zero-copy
         _, frame = read_response(sock)
         assert fetched(frame, 4) == ("big", 2, list(range(count)))
-        assert workers.steps == []
+        assert workers.settled() == []
         sock.sendall(fetch_frame(1, "big", correlation_id=2))  # magic 0: converted
         _, frame = read_response(sock)
         topic, magic, offsets = fetched(frame, 1)
         assert (topic, magic) == ("big", 0)
         assert offsets == list(range(len(offsets))) and len(offsets) > count * 3 // 4
-    assert workers.steps
-    assert {name.split("_")[0] for name, _, _ in workers.steps} == {"lazyconv-convert"}
+    steps = workers.settled()
+    assert steps
+    assert {name.split("_")[0] for name, _, _ in steps} == {"lazyconv-convert"}
     # the converting fetch was also planned and sized there (its first batch converted), the
     # zero-copy one on the loop
     assert [fn for _, fn in workers.submitted] == ["_plan_fetch", "_fetch_response"]
@@ -135,5 +153,6 @@ def test_connections_convert_at_once_and_each_keeps_its_order(serve_logdir, tmp_
     for t in threads:
         t.join(60)
     assert not errors, errors[0]
+    workers.settled()
     assert workers.most_at_once() >= 2  # steps of different connections ran side by side
     assert len({name for name, _, _ in workers.steps}) >= 2
