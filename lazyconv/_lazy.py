@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lazyconv._convert import (
@@ -67,6 +68,7 @@ __all__ = [
     "MIN_CHUNK_SIZE",
     "MAX_CHUNK_SIZE",
     "OVERFLOW_STEP_SIZE",
+    "CommittedState",
     "LazyDownConvertedRecords",
     "LazyDownConvertSend",
     "chunk_groups",
@@ -90,6 +92,17 @@ _OVERFLOW_HEADER = LOG_HEADER  # an entry header: offset -1, size
 
 # A converted chunk: its bytes and what converting it cost.
 _Chunk = tuple[bytes | bytearray, ConversionStats]
+
+
+@dataclass(frozen=True)
+class CommittedState:
+    """A :class:`LazyDownConvertedRecords`' committed size and where its first converted batch
+    F came from (``resume_after``: input batches up to and including F's; ``first_size``: len(F))."""
+
+    size: int
+    resume_after: int
+    first_found: bool
+    first_size: int | None
 
 
 def overflow_padding_step(remaining: int) -> bytes:
@@ -231,6 +244,10 @@ class LazyDownConvertedRecords:
     ``on_error(error)`` is called with each, and :attr:`send_error` holds the latest send's.
     """
 
+    _first: _Chunk | None
+    _first_size: int | None
+    _last_send: LazyDownConvertSend | None
+
     def __init__(
         self,
         records: Records,
@@ -239,23 +256,7 @@ class LazyDownConvertedRecords:
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         on_error: Callable[[RecordsError], None] | None = None,
     ) -> None:
-        check_target_magic(to_magic)
-        if not isinstance(chunk_size, int) or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
-            raise ConfigurationError(
-                f"chunk_size must be between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes "
-                f"(16 KiB - 1 MiB), got {chunk_size!r}"
-            )
-        self.records = records
-        self.to_magic = to_magic
-        self.first_offset = first_offset
-        self.chunk_size = chunk_size
-        self.on_error = on_error
-        self._last_send: LazyDownConvertSend | None = None
-        self._first: _Chunk | None = None
-        self._first_size: int | None = None  # len(F) once F was released
-        # Number of input batches up to and including the one F came from: the send resumes
-        # after them.
-        self._resume_after = 0
+        self._setup(records, to_magic, first_offset, chunk_size, on_error)
         scanned = 0
         for batch in records.batches():
             scanned += 1
@@ -275,6 +276,58 @@ class LazyDownConvertedRecords:
             "first converted batch is input batch %d",
             to_magic, first_offset, input_size, self._size, scanned,
         )
+
+    def _setup(self, records: Records, to_magic: int, first_offset: int, chunk_size: int,
+               on_error: Callable[[RecordsError], None] | None) -> None:
+        check_target_magic(to_magic)
+        if not isinstance(chunk_size, int) or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
+            raise ConfigurationError(
+                f"chunk_size must be between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes "
+                f"(16 KiB - 1 MiB), got {chunk_size!r}"
+            )
+        self.records = records
+        self.to_magic = to_magic
+        self.first_offset = first_offset
+        self.chunk_size = chunk_size
+        self.on_error = on_error
+        self._last_send = None
+        self._first = None
+        self._first_size = None  # len(F) once F was released
+        # Number of input batches up to and including the one F came from: the send resumes
+        # after them.
+        self._resume_after = 0
+        self._first_found = False
+        self._size = 0
+
+    @property
+    def committed_state(self) -> CommittedState:
+        """What construction found besides the input itself: with :meth:`from_state` another
+        process rebuilds the same send over the same input bytes without converting the first
+        batch again to size it."""
+        return CommittedState(self._size, self._resume_after, self._first_found,
+                              self.first_converted_size)
+
+    @classmethod
+    def from_state(
+        cls,
+        records: Records,
+        to_magic: int,
+        first_offset: int,
+        state: CommittedState,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        on_error: Callable[[RecordsError], None] | None = None,
+    ) -> LazyDownConvertedRecords:
+        """The object :attr:`committed_state` came from, over the same input ``records``, with
+        the first converted batch released (its send converts that batch again first)."""
+        self = cls.__new__(cls)
+        self._setup(records, to_magic, first_offset, chunk_size, on_error)
+        if state.size < 0 or state.resume_after < 0:
+            raise ConfigurationError(f"invalid committed state {state!r}")
+        self._size = state.size
+        self._resume_after = state.resume_after
+        self._first_found = state.first_found
+        self._first_size = state.first_size
+        return self
 
     @property
     def size_in_bytes(self) -> int:
