@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lazyconv._send import BytesSend, Send
+from lazyconv.net._remote_send import RemoteJob, SendReport
 from lazyconv.protocol._headers import encode_response_header
 
 log = logging.getLogger(__name__)
@@ -37,11 +39,16 @@ class Response:
 
     ``off_loop``: writing it converts records (lazy down-conversion), so the connection loop
     runs its ``write_to`` steps on the conversion worker pool instead of the event loop.
+    ``remote``: the same response described for a sender process
+    (:mod:`lazyconv.net._sender_pool`), which writes it when the server has sender processes;
+    ``remote_done`` is then called with the sender's report.
     """
 
     send: Send
     resources: list[Any] = field(default_factory=list)
     off_loop: bool = False
+    remote: RemoteJob | None = None
+    remote_done: Callable[[SendReport], None] | None = None
 
     def close(self) -> None:
         for resource in self.resources:

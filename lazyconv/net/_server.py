@@ -51,6 +51,8 @@ from lazyconv.net._limits import (
     release_free_memory,
 )
 from lazyconv.net._model import Listener, RequestHandler, Response
+from lazyconv.net._remote_send import DONE, NOT_STARTED, PEER_GONE, TIMED_OUT
+from lazyconv.net._sender_pool import SenderPool
 from lazyconv.net._workers import ConversionWorkers
 
 log = logging.getLogger(__name__)
@@ -86,10 +88,12 @@ class KafkaServer:
                  max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
                  send_buffer_bytes: int = DEFAULT_SEND_BUFFER,
                  limits: ConnectionLimits | None = None,
-                 workers: ConversionWorkers | None = None) -> None:
+                 workers: ConversionWorkers | None = None,
+                 senders: SenderPool | None = None) -> None:
         """``broker_factory(listeners)`` builds the handler once the ports are known;
         ``limits`` (if given) replaces ``max_request_size``; ``workers``: the pool that writes
-        converting responses (one thread per core by default)."""
+        converting responses (one thread per core by default); ``senders``: sender processes
+        that write the responses a handler describes for them (``Response.remote``)."""
         self._broker_factory = broker_factory
         self._specs = listeners
         if limits is None:
@@ -110,6 +114,7 @@ class KafkaServer:
         self.send_buffer_bytes = send_buffer_bytes
         self.broker: RequestHandler | None = None
         self.workers = workers if workers is not None else ConversionWorkers()
+        self.senders = senders
         self.listeners: list[Listener] = []
         self._sockets: list[socket.socket] = []
         self._accept_tasks: list[asyncio.Task[None]] = []
@@ -152,6 +157,8 @@ class KafkaServer:
         if self.broker is not None:
             self.broker.close()
         self.workers.close()
+        if self.senders is not None:
+            self.senders.close()
 
     async def serve_forever(self) -> None:
         await asyncio.gather(*self._accept_tasks)
@@ -234,6 +241,9 @@ class KafkaServer:
                 if response is None:
                     continue
                 try:
+                    if response.remote is not None and self.senders is not None and \
+                            await self._write_remote(conn, peer, response):
+                        continue
                     await _write_send(loop, conn, response, limits.write_timeout_ms / 1000,
                                       self.workers if response.off_loop else None)
                 except LazyconvError as exc:
@@ -257,6 +267,26 @@ class KafkaServer:
                 conn.close()
             if large:
                 release_free_memory()
+
+
+    async def _write_remote(self, conn: socket.socket, peer: object, response: Response) -> bool:
+        """Have a sender process write ``response``; False when none took it (nothing was
+        written: the caller writes it). Raises what ends the connection."""
+        assert self.senders is not None and response.remote is not None
+        timeout = self.limits.write_timeout_ms / 1000
+        report = await self.senders.write(conn, response.remote, timeout)
+        if report.outcome == NOT_STARTED:
+            log.debug("writing the response to %s here: %s", peer, report.error)
+            return False
+        if response.remote_done is not None:
+            response.remote_done(report)
+        if report.outcome == DONE:
+            return True
+        if report.outcome == TIMED_OUT:
+            raise _ConnectionClosed(f"the client read nothing for {timeout:.0f} s")
+        if report.outcome == PEER_GONE:
+            raise _ConnectionClosed(report.error)
+        raise LocalProtocolError(report.error)  # logged as an aborted response
 
 
 def _host_of(peer: object) -> str:

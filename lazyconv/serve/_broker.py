@@ -154,6 +154,7 @@ class Broker:
         max_partitions_per_request: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST,
         max_decompressed_batch: int = DEFAULT_MAX_DECOMPRESSED_BATCH,
         workers: ConversionWorkers | None = None,
+        remote_sends: bool = False,
     ) -> None:
         """``group_config``: the coordinator's session limits and initial rebalance delay;
         ``offsets_in_memory``: do not persist committed offsets under the log directory;
@@ -161,7 +162,9 @@ class Broker:
         ``max_partitions_per_request``: a Fetch naming more closes the connection;
         ``max_decompressed_batch``: the largest batch payload down-conversion inflates, and so
         the largest one Produce accepts (MESSAGE_TOO_LARGE beyond it); ``workers``: the
-        server's conversion worker pool, where converting fetches are also planned."""
+        server's conversion worker pool, where converting fetches are also planned;
+        ``remote_sends``: the server has sender processes (:mod:`lazyconv.net._sender_pool`),
+        which write the converting Fetch responses."""
         if not listeners:
             raise ValueError("a broker needs at least one listener")
         self.logdir = logdir
@@ -191,7 +194,8 @@ class Broker:
         self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
         self.segment_files = SegmentFileCache(max_open_segments)
         self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config, self.segment_files,
-                                   max_partitions_per_request, max_decompressed_batch, workers)
+                                   max_partitions_per_request, max_decompressed_batch, workers,
+                                   remote_sends)
         store = OffsetStore(None if offsets_in_memory else logdir.root)
         self.producer_states = ProducerStates()
         # One bound for both paths: Produce refuses a batch that Fetch could not down-convert.

@@ -18,15 +18,17 @@ class ServerThread:
 
     def __init__(self, logdir: Path, *, listeners: int = 1, produce_delays: tuple[int, ...] = (),
                  max_request_size: int = 104857600, limits=None, log_config=None,
-                 workers=None, **broker_kwargs) -> None:
+                 workers=None, senders=None, **broker_kwargs) -> None:
         self.logdir = LogDirectory(logdir, log_config)
         specs = [ListenerSpec("127.0.0.1", 0, produce_delays[i] if i < len(produce_delays) else 0)
                  for i in range(listeners)]
         # one pool for the conversion steps and the planning of converting fetches, as the CLI
         workers = workers if workers is not None else ConversionWorkers()
-        self.server = KafkaServer(lambda ls: Broker(self.logdir, ls, workers=workers, **broker_kwargs), specs,
-                                  max_request_size=max_request_size, limits=limits,
-                                  workers=workers)
+        # ``senders``: a SenderPool that writes the converting responses (--sender-processes)
+        self.server = KafkaServer(lambda ls: Broker(self.logdir, ls, workers=workers,
+                                                    remote_sends=senders is not None, **broker_kwargs),
+                                  specs, max_request_size=max_request_size, limits=limits,
+                                  workers=workers, senders=senders)
         self.loop = asyncio.new_event_loop()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

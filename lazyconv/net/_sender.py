@@ -1,0 +1,202 @@
+"""A sender process: writes the responses the serving process hands it, one thread, no GIL to
+share (``python -m lazyconv.net._sender FD``; started by :mod:`lazyconv.net._sender_pool`).
+
+FD is a SOCK_SEQPACKET Unix socket to the serving process. Each message from it is a pickled
+``("write", job_id, job, timeout_s)`` with the client connection's descriptor attached, or
+``("cancel", job_id)``. The sender writes every job's Send to its socket whenever the socket
+has room (round robin over the jobs, one ``write_to`` step each), and answers each job once
+with a pickled ``("report", job_id, SendReport)``. A job whose client takes nothing for
+``timeout_s`` ends TIMED_OUT. When the serving process goes away (end of file), the sender
+closes every socket it holds and exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import selectors
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+
+from lazyconv._send import Send
+from lazyconv.errors import LazyconvError
+from lazyconv.net._limits import tune_allocator
+from lazyconv.net._remote_send import (
+    DONE,
+    FAILED,
+    MAX_MESSAGE,
+    NOT_STARTED,
+    PEER_GONE,
+    TIMED_OUT,
+    RemoteJob,
+    SenderContext,
+    SendReport,
+)
+
+log = logging.getLogger("lazyconv.sender")
+
+
+
+class _Job:
+    __slots__ = ("job_id", "job", "sock", "send", "timeout", "deadline")
+
+    def __init__(self, job_id: int, job: RemoteJob, sock: socket.socket, send: Send,
+                 timeout: float) -> None:
+        self.job_id = job_id
+        self.job = job
+        self.sock = sock
+        self.send = send
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+
+
+class Sender:
+    """The sender's loop over its control socket and the jobs' client sockets."""
+
+    def __init__(self, control: socket.socket) -> None:
+        self.control = control
+        self.control.setblocking(True)  # reports are small; the server reads them at once
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(control, selectors.EVENT_READ, None)
+        self.jobs: dict[int, _Job] = {}
+        self.context = SenderContext()
+
+    def run(self) -> None:
+        try:
+            while True:
+                timeout = None
+                if self.jobs:
+                    timeout = max(0.0, min(j.deadline for j in self.jobs.values()) - time.monotonic())
+                for key, _ in self.selector.select(timeout):
+                    if key.data is None:
+                        if not self._read_control():
+                            return
+                    else:
+                        job: _Job = key.data
+                        if job.job_id in self.jobs:
+                            self._step(job)
+                now = time.monotonic()
+                for job in [j for j in self.jobs.values() if j.deadline <= now]:
+                    self._finish(job, SendReport(TIMED_OUT, job.send.written,
+                                                 f"the client read nothing for {job.timeout:.0f} s"))
+        finally:
+            for job in list(self.jobs.values()):
+                self._end(job)
+            self.context.close()
+
+    def _read_control(self) -> bool:
+        """Take one message; False at end of file (the serving process is gone)."""
+        try:
+            data, fds, _, _ = socket.recv_fds(self.control, MAX_MESSAGE, 1)
+        except ConnectionError:
+            return False
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            return False
+        message = pickle.loads(data)
+        if message[0] == "cancel":
+            job = self.jobs.get(message[1])
+            if job is not None:
+                self._end(job)
+            for fd in fds:
+                os.close(fd)
+            return True
+        _, job_id, remote, timeout = message
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            self._report(job_id, SendReport(NOT_STARTED, 0, f"a job came with {len(fds)} descriptors, not 1"))
+            return True
+        sock = socket.socket(fileno=fds[0])
+        try:
+            send = remote.start(self.context)
+        except Exception as exc:  # anything: the serving process writes the response itself
+            sock.close()
+            with _suppress():
+                remote.close()
+            self._report(job_id, SendReport(NOT_STARTED, 0, f"{type(exc).__name__}: {exc}"))
+            return True
+        job = _Job(job_id, remote, sock, send, timeout)
+        self.jobs[job_id] = job
+        self.selector.register(sock, selectors.EVENT_WRITE, job)
+        self._step(job)
+        return True
+
+    def _step(self, job: _Job) -> None:
+        send = job.send
+        try:
+            written = send.write_to(job.sock)
+        except LazyconvError as exc:
+            self._finish(job, SendReport(FAILED, send.written, f"{type(exc).__name__}: {exc}"))
+            return
+        except OSError as exc:
+            self._finish(job, SendReport(PEER_GONE, send.written, str(exc) or type(exc).__name__))
+            return
+        except Exception as exc:  # a bug must end this response only
+            log.exception("sender: writing a response failed")
+            self._finish(job, SendReport(FAILED, send.written, f"internal error: {exc!r}"))
+            return
+        if send.completed:
+            self._finish(job, SendReport(DONE, send.written))
+        elif written:
+            job.deadline = time.monotonic() + job.timeout
+
+    def _finish(self, job: _Job, report: SendReport) -> None:
+        details = None
+        try:
+            details = job.job.details()
+        except Exception:  # the report itself must still go out
+            log.exception("sender: collecting a job's details failed")
+        self._end(job)
+        self._report(job.job_id, SendReport(report.outcome, report.written, report.error, details))
+
+    def _end(self, job: _Job) -> None:
+        if self.jobs.pop(job.job_id, None) is None:
+            return
+        with _suppress():
+            self.selector.unregister(job.sock)
+        job.sock.close()  # our descriptor only: the serving process keeps the connection
+        with _suppress():
+            job.job.close()
+
+    def _report(self, job_id: int, report: SendReport) -> None:
+        try:
+            self.control.send(pickle.dumps(("report", job_id, report)))
+        except OSError:
+            pass  # the serving process is gone; its end of file stops the loop
+
+
+class _suppress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> bool:
+        if isinstance(exc, Exception):
+            log.debug("sender: ignored %r", exc)
+            return True
+        return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or not args[0].isdigit():
+        print("usage: python -m lazyconv.net._sender FD (started by lazyconv serve)", file=sys.stderr)
+        return 2
+    # Ctrl-C reaches the whole process group: the serving process decides when we stop (it
+    # closes our control socket); SIGTERM ends us as it would any process.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=os.environ.get("LAZYCONV_SENDER_LOG_LEVEL", "WARNING"),
+                        format=f"%(asctime)s lazyconv sender {os.getpid()}: %(message)s")
+    tune_allocator()  # converted chunks stay in the heap, as in the serving process
+    control = socket.socket(fileno=int(args[0]))
+    Sender(control).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
