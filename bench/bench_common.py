@@ -9,6 +9,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psutil
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -133,3 +137,45 @@ def machine_line() -> str:
         f"python {sys.version.split()[0]}, {os.cpu_count()} cores, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
+
+
+# -- server processes (``lazyconv serve`` has sender processes) ---------------------------
+
+
+def process_tree(process: psutil.Process) -> list[psutil.Process]:
+    """``process`` and its live descendants (``lazyconv serve --sender-processes``' senders)."""
+    import psutil
+
+    try:
+        return [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return [process]
+
+
+def tree_cpu_seconds(process: psutil.Process | None) -> float:
+    """CPU seconds of a server: its process and every live child process."""
+    import psutil
+
+    if process is None:
+        return 0.0
+    total = 0.0
+    for member in process_tree(process):
+        try:
+            times = member.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass  # ended meanwhile
+    return total
+
+
+def tree_rss(process: psutil.Process) -> int:
+    """Resident memory of a server: its process and every live child process."""
+    import psutil
+
+    total = 0
+    for member in process_tree(process):
+        try:
+            total += member.memory_info().rss
+        except psutil.Error:
+            pass
+    return total

@@ -5,7 +5,8 @@ Starts ``lazyconv serve`` as a subprocess over a generated log (one partition of
 v2 batches), opens N connections that each send one Fetch v1 request (down-conversion to magic
 v0) for the whole partition, and reads the N responses slowly and round-robin, so every
 connection has a lazy send in flight at once. The server's RSS is sampled throughout; the
-figure is the peak RSS above the idle server's RSS, compared with the bound the design promises
+figure is the peak RSS above the idle server's RSS (serve's sender processes included: they
+start with the first converting response, so they are in the idle figure), compared with the bound the design promises
 (connections × per-connection bound) and with what materialising the responses would take.
 
     python bench/serve_memory.py --connections 100 --chunk-size 128K --partition-mb 8
@@ -28,6 +29,9 @@ from pathlib import Path
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, this checkout's lazyconv
+
+from bench.bench_common import tree_rss  # noqa: E402
 from lazyconv.protocol import FetchRequest
 from lazyconv.protocol._headers import encode_request_header
 from lazyconv.records import RecordsBuilder
@@ -117,8 +121,8 @@ def run(connections: int, chunk_size: str, partition_bytes: int, fetch_version: 
                 gateway, port = start_gateway(port, chunk_size, upstream_fetch_max)
             server = psutil.Process((gateway or proc).pid)
             _warm_up(port, fetch_version)
-            time.sleep(0.2)
-            idle_rss = server.memory_info().rss
+            time.sleep(0.5)  # every sender process has started with the first response
+            idle_rss = tree_rss(server)
             socks = []
             for i in range(connections):
                 s = socket.create_connection(("127.0.0.1", port))
@@ -159,10 +163,10 @@ def run(connections: int, chunk_size: str, partition_bytes: int, fetch_version: 
                         s.close()
                         pending.remove(s)
                 time.sleep(reader_pause)
-                peak_rss = max(peak_rss, server.memory_info().rss)
+                peak_rss = max(peak_rss, tree_rss(server))
                 samples += 1
             elapsed = time.monotonic() - started
-            peak_rss = max(peak_rss, server.memory_info().rss)
+            peak_rss = max(peak_rss, tree_rss(server))
         finally:
             for child in (gateway, proc):
                 if child is not None:

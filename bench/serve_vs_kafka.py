@@ -57,6 +57,7 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
+from bench.bench_common import process_tree  # noqa: E402
 from bench.kafka_bench_common import (  # noqa: E402
     GIB,
     LIVE_PROCESSES,
@@ -179,23 +180,30 @@ def run_queue_times(pid: int) -> dict[str, tuple[float, float]]:
     """Seconds each thread of ``pid`` ran and waited runnable for a CPU (``/proc/PID/task/TID/
     schedstat``; empty where there is none)."""
     times = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return {}
-    for tid in tids:
+    for member in process_tree(psutil.Process(pid)):
         try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                run, wait = f.read().split()[:2]
-        except (OSError, ValueError):
-            continue  # the thread ended meanwhile, or no schedstat
-        times[tid] = (int(run) / 1e9, int(wait) / 1e9)
+            tids = os.listdir(f"/proc/{member.pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{member.pid}/task/{tid}/schedstat") as f:
+                    run, wait = f.read().split()[:2]
+            except (OSError, ValueError):
+                continue  # the thread ended meanwhile, or no schedstat
+            times[tid] = (int(run) / 1e9, int(wait) / 1e9)
     return times
 
 
 def thread_cpu(process: psutil.Process) -> dict[int, float]:
-    """CPU seconds (user + system) of each thread of ``process``."""
-    return {t.id: t.user_time + t.system_time for t in process.threads()}
+    """CPU seconds (user + system) of each thread of ``process`` and of its child processes."""
+    threads = {}
+    for member in process_tree(process):
+        try:
+            threads.update({t.id: t.user_time + t.system_time for t in member.threads()})
+        except psutil.Error:
+            continue
+    return threads
 
 
 def wait_readable(port: int, codecs: Sequence[str], count: int, timeout: float = 120.0) -> None:
