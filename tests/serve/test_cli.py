@@ -69,3 +69,72 @@ def test_serve_help_explains_every_option():
     assert "kill -9 of this process loses nothing acknowledged" in flat
     assert "power loss" in flat and "Group membership is kept in memory only" in flat
     assert "SIGTERM" in flat
+
+
+def _port_of(line: str) -> int:
+    return int(line.split(" on ")[1].split()[0].rsplit(":", 1)[1])
+
+
+def test_serve_converts_in_its_sender_processes_and_stops_them(tmp_path):
+    """By default ``serve`` writes Fetch v0-3 responses in one sender process per core, the
+    same bytes as with ``--sender-processes 0``; SIGTERM stops the senders with the server,
+    and a server killed outright leaves no sender behind."""
+    psutil = pytest.importorskip("psutil", reason="needs the dev extra: pip install -e '.[dev]'")
+    import signal
+
+    from lazyconv.net._sender_pool import default_sender_processes
+    from tests.serve.test_conversion_workers import fetched, read_response
+    from tests.serve.test_robustness import big_log, fetch_frame
+
+    count = big_log(tmp_path, topic="big", batches=20, records=100, value=600)
+    requests = [fetch_frame(v, "big", correlation_id=v + 1) for v in (0, 1, 2, 3, 4)]
+
+    def answers(proc: subprocess.Popen) -> list[bytes]:
+        import socket
+
+        with socket.create_connection(("127.0.0.1", _port_of(proc.stdout.readline())), timeout=20) as s:
+            frames = []
+            for request in requests:
+                s.sendall(request)
+                frames.append(read_response(s)[1])
+            return frames
+
+    threads = run_cli("serve", str(tmp_path), "--port", "0", "--sender-processes", "0")
+    try:
+        expected = answers(threads)
+        assert psutil.Process(threads.pid).children() == []
+    finally:
+        threads.terminate()
+        threads.wait(10)
+    topic, magic, offsets = fetched(expected[1], 1)  # converted (cut at the stored size)
+    assert (topic, magic) == ("big", 0) and offsets == list(range(len(offsets))) and len(offsets) > count * 3 // 4
+
+    proc = run_cli("serve", str(tmp_path), "--port", "0")
+    try:
+        assert answers(proc) == expected
+        senders = psutil.Process(proc.pid).children()
+        assert len(senders) == default_sender_processes()
+        assert all("lazyconv.net._sender" in " ".join(s.cmdline()) for s in senders)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0 and "stopped (SIGTERM)" in err
+        _, alive = psutil.wait_procs(senders, timeout=10)  # (their exit codes go to serve)
+        assert alive == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+    proc = run_cli("serve", str(tmp_path), "--port", "0")
+    try:
+        answers(proc)
+        senders = psutil.Process(proc.pid).children()
+        assert senders
+        proc.kill()  # kill -9: the senders see their control socket close and exit
+        proc.wait(10)
+        _, alive = psutil.wait_procs(senders, timeout=10)
+        assert alive == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
