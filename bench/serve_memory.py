@@ -64,12 +64,13 @@ def fetch_request(version: int, correlation_id: int) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-def start_server(logdir: Path, chunk_size: str) -> tuple[subprocess.Popen, int]:
+def start_server(logdir: Path, chunk_size: str, sender_processes: int | None = None) -> tuple[subprocess.Popen, int]:
     # Serve with this checkout's lazyconv, whatever the current directory is.
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    senders = [] if sender_processes is None else ["--sender-processes", str(sender_processes)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "lazyconv._cli", "serve", str(logdir), "--port", "0",
-         "--chunk-size", chunk_size],
+         "--chunk-size", chunk_size, *senders],
         stdout=subprocess.PIPE, text=True, env=env,
     )
     line = proc.stdout.readline()  # "serving ... on HOST:PORT as node 0"
@@ -108,13 +109,15 @@ def _recv_exactly(s: socket.socket, n: int) -> bytes:
 
 def run(connections: int, chunk_size: str, partition_bytes: int, fetch_version: int = 1,
         read_piece: int = 16384, batch_records: int = 200, reader_pause: float = 0.05,
-        through_gateway: bool = False, upstream_fetch_max: str = "4M") -> dict:
+        through_gateway: bool = False, upstream_fetch_max: str = "4M",
+        sender_processes: int | None = None) -> dict:
     """``through_gateway``: the consumers connect to ``lazyconv gateway`` in front of the
     server, and the figures are the gateway's (its upstream Fetch responses are capped at
-    ``upstream_fetch_max``)."""
+    ``upstream_fetch_max``); ``sender_processes``: serve's ``--sender-processes`` (None: its
+    default)."""
     with tempfile.TemporaryDirectory() as tmp:
         stored = build_log(Path(tmp), partition_bytes, batch_records=batch_records)
-        proc, port = start_server(Path(tmp), chunk_size)
+        proc, port = start_server(Path(tmp), chunk_size, sender_processes)
         gateway = None
         try:
             if through_gateway:
@@ -202,10 +205,12 @@ def main() -> None:
                         help="measure lazyconv gateway in front of the server instead")
     parser.add_argument("--upstream-fetch-max", default="4M",
                         help="the gateway's --upstream-fetch-max-bytes (default 4M)")
+    parser.add_argument("--sender-processes", type=int, default=None,
+                        help="serve's --sender-processes (default: serve's own default, one per core)")
     args = parser.parse_args()
     result = run(args.connections, args.chunk_size, int(args.partition_mb * (1 << 20)), args.fetch_version,
                  batch_records=args.batch_records, through_gateway=args.through_gateway,
-                 upstream_fetch_max=args.upstream_fetch_max)
+                 upstream_fetch_max=args.upstream_fetch_max, sender_processes=args.sender_processes)
     print(json.dumps(result, indent=2))
     mib = 1 << 20
     print(f"{result['connections']} connections x {result['response_bytes_each'] / mib:.1f} MiB converted "
