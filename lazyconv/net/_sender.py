@@ -2,7 +2,7 @@
 share (``python -m lazyconv.net._sender FD``; started by :mod:`lazyconv.net._sender_pool`).
 
 FD is a SOCK_SEQPACKET Unix socket to the serving process. Each message from it is a pickled
-``("write", job_id, job, timeout_s)`` with the client connection's descriptor attached, or
+``("write", job_id, pickled_job, timeout_s)`` with the client connection's descriptor attached, or
 ``("cancel", job_id)``. The sender writes every job's Send to its socket whenever the socket
 has room (round robin over the jobs, one ``write_to`` step each), and answers each job once
 with a pickled ``("report", job_id, SendReport)``. A job whose client takes nothing for
@@ -106,19 +106,23 @@ class Sender:
             for fd in fds:
                 os.close(fd)
             return True
-        _, job_id, remote, timeout = message
+        _, job_id, described, timeout = message
         if len(fds) != 1:
             for fd in fds:
                 os.close(fd)
             self._report(job_id, SendReport(NOT_STARTED, 0, f"a job came with {len(fds)} descriptors, not 1"))
             return True
         sock = socket.socket(fileno=fds[0])
+        remote: RemoteJob | None = None
         try:
+            # the job is pickled apart, so one that cannot be loaded here is answered, not fatal
+            remote = pickle.loads(described)
             send = remote.start(self.context)
         except Exception as exc:  # anything: the serving process writes the response itself
             sock.close()
-            with _suppress():
-                remote.close()
+            if remote is not None:
+                with _suppress():
+                    remote.close()
             self._report(job_id, SendReport(NOT_STARTED, 0, f"{type(exc).__name__}: {exc}"))
             return True
         job = _Job(job_id, remote, sock, send, timeout)

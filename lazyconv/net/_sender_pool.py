@@ -189,7 +189,7 @@ class SenderPool:
         if self._closed:
             return SendReport(NOT_STARTED, 0, "the sender pool is closed")
         job_id = next(self._ids)
-        message = pickle.dumps(("write", job_id, job, timeout))
+        message = pickle.dumps(("write", job_id, pickle.dumps(job), timeout))
         if len(message) > MAX_MESSAGE:
             return SendReport(NOT_STARTED, 0, f"the job takes {len(message)} bytes to describe")
         loop = asyncio.get_running_loop()

@@ -62,3 +62,17 @@ class _Breaking(Send):
         n = channel.send(b"x" * (self._good - self._written))
         self._written += n
         return n
+
+
+def _refuse_to_load() -> RemoteJob:
+    raise RuntimeError("this job cannot be loaded here")
+
+
+class UnloadableJob(RemoteJob):
+    """A job the sender cannot even unpickle (a serving process newer than its senders)."""
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_refuse_to_load, ())
+
+    def start(self, context: SenderContext) -> Send:
+        raise AssertionError("never loaded")

@@ -21,7 +21,7 @@ import pytest
 from lazyconv.net._remote_send import DONE, FAILED, NOT_STARTED, PEER_GONE, TIMED_OUT
 from lazyconv.net._sender_pool import SenderPool
 from lazyconv.records import Compression
-from tests.serve.sender_jobs import BreaksMidwayJob, BytesJob, RefusedJob
+from tests.serve.sender_jobs import BreaksMidwayJob, BytesJob, RefusedJob, UnloadableJob
 from tests.serve.test_conversion_workers import fetched, read_response
 from tests.serve.test_robustness import big_log, fetch_frame
 
@@ -117,7 +117,10 @@ def test_the_pool_reports_every_ending_of_a_remote_send():
                 seen["done"] = await pool.write(conn, BytesJob(3 << 20), 10)
                 seen["bytes"] = await reader
                 seen["refused"] = await pool.write(conn, RefusedJob(), 10)
+                seen["unloadable"] = await pool.write(conn, UnloadableJob(), 10)
+                pid = pool._senders[0].process.pid
                 seen["broken"] = await pool.write(conn, BreaksMidwayJob(1000), 10)
+                seen["same sender"] = pool._senders[0].process.pid == pid
             conn, client = _pair()
             with conn, client:  # a client that reads nothing
                 started = time.monotonic()
@@ -138,6 +141,10 @@ def test_the_pool_reports_every_ending_of_a_remote_send():
     refused = seen["refused"]
     assert (refused.outcome, refused.written) == (NOT_STARTED, 0)
     assert "FileNotFoundError: segment 00000000000000000000.log is gone" in refused.error
+    unloadable = seen["unloadable"]
+    assert (unloadable.outcome, unloadable.written) == (NOT_STARTED, 0)
+    assert "this job cannot be loaded here" in unloadable.error
+    assert seen["same sender"]  # neither job ended the sender
     broken = seen["broken"]
     assert (broken.outcome, broken.written) == (FAILED, 1000)
     assert "CorruptRecordError" in broken.error
