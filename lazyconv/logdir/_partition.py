@@ -93,6 +93,7 @@ class Region:
     first_entry_size: int
     high_watermark: int
     log_start_offset: int
+    first_entry_codec: int = 0  # the compression codec of the entry holding the fetch offset
 
 
 class OffsetOutOfRange(Exception):
@@ -212,7 +213,8 @@ class PartitionLog:
                         end = segment.positions[j]
                     if end <= entry.position:
                         return Region(None, None, 0, 0, 0, hw, start_offset)
-                return Region(segment.path, segment, entry.position, end, entry.size, hw, start_offset)
+                return Region(segment.path, segment, entry.position, end, entry.size, hw, start_offset,
+                              entry.codec)
         return Region(None, None, 0, 0, 0, hw, start_offset)
 
     def _segments_from(self, offset: int) -> list[Segment]:

@@ -48,8 +48,11 @@ DEFAULT_MAX_PARTITIONS_PER_REQUEST = 200000
 OFF_LOOP_PARTITIONS = 64
 OFF_LOOP_BYTES = 16384
 # With sender processes a converting fetch of at most this many partitions is planned on the
-# event loop (its first batches converted there: a few milliseconds), larger ones on the workers.
+# event loop (its first batches converted there: a few milliseconds), larger ones on the workers;
+# so is one whose first batch to convert is compressed or larger than LOOP_CONVERT_MAX_BYTES
+# (a compressed batch may inflate to --max-decompressed-batch-bytes: too long for the loop).
 PLAN_ON_LOOP_PARTITIONS = 16
+LOOP_CONVERT_MAX_BYTES = 1 << 20
 # One thread: planning is Python that holds the GIL, and a second planner would compete with the
 # event loop for it (measured: a fresh consumer waited longer). Raise it once conversion runs in
 # code that releases the GIL.
@@ -232,7 +235,12 @@ class FetchHandler:
                 plan = await self.off_loop(self._plan_fetch, version, request, cleanup=_FetchPlan.close,
                                            on_workers=converting)
             else:
-                plan = self._plan_fetch(version, request)
+                try:
+                    plan = self._plan_fetch(version, request, on_loop=True)
+                except _CostlyOnLoop:
+                    converting = True  # and its response is described for a sender all the same
+                    plan = await self.off_loop(self._plan_fetch, version, request,
+                                               cleanup=_FetchPlan.close, on_workers=True)
             if plan.bytes_read >= min(min_bytes, plan.limit) or time.monotonic() >= deadline:
                 break
             plan.close()
@@ -303,9 +311,11 @@ class FetchHandler:
         response = FetchResponse(version, body)
         return Response(response.to_send(correlation_id), list(resources))
 
-    def _plan_fetch(self, version: int, request: dict[str, Any]) -> _FetchPlan:
-        """Read every partition of a fetch in request order under KIP-74's budget."""
+    def _plan_fetch(self, version: int, request: dict[str, Any], on_loop: bool = False) -> _FetchPlan:
+        """Read every partition of a fetch in request order under KIP-74's budget (``on_loop``:
+        on the event loop, which converts no costly batch: :class:`_CostlyOnLoop`)."""
         plan = _FetchPlan()
+        plan.on_loop = on_loop
         # A many-partition response keeps no converted bytes while it waits for its reader: each
         # partition's first converted batch is converted again when its turn comes.
         plan.release_first = request.get("partition_count", 0) >= OFF_LOOP_PARTITIONS
@@ -425,6 +435,9 @@ class FetchHandler:
                       "partition is padding: %s", topic, index, fetch_offset, exc)
 
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
+            if plan.on_loop and region is not None and (
+                    region.first_entry_codec or region.first_entry_size > LOOP_CONVERT_MAX_BYTES):
+                raise _CostlyOnLoop(f"{topic}-{index} at {fetch_offset}")
             converted = LazyDownConvertedRecords(records_in, to_magic, first_offset,
                                                  chunk_size=chunk_size, on_error=corrupt_after_commit)
             if plan.release_first:
@@ -528,6 +541,10 @@ class _ShuttingDown(Exception):
     """A fetch being planned when the server stops (nobody waits for its answer)."""
 
 
+class _CostlyOnLoop(Exception):
+    """A fetch being planned on the event loop must convert a batch too costly for it there."""
+
+
 class _FetchPlan:
     """The partitions of one fetch and the files it opened."""
 
@@ -542,6 +559,7 @@ class _FetchPlan:
         self.partitions = 0
         self.seen = 0
         self.release_first = False
+        self.on_loop = False
 
     def close(self) -> None:
         for resource in self.resources:

@@ -18,10 +18,10 @@ def test_min_bytes_wait_is_woken_by_a_produce_and_does_not_poll(serve_logdir, tm
     plans = 0
     plan_fetch = handler._plan_fetch
 
-    def counting(*args):
+    def counting(*args, **kwargs):
         nonlocal plans
         plans += 1
-        return plan_fetch(*args)
+        return plan_fetch(*args, **kwargs)
 
     handler._plan_fetch = counting
     body = {"replica_id": -1, "max_wait_ms": 10000, "min_bytes": 1, "max_bytes": 1 << 20,
