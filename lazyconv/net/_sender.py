@@ -3,7 +3,8 @@ share (``python -m lazyconv.net._sender FD``; started by :mod:`lazyconv.net._sen
 
 FD is a SOCK_SEQPACKET Unix socket to the serving process. Each message from it is a pickled
 ``("write", job_id, pickled_job, timeout_s)`` with the client connection's descriptor attached, or
-``("cancel", job_id)``. The sender writes every job's Send to its socket whenever the socket
+``("cancel", job_id)``. The sender says ``("ready",)`` once it is up and ``("began", job_id)``
+before it writes a job's first byte. The sender writes every job's Send to its socket whenever the socket
 has room (round robin over the jobs, one ``write_to`` step each), and answers each job once
 with a pickled ``("report", job_id, SendReport)``. A job whose client takes nothing for
 ``timeout_s`` ends TIMED_OUT. When the serving process goes away (end of file), the sender
@@ -12,6 +13,8 @@ closes every socket it holds and exits.
 
 from __future__ import annotations
 
+import array
+import errno
 import logging
 import os
 import pickle
@@ -24,7 +27,7 @@ from collections.abc import Sequence
 
 from lazyconv._send import Send
 from lazyconv.errors import LazyconvError
-from lazyconv.net._limits import tune_allocator
+from lazyconv.net._limits import release_free_memory, tune_allocator
 from lazyconv.net._remote_send import (
     DONE,
     FAILED,
@@ -38,6 +41,11 @@ from lazyconv.net._remote_send import (
 )
 
 log = logging.getLogger("lazyconv.sender")
+
+_MESSAGES_PER_TURN = 64
+# what a client's socket fails with when the client went away
+_PEER_ERRORS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ECONNABORTED,
+                          errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH})
 
 
 
@@ -73,8 +81,13 @@ class Sender:
                     timeout = max(0.0, min(j.deadline for j in self.jobs.values()) - time.monotonic())
                 for key, _ in self.selector.select(timeout):
                     if key.data is None:
-                        if not self._read_control():
-                            return
+                        # every queued message, so jobs do not wait behind the writing ones
+                        for _ in range(_MESSAGES_PER_TURN):
+                            more = self._read_control()
+                            if more is None:
+                                break
+                            if not more:
+                                return
                     else:
                         job: _Job = key.data
                         if job.job_id in self.jobs:
@@ -88,10 +101,13 @@ class Sender:
                 self._end(job)
             self.context.close()
 
-    def _read_control(self) -> bool:
-        """Take one message; False at end of file (the serving process is gone)."""
+    def _read_control(self) -> bool | None:
+        """Take one message: None when there is none now, False at end of file (the serving
+        process is gone)."""
         try:
-            data, fds, _, _ = socket.recv_fds(self.control, MAX_MESSAGE, 1)
+            data, fds = _receive(self.control)
+        except BlockingIOError:
+            return None
         except ConnectionError:
             return False
         if not data:
@@ -128,6 +144,9 @@ class Sender:
         job = _Job(job_id, remote, sock, send, timeout)
         self.jobs[job_id] = job
         self.selector.register(sock, selectors.EVENT_WRITE, job)
+        # said before the first byte: a job the serving process never hears of as begun has
+        # written nothing, so if we die it can still write that response itself
+        self._send(("began", job_id))
         self._step(job)
         return True
 
@@ -139,7 +158,10 @@ class Sender:
             self._finish(job, SendReport(FAILED, send.written, f"{type(exc).__name__}: {exc}"))
             return
         except OSError as exc:
-            self._finish(job, SendReport(PEER_GONE, send.written, str(exc) or type(exc).__name__))
+            # the client's socket failing is the client going away; anything else (a segment
+            # that cannot be read) is ours to report
+            outcome = PEER_GONE if exc.errno in _PEER_ERRORS else FAILED
+            self._finish(job, SendReport(outcome, send.written, str(exc) or type(exc).__name__))
             return
         except Exception as exc:  # a bug must end this response only
             log.exception("sender: writing a response failed")
@@ -167,12 +189,33 @@ class Sender:
         job.sock.close()  # our descriptor only: the serving process keeps the connection
         with _suppress():
             job.job.close()
+        if not self.jobs:
+            release_free_memory()  # after a burst, as the serving process does
 
     def _report(self, job_id: int, report: SendReport) -> None:
+        message = pickle.dumps(("report", job_id, report))
+        if len(message) > MAX_MESSAGE:  # the outcome matters more than the details
+            message = pickle.dumps(("report", job_id, SendReport(
+                report.outcome, report.written, report.error[:1000] + " (details dropped: too large)")))
+        self._send(message)
+
+    def _send(self, message: object) -> None:
         try:
-            self.control.send(pickle.dumps(("report", job_id, report)))
+            self.control.send(message if isinstance(message, bytes) else pickle.dumps(message))
         except OSError:
             pass  # the serving process is gone; its end of file stops the loop
+
+
+def _receive(control: socket.socket) -> tuple[bytes, list[int]]:
+    """One message and the descriptors passed with it, without waiting (``socket.recv_fds``
+    drops its ``flags`` argument on Python 3.11, so it would block)."""
+    fds = array.array("i")
+    data, ancillary, _, _ = control.recvmsg(MAX_MESSAGE, socket.CMSG_LEN(4 * fds.itemsize),
+                                            socket.MSG_DONTWAIT)
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    return data, list(fds)
 
 
 class _suppress:
@@ -194,11 +237,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Ctrl-C reaches the whole process group: the serving process decides when we stop (it
     # closes our control socket); SIGTERM ends us as it would any process.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(level=os.environ.get("LAZYCONV_SENDER_LOG_LEVEL", "WARNING"),
+    level = os.environ.get("LAZYCONV_SENDER_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(level=level if isinstance(logging.getLevelName(level), int) else "WARNING",
                         format=f"%(asctime)s lazyconv sender {os.getpid()}: %(message)s")
     tune_allocator()  # converted chunks stay in the heap, as in the serving process
     control = socket.socket(fileno=int(args[0]))
-    Sender(control).run()
+    sender = Sender(control)
+    sender._send(("ready",))
+    sender.run()
     return 0
 
 

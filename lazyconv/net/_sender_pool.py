@@ -20,6 +20,7 @@ process itself; so is every response while no sender can be started.
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import logging
 import pickle
@@ -27,9 +28,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from lazyconv.errors import ConfigurationError
-from lazyconv.net._remote_send import MAX_MESSAGE, NOT_STARTED, PEER_GONE, RemoteJob, SendReport
+from lazyconv.net._remote_send import (
+    DONE,
+    MAX_MESSAGE,
+    NOT_STARTED,
+    PEER_GONE,
+    RemoteJob,
+    SendReport,
+)
 from lazyconv.net._workers import default_worker_count
 
 log = logging.getLogger(__name__)
@@ -37,7 +46,10 @@ log = logging.getLogger(__name__)
 __all__ = ["SenderPool", "default_sender_processes"]
 
 _STOP_WAIT_S = 5.0
-_RESTART_BACKOFF_S = 1.0
+_FIRST_BACKOFF_S = 1.0  # after a sender that could not start or died before it was ready
+_MAX_BACKOFF_S = 30.0
+# errors of the control socket itself (the sender is gone); others belong to the job
+_GONE = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ECONNREFUSED})
 
 
 class _Sender:
@@ -47,21 +59,31 @@ class _Sender:
         self.index = index
         self.process: subprocess.Popen[bytes] | None = None
         self.control: socket.socket | None = None
-        self.pending: dict[int, asyncio.Future[SendReport]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.ready = False  # the sender said it is up (imports done)
+        self.pending: dict[int, asyncio.Future[SendReport]] = {}
+        self.began: set[int] = set()  # pending jobs the sender has begun writing
+        self.jobs_taken = 0
+        self._room: list[asyncio.Future[None]] = []  # submits waiting for room on the control socket
+        self._exited: list[subprocess.Popen[bytes]] = []  # stopped senders not reaped yet
+        self.on_death: Callable[[_Sender], None] | None = None
 
     @property
     def alive(self) -> bool:
         return self.control is not None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._reap()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            # A sender must write with the kernel the serving process uses: the same
-            # interpreter, the same environment (LAZYCONV_NO_EXTENSIONS included).
+            # The same interpreter with the same flags and environment (LAZYCONV_NO_EXTENSIONS
+            # included), so a sender writes what the serving process would; a session of its
+            # own, so the terminal's Ctrl-C goes to the serving process only, which stops it.
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "lazyconv.net._sender", str(theirs.fileno())],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True)
+                [sys.executable, *subprocess._args_from_interpreter_flags(),  # type: ignore[attr-defined]
+                 "-m", "lazyconv.net._sender", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
+                start_new_session=True)
         except BaseException:
             ours.close()
             raise
@@ -70,25 +92,57 @@ class _Sender:
         ours.setblocking(False)
         self.control = ours
         self.loop = loop
+        self.ready = False
         loop.add_reader(ours.fileno(), self._on_readable)
         log.info("sender process %d started (pid %d)", self.index, self.process.pid)
 
     async def submit(self, job_id: int, message: bytes, fd: int) -> asyncio.Future[SendReport]:
-        assert self.control is not None and self.loop is not None
+        """Queue the job; raises OSError (nothing sent) when the sender is gone or refused it."""
+        assert self.loop is not None
         future: asyncio.Future[SendReport] = self.loop.create_future()
         self.pending[job_id] = future
-        while True:
-            try:
-                socket.send_fds(self.control, [message], [fd])
-                return future
-            except BlockingIOError:
-                await _writable(self.loop, self.control)
-            except OSError as exc:
-                self.pending.pop(job_id, None)
-                self._died(f"its control socket failed: {exc}")
-                raise
+        try:
+            while True:
+                if self.control is None:
+                    raise ConnectionError("the sender process stopped")
+                try:
+                    socket.send_fds(self.control, [message], [fd])
+                    self.jobs_taken += 1
+                    return future
+                except BlockingIOError:
+                    await self._wait_for_room()
+                except OSError as exc:
+                    if exc.errno in _GONE:
+                        self._died(f"its control socket failed: {exc}")
+                    raise
+        except BaseException:
+            self.pending.pop(job_id, None)  # never queued: nobody will report it
+            raise
+
+    async def _wait_for_room(self) -> None:
+        assert self.loop is not None and self.control is not None
+        waiter: asyncio.Future[None] = self.loop.create_future()
+        if not self._room:  # one writer callback per socket wakes every waiting submit
+            self.loop.add_writer(self.control.fileno(), self._wake_room)
+        self._room.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._room:
+                self._room.remove(waiter)
+                if not self._room and self.control is not None:
+                    self.loop.remove_writer(self.control.fileno())
+
+    def _wake_room(self) -> None:
+        waiters, self._room = self._room, []
+        if self.loop is not None and self.control is not None:
+            self.loop.remove_writer(self.control.fileno())
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def cancel(self, job_id: int) -> None:
+        self.began.discard(job_id)
         if self.pending.pop(job_id, None) is None or self.control is None:
             return
         try:
@@ -97,10 +151,9 @@ class _Sender:
             pass  # full or gone: the sender ends the job when the client socket fails
 
     def _on_readable(self) -> None:
-        control = self.control
-        while control is not None:
+        while self.control is not None:
             try:
-                data = control.recv(MAX_MESSAGE)
+                data = self.control.recv(MAX_MESSAGE)
             except BlockingIOError:
                 return
             except OSError as exc:
@@ -109,91 +162,165 @@ class _Sender:
             if not data:
                 self._died("it exited")
                 return
-            _, job_id, report = pickle.loads(data)
-            future = self.pending.pop(job_id, None)
-            if future is not None and not future.done():
-                future.set_result(report)
+            try:
+                message = pickle.loads(data)
+                kind = message[0]
+                if kind == "report":
+                    _, job_id, report = message
+                    if not isinstance(report, SendReport):
+                        raise TypeError(f"a report of type {type(report).__name__}")
+                    self.began.discard(job_id)
+                    future = self.pending.pop(job_id, None)
+                    if future is not None and not future.done():
+                        future.set_result(report)
+                elif kind == "began":
+                    if message[1] in self.pending:
+                        self.began.add(message[1])
+                elif kind == "ready":
+                    self.ready = True
+                else:
+                    raise ValueError(f"unknown message {kind!r}")
+            except Exception as exc:  # a sender that speaks nonsense is stopped
+                log.error("sender process %d sent a message that cannot be read (%s); stopping it",
+                          self.index, exc)
+                self._died(f"an unreadable message: {exc}")
+                return
 
     def _died(self, why: str) -> None:
-        code = self.process.poll() if self.process is not None else None
-        if self.pending:
-            log.error("sender process %d stopped (%s, exit code %s): %d response(s) in flight are cut",
-                      self.index, why, code, len(self.pending))
+        process = self.process
+        code = process.poll() if process is not None else None
+        if process is not None:
+            if code is None:
+                process.kill()  # it may be alive but unusable (an unreadable message)
+            self._exited.append(process)
+            self.process = None
+        began = [j for j in self.pending if j in self.began]
+        if began:
+            log.error("sender process %d stopped (%s, exit code %s): %d response(s) in flight are "
+                      "cut", self.index, why, code, len(began))
+        elif not self.ready:
+            log.error("sender process %d stopped before it was ready (%s, exit code %s)",
+                      self.index, why, code)
+        was_ready = self.ready
         self._close_control()
-        for future in self.pending.values():
-            if not future.done():
+        pending, self.pending = self.pending, {}
+        for job_id, future in pending.items():
+            if future.done():
+                continue
+            if job_id in self.began:
                 future.set_result(SendReport(PEER_GONE, -1, f"the sender process stopped ({why})"))
-        self.pending.clear()
+            else:  # never begun: the serving process writes it itself
+                future.set_result(SendReport(NOT_STARTED, 0, f"the sender process stopped ({why})"))
+        self.began.clear()
+        if not was_ready and self.on_death is not None:
+            self.on_death(self)
 
     def _close_control(self) -> None:
-        if self.control is not None:
+        control, self.control = self.control, None
+        if control is not None:
             if self.loop is not None:
-                self.loop.remove_reader(self.control.fileno())
-            self.control.close()
-            self.control = None
+                self.loop.remove_reader(control.fileno())
+                if self._room:
+                    self.loop.remove_writer(control.fileno())
+            control.close()
+        waiters, self._room = self._room, []
+        for waiter in waiters:  # they find the sender gone
+            if not waiter.done():
+                waiter.set_result(None)
 
-    def stop(self) -> None:
-        """Close the control socket (the sender cuts its jobs and exits) and reap it."""
+    def _reap(self) -> None:
+        self._exited = [p for p in self._exited if p.poll() is None]
+
+    def close_control(self) -> None:
+        """Close the control socket (the sender cuts its jobs and exits); see :meth:`wait`."""
         self._close_control()
         for future in self.pending.values():
             if not future.done():
                 future.set_result(SendReport(PEER_GONE, -1, "the server is stopping"))
         self.pending.clear()
-        process, self.process = self.process, None
-        if process is None:
-            return
-        try:
-            process.wait(_STOP_WAIT_S)
-        except subprocess.TimeoutExpired:
-            log.warning("sender process %d (pid %d) did not stop within %.0f s; killing it",
-                        self.index, process.pid, _STOP_WAIT_S)
-            process.kill()
-            process.wait()
+        self.began.clear()
+        if self.process is not None:
+            self._exited.append(self.process)
+            self.process = None
+
+    def wait(self, deadline: float) -> None:
+        """Reap the stopped senders, killing those still running at ``deadline``."""
+        for process in self._exited:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("sender process %d (pid %d) did not stop within %.0f s; killing it",
+                            self.index, process.pid, _STOP_WAIT_S)
+                process.kill()
+                process.wait()
+        self._exited.clear()
 
 
 class SenderPool:
-    """``processes`` sender processes, started on first use."""
+    """``processes`` sender processes, all started with the first job."""
 
     def __init__(self, processes: int) -> None:
         if processes < 1:
             raise ConfigurationError(f"a sender pool needs at least one process, got {processes}")
         self.processes = processes
         self._senders = [_Sender(i) for i in range(processes)]
+        for sender in self._senders:
+            sender.on_death = self._died_early
         self._ids = itertools.count(1)
-        self._failed_start_at = -_RESTART_BACKOFF_S
+        self._retry_at = 0.0  # no sender is started before this (time.monotonic())
+        self._backoff = _FIRST_BACKOFF_S
         self._closed = False
-        self.jobs_sent = 0
+        self.jobs_sent = 0  # handed to a sender
+        self.jobs_done = 0  # reported DONE by a sender
+        self.jobs_not_started = 0  # given back to the serving process (NOT_STARTED)
+
+    def _died_early(self, sender: _Sender) -> None:
+        """A sender died before it was ready: wait before starting one again, longer each time."""
+        self._retry_at = time.monotonic() + self._backoff
+        log.error("starting sender processes again in %.0f s; the serving process writes the "
+                  "responses meanwhile", self._backoff)
+        self._backoff = min(_MAX_BACKOFF_S, self._backoff * 2)
 
     def _pick(self, loop: asyncio.AbstractEventLoop) -> _Sender | None:
         """The live sender with the fewest jobs, after starting every sender that is not
         running (all at the first job, so the pool's memory is there from then on; a sender
         that died, at the next job)."""
-        if time.monotonic() - self._failed_start_at >= _RESTART_BACKOFF_S:
+        if time.monotonic() >= self._retry_at:
             for sender in self._senders:
                 if sender.alive:
                     continue
                 try:
                     sender.start(loop)
                 except OSError as exc:
-                    self._failed_start_at = time.monotonic()
-                    log.error("could not start a sender process (%s); responses are written by "
-                              "the serving process meanwhile", exc)
+                    log.error("could not start a sender process (%s)", exc)
+                    self._died_early(sender)
                     break
-        return min((s for s in self._senders if s.alive), key=lambda s: len(s.pending), default=None)
+        live = [s for s in self._senders if s.alive]
+        if any(s.ready for s in live):
+            self._backoff = _FIRST_BACKOFF_S
+        return min(live, key=lambda s: (len(s.pending), not s.ready), default=None)
 
     async def write(self, conn: socket.socket, job: RemoteJob, timeout: float) -> SendReport:
         """Write ``job``'s response to ``conn`` in a sender process and wait for its report.
 
-        Returns a NOT_STARTED report (nothing was written) when no sender could take it; the
-        caller then writes the response itself. Cancelling the caller cancels the job."""
+        Returns a NOT_STARTED report (nothing was written) when no sender took it or began
+        it; the caller then writes the response itself. Cancelling the caller cancels the job."""
+        report = await self._write(conn, job, timeout)
+        if report.outcome == DONE:
+            self.jobs_done += 1
+        elif report.outcome == NOT_STARTED:
+            self.jobs_not_started += 1
+        return report
+
+    async def _write(self, conn: socket.socket, job: RemoteJob, timeout: float) -> SendReport:
         if self._closed:
             return SendReport(NOT_STARTED, 0, "the sender pool is closed")
         job_id = next(self._ids)
         message = pickle.dumps(("write", job_id, pickle.dumps(job), timeout))
         if len(message) > MAX_MESSAGE:
-            return SendReport(NOT_STARTED, 0, f"the job takes {len(message)} bytes to describe")
-        loop = asyncio.get_running_loop()
-        sender = self._pick(loop)
+            return SendReport(NOT_STARTED, 0, f"the job takes {len(message)} bytes to describe, "
+                                              f"more than {MAX_MESSAGE}")
+        sender = self._pick(asyncio.get_running_loop())
         if sender is None:
             return SendReport(NOT_STARTED, 0, "no sender process is running")
         try:
@@ -211,22 +338,10 @@ class SenderPool:
         """Stop every sender (their jobs are cut) and wait for them to exit."""
         self._closed = True
         for sender in self._senders:
-            sender.stop()
-
-
-async def _writable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
-    future: asyncio.Future[None] = loop.create_future()
-    fd = sock.fileno()
-
-    def ready() -> None:
-        if not future.done():
-            future.set_result(None)
-
-    loop.add_writer(fd, ready)
-    try:
-        await future
-    finally:
-        loop.remove_writer(fd)
+            sender.close_control()
+        deadline = time.monotonic() + _STOP_WAIT_S
+        for sender in self._senders:
+            sender.wait(deadline)
 
 
 def default_sender_processes() -> int:

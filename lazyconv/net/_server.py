@@ -115,6 +115,7 @@ class KafkaServer:
         self.broker: RequestHandler | None = None
         self.workers = workers if workers is not None else ConversionWorkers()
         self.senders = senders
+        self._fallback_warned_at = -60.0
         self.listeners: list[Listener] = []
         self._sockets: list[socket.socket] = []
         self._accept_tasks: list[asyncio.Task[None]] = []
@@ -276,7 +277,15 @@ class KafkaServer:
         timeout = self.limits.write_timeout_ms / 1000
         report = await self.senders.write(conn, response.remote, timeout)
         if report.outcome == NOT_STARTED:
-            log.debug("writing the response to %s here: %s", peer, report.error)
+            # usually a sender being restarted; said at most once a minute, so a sender that
+            # refuses every response is noticed without flooding the log
+            now = time.monotonic()
+            if now - self._fallback_warned_at >= 60:
+                self._fallback_warned_at = now
+                log.warning("a response to %s is written by the serving process, not a sender: %s",
+                            peer, report.error)
+            else:
+                log.debug("writing the response to %s here: %s", peer, report.error)
             return False
         if response.remote_done is not None:
             response.remote_done(report)

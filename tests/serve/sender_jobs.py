@@ -76,3 +76,18 @@ class UnloadableJob(RemoteJob):
 
     def start(self, context: SenderContext) -> Send:
         raise AssertionError("never loaded")
+
+
+class SleepThenBytesJob(BytesJob):
+    """Keeps the sender busy for ``seconds`` before its bytes (a slow disk, a huge batch)."""
+
+    def __init__(self, size: int, seconds: float, padding: int = 0) -> None:
+        super().__init__(size)
+        self.seconds = seconds
+        self.padding = b"p" * padding  # a larger job message, to fill the control socket sooner
+
+    def start(self, context: SenderContext) -> Send:
+        import time
+
+        time.sleep(self.seconds)
+        return super().start(context)

@@ -21,7 +21,13 @@ import pytest
 from lazyconv.net._remote_send import DONE, FAILED, NOT_STARTED, PEER_GONE, TIMED_OUT
 from lazyconv.net._sender_pool import SenderPool
 from lazyconv.records import Compression
-from tests.serve.sender_jobs import BreaksMidwayJob, BytesJob, RefusedJob, UnloadableJob
+from tests.serve.sender_jobs import (
+    BreaksMidwayJob,
+    BytesJob,
+    RefusedJob,
+    SleepThenBytesJob,
+    UnloadableJob,
+)
 from tests.serve.test_conversion_workers import fetched, read_response
 from tests.serve.test_robustness import big_log, fetch_frame
 
@@ -32,6 +38,15 @@ REPO = Path(__file__).resolve().parents[2]
 def _senders_import_the_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     # a sender unpickles the test jobs by module name
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+
+
+def _eventually(condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _exchange(port: int, requests: list[bytes]) -> list[bytes]:
@@ -53,11 +68,17 @@ def test_responses_from_senders_are_the_servers_own_bytes(serve_logdir, tmp_path
     pool = SenderPool(2)
     remote = serve_logdir(tmp_path, senders=pool)
     assert _exchange(remote.port, requests) == expected
-    # the converting ones (v0-3 of three topics) went to a sender, Fetch v4 did not
-    assert pool.jobs_sent == 12
-    stats = remote.server.broker.stats
-    assert stats.records_converted == alone.server.broker.stats.records_converted > 0
-    assert stats.converted_chunks == alone.server.broker.stats.converted_chunks
+    # the converting ones (v0-3 of three topics) were written by a sender, Fetch v4 was not
+    assert _eventually(lambda: (pool.jobs_sent, pool.jobs_done, pool.jobs_not_started) == (12, 12, 0))
+    stats, alone_stats = remote.server.broker.stats, alone.server.broker.stats
+
+    def counted() -> tuple[int, int, int]:
+        return stats.records_converted, stats.converted_chunks, stats.padded_bytes
+
+    # what the senders did reaches the server's counters as if it had written the responses
+    assert _eventually(lambda: counted() == (alone_stats.records_converted, alone_stats.converted_chunks,
+                                             alone_stats.padded_bytes))
+    assert stats.records_converted > 0 and stats.converted_chunks > 0
 
 
 def test_connections_pipelining_through_senders_each_keep_their_order(serve_logdir, tmp_path):
@@ -87,8 +108,44 @@ def test_connections_pipelining_through_senders_each_keep_their_order(serve_logd
     for t in threads:
         t.join(60)
     assert not errors, errors[0]
-    assert pool.jobs_sent == 24
-    assert sum(s.process is not None for s in pool._senders) == 2  # both senders took jobs
+    assert _eventually(lambda: (pool.jobs_sent, pool.jobs_done) == (24, 24))
+    assert all(s.jobs_taken for s in pool._senders)  # both senders wrote responses
+
+
+def test_a_response_no_sender_can_begin_is_written_by_the_server(serve_logdir, tmp_path, monkeypatch):
+    from lazyconv.serve._remote_fetch import FetchSendJob
+    from tests.serve import sender_jobs
+
+    big_log(tmp_path, topic="plain", batches=12, records=80, value=700)
+    requests = [fetch_frame(version, "plain", correlation_id=version) for version in (0, 1, 2, 3)]
+    expected = _exchange(serve_logdir(tmp_path).port, requests)
+    # every job arrives in a form the senders cannot load (a newer server than its senders)
+    monkeypatch.setattr(FetchSendJob, "__reduce__", lambda self: (sender_jobs._refuse_to_load, ()),
+                        raising=False)
+    pool = SenderPool(1)
+    server = serve_logdir(tmp_path, senders=pool)
+    assert _exchange(server.port, requests) == expected
+    assert _eventually(lambda: (pool.jobs_sent, pool.jobs_done, pool.jobs_not_started) == (4, 0, 4))
+    assert server.server.broker.stats.records_converted > 0  # counted once, by the server
+
+
+def test_the_loop_plans_only_fetches_cheap_to_size_there(serve_logdir, tmp_path):
+    """With senders, a converting fetch whose first batch is uncompressed and small is planned
+    on the event loop; one that starts at a compressed batch (which may inflate to many MiB) is
+    planned on the worker threads. Both are written by a sender."""
+    from tests.serve.test_conversion_workers import RecordingWorkers
+
+    big_log(tmp_path, topic="plain", batches=8, records=50, value=500)
+    big_log(tmp_path, topic="lz4", batches=8, records=50, value=500, codec=Compression.LZ4)
+    workers = RecordingWorkers(2)
+    pool = SenderPool(1)
+    server = serve_logdir(tmp_path, workers=workers, senders=pool)
+    _exchange(server.port, [fetch_frame(1, "plain", correlation_id=1)])
+    assert workers.submitted == []
+    _exchange(server.port, [fetch_frame(1, "lz4", correlation_id=2)])
+    assert [fn for _, fn in workers.submitted] == ["_plan_fetch", "_fetch_response"]
+    assert _eventually(lambda: pool.jobs_done == 2)  # (the client may read all before the report)
+    assert workers.settled() == []  # no write step ran on the threads
 
 
 def _pair() -> tuple[socket.socket, socket.socket]:
@@ -156,37 +213,47 @@ def test_the_pool_reports_every_ending_of_a_remote_send():
 
 def test_a_sender_killed_mid_response_ends_that_connection_only(serve_logdir, tmp_path):
     big_log(tmp_path, topic="big", batches=40, records=100, value=1000)
-    pool = SenderPool(1)
+    pool = SenderPool(2)
     server = serve_logdir(tmp_path, senders=pool)
-    with socket.create_connection(("127.0.0.1", server.port), timeout=20) as stuck:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=20) as stuck, \
+            socket.create_connection(("127.0.0.1", server.port), timeout=20) as other:
         stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stuck.sendall(fetch_frame(1, "big", correlation_id=1))  # its sender blocks on our buffer
-        deadline = time.monotonic() + 10
-        while pool.jobs_sent < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        received = stuck.recv(4096, socket.MSG_WAITALL)  # the sender is writing
-        sender = pool._senders[0].process
-        assert sender is not None
-        os.kill(sender.pid, signal.SIGKILL)
+        for sock, correlation in ((stuck, 1), (other, 2)):  # each blocks its sender unread
+            sock.sendall(fetch_frame(1, "big", correlation_id=correlation))
+            assert _eventually(lambda c=correlation: pool.jobs_sent >= c)
+        received = stuck.recv(4096, socket.MSG_WAITALL)  # both senders are writing
+        first = other.recv(4096, socket.MSG_WAITALL)
+        assert all(s.jobs_taken == 1 for s in pool._senders)  # one response each
+        killed = next(s for s in pool._senders if s.pending and min(s.pending) == 1).process
+        assert killed is not None
+        os.kill(killed.pid, signal.SIGKILL)
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)  # drain what is left fast
         stuck.settimeout(10)
         while chunk := stuck.recv(65536):  # the server closes it: end of stream, no hang
             received += chunk
         assert len(received) < struct.unpack(">i", received[:4])[0] + 4
-    # other connections are served (by a new sender)
+        # the response of the other sender arrives whole
+        size = struct.unpack(">i", first[:4])[0]
+        whole = bytearray(first)
+        while len(whole) < size + 4:
+            piece = other.recv(size + 4 - len(whole))
+            assert piece, "the other response was cut"
+            whole += piece
+        assert fetched(bytes(whole[4:]), 1)[:2] == ("big", 0)
+    # new connections are served (the killed sender is started again)
     frame = _exchange(server.port, [fetch_frame(1, "big", correlation_id=7)])[0]
     assert fetched(frame, 1)[:2] == ("big", 0)
-    assert pool._senders[0].process is not None and pool._senders[0].process.pid != sender.pid
+    assert all(s.process is not None and s.process.pid != killed.pid for s in pool._senders)
 
 
 def test_stopping_the_server_stops_its_senders(tmp_path):
     from tests.serve.conftest import ServerThread
 
-    big_log(tmp_path, topic="big", batches=10, records=100, value=1000)
+    big_log(tmp_path, topic="big", batches=100, records=100, value=1000)
     pool = SenderPool(2)
     server = ServerThread(tmp_path, senders=pool)
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.sendall(fetch_frame(0, "big", correlation_id=1))  # left unread: a response in flight
             deadline = time.monotonic() + 10
             while pool.jobs_sent < 1 and time.monotonic() < deadline:
@@ -201,3 +268,68 @@ def test_stopping_the_server_stops_its_senders(tmp_path):
                 pass
     finally:
         server.stop()
+
+
+def test_jobs_queued_behind_a_busy_sender_all_complete():
+    """More jobs than the control socket holds wait for room together; none is lost."""
+
+    async def scenario() -> list:
+        pool = SenderPool(1)
+        pairs = [_pair() for _ in range(80)]
+        try:
+            async def one(conn: socket.socket, client: socket.socket, job) -> object:
+                reader = asyncio.ensure_future(asyncio.to_thread(_read_framed, client))
+                report = await pool.write(conn, job, 30)
+                await reader
+                return report
+
+            first = one(*pairs[0], SleepThenBytesJob(1000, 2.0))
+            rest = [one(conn, client, BytesJob(1000, 0x62) if i % 2 else SleepThenBytesJob(1000, 0, 8192))
+                    for i, (conn, client) in enumerate(pairs[1:])]
+            return await asyncio.wait_for(asyncio.gather(first, *rest), 60)
+        finally:
+            for conn, client in pairs:
+                conn.close()
+                client.close()
+            pool.close()
+
+    reports = asyncio.run(scenario())
+    assert [r.outcome for r in reports] == [DONE] * 80
+
+
+def test_a_sender_that_cannot_start_gives_its_responses_back(monkeypatch):
+    """A sender that dies before it is ready (here: an interpreter that cannot start): the
+    jobs come back NOT_STARTED for the server to write, and no new sender is started for
+    every job."""
+    monkeypatch.setenv("PYTHONHOME", "/nonexistent")  # the sender's interpreter cannot start
+
+    async def scenario() -> tuple[list, int]:
+        pool = SenderPool(1)
+        try:
+            reports = []
+            for _ in range(3):
+                conn, client = _pair()
+                with conn, client:
+                    reports.append(await asyncio.wait_for(pool.write(conn, BytesJob(10), 10), 20))
+            return reports, pool.jobs_not_started
+        finally:
+            pool.close()
+
+    reports, given_back = asyncio.run(scenario())
+    assert [r.outcome for r in reports] == [NOT_STARTED] * 3 and given_back == 3
+    assert "before it was ready" in reports[0].error or "stopped" in reports[0].error
+    assert any("no sender process is running" in r.error for r in reports[1:])  # backing off
+
+
+def test_a_job_too_large_to_describe_is_given_back():
+    async def scenario():
+        pool = SenderPool(1)
+        try:
+            conn, client = _pair()
+            with conn, client:
+                return await pool.write(conn, SleepThenBytesJob(10, 0, 70 * 1024), 10)
+        finally:
+            pool.close()
+
+    report = asyncio.run(scenario())
+    assert report.outcome == NOT_STARTED and "bytes to describe" in report.error
