@@ -43,6 +43,7 @@ from lazyconv.net._remote_send import (
 log = logging.getLogger("lazyconv.sender")
 
 _MESSAGES_PER_TURN = 64
+_IDLE_TRIM_S = 1.0
 # what a client's socket fails with when the client went away
 _PEER_ERRORS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ECONNABORTED,
                           errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH})
@@ -72,14 +73,21 @@ class Sender:
         self.selector.register(control, selectors.EVENT_READ, None)
         self.jobs: dict[int, _Job] = {}
         self.context = SenderContext()
+        self.trim_when_idle = False
 
     def run(self) -> None:
         try:
             while True:
-                timeout = None
+                timeout = _IDLE_TRIM_S if self.trim_when_idle else None
                 if self.jobs:
                     timeout = max(0.0, min(j.deadline for j in self.jobs.values()) - time.monotonic())
-                for key, _ in self.selector.select(timeout):
+                events = self.selector.select(timeout)
+                if not events and not self.jobs and self.trim_when_idle:
+                    # idle for a while after a burst: hand the freed heap back, as the serving
+                    # process does (not after every job: the next would fault its pages in again)
+                    release_free_memory()
+                    self.trim_when_idle = False
+                for key, _ in events:
                     if key.data is None:
                         # every queued message, so jobs do not wait behind the writing ones
                         for _ in range(_MESSAGES_PER_TURN):
@@ -143,6 +151,7 @@ class Sender:
             return True
         job = _Job(job_id, remote, sock, send, timeout)
         self.jobs[job_id] = job
+        self.trim_when_idle = True
         self.selector.register(sock, selectors.EVENT_WRITE, job)
         # said before the first byte: a job the serving process never hears of as begun has
         # written nothing, so if we die it can still write that response itself
@@ -189,8 +198,7 @@ class Sender:
         job.sock.close()  # our descriptor only: the serving process keeps the connection
         with _suppress():
             job.job.close()
-        if not self.jobs:
-            release_free_memory()  # after a burst, as the serving process does
+
 
     def _report(self, job_id: int, report: SendReport) -> None:
         message = pickle.dumps(("report", job_id, report))
