@@ -3,8 +3,8 @@ share (``python -m lazyconv.net._sender FD``; started by :mod:`lazyconv.net._sen
 
 FD is a SOCK_SEQPACKET Unix socket to the serving process. Each message from it is a pickled
 ``("write", job_id, pickled_job, timeout_s)`` with the client connection's descriptor attached, or
-``("cancel", job_id)``. The sender says ``("ready",)`` once it is up and ``("began", job_id)``
-before it writes a job's first byte. The sender writes every job's Send to its socket whenever the socket
+``("cancel", job_id)``. The sender says ``("ready",)`` once it is up (before it reads a job, so
+the jobs of a sender that never said it wrote nothing). The sender writes every job's Send to its socket whenever the socket
 has room (round robin over the jobs, one ``write_to`` step each), and answers each job once
 with a pickled ``("report", job_id, SendReport)``. A job whose client takes nothing for
 ``timeout_s`` ends TIMED_OUT. When the serving process goes away (end of file), the sender
@@ -153,9 +153,6 @@ class Sender:
         self.jobs[job_id] = job
         self.trim_when_idle = True
         self.selector.register(sock, selectors.EVENT_WRITE, job)
-        # said before the first byte: a job the serving process never hears of as begun has
-        # written nothing, so if we die it can still write that response itself
-        self._send(("began", job_id))
         self._step(job)
         return True
 
