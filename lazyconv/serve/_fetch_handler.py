@@ -32,6 +32,7 @@ from lazyconv.protocol._decision import (
 )
 from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse
+from lazyconv.records import Compression
 from lazyconv.serve._model import BrokerStats, Response, TopicConfig
 from lazyconv.serve._remote_fetch import fetch_send_job, lazy_recipe, slice_recipe
 from lazyconv.serve._segment_files import CachedFileRecords, SegmentFileCache, SegmentSlice
@@ -48,11 +49,13 @@ DEFAULT_MAX_PARTITIONS_PER_REQUEST = 200000
 OFF_LOOP_PARTITIONS = 64
 OFF_LOOP_BYTES = 16384
 # With sender processes a converting fetch of at most this many partitions is planned on the
-# event loop (its first batches converted there: a few milliseconds), larger ones on the workers;
-# so is one whose first batch to convert is compressed or larger than LOOP_CONVERT_MAX_BYTES
-# (a compressed batch may inflate to --max-decompressed-batch-bytes: too long for the loop).
-PLAN_ON_LOOP_PARTITIONS = 16
-LOOP_CONVERT_MAX_BYTES = 1 << 20
+# event loop (each partition's first batch converted there), larger ones on the workers; so is
+# one whose first batch to convert is stored larger than this for its codec (gzip and zstd never
+# on the loop): a compressed batch may inflate to --max-decompressed-batch-bytes, and 32 MiB of
+# lz4 (254 KB stored) takes about 50 ms to convert, of gzip (163 KB) about 150 ms.
+PLAN_ON_LOOP_PARTITIONS = 8
+LOOP_CONVERT_MAX_STORED = {int(Compression.NONE): 1 << 20, int(Compression.LZ4): 256 << 10,
+                           int(Compression.SNAPPY): 256 << 10}
 # One thread: planning is Python that holds the GIL, and a second planner would compete with the
 # event loop for it (measured: a fresh consumer waited longer). Raise it once conversion runs in
 # code that releases the GIL.
@@ -435,8 +438,8 @@ class FetchHandler:
                       "partition is padding: %s", topic, index, fetch_offset, exc)
 
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
-            if plan.on_loop and region is not None and (
-                    region.first_entry_codec or region.first_entry_size > LOOP_CONVERT_MAX_BYTES):
+            if plan.on_loop and region is not None and \
+                    region.first_entry_size > LOOP_CONVERT_MAX_STORED.get(region.first_entry_codec, -1):
                 raise _CostlyOnLoop(f"{topic}-{index} at {fetch_offset}")
             converted = LazyDownConvertedRecords(records_in, to_magic, first_offset,
                                                  chunk_size=chunk_size, on_error=corrupt_after_commit)

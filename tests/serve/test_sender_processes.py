@@ -130,21 +130,22 @@ def test_a_response_no_sender_can_begin_is_written_by_the_server(serve_logdir, t
 
 
 def test_the_loop_plans_only_fetches_cheap_to_size_there(serve_logdir, tmp_path):
-    """With senders, a converting fetch whose first batch is uncompressed and small is planned
-    on the event loop; one that starts at a compressed batch (which may inflate to many MiB) is
-    planned on the worker threads. Both are written by a sender."""
+    """With senders, a converting fetch whose first batch is cheap to convert (uncompressed up
+    to 1 MiB, lz4 or snappy up to 256 KiB stored) is planned on the event loop; one that starts
+    at a gzip batch (which may inflate to many MiB, slowly) is planned on the worker threads.
+    All are written by a sender."""
     from tests.serve.test_conversion_workers import RecordingWorkers
 
-    big_log(tmp_path, topic="plain", batches=8, records=50, value=500)
-    big_log(tmp_path, topic="lz4", batches=8, records=50, value=500, codec=Compression.LZ4)
+    for topic, codec in (("plain", Compression.NONE), ("lz4", Compression.LZ4), ("gzip", Compression.GZIP)):
+        big_log(tmp_path, topic=topic, batches=8, records=50, value=500, codec=codec)
     workers = RecordingWorkers(2)
     pool = SenderPool(1)
     server = serve_logdir(tmp_path, workers=workers, senders=pool)
-    _exchange(server.port, [fetch_frame(1, "plain", correlation_id=1)])
+    _exchange(server.port, [fetch_frame(1, "plain", correlation_id=1), fetch_frame(1, "lz4", correlation_id=2)])
     assert workers.submitted == []
-    _exchange(server.port, [fetch_frame(1, "lz4", correlation_id=2)])
+    _exchange(server.port, [fetch_frame(1, "gzip", correlation_id=3)])
     assert [fn for _, fn in workers.submitted] == ["_plan_fetch", "_fetch_response"]
-    assert _eventually(lambda: pool.jobs_done == 2)  # (the client may read all before the report)
+    assert _eventually(lambda: pool.jobs_done == 3)  # (the client may read all before the report)
     assert workers.settled() == []  # no write step ran on the threads
 
 
