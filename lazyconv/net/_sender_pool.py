@@ -28,7 +28,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from typing import Any, cast
 
 from lazyconv.errors import ConfigurationError
@@ -65,9 +64,11 @@ class _Sender:
         self.ready = False  # the sender said it is up (imports done)
         self.pending: dict[int, asyncio.Future[SendReport]] = {}
         self.jobs_taken = 0
+        self.room_waits = 0  # times a submit waited for room on the control socket
         self._room: list[asyncio.Future[None]] = []  # submits waiting for room on the control socket
         self._exited: list[subprocess.Popen[bytes]] = []  # stopped senders not reaped yet
-        self.on_death: Callable[[_Sender], None] | None = None
+        self.retry_at = 0.0  # not started again before this (time.monotonic())
+        self.backoff = _FIRST_BACKOFF_S
 
     @property
     def alive(self) -> bool:
@@ -101,30 +102,35 @@ class _Sender:
         log.info("sender process %d started (pid %d)", self.index, process.pid)
 
     async def submit(self, job_id: int, message: bytes, fd: int) -> asyncio.Future[SendReport]:
-        """Queue the job; raises OSError (nothing sent) when the sender is gone or refused it."""
+        """Queue the job; raises OSError (nothing sent) when the sender is gone or refused it.
+
+        The job counts as pending only once sent: a sender that dies while it waits for room
+        never had it, even when a new sender has been started meanwhile."""
         assert self.loop is not None
-        future: asyncio.Future[SendReport] = self.loop.create_future()
-        self.pending[job_id] = future
-        try:
-            while True:
-                if self.control is None:
-                    raise ConnectionError("the sender process stopped")
-                try:
-                    socket.send_fds(self.control, [message], [fd])
-                    self.jobs_taken += 1
-                    return future
-                except BlockingIOError:
-                    await self._wait_for_room()
-                except OSError as exc:
-                    if exc.errno in _GONE:
+        control = self.control
+        while True:
+            if control is None or self.control is not control:
+                raise ConnectionError("the sender process stopped")
+            try:
+                socket.send_fds(control, [message], [fd])
+            except BlockingIOError:
+                await self._wait_for_room()
+                continue
+            except OSError as exc:
+                if exc.errno in _GONE:
+                    # take what it said before it went (its readiness, its reports), then end it
+                    self._on_readable()
+                    if self.control is control:
                         self._died(f"its control socket failed: {exc}")
-                    raise
-        except BaseException:
-            self.pending.pop(job_id, None)  # never queued: nobody will report it
-            raise
+                raise
+            future: asyncio.Future[SendReport] = self.loop.create_future()
+            self.pending[job_id] = future
+            self.jobs_taken += 1
+            return future
 
     async def _wait_for_room(self) -> None:
         assert self.loop is not None and self.control is not None
+        self.room_waits += 1
         waiter: asyncio.Future[None] = self.loop.create_future()
         if not self._room:  # one writer callback per socket wakes every waiting submit
             self.loop.add_writer(self.control.fileno(), self._wake_room)
@@ -146,12 +152,25 @@ class _Sender:
                 waiter.set_result(None)
 
     def cancel(self, job_id: int) -> None:
-        if self.pending.pop(job_id, None) is None or self.control is None:
+        if self.pending.pop(job_id, None) is None or self.control is None or self.loop is None:
             return
+        message = pickle.dumps(("cancel", job_id))
         try:
-            self.control.send(pickle.dumps(("cancel", job_id)))
+            self.control.send(message)
+        except BlockingIOError:  # sent once there is room, so the sender lets the client go
+            self.loop.create_task(self._cancel_later(self.control, message))
         except OSError:
-            pass  # full or gone: the sender ends the job when the client socket fails
+            pass  # gone: it holds no client socket any more
+
+    async def _cancel_later(self, control: socket.socket, message: bytes) -> None:
+        while self.control is control:
+            try:
+                control.send(message)
+                return
+            except BlockingIOError:
+                await self._wait_for_room()
+            except OSError:
+                return
 
     def _on_readable(self) -> None:
         while self.control is not None:
@@ -177,20 +196,23 @@ class _Sender:
                         future.set_result(report)
                 elif kind == "ready":
                     self.ready = True
+                    self.backoff = _FIRST_BACKOFF_S
                 else:
                     raise ValueError(f"unknown message {kind!r}")
             except Exception as exc:  # a sender that speaks nonsense is stopped
                 log.error("sender process %d sent a message that cannot be read (%s); stopping it",
                           self.index, exc)
-                self._died(f"an unreadable message: {exc}")
+                self._died(f"an unreadable message: {exc}", kill=True)
                 return
 
-    def _died(self, why: str) -> None:
+    def _died(self, why: str, kill: bool = False) -> None:
+        if self.control is None:
+            return  # already ended
         process = self.process
         code = process.poll() if process is not None else None
         if process is not None:
-            if code is None:
-                process.kill()  # it may be alive but unusable (an unreadable message)
+            if code is None and kill:
+                process.kill()  # alive but unusable (an unreadable message)
             self._exited.append(process)
             self.process = None
         # A sender says it is ready before it reads its first job: the jobs of one that never
@@ -212,8 +234,12 @@ class _Sender:
                 future.set_result(SendReport(PEER_GONE, -1, f"the sender process stopped ({why})"))
             else:
                 future.set_result(SendReport(NOT_STARTED, 0, f"the sender process stopped ({why})"))
-        if not was_ready and self.on_death is not None:
-            self.on_death(self)
+        if not was_ready:
+            # not even up: wait before the next try, longer each time this sender fails so
+            self.retry_at = time.monotonic() + self.backoff
+            log.error("starting sender process %d again in %.0f s; the serving process writes "
+                      "its responses meanwhile", self.index, self.backoff)
+            self.backoff = min(_MAX_BACKOFF_S, self.backoff * 2)
 
     def _close_control(self) -> None:
         control, self.control = self.control, None
@@ -227,6 +253,10 @@ class _Sender:
         for waiter in waiters:  # they find the sender gone
             if not waiter.done():
                 waiter.set_result(None)
+
+    def reap(self) -> None:
+        """Collect the exit status of stopped senders (no zombies)."""
+        self._reap()
 
     def _reap(self) -> None:
         self._exited = [p for p in self._exited if p.poll() is None]
@@ -263,40 +293,31 @@ class SenderPool:
             raise ConfigurationError(f"a sender pool needs at least one process, got {processes}")
         self.processes = processes
         self._senders = [_Sender(i) for i in range(processes)]
-        for sender in self._senders:
-            sender.on_death = self._died_early
         self._ids = itertools.count(1)
-        self._retry_at = 0.0  # no sender is started before this (time.monotonic())
-        self._backoff = _FIRST_BACKOFF_S
         self._closed = False
         self.jobs_sent = 0  # handed to a sender
         self.jobs_done = 0  # reported DONE by a sender
         self.jobs_not_started = 0  # given back to the serving process (NOT_STARTED)
 
-    def _died_early(self, sender: _Sender) -> None:
-        """A sender died before it was ready: wait before starting one again, longer each time."""
-        self._retry_at = time.monotonic() + self._backoff
-        log.error("starting sender processes again in %.0f s; the serving process writes the "
-                  "responses meanwhile", self._backoff)
-        self._backoff = min(_MAX_BACKOFF_S, self._backoff * 2)
-
     def _pick(self, loop: asyncio.AbstractEventLoop) -> _Sender | None:
         """The live sender with the fewest jobs, after starting every sender that is not
         running (all at the first job, so the pool's memory is there from then on; a sender
-        that died, at the next job)."""
-        if time.monotonic() >= self._retry_at:
-            for sender in self._senders:
-                if sender.alive:
-                    continue
-                try:
-                    sender.start(loop)
-                except OSError as exc:
-                    log.error("could not start a sender process (%s)", exc)
-                    self._died_early(sender)
-                    break
+        that died, at the next job; one that died before it was up, after its backoff)."""
+        now = time.monotonic()
+        for sender in self._senders:
+            if sender.alive:
+                continue
+            sender.reap()
+            if now < sender.retry_at:
+                continue
+            try:
+                sender.start(loop)
+            except OSError as exc:
+                sender.retry_at = now + sender.backoff
+                log.error("could not start sender process %d (%s); trying again in %.0f s",
+                          sender.index, exc, sender.backoff)
+                sender.backoff = min(_MAX_BACKOFF_S, sender.backoff * 2)
         live = [s for s in self._senders if s.alive]
-        if any(s.ready for s in live):
-            self._backoff = _FIRST_BACKOFF_S
         return min(live, key=lambda s: (len(s.pending), not s.ready), default=None)
 
     async def write(self, conn: socket.socket, job: RemoteJob, timeout: float) -> SendReport:

@@ -50,12 +50,13 @@ OFF_LOOP_PARTITIONS = 64
 OFF_LOOP_BYTES = 16384
 # With sender processes a converting fetch of at most this many partitions is planned on the
 # event loop (each partition's first batch converted there), larger ones on the workers; so is
-# one whose first batch to convert is stored larger than this for its codec (gzip and zstd never
-# on the loop): a compressed batch may inflate to --max-decompressed-batch-bytes, and 32 MiB of
-# lz4 (254 KB stored) takes about 50 ms to convert, of gzip (163 KB) about 150 ms.
+# one whose first batches to convert weigh more than LOOP_CONVERT_BUDGET: stored bytes times
+# the codec's weight (gzip and zstd: never on the loop). A compressed batch may inflate to
+# --max-decompressed-batch-bytes: 32 MiB of lz4 (254 KB stored) takes about 50 ms to convert,
+# of gzip (163 KB) about 150 ms; 1 MiB uncompressed about 3 ms.
 PLAN_ON_LOOP_PARTITIONS = 8
-LOOP_CONVERT_MAX_STORED = {int(Compression.NONE): 1 << 20, int(Compression.LZ4): 256 << 10,
-                           int(Compression.SNAPPY): 256 << 10}
+LOOP_CONVERT_BUDGET = 1 << 20
+LOOP_CONVERT_WEIGHT = {int(Compression.NONE): 1, int(Compression.LZ4): 4, int(Compression.SNAPPY): 4}
 # One thread: planning is Python that holds the GIL, and a second planner would compete with the
 # event loop for it (measured: a fresh consumer waited longer). Raise it once conversion runs in
 # code that releases the GIL.
@@ -238,14 +239,20 @@ class FetchHandler:
                 plan = await self.off_loop(self._plan_fetch, version, request, cleanup=_FetchPlan.close,
                                            on_workers=converting)
             else:
+                storage_errors = self.stats.storage_errors
                 try:
                     plan = self._plan_fetch(version, request, on_loop=True)
                 except _CostlyOnLoop:
-                    converting = True  # and its response is described for a sender all the same
+                    # planned again, from the start, by the workers (the abandoned plan closed
+                    # what it opened; the partitions it read are counted once)
+                    self.stats.storage_errors = storage_errors
+                    converting = self.workers is not None
                     plan = await self.off_loop(self._plan_fetch, version, request,
                                                cleanup=_FetchPlan.close, on_workers=True)
             if plan.bytes_read >= min(min_bytes, plan.limit) or time.monotonic() >= deadline:
                 break
+            if plan.converted and version <= 3 and self.workers is not None:
+                converting = True  # a fetch that waits for more is planned again by the workers
             plan.close()
             await self._wait_for_append(min(FETCH_POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
         self.stats.fetch_partitions += plan.partitions
@@ -438,9 +445,11 @@ class FetchHandler:
                       "partition is padding: %s", topic, index, fetch_offset, exc)
 
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
-            if plan.on_loop and region is not None and \
-                    region.first_entry_size > LOOP_CONVERT_MAX_STORED.get(region.first_entry_codec, -1):
-                raise _CostlyOnLoop(f"{topic}-{index} at {fetch_offset}")
+            if plan.on_loop and region is not None:
+                weight = LOOP_CONVERT_WEIGHT.get(region.first_entry_codec)
+                plan.loop_cost += region.first_entry_size * (weight or 0)
+                if weight is None or plan.loop_cost > LOOP_CONVERT_BUDGET:
+                    raise _CostlyOnLoop(f"{topic}-{index} at {fetch_offset}")
             converted = LazyDownConvertedRecords(records_in, to_magic, first_offset,
                                                  chunk_size=chunk_size, on_error=corrupt_after_commit)
             if plan.release_first:
@@ -563,6 +572,7 @@ class _FetchPlan:
         self.seen = 0
         self.release_first = False
         self.on_loop = False
+        self.loop_cost = 0  # weighted stored bytes of the first batches converted on the loop
 
     def close(self) -> None:
         for resource in self.resources:

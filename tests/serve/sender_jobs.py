@@ -91,3 +91,10 @@ class SleepThenBytesJob(BytesJob):
 
         time.sleep(self.seconds)
         return super().start(context)
+
+
+class UnreadableReportJob(BytesJob):
+    """A job whose report the serving process cannot load (a sender speaking nonsense)."""
+
+    def details(self) -> object:
+        return UnloadableJob()

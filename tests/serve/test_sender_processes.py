@@ -27,6 +27,7 @@ from tests.serve.sender_jobs import (
     RefusedJob,
     SleepThenBytesJob,
     UnloadableJob,
+    UnreadableReportJob,
 )
 from tests.serve.test_conversion_workers import fetched, read_response
 from tests.serve.test_robustness import big_log, fetch_frame
@@ -118,7 +119,8 @@ def test_a_response_no_sender_can_begin_is_written_by_the_server(serve_logdir, t
 
     big_log(tmp_path, topic="plain", batches=12, records=80, value=700)
     requests = [fetch_frame(version, "plain", correlation_id=version) for version in (0, 1, 2, 3)]
-    expected = _exchange(serve_logdir(tmp_path).port, requests)
+    alone = serve_logdir(tmp_path)
+    expected = _exchange(alone.port, requests)
     # every job arrives in a form the senders cannot load (a newer server than its senders)
     monkeypatch.setattr(FetchSendJob, "__reduce__", lambda self: (sender_jobs._refuse_to_load, ()),
                         raising=False)
@@ -126,7 +128,9 @@ def test_a_response_no_sender_can_begin_is_written_by_the_server(serve_logdir, t
     server = serve_logdir(tmp_path, senders=pool)
     assert _exchange(server.port, requests) == expected
     assert _eventually(lambda: (pool.jobs_sent, pool.jobs_done, pool.jobs_not_started) == (4, 0, 4))
-    assert server.server.broker.stats.records_converted > 0  # counted once, by the server
+    # counted once, by the server, as when it writes everything itself
+    assert _eventually(lambda: server.server.broker.stats.records_converted
+                       == alone.server.broker.stats.records_converted > 0)
 
 
 def test_the_loop_plans_only_fetches_cheap_to_size_there(serve_logdir, tmp_path):
@@ -274,7 +278,7 @@ def test_stopping_the_server_stops_its_senders(tmp_path):
 def test_jobs_queued_behind_a_busy_sender_all_complete():
     """More jobs than the control socket holds wait for room together; none is lost."""
 
-    async def scenario() -> list:
+    async def scenario() -> tuple[list, int]:
         pool = SenderPool(1)
         pairs = [_pair() for _ in range(80)]
         try:
@@ -287,15 +291,16 @@ def test_jobs_queued_behind_a_busy_sender_all_complete():
             first = one(*pairs[0], SleepThenBytesJob(1000, 2.0))
             rest = [one(conn, client, BytesJob(1000, 0x62) if i % 2 else SleepThenBytesJob(1000, 0, 8192))
                     for i, (conn, client) in enumerate(pairs[1:])]
-            return await asyncio.wait_for(asyncio.gather(first, *rest), 60)
+            return await asyncio.wait_for(asyncio.gather(first, *rest), 60), pool._senders[0].room_waits
         finally:
             for conn, client in pairs:
                 conn.close()
                 client.close()
             pool.close()
 
-    reports = asyncio.run(scenario())
+    reports, waited = asyncio.run(scenario())
     assert [r.outcome for r in reports] == [DONE] * 80
+    assert waited > 0  # some submits did wait for room
 
 
 def test_a_sender_that_cannot_start_gives_its_responses_back(monkeypatch):
@@ -334,3 +339,56 @@ def test_a_job_too_large_to_describe_is_given_back():
 
     report = asyncio.run(scenario())
     assert report.outcome == NOT_STARTED and "bytes to describe" in report.error
+
+
+def test_a_report_the_server_cannot_read_stops_that_sender_only():
+    async def scenario() -> tuple[object, object, bool]:
+        pool = SenderPool(1)
+        try:
+            conn, client = _pair()
+            with conn, client:
+                reader = asyncio.ensure_future(asyncio.to_thread(_read_framed, client))
+                bad = await asyncio.wait_for(pool.write(conn, UnreadableReportJob(100), 10), 20)
+                await reader
+                first = pool._senders[0].process  # stopped by now
+            conn, client = _pair()
+            with conn, client:
+                reader = asyncio.ensure_future(asyncio.to_thread(_read_framed, client))
+                good = await asyncio.wait_for(pool.write(conn, BytesJob(100), 10), 20)
+                await reader
+            return bad, good, first is None and pool._senders[0].process is not None  # a new sender
+        finally:
+            pool.close()
+
+    bad, good, restarted = asyncio.run(scenario())
+    assert bad.outcome == PEER_GONE and "cannot be read" not in bad.error  # cut, not hung
+    assert good.outcome == DONE and restarted
+
+
+def test_jobs_waiting_for_a_sender_that_dies_are_given_back(monkeypatch):
+    """Jobs not yet handed over when their sender dies come back NOT_STARTED (the server
+    writes them), never to a sender started meanwhile; the one it had is cut."""
+
+    async def scenario() -> list:
+        pool = SenderPool(1)
+        pairs = [_pair() for _ in range(40)]
+        try:
+            busy = asyncio.ensure_future(pool.write(pairs[0][0], SleepThenBytesJob(10, 30), 60))
+            while not pool._senders[0].ready:
+                await asyncio.sleep(0.01)
+            waiting = [asyncio.ensure_future(pool.write(conn, SleepThenBytesJob(10, 0, 16384), 60))
+                       for conn, _ in pairs[1:]]
+            while pool._senders[0].room_waits == 0:
+                await asyncio.sleep(0.01)
+            os.kill(pool._senders[0].process.pid, signal.SIGKILL)
+            return await asyncio.wait_for(asyncio.gather(busy, *waiting), 30)
+        finally:
+            for conn, client in pairs:
+                conn.close()
+                client.close()
+            pool.close()
+
+    reports = asyncio.run(scenario())
+    assert reports[0].outcome == PEER_GONE
+    given_back = [r for r in reports[1:] if r.outcome == NOT_STARTED]
+    assert given_back and all(r.outcome in (NOT_STARTED, PEER_GONE) for r in reports[1:])
