@@ -30,6 +30,7 @@ def test_lz4_overhead_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
+@pytest.mark.slow  # a fuzzing run of about a second: kept out of the quick look
 def test_fuzz_kernel_runs_without_differences() -> None:
     executions, inputs, differences = fuzz_kernel.run(1.0, seed=1)
     assert executions > inputs > 0 and differences == 0

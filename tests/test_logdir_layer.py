@@ -93,6 +93,7 @@ def _is_generator(name: str) -> bool:
     return name == "lazyconv.fixtures" or name.startswith("lazyconv.fixtures.")
 
 
+@pytest.mark.slow  # a scan of every module: kept out of the quick look
 def test_no_production_module_imports_the_fixture_generator() -> None:
     found = []
     for module, tree in _modules():
@@ -105,6 +106,7 @@ def test_no_production_module_imports_the_fixture_generator() -> None:
     assert not found, "production code imports the test-data generator:\n" + "\n".join(found)
 
 
+@pytest.mark.slow  # a scan of every module: kept out of the quick look
 def test_the_generators_front_doors_still_need_their_exception() -> None:
     """An exception nobody uses any more is removed from the list."""
     trees = dict(_modules())
@@ -125,6 +127,7 @@ def test_logdir_imports_only_records_and_errors() -> None:
     assert not found, "lazyconv.logdir imports above itself:\n" + "\n".join(found)
 
 
+@pytest.mark.slow  # a scan of every module: kept out of the quick look
 def test_log_directory_facts_are_spelled_in_one_module_each() -> None:
     found = []
     for module, tree in _modules():

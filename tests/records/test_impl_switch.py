@@ -124,6 +124,7 @@ def test_using_switches_every_hot_function_and_restores_them() -> None:
         assert set(vars(_impl.NATIVE)) == set(vars(_impl.REFERENCE))
 
 
+@pytest.mark.slow  # a fresh interpreter: kept out of the quick look
 def test_with_no_extensions_no_kernel_function_is_reachable() -> None:
     code = textwrap.dedent(
         f"""
@@ -156,6 +157,7 @@ def _python_modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
+@pytest.mark.slow  # a scan of every module: kept out of the quick look
 def test_only_impl_names_the_extension_and_hot_functions_are_looked_up_at_call_time() -> None:
     offenders = []
     for path in _python_modules():

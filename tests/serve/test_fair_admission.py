@@ -82,6 +82,7 @@ def test_a_stalled_request_above_its_fair_share_is_reclaimed_when_another_waits(
     asyncio.run(main())
 
 
+@pytest.mark.slow  # timed waits for reclaimed room: kept out of the quick look
 def test_holders_within_their_share_or_still_receiving_keep_their_room():
     async def main() -> None:
         pool = RequestMemoryPool(1000, max_request_size=600, small_request_bytes=10, stall_s=0.05)
@@ -194,6 +195,7 @@ def start_stalling(port: int, announced: int, sent: int) -> tuple[socket.socket,
     return sock, thread
 
 
+@pytest.mark.slow  # seconds of stalled requests or busy senders: kept out of the quick look
 def test_a_health_check_is_answered_at_once_while_two_large_requests_stall(serve_logdir, tmp_path):
     """Small limits of the same shape as the defaults (a pool twice the largest request)."""
     (tmp_path / "t-0").mkdir()
@@ -223,6 +225,7 @@ def test_a_health_check_is_answered_at_once_while_two_large_requests_stall(serve
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow  # seconds of stalled requests or busy senders: kept out of the quick look
 def test_with_the_default_limits_two_stalled_95_mib_requests_delay_no_health_check(serve_logdir, tmp_path):
     """The issue's case with Kafka's sizes: 95 MiB of two 100 MiB requests, 200 MiB pool."""
     (tmp_path / "t-0").mkdir()

@@ -168,6 +168,7 @@ def _read_framed(sock: socket.socket) -> bytes:
     return sock.recv(size, socket.MSG_WAITALL)
 
 
+@pytest.mark.slow  # includes a half-second write timeout: kept out of the quick look
 def test_the_pool_reports_every_ending_of_a_remote_send():
     async def scenario() -> dict[str, object]:
         pool = SenderPool(1)
@@ -275,6 +276,7 @@ def test_stopping_the_server_stops_its_senders(tmp_path):
         server.stop()
 
 
+@pytest.mark.slow  # seconds of stalled requests or busy senders: kept out of the quick look
 def test_jobs_queued_behind_a_busy_sender_all_complete():
     """More jobs than the control socket holds wait for room together; none is lost."""
 
