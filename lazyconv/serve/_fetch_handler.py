@@ -8,7 +8,6 @@ stable offset, and a read_committed fetch stops there and lists the aborted tran
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import concurrent.futures
 import logging
@@ -18,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 from lazyconv._lazy import LazyDownConvertedRecords
-from lazyconv._send import Send
 from lazyconv.errors import RecordsError, RemoteProtocolError
 from lazyconv.logdir._directory import LogDirectory
 from lazyconv.logdir._partition import OffsetOutOfRange, PartitionLog, Region
@@ -36,6 +34,12 @@ from lazyconv.records import Compression
 from lazyconv.serve._model import BrokerStats, Response, TopicConfig
 from lazyconv.serve._remote_fetch import fetch_send_job, lazy_recipe, slice_recipe
 from lazyconv.serve._segment_files import CachedFileRecords, SegmentFileCache, SegmentSlice
+from lazyconv.serve._tracked_records import (
+    TrackedFileRecords,
+    TrackedLazyRecords,
+    add_send_counts,
+    report_corrupt_send,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,57 +76,6 @@ DEFAULT_MAX_DECOMPRESSED_BATCH = 32 << 20
 # transaction markers); it also looks at the log again this often, for data written into the
 # log directory by another process.
 FETCH_POLL_INTERVAL_S = 0.25
-
-
-class _TrackedRecords(abc.ABC):
-    """Wraps a partition's records so the broker learns what their send did.
-
-    The send is accounted for by :meth:`close`, once the response is finished (or abandoned).
-    """
-
-    def __init__(self, records: Any, stats: BrokerStats) -> None:
-        self._records = records
-        self._stats = stats
-        self._send: Any = None
-
-    @property
-    def size_in_bytes(self) -> int:
-        return self._records.size_in_bytes
-
-    def to_send(self) -> Send:
-        self._send = self._records.to_send()
-        return self._send
-
-    def close(self) -> None:
-        send, self._send = self._send, None
-        if send is not None:
-            self._account(send)
-
-    @abc.abstractmethod
-    def _account(self, send: Any) -> None:
-        """Add what ``send`` did to the broker's stats."""
-
-
-class _TrackedFileRecords(_TrackedRecords):
-    """A file slice sent unconverted: how much went out zero-copy; closes the slice."""
-
-    def _account(self, send: Any) -> None:
-        self._stats.zero_copy_bytes += getattr(send, "zero_copy_bytes", 0)
-
-    def close(self) -> None:
-        super().close()
-        self._records.close()
-
-
-class _TrackedLazyRecords(_TrackedRecords):
-    """Lazily converted records: padding, chunks and records converted by their send."""
-
-    def _account(self, send: Any) -> None:
-        self._stats.padded_bytes += getattr(send, "padding_bytes", 0)
-        self._stats.converted_chunks += getattr(send, "chunks", 0)
-        stats = getattr(send, "stats", None)
-        if stats is not None:
-            self._stats.records_converted += stats.records_converted
 
 
 class FetchHandler:
@@ -279,11 +232,11 @@ class FetchHandler:
                              response: Response) -> None:
         """Attach the response's description for a sender process (none when a partition's
         records are of a kind it cannot rebuild)."""
-        labels: list[str] = []
+        labels: list[str] = []  # where each described partition's records start, for logs
         lazies: list[LazyDownConvertedRecords] = []
 
         def recipe_of(records: Any) -> Any:
-            inner = getattr(records, "_records", None)
+            inner = getattr(records, "records", None)
             if isinstance(inner, SegmentSlice):
                 labels.append(inner.path.parent.name)
                 return slice_recipe(inner.path, inner.start, inner.size_in_bytes)
@@ -293,8 +246,8 @@ class FetchHandler:
                 return lazy_recipe(inner, inner.records)
             return None
 
-        job = fetch_send_job(version, correlation_id, plan.topics, response.send.size, recipe_of,
-                             self.segment_files.capacity)
+        job = fetch_send_job(version, correlation_id, _fetch_body(0, plan.topics), response.send.size,
+                             recipe_of, self.segment_files.capacity)
         if job is None:
             return
         for lazy in lazies:
@@ -302,23 +255,18 @@ class FetchHandler:
         stats = self.stats
 
         def done(report: SendReport) -> None:
-            for label, sent in zip(labels, report.details or (), strict=False):
-                stats.zero_copy_bytes += sent.zero_copy_bytes
-                stats.padded_bytes += sent.padding_bytes
-                stats.converted_chunks += sent.chunks
-                stats.records_converted += sent.records_converted
-                if sent.error is not None:
-                    stats.corrupt_sends += 1
-                    log.error("fetch %s: corrupt log data met while sending; the rest of the "
-                              "partition is padding: %s", label, sent.error)
+            if report.details is None:
+                return
+            add_send_counts(stats, report.details.counts)
+            for position, error in report.details.corrupt:
+                report_corrupt_send(stats, labels[position], error)
 
         response.remote = job
         response.remote_done = done
 
     def _fetch_response(self, version: int, correlation_id: int, error_code: int,
                         topics: list[dict[str, Any]], resources: list[Any]) -> Response:
-        body = {"throttle_time_ms": 0, "error_code": error_code, "session_id": 0, "responses": topics}
-        response = FetchResponse(version, body)
+        response = FetchResponse(version, _fetch_body(error_code, topics))
         return Response(response.to_send(correlation_id), list(resources))
 
     def _plan_fetch(self, version: int, request: dict[str, Any], on_loop: bool = False) -> _FetchPlan:
@@ -438,11 +386,7 @@ class FetchHandler:
                        for t in found]
 
         def corrupt_after_commit(exc: RecordsError) -> None:
-            # The committed size is honoured: the records converted before the corrupt batch
-            # went out, the rest is padding, and the other partitions of the response arrive.
-            self.stats.corrupt_sends += 1
-            log.error("fetch %s-%d at %d: corrupt log data met while sending; the rest of the "
-                      "partition is padding: %s", topic, index, fetch_offset, exc)
+            report_corrupt_send(self.stats, f"{topic}-{index} at {fetch_offset}", exc)
 
         def lazy(records_in: Any, to_magic: int, first_offset: int) -> Any:
             if plan.on_loop and region is not None:
@@ -454,7 +398,7 @@ class FetchHandler:
                                                  chunk_size=chunk_size, on_error=corrupt_after_commit)
             if plan.release_first:
                 converted.release_first_batch()
-            tracked = _TrackedLazyRecords(converted, self.stats)
+            tracked = TrackedLazyRecords(converted, self.stats)
             plan.resources.append(tracked)
             plan.converted += 1
             return tracked
@@ -474,12 +418,17 @@ class FetchHandler:
                                         records.size_in_bytes)
             plan.resources.remove(records)
             records.close()
-            entry["records"] = tracked = _TrackedFileRecords(region_slice, self.stats)
+            entry["records"] = tracked = TrackedFileRecords(region_slice, self.stats)
             plan.resources.append(tracked)
         return entry
 
 
 _FIXED_HEAD = struct.Struct(">iii")  # replica id, max wait, min bytes
+
+
+def _fetch_body(error_code: int, topics: list[dict[str, Any]]) -> dict[str, Any]:
+    """The FetchResponse body this server answers (no throttling, no fetch sessions)."""
+    return {"throttle_time_ms": 0, "error_code": error_code, "session_id": 0, "responses": topics}
 
 
 def _announced_partitions(version: int, body: memoryview) -> int | None:

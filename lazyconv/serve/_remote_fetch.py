@@ -22,14 +22,16 @@ from lazyconv._send import Send
 from lazyconv.errors import LocalProtocolError, RecordsError
 from lazyconv.net._remote_send import RemoteJob, SenderContext
 from lazyconv.protocol._fetch import FetchResponse
+from lazyconv.serve._model import BrokerStats
 from lazyconv.serve._segment_files import (
     DEFAULT_MAX_OPEN_SEGMENTS,
     CachedFileRecords,
     SegmentFileCache,
     SegmentSlice,
 )
+from lazyconv.serve._tracked_records import TrackedFileRecords, TrackedLazyRecords, TrackedRecords
 
-__all__ = ["FetchSendJob", "PartitionSendDetails", "fetch_send_job"]
+__all__ = ["FetchSendJob", "SendDetails", "fetch_send_job", "lazy_recipe", "slice_recipe"]
 
 
 @dataclass(frozen=True)
@@ -56,14 +58,13 @@ class _LazyRecipe:
 
 
 @dataclass(frozen=True)
-class PartitionSendDetails:
-    """What one partition's records send did in the sender (for the server's counters)."""
+class SendDetails:
+    """What a response's records sends did in the sender, for the server's counters:
+    ``counts`` holds the send counters of a :class:`BrokerStats`; ``corrupt`` the described
+    partitions (by position) whose send met corrupt data after its size was committed."""
 
-    zero_copy_bytes: int = 0
-    padding_bytes: int = 0
-    chunks: int = 0
-    records_converted: int = 0
-    error: str | None = None  # corrupt data met after the size was committed
+    counts: BrokerStats
+    corrupt: list[tuple[int, str]]
 
 
 class FetchSendJob(RemoteJob):
@@ -77,13 +78,16 @@ class FetchSendJob(RemoteJob):
         self.body = body
         self.size = size
         self.max_open_files = max_open_files
-        # each partition's records object, what to close once sent, and its send's errors
-        self._built: list[tuple[Any, Any, list[str]]] = []
+        self._counts = BrokerStats()
+        self._tracked: list[TrackedRecords] = []
+        self._sources: list[CachedFileRecords] = []
+        self._corrupt: list[tuple[int, str]] = []
 
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_built"] = []
-        return state
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
 
     def start(self, context: SenderContext) -> Send:
         cache = context.shared("segment_files", lambda: SegmentFileCache(self.max_open_files))
@@ -100,55 +104,50 @@ class FetchSendJob(RemoteJob):
         return send
 
     def _build(self, cache: SegmentFileCache, records: Any) -> Any:
-        errors: list[str] = []
-        built: Any
-        closing: Any
+        """The records object a recipe stands for, wrapped as the server wraps its own (the
+        same counters); bytes and None are the response's own fields."""
+        position = len(self._tracked)
+        tracked: TrackedRecords
         if isinstance(records, _SliceRecipe):
-            built = closing = SegmentSlice(cache, Path(records.path), records.start, records.size)
+            tracked = TrackedFileRecords(SegmentSlice(cache, Path(records.path), records.start, records.size),
+                                         self._counts)
         elif isinstance(records, _LazyRecipe):
             source = CachedFileRecords(cache, Path(records.path), records.start, records.end,
                                        max_decompressed_size=records.max_decompressed_size)
+            self._sources.append(source)
 
             def note(exc: RecordsError) -> None:
-                errors.append(str(exc))
+                self._corrupt.append((position, str(exc)))
 
-            built = LazyDownConvertedRecords.from_state(source, records.to_magic, records.first_offset,
-                                                        records.state, records.chunk_size, on_error=note)
-            closing = source
+            tracked = TrackedLazyRecords(LazyDownConvertedRecords.from_state(
+                source, records.to_magic, records.first_offset, records.state, records.chunk_size,
+                on_error=note), self._counts)
         else:
-            return records  # bytes or None: part of the response's fields
-        self._built.append((built, closing, errors))
-        return built
+            return records
+        self._tracked.append(tracked)
+        return tracked
 
-    def details(self) -> list[PartitionSendDetails]:
-        out = []
-        for built, _, errors in self._built:
-            if isinstance(built, SegmentSlice):
-                out.append(PartitionSendDetails(
-                    zero_copy_bytes=sum(getattr(s, "zero_copy_bytes", 0) for s in built._sends)))
-                continue
-            send = built._last_send
-            if send is None:
-                out.append(PartitionSendDetails())
-                continue
-            out.append(PartitionSendDetails(padding_bytes=send.padding_bytes, chunks=send.chunks,
-                                            records_converted=send.stats.records_converted,
-                                            error=errors[-1] if errors else None))
-        return out
+    def details(self) -> SendDetails:
+        for tracked in self._tracked:
+            tracked.close()  # adds what its send did to the counts
+        self._tracked.clear()
+        return SendDetails(self._counts, self._corrupt)
 
     def close(self) -> None:
-        for _, closing, _ in self._built:
-            closing.close()
-        self._built.clear()
+        for tracked in self._tracked:
+            tracked.close()
+        self._tracked.clear()
+        for source in self._sources:
+            source.close()
+        self._sources.clear()
 
 
-def fetch_send_job(version: int, correlation_id: int, topics: list[dict[str, Any]], size: int,
+def fetch_send_job(version: int, correlation_id: int, body: dict[str, Any], size: int,
                    recipe_of: Any, max_open_files: int) -> FetchSendJob | None:
-    """The job for a planned response (``topics`` as the plan made them); ``recipe_of(records)``
-    gives each partition's recipe, None when it has none (the response is then written by the
-    serving process)."""
+    """The job for a planned response's ``body``; ``recipe_of(records)`` gives each partition's
+    recipe, None when it has none (the response is then written by the serving process)."""
     responses = []
-    for topic in topics:
+    for topic in body["responses"]:
         parts = []
         for part in topic["partitions"]:
             records = part.get("records")
@@ -158,8 +157,7 @@ def fetch_send_job(version: int, correlation_id: int, topics: list[dict[str, Any
                     return None
             parts.append({**part, "records": records})
         responses.append({**topic, "partitions": parts})
-    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
-    return FetchSendJob(version, correlation_id, body, size, max_open_files)
+    return FetchSendJob(version, correlation_id, {**body, "responses": responses}, size, max_open_files)
 
 
 def slice_recipe(path: Path, start: int, size: int) -> _SliceRecipe:

@@ -92,9 +92,15 @@ def assert_records(data, wanted: list[tuple], version: int) -> None:
     assert got == wanted[:len(got)]
 
 
+@pytest.mark.parametrize("senders", [False, True], ids=["in-process", "sender-process"])
 @pytest.mark.parametrize("version", [1, 3])
-def test_corrupt_batch_met_after_the_size_is_committed_pads(serve_logdir, planted, version):
-    server = serve_logdir(planted, chunk_size=16384)
+def test_corrupt_batch_met_after_the_size_is_committed_pads(serve_logdir, planted, version, senders):
+    """Also when a sender process writes the response: its padding and the corrupt send reach
+    the server's counters and log."""
+    from lazyconv.net._sender_pool import SenderPool
+
+    pool = SenderPool(1) if senders else None
+    server = serve_logdir(planted, chunk_size=16384, senders=pool)
     alone = fetch_two(server.port, version, bad_offset=None)["good"]
     got = fetch_two(server.port, version, bad_offset=0)
     assert got["bad"]["error_code"] == 0
@@ -104,8 +110,9 @@ def test_corrupt_batch_met_after_the_size_is_committed_pads(serve_logdir, plante
     assert bytes(got["good"]["records"]) == bytes(alone["records"])
     stats = server.server.broker.stats
     # the send is accounted for once the server has finished the response
-    assert wait_for(lambda: stats.padded_bytes > 0)
-    assert stats.corrupt_sends == 1
+    assert wait_for(lambda: stats.padded_bytes > 0 and stats.corrupt_sends == 1)
+    # both fetches that convert were written by the sender (none by the server itself)
+    assert pool is None or (pool.jobs_done, pool.jobs_not_started) == (2, 0)
 
 
 def test_a_compression_bomb_is_that_partitions_storage_error(serve_logdir, planted):
