@@ -152,6 +152,14 @@ def process_tree(process: psutil.Process) -> list[psutil.Process]:
         return [process]
 
 
+def cpu_seconds(process: psutil.Process | None) -> float:
+    """CPU seconds (user + system) of one process."""
+    if process is None:
+        return 0.0
+    times = process.cpu_times()
+    return times.user + times.system
+
+
 def tree_cpu_seconds(process: psutil.Process | None) -> float:
     """CPU seconds of a server: its process and every live child process."""
     import psutil
@@ -161,8 +169,7 @@ def tree_cpu_seconds(process: psutil.Process | None) -> float:
     total = 0.0
     for member in process_tree(process):
         try:
-            times = member.cpu_times()
-            total += times.user + times.system
+            total += cpu_seconds(member)
         except psutil.Error:
             pass  # ended meanwhile
     return total

@@ -35,7 +35,7 @@ from typing import Any
 
 import psutil
 
-from bench.bench_common import tree_cpu_seconds, tree_rss
+from bench.bench_common import cpu_seconds, tree_cpu_seconds, tree_rss
 from lazyconv.net._limits import tune_allocator
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse, response_header_version
 from lazyconv.protocol._headers import decode_response_header
@@ -293,13 +293,6 @@ LIVE_PROCESSES: set[LazyconvProcess] = set()
 
 
 # -- measuring ---------------------------------------------------------------------------
-
-
-def cpu_seconds(process: psutil.Process | None) -> float:
-    if process is None:
-        return 0.0
-    times = process.cpu_times()
-    return times.user + times.system
 
 
 def busy_seconds() -> float:
