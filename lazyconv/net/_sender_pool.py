@@ -10,11 +10,13 @@ a picklable :class:`~lazyconv.net._remote_send.RemoteJob`, converts and writes i
 client's socket, whose descriptor it receives with ``SCM_RIGHTS``, and reports how that ended.
 
 The connection's task awaits that report before it reads the next request, so each connection's
-responses stay whole and in order. Senders start on first use (``python -m
+responses stay whole and in order. All senders start with the first job (``python -m
 lazyconv.net._sender``), each job goes to the sender with the fewest jobs, and a sender that
-dies ends the connections it was writing to (the next job starts a new one). A job the sender
-cannot even begin (:data:`~lazyconv.net._remote_send.NOT_STARTED`) is written by the serving
-process itself; so is every response while no sender can be started.
+dies after it said it was ready ends the connections it had (the next job starts a new one). A
+job no sender began (:data:`~lazyconv.net._remote_send.NOT_STARTED`: it could not be loaded or
+built, it waited for a sender that died, its sender never came up) is written by the serving
+process itself; so is every response while no sender runs (one that fails to come up is tried
+again after 1 s, then 2, 4, ... up to 30 s).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class _Sender:
         return self.control is not None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._reap()
+        self.reap()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             # The same interpreter with the same flags and environment (LAZYCONV_NO_EXTENSIONS
@@ -256,9 +258,6 @@ class _Sender:
 
     def reap(self) -> None:
         """Collect the exit status of stopped senders (no zombies)."""
-        self._reap()
-
-    def _reap(self) -> None:
         self._exited = [p for p in self._exited if p.poll() is None]
 
     def close_control(self) -> None:
