@@ -37,9 +37,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from lazyconv._conversion_cache import conversion_cache
 from lazyconv._convert import (
     ZERO_STATS,
     ConversionStats,
@@ -218,6 +219,24 @@ def _convert_group(group: list[Any], to_magic: int, first_offset: int) -> Iterat
     )
 
 
+def _convert_batch(batch: RecordBatch, to_magic: int, first_offset: int) -> _Chunk:
+    """One input batch converted (a send's first), or its conversion kept by the process's
+    :data:`~lazyconv._conversion_cache.conversion_cache`."""
+    if not batch.compression_id:  # uncompressed: converting costs about what reusing would
+        return down_convert_bytes([batch], to_magic, first_offset)
+    started = time.perf_counter_ns()
+    source = batch._source
+    key = conversion_cache.key(source, batch.position, to_magic, first_offset,
+                               getattr(batch, "max_decompressed_size", 0), 0)
+    hit = conversion_cache.lookup(key, source, batch.position + batch.size_in_bytes)
+    if hit is not None:
+        return hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
+    data, stats = down_convert_bytes([batch], to_magic, first_offset)
+    if key is not None and data:
+        conversion_cache.store(key, source.read(batch.position, batch.size_in_bytes), data, stats)
+    return data, stats
+
+
 def _skip(batches: Iterator[RecordBatch], count: int) -> Iterator[RecordBatch]:
     for _ in range(count):
         if next(batches, None) is None:
@@ -260,7 +279,7 @@ class LazyDownConvertedRecords:
         scanned = 0
         for batch in records.batches():
             scanned += 1
-            data, stats = down_convert_bytes([batch], to_magic, first_offset)
+            data, stats = _convert_batch(batch, to_magic, first_offset)
             if data:
                 self._first = (data, stats)
                 break
@@ -374,7 +393,7 @@ class LazyDownConvertedRecords:
         batch = next(batches, None)
         if batch is None:
             return None
-        data, stats = down_convert_bytes([batch], self.to_magic, self.first_offset)
+        data, stats = _convert_batch(batch, self.to_magic, self.first_offset)
         return (data, stats) if data else None
 
     def _later_chunks(self) -> Iterator[_Chunk]:
@@ -401,24 +420,43 @@ class LazyDownConvertedRecords:
             if batch is None:
                 return
             position = batch.position + batch.size_in_bytes
+        cache = conversion_cache
         while position < end:
             started = time.perf_counter_ns()
+            window_bytes = reader.read(position, min(window, end - position))
             out = bytearray()
-            chunk = convert_plain_chunk(
-                reader.read(position, min(window, end - position)), out, self.chunk_size, self.to_magic,
-                self.first_offset,
-            )
-            if chunk is not None:
+            chunk = convert_plain_chunk(window_bytes, out, self.chunk_size, self.to_magic, self.first_offset)
+            if chunk is not None:  # uncompressed: converting costs about what reusing would
                 position += chunk.end
                 if out:  # empty conversions are skipped and their stats dropped, as in Kafka
                     yield out, ConversionStats(chunk.converted, chunk.temporary, time.perf_counter_ns() - started)
                 continue
+            key = cache.key(source, position, self.to_magic, self.first_offset, max_decompressed,
+                            self.chunk_size)
+            hit = cache.lookup(key, reader, end)
+            if hit is not None:
+                position += hit.consumed
+                yield hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
+                continue
             guarded = _GuardedBatches(iter_batches(reader, position, end, max_decompressed))
             group = next(chunk_groups(guarded, self.chunk_size, self.to_magic), None)
             if group is not None:
-                for data, stats in _convert_group(group, self.to_magic, self.first_offset):
+                pieces: list[_Chunk] = []
+                failure: RecordsError | None = None
+                try:
+                    pieces.extend(_convert_group(group, self.to_magic, self.first_offset))
+                except RecordsError as exc:
+                    failure = exc
+                if (failure is None and guarded.error is None and len(pieces) == 1
+                        and any(batch.compression_id for batch in group)):
+                    # kept before it is written, for the sends converting the same input now
+                    stop = group[-1].position + group[-1].size_in_bytes
+                    cache.store(key, reader.read(position, stop - position), *pieces[0])
+                for data, stats in pieces:
                     if data:
                         yield data, stats
+                if failure is not None:
+                    raise failure
             if guarded.error is not None:
                 raise guarded.error
             if group is None:

@@ -8,6 +8,7 @@ import re
 import sys
 
 from lazyconv._commands._common import input_dir, parse_size, port_number, run_until_stopped
+from lazyconv._conversion_cache import DEFAULT_CONVERSION_CACHE_BYTES, conversion_cache
 from lazyconv.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--chunk-size", type=_size, default=131072,
                         help="input bytes down-converted per step of a lazy send, e.g. 16K, 128K, "
                              "1M, between 16K and 1M (default 128K); bounds memory per connection")
+    parser.add_argument("--conversion-cache", type=_size, default=DEFAULT_CONVERSION_CACHE_BYTES,
+                        metavar="SIZE",
+                        help="recent down-conversions of compressed batches each process keeps "
+                             "for consumers reading the same records (e.g. several old consumer "
+                             "groups of one topic), reused only where the log bytes are still "
+                             "identical; 0 turns it off (default 64M per process)")
     parser.add_argument("--no-downconversion", action="store_true",
                         help="behave like message.downconversion.enable=false: consumers that "
                              "need an older format (Fetch v0-3) get UNSUPPORTED_VERSION")
@@ -259,6 +266,8 @@ def run(args: argparse.Namespace) -> int:
     sys.setswitchinterval(0.001)
     # Converted chunks stay in the heap instead of being mapped and faulted in again each time.
     tune_allocator()
+    # The sender processes are given the same size with their jobs.
+    conversion_cache.resize(args.conversion_cache)
 
 
     async def main() -> None:

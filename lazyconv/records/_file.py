@@ -30,6 +30,14 @@ class _FileSource:
         self.bytes_read = 0
         self.root = root
 
+    @property
+    def cache_key(self) -> tuple[int, int]:
+        """The file (device, inode), for the conversion cache (which compares the bytes it
+        reuses)."""
+        self.root._check_open()
+        st = os.fstat(self.fd)
+        return (st.st_dev, st.st_ino)
+
     def read(self, position: int, size: int) -> bytes:
         self.root._check_open()
         data = os.pread(self.fd, size, position)

@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lazyconv._conversion_cache import (
+    DEFAULT_CONVERSION_CACHE_BYTES,
+    ConversionCache,
+    conversion_cache,
+)
 from lazyconv._lazy import CommittedState, LazyDownConvertedRecords
 from lazyconv._send import Send
 from lazyconv.errors import LocalProtocolError, RecordsError
@@ -72,12 +77,14 @@ class FetchSendJob(RemoteJob):
     send must be ``size`` bytes (the size the server planned)."""
 
     def __init__(self, version: int, correlation_id: int, body: dict[str, Any], size: int,
-                 max_open_files: int = DEFAULT_MAX_OPEN_SEGMENTS) -> None:
+                 max_open_files: int = DEFAULT_MAX_OPEN_SEGMENTS,
+                 conversion_cache_bytes: int = DEFAULT_CONVERSION_CACHE_BYTES) -> None:
         self.version = version
         self.correlation_id = correlation_id
         self.body = body
         self.size = size
         self.max_open_files = max_open_files
+        self.conversion_cache_bytes = conversion_cache_bytes
         self._counts = BrokerStats()
         self._tracked: list[TrackedRecords] = []
         self._sources: list[CachedFileRecords] = []
@@ -91,6 +98,7 @@ class FetchSendJob(RemoteJob):
 
     def start(self, context: SenderContext) -> Send:
         cache = context.shared("segment_files", lambda: SegmentFileCache(self.max_open_files))
+        context.shared("conversion_cache", lambda: _sized(conversion_cache, self.conversion_cache_bytes))
         body = copy.copy(self.body)
         body["responses"] = [
             {**topic, "partitions": [{**part, "records": self._build(cache, part["records"])}
@@ -142,10 +150,16 @@ class FetchSendJob(RemoteJob):
         self._sources.clear()
 
 
+def _sized(cache: ConversionCache, max_bytes: int) -> ConversionCache:
+    cache.resize(max_bytes)
+    return cache
+
+
 def fetch_send_job(version: int, correlation_id: int, body: dict[str, Any], size: int,
                    recipe_of: Any, max_open_files: int) -> FetchSendJob | None:
     """The job for a planned response's ``body``; ``recipe_of(records)`` gives each partition's
-    recipe, None when it has none (the response is then written by the serving process)."""
+    recipe, None when it has none (the response is then written by the serving process). The
+    sender's conversion cache is sized as this process's."""
     responses = []
     for topic in body["responses"]:
         parts = []
@@ -157,7 +171,8 @@ def fetch_send_job(version: int, correlation_id: int, body: dict[str, Any], size
                     return None
             parts.append({**part, "records": records})
         responses.append({**topic, "partitions": parts})
-    return FetchSendJob(version, correlation_id, {**body, "responses": responses}, size, max_open_files)
+    return FetchSendJob(version, correlation_id, {**body, "responses": responses}, size, max_open_files,
+                        conversion_cache.max_bytes)
 
 
 def slice_recipe(path: Path, start: int, size: int) -> _SliceRecipe:

@@ -26,7 +26,7 @@ from lazyconv._send import FileRegionSend
 from lazyconv.errors import ConfigurationError, TruncatedDataError
 from lazyconv.records import FileRecords, RecordBatch
 from lazyconv.records._compression import DEFAULT_MAX_DECOMPRESSED_SIZE
-from lazyconv.records._entries import iter_batches
+from lazyconv.records._entries import BatchIterator
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,11 @@ class _CachedSource:
         self.owner = owner
         self.bytes_read = 0
 
+    @property
+    def cache_key(self) -> str:
+        """The segment, for the conversion cache (which compares the bytes it reuses)."""
+        return str(self.path)
+
     def read(self, position: int, size: int) -> bytes:
         self.owner._check_open()
         fd = self.cache.acquire(self.path)
@@ -204,7 +209,7 @@ class CachedFileRecords(FileRecords):
 
     def batches(self) -> Iterator[RecordBatch]:
         self._check_open()
-        return iter_batches(self._cached_source, self.start, self.end, self.max_decompressed_size)
+        return BatchIterator(self._cached_source, self.start, self.end, self.max_decompressed_size)
 
     def read(self, position: int, size: int) -> bytes:
         return self._cached_source.read(self.start + position, size)
