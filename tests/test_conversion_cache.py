@@ -124,7 +124,7 @@ def test_the_cache_stays_within_its_size(tmp_path: Path, cache: ConversionCache)
         paths.append(path)
     expected = [_uncached(path) for path in paths]
     before = cache.counts
-    for path, converted in zip(paths, expected):
+    for path, converted in zip(paths, expected, strict=True):
         assert _send(path) == converted
         assert cache.counts.held_bytes <= 256 << 10
     assert cache.counts.evictions > before.evictions

@@ -51,6 +51,8 @@ def test_serve_rejects_bad_arguments(tmp_path):
     assert status == 2 and "unknown key" in err
     status, err = exit_status(run_cli("serve", str(tmp_path), "--chunk-size", "1K", "--port", "0"))
     assert status == 2 and "chunk size" in err  # below the lazy send's 16 KiB minimum
+    status, err = exit_status(run_cli("serve", str(tmp_path), "--conversion-cache", "lots", "--port", "0"))
+    assert status == 2 and "not a size" in err
     status, err = exit_status(run_cli("serve", str(tmp_path), "--group-min-session-timeout-ms", "9000",
                                       "--group-max-session-timeout-ms", "8000", "--port", "0"))
     assert status == 2 and "session timeouts" in err
@@ -62,7 +64,8 @@ def test_serve_help_explains_every_option():
     for option in ("--host", "--port", "--chunk-size", "--no-downconversion", "--topic-config",
                    "--listener", "--produce-delay-ms", "--max-fetch-version", "--max-request-size",
                    "--group-initial-rebalance-delay-ms", "--group-min-session-timeout-ms",
-                   "--segment-bytes", "--index-interval-bytes", "--flush-messages", "--flush-ms"):
+                   "--segment-bytes", "--index-interval-bytes", "--flush-messages", "--flush-ms",
+                   "--conversion-cache", "--sender-processes"):
         assert option in out
     # the durability contract is part of the help
     flat = " ".join(out.split())

@@ -82,6 +82,31 @@ def test_responses_from_senders_are_the_servers_own_bytes(serve_logdir, tmp_path
     assert stats.records_converted > 0 and stats.converted_chunks > 0
 
 
+def test_responses_repeated_through_the_senders_conversion_caches_stay_exact(serve_logdir, tmp_path):
+    """Consumers fetching the same compressed records again get the bytes of a fresh conversion
+    (here the serving process's own, with its cache off) from senders whose caches hold them."""
+    from lazyconv._conversion_cache import conversion_cache
+    from lazyconv.serve._remote_fetch import fetch_send_job
+
+    for topic, codec in (("lz4", Compression.LZ4), ("gzip", Compression.GZIP)):
+        big_log(tmp_path, topic=topic, batches=12, records=80, value=700, codec=codec)
+    requests = [fetch_frame(version, topic, correlation_id=i)
+                for i, (version, topic) in enumerate((v, t) for t in ("lz4", "gzip") for v in (0, 2))]
+    saved = conversion_cache.max_bytes
+    conversion_cache.resize(0)
+    try:
+        expected = _exchange(serve_logdir(tmp_path).port, requests)
+        conversion_cache.resize(5 << 20)  # a sender is sized as the serving process
+        assert fetch_send_job(2, 1, {"responses": []}, 0, None, 8).conversion_cache_bytes == 5 << 20
+    finally:
+        conversion_cache.resize(saved)
+    pool = SenderPool(2)
+    remote = serve_logdir(tmp_path, senders=pool)
+    for _ in range(3):
+        assert _exchange(remote.port, requests) == expected
+    assert _eventually(lambda: (pool.jobs_sent, pool.jobs_done) == (12, 12))
+
+
 def test_connections_pipelining_through_senders_each_keep_their_order(serve_logdir, tmp_path):
     counts = {topic: big_log(tmp_path, topic=topic, batches=30, records=100, value=600, codec=codec)
               for topic, codec in (("a", Compression.LZ4), ("b", Compression.NONE))}
