@@ -228,6 +228,12 @@ def one_pass(side: str, port: int, process: psutil.Process, args: argparse.Names
     for version in args.versions:
         for consumers in args.consumer_counts:
             for codec in args.codecs:
+                # Each read is made once untimed first: the JVM's JIT then has compiled the
+                # paths of this very read (with only the short warm-up above, Kafka read about
+                # a fifth slower when a run timed Fetch v2 alone than after other versions).
+                concurrent_reads(port, topic_name(codec), version, args.fetch_size, count, consumers,
+                                 {"server": process}, "bench-warm-up", rss_of="server",
+                                 client_processes=not args.client_threads)
                 measures.append(timed(side, version, codec, port, process, args, consumers,
                                       count, round_))
 

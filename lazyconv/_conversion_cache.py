@@ -31,8 +31,9 @@ from lazyconv.records._entries import ReadAheadSource
 __all__ = ["ConversionCache", "CachedConversion", "CacheCounts", "DEFAULT_CONVERSION_CACHE_BYTES",
            "conversion_cache"]
 
-# Per process. Consumers reading in step are a few responses apart: 16 MiB of input and output
-# holds several of them (8 consumers of a 1 MiB fetch are served from about 2 MiB of input).
+# Per process. Consumers of one topic drift apart by several MiB of log even when they start
+# together: with 8 consumers of a 1 MiB fetch on two senders, 16 MiB answered about a third of
+# the lookups, 64 MiB about two thirds (docs/guide/benchmarks.md).
 DEFAULT_CONVERSION_CACHE_BYTES = 64 * 1024 * 1024
 
 _Key = tuple[Any, int, int, int, int, int]
@@ -153,13 +154,21 @@ class ConversionCache:
             raise ConfigurationError(f"the conversion cache size must be >= 0 bytes, got {max_bytes!r}")
         with self._lock:
             self.max_bytes = max_bytes
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop every entry (a sender does when it has been idle: its memory goes back)."""
+        with self._lock:
             self._entries.clear()
             self._held = 0
+
+    def release_idle(self) -> None:
+        """What a :class:`~lazyconv.net._remote_send.SenderContext` calls on an idle sender."""
+        self.clear()
 
     def _count_miss(self) -> None:
         with self._lock:
             self._misses += 1
-
 
 
 # The process's cache, used by every lazy send (lazyconv._lazy); servers size it at start-up.

@@ -13,6 +13,7 @@ import pytest
 
 from lazyconv import Compression, FileRecords, LazyDownConvertedRecords
 from lazyconv._conversion_cache import ConversionCache, conversion_cache
+from lazyconv._convert import ConversionStats
 from lazyconv.errors import ConfigurationError
 from lazyconv.records import _impl
 from tests.lazy_support import TrickleChannel, build_batch, drive
@@ -149,3 +150,20 @@ def test_a_corrupt_batch_is_not_kept_and_fails_again(tmp_path: Path, cache: Conv
 def test_a_bad_size_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="conversion cache size"):
         ConversionCache(-1)
+
+
+def test_an_idle_sender_lets_its_cache_go(tmp_path: Path) -> None:
+    from lazyconv.net._remote_send import SenderContext
+
+    context = SenderContext()
+    kept = context.shared("conversion_cache", lambda: ConversionCache(1 << 20))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(_batches(Compression.LZ4))
+    with FileRecords.open(path) as records:
+        batch = next(iter(records.batches()))
+        key = kept.key(batch._source, batch.position, 1, 0, 1 << 20, 0)
+        kept.store(key, records.read(0, batch.size_in_bytes), b"converted", ConversionStats())
+        assert kept.lookup(key, batch._source, batch.size_in_bytes) is not None
+    assert kept.counts.held_bytes > 0
+    context.release_idle()  # what a sender does after a second without jobs
+    assert kept.counts.held_bytes == 0

@@ -44,6 +44,14 @@ class SenderContext:
         value: T = self._shared[name]
         return value
 
+    def release_idle(self) -> None:
+        """The sender has had no job for a while: kept objects with a ``release_idle`` method
+        (e.g. the conversion cache) let go of what they hold."""
+        for value in self._shared.values():
+            release = getattr(value, "release_idle", None)
+            if release is not None:
+                release()
+
     def close(self) -> None:
         for value in self._shared.values():
             close = getattr(value, "close", None)

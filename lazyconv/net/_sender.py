@@ -85,6 +85,7 @@ class Sender:
                 if not events and not self.jobs and self.trim_when_idle:
                     # idle for a while after a burst: hand the freed heap back, as the serving
                     # process does (not after every job: the next would fault its pages in again)
+                    self.context.release_idle()
                     release_free_memory()
                     self.trim_when_idle = False
                 for key, _ in events:
