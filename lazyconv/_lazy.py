@@ -26,6 +26,10 @@ Where Kafka's Java code has defects this module does the evident intended thing
   response stays well-formed and the other partitions arrive; the error is kept in the send's
   ``error`` (and passed to ``on_error``) for the server to report.
 
+Conversions of compressed batches read from a file go through the process's conversion cache
+(:mod:`lazyconv._conversion_cache`): another send of the same bytes reuses them, exactly. The
+cache's memory is the process's, bounded by its own size, and not counted below.
+
 Memory: one converted chunk at a time (its input batches are at most ``chunk_size`` bytes unless
 a single batch is larger), plus the first converted batch until it has been written. A
 compressed batch is converted whole: up to about 6 times ``max_decompressed_size`` for a batch
