@@ -44,10 +44,12 @@ log = logging.getLogger("lazyconv.sender")
 
 _MESSAGES_PER_TURN = 64
 _IDLE_TRIM_S = 1.0
+# While it has responses in flight a sender says at least this often that it is alive: the
+# serving process stops a sender that stays silent (a stopped or wedged process).
+ALIVE_EVERY_S = 1.0
 # what a client's socket fails with when the client went away
 _PEER_ERRORS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ECONNABORTED,
                           errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH})
-
 
 
 class _Job:
@@ -74,13 +76,15 @@ class Sender:
         self.jobs: dict[int, _Job] = {}
         self.context = SenderContext()
         self.trim_when_idle = False
+        self.last_sent = time.monotonic()
 
     def run(self) -> None:
         try:
             while True:
                 timeout = _IDLE_TRIM_S if self.trim_when_idle else None
                 if self.jobs:
-                    timeout = max(0.0, min(j.deadline for j in self.jobs.values()) - time.monotonic())
+                    soonest = min(min(j.deadline for j in self.jobs.values()), self.last_sent + ALIVE_EVERY_S)
+                    timeout = max(0.0, soonest - time.monotonic())
                 events = self.selector.select(timeout)
                 if not events and not self.jobs and self.trim_when_idle:
                     # idle for a while after a burst: hand the freed heap back, as the serving
@@ -105,6 +109,8 @@ class Sender:
                 for job in [j for j in self.jobs.values() if j.deadline <= now]:
                     self._finish(job, SendReport(TIMED_OUT, job.send.written,
                                                  f"the client read nothing for {job.timeout:.0f} s"))
+                if self.jobs and now - self.last_sent >= ALIVE_EVERY_S:
+                    self._send(("alive",))
         finally:
             for job in list(self.jobs.values()):
                 self._end(job)
@@ -197,7 +203,6 @@ class Sender:
         with _suppress():
             job.job.close()
 
-
     def _report(self, job_id: int, report: SendReport) -> None:
         message = pickle.dumps(("report", job_id, report))
         if len(message) > MAX_MESSAGE:  # the outcome matters more than the details
@@ -210,6 +215,8 @@ class Sender:
             self.control.send(message if isinstance(message, bytes) else pickle.dumps(message))
         except OSError:
             pass  # the serving process is gone; its end of file stops the loop
+        else:
+            self.last_sent = time.monotonic()
 
 
 def _receive(control: socket.socket) -> tuple[bytes, list[int]]:

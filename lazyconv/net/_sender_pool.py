@@ -12,7 +12,10 @@ client's socket, whose descriptor it receives with ``SCM_RIGHTS``, and reports h
 The connection's task awaits that report before it reads the next request, so each connection's
 responses stay whole and in order. All senders start with the first job (``python -m
 lazyconv.net._sender``), each job goes to the sender with the fewest jobs, and a sender that
-dies after it said it was ready ends the connections it had (the next job starts a new one). A
+dies after it said it was ready ends the connections it had (the next job starts a new one);
+so does one that says nothing for 15 s while it has responses in flight (it says it is alive
+every second then): it is killed, as a stopped or wedged process would otherwise hold its
+connections for ever. A
 job no sender began (:data:`~lazyconv.net._remote_send.NOT_STARTED`: it could not be loaded or
 built, it waited for a sender that died, its sender never came up) is written by the serving
 process itself; so is every response while no sender runs (one that fails to come up is tried
@@ -51,6 +54,9 @@ _STOP_WAIT_S = 5.0
 _OWN_PROCESS_GROUP: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {}
 _FIRST_BACKOFF_S = 1.0  # after a sender that could not start or died before it was ready
 _MAX_BACKOFF_S = 30.0
+# A sender with responses in flight says it is alive every second (ALIVE_EVERY_S); one silent
+# this long is stopped (SIGSTOP, a wedged read from a hung file system) and its connections cut.
+_SILENT_AFTER_S = 15.0
 # errors of the control socket itself (the sender is gone); others belong to the job
 _GONE = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ECONNREFUSED})
 
@@ -71,6 +77,8 @@ class _Sender:
         self._exited: list[subprocess.Popen[bytes]] = []  # stopped senders not reaped yet
         self.retry_at = 0.0  # not started again before this (time.monotonic())
         self.backoff = _FIRST_BACKOFF_S
+        self.last_heard = 0.0  # its last message, or the first job after a quiet time
+        self._watchdog: asyncio.TimerHandle | None = None
 
     @property
     def alive(self) -> bool:
@@ -126,9 +134,26 @@ class _Sender:
                         self._died(f"its control socket failed: {exc}")
                 raise
             future: asyncio.Future[SendReport] = self.loop.create_future()
+            if not self.pending:  # silence is counted from the first job in flight
+                self.last_heard = time.monotonic()
             self.pending[job_id] = future
             self.jobs_taken += 1
+            if self._watchdog is None:
+                self._watchdog = self.loop.call_later(_SILENT_AFTER_S, self._check_alive)
             return future
+
+    def _check_alive(self) -> None:
+        """Stop a sender that has said nothing for too long while it has responses in flight."""
+        self._watchdog = None
+        if self.control is None or not self.pending or self.loop is None:
+            return
+        silent = time.monotonic() - self.last_heard
+        if silent >= _SILENT_AFTER_S:
+            log.error("sender process %d said nothing for %.0f s with %d response(s) in flight; "
+                      "stopping it", self.index, silent, len(self.pending))
+            self._died(f"silent for {silent:.0f} s", kill=True)
+            return
+        self._watchdog = self.loop.call_later(_SILENT_AFTER_S - silent, self._check_alive)
 
     async def _wait_for_room(self) -> None:
         assert self.loop is not None and self.control is not None
@@ -186,6 +211,7 @@ class _Sender:
             if not data:
                 self._died("it exited")
                 return
+            self.last_heard = time.monotonic()
             try:
                 message = pickle.loads(data)
                 kind = message[0]
@@ -199,6 +225,8 @@ class _Sender:
                 elif kind == "ready":
                     self.ready = True
                     self.backoff = _FIRST_BACKOFF_S
+                elif kind == "alive":
+                    pass  # heard: last_heard is set
                 else:
                     raise ValueError(f"unknown message {kind!r}")
             except Exception as exc:  # a sender that speaks nonsense is stopped
@@ -244,6 +272,9 @@ class _Sender:
             self.backoff = min(_MAX_BACKOFF_S, self.backoff * 2)
 
     def _close_control(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         control, self.control = self.control, None
         if control is not None:
             if self.loop is not None:

@@ -277,6 +277,46 @@ def test_a_sender_killed_mid_response_ends_that_connection_only(serve_logdir, tm
     assert all(s.process is not None and s.process.pid != killed.pid for s in pool._senders)
 
 
+@pytest.mark.slow  # waits out a sender's silence
+def test_a_sender_that_stops_answering_is_replaced_and_its_connection_cut(serve_logdir, tmp_path, monkeypatch):
+    """A sender stopped (SIGSTOP) mid-response says nothing: it is killed after the silence
+    allowed, its connection is closed, and the next response gets a new sender. A working
+    sender whose client reads nothing for as long is not taken for a silent one."""
+    from lazyconv.net import _sender_pool
+
+    monkeypatch.setattr(_sender_pool, "_SILENT_AFTER_S", 2.0)
+    big_log(tmp_path, topic="big", batches=40, records=100, value=1000)
+    pool = SenderPool(1)
+    server = serve_logdir(tmp_path, senders=pool)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=20) as stuck:
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stuck.sendall(fetch_frame(1, "big", correlation_id=1))
+        assert _eventually(lambda: pool.jobs_sent >= 1)
+        received = stuck.recv(4096, socket.MSG_WAITALL)
+        sender = pool._senders[0]
+        assert sender.process is not None
+        pid = sender.process.pid
+        time.sleep(3.5)  # longer than the silence allowed: the sender says it is alive
+        assert sender.process is not None and sender.process.pid == pid and sender.pending
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            stuck.settimeout(15)
+            while chunk := stuck.recv(65536):  # the server closes it: end of stream, no hang
+                received += chunk
+            assert time.monotonic() - started < 10
+            assert len(received) < struct.unpack(">i", received[:4])[0] + 4
+        finally:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    frame = _exchange(server.port, [fetch_frame(1, "big", correlation_id=7)])[0]
+    assert fetched(frame, 1)[:2] == ("big", 0)
+    assert pool._senders[0].process is not None and pool._senders[0].process.pid != pid
+
+
 def test_stopping_the_server_stops_its_senders(tmp_path):
     from tests.serve.conftest import ServerThread
 
