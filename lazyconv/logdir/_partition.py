@@ -42,6 +42,11 @@ from lazyconv.records._format import PARTITION_LEADER_EPOCH_LENGTH, PARTITION_LE
 
 log = logging.getLogger(__name__)
 
+# A directory unchanged for this long before it was listed keeps its mtime until it changes.
+_SETTLED_NS = 2_000_000_000
+# Listed again after this long whatever its mtime says (file systems that do not keep it).
+_RELIST_NS = 1_000_000_000
+
 __all__ = ["PartitionLog", "LogConfig", "Region", "OffsetOutOfRange", "DEFAULT_SEGMENT_BYTES"]
 
 _INT32_MAX = (1 << 31) - 1
@@ -138,6 +143,10 @@ class PartitionLog:
         # Called at a roll with the new segment's base offset: the producer snapshot bytes to
         # write at that offset once the rolled segment is on disk (None: no snapshot).
         self.on_roll: Callable[[PartitionLog, int], bytes | None] | None = None
+        # The directory's (mtime, inode) at the last listing and when that listing began: a
+        # fetch lists the directory again only when it may have changed (see _names_if_changed).
+        self._listed_stamp: tuple[int, int] | None = None
+        self._listed_at_ns = 0
         self.snapshot_offsets = snapshot_offsets(directory)
         self._scan(quiet=recover)
         if recover:
@@ -149,12 +158,29 @@ class PartitionLog:
         """Pick up new segment files and entries appended to existing ones."""
         self._scan()
 
+    def _names_if_changed(self) -> list[str] | None:
+        """The directory's names, or None when it cannot have changed since the last listing:
+        its mtime and inode are the same, it had not changed for 2 s before that listing began
+        (file systems stamp times coarsely, so a change right after a listing may keep the
+        mtime it had; git treats its index the same way), and that listing is under a second
+        old."""
+        st = os.stat(self.directory)
+        stamp = (st.st_mtime_ns, st.st_ino)
+        began = time.time_ns()
+        if (stamp == self._listed_stamp and self._listed_at_ns - st.st_mtime_ns > _SETTLED_NS
+                and began - self._listed_at_ns < _RELIST_NS):
+            return None
+        names = os.listdir(self.directory)
+        self._listed_stamp, self._listed_at_ns = stamp, began
+        return names
+
     def _scan(self, quiet: bool = False) -> None:
         with self._lock:
-            known = {s.path.name for s in self.segments}
             previous_active = self.segments[-1] if self.segments else None
             new = []
-            for name in os.listdir(self.directory):
+            names = self._names_if_changed()
+            known = {s.path.name for s in self.segments} if names else set()
+            for name in names or ():
                 base = offset_from_name(name)
                 if base is not None and name not in known:
                     new.append(Segment(self.directory / name, base))
