@@ -31,10 +31,13 @@ from lazyconv.records._entries import ReadAheadSource
 __all__ = ["ConversionCache", "CachedConversion", "CacheCounts", "DEFAULT_CONVERSION_CACHE_BYTES",
            "conversion_cache"]
 
-# Per process. Consumers of one topic drift apart by several MiB of log even when they start
-# together: with 8 consumers of a 1 MiB fetch on two senders, 16 MiB answered about a third of
-# the lookups, 64 MiB about two thirds (docs/guide/benchmarks.md).
+# What `lazyconv serve` keeps per process (the library's own cache is off until sized).
+# Consumers of one topic drift apart by several MiB of log even when they start together: with
+# 8 consumers of a 1 MiB fetch on two senders, 16 MiB answered about a third of the lookups,
+# 64 MiB about two thirds (docs/guide/benchmarks.md).
 DEFAULT_CONVERSION_CACHE_BYTES = 64 * 1024 * 1024
+# What an entry costs besides its bytes (key, dict node, objects), counted against the size.
+ENTRY_OVERHEAD = 1024
 
 _Key = tuple[Any, int, int, int, int, int]
 
@@ -68,7 +71,7 @@ class _Entry:
 
     @property
     def size(self) -> int:
-        return len(self.source) + len(self.output.data)
+        return len(self.source) + len(self.output.data) + ENTRY_OVERHEAD
 
 
 def source_key(source: object) -> Any:
@@ -79,10 +82,11 @@ def source_key(source: object) -> Any:
 
 
 class ConversionCache:
-    """At most ``max_bytes`` of recent conversions (input copies and outputs together), least
-    recently used evicted first; 0 keeps nothing. Safe to share between threads."""
+    """At most ``max_bytes`` of recent conversions (input copies, outputs and
+    :data:`ENTRY_OVERHEAD` each), least recently used evicted first; 0 keeps nothing. Safe to
+    share between threads."""
 
-    def __init__(self, max_bytes: int = DEFAULT_CONVERSION_CACHE_BYTES) -> None:
+    def __init__(self, max_bytes: int = 0) -> None:
         self.max_bytes = 0
         self._entries: collections.OrderedDict[_Key, _Entry] = collections.OrderedDict()
         self._held = 0
@@ -128,14 +132,19 @@ class ConversionCache:
                 self._entries.move_to_end(key)
         return entry.output
 
+    def fits(self, consumed: int, converted: int) -> bool:
+        """Whether an entry of these sizes would be kept (at most a quarter of the cache: one
+        huge batch would flush everything else)."""
+        return consumed + converted + ENTRY_OVERHEAD <= self.max_bytes // 4
+
     def store(self, key: _Key | None, consumed: bytes | memoryview, data: bytes | bytearray,
               stats: ConversionStats) -> None:
-        """Keep that the ``consumed`` input bytes at the key's position converted to ``data``."""
-        if key is None or not data:
+        """Keep that the ``consumed`` input bytes at the key's position converted to ``data``:
+        ``consumed`` must be the very bytes the conversion read (not read again), or a change
+        in between would pair new input with old output."""
+        if key is None or not data or not self.fits(len(consumed), len(data)):
             return
         entry = _Entry(bytes(consumed), CachedConversion(bytes(data), len(consumed), stats))
-        if entry.size > self.max_bytes // 4:  # one huge batch would flush everything else
-            return
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
@@ -171,5 +180,6 @@ class ConversionCache:
             self._misses += 1
 
 
-# The process's cache, used by every lazy send (lazyconv._lazy); servers size it at start-up.
+# The process's cache, used by every lazy send (lazyconv._lazy): off until sized (`lazyconv
+# serve` sizes it at start-up and its sender processes with their jobs).
 conversion_cache = ConversionCache()

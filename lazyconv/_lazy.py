@@ -57,12 +57,14 @@ from lazyconv.errors import (
     ConfigurationError,
     CorruptRecordError,
     RecordsError,
+    TruncatedDataError,
     UnsupportedCompressionError,
 )
 from lazyconv.records import _impl
 from lazyconv.records._conversion import convert_plain_chunk
 from lazyconv.records._entries import BatchIterator, ReadAheadSource, iter_batches, read_ahead
 from lazyconv.records._format import LOG_HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from lazyconv.records._scan import ShiftedSource
 
 if TYPE_CHECKING:
     from lazyconv._types import Channel, Records
@@ -223,21 +225,38 @@ def _convert_group(group: list[Any], to_magic: int, first_offset: int) -> Iterat
     )
 
 
-def _convert_batch(batch: RecordBatch, to_magic: int, first_offset: int) -> _Chunk:
+def _convert_batch(batch: RecordBatch, to_magic: int, first_offset: int,
+                   reused: list[int]) -> _Chunk:
     """One input batch converted (a send's first), or its conversion kept by the process's
-    :data:`~lazyconv._conversion_cache.conversion_cache`."""
-    if not batch.compression_id:  # uncompressed: converting costs about what reusing would
+    :data:`~lazyconv._conversion_cache.conversion_cache` (then ``reused[0]`` is counted up)."""
+    cache = conversion_cache
+    source = getattr(batch, "_source", None)
+    max_decompressed = getattr(batch, "max_decompressed_size", 0)
+    key = None
+    # only compressed batches that are converted (not copied) are worth keeping
+    if batch.compression_id and batch.magic > to_magic and cache.fits(batch.size_in_bytes, 0):
+        key = cache.key(source, batch.position, to_magic, first_offset, max_decompressed, 0)
+    if key is None:
         return down_convert_bytes([batch], to_magic, first_offset)
     started = time.perf_counter_ns()
-    source = batch._source
-    key = conversion_cache.key(source, batch.position, to_magic, first_offset,
-                               getattr(batch, "max_decompressed_size", 0), 0)
-    hit = conversion_cache.lookup(key, source, batch.position + batch.size_in_bytes)
+    hit = cache.lookup(key, source, batch.position + batch.size_in_bytes)
     if hit is not None:
+        reused[0] += 1
         return hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
-    data, stats = down_convert_bytes([batch], to_magic, first_offset)
-    if key is not None and data:
-        conversion_cache.store(key, source.read(batch.position, batch.size_in_bytes), data, stats)
+    assert source is not None
+    try:
+        kept = source.read(batch.position, batch.size_in_bytes)
+    except (RecordsError, OSError):  # met again, and reported as always, by the conversion
+        return down_convert_bytes([batch], to_magic, first_offset)
+    # The very bytes kept are converted: a file rewritten meanwhile cannot pair them with the
+    # conversion of other bytes.
+    end = batch.position + len(kept)
+    copy = next(iter_batches(ShiftedSource(memoryview(kept), batch.position), batch.position, end,
+                             max_decompressed), None)
+    if copy is None or copy.size_in_bytes != batch.size_in_bytes:
+        return down_convert_bytes([batch], to_magic, first_offset)
+    data, stats = down_convert_bytes([copy], to_magic, first_offset)
+    cache.store(key, kept, data, stats)
     return data, stats
 
 
@@ -269,6 +288,7 @@ class LazyDownConvertedRecords:
 
     _first: _Chunk | None
     _first_size: int | None
+    _reused: list[int]
     _last_send: LazyDownConvertSend | None
 
     def __init__(
@@ -283,7 +303,7 @@ class LazyDownConvertedRecords:
         scanned = 0
         for batch in records.batches():
             scanned += 1
-            data, stats = _convert_batch(batch, to_magic, first_offset)
+            data, stats = _convert_batch(batch, to_magic, first_offset, self._reused)
             if data:
                 self._first = (data, stats)
                 break
@@ -321,6 +341,9 @@ class LazyDownConvertedRecords:
         self._resume_after = 0
         self._first_found = False
         self._size = 0
+        # conversions the process's conversion cache answered, construction and sends together
+        # (a list: the chunk generators count into it)
+        self._reused = [0]
 
     @property
     def committed_state(self) -> CommittedState:
@@ -375,6 +398,12 @@ class LazyDownConvertedRecords:
             self._first = None
 
     @property
+    def reused_conversions(self) -> int:
+        """Conversions (a first batch, a chunk) the process's conversion cache answered so far,
+        construction and sends together."""
+        return self._reused[0]
+
+    @property
     def send_error(self) -> RecordsError | None:
         """The error that ended the latest send's conversion early (zstd or corrupt data)."""
         return self._last_send.error if self._last_send is not None else None
@@ -397,7 +426,7 @@ class LazyDownConvertedRecords:
         batch = next(batches, None)
         if batch is None:
             return None
-        data, stats = _convert_batch(batch, self.to_magic, self.first_offset)
+        data, stats = _convert_batch(batch, self.to_magic, self.first_offset, self._reused)
         return (data, stats) if data else None
 
     def _later_chunks(self) -> Iterator[_Chunk]:
@@ -427,21 +456,27 @@ class LazyDownConvertedRecords:
         cache = conversion_cache
         while position < end:
             started = time.perf_counter_ns()
-            window_bytes = reader.read(position, min(window, end - position))
-            out = bytearray()
-            chunk = convert_plain_chunk(window_bytes, out, self.chunk_size, self.to_magic, self.first_offset)
-            if chunk is not None:  # uncompressed: converting costs about what reusing would
-                position += chunk.end
-                if out:  # empty conversions are skipped and their stats dropped, as in Kafka
-                    yield out, ConversionStats(chunk.converted, chunk.temporary, time.perf_counter_ns() - started)
-                continue
-            key = cache.key(source, position, self.to_magic, self.first_offset, max_decompressed,
-                            self.chunk_size)
-            hit = cache.lookup(key, reader, end)
-            if hit is not None:
-                position += hit.consumed
-                yield hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
-                continue
+            key = None
+            try:
+                window_bytes: bytes | memoryview | None = reader.read(position, min(window, end - position))
+            except TruncatedDataError:
+                window_bytes = None  # the file got shorter: batch by batch below, as far as it goes
+            if window_bytes is not None:
+                out = bytearray()
+                chunk = convert_plain_chunk(window_bytes, out, self.chunk_size, self.to_magic, self.first_offset)
+                if chunk is not None:  # uncompressed: converting costs about what reusing would
+                    position += chunk.end
+                    if out:  # empty conversions are skipped and their stats dropped, as in Kafka
+                        yield out, ConversionStats(chunk.converted, chunk.temporary, time.perf_counter_ns() - started)
+                    continue
+                key = cache.key(source, position, self.to_magic, self.first_offset, max_decompressed,
+                                self.chunk_size)
+                hit = cache.lookup(key, reader, end)
+                if hit is not None:
+                    self._reused[0] += 1
+                    position += hit.consumed
+                    yield hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
+                    continue
             guarded = _GuardedBatches(iter_batches(reader, position, end, max_decompressed))
             group = next(chunk_groups(guarded, self.chunk_size, self.to_magic), None)
             if group is not None:
@@ -451,11 +486,13 @@ class LazyDownConvertedRecords:
                     pieces.extend(_convert_group(group, self.to_magic, self.first_offset))
                 except RecordsError as exc:
                     failure = exc
-                if (failure is None and guarded.error is None and len(pieces) == 1
-                        and any(batch.compression_id for batch in group)):
-                    # kept before it is written, for the sends converting the same input now
-                    stop = group[-1].position + group[-1].size_in_bytes
-                    cache.store(key, reader.read(position, stop - position), *pieces[0])
+                if (key is not None and failure is None and guarded.error is None and len(pieces) == 1
+                        and any(b.compression_id and b.magic > self.to_magic for b in group)):
+                    # Kept before it is written, for the sends converting the same input now;
+                    # only when every byte of it came from the window (not read again later).
+                    kept = reader.window_slice(position, group[-1].position + group[-1].size_in_bytes)
+                    if kept is not None:
+                        cache.store(key, kept, *pieces[0])
                 for data, stats in pieces:
                     if data:
                         yield data, stats

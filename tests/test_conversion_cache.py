@@ -14,7 +14,7 @@ import pytest
 from lazyconv import Compression, FileRecords, LazyDownConvertedRecords
 from lazyconv._conversion_cache import ConversionCache, conversion_cache
 from lazyconv._convert import ConversionStats
-from lazyconv.errors import ConfigurationError
+from lazyconv.errors import ConfigurationError, RecordsError
 from lazyconv.records import _impl
 from tests.lazy_support import TrickleChannel, build_batch, drive
 
@@ -45,6 +45,26 @@ def _send(path: Path, to_magic: int = 1, first_offset: int = 0, chunk_size: int 
     with FileRecords.open(path) as records:
         lazy = LazyDownConvertedRecords(records, to_magic, first_offset, chunk_size)
         return drive(lazy.to_send(), TrickleChannel([65536]))
+
+
+def _outcome(path: Path, first_offset: int = 0, max_decompressed_size: int | None = None,
+             cached: bool = True) -> tuple[bytes | str, str]:
+    """(the send's bytes, its error) or ("construction", the error) of a magic 1 send."""
+    saved = conversion_cache.max_bytes
+    if not cached:
+        conversion_cache.resize(0)
+    kwargs = {} if max_decompressed_size is None else {"max_decompressed_size": max_decompressed_size}
+    try:
+        with FileRecords.open(path, **kwargs) as records:
+            lazy = LazyDownConvertedRecords(records, 1, first_offset, 16384)
+            out = drive(lazy.to_send(), TrickleChannel([65536]))
+            assert len(out) == lazy.size_in_bytes
+            return out, repr(lazy.send_error)
+    except RecordsError as exc:
+        return "construction", repr(exc)
+    finally:
+        if not cached:
+            conversion_cache.resize(saved)
 
 
 def _uncached(path: Path, **kwargs: int) -> bytes:
@@ -137,14 +157,9 @@ def test_a_corrupt_batch_is_not_kept_and_fails_again(tmp_path: Path, cache: Conv
     data[second] ^= 0xFF  # the second batch's lz4 frame: met by the send, in its first chunk
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(bytes(data))
-    errors = []
-    for _ in range(2):
-        with FileRecords.open(path) as records:
-            lazy = LazyDownConvertedRecords(records, 1, 0, 16384)
-            out = drive(lazy.to_send(), TrickleChannel([65536]))
-            errors.append(str(lazy.send_error))
-            assert len(out) == lazy.size_in_bytes
-    assert errors[0] == errors[1] != "None"
+    expected = _outcome(path, cached=False)
+    assert expected[1] != "None"
+    assert _outcome(path) == _outcome(path) == expected
 
 
 def test_a_bad_size_is_refused() -> None:
@@ -167,3 +182,112 @@ def test_an_idle_sender_lets_its_cache_go(tmp_path: Path) -> None:
     assert kept.counts.held_bytes > 0
     context.release_idle()  # what a sender does after a second without jobs
     assert kept.counts.held_bytes == 0
+
+
+def test_a_fetch_offset_inside_a_cached_groups_uncompressed_batch_gets_its_own_conversion(
+        tmp_path: Path, cache: ConversionCache) -> None:
+    """A group mixing codecs is kept; the records below the fetch offset are dropped from its
+    uncompressed batches only, so another fetch offset must not be answered from it."""
+    rng = random.Random(3)
+
+    def plain(base: int) -> bytes:
+        return build_batch(2, [(1, b"k", b"p" * 180) for _ in range(40)], base_offset=base)
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(plain(0)
+                     + build_batch(2, [(1, b"k", rng.randbytes(240)) for _ in range(40)], base_offset=40,
+                                   compression=Compression.LZ4)
+                     + plain(80)
+                     + build_batch(2, [(1, b"k", b"z" * 50) for _ in range(40)], base_offset=120,
+                                   compression=Compression.LZ4))
+    for offset in (0, 100, 0, 100):
+        assert _outcome(path, offset) == _outcome(path, offset, cached=False)
+    assert cache.counts.hits > 0
+
+
+def test_a_smaller_decompression_limit_still_refuses_the_batch(tmp_path: Path, cache: ConversionCache) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(build_batch(2, [(1, b"k", b"a" * 4000) for _ in range(40)], compression=Compression.LZ4))
+    assert _outcome(path, max_decompressed_size=1 << 20)[0] != "construction"
+    refused = _outcome(path, max_decompressed_size=10_000)
+    assert refused == _outcome(path, max_decompressed_size=10_000, cached=False)
+    assert refused[0] == "construction"
+
+
+@pytest.mark.parametrize("value_size", [300, 3000])  # batches inside the 16 KiB window, and larger
+def test_bytes_rewritten_while_they_are_converted_are_not_paired_with_that_conversion(
+        tmp_path: Path, cache: ConversionCache, monkeypatch: pytest.MonkeyPatch, value_size: int) -> None:
+    """The file changes right after a conversion read it: what is kept is the input that
+    conversion used, so a send over the new bytes converts them afresh."""
+    import lazyconv._lazy as lazy_module
+
+    path = tmp_path / "00000000000000000000.log"
+
+    def log(seed: int) -> bytes:  # incompressible values: both logs have the same size
+        rng = random.Random(seed)
+        return b"".join(build_batch(2, [(1, b"k", rng.randbytes(value_size)) for _ in range(20)],
+                                    base_offset=20 * b, compression=Compression.LZ4) for b in range(6))
+
+    old, new = log(1), log(2)
+    assert len(old) == len(new)
+    path.write_bytes(old)
+    convert = lazy_module.down_convert_bytes
+    rewritten = []
+
+    def convert_then_rewrite(*args: object, **kwargs: object) -> object:
+        result = convert(*args, **kwargs)
+        if not rewritten:
+            with open(path, "r+b") as f:  # in place, the same size
+                f.write(new)
+            rewritten.append(True)
+        return result
+
+    monkeypatch.setattr(lazy_module, "down_convert_bytes", convert_then_rewrite)
+    _outcome(path)
+    monkeypatch.setattr(lazy_module, "down_convert_bytes", convert)
+    assert rewritten
+    assert _outcome(path) == _outcome(path, cached=False)
+
+
+def test_batches_only_copied_are_not_kept(tmp_path: Path, cache: ConversionCache) -> None:
+    """A compressed magic 1 wrapper fetched at magic 1 is copied, not converted: nothing to keep."""
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"".join(build_batch(1, [(1, b"k", b"v" * 200) for _ in range(20)], base_offset=20 * b,
+                                          compression=Compression.GZIP) for b in range(5)))
+    before = cache.counts
+    assert _outcome(path) == _outcome(path, cached=False)
+    assert cache.counts.held_bytes == before.held_bytes == 0
+
+
+def test_a_send_says_how_many_conversions_the_cache_answered(tmp_path: Path, cache: ConversionCache) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(_batches(Compression.LZ4))
+    reused = []
+    for _ in range(2):
+        with FileRecords.open(path) as records:
+            lazy = LazyDownConvertedRecords(records, 1, 0, 16384)
+            drive(lazy.to_send(), TrickleChannel([65536]))
+            reused.append(lazy.reused_conversions)
+    assert reused[0] == 0 and reused[1] > 1  # the first batch and the chunks after it
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.LZ4])
+def test_a_segment_cut_short_during_a_send_is_converted_as_far_as_it_goes(
+        tmp_path: Path, cache: ConversionCache, codec: Compression) -> None:
+    """The send reads a window at a time; when the file is now shorter than a window, the
+    batches still whole are converted and sent (as when each batch was read on its own)."""
+    from tests.lazy_support import consumer_records
+
+    rng = random.Random(5)
+    batches = [build_batch(2, [(1, b"k", rng.randbytes(150)) for _ in range(40)], base_offset=40 * b,
+                           compression=codec) for b in range(10)]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"".join(batches))
+    cut = sum(len(b) for b in batches[:6]) + 30  # inside the 7th batch
+    with FileRecords.open(path) as records:
+        lazy = LazyDownConvertedRecords(records, 1, 0, 16384)
+        os.truncate(path, cut)
+        out = drive(lazy.to_send(), TrickleChannel([65536]))
+    assert len(out) == lazy.size_in_bytes
+    assert [r[0] for r in consumer_records(out)] == list(range(6 * 40))
+    assert "ends after" in str(lazy.send_error)

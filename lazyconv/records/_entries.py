@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from lazyconv.errors import CorruptRecordError, UnknownMagicError
+from lazyconv.errors import CorruptRecordError, TruncatedDataError, UnknownMagicError
 from lazyconv.records._batch import DefaultBatch
 from lazyconv.records._format import LOG_HEADER, MAGIC_OFFSET, SIZE_OFFSET
 from lazyconv.records._legacy import LegacyBatch
@@ -113,10 +113,24 @@ class ReadAheadSource:
             return self.window[offset : offset + size]
         load = min(self.window_size, self.end - position)
         if 0 <= size <= load:
-            self.window = memoryview(self.source.read(position, load))
+            try:
+                data = self.source.read(position, load)
+            except TruncatedDataError:
+                # the file is shorter than when the range was taken: what is asked may still be
+                # there, as it would be without a window
+                return self.source.read(position, size)
+            self.window = memoryview(data)
             self.window_start = position
             return self.window[:size]
         return self.source.read(position, size)
+
+    def window_slice(self, start: int, stop: int) -> memoryview | None:
+        """The window's bytes of ``[start, stop)`` when the window holds all of them (what reads
+        of that range returned), else None."""
+        offset = start - self.window_start
+        if 0 <= offset and stop - self.window_start <= len(self.window):
+            return self.window[offset : stop - self.window_start]
+        return None
 
 
 def read_ahead(batches: Iterator[RecordBatch], window_size: int) -> Iterator[RecordBatch]:

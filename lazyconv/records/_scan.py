@@ -51,7 +51,7 @@ from lazyconv.records._legacy import LegacyBatch
 from lazyconv.records._memory import byte_view
 from lazyconv.records._types import RecordBatch
 
-__all__ = ["ScannedEntry", "ScanResult", "ScanStop", "scan_batches", "scan_batches_reference"]
+__all__ = ["ScannedEntry", "ScanResult", "ScanStop", "ShiftedSource", "scan_batches", "scan_batches_reference"]
 
 ScanStop = Literal["end", "partial", "bad_size", "bad_magic"]
 _STOPS: tuple[ScanStop, ...] = ("end", "partial", "bad_size", "bad_magic")
@@ -84,7 +84,7 @@ class ScannedEntry(NamedTuple):
     records_checked: bool
 
 
-class _ShiftedSource:
+class ShiftedSource:
     """Reads ``view`` with positions starting at ``base`` (so errors carry base positions)."""
 
     __slots__ = ("view", "base")
@@ -113,7 +113,7 @@ class ScanResult(NamedTuple):
 
     def batch(self, entry: ScannedEntry, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> RecordBatch:
         """The batch object of ``entry`` (to iterate its records); raises as reading would."""
-        source = _ShiftedSource(self.view, self.base_position)
+        source = ShiftedSource(self.view, self.base_position)
         header = source.read(entry.position, min(entry.size, RECORD_BATCH_OVERHEAD))
         if entry.magic == 2:
             return DefaultBatch(source, entry.position, header, max_decompressed_size)
@@ -137,7 +137,7 @@ class ScanResult(NamedTuple):
         ``bad_magic``), else ``None``."""
         if self.stop not in ("bad_size", "bad_magic"):
             return None
-        source = _ShiftedSource(self.view, self.base_position)
+        source = ShiftedSource(self.view, self.base_position)
         try:
             for _ in iter_batches(source, self.end, self.base_position + len(self.view), DEFAULT_MAX_DECOMPRESSED_SIZE):
                 break
@@ -172,7 +172,7 @@ def scan_batches(buf: bytes | bytearray | memoryview, base_position: int = 0) ->
 def scan_batches_reference(buf: bytes | bytearray | memoryview, base_position: int = 0) -> ScanResult:
     """:func:`scan_batches` by the pure-Python reference: the batch classes' own checks."""
     view = _as_view(buf)
-    source = _ShiftedSource(view, base_position)
+    source = ShiftedSource(view, base_position)
     entries: list[ScannedEntry] = []
     pos = 0
     n = len(view)

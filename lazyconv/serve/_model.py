@@ -42,6 +42,7 @@ class BrokerStats:
     rejected_produce_partitions: int = 0  # produced partitions refused by append validation
     storage_errors: int = 0  # partitions answered KAFKA_STORAGE_ERROR (unreadable log data)
     corrupt_sends: int = 0  # lazy sends that met corrupt data after committing their size
+    conversions_reused: int = 0  # conversions the conversion cache answered (first batches, chunks)
 
 
 @dataclass(frozen=True)

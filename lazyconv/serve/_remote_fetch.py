@@ -17,11 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lazyconv._conversion_cache import (
-    DEFAULT_CONVERSION_CACHE_BYTES,
-    ConversionCache,
-    conversion_cache,
-)
+from lazyconv._conversion_cache import ConversionCache, conversion_cache
 from lazyconv._lazy import CommittedState, LazyDownConvertedRecords
 from lazyconv._send import Send
 from lazyconv.errors import LocalProtocolError, RecordsError
@@ -78,7 +74,7 @@ class FetchSendJob(RemoteJob):
 
     def __init__(self, version: int, correlation_id: int, body: dict[str, Any], size: int,
                  max_open_files: int = DEFAULT_MAX_OPEN_SEGMENTS,
-                 conversion_cache_bytes: int = DEFAULT_CONVERSION_CACHE_BYTES) -> None:
+                 conversion_cache_bytes: int = 0) -> None:
         self.version = version
         self.correlation_id = correlation_id
         self.body = body

@@ -66,6 +66,7 @@ class TrackedLazyRecords(TrackedRecords):
         stats = getattr(send, "stats", None)
         if stats is not None:
             self._stats.records_converted += stats.records_converted
+        self._stats.conversions_reused += getattr(self.records, "reused_conversions", 0)
 
 
 def report_corrupt_send(stats: BrokerStats, where: str, error: object) -> None:
@@ -82,3 +83,4 @@ def add_send_counts(stats: BrokerStats, counts: BrokerStats) -> None:
     stats.padded_bytes += counts.padded_bytes
     stats.converted_chunks += counts.converted_chunks
     stats.records_converted += counts.records_converted
+    stats.conversions_reused += counts.conversions_reused

@@ -96,15 +96,17 @@ def test_responses_repeated_through_the_senders_conversion_caches_stay_exact(ser
     conversion_cache.resize(0)
     try:
         expected = _exchange(serve_logdir(tmp_path).port, requests)
-        conversion_cache.resize(5 << 20)  # a sender is sized as the serving process
-        assert fetch_send_job(2, 1, {"responses": []}, 0, None, 8).conversion_cache_bytes == 5 << 20
+        conversion_cache.resize(8 << 20)  # a sender is sized as the serving process
+        assert fetch_send_job(2, 1, {"responses": []}, 0, None, 8).conversion_cache_bytes == 8 << 20
+        pool = SenderPool(2)
+        remote = serve_logdir(tmp_path, senders=pool)
+        for _ in range(3):
+            assert _exchange(remote.port, requests) == expected
+        assert _eventually(lambda: (pool.jobs_sent, pool.jobs_done) == (12, 12))
+        # the senders did answer conversions from their caches (their counts reach the server)
+        assert _eventually(lambda: remote.server.broker.stats.conversions_reused > 0)
     finally:
         conversion_cache.resize(saved)
-    pool = SenderPool(2)
-    remote = serve_logdir(tmp_path, senders=pool)
-    for _ in range(3):
-        assert _exchange(remote.port, requests) == expected
-    assert _eventually(lambda: (pool.jobs_sent, pool.jobs_done) == (12, 12))
 
 
 def test_connections_pipelining_through_senders_each_keep_their_order(serve_logdir, tmp_path):
