@@ -93,3 +93,35 @@ def test_corrupt_data_stops_the_partition_there_with_its_position(tmp_path):
 def test_missing_directory(tmp_path):
     with pytest.raises(ValidationError):
         LogDirectory(tmp_path / "absent")
+
+
+def test_a_settled_directory_is_listed_again_only_when_it_changes(two_segments, monkeypatch):
+    """Fetches look at the partition's directory each time; listing it again is skipped while
+    its mtime says nothing changed, and a new segment is still found at once."""
+    import os
+    import time
+
+    from lazyconv.logdir import _partition
+
+    root, _ = two_segments
+    part = root / "t-0"
+    plog = LogDirectory(root).partition("t", 0)  # (recovery may write index files there)
+    settled = time.time_ns() - 10_000_000_000
+    os.utime(part, ns=(settled, settled))  # last changed 10 s ago
+    plog.refresh()
+    listings = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(_partition.os, "listdir", lambda path: listings.append(path) or real_listdir(path))
+    for _ in range(5):
+        plog.refresh()
+    assert listings == []  # unchanged: not listed again
+    (part / f"{14:020d}.log").write_bytes(batch(2, 14, 2))  # a new segment: a new mtime
+    plog.refresh()
+    assert plog.high_watermark == 16 and len(listings) == 1
+    # a change that kept the old mtime (coarse clocks) is found by the listing a second later
+    (part / f"{16:020d}.log").write_bytes(batch(2, 16, 1))
+    stat = os.stat(part)
+    os.utime(part, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    monkeypatch.setattr(_partition, "_RELIST_NS", 0)
+    plog.refresh()
+    assert plog.high_watermark == 17
