@@ -243,21 +243,28 @@ def _convert_batch(batch: RecordBatch, to_magic: int, first_offset: int,
     if hit is not None:
         reused[0] += 1
         return hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
-    assert source is not None
-    try:
-        kept = source.read(batch.position, batch.size_in_bytes)
-    except (RecordsError, OSError):  # met again, and reported as always, by the conversion
+    copies = _batches_of_copy(source, batch.position, batch.position + batch.size_in_bytes,
+                              max_decompressed)
+    if copies is None or len(copies[1]) != 1:
         return down_convert_bytes([batch], to_magic, first_offset)
-    # The very bytes kept are converted: a file rewritten meanwhile cannot pair them with the
-    # conversion of other bytes.
-    end = batch.position + len(kept)
-    copy = next(iter_batches(ShiftedSource(memoryview(kept), batch.position), batch.position, end,
-                             max_decompressed), None)
-    if copy is None or copy.size_in_bytes != batch.size_in_bytes:
-        return down_convert_bytes([batch], to_magic, first_offset)
+    kept, (copy,) = copies
     data, stats = down_convert_bytes([copy], to_magic, first_offset)
     cache.store(key, kept, data, stats)
     return data, stats
+
+
+def _batches_of_copy(source: Any, start: int, stop: int,
+                     max_decompressed: int) -> tuple[bytes | memoryview, list[RecordBatch]] | None:
+    """``[start, stop)`` of ``source`` read once, and its batches over that copy (positions as
+    in the file), for a conversion whose input is kept: a file rewritten meanwhile cannot pair
+    other bytes with it. None when the read fails: the conversion from the file meets the error
+    and reports it as always."""
+    try:
+        kept = source.read(start, stop - start)
+        return kept, list(iter_batches(ShiftedSource(memoryview(kept), start), start, start + len(kept),
+                                       max_decompressed))
+    except (RecordsError, OSError):
+        return None
 
 
 def _skip(batches: Iterator[RecordBatch], count: int) -> Iterator[RecordBatch]:
@@ -464,8 +471,12 @@ class LazyDownConvertedRecords:
             if window_bytes is not None:
                 out = bytearray()
                 chunk = convert_plain_chunk(window_bytes, out, self.chunk_size, self.to_magic, self.first_offset)
+                window_bytes = None
                 if chunk is not None:  # uncompressed: converting costs about what reusing would
                     position += chunk.end
+                    # Each yield below waits for the reader: the window goes first (the next
+                    # chunk starts past it), so a slow reader holds only the converted chunk.
+                    reader.release()
                     if out:  # empty conversions are skipped and their stats dropped, as in Kafka
                         yield out, ConversionStats(chunk.converted, chunk.temporary, time.perf_counter_ns() - started)
                     continue
@@ -475,34 +486,42 @@ class LazyDownConvertedRecords:
                 if hit is not None:
                     self._reused[0] += 1
                     position += hit.consumed
+                    reader.release()
                     yield hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
                     continue
             guarded = _GuardedBatches(iter_batches(reader, position, end, max_decompressed))
             group = next(chunk_groups(guarded, self.chunk_size, self.to_magic), None)
-            if group is not None:
-                pieces: list[_Chunk] = []
-                failure: RecordsError | None = None
-                try:
-                    pieces.extend(_convert_group(group, self.to_magic, self.first_offset))
-                except RecordsError as exc:
-                    failure = exc
-                if (key is not None and failure is None and guarded.error is None and len(pieces) == 1
-                        and any(b.compression_id and b.magic > self.to_magic for b in group)):
-                    # Kept before it is written, for the sends converting the same input now;
-                    # only when every byte of it came from the window (not read again later).
-                    kept = reader.window_slice(position, group[-1].position + group[-1].size_in_bytes)
-                    if kept is not None:
-                        cache.store(key, kept, *pieces[0])
-                for data, stats in pieces:
-                    if data:
-                        yield data, stats
-                if failure is not None:
-                    raise failure
-            if guarded.error is not None:
-                raise guarded.error
+            read_error = guarded.error
+            del guarded  # its generator holds a view of the window
             if group is None:
+                if read_error is not None:
+                    raise read_error
                 return
-            position = group[-1].position + group[-1].size_in_bytes
+            stop = group[-1].position + group[-1].size_in_bytes
+            pieces: list[_Chunk] = []
+            failure: RecordsError | None = None
+            try:
+                pieces.extend(_convert_group(group, self.to_magic, self.first_offset))
+            except RecordsError as exc:
+                failure = exc
+            if (key is not None and failure is None and read_error is None and len(pieces) == 1
+                    and any(b.compression_id and b.magic > self.to_magic for b in group)):
+                # Kept before it is written, for the sends converting the same input now; only
+                # when every byte of it came from the window (not read again later).
+                kept = reader.window_slice(position, stop)
+                if kept is not None:
+                    cache.store(key, kept, *pieces[0])
+                del kept
+            del group  # its batches hold views of the window: a slow reader keeps neither
+            reader.release()
+            for data, stats in pieces:
+                if data:
+                    yield data, stats
+            if failure is not None:
+                raise failure
+            if read_error is not None:
+                raise read_error
+            position = stop
 
     def _reference_chunks(self, batches: Iterator[RecordBatch]) -> Iterator[_Chunk]:
         # file-backed records: headers and chunk bytes come from windows of a chunk and a batch
@@ -510,11 +529,50 @@ class LazyDownConvertedRecords:
         window = self.chunk_size + RECORD_BATCH_OVERHEAD
         guarded = _GuardedBatches(_skip(read_ahead(batches, window), self._resume_after))
         for group in chunk_groups(guarded, self.chunk_size, self.to_magic):
-            for data, stats in _convert_group(group, self.to_magic, self.first_offset):
+            for data, stats in self._convert_group_cached(group):
                 if data:  # empty conversions are skipped and their stats dropped, as in Kafka
                     yield data, stats
         if guarded.error is not None:
             raise guarded.error
+
+    def _convert_group_cached(self, group: list[Any]) -> Iterator[_Chunk]:
+        """:func:`_convert_group`, or the conversion of the same bytes kept by the process's
+        conversion cache: a group holding a converted compressed batch is read once, converted
+        from that copy and kept."""
+        cache = conversion_cache
+        first = group[0]
+        start, stop = first.position, group[-1].position + group[-1].size_in_bytes
+        source = getattr(first, "_source", None)
+        key = None
+        if (cache.fits(stop - start, 0)
+                and any(b.compression_id and b.magic > self.to_magic for b in group)):
+            key = cache.key(source, start, self.to_magic, self.first_offset,
+                            getattr(first, "max_decompressed_size", 0), self.chunk_size)
+        if key is None:
+            yield from _convert_group(group, self.to_magic, self.first_offset)
+            return
+        started = time.perf_counter_ns()
+        hit = cache.lookup(key, source, stop)
+        if hit is not None and hit.consumed == stop - start:
+            self._reused[0] += 1
+            yield hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
+            return
+        copies = _batches_of_copy(source, start, stop, getattr(first, "max_decompressed_size", 0))
+        if copies is None or [(b.position, b.size_in_bytes) for b in copies[1]] != [
+                (b.position, b.size_in_bytes) for b in group]:
+            yield from _convert_group(group, self.to_magic, self.first_offset)
+            return
+        kept, batches = copies
+        pieces: list[_Chunk] = []
+        try:
+            for piece in _convert_group(batches, self.to_magic, self.first_offset):
+                pieces.append(piece)
+        except RecordsError:
+            yield from pieces
+            raise
+        if len(pieces) == 1:  # kept before it is written, for the sends converting it now
+            cache.store(key, kept, *pieces[0])
+        yield from pieces
 
     def to_send(self) -> LazyDownConvertSend:
         """A :class:`~lazyconv._send.Send` of exactly ``size_in_bytes`` bytes."""

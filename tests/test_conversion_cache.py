@@ -4,10 +4,12 @@ gives, and never after the bytes changed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,7 @@ from lazyconv._conversion_cache import ConversionCache, conversion_cache
 from lazyconv._convert import ConversionStats
 from lazyconv.errors import ConfigurationError, RecordsError
 from lazyconv.records import _impl
+from lazyconv.serve._segment_files import CachedFileRecords, SegmentFileCache
 from tests.lazy_support import TrickleChannel, build_batch, drive
 
 pytestmark = pytest.mark.skipif(not _impl.current.converts_runs,
@@ -31,6 +34,32 @@ def _batches(compression: int, count: int = 12, per_batch: int = 40, word: bytes
     return bytes(out)
 
 
+@contextlib.contextmanager
+def _cached_segment(path: Path, max_decompressed_size: int = 128 << 20) -> Iterator[FileRecords]:
+    """The segment as serve reads it: batch by batch through its descriptor cache."""
+    files = SegmentFileCache(4)
+    records = CachedFileRecords(files, path, 0, path.stat().st_size, max_decompressed_size=max_decompressed_size)
+    try:
+        yield records
+    finally:
+        records.close()
+        files.close()
+
+
+_OPENERS = {"file": FileRecords.open, "serve": _cached_segment}
+
+
+@pytest.fixture(autouse=True, params=sorted(_OPENERS))
+def open_records(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs over FileRecords (the kernel's chunk path, a window at a time) and over
+    serve's segment records (batch by batch)."""
+    monkeypatch.setitem(globals(), "_open", _OPENERS[request.param])
+    return str(request.param)
+
+
+_open: Any = FileRecords.open
+
+
 @pytest.fixture
 def cache() -> Iterator[ConversionCache]:
     saved = conversion_cache.max_bytes
@@ -42,7 +71,7 @@ def cache() -> Iterator[ConversionCache]:
 
 
 def _send(path: Path, to_magic: int = 1, first_offset: int = 0, chunk_size: int = 16384) -> bytes:
-    with FileRecords.open(path) as records:
+    with _open(path) as records:
         lazy = LazyDownConvertedRecords(records, to_magic, first_offset, chunk_size)
         return drive(lazy.to_send(), TrickleChannel([65536]))
 
@@ -55,7 +84,7 @@ def _outcome(path: Path, first_offset: int = 0, max_decompressed_size: int | Non
         conversion_cache.resize(0)
     kwargs = {} if max_decompressed_size is None else {"max_decompressed_size": max_decompressed_size}
     try:
-        with FileRecords.open(path, **kwargs) as records:
+        with _open(path, **kwargs) as records:
             lazy = LazyDownConvertedRecords(records, 1, first_offset, 16384)
             out = drive(lazy.to_send(), TrickleChannel([65536]))
             assert len(out) == lazy.size_in_bytes
@@ -174,7 +203,7 @@ def test_an_idle_sender_lets_its_cache_go(tmp_path: Path) -> None:
     kept = context.shared("conversion_cache", lambda: ConversionCache(1 << 20))
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(_batches(Compression.LZ4))
-    with FileRecords.open(path) as records:
+    with _open(path) as records:
         batch = next(iter(records.batches()))
         key = kept.key(batch._source, batch.position, 1, 0, 1 << 20, 0)
         kept.store(key, records.read(0, batch.size_in_bytes), b"converted", ConversionStats())
@@ -264,7 +293,7 @@ def test_a_send_says_how_many_conversions_the_cache_answered(tmp_path: Path, cac
     path.write_bytes(_batches(Compression.LZ4))
     reused = []
     for _ in range(2):
-        with FileRecords.open(path) as records:
+        with _open(path) as records:
             lazy = LazyDownConvertedRecords(records, 1, 0, 16384)
             drive(lazy.to_send(), TrickleChannel([65536]))
             reused.append(lazy.reused_conversions)
@@ -284,7 +313,7 @@ def test_a_segment_cut_short_during_a_send_is_converted_as_far_as_it_goes(
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(b"".join(batches))
     cut = sum(len(b) for b in batches[:6]) + 30  # inside the 7th batch
-    with FileRecords.open(path) as records:
+    with _open(path) as records:
         lazy = LazyDownConvertedRecords(records, 1, 0, 16384)
         os.truncate(path, cut)
         out = drive(lazy.to_send(), TrickleChannel([65536]))

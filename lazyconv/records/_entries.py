@@ -124,6 +124,11 @@ class ReadAheadSource:
             return self.window[:size]
         return self.source.read(position, size)
 
+    def release(self) -> None:
+        """Drop the window (its memory), e.g. while a slow reader takes what was made of it."""
+        self.window = memoryview(b"")
+        self.window_start = 0
+
     def window_slice(self, start: int, stop: int) -> memoryview | None:
         """The window's bytes of ``[start, stop)`` when the window holds all of them (what reads
         of that range returned), else None."""
