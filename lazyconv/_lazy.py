@@ -460,10 +460,8 @@ class LazyDownConvertedRecords:
             if batch is None:
                 return
             position = batch.position + batch.size_in_bytes
-        cache = conversion_cache
         while position < end:
             started = time.perf_counter_ns()
-            key = None
             try:
                 window_bytes: bytes | memoryview | None = reader.read(position, min(window, end - position))
             except TruncatedDataError:
@@ -480,15 +478,6 @@ class LazyDownConvertedRecords:
                     if out:  # empty conversions are skipped and their stats dropped, as in Kafka
                         yield out, ConversionStats(chunk.converted, chunk.temporary, time.perf_counter_ns() - started)
                     continue
-                key = cache.key(source, position, self.to_magic, self.first_offset, max_decompressed,
-                                self.chunk_size)
-                hit = cache.lookup(key, reader, end)
-                if hit is not None:
-                    self._reused[0] += 1
-                    position += hit.consumed
-                    reader.release()
-                    yield hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
-                    continue
             guarded = _GuardedBatches(iter_batches(reader, position, end, max_decompressed))
             group = next(chunk_groups(guarded, self.chunk_size, self.to_magic), None)
             read_error = guarded.error
@@ -501,17 +490,9 @@ class LazyDownConvertedRecords:
             pieces: list[_Chunk] = []
             failure: RecordsError | None = None
             try:
-                pieces.extend(_convert_group(group, self.to_magic, self.first_offset))
+                pieces.extend(self._convert_group_cached(group))
             except RecordsError as exc:
                 failure = exc
-            if (key is not None and failure is None and read_error is None and len(pieces) == 1
-                    and any(b.compression_id and b.magic > self.to_magic for b in group)):
-                # Kept before it is written, for the sends converting the same input now; only
-                # when every byte of it came from the window (not read again later).
-                kept = reader.window_slice(position, stop)
-                if kept is not None:
-                    cache.store(key, kept, *pieces[0])
-                del kept
             del group  # its batches hold views of the window: a slow reader keeps neither
             reader.release()
             for data, stats in pieces:

@@ -129,14 +129,6 @@ class ReadAheadSource:
         self.window = memoryview(b"")
         self.window_start = 0
 
-    def window_slice(self, start: int, stop: int) -> memoryview | None:
-        """The window's bytes of ``[start, stop)`` when the window holds all of them (what reads
-        of that range returned), else None."""
-        offset = start - self.window_start
-        if 0 <= offset and stop - self.window_start <= len(self.window):
-            return self.window[offset : stop - self.window_start]
-        return None
-
 
 def read_ahead(batches: Iterator[RecordBatch], window_size: int) -> Iterator[RecordBatch]:
     """``batches`` (an untouched :class:`BatchIterator` over a file) reading its bytes through a
