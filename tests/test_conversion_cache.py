@@ -17,12 +17,8 @@ from lazyconv import Compression, FileRecords, LazyDownConvertedRecords
 from lazyconv._conversion_cache import ConversionCache, conversion_cache
 from lazyconv._convert import ConversionStats
 from lazyconv.errors import ConfigurationError, RecordsError
-from lazyconv.records import _impl
 from lazyconv.serve._segment_files import CachedFileRecords, SegmentFileCache
 from tests.lazy_support import TrickleChannel, build_batch, drive
-
-pytestmark = pytest.mark.skipif(not _impl.current.converts_runs,
-                                reason="the cache serves the compiled kernel's chunk path")
 
 
 def _batches(compression: int, count: int = 12, per_batch: int = 40, word: bytes = b"value") -> bytes:
