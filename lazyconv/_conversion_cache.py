@@ -33,8 +33,8 @@ __all__ = ["ConversionCache", "CachedConversion", "CacheCounts", "DEFAULT_CONVER
 
 # What `lazyconv serve` keeps per process (the library's own cache is off until sized).
 # Consumers of one topic drift apart by several MiB of log even when they start together: with
-# 8 consumers of a 1 MiB fetch on two senders, 16 MiB answered about a third of the lookups,
-# 64 MiB about two thirds (docs/guide/benchmarks.md).
+# 8 consumers of a 1 MiB fetch on two senders, 16 MiB answered about 30 % of a sender's lookups,
+# 64 MiB 63-72 % (ad-hoc runs of an earlier version, docs/guide/benchmarks.md).
 DEFAULT_CONVERSION_CACHE_BYTES = 64 * 1024 * 1024
 # What an entry costs besides its bytes (key, dict node, objects), counted against the size.
 ENTRY_OVERHEAD = 1024

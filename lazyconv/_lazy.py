@@ -524,11 +524,12 @@ class LazyDownConvertedRecords:
         first = group[0]
         start, stop = first.position, group[-1].position + group[-1].size_in_bytes
         source = getattr(first, "_source", None)
+        max_decompressed = getattr(first, "max_decompressed_size", 0)
         key = None
         if (cache.fits(stop - start, 0)
                 and any(b.compression_id and b.magic > self.to_magic for b in group)):
-            key = cache.key(source, start, self.to_magic, self.first_offset,
-                            getattr(first, "max_decompressed_size", 0), self.chunk_size)
+            key = cache.key(source, start, self.to_magic, self.first_offset, max_decompressed,
+                            self.chunk_size)
         if key is None:
             yield from _convert_group(group, self.to_magic, self.first_offset)
             return
@@ -538,7 +539,7 @@ class LazyDownConvertedRecords:
             self._reused[0] += 1
             yield hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
             return
-        copies = _batches_of_copy(source, start, stop, getattr(first, "max_decompressed_size", 0))
+        copies = _batches_of_copy(source, start, stop, max_decompressed)
         if copies is None or [(b.position, b.size_in_bytes) for b in copies[1]] != [
                 (b.position, b.size_in_bytes) for b in group]:
             yield from _convert_group(group, self.to_magic, self.first_offset)
