@@ -225,6 +225,20 @@ def _convert_group(group: list[Any], to_magic: int, first_offset: int) -> Iterat
     )
 
 
+def _position_after(batches: Iterator[RecordBatch], start: int, count: int) -> int | None:
+    """The position after the first ``count`` of ``batches`` (``start`` for none); ``None`` if
+    there are fewer."""
+    # A function of its own so that no skipped batch (a view of a read-ahead window) outlives
+    # the skip: a generator's local would keep the window alive while a slow reader waits.
+    position = start
+    for _ in range(count):
+        batch = next(batches, None)
+        if batch is None:
+            return None
+        position = batch.position + batch.size_in_bytes
+    return position
+
+
 def _convert_batch(batch: RecordBatch, to_magic: int, first_offset: int,
                    reused: list[int]) -> _Chunk:
     """One input batch converted (a send's first), or its conversion kept by the process's
@@ -454,12 +468,11 @@ class LazyDownConvertedRecords:
         max_decompressed = batches.max_decompressed_size
         position = batches.start
         reader = ReadAheadSource(source, end, window)
-        skipped = iter_batches(reader, position, end, max_decompressed)
-        for _ in range(self._resume_after):
-            batch = next(skipped, None)
-            if batch is None:
-                return
-            position = batch.position + batch.size_in_bytes
+        resumed = _position_after(iter_batches(reader, position, end, max_decompressed), position,
+                                  self._resume_after)
+        if resumed is None:
+            return
+        position = resumed
         while position < end:
             started = time.perf_counter_ns()
             try:
