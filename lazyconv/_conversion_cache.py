@@ -123,7 +123,12 @@ class ConversionCache:
         if entry is None or key[1] + len(entry.source) > end:
             self._count_miss()
             return None
-        if source.read(key[1], len(entry.source)) != entry.source:
+        current = source.read(key[1], len(entry.source))
+        if not isinstance(current, bytes):
+            # a read-ahead window's view: memoryview compares byte by byte through its format
+            # (about 1 s per GiB), bytes with memcmp
+            current = bytes(current)
+        if current != entry.source:
             self._count_miss()
             return None
         with self._lock:
