@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 # the benchmarks moved out of the package (lazyconv/benchmarks/) into bench/
 SCRIPTS = ["peers", "lazy_sink", "chunk_sizes", "memory", "codecs", "decode", "lz4_overhead",
-           "fuzz", "fuzz_kernel"]
+           "fuzz", "fuzz_kernel", "serve_reads"]
 
 
 def test_the_package_holds_no_benchmarks() -> None:
