@@ -452,16 +452,19 @@ class LazyDownConvertedRecords:
 
     def _later_chunks(self) -> Iterator[_Chunk]:
         batches = self.records.batches()
-        if (_impl.current.converts_runs and self.to_magic < 2 and isinstance(batches, BatchIterator)
-                and batches.untouched):
-            yield from self._kernel_chunks(batches)
+        if (self.to_magic < 2 and isinstance(batches, BatchIterator) and batches.untouched
+                and (_impl.current.converts_runs or not batches.memory_backed)):
+            yield from self._window_chunks(batches)
             return
         yield from self._reference_chunks(batches)
 
-    def _kernel_chunks(self, batches: BatchIterator) -> Iterator[_Chunk]:
-        # One kernel call per chunk decides where it ends and converts it when it is all plain
-        # v2; any other chunk is grouped and converted by the reference policy, one chunk at a
-        # time, so chunks, bytes, stats and errors are those of _reference_chunks.
+    def _window_chunks(self, batches: BatchIterator) -> Iterator[_Chunk]:
+        # A chunk at a time from a window of the input: one kernel call decides where the chunk
+        # ends and converts it when it is all plain v2; any other chunk (every chunk without the
+        # kernel) is grouped and converted by the reference policy, so chunks, bytes, stats and
+        # errors are those of _reference_chunks. Nothing of a window is kept across a yield, so
+        # a send waiting for a slow reader holds its converted chunk only.
+        kernel = _impl.current.converts_runs
         window = self.chunk_size + RECORD_BATCH_OVERHEAD
         source = batches.source
         end = batches.end
@@ -475,10 +478,12 @@ class LazyDownConvertedRecords:
         position = resumed
         while position < end:
             started = time.perf_counter_ns()
-            try:
-                window_bytes: bytes | memoryview | None = reader.read(position, min(window, end - position))
-            except TruncatedDataError:
-                window_bytes = None  # the file got shorter: batch by batch below, as far as it goes
+            window_bytes: bytes | memoryview | None = None
+            if kernel:
+                try:
+                    window_bytes = reader.read(position, min(window, end - position))
+                except TruncatedDataError:
+                    pass  # the file got shorter: batch by batch below, as far as it goes
             if window_bytes is not None:
                 out = bytearray()
                 chunk = convert_plain_chunk(window_bytes, out, self.chunk_size, self.to_magic, self.first_offset)

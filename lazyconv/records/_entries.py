@@ -84,6 +84,11 @@ class BatchIterator(Iterator[RecordBatch]):
         """``True`` until the first batch is taken."""
         return self._batches is None
 
+    @property
+    def memory_backed(self) -> bool:
+        """``True`` when the source is bytes in memory (reads are views: nothing to read ahead)."""
+        return isinstance(getattr(self.source, "view", None), memoryview)
+
     def __iter__(self) -> BatchIterator:
         return self
 
@@ -137,7 +142,7 @@ def read_ahead(batches: Iterator[RecordBatch], window_size: int) -> Iterator[Rec
     returned as they are."""
     if not isinstance(batches, BatchIterator) or not batches.untouched:
         return batches
-    if isinstance(getattr(batches.source, "view", None), memoryview):
-        return batches  # memory: nothing to read ahead
+    if batches.memory_backed:
+        return batches
     source = ReadAheadSource(batches.source, batches.end, window_size)
     return BatchIterator(source, batches.start, batches.end, batches.max_decompressed_size)
