@@ -4,22 +4,26 @@ that reads the segment: a chunk's window at once against batch by batch.
 A segment of uncompressed v2 batches (``--batch-kib`` each, ``--value-size`` values, built by
 kafka-python as in ``bench/peers.py``) is cut into responses of ``--response-kib`` (whole
 batches, as a Fetch with that partition_max_bytes gets them). Each response is opened as serve
-opens it (``CachedFileRecords`` over a shared ``SegmentFileCache``), wrapped in
-``LazyDownConvertedRecords(records, to_magic, offset, --chunk-size)`` with the first batch
-released (as the serving process hands it to a sender), and written to a discarding sink. Paths:
+opens it (``CachedFileRecords`` over a shared ``SegmentFileCache``), rebuilt as a sender
+rebuilds it (``LazyDownConvertedRecords.from_state`` with the committed state the serving
+process found, untimed: it converts the first batch again) and written to a discarding sink.
+Both paths are first checked to send the same bytes. Paths:
 
 - ``chunk``: what serve does: one read of a chunk's window and one kernel call per chunk;
 - ``batch``: what serve did before the chunk path was fixed (``ef04c48``): a header read, a
   body read and a conversion per batch (the same records, their ``batches()`` a plain batch
   generator, which the lazy send cannot read ahead).
 
-CPU time per GiB of input, best of ``--repeat`` interleaved rounds; × = batch / chunk. Socket
-writes are left out: they cost both paths the same (``bench/serve_vs_kafka.py`` has them).
+CPU time per GiB of input, best of ``--repeat`` rounds (the paths alternate which goes first);
+× = batch / chunk. Socket writes are left out: they cost both paths the same
+(``bench/serve_vs_kafka.py`` has them). Without the kernel (``LAZYCONV_NO_EXTENSIONS=1``) the
+chunk path groups and converts each window's batches in Python.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import tempfile
 import time
@@ -30,8 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_common import format_table, machine_line, make_v2_batches  # noqa: E402
-from lazyconv._lazy import LazyDownConvertedRecords  # noqa: E402
-from lazyconv.records import FileRecords, RecordBatch  # noqa: E402
+from lazyconv._lazy import CommittedState, LazyDownConvertedRecords  # noqa: E402
+from lazyconv.records import FileRecords, RecordBatch, _impl  # noqa: E402
 from lazyconv.records._entries import iter_batches  # noqa: E402
 from lazyconv.serve._segment_files import CachedFileRecords, SegmentFileCache  # noqa: E402
 
@@ -42,6 +46,17 @@ class DiscardingSink:
     """A channel that accepts and drops everything."""
 
     def write(self, data: memoryview | bytes) -> int:
+        return len(data)
+
+
+class DigestSink:
+    """A channel that keeps a digest of everything written to it."""
+
+    def __init__(self) -> None:
+        self.digest = hashlib.blake2b()
+
+    def write(self, data: memoryview | bytes) -> int:
+        self.digest.update(data)
         return len(data)
 
 
@@ -70,23 +85,37 @@ def responses(path: Path, response_bytes: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def read_all(path: Path, cuts: list[tuple[int, int, int]], opener: type[CachedFileRecords],
-             to_magic: int, chunk_size: int) -> int:
-    """Every response read, converted and dropped; the bytes sent."""
+def committed(path: Path, cuts: list[tuple[int, int, int]], to_magic: int,
+              chunk_size: int) -> list[CommittedState]:
+    """What the serving process finds for each response (its size, where the send resumes)."""
     files = SegmentFileCache(4)
-    sent = 0
-    for start, end, first in cuts:
-        records = opener(files, path, start, end)
-        try:
-            lazy = LazyDownConvertedRecords(records, to_magic, first, chunk_size)
-            lazy.release_first_batch()
-            send = lazy.to_send()
-            sink = DiscardingSink()
-            while not send.completed:
-                sent += send.write_to(sink)
-        finally:
+    try:
+        states = []
+        for start, end, first in cuts:
+            records = CachedFileRecords(files, path, start, end)
+            states.append(LazyDownConvertedRecords(records, to_magic, first, chunk_size).committed_state)
             records.close()
-    return sent
+        return states
+    finally:
+        files.close()
+
+
+def read_all(path: Path, cuts: list[tuple[int, int, int]], states: list[CommittedState],
+             opener: type[CachedFileRecords], to_magic: int, chunk_size: int,
+             sink: DiscardingSink | DigestSink) -> None:
+    """Every response rebuilt as a sender does, read, converted and written to ``sink``."""
+    files = SegmentFileCache(4)
+    try:
+        for (start, end, first), state in zip(cuts, states, strict=True):
+            records = opener(files, path, start, end)
+            try:
+                send = LazyDownConvertedRecords.from_state(records, to_magic, first, state, chunk_size).to_send()
+                while not send.completed:
+                    send.write_to(sink)
+            finally:
+                records.close()
+    finally:
+        files.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,18 +142,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          records_per_batch=per_batch))
         size = path.stat().st_size
         cuts = responses(path, args.response_kib * 1024)
+        states = committed(path, cuts, args.to_magic, args.chunk_size)
+        digests = {}
+        for name, opener in PATHS.items():
+            check = DigestSink()
+            read_all(path, cuts, states, opener, args.to_magic, args.chunk_size, check)
+            digests[name] = check.digest.hexdigest()
+        if len(set(digests.values())) != 1:
+            raise SystemExit(f"bench/serve_reads.py: the paths sent different bytes: {digests}")
         best = {name: float("inf") for name in PATHS}
-        sent = {}
-        for _ in range(args.repeat):
-            for name, opener in PATHS.items():
+        for round_ in range(args.repeat):
+            for name in sorted(PATHS, reverse=bool(round_ % 2)):
                 started = time.process_time()
-                sent[name] = read_all(path, cuts, opener, args.to_magic, args.chunk_size)
+                read_all(path, cuts, states, PATHS[name], args.to_magic, args.chunk_size, DiscardingSink())
                 best[name] = min(best[name], time.process_time() - started)
-    if sent["chunk"] != sent["batch"]:
-        raise SystemExit(f"the paths sent different sizes: {sent}")
     rows = [[name, f"{best[name] / (size / GIB):.3f}", f"{size / best[name] / 1e6:,.0f}"] for name in PATHS]
     rows.append(["×", f"{best['batch'] / best['chunk']:.2f}", ""])
-    print(f"A serve sender's reads and conversions ({machine_line()}, cpu time, best of {args.repeat}): "
+    print(f"A serve sender's reads and conversions ({machine_line()}, {_impl.IMPLEMENTATION}, cpu time, "
+          f"best of {args.repeat}): "
           f"{size / 2**20:.0f} MiB segment, {per_batch} records of {args.value_size} B per batch, "
           f"{len(cuts)} responses of {args.response_kib} KiB, chunk {args.chunk_size} B, to magic {args.to_magic}")
     print(format_table(["path", "CPU s/GiB", "MB/s"], rows))

@@ -28,9 +28,10 @@ def test_hundred_slow_consumers_stay_within_connections_times_chunk():
     result = bench.run(connections=100, chunk_size="16K", partition_bytes=1 << 20, fetch_version=1,
                        batch_records=20)
     assert result["response_bytes_each"] > 1 << 20  # every response was read to its declared end
-    # Per connection: the read window of the chunk being sent and the next one (each a chunk
-    # plus a batch header), one converted chunk (a little larger than its input) and the
-    # connection's own objects; materialising the responses would need the whole 100 MiB.
+    # Per connection: one converted chunk (a little larger than its input) while its reader is
+    # slow, while a sender converts the next chunk also that chunk's read window (a chunk plus a
+    # batch header) and its output, and the connection's own objects; materialising the
+    # responses would need the whole 100 MiB.
     bound = result["connections"] * (3 * chunk + 16384)
     assert result["peak_minus_idle"] <= bound, result
     assert result["peak_minus_idle"] < result["materialised_would_be"] / 20
