@@ -26,7 +26,6 @@ from typing import Any
 
 from lazyconv._convert import ConversionStats
 from lazyconv.errors import ConfigurationError
-from lazyconv.records._entries import ReadAheadSource
 
 __all__ = ["ConversionCache", "CachedConversion", "CacheCounts", "DEFAULT_CONVERSION_CACHE_BYTES",
            "conversion_cache"]
@@ -74,13 +73,6 @@ class _Entry:
         return len(self.source) + len(self.output.data) + ENTRY_OVERHEAD
 
 
-def source_key(source: object) -> Any:
-    """What identifies the file behind a byte source (``None``: memory, not cached)."""
-    if isinstance(source, ReadAheadSource):
-        source = source.source
-    return getattr(source, "cache_key", None)
-
-
 class ConversionCache:
     """At most ``max_bytes`` of recent conversions (input copies, outputs and
     :data:`ENTRY_OVERHEAD` each), least recently used evicted first; 0 keeps nothing. Safe to
@@ -108,7 +100,7 @@ class ConversionCache:
         not cached."""
         if not self.max_bytes:
             return None
-        file_key = source_key(source)
+        file_key = getattr(source, "cache_key", None)  # the file behind it; None: memory
         if file_key is None:
             return None
         return (file_key, position, span, to_magic, first_offset, max_decompressed_size)

@@ -129,6 +129,12 @@ class ReadAheadSource:
             return self.window[:size]
         return self.source.read(position, size)
 
+    @property
+    def cache_key(self) -> object:
+        """The underlying source's ``cache_key`` (``None`` when it has none): a window reads the
+        same file."""
+        return getattr(self.source, "cache_key", None)
+
     def release(self) -> None:
         """Drop the window (its memory), e.g. while a slow reader takes what was made of it."""
         self.window = memoryview(b"")
