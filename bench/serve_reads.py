@@ -34,19 +34,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_common import format_table, machine_line, make_v2_batches  # noqa: E402
+from bench.lazy_sink import DiscardingSink  # noqa: E402
 from lazyconv._lazy import CommittedState, LazyDownConvertedRecords  # noqa: E402
 from lazyconv.records import FileRecords, RecordBatch, _impl  # noqa: E402
 from lazyconv.records._entries import iter_batches  # noqa: E402
 from lazyconv.serve._segment_files import CachedFileRecords, SegmentFileCache  # noqa: E402
 
 GIB = 1 << 30
-
-
-class DiscardingSink:
-    """A channel that accepts and drops everything."""
-
-    def write(self, data: memoryview | bytes) -> int:
-        return len(data)
 
 
 class DigestSink:
