@@ -327,6 +327,7 @@ class LazyDownConvertedRecords:
             data, stats = _convert_batch(batch, to_magic, first_offset, self._reused)
             if data:
                 self._first = (data, stats)
+                self._resume_position = batch.position + batch.size_in_bytes
                 break
         self._resume_after = scanned
         self._first_found = self._first is not None
@@ -358,8 +359,9 @@ class LazyDownConvertedRecords:
         self._first = None
         self._first_size = None  # len(F) once F was released
         # Number of input batches up to and including the one F came from: the send resumes
-        # after them.
+        # after them, at _resume_position once F was converted here (None: not yet known).
         self._resume_after = 0
+        self._resume_position: int | None = None
         self._first_found = False
         self._size = 0
         # conversions the process's conversion cache answered, construction and sends together
@@ -441,6 +443,7 @@ class LazyDownConvertedRecords:
         if self._first is not None:
             first, self._first = self._first, None
             return first
+        self._resume_position = None
         if not self._first_found:
             return None
         batches = _skip(iter(self.records.batches()), self._resume_after - 1)
@@ -448,7 +451,10 @@ class LazyDownConvertedRecords:
         if batch is None:
             return None
         data, stats = _convert_batch(batch, self.to_magic, self.first_offset, self._reused)
-        return (data, stats) if data else None
+        if not data:
+            return None
+        self._resume_position = batch.position + batch.size_in_bytes
+        return data, stats
 
     def _later_chunks(self) -> Iterator[_Chunk]:
         batches = self.records.batches()
@@ -471,10 +477,14 @@ class LazyDownConvertedRecords:
         max_decompressed = batches.max_decompressed_size
         position = batches.start
         reader = ReadAheadSource(source, end, window)
-        resumed = _position_after(iter_batches(reader, position, end, max_decompressed), position,
-                                  self._resume_after)
-        if resumed is None:
-            return
+        # Where F's batch ends is known once F was converted (the send's first chunk, made
+        # before this generator starts): no window is read just to skip the batches before it.
+        resumed = self._resume_position
+        if resumed is None or not position <= resumed <= end:
+            resumed = _position_after(iter_batches(reader, position, end, max_decompressed), position,
+                                      self._resume_after)
+            if resumed is None:
+                return
         position = resumed
         while position < end:
             started = time.perf_counter_ns()

@@ -161,3 +161,53 @@ def test_a_send_waiting_for_its_reader_holds_one_chunk(big_log: tuple[Path, int]
         assert held < 1.5 * CHUNK_SIZE, f"{held} bytes held between chunks"
     finally:
         owner.close()
+
+
+class _ReadLog:
+    """Every ``(position, size)`` read through a source class's ``read``, in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, source_class: type) -> None:
+        self.reads: list[tuple[int, int]] = []
+        original = source_class.read
+
+        def read(source: object, position: int, size: int) -> object:
+            self.reads.append((position, size))
+            return original(source, position, size)
+
+        monkeypatch.setattr(source_class, "read", read)
+
+
+@pytest.mark.parametrize("opener", [_file_records, _serve_segment], ids=["FileRecords", "serve"])
+@pytest.mark.parametrize("kept", [True, False], ids=["first-batch-kept", "from-state"])
+def test_a_send_reads_the_first_batch_once(big_log: tuple[Path, int], opener, kept: bool,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the send's first converted batch F is made, the chunks after it start where F's
+    batch ends: nothing before that is read again (a window of a chunk was once read there
+    just to step over F: a tenth more reading for a 1 MiB response of 64 KiB batches)."""
+    from lazyconv.records._file import _FileSource
+    from lazyconv.serve._segment_files import _CachedSource
+
+    path, batch_size = big_log
+    records, owner = opener(path)
+    try:
+        size = 16 * batch_size  # a 1 MiB response's worth of whole batches
+        if opener is _file_records:
+            part = records.slice(0, size)
+        else:
+            from lazyconv.serve._segment_files import CachedFileRecords
+            part = CachedFileRecords(owner.files, path, 0, size)
+        lazy = LazyDownConvertedRecords(part, 1, 0, chunk_size=CHUNK_SIZE)
+        if not kept:  # as a sender process rebuilds it: F is converted again by the send
+            lazy = LazyDownConvertedRecords.from_state(part, 1, 0, lazy.committed_state, CHUNK_SIZE)
+        log = _ReadLog(monkeypatch, _FileSource if opener is _file_records else _CachedSource)
+        channel = _NullChannel()
+        drain(lazy.to_send(), channel)
+        assert channel.count == lazy.size_in_bytes
+        first_batch_reads = 0 if kept else 2  # its header, then the batch
+        after = log.reads[first_batch_reads:]
+        assert after and all(position >= batch_size for position, _ in after), log.reads[:4]
+        # each window reads a batch header past its chunk, and a little more (the 128 KiB
+        # chunks here hold two batches): 1.06x; a window read again over F made it 1.19x
+        assert sum(n for _, n in log.reads) < 1.1 * size
+    finally:
+        owner.close()
