@@ -2,14 +2,17 @@
 
 Old consumers of one topic read the same batches at about the same time (several consumer
 groups, or the members of one restarting); Kafka converts those batches again for each of them.
-A :class:`ConversionCache` keeps the latest conversions of file-backed input, bounded in bytes,
-so the next send that needs the same input bytes converted the same way writes the kept output.
+A :class:`ConversionCache` keeps the latest conversions of input whose source names where it
+comes from (a file; records in memory given a ``cache_key``, as the gateway gives each upstream
+response's records), bounded in bytes, so the next send that needs the same input bytes
+converted the same way writes the kept output.
 
 A hit is exact, not probable: an entry keeps a copy of the input bytes it was converted from,
 and a lookup reads the input again and compares it byte for byte (the cost of a ``pread`` and a
-``memcmp``, against decompressing and compressing again). The key (which file, where, which
-target magic and fetch offset) only finds the candidate, so a file replaced, truncated or
-rewritten in place is never answered from an older conversion. Only complete, error-free
+``memcmp``, against decompressing and compressing again). The key (which file or buffer key,
+where, which target magic and fetch offset) only finds the candidate, so a file replaced,
+truncated or rewritten in place, or another buffer under the same key, is never answered from
+an older conversion. Only complete, error-free
 conversions are stored; every error is met again by the conversion itself.
 
 The output of a down-conversion is the concatenation of each input batch's own conversion
@@ -100,7 +103,7 @@ class ConversionCache:
         not cached."""
         if not self.max_bytes:
             return None
-        file_key = getattr(source, "cache_key", None)  # the file behind it; None: memory
+        file_key = getattr(source, "cache_key", None)  # its file or buffer key; None: not kept
         if file_key is None:
             return None
         return (file_key, position, span, to_magic, first_offset, max_decompressed_size)

@@ -309,6 +309,7 @@ class LazyDownConvertedRecords:
 
     _first: _Chunk | None
     _first_size: int | None
+    _resume_position: int | None
     _reused: list[int]
     _last_send: LazyDownConvertSend | None
 
@@ -361,7 +362,7 @@ class LazyDownConvertedRecords:
         # Number of input batches up to and including the one F came from: the send resumes
         # after them, at _resume_position once F was converted here (None: not yet known).
         self._resume_after = 0
-        self._resume_position: int | None = None
+        self._resume_position = None
         self._first_found = False
         self._size = 0
         # conversions the process's conversion cache answered, construction and sends together

@@ -45,11 +45,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="how long the cluster's metadata is trusted (default 30000)")
     parser.add_argument("--workers", type=int, default=None,
                         help="conversion threads (default: one per core)")
+    parser.add_argument("--conversion-cache", type=parse_size, default=None,
+                        metavar="SIZE",
+                        help="recent down-conversions of compressed batches kept for consumers "
+                             "reading the same records (e.g. several old consumer groups of one "
+                             "topic), reused only where the upstream's bytes are identical; 0 "
+                             "turns it off (default 16M)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from lazyconv._conversion_cache import conversion_cache
     from lazyconv.gateway import Gateway
+    from lazyconv.gateway._fetch_relay import DEFAULT_CONVERSION_CACHE_BYTES
     from lazyconv.net._limits import tune_allocator
 
     gateway = Gateway(args.upstream, host=args.host, port=args.port,
@@ -58,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
                       request_timeout_ms=args.request_timeout_ms,
                       metadata_max_age_ms=args.metadata_max_age_ms, workers=args.workers)
     tune_allocator()  # chunk-sized buffers stay in the heap, as for serve
+    conversion_cache.resize(DEFAULT_CONVERSION_CACHE_BYTES if args.conversion_cache is None
+                            else args.conversion_cache)
 
     async def main() -> None:
         await gateway.start()

@@ -34,10 +34,11 @@ def byte_view(buffer: bytes | bytearray | memoryview) -> memoryview:
 
 
 class _MemorySource:
-    __slots__ = ("view",)
+    __slots__ = ("view", "cache_key")
 
-    def __init__(self, view: memoryview) -> None:
+    def __init__(self, view: memoryview, cache_key: object = None) -> None:
         self.view = view
+        self.cache_key = cache_key
 
     def read(self, position: int, size: int) -> memoryview:
         if position < 0 or position + size > len(self.view):
@@ -52,6 +53,12 @@ class MemoryRecords:
     on construction; :meth:`batches` walks the entries lazily (Kafka's
     splitting rules, docs/guide/records.md). Byte positions in errors are relative to this buffer.
     ``max_decompressed_size`` bounds every decompressed batch payload.
+
+    ``cache_key`` (hashable, default ``None``: not cached) names where these bytes come from,
+    such that the same key and position mean the same records, e.g. (cluster, topic, partition,
+    fetch offset) for a fetch response's records: lazy down-conversions of them are then kept
+    by the process's :data:`~lazyconv._conversion_cache.conversion_cache` and reused for other
+    buffers with the same key, only where their bytes are identical.
     """
 
     __slots__ = ("_view", "_source", "max_decompressed_size")
@@ -60,12 +67,18 @@ class MemoryRecords:
         self,
         buffer: bytes | bytearray | memoryview,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+        *,
+        cache_key: object = None,
     ) -> None:
         view = byte_view(buffer)
         if max_decompressed_size <= 0:
             raise ConfigurationError(f"max_decompressed_size must be positive, got {max_decompressed_size}")
+        try:
+            hash(cache_key)
+        except TypeError:
+            raise ConfigurationError(f"cache_key must be hashable, got {type(cache_key).__name__}") from None
         self._view = view
-        self._source = _MemorySource(view)
+        self._source = _MemorySource(view, cache_key)
         self.max_decompressed_size = max_decompressed_size
 
     @property
@@ -104,7 +117,7 @@ class MemoryRecords:
             raise ConfigurationError(f"slice needs position >= 0 and size >= 0, got {position}, {size}")
         if position > len(self._view):
             raise ConfigurationError(f"slice position {position} is past the end ({len(self._view)})")
-        return MemoryRecords(self._view[position : position + size], self.max_decompressed_size)
+        return MemoryRecords(self._view[position : position + size], self.max_decompressed_size)  # positions move: no key
 
     def to_send(self) -> BytesSend:
         """A :class:`~lazyconv._send.BytesSend` of exactly these bytes."""

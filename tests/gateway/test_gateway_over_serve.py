@@ -9,6 +9,7 @@ import struct
 
 import pytest
 
+from lazyconv._conversion_cache import conversion_cache
 from lazyconv.errors import UpstreamError
 from lazyconv.gateway._floor import upstream_floor
 from lazyconv.protocol import _api_versions as api_versions
@@ -73,6 +74,57 @@ def test_old_fetch_versions_read_what_a_down_converting_broker_gives(serve_upstr
     # the codecs topic holds zstd batches: refused with error 76 at the same offset, as a broker
     stopped = consume(gateway_over_serve.port, version, "codecs", 0)
     assert stopped[2] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+def _raw_reads(port: int, topic: str, partition: int) -> list[bytes]:
+    """The records bytes of every Fetch v2 response while one old consumer reads the partition
+    from offset 0 (256 KiB per fetch), up to its end or an error."""
+    reads: list[bytes] = []
+    offset = 0
+    with WireClient(port) as client:
+        for _ in range(10000):
+            answer = client.call(fetch.SPEC, 2, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
+                "topics": [{"topic": topic, "partitions": [{
+                    "partition": partition, "fetch_offset": offset, "partition_max_bytes": 256 << 10}]}]})
+            part = answer["responses"][0]["partitions"][0]
+            data = bytes(part["records"] or b"")
+            if part["error_code"] or not data:
+                return reads
+            reads.append(data)
+            advanced = max((batch.last_offset + 1 for batch in MemoryRecords(data).batches()), default=offset)
+            if advanced <= offset:  # only part of a message larger than the fetch size
+                return reads
+            offset = advanced
+    raise AssertionError("the consumer did not finish")
+
+
+def test_old_consumers_of_the_same_records_reuse_the_conversions(serve_upstream: ServerThread,
+                                                                 gateway_over_serve: GatewayThread) -> None:
+    """A second old consumer of the same compressed records is answered from the conversions
+    kept for the first (the upstream sends it the same bytes), with the very bytes converting
+    again gives."""
+    # gzip, lz4 and uncompressed batches; the codecs topic's zstd batch ends its old readers
+    # (error 76): a conversion that meets an error is not kept, so each reader meets it
+    kept = [("transactions", 0), ("transactions", 1)]
+    stopped = [("codecs", 0), ("codecs", 1)]
+    port = gateway_over_serve.port
+    saved = conversion_cache.max_bytes
+    try:
+        conversion_cache.resize(0)
+        uncached = [_raw_reads(port, t, p) for t, p in kept + stopped]
+        conversion_cache.resize(16 << 20)
+        first = [_raw_reads(port, t, p) for t, p in kept + stopped]
+        before = conversion_cache.counts
+        second = [_raw_reads(port, t, p) for t, p in kept]
+        after = conversion_cache.counts
+        second += [_raw_reads(port, t, p) for t, p in stopped]
+    finally:
+        conversion_cache.resize(saved)
+    assert all(uncached) and first == second == uncached
+    # every lookup of the second reader of the transactions topic (each response's first batch,
+    # then each chunk) is answered
+    assert after.hits > before.hits and after.misses == before.misses
 
 
 @pytest.mark.parametrize("version", [4, 9, 11, 12])
