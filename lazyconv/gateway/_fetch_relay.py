@@ -52,8 +52,8 @@ __all__ = ["FetchRelay", "DEFAULT_CONVERSION_CACHE_BYTES", "DEFAULT_UPSTREAM_FET
 # One upstream Fetch response is what a downstream connection holds besides one converted chunk.
 DEFAULT_UPSTREAM_FETCH_MAX_BYTES = 4 << 20
 # The conversion cache `lazyconv gateway` sizes (serve keeps 64 MiB per process): with 8 old
-# consumers of one lz4 topic it gave 1.3-1.7x Kafka 3.9's throughput at an RSS peak of about
-# 80 MiB, 64 MiB 1.6-1.8x at about 150 MiB (docs/guide/benchmarks.md); the smaller keeps the
+# consumers of one lz4 topic 16 MiB gave 1.49x Kafka 3.9's throughput at an RSS peak of about
+# 80 MiB, 64 MiB 1.72x at about 150 MiB (docs/guide/benchmarks.md); the smaller keeps the
 # gateway within the 64 MiB (+ a chunk per connection) it is built to stay in.
 DEFAULT_CONVERSION_CACHE_BYTES = 16 << 20
 _INT32_MAX = 0x7FFFFFFF
