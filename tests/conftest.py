@@ -136,3 +136,17 @@ def kafka_old_clients() -> Path:
         pytest.fail(f"{KAFKA_OLD_CLIENTS_ENV}={value}: no <version>/kafka-clients-<version>.jar "
                     "in it", pytrace=False)
     return folder
+
+
+@pytest.fixture
+def sized_conversion_cache():
+    """The process's conversion cache sized to 8 MiB for one test (it is off in library use),
+    then as it was."""
+    from lazyconv._conversion_cache import conversion_cache
+
+    saved = conversion_cache.max_bytes
+    conversion_cache.resize(8 << 20)
+    try:
+        yield conversion_cache
+    finally:
+        conversion_cache.resize(saved)

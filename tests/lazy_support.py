@@ -155,3 +155,15 @@ def drive(send: Any, channel: TrickleChannel, max_calls: int = 10_000_000) -> by
         assert calls < max_calls, "send made no progress"
     assert send.write_to(channel) == 0  # a completed send writes nothing more
     return bytes(channel.buffer)
+
+
+def compressible_batches(compression: int, count: int = 12, per_batch: int = 40,
+                         word: bytes = b"value") -> bytes:
+    """``count`` v2 batches of ``per_batch`` records of repetitive ~400-byte values, one after
+    another from offset 0 (what the conversion cache tests convert again and again)."""
+    out = bytearray()
+    for b in range(count):
+        records = [(1_700_000_000_000 + i, b"k%d" % i, (b"%s-%d-%d " % (word, b, i)) * 40)
+                   for i in range(per_batch)]
+        out += build_batch(2, records, base_offset=b * per_batch, compression=compression)
+    return bytes(out)

@@ -18,16 +18,9 @@ from lazyconv._conversion_cache import ConversionCache, conversion_cache
 from lazyconv._convert import ConversionStats
 from lazyconv.errors import ConfigurationError, RecordsError
 from lazyconv.serve._segment_files import CachedFileRecords, SegmentFileCache
-from tests.lazy_support import TrickleChannel, build_batch, drive
+from tests.lazy_support import TrickleChannel, build_batch, compressible_batches, drive
 
-
-def _batches(compression: int, count: int = 12, per_batch: int = 40, word: bytes = b"value") -> bytes:
-    out = bytearray()
-    for b in range(count):
-        records = [(1_700_000_000_000 + i, b"k%d" % i, (b"%s-%d-%d " % (word, b, i)) * 40)
-                   for i in range(per_batch)]
-        out += build_batch(2, records, base_offset=b * per_batch, compression=compression)
-    return bytes(out)
+_batches = compressible_batches
 
 
 @contextlib.contextmanager
@@ -57,13 +50,8 @@ _open: Any = FileRecords.open
 
 
 @pytest.fixture
-def cache() -> Iterator[ConversionCache]:
-    saved = conversion_cache.max_bytes
-    conversion_cache.resize(8 << 20)
-    try:
-        yield conversion_cache
-    finally:
-        conversion_cache.resize(saved)
+def cache(sized_conversion_cache: ConversionCache) -> ConversionCache:
+    return sized_conversion_cache
 
 
 def _send(path: Path, to_magic: int = 1, first_offset: int = 0, chunk_size: int = 16384) -> bytes:

@@ -5,36 +5,23 @@ identical; without a key nothing is kept."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from lazyconv import Compression, LazyDownConvertedRecords
 from lazyconv._conversion_cache import ConversionCache, conversion_cache
 from lazyconv.errors import ConfigurationError
 from lazyconv.records import MemoryRecords
-from tests.lazy_support import TrickleChannel, build_batch, drive
+from tests.lazy_support import TrickleChannel, compressible_batches, drive
 
 KEY = ("upstream", "cluster", "topic", 0, 0)
 
 
-def _batches(compression: int, word: bytes = b"value") -> bytes:
-    out = bytearray()
-    for b in range(12):
-        records = [(1_700_000_000_000 + i, b"k%d" % i, (b"%s-%d-%d " % (word, b, i)) * 40)
-                   for i in range(40)]
-        out += build_batch(2, records, base_offset=b * 40, compression=compression)
-    return bytes(out)
+_batches = compressible_batches
 
 
 @pytest.fixture
-def cache() -> Iterator[ConversionCache]:
-    saved = conversion_cache.max_bytes
-    conversion_cache.resize(8 << 20)
-    try:
-        yield conversion_cache
-    finally:
-        conversion_cache.resize(saved)
+def cache(sized_conversion_cache: ConversionCache) -> ConversionCache:
+    return sized_conversion_cache
 
 
 def _send(data: bytes, key: object, to_magic: int = 1) -> bytes:

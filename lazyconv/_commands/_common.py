@@ -102,6 +102,17 @@ def size_type(minimum: int | None = None, maximum: int | None = None) -> Any:
     return parse
 
 
+def add_conversion_cache_option(parser: argparse.ArgumentParser, default: int | None, *,
+                                compared: str, default_text: str) -> None:
+    """``--conversion-cache SIZE``, as serve and the gateway take it (``compared``: whose bytes a
+    reuse compares; ``default_text``: the default as --help says it)."""
+    parser.add_argument("--conversion-cache", type=parse_size, default=default, metavar="SIZE",
+                        help="recent down-conversions of compressed batches kept for consumers "
+                             "reading the same records (e.g. several old consumer groups of one "
+                             f"topic), reused only where {compared} are still identical; 0 turns "
+                             f"it off (default {default_text})")
+
+
 def format_size(size: int) -> str:
     """``16384`` -> ``16K``; sizes that are not whole KiB/MiB/GiB stay in bytes."""
     for unit, factor in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from lazyconv._commands._common import parse_size, port_number, run_until_stopped
+from lazyconv._commands._common import add_conversion_cache_option, parse_size, port_number, run_until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="how long the cluster's metadata is trusted (default 30000)")
     parser.add_argument("--workers", type=int, default=None,
                         help="conversion threads (default: one per core)")
-    parser.add_argument("--conversion-cache", type=parse_size, default=None,
-                        metavar="SIZE",
-                        help="recent down-conversions of compressed batches kept for consumers "
-                             "reading the same records (e.g. several old consumer groups of one "
-                             "topic), reused only where the upstream's bytes are identical; 0 "
-                             "turns it off (default 16M)")
+    # the default is the gateway's own (lazyconv.gateway._fetch_relay), resolved when it runs
+    add_conversion_cache_option(parser, None, compared="the upstream's bytes", default_text="16M")
     parser.set_defaults(handler=run)
 
 

@@ -7,7 +7,13 @@ import logging
 import re
 import sys
 
-from lazyconv._commands._common import input_dir, parse_size, port_number, run_until_stopped
+from lazyconv._commands._common import (
+    add_conversion_cache_option,
+    input_dir,
+    parse_size,
+    port_number,
+    run_until_stopped,
+)
 from lazyconv._conversion_cache import DEFAULT_CONVERSION_CACHE_BYTES, conversion_cache
 from lazyconv.errors import ConfigurationError
 
@@ -56,12 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--chunk-size", type=_size, default=131072,
                         help="input bytes down-converted per step of a lazy send, e.g. 16K, 128K, "
                              "1M, between 16K and 1M (default 128K); bounds memory per connection")
-    parser.add_argument("--conversion-cache", type=_size, default=DEFAULT_CONVERSION_CACHE_BYTES,
-                        metavar="SIZE",
-                        help="recent down-conversions of compressed batches each process keeps "
-                             "for consumers reading the same records (e.g. several old consumer "
-                             "groups of one topic), reused only where the log bytes are still "
-                             "identical; 0 turns it off (default 64M per process)")
+    add_conversion_cache_option(parser, DEFAULT_CONVERSION_CACHE_BYTES, compared="the log's bytes",
+                                default_text="64M per process")
     parser.add_argument("--no-downconversion", action="store_true",
                         help="behave like message.downconversion.enable=false: consumers that "
                              "need an older format (Fetch v0-3) get UNSUPPORTED_VERSION")
