@@ -6,7 +6,12 @@ import argparse
 import logging
 import sys
 
-from lazyconv._commands._common import add_conversion_cache_option, parse_size, port_number, run_until_stopped
+from lazyconv._commands._common import (
+    add_conversion_cache_option,
+    parse_size,
+    port_number,
+    run_until_stopped,
+)
 
 log = logging.getLogger(__name__)
 
