@@ -1,4 +1,5 @@
-"""Recent down-conversions of file bytes, reused by every lazy send of the process.
+"""Recent down-conversions of file bytes (or keyed bytes in memory), reused by every lazy send
+of the process.
 
 Old consumers of one topic read the same batches at about the same time (several consumer
 groups, or the members of one restarting); Kafka converts those batches again for each of them.
@@ -31,13 +32,18 @@ from lazyconv._convert import ConversionStats
 from lazyconv.errors import ConfigurationError
 
 __all__ = ["ConversionCache", "CachedConversion", "CacheCounts", "DEFAULT_CONVERSION_CACHE_BYTES",
-           "conversion_cache"]
+           "GATEWAY_CONVERSION_CACHE_BYTES", "conversion_cache"]
 
 # What `lazyconv serve` keeps per process (the library's own cache is off until sized).
 # Consumers of one topic drift apart by several MiB of log even when they start together: with
 # 8 consumers of a 1 MiB fetch on two senders, 16 MiB answered about 30 % of a sender's lookups,
 # 64 MiB 63-72 % (ad-hoc runs of an earlier version, docs/guide/benchmarks.md).
 DEFAULT_CONVERSION_CACHE_BYTES = 64 * 1024 * 1024
+# What `lazyconv gateway` keeps: with 8 old consumers of one lz4 topic 16 MiB gave 1.49x Kafka
+# 3.9's throughput at an RSS peak of about 80 MiB, 64 MiB 1.72x at about 150 MiB
+# (docs/guide/benchmarks.md); the smaller keeps the gateway within the 64 MiB (+ a chunk per
+# connection) it is built to stay in.
+GATEWAY_CONVERSION_CACHE_BYTES = 16 * 1024 * 1024
 # What an entry costs besides its bytes (key, dict node, objects), counted against the size.
 ENTRY_OVERHEAD = 1024
 
@@ -109,13 +115,14 @@ class ConversionCache:
         return (file_key, position, span, to_magic, first_offset, max_decompressed_size)
 
     def lookup(self, key: _Key | None, source: Any, end: int) -> CachedConversion | None:
-        """The kept conversion of the input at the key's position if the bytes there (read from
-        ``source``, within ``end``) are still those it was made from."""
+        """The kept conversion of exactly the input ``[key position, end)`` of ``source`` if
+        those bytes are still the ones it was made from (one that consumed more or fewer bytes
+        is not an answer: counted as a miss)."""
         if key is None:
             return None
         with self._lock:
             entry = self._entries.get(key)
-        if entry is None or key[1] + len(entry.source) > end:
+        if entry is None or key[1] + len(entry.source) != end:
             self._count_miss()
             return None
         current = source.read(key[1], len(entry.source))

@@ -26,9 +26,10 @@ Where Kafka's Java code has defects this module does the evident intended thing
   response stays well-formed and the other partitions arrive; the error is kept in the send's
   ``error`` (and passed to ``on_error``) for the server to report.
 
-Conversions of compressed batches read from a file go through the process's conversion cache
-(:mod:`lazyconv._conversion_cache`): another send of the same bytes reuses them, exactly. The
-cache's memory is the process's, bounded by its own size, and not counted below.
+Conversions of compressed batches read from a file, or from records in memory that carry a
+``cache_key``, go through the process's conversion cache (:mod:`lazyconv._conversion_cache`):
+another send of the same bytes reuses them, exactly. The cache's memory is the process's,
+bounded by its own size, and not counted below.
 
 Memory: one converted chunk at a time (its input batches are at most ``chunk_size`` bytes unless
 a single batch is larger), plus the first converted batch until it has been written. A
@@ -275,6 +276,8 @@ def _batches_of_copy(source: Any, start: int, stop: int,
     and reports it as always."""
     try:
         kept = source.read(start, stop - start)
+        if isinstance(kept, memoryview) and not kept.readonly:
+            kept = bytes(kept)  # records in a writable buffer: converted from the copy kept
         return kept, list(iter_batches(ShiftedSource(memoryview(kept), start), start, start + len(kept),
                                        max_decompressed))
     except (RecordsError, OSError):
@@ -564,7 +567,7 @@ class LazyDownConvertedRecords:
             return
         started = time.perf_counter_ns()
         hit = cache.lookup(key, source, stop)
-        if hit is not None and hit.consumed == stop - start:
+        if hit is not None:
             self._reused[0] += 1
             yield hit.data, replace(hit.stats, conversion_time_ns=time.perf_counter_ns() - started)
             return

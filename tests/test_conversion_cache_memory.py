@@ -5,10 +5,14 @@ identical; without a key nothing is kept."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
+import lazyconv._lazy as lazy_module
 from lazyconv import Compression, LazyDownConvertedRecords
 from lazyconv._conversion_cache import ConversionCache, conversion_cache
+from lazyconv._convert import ConversionStats
 from lazyconv.errors import ConfigurationError
 from lazyconv.records import MemoryRecords
 from tests.lazy_support import TrickleChannel, compressible_batches, drive
@@ -80,3 +84,50 @@ def test_records_without_a_key_are_not_kept(cache: ConversionCache) -> None:
 def test_an_unhashable_key_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="cache_key must be hashable"):
         MemoryRecords(b"", cache_key=["not", "hashable"])
+
+
+def _rebased(data: bytes, shift: int) -> bytes:
+    """The same batches with every base offset moved by ``shift``: as many bytes, other records
+    once converted (the base offset is outside a v2 batch's CRC)."""
+    out = bytearray(data)
+    for batch in MemoryRecords(data).batches():
+        (base,) = struct.unpack_from(">q", out, batch.position)
+        struct.pack_into(">q", out, batch.position, base + shift)
+    return bytes(out)
+
+
+def test_records_changed_in_their_buffer_during_a_conversion_are_not_paired_with_it(
+        cache: ConversionCache, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conversion is kept with a copy of the bytes it converted, taken before converting: a
+    writable buffer changed meanwhile (a caller's bug, or a reused buffer) never pairs the
+    new bytes with the old conversion for the next reader."""
+    data = _batches(Compression.LZ4)
+    changed = _rebased(data, 10_000)
+    assert len(changed) == len(data) and _uncached(changed) != _uncached(data)
+    buffer = bytearray(data)
+    convert_group = lazy_module._convert_group
+
+    def convert_then_change(*args):
+        yield from convert_group(*args)
+        buffer[:] = changed  # after the conversion, before it is kept
+
+    monkeypatch.setattr(lazy_module, "_convert_group", convert_then_change)
+    lazy = LazyDownConvertedRecords(MemoryRecords(buffer, cache_key=KEY), 1, 0, 16384)
+    drive(lazy.to_send(), TrickleChannel([65536]))
+    monkeypatch.undo()
+    assert _send(changed, KEY) == _uncached(changed)
+
+
+def test_a_kept_conversion_of_other_length_is_a_miss(cache: ConversionCache) -> None:
+    """The log grew between two fetches: the kept chunk's bytes are a prefix of the new one's.
+    That is not an answer, and it is counted as a miss, not as a hit the caller then refuses."""
+    data = _batches(Compression.LZ4)
+    records = MemoryRecords(data, cache_key=KEY)
+    first = next(iter(records.batches()))
+    key = cache.key(first._source, 0, 1, 0, records.max_decompressed_size, 16384)
+    cache.store(key, data[:first.size_in_bytes], b"converted", ConversionStats())
+    before = cache.counts
+    assert cache.lookup(key, first._source, len(data)) is None
+    assert cache.lookup(key, first._source, first.size_in_bytes) is not None
+    after = cache.counts
+    assert (after.hits - before.hits, after.misses - before.misses) == (1, 1)

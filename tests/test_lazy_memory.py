@@ -179,8 +179,9 @@ class _ReadLog:
 
 @pytest.mark.parametrize("opener", [_file_records, _serve_segment], ids=["FileRecords", "serve"])
 @pytest.mark.parametrize("kept", [True, False], ids=["first-batch-kept", "from-state"])
+@pytest.mark.parametrize("first_batch", [0, 3])
 def test_a_send_reads_the_first_batch_once(big_log: tuple[Path, int], opener, kept: bool,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                            first_batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once the send's first converted batch F is made, the chunks after it start where F's
     batch ends: nothing before that is read again (a window of a chunk was once read there
     just to step over F: a tenth more reading for a 1 MiB response of 64 KiB batches)."""
@@ -191,11 +192,12 @@ def test_a_send_reads_the_first_batch_once(big_log: tuple[Path, int], opener, ke
     records, owner = opener(path)
     try:
         size = 16 * batch_size  # a 1 MiB response's worth of whole batches
+        start = first_batch * batch_size  # file positions: a range not at the file's start too
         if opener is _file_records:
-            part = records.slice(0, size)
+            part = records.slice(start, size)
         else:
             from lazyconv.serve._segment_files import CachedFileRecords
-            part = CachedFileRecords(owner.files, path, 0, size)
+            part = CachedFileRecords(owner.files, path, start, start + size)
         lazy = LazyDownConvertedRecords(part, 1, 0, chunk_size=CHUNK_SIZE)
         if not kept:  # as a sender process rebuilds it: F is converted again by the send
             lazy = LazyDownConvertedRecords.from_state(part, 1, 0, lazy.committed_state, CHUNK_SIZE)
@@ -205,7 +207,8 @@ def test_a_send_reads_the_first_batch_once(big_log: tuple[Path, int], opener, ke
         assert channel.count == lazy.size_in_bytes
         first_batch_reads = 0 if kept else 2  # its header, then the batch
         after = log.reads[first_batch_reads:]
-        assert after and all(position >= batch_size for position, _ in after), log.reads[:4]
+        assert after and all(position >= start + batch_size for position, _ in after), log.reads[:4]
+        assert all(start <= position < start + batch_size for position, _ in log.reads[:first_batch_reads])
         # each window reads a batch header past its chunk, and a little more (the 128 KiB
         # chunks here hold two batches): 1.06x; a window read again over F made it 1.19x
         assert sum(n for _, n in log.reads) < 1.1 * size

@@ -8,10 +8,12 @@ import sys
 
 from lazyconv._commands._common import (
     add_conversion_cache_option,
+    format_size,
     parse_size,
     port_number,
     run_until_stopped,
 )
+from lazyconv._conversion_cache import GATEWAY_CONVERSION_CACHE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +52,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="how long the cluster's metadata is trusted (default 30000)")
     parser.add_argument("--workers", type=int, default=None,
                         help="conversion threads (default: one per core)")
-    # the default is the gateway's own (lazyconv.gateway._fetch_relay), resolved when it runs
-    add_conversion_cache_option(parser, None, compared="the upstream's bytes", default_text="16M")
+    add_conversion_cache_option(parser, GATEWAY_CONVERSION_CACHE_BYTES, compared="the upstream's bytes",
+                                default_text=format_size(GATEWAY_CONVERSION_CACHE_BYTES))
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from lazyconv._conversion_cache import conversion_cache
     from lazyconv.gateway import Gateway
-    from lazyconv.gateway._fetch_relay import DEFAULT_CONVERSION_CACHE_BYTES
     from lazyconv.net._limits import tune_allocator
 
     gateway = Gateway(args.upstream, host=args.host, port=args.port,
@@ -67,8 +68,7 @@ def run(args: argparse.Namespace) -> int:
                       request_timeout_ms=args.request_timeout_ms,
                       metadata_max_age_ms=args.metadata_max_age_ms, workers=args.workers)
     tune_allocator()  # chunk-sized buffers stay in the heap, as for serve
-    conversion_cache.resize(DEFAULT_CONVERSION_CACHE_BYTES if args.conversion_cache is None
-                            else args.conversion_cache)
+    conversion_cache.resize(args.conversion_cache)
 
     async def main() -> None:
         await gateway.start()

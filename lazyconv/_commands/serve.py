@@ -9,6 +9,7 @@ import sys
 
 from lazyconv._commands._common import (
     add_conversion_cache_option,
+    format_size,
     input_dir,
     parse_size,
     port_number,
@@ -63,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="input bytes down-converted per step of a lazy send, e.g. 16K, 128K, "
                              "1M, between 16K and 1M (default 128K); bounds memory per connection")
     add_conversion_cache_option(parser, DEFAULT_CONVERSION_CACHE_BYTES, compared="the log's bytes",
-                                default_text="64M per process")
+                                default_text=f"{format_size(DEFAULT_CONVERSION_CACHE_BYTES)} per process")
     parser.add_argument("--no-downconversion", action="store_true",
                         help="behave like message.downconversion.enable=false: consumers that "
                              "need an older format (Fetch v0-3) get UNSUPPORTED_VERSION")

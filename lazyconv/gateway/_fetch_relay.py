@@ -47,15 +47,10 @@ from lazyconv.records import Compression, MemoryRecords
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FetchRelay", "DEFAULT_CONVERSION_CACHE_BYTES", "DEFAULT_UPSTREAM_FETCH_MAX_BYTES"]
+__all__ = ["FetchRelay", "DEFAULT_UPSTREAM_FETCH_MAX_BYTES"]
 
 # One upstream Fetch response is what a downstream connection holds besides one converted chunk.
 DEFAULT_UPSTREAM_FETCH_MAX_BYTES = 4 << 20
-# The conversion cache `lazyconv gateway` sizes (serve keeps 64 MiB per process): with 8 old
-# consumers of one lz4 topic 16 MiB gave 1.49x Kafka 3.9's throughput at an RSS peak of about
-# 80 MiB, 64 MiB 1.72x at about 150 MiB (docs/guide/benchmarks.md); the smaller keeps the
-# gateway within the 64 MiB (+ a chunk per connection) it is built to stay in.
-DEFAULT_CONVERSION_CACHE_BYTES = 16 << 20
 _INT32_MAX = 0x7FFFFFFF
 _FIRST_TOPIC_ID_VERSION = 13
 
@@ -271,13 +266,14 @@ class FetchRelay:
 
         # Old consumers of one topic fetch the same offsets with the same sizes, so the upstream
         # answers them with the same bytes: their conversions are kept and reused (the cache
-        # compares the bytes; the key only finds the candidate).
-        cache_key = ("upstream", self.cluster.cluster_id or tuple(self.cluster.bootstrap), name,
-                     index, fetch_offset)
+        # compares the bytes; the key only finds the candidate). The cache adds the position
+        # in these records and the fetch offset, which fixes where the records start.
+        cache_key = ("upstream", self.cluster.cluster_id or tuple(self.cluster.bootstrap), name, index)
         try:
             return broker_partition_response(
                 version, index,
-                MemoryRecords(records, self.max_decompressed_batch, cache_key=cache_key) if records else None,
+                MemoryRecords(records, self.max_decompressed_batch, cache_key=cache_key)
+                if records else None,
                 fetch_offset=fetch_offset, error_code=0, lazy_records_factory=lazy, **fields)
         except UnsupportedCompressionError:
             return error_partition(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)

@@ -132,7 +132,7 @@ class ReadAheadSource:
     @property
     def cache_key(self) -> object:
         """The underlying source's ``cache_key`` (``None`` when it has none): a window reads the
-        same file."""
+        same file or buffer."""
         return getattr(self.source, "cache_key", None)
 
     def release(self) -> None:

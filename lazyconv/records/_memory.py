@@ -117,7 +117,8 @@ class MemoryRecords:
             raise ConfigurationError(f"slice needs position >= 0 and size >= 0, got {position}, {size}")
         if position > len(self._view):
             raise ConfigurationError(f"slice position {position} is past the end ({len(self._view)})")
-        return MemoryRecords(self._view[position : position + size], self.max_decompressed_size)  # positions move: no key
+        # positions move in a slice: its conversions are not kept under this key
+        return MemoryRecords(self._view[position : position + size], self.max_decompressed_size)
 
     def to_send(self) -> BytesSend:
         """A :class:`~lazyconv._send.BytesSend` of exactly these bytes."""
