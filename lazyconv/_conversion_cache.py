@@ -39,8 +39,8 @@ __all__ = ["ConversionCache", "CachedConversion", "CacheCounts", "DEFAULT_CONVER
 # 8 consumers of a 1 MiB fetch on two senders, 16 MiB answered about 30 % of a sender's lookups,
 # 64 MiB 63-72 % (ad-hoc runs of an earlier version, docs/guide/benchmarks.md).
 DEFAULT_CONVERSION_CACHE_BYTES = 64 * 1024 * 1024
-# What `lazyconv gateway` keeps: with 8 old consumers of one lz4 topic 16 MiB gave 1.49x Kafka
-# 3.9's throughput at an RSS peak of about 80 MiB, 64 MiB 1.72x at about 150 MiB
+# What `lazyconv gateway` keeps: with 8 old consumers of one lz4 topic 16 MiB gave 1.29-1.49x
+# Kafka 3.9's throughput at an RSS peak of about 80 MiB, 64 MiB 1.72x at about 150 MiB
 # (docs/guide/benchmarks.md); the smaller keeps the gateway within the 64 MiB (+ a chunk per
 # connection) it is built to stay in.
 GATEWAY_CONVERSION_CACHE_BYTES = 16 * 1024 * 1024
