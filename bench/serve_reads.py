@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_common import format_table, machine_line, make_v2_batches  # noqa: E402
 from bench.lazy_sink import DiscardingSink  # noqa: E402
 from lazyconv._lazy import CommittedState, LazyDownConvertedRecords  # noqa: E402
+from lazyconv._send import drain  # noqa: E402
 from lazyconv.records import FileRecords, RecordBatch, _impl  # noqa: E402
 from lazyconv.records._entries import iter_batches  # noqa: E402
 from lazyconv.serve._segment_files import CachedFileRecords, SegmentFileCache  # noqa: E402
@@ -103,9 +104,8 @@ def read_all(path: Path, cuts: list[tuple[int, int, int]], states: list[Committe
         for (start, end, first), state in zip(cuts, states, strict=True):
             records = opener(files, path, start, end)
             try:
-                send = LazyDownConvertedRecords.from_state(records, to_magic, first, state, chunk_size).to_send()
-                while not send.completed:
-                    send.write_to(sink)
+                drain(LazyDownConvertedRecords.from_state(records, to_magic, first, state, chunk_size).to_send(),
+                      sink)
             finally:
                 records.close()
     finally:

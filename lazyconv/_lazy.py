@@ -484,7 +484,7 @@ class LazyDownConvertedRecords:
         # Where F's batch ends is known once F was converted (the send's first chunk, made
         # before this generator starts): no window is read just to skip the batches before it.
         resumed = self._resume_position
-        if resumed is None or not position <= resumed <= end:
+        if resumed is None:
             resumed = _position_after(iter_batches(reader, position, end, max_decompressed), position,
                                       self._resume_after)
             if resumed is None:

@@ -102,7 +102,7 @@ def size_type(minimum: int | None = None, maximum: int | None = None) -> Any:
     return parse
 
 
-def add_conversion_cache_option(parser: argparse.ArgumentParser, default: int | None, *,
+def add_conversion_cache_option(parser: argparse.ArgumentParser, default: int, *,
                                 compared: str, default_text: str) -> None:
     """``--conversion-cache SIZE``, as serve and the gateway take it (``compared``: whose bytes a
     reuse compares; ``default_text``: the default as --help says it)."""
