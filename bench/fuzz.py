@@ -78,8 +78,8 @@ from lazyconv.protocol import (
 )
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse  # noqa: E402
 from lazyconv.protocol._headers import decode_request_header, encode_request_header  # noqa: E402
+from lazyconv.protocol._message_codec import encode_message  # noqa: E402
 from lazyconv.protocol._primitives import Reader  # noqa: E402
-from lazyconv.protocol._schema import encode_message  # noqa: E402
 from lazyconv.records import Compression, FileRecords, MemoryRecords, RecordsBuilder  # noqa: E402
 from lazyconv.records._codec import crc32c  # noqa: E402
 from lazyconv.serve._append_validation import ProducerStateTable, validate_produce  # noqa: E402

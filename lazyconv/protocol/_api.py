@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lazyconv.errors import LocalProtocolError, RemoteProtocolError
+from lazyconv.protocol._message_codec import decode_message, encode_message
 from lazyconv.protocol._primitives import Reader
-from lazyconv.protocol._schema import EncodedMessage, Struct, decode_message, encode_message
+from lazyconv.protocol._schema import EncodedMessage, Struct
 
 __all__ = ["ApiSpec"]
 

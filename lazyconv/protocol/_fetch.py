@@ -26,6 +26,7 @@ from lazyconv.protocol._headers import (
     encode_request_header,
     encode_response_header,
 )
+from lazyconv.protocol._message_codec import decode_message, encode_message
 from lazyconv.protocol._primitives import Reader
 from lazyconv.protocol._schema import (
     INT8,
@@ -40,8 +41,6 @@ from lazyconv.protocol._schema import (
     Field,
     RecordsSlot,
     Struct,
-    decode_message,
-    encode_message,
 )
 
 if TYPE_CHECKING:

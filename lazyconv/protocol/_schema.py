@@ -3,7 +3,9 @@
 A :class:`Struct` is an ordered list of :class:`Field` s, each with the versions it exists in,
 its type, its default and, for tagged fields, its tag. One generic encoder and one generic
 decoder walk a schema for a given version, so every version of a message comes from the same
-definition (as Kafka's generated message classes do). Field names are Kafka's schema names in
+definition (as Kafka's generated message classes do); :mod:`lazyconv.protocol._message_codec`
+runs a codec generated from the same definition per version first, and this walker for what
+that declines. Field names are Kafka's schema names in
 snake_case; message values are plain dicts keyed by those names.
 
 Encoding rules (docs/guide/fetch-response.md):
@@ -46,8 +48,8 @@ __all__ = [
     "ZERO_UUID",
     "EncodedMessage",
     "RecordsSlot",
-    "encode_message",
-    "decode_message",
+    "walk_encode",
+    "walk_decode",
     "default_value",
     "records_size",
 ]
@@ -530,7 +532,7 @@ def _decode_scalar(t: ScalarType, r: Reader, flexible: bool, nullable: bool, pat
     raise LocalProtocolError(f"{path}: unknown type {name}")  # pragma: no cover
 
 
-def encode_message(
+def walk_encode(
     struct: Struct,
     value: Mapping[str, Any],
     version: int,
@@ -539,14 +541,16 @@ def encode_message(
     strict: bool = False,
     allow_records_slots: bool = True,
 ) -> EncodedMessage:
-    """Encode ``value`` as ``struct`` for ``version`` into bytes parts and records slots."""
+    """Encode ``value`` as ``struct`` for ``version`` into bytes parts and records slots, by
+    the generic walker (callers use :func:`lazyconv.protocol._message_codec.encode_message`)."""
     enc = _Encoder(flexible, strict, allow_records_slots)
     enc.struct(struct, value, version, struct.name)
     return enc.finish()
 
 
-def decode_message(struct: Struct, reader: Reader, version: int, flexible: bool) -> dict[str, Any]:
-    """Decode one ``struct`` for ``version`` from ``reader`` (advancing it)."""
+def walk_decode(struct: Struct, reader: Reader, version: int, flexible: bool) -> dict[str, Any]:
+    """Decode one ``struct`` for ``version`` from ``reader`` (advancing it), by the generic
+    walker (callers use :func:`lazyconv.protocol._message_codec.decode_message`)."""
     return _decode_struct(struct, reader, version, flexible, struct.name)
 
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyconv.errors import ProtocolError
+from lazyconv.protocol._message_codec import decode_message, encode_message
 from lazyconv.protocol._primitives import (
     Reader,
     Writer,
@@ -21,8 +22,6 @@ from lazyconv.protocol._schema import (
     ArrayOf,
     Field,
     Struct,
-    decode_message,
-    encode_message,
 )
 
 EXAMPLES = settings(max_examples=60)
