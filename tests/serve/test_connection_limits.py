@@ -128,3 +128,37 @@ def test_the_partition_count_is_read_without_decoding_for_fetch_v0_to_v11():
     for version in range(12):
         assert _announced_partitions(version, memoryview(FetchRequest.encode(version, body))) == 7
     assert _announced_partitions(12, memoryview(FetchRequest.encode(12, body))) is None
+
+
+def _metadata_frame(correlation_id: int, topics: list[str] | None = None) -> bytes:
+    names = topics or []
+    payload = encode_request_header(1, 3, 0, correlation_id, "framing") + struct.pack(">i", len(names)) + \
+        b"".join(struct.pack(">h", len(n)) + n.encode() for n in names)
+    return struct.pack(">i", len(payload)) + payload
+
+
+@pytest.mark.parametrize("how", ["byte by byte", "size split", "many at once", "larger than a read"])
+def test_requests_are_framed_however_their_bytes_arrive(serve_logdir, tmp_path, how):
+    """Requests come in one piece, byte by byte, with the size field split, several in one
+    write, or larger than what the server reads at once: each is answered, in order."""
+    (tmp_path / "t-0").mkdir()
+    server = serve_logdir(tmp_path, limits=ConnectionLimits(**FAST))
+    frames = [_metadata_frame(c, ["t"] + ([f"topic-{i:05d}" for i in range(2000)]
+                                         if how == "larger than a read" else [])) for c in (1, 2, 3)]
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        if how == "many at once":
+            sock.sendall(b"".join(frames))
+        for correlation, frame in enumerate(frames, 1):
+            if how == "byte by byte":
+                for i in range(len(frame)):
+                    sock.sendall(frame[i:i + 1])
+                    time.sleep(0.002)  # well within the 300 ms read timeout
+            elif how == "size split":
+                sock.sendall(frame[:2])
+                time.sleep(0.05)
+                sock.sendall(frame[2:])
+            elif how == "larger than a read":
+                assert len(frame) > 16384
+                sock.sendall(frame)
+            size = struct.unpack(">i", _recv(sock, 4))[0]
+            assert struct.unpack(">i", _recv(sock, size)[:4])[0] == correlation
