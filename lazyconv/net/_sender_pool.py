@@ -216,9 +216,11 @@ class _Sender:
                 message = pickle.loads(data)
                 kind = message[0]
                 if kind == "report":
-                    _, job_id, report = message
-                    if not isinstance(report, SendReport):
-                        raise TypeError(f"a report of type {type(report).__name__}")
+                    _, job_id, outcome, written, error, details = message
+                    if not isinstance(outcome, str) or not isinstance(written, int) or \
+                            not isinstance(error, str):
+                        raise TypeError(f"a report of {outcome!r}, {written!r}, {error!r}")
+                    report = SendReport(outcome, written, error, details)
                     future = self.pending.pop(job_id, None)
                     if future is not None and not future.done():
                         future.set_result(report)

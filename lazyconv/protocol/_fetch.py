@@ -60,6 +60,7 @@ __all__ = [
     "FetchRequest",
     "FetchResponse",
     "FetchResponseSend",
+    "fetch_response_send",
 ]
 
 _I32 = struct.Struct(">i")
@@ -327,31 +328,27 @@ class FetchResponse:
         at a time; a records object whose send does not have the size it committed to raises
         :class:`~lazyconv.errors.ProtocolError` before a byte of it is written.
         """
-        header = encode_response_header(response_header_version(self.version), correlation_id)
-        prefix = _I32.pack(self.size_in_bytes) + header
-        return FetchResponseSend(self._sends(prefix), 4 + self.size_in_bytes)
+        return fetch_response_send(self.framed_parts(correlation_id), 4 + self.size_in_bytes)
 
-    def _sends(self, prefix: bytes) -> Iterator[tuple[Send, bool]]:
-        """The parts of the response in order, each flagged True if it carries records."""
-        pending = bytearray(prefix)
+    def framed_parts(self, correlation_id: int) -> list[bytes | RecordsSlot]:
+        """The whole response (Size, header, body) in order: the metadata as bytes, each
+        partition's records as the slot the body committed for them (records of size 0 have
+        no slot: there is nothing to write). The bytes a :meth:`to_send` writes, before any
+        records send is made, e.g. to describe the response to another process."""
+        header = encode_response_header(response_header_version(self.version), correlation_id)
+        parts: list[bytes | RecordsSlot] = []
+        pending = bytearray(_I32.pack(self.size_in_bytes) + header)
         for part in self._encoded.parts:
             if not isinstance(part, RecordsSlot):
                 pending += part
-                continue
-            if pending:
-                yield BytesSend(bytes(pending)), False
-                pending = bytearray()
-            if part.size == 0:
-                continue  # nothing to write; do not even create the records' send
-            send = _records_send(part.records)
-            if send.size != part.size:
-                raise LocalProtocolError(
-                    f"records of type {type(part.records).__name__} committed {part.size} bytes "
-                    f"but their send has {send.size}"
-                )
-            yield send, True
+            elif part.size:
+                if pending:
+                    parts.append(bytes(pending))
+                    pending = bytearray()
+                parts.append(part)
         if pending:
-            yield BytesSend(bytes(pending)), False
+            parts.append(bytes(pending))
+        return parts
 
     def to_bytes(self, correlation_id: int) -> bytes:
         """The whole response in memory (tests and small responses)."""
@@ -427,6 +424,30 @@ class FetchResponseSend(SequenceSend):
 
     def __repr__(self) -> str:
         return f"FetchResponseSend(size={self.size}, written={self.written})"
+
+
+def fetch_response_send(parts: list[bytes | RecordsSlot], size: int) -> FetchResponseSend:
+    """The send of a response's :meth:`FetchResponse.framed_parts` (``size``: their total).
+
+    Records sends are created lazily, one partition at a time; a records object whose send does
+    not have the size it committed to raises :class:`~lazyconv.errors.LocalProtocolError` before
+    a byte of it is written."""
+    return FetchResponseSend(_part_sends(parts), size)
+
+
+def _part_sends(parts: list[bytes | RecordsSlot]) -> Iterator[tuple[Send, bool]]:
+    """Each part's send in order, flagged True if it carries records."""
+    for part in parts:
+        if not isinstance(part, RecordsSlot):
+            yield BytesSend(part), False
+            continue
+        send = _records_send(part.records)
+        if send.size != part.size:
+            raise LocalProtocolError(
+                f"records of type {type(part.records).__name__} committed {part.size} bytes "
+                f"but their send has {send.size}"
+            )
+        yield send, True
 
 
 def _records_send(records: SendableRecords | bytes | bytearray | memoryview) -> Send:

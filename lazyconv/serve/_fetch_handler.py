@@ -29,7 +29,8 @@ from lazyconv.protocol._decision import (
     is_follower_fetch,
 )
 from lazyconv.protocol._error_codes import ErrorCode
-from lazyconv.protocol._fetch import FetchRequest, FetchResponse
+from lazyconv.protocol._fetch import FetchRequest, FetchResponse, fetch_response_send
+from lazyconv.protocol._schema import RecordsSlot
 from lazyconv.records import Compression
 from lazyconv.serve._model import BrokerStats, Response, TopicConfig
 from lazyconv.serve._remote_fetch import fetch_send_job, lazy_recipe, slice_recipe
@@ -184,7 +185,7 @@ class FetchHandler:
             # Sessions are never created here (we answer SessionId 0), so an incremental fetch
             # refers to a session this server does not know.
             code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if session_id else ErrorCode.INVALID_FETCH_SESSION_EPOCH
-            return self._fetch_response(version, correlation_id, int(code), [], [])
+            return self._fetch_response(version, correlation_id, int(code), [], [])[0]
         min_bytes = request.get("min_bytes", 0)
         deadline = time.monotonic() + max(0, request.get("max_wait_ms", 0)) / 1000
         while True:
@@ -214,24 +215,24 @@ class FetchHandler:
         self.stats.partial_tail_responses += plan.partial_tails
         try:
             if large or (converting and plan.converted):  # sizing takes a while too
-                response: Response = await self.off_loop(
+                response, parts = await self.off_loop(
                     self._fetch_response, version, correlation_id, 0, plan.topics, plan.resources,
-                    cleanup=Response.close, on_workers=converting)
+                    cleanup=lambda done: done[0].close(), on_workers=converting)
             else:
-                response = self._fetch_response(version, correlation_id, 0, plan.topics,
-                                                plan.resources)
+                response, parts = self._fetch_response(version, correlation_id, 0, plan.topics,
+                                                       plan.resources)
             response.off_loop = plan.converted > 0  # conversion runs on the worker pool
             if self.remote_sends and plan.converted and not large:
-                self._describe_for_sender(version, correlation_id, plan, response)
+                self._describe_for_sender(plan, response, parts)
             return response
         except BaseException:
             plan.close()
             raise
 
-    def _describe_for_sender(self, version: int, correlation_id: int, plan: _FetchPlan,
-                             response: Response) -> None:
-        """Attach the response's description for a sender process (none when a partition's
-        records are of a kind it cannot rebuild)."""
+    def _describe_for_sender(self, plan: _FetchPlan, response: Response,
+                             parts: list[bytes | RecordsSlot]) -> None:
+        """Attach the description of a response (its :meth:`FetchResponse.framed_parts`) for a
+        sender process (none when a partition's records are of a kind it cannot rebuild)."""
         labels: list[str] = []  # where each described partition's records start, for logs
         lazies: list[LazyDownConvertedRecords] = []
 
@@ -246,8 +247,7 @@ class FetchHandler:
                 return lazy_recipe(inner, inner.records)
             return None
 
-        job = fetch_send_job(version, correlation_id, _fetch_body(0, plan.topics), response.send.size,
-                             recipe_of, self.segment_files.capacity)
+        job = fetch_send_job(parts, response.send.size, recipe_of, self.segment_files.capacity)
         if job is None:
             return
         for lazy in lazies:
@@ -265,9 +265,12 @@ class FetchHandler:
         response.remote_done = done
 
     def _fetch_response(self, version: int, correlation_id: int, error_code: int,
-                        topics: list[dict[str, Any]], resources: list[Any]) -> Response:
+                        topics: list[dict[str, Any]], resources: list[Any]
+                        ) -> tuple[Response, list[bytes | RecordsSlot]]:
+        """The response to write, and its parts (to describe it for a sender)."""
         response = FetchResponse(version, _fetch_body(error_code, topics))
-        return Response(response.to_send(correlation_id), list(resources))
+        parts = response.framed_parts(correlation_id)
+        return Response(fetch_response_send(parts, 4 + response.size_in_bytes), list(resources)), parts
 
     def _plan_fetch(self, version: int, request: dict[str, Any], on_loop: bool = False) -> _FetchPlan:
         """Read every partition of a fetch in request order under KIP-74's budget (``on_loop``:

@@ -14,7 +14,7 @@ from lazyconv.serve._model import BrokerStats
 log = logging.getLogger("lazyconv.serve._fetch_handler")
 
 __all__ = ["TrackedRecords", "TrackedFileRecords", "TrackedLazyRecords", "report_corrupt_send",
-           "add_send_counts"]
+           "SEND_COUNTS", "send_counts", "add_send_counts"]
 
 
 class TrackedRecords(abc.ABC):
@@ -77,10 +77,17 @@ def report_corrupt_send(stats: BrokerStats, where: str, error: object) -> None:
               "padding: %s", where, error)
 
 
-def add_send_counts(stats: BrokerStats, counts: BrokerStats) -> None:
-    """Add what the sends counted in ``counts`` (a sender's) to ``stats``."""
-    stats.zero_copy_bytes += counts.zero_copy_bytes
-    stats.padded_bytes += counts.padded_bytes
-    stats.converted_chunks += counts.converted_chunks
-    stats.records_converted += counts.records_converted
-    stats.conversions_reused += counts.conversions_reused
+# The counters of a BrokerStats that the sends above add to.
+SEND_COUNTS = ("zero_copy_bytes", "padded_bytes", "converted_chunks", "records_converted",
+               "conversions_reused")
+
+
+def send_counts(stats: BrokerStats) -> tuple[int, ...]:
+    """The :data:`SEND_COUNTS` of ``stats``, in order (what a sender reports)."""
+    return tuple(getattr(stats, name) for name in SEND_COUNTS)
+
+
+def add_send_counts(stats: BrokerStats, counts: tuple[int, ...]) -> None:
+    """Add what the sends counted in ``counts`` (a sender's :func:`send_counts`) to ``stats``."""
+    for name, count in zip(SEND_COUNTS, counts, strict=True):
+        setattr(stats, name, getattr(stats, name) + count)

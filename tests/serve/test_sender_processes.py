@@ -97,7 +97,7 @@ def test_responses_repeated_through_the_senders_conversion_caches_stay_exact(ser
     try:
         expected = _exchange(serve_logdir(tmp_path).port, requests)
         conversion_cache.resize(8 << 20)  # a sender is sized as the serving process
-        assert fetch_send_job(2, 1, {"responses": []}, 0, None, 8).conversion_cache_bytes == 8 << 20
+        assert fetch_send_job([], 0, None, 8).conversion_cache_bytes == 8 << 20
         pool = SenderPool(2)
         remote = serve_logdir(tmp_path, senders=pool)
         for _ in range(3):
