@@ -50,7 +50,9 @@ class SegmentFileCache:
         if capacity < 1:
             raise ConfigurationError(f"the segment file cache needs a capacity of at least 1, got {capacity}")
         self.capacity = capacity
-        self._files: collections.OrderedDict[Path, _OpenFile] = collections.OrderedDict()
+        # by path as text: a str hashes and compares in C, a Path in Python (measured: an
+        # acquire and release 1.08 -> 0.64 us, and a converted 1 MiB response reads 11 times)
+        self._files: collections.OrderedDict[str, _OpenFile] = collections.OrderedDict()
         self._lock = threading.Lock()
         self.opened = 0  # files opened since the start (cache misses)
 
@@ -59,25 +61,27 @@ class SegmentFileCache:
         """Descriptors open now (in use or kept for reuse)."""
         return len(self._files)
 
-    def acquire(self, path: Path) -> int:
+    def acquire(self, path: Path | str) -> int:
         """A descriptor of ``path`` for reading; give it back with :meth:`release`.
 
         Raises ``OSError`` (e.g. ``FileNotFoundError``) when the file cannot be opened."""
+        key = path if type(path) is str else str(path)
         with self._lock:
-            entry = self._files.get(path)
+            entry = self._files.get(key)
             if entry is None:
-                entry = self._files[path] = _OpenFile(os.open(path, os.O_RDONLY))
+                entry = self._files[key] = _OpenFile(os.open(key, os.O_RDONLY))
                 self.opened += 1
             else:
-                self._files.move_to_end(path)
+                self._files.move_to_end(key)
             entry.users += 1
             self._trim()
             return entry.fd
 
-    def release(self, path: Path) -> None:
+    def release(self, path: Path | str) -> None:
         """One user of ``path`` is done with it."""
+        key = path if type(path) is str else str(path)
         with self._lock:
-            entry = self._files.get(path)
+            entry = self._files.get(key)
             if entry is None or entry.users <= 0:
                 log.error("segment file cache: release of %s that is not in use", path)
                 return
@@ -154,22 +158,23 @@ class SegmentSlice:
 class _CachedSource:
     """Reads of one segment through the cache: the descriptor is taken for each read only."""
 
-    __slots__ = ("cache", "path", "owner", "bytes_read")
+    __slots__ = ("cache", "path", "key", "owner", "bytes_read")
 
     def __init__(self, cache: SegmentFileCache, path: Path, owner: FileRecords) -> None:
         self.cache = cache
         self.path = path
+        self.key = str(path)
         self.owner = owner
         self.bytes_read = 0
 
     @property
     def cache_key(self) -> str:
         """The segment, for the conversion cache (which compares the bytes it reuses)."""
-        return str(self.path)
+        return self.key
 
     def read(self, position: int, size: int) -> bytes:
         self.owner._check_open()
-        fd = self.cache.acquire(self.path)
+        fd = self.cache.acquire(self.key)
         try:
             parts: list[bytes] = []
             got = 0
@@ -181,7 +186,7 @@ class _CachedSource:
                 parts.append(more)
                 got += len(more)
         finally:
-            self.cache.release(self.path)
+            self.cache.release(self.key)
         self.bytes_read += size
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
