@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 # the benchmarks moved out of the package (lazyconv/benchmarks/) into bench/
 SCRIPTS = ["peers", "lazy_sink", "chunk_sizes", "memory", "codecs", "decode", "lz4_overhead",
-           "fuzz", "fuzz_kernel", "serve_reads"]
+           "fuzz", "fuzz_kernel", "serve_reads", "message_codec"]
 
 
 def test_the_package_holds_no_benchmarks() -> None:
@@ -65,3 +65,11 @@ def test_fuzz_kernel_without_the_kernel_is_one_error_line(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("bench/fuzz_kernel.py: error:")
     assert "compiled kernel" in lines[0]
+
+
+def test_the_message_codec_benchmark_times_codecs_that_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each case of bench/message_codec.py gives the walker's result by the generated codec."""
+    module = importlib.import_module("bench.message_codec")
+    assert module.main(["--messages", "20", "--repeat", "1", "--check"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| Fetch")]
+    assert len(rows) == 4
