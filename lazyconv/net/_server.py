@@ -63,8 +63,9 @@ __all__ = ["KafkaServer", "ListenerSpec", "ConnectionLimits", "DEFAULT_MAX_REQUE
 DEFAULT_SEND_BUFFER = 102400
 _RECV_PIECE = 65536
 # Read at once when a connection becomes readable: the size field and, for most requests, the
-# whole request (one recv and no task or timer per piece; measured 3 recv calls and two tasks per
-# Fetch before). Bytes of a next request read along are kept for it.
+# whole request (one recv, one future and one timer; before, 3 recv calls and two tasks with a
+# timer each per Fetch). Bytes of a next request read along are kept for it: at most this much
+# per connection outside queued.max.request.bytes, which counts a request once its size is read.
 _READ_AHEAD = 8192
 _LARGE_REQUEST = 1 << 20  # a connection that read one this large gives memory back when it ends
 
@@ -322,10 +323,11 @@ async def _recv_when_readable(loop: asyncio.AbstractEventLoop, conn: socket.sock
     fd = conn.fileno()
     if fd < 0:
         raise _ConnectionClosed("socket closed")
+    deadline = loop.time() + timeout
     while True:
         readable: asyncio.Future[None] = loop.create_future()
         loop.add_reader(fd, _set_done, readable)
-        timer = loop.call_later(timeout, _set_timed_out, readable)
+        timer = loop.call_at(deadline, _set_timed_out, readable)
         try:
             await readable
         finally:

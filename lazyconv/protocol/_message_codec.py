@@ -11,10 +11,12 @@ response encodes, in under a third of the walker's time; docs/guide/benchmarks.m
 A generated codec does only the common case and answers :data:`FALLBACK` for everything else,
 and :func:`encode_message` / :func:`decode_message` then run the walker on the whole message
 from the start: every error (so error messages and positions are always the walker's), a tagged
-field present or not at its default, a value that is not of its field's plain type (a Mapping
-that is not a dict, a ``bool`` or a text UUID, which the walker refuses or converts), keys the
-struct does not declare, ``strict`` encoding. What a generated codec returns is what the walker
-returns for the same message: ``tests/protocol/test_message_codec.py`` compares both on every
+field set (a scalar one only when it differs from its default), a value that is not of its
+field's plain type (a Mapping that is not a dict, an array that is not a list or tuple, a
+``bool`` or a text UUID, which the walker refuses or converts), keys the struct does not
+declare, ``strict`` encoding. The generated code consumes nothing the walker then reads (no
+iterator is drawn from); a records object's ``size_in_bytes`` is read again by the walker after
+a fallback. What a generated codec returns is what the walker returns for the same message: ``tests/protocol/test_message_codec.py`` compares both on every
 version of every API, with random, odd and mutated messages.
 """
 
@@ -366,8 +368,11 @@ def _encode_struct(src: _Source, struct_: Struct, version: int, flexible: bool, 
             if flexible and f.tagged_in(version):
                 got = src.var()
                 src.emit(ind, f"{got} = {value}.get({key}, _BAIL)")
-                check = src.const(lambda v, f=f: _is_default(f, v, version), "T")
-                src.emit(ind, f"if {got} is not _BAIL and not {check}({got}): raise _BAIL")
+                if isinstance(f.type, ScalarType):
+                    check = src.const(lambda v, f=f: _is_default(f, v, version), "T")
+                    src.emit(ind, f"if {got} is not _BAIL and not {check}({got}): raise _BAIL")
+                else:  # comparing a struct or array with its default could use up an iterable
+                    src.emit(ind, f"if {got} is not _BAIL: raise _BAIL")
             continue
         got = src.var()
         src.emit(ind, f"{got} = {value}.get({key}, _BAIL)")
@@ -419,7 +424,8 @@ def _encode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
         src.emit(ind, f"if {value} is None:")
         _encode_null(src, ind + 1, flexible, nullable)
         src.emit(ind, "else:")
-        src.emit(ind + 1, f"if type({value}) is not list: {value} = list({value})")
+        # Another iterable (a generator) would be used up here and found empty by the walker.
+        src.emit(ind + 1, f"if type({value}) is not list and type({value}) is not tuple: raise _BAIL")
         count = src.var("n")
         src.emit(ind + 1, f"{count} = len({value})")
         _encode_length(src, ind + 1, count, flexible)

@@ -3,8 +3,8 @@
 The serving process plans a fetch as always (:mod:`lazyconv.serve._fetch_handler`): it finds
 every partition's bytes, converts each converting partition's first batch to commit its size,
 decides every error and encodes the response. :func:`fetch_send_job` then describes the result
-by value: the encoded metadata as bytes, and in place of each partition's records the segment
-file, byte range and, where they are converted, the committed state
+by value: the encoded metadata as bytes, and in place of each partition's records (those of
+size 0 have none) the segment file, byte range and, where they are converted, the committed state
 (:class:`~lazyconv._lazy.CommittedState`). The sender rebuilds the records over the same bytes
 (:class:`FetchSendJob`), checks that each has the size the server committed to, and converts and
 writes them between the server's bytes; a segment it cannot open means NOT_STARTED, and the
@@ -75,7 +75,8 @@ class SendDetails(NamedTuple):
 
 class FetchSendJob(RemoteJob):
     """A Fetch response as the server encoded it: ``parts`` holds its bytes and, in place of
-    each partition's records, ``(recipe, committed size)``; ``size`` is the whole send's."""
+    each partition's records, ``(recipe, committed size)`` (records of size 0 have no part:
+    nothing is written for them); ``size`` is the whole send's."""
 
     def __init__(self, parts: list[Any], size: int,
                  max_open_files: int = DEFAULT_MAX_OPEN_SEGMENTS,

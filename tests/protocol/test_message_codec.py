@@ -20,8 +20,10 @@ from lazyconv.protocol._message_codec import decode_message, encode_message
 from lazyconv.protocol._primitives import Reader, encode_uvarint
 from lazyconv.protocol._schema import (
     BYTES,
+    INT32,
     RECORDS,
     STRING,
+    UUID,
     ArrayOf,
     Field,
     RecordsSlot,
@@ -278,3 +280,30 @@ def test_what_the_walker_refuses_the_generated_codec_refuses(schema: Struct, fle
     fast = _outcome(lambda: decode_message(schema, Reader(data), 0, flexible))
     assert fast[0] == "error"
     assert fast == _outcome(lambda: walk_decode(schema, Reader(data), 0, flexible))
+
+
+_ITEMS = Struct("I", (Field("items", ArrayOf(Struct("Item", (Field("a", INT32),)))),
+                      Field("id", UUID),
+                      Field("tags", ArrayOf(INT32), tag=0, tagged_versions="0+")))
+
+
+@pytest.mark.parametrize("items", [
+    lambda: ({"a": 1 << 40} for _ in range(2)),  # out of range: the walker's error
+    lambda: map(lambda a: {"a": a}, [1, 2]),
+    lambda: iter([{"a": 1}, {"a": 2}]),
+], ids=["generator, out of range", "map", "iterator"])
+@pytest.mark.parametrize("uuid_value", [uuid.UUID(int=1), str(uuid.UUID(int=1))], ids=["uuid", "text"])
+def test_arrays_given_as_iterators_reach_the_walker_whole(items: Any, uuid_value: Any) -> None:
+    """An array that is an iterator is left to the walker untouched: were it drawn from first,
+    the walker would find it empty and write an empty array, or miss its error."""
+    fast = _parts(_outcome(lambda: encode_message(_ITEMS, {"items": items(), "id": uuid_value}, 0, False)))
+    walker = _parts(_outcome(lambda: walk_encode(_ITEMS, {"items": items(), "id": uuid_value}, 0, False)))
+    assert fast == walker
+
+
+def test_a_tagged_array_given_as_an_iterator_reaches_the_walker_whole() -> None:
+    value = {"items": [], "tags": iter([1, 2])}
+    fast = encode_message(_ITEMS, value, 0, True, allow_records_slots=False).to_bytes()
+    walker = walk_encode(_ITEMS, {"items": [], "tags": iter([1, 2])}, 0, True,
+                         allow_records_slots=False).to_bytes()
+    assert fast == walker
