@@ -36,8 +36,8 @@ from lazyconv.protocol._schema import (
     RecordsSlot,
     ScalarType,
     Struct,
-    _is_default,
     default_value,
+    is_default,
     records_size,
     walk_decode,
     walk_encode,
@@ -100,6 +100,7 @@ class _Bail(Exception):
 
 
 _BAIL = _Bail()
+_MISSING: Any = object()  # what a generated encoder's value.get() gives for a field left out
 
 
 def _uvarint(view: Any, pos: int) -> tuple[int, int]:
@@ -129,7 +130,7 @@ class _Source:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {
-            "_BAIL": _BAIL, "_uvarint": _uvarint, "_encode_uvarint": encode_uvarint,
+            "_BAIL": _BAIL, "_MISSING": _MISSING, "_uvarint": _uvarint, "_encode_uvarint": encode_uvarint,
             "_UUID": uuid.UUID, "_is_int": _is_int, "_records_size": records_size,
             "_RecordsSlot": RecordsSlot,
         }
@@ -367,16 +368,16 @@ def _encode_struct(src: _Source, struct_: Struct, version: int, flexible: bool, 
         if f.tag is not None:
             if flexible and f.tagged_in(version):
                 got = src.var()
-                src.emit(ind, f"{got} = {value}.get({key}, _BAIL)")
+                src.emit(ind, f"{got} = {value}.get({key}, _MISSING)")
                 if isinstance(f.type, ScalarType):
-                    check = src.const(lambda v, f=f: _is_default(f, v, version), "T")
-                    src.emit(ind, f"if {got} is not _BAIL and not {check}({got}): raise _BAIL")
+                    check = src.const(lambda v, f=f: is_default(f, v, version), "T")
+                    src.emit(ind, f"if {got} is not _MISSING and not {check}({got}): raise _BAIL")
                 else:  # comparing a struct or array with its default could use up an iterable
-                    src.emit(ind, f"if {got} is not _BAIL: raise _BAIL")
+                    src.emit(ind, f"if {got} is not _MISSING: raise _BAIL")
             continue
         got = src.var()
-        src.emit(ind, f"{got} = {value}.get({key}, _BAIL)")
-        src.emit(ind, f"if {got} is _BAIL: {got} = {_default_expression(src, f)}")
+        src.emit(ind, f"{got} = {value}.get({key}, _MISSING)")
+        src.emit(ind, f"if {got} is _MISSING: {got} = {_default_expression(src, f)}")
         fmt = _int_format(f)
         if fmt is not None and f.type.name != "bool":  # type: ignore[union-attr]
             src.emit(ind, f"if type({got}) is not int and not _is_int({got}): raise _BAIL")

@@ -50,6 +50,7 @@ __all__ = [
     "RecordsSlot",
     "walk_encode",
     "walk_decode",
+    "is_default",
     "default_value",
     "records_size",
 ]
@@ -293,14 +294,14 @@ class _Encoder:
             if v is _MISSING:
                 v = default_value(f)
             if not f.present_in(version):
-                if self.strict and not f.ignorable and not _is_default(f, v, version):
+                if self.strict and not f.ignorable and not is_default(f, v, version):
                     raise LocalProtocolError(
                         f"{path}.{f.name} is not in version {version} and holds non-default value {v!r}"
                     )
                 continue
             if f.tag is not None:
                 if self.flexible and f.tagged_in(version):
-                    if not _is_default(f, v, version):
+                    if not is_default(f, v, version):
                         tagged.append((f.tag, f, v))
                 continue
             self.value(f, v, version, f"{path}.{f.name}")
@@ -432,7 +433,9 @@ def _normalize(f: Field, v: Any, version: int) -> Any:
     return v
 
 
-def _is_default(f: Field, v: Any, version: int) -> bool:
+def is_default(f: Field, v: Any, version: int) -> bool:
+    """Whether ``v`` equals field ``f``'s default, as Kafka compares them (a tagged field at
+    its default is not written)."""
     return _normalize(f, v, version) == _normalize(f, default_value(f), version)
 
 
