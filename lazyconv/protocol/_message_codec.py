@@ -103,22 +103,6 @@ _BAIL = _Bail()
 _MISSING: Any = object()  # what a generated encoder's value.get() gives for a field left out
 
 
-def _uvarint(view: Any, pos: int) -> tuple[int, int]:
-    """An unsigned 32-bit varint at ``pos`` and the position after it (the one-byte case is
-    inlined by the generated code); anything the walker would refuse bails."""
-    value = 0
-    shift = 0
-    for i in range(5):
-        byte = view[pos + i]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            if value >> 32:
-                raise _BAIL
-            return value, pos + i + 1
-        shift += 7
-    raise _BAIL
-
-
 def _is_int(value: Any) -> bool:
     """What the walker accepts for an integer field (an int that is not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool)
@@ -130,9 +114,10 @@ class _Source:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {
-            "_BAIL": _BAIL, "_MISSING": _MISSING, "_uvarint": _uvarint, "_encode_uvarint": encode_uvarint,
-            "_UUID": uuid.UUID, "_is_int": _is_int, "_records_size": records_size,
-            "_RecordsSlot": RecordsSlot,
+            "FALLBACK": FALLBACK, "_BAIL": _BAIL, "_MISSING": _MISSING,
+            "_encode_uvarint": encode_uvarint, "_UUID": uuid.UUID, "_is_int": _is_int,
+            "_records_size": records_size, "_RecordsSlot": RecordsSlot,
+            "_EncodedMessage": EncodedMessage,
         }
         self._count = 0
 
@@ -179,16 +164,16 @@ def decoder(struct_: Struct, version: int, flexible: bool) -> Callable[[Any], An
     src = _Source()
     src.emit(0, "def decode(reader):")
     src.emit(1, "view = reader.view")
-    src.emit(1, "pos = reader.pos")
+    src.emit(1, "pos = start = reader.pos")
     src.emit(1, "end = len(view)")
     src.emit(1, "as_views = reader.records_as_views")
     src.emit(1, "try:")
     result = _decode_struct(src, struct_, version, flexible, 2)
     src.emit(1, "except Exception:")
+    src.emit(2, "reader.pos = start")
     src.emit(2, "return FALLBACK")
     src.emit(1, "reader.pos = pos")
     src.emit(1, f"return {result}")
-    src.names["FALLBACK"] = FALLBACK
     return src.compile("decode")
 
 
@@ -234,8 +219,10 @@ def _decode_uvarint(src: _Source, ind: int, target: str) -> None:
     src.emit(ind, f"{target} = view[pos]")
     src.emit(ind, f"if {target} < 128:")
     src.emit(ind + 1, "pos += 1")
-    src.emit(ind, "else:")
-    src.emit(ind + 1, f"{target}, pos = _uvarint(view, pos)")
+    src.emit(ind, "else:")  # longer ones, rare, by the reader's own rules (32 bits, 5 bytes)
+    src.emit(ind + 1, "reader.pos = pos")
+    src.emit(ind + 1, f"{target} = reader.uvarint()")
+    src.emit(ind + 1, "pos = reader.pos")
 
 
 def _decode_length(src: _Source, ind: int, target: str, flexible: bool, nullable: bool,
@@ -342,7 +329,6 @@ def encoder(struct_: Struct, version: int, flexible: bool,
     src.emit(1, "message.parts = parts")
     src.emit(1, "message.size = size")
     src.emit(1, "return message")
-    src.names.update(FALLBACK=FALLBACK, _EncodedMessage=EncodedMessage)
     return src.compile("encode")
 
 
