@@ -179,6 +179,7 @@ def corrupted(draw: st.DrawFn) -> tuple[bytes, int, int]:
 # -- properties ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=120)
 @given(well_formed())
 def test_fused_equals_generic_on_well_formed_batches(case: tuple[bytes, int, int]) -> None:
@@ -413,6 +414,7 @@ _kernel_needed = pytest.mark.skipif(
     reason="compares the compiled kernel with the reference")
 
 
+@pytest.mark.slow
 @_kernel_needed
 @settings(max_examples=150)
 @given(well_formed(), st.sampled_from([1, 2, 3]))
@@ -429,6 +431,7 @@ def test_kernel_converts_compressed_batches_as_the_reference(case: tuple[bytes, 
         assert not declined  # sound records with sane offsets never leave the kernel's path
 
 
+@pytest.mark.slow
 @_kernel_needed
 @settings(max_examples=150)
 @given(corrupted(), st.sampled_from([1, 2, 3]), st.sampled_from([None] * 6 + [0, 12, 22, 60]))

@@ -57,6 +57,7 @@ def test_eager_conversion_of_a_file_holds_its_output_and_a_bounded_piece_of_inpu
     assert peak < output * 1.2 + 1000 * 1024 + 2 * MAX_RUN_READ, (peak, output, size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("twin", TWINS)
 def test_one_compressed_batch_of_tiny_records_stays_within_its_stated_bound(twin: str) -> None:
     count = 40_000

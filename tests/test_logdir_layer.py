@@ -115,6 +115,7 @@ def test_the_generators_front_doors_still_need_their_exception() -> None:
         assert used & allowed, f"{module} no longer imports {sorted(allowed)}: drop its exception"
 
 
+@pytest.mark.slow
 def test_logdir_imports_only_records_and_errors() -> None:
     found = []
     for module, tree in _modules():

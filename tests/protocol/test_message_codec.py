@@ -136,9 +136,7 @@ def _odd_values(draw: st.DrawFn, schema: Struct) -> dict[str, Any]:
     return _struct(draw, schema, odd=True)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_random_messages_encode_as_the_walker_encodes_them(data: st.DataObject) -> None:
+def _encodes_as_the_walker(data: st.DataObject) -> None:
     _, _, version, schema, flexible = data.draw(st.sampled_from(MESSAGES))
     value = data.draw(_odd_values(schema))
     for slots in (True, False):
@@ -147,6 +145,19 @@ def test_random_messages_encode_as_the_walker_encodes_them(data: st.DataObject) 
         walker = _parts(_outcome(lambda s=slots: walk_encode(
             schema, value, version, flexible, allow_records_slots=s)))
         assert fast == walker
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_random_messages_encode_as_the_walker_encodes_them(data: st.DataObject) -> None:
+    _encodes_as_the_walker(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_many_random_messages_encode_as_the_walker_encodes_them(data: st.DataObject) -> None:
+    _encodes_as_the_walker(data)
 
 
 @st.composite
@@ -175,10 +186,7 @@ def _encoded_and_mutated(draw: st.DrawFn) -> tuple[Struct, int, bool, bytes]:
     return schema, version, flexible, bytes(data)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_encoded_and_mutated(), st.booleans())
-def test_encoded_and_mutated_bytes_decode_as_the_walker_decodes_them(
-        case: tuple[Struct, int, bool, bytes], views: bool) -> None:
+def _decodes_as_the_walker(case: tuple[Struct, int, bool, bytes], views: bool) -> None:
     schema, version, flexible, data = case
 
     def run(decode: Any) -> Any:
@@ -190,6 +198,21 @@ def test_encoded_and_mutated_bytes_decode_as_the_walker_decodes_them(
         return outcome
 
     assert run(decode_message) == run(walk_decode)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_encoded_and_mutated(), st.booleans())
+def test_encoded_and_mutated_bytes_decode_as_the_walker_decodes_them(
+        case: tuple[Struct, int, bool, bytes], views: bool) -> None:
+    _decodes_as_the_walker(case, views)
+
+
+@pytest.mark.slow
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_encoded_and_mutated(), st.booleans())
+def test_many_encoded_and_mutated_messages_decode_as_the_walker_decodes_them(
+        case: tuple[Struct, int, bool, bytes], views: bool) -> None:
+    _decodes_as_the_walker(case, views)
 
 
 def _plain(value: Any) -> Any:

@@ -97,6 +97,7 @@ def test_each_part_of_a_record_changes_its_digest() -> None:
     assert 0 <= base <= MASK64
 
 
+@pytest.mark.slow
 @needs_kernel
 @given(records_v2, st.data())
 @settings(max_examples=120, deadline=None)

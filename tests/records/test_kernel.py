@@ -158,6 +158,7 @@ def test_kernel_calls_run_in_threads() -> None:
     assert results == [expected] * 4
 
 
+@pytest.mark.slow
 @native_only
 def test_cpu_features_allocates_nothing_it_keeps() -> None:
     """Issue 24: each call leaked one string per feature (+200,000 blocks after 100,000 calls)."""

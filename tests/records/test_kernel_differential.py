@@ -104,6 +104,7 @@ def test_kernel_equals_reference_on_random_record_sets(
     assert native == reference
 
 
+@pytest.mark.slow
 @settings(max_examples=80)
 @given(st.data(), st.lists(entries, min_size=1, max_size=4), st.sampled_from([0, 1]), st.integers(-1, 50))
 def test_kernel_equals_reference_on_mutated_record_sets(

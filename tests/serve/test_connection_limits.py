@@ -31,6 +31,7 @@ def closed_by_server(sock: socket.socket, within: float) -> float | None:
         return None
 
 
+@pytest.mark.slow
 def test_idle_connections_are_closed_after_connections_max_idle_ms(serve_logdir, tmp_path):
     (tmp_path / "t-0").mkdir()
     server = serve_logdir(tmp_path, limits=ConnectionLimits(**FAST))
@@ -41,6 +42,7 @@ def test_idle_connections_are_closed_after_connections_max_idle_ms(serve_logdir,
     assert wait_for(lambda: server.server.open_connections == 0)
 
 
+@pytest.mark.slow
 def test_a_stalled_request_is_closed_after_the_read_timeout(serve_logdir, tmp_path):
     (tmp_path / "t-0").mkdir()
     server = serve_logdir(tmp_path, limits=ConnectionLimits(**FAST))
@@ -51,6 +53,7 @@ def test_a_stalled_request_is_closed_after_the_read_timeout(serve_logdir, tmp_pa
     assert server.server.request_memory.in_use == 0  # its reservation was given back
 
 
+@pytest.mark.slow
 def test_a_reader_that_takes_nothing_is_closed_after_the_write_timeout(serve_logdir, tmp_path):
     big_log(tmp_path)  # ~7 MB of records: far more than the socket buffers hold
     server = serve_logdir(tmp_path, limits=ConnectionLimits(**FAST))
@@ -65,6 +68,7 @@ def test_a_reader_that_takes_nothing_is_closed_after_the_write_timeout(serve_log
     assert metadata_roundtrip(server.port)
 
 
+@pytest.mark.slow
 def test_requests_wait_for_room_in_queued_max_request_bytes(serve_logdir, tmp_path):
     """Two connections each announce a 600 KiB request in a 1 MiB pool: the second waits
     unread and is closed after the read timeout; the first is served; the pool empties."""

@@ -50,6 +50,7 @@ def records_on_disk(part) -> list[tuple[int, bytes]]:
     return out
 
 
+@pytest.mark.slow
 def test_four_restarts_with_a_new_idempotent_producer_each_keep_all_four_records(serve_logdir, tmp_path):
     """The bug of issue 23: producer ids started at 1000 on every start, so the second
     producer's first batch was taken for a retry of the first one's, acknowledged at offset 0
@@ -257,6 +258,7 @@ def test_flush_messages_fsyncs_before_the_answer_and_a_clean_stop_fsyncs_everyth
     assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n2\nt 0 4\nt 1 1\n"
 
 
+@pytest.mark.slow
 def test_flush_ms_fsyncs_a_partition_once_its_oldest_write_is_that_old(serve_logdir, tmp_path, monkeypatch):
     synced: list[str] = []
     real_fsync = os.fsync

@@ -97,6 +97,7 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.slow
 def test_zstd_topic_below_fetch_v10_gets_unsupported_compression_type(serve_logdir, logs):
     root, _, zstd_values = logs
     server = serve_logdir(root, topic_configs={"zstd-topic": TopicConfig(compression_type="zstd")})

@@ -105,6 +105,7 @@ def test_holders_within_their_share_or_still_receiving_keep_their_room():
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_a_request_being_answered_is_never_reclaimed():
     """A 600-byte request read whole and being answered (a Produce waiting for its append or
     an fsync) receives no bytes, but it is not stalled."""

@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from lazyconv.protocol import _fetch as fetch_api
 from lazyconv.protocol import _produce as produce
 from tests.serve.wire import WireClient
 from tests.test_append_validation import v2_batch
 
 
+@pytest.mark.slow
 def test_min_bytes_wait_is_woken_by_a_produce_and_does_not_poll(serve_logdir, tmp_path):
     (tmp_path / "t-0").mkdir()
     server = serve_logdir(tmp_path)

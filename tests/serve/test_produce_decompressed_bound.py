@@ -50,6 +50,7 @@ def two_partitions(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [3, 9])
 def test_the_issues_gzip_bomb_is_refused_with_the_default_bound(serve_logdir, two_partitions, version):
     bomb = inflating_batch(Compression.GZIP, 120 * MIB)
@@ -92,6 +93,7 @@ def test_one_setting_bounds_produce_and_fetch_conversion(serve_logdir, tmp_path,
     (Compression.GZIP, 2, 3), (Compression.LZ4, 2, 3), (Compression.SNAPPY, 2, 3),
     (Compression.ZSTD, 2, 7), (Compression.GZIP, 1, 2),
 ])
+@pytest.mark.slow
 def test_validation_stops_decompressing_at_the_bound(codec, magic, version):
     """120 MiB of records behind a 1 MiB bound: validation allocates a few MiB at most, so it
     inflated no more than about the bound (streamed, stopped)."""

@@ -109,6 +109,7 @@ def test_responses_repeated_through_the_senders_conversion_caches_stay_exact(ser
         conversion_cache.resize(saved)
 
 
+@pytest.mark.slow
 def test_connections_pipelining_through_senders_each_keep_their_order(serve_logdir, tmp_path):
     counts = {topic: big_log(tmp_path, topic=topic, batches=30, records=100, value=600, codec=codec)
               for topic, codec in (("a", Compression.LZ4), ("b", Compression.NONE))}
@@ -410,6 +411,7 @@ def test_a_job_too_large_to_describe_is_given_back():
     assert report.outcome == NOT_STARTED and "bytes to describe" in report.error
 
 
+@pytest.mark.slow
 def test_a_report_the_server_cannot_read_stops_that_sender_only():
     async def scenario() -> tuple[object, object, bool]:
         pool = SenderPool(1)
