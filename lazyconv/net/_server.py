@@ -413,12 +413,7 @@ async def _wait_writable(loop: asyncio.AbstractEventLoop, conn: socket.socket) -
     if fd < 0:
         raise _ConnectionClosed("socket closed")
     future: asyncio.Future[None] = loop.create_future()
-
-    def ready() -> None:
-        if not future.done():
-            future.set_result(None)
-
-    loop.add_writer(fd, ready)
+    loop.add_writer(fd, _set_done, future)
     try:
         await future
     finally:
