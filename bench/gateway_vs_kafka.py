@@ -65,6 +65,8 @@ from bench.kafka_bench_common import (  # noqa: E402
     VALUE_SIZE,
     ConcurrentRead,
     LazyconvProcess,
+    add_client_options,
+    apply_client_options,
     concurrent_reads,
     fill,
     high_watermark,
@@ -435,6 +437,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "--size, at most 64M; 0 skips the memory pass)")
     p.add_argument("--chunk-size", type=parse_size, default=128 * 1024,
                    help="the gateway's --chunk-size (default 128K)")
+    add_client_options(p)
     p.add_argument("--gateway-arg", action="append", default=[],
                    help="one more argument for lazyconv gateway (repeatable)")
     p.add_argument("--heap", default="1g", help="JVM heap of each broker (default 1g)")
@@ -462,6 +465,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     global MAX_OTHER_CORES, RETRIES
     args = parse_args(argv)
+    apply_client_options(args)
     MAX_OTHER_CORES, RETRIES = args.max_other_cores, max(0, args.retries)
     count = args.size // VALUE_SIZE
     owned = args.workdir is None

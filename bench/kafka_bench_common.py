@@ -7,13 +7,15 @@ server processes, and how CPU and RSS are measured.
   topic per codec (``bench-<codec>``);
 - **client**: raw Fetch requests (``lazyconv.protocol``) on one connection, the next offset
   found by scanning the records' headers, nothing decompressed, so the client's own cost is the
-  same whatever answers it; :func:`concurrent_reads` runs N of them at once, timed together, as
+  same whatever answers it; it asks the kernel to wake it once the rest of a response (up to
+  1 MiB) has arrived (``SO_RCVLOWAT``), not at every piece of it; :func:`concurrent_reads` runs N of them at once, timed together, as
   threads of this process or (``client_processes``) one process each, as N real consumers are:
   threads share one interpreter lock, so N threaded clients are served at most what one core
   of Python can read;
 - **measuring**: ``psutil`` user+sys CPU seconds of each measured process around the reads
   (every thread: a JVM's, a lazyconv server's workers), the machine's busy CPU meanwhile (the
-  noise other processes made), and the peak RSS of a process sampled every 5 ms.
+  noise other processes made), and the peak RSS of a process and its children sampled every
+  5 ms (the children are listed every 0.5 s: a listing walks all of ``/proc``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from typing import Any
 
 import psutil
 
-from bench.bench_common import cpu_seconds, tree_cpu_seconds, tree_rss
+from bench.bench_common import cpu_seconds, process_tree, tree_cpu_seconds, tree_rss
+from lazyconv._commands._common import parse_size as _parse_size
 from lazyconv.net._limits import tune_allocator
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse, response_header_version
 from lazyconv.protocol._headers import decode_response_header
@@ -57,6 +60,12 @@ NEW_VERSION = 12  # Fetch v12: the last version that names topics, magic 2
 MIB = 1 << 20
 GIB = 1 << 30
 RSS_SAMPLE_S = 0.005
+RSS_RELIST_S = 0.5
+# The client is woken when this much of a response has arrived (or all of it, when less is
+# left): one wake-up per 1 MiB response instead of one per piece the server writes, which
+# cost the clients about a fifth of their CPU (see docs/guide/benchmarks.md). 0: at every
+# arrival, as without SO_RCVLOWAT. Forked clients inherit it; the benchmarks' options set it.
+CLIENT_WAKE_BYTES = MIB
 SOCKET_TIMEOUT_S = 120.0
 
 
@@ -122,12 +131,45 @@ _I32 = struct.Struct(">i")
 _OFFSET_SIZE = struct.Struct(">qi")
 
 
+def add_client_options(parser: Any) -> None:
+    """The client's options, the same in every benchmark against Kafka (an argparse parser)."""
+    parser.add_argument(
+        "--client-wake-bytes", type=_parse_size, default=CLIENT_WAKE_BYTES,
+        help="each consumer is woken once this much of a response (or all that is left of it) "
+             "has arrived, SO_RCVLOWAT (default 1M); 0: at every piece the server writes")
+
+
+def apply_client_options(args: Any) -> None:
+    """Set what :func:`add_client_options` read, before any client starts (forked clients
+    inherit it)."""
+    global CLIENT_WAKE_BYTES
+    CLIENT_WAKE_BYTES = max(0, args.client_wake_bytes)
+
+
 def _recv_exact(sock: socket.socket, view: memoryview) -> None:
     while view:
         n = sock.recv_into(view)
         if n == 0:
             raise ConnectionError("the server closed the connection")
         view = view[n:]
+
+
+def _recv_frame(sock: socket.socket, view: memoryview) -> None:
+    """:func:`_recv_exact`, woken only once ``min(rest, CLIENT_WAKE_BYTES)`` bytes are there."""
+    wake = CLIENT_WAKE_BYTES
+    if wake <= 0 or not hasattr(socket, "SO_RCVLOWAT"):
+        _recv_exact(sock, view)
+        return
+    try:
+        while view:
+            # Set for each call: a low-water mark above what is left would never be reached.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, min(len(view), wake))
+            n = sock.recv_into(view)
+            if n == 0:
+                raise ConnectionError("the server closed the connection")
+            view = view[n:]
+    finally:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)  # the next size field: 4 bytes
 
 
 def next_offset_legacy(data: memoryview) -> tuple[int, int, int]:
@@ -223,7 +265,7 @@ def read_topic(port: int, topic: str, version: int, fetch_size: int, until: int,
             if size > len(buffer):
                 buffer = bytearray(size)
             frame = memoryview(buffer)[:size]
-            _recv_exact(sock, frame)
+            _recv_frame(sock, frame)
             reader = Reader(frame)
             header = decode_response_header(reader, header_version)
             if header["correlation_id"] != correlation:
@@ -312,8 +354,21 @@ class RssSampler:
 
     def _run(self) -> None:
         assert self.process is not None
+        # Listing the children walks all of /proc (about 0.8 ms here): done every 0.5 s, not
+        # at every sample, so sampling costs the cores the servers and clients share little.
+        members: list[psutil.Process] = []
+        listed = -RSS_RELIST_S
         while not self._stop.is_set():
-            self.peak = max(self.peak, tree_rss(self.process))
+            now = time.monotonic()
+            if now - listed >= RSS_RELIST_S:
+                members, listed = process_tree(self.process), now
+            total = 0
+            for member in members:
+                try:
+                    total += member.memory_info().rss
+                except psutil.Error:
+                    pass  # ended meanwhile
+            self.peak = max(self.peak, total)
             self._stop.wait(RSS_SAMPLE_S)
 
     def __enter__(self) -> RssSampler:

@@ -66,6 +66,8 @@ from bench.kafka_bench_common import (  # noqa: E402
     VALUE_SIZE,
     ConcurrentRead,
     LazyconvProcess,
+    add_client_options,
+    apply_client_options,
     concurrent_reads,
     fill,
     high_watermark,
@@ -361,6 +363,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--retries", type=int, default=2,
                    help="at most this many more reads of a disturbed one; the least disturbed "
                         "counts (default 2)")
+    add_client_options(p)
     p.add_argument("--serve-arg", action="append", default=[],
                    help="one more argument for lazyconv serve (repeatable)")
     p.add_argument("--heap", default="1g", help="the broker's JVM heap (default 1g)")
@@ -392,6 +395,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    apply_client_options(args)
     count = args.size // VALUE_SIZE
     owned = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="serve-vs-kafka-")) if owned else args.workdir
