@@ -1,0 +1,57 @@
+"""The benchmarks' raw consumer receives a response whole whatever the server's pieces, and is
+woken once per response: a low-water mark above what is left of a response would never be
+reached (the client would hang until its socket timeout)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+kafka_bench_common = pytest.importorskip("bench.kafka_bench_common")
+
+pytestmark = pytest.mark.skipif(not hasattr(socket, "SO_RCVLOWAT"), reason="no SO_RCVLOWAT here")
+
+
+def _connected_pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname(), timeout=10)
+        server, _ = listener.accept()
+    return client, server
+
+
+def _write_in_pieces(sock: socket.socket, data: bytes, pieces: int) -> None:
+    step = -(-len(data) // pieces)
+    for start in range(0, len(data), step):
+        sock.sendall(data[start:start + step])
+        time.sleep(0.02)  # each piece arrives on its own
+
+
+@pytest.mark.parametrize("wake_bytes", [0, 64 * 1024, 1 << 20])
+def test_a_response_written_in_pieces_arrives_whole(monkeypatch: pytest.MonkeyPatch,
+                                                    wake_bytes: int) -> None:
+    monkeypatch.setattr(kafka_bench_common, "CLIENT_WAKE_BYTES", wake_bytes)
+    data = bytes(range(256)) * (300 * 1024 // 256 + 1)
+    client, server = _connected_pair()
+    with client, server:
+        writer = threading.Thread(target=_write_in_pieces, args=(server, data, 5))
+        writer.start()
+        got = bytearray(len(data))
+        started = time.monotonic()
+        kafka_bench_common._recv_frame(client, memoryview(got))
+        writer.join()
+        assert bytes(got) == data
+        assert time.monotonic() - started < 5  # no wait for a mark that is never reached
+        # the next size field (4 bytes) must not wait for more than it
+        assert client.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+
+
+def test_a_server_that_closes_mid_response_is_an_error() -> None:
+    client, server = _connected_pair()
+    with client:
+        server.sendall(b"x" * 1000)
+        server.close()
+        with pytest.raises(ConnectionError):
+            kafka_bench_common._recv_frame(client, memoryview(bytearray(4000)))
