@@ -177,10 +177,15 @@ def tree_cpu_seconds(process: psutil.Process | None) -> float:
 
 def tree_rss(process: psutil.Process) -> int:
     """Resident memory of a server: its process and every live child process."""
+    return members_rss(process_tree(process))
+
+
+def members_rss(members: list[psutil.Process]) -> int:
+    """Resident memory of ``members`` together (those that ended meanwhile count 0)."""
     import psutil
 
     total = 0
-    for member in process_tree(process):
+    for member in members:
         try:
             total += member.memory_info().rss
         except psutil.Error:

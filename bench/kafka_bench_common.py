@@ -8,10 +8,10 @@ server processes, and how CPU and RSS are measured.
 - **client**: raw Fetch requests (``lazyconv.protocol``) on one connection, the next offset
   found by scanning the records' headers, nothing decompressed, so the client's own cost is the
   same whatever answers it; it asks the kernel to wake it once the rest of a response (up to
-  1 MiB) has arrived (``SO_RCVLOWAT``), not at every piece of it; :func:`concurrent_reads` runs N of them at once, timed together, as
-  threads of this process or (``client_processes``) one process each, as N real consumers are:
-  threads share one interpreter lock, so N threaded clients are served at most what one core
-  of Python can read;
+  1 MiB) has arrived (``SO_RCVLOWAT``), not at every piece of it; :func:`concurrent_reads`
+  runs N of them at once, timed together, as threads of this process or
+  (``client_processes``) one process each, as N real consumers are: threads share one
+  interpreter lock, so N threaded clients are served at most what one core of Python can read;
 - **measuring**: ``psutil`` user+sys CPU seconds of each measured process around the reads
   (every thread: a JVM's, a lazyconv server's workers), the machine's busy CPU meanwhile (the
   noise other processes made), and the peak RSS of a process and its children sampled every
@@ -37,7 +37,7 @@ from typing import Any
 
 import psutil
 
-from bench.bench_common import cpu_seconds, process_tree, tree_cpu_seconds, tree_rss
+from bench.bench_common import cpu_seconds, members_rss, process_tree, tree_cpu_seconds, tree_rss
 from lazyconv._commands._common import parse_size as _parse_size
 from lazyconv.net._limits import tune_allocator
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse, response_header_version
@@ -63,7 +63,7 @@ RSS_SAMPLE_S = 0.005
 RSS_RELIST_S = 0.5
 # The client is woken when this much of a response has arrived (or all of it, when less is
 # left): one wake-up per 1 MiB response instead of one per piece the server writes, which
-# cost the clients about a fifth of their CPU (see docs/guide/benchmarks.md). 0: at every
+# cost the clients about a sixth of their CPU per GiB (docs/guide/benchmarks.md). 0: at every
 # arrival, as without SO_RCVLOWAT. Forked clients inherit it; the benchmarks' options set it.
 CLIENT_WAKE_BYTES = MIB
 SOCKET_TIMEOUT_S = 120.0
@@ -344,7 +344,8 @@ def busy_seconds() -> float:
 
 
 class RssSampler:
-    """The peak RSS of a process while the ``with`` block runs, sampled every 5 ms."""
+    """The peak RSS of a process and its children while the ``with`` block runs, sampled
+    every 5 ms (the children listed every 0.5 s)."""
 
     def __init__(self, process: psutil.Process | None) -> None:
         self.process = process
@@ -357,18 +358,12 @@ class RssSampler:
         # Listing the children walks all of /proc (about 0.8 ms here): done every 0.5 s, not
         # at every sample, so sampling costs the cores the servers and clients share little.
         members: list[psutil.Process] = []
-        listed = -RSS_RELIST_S
+        listed = float("-inf")
         while not self._stop.is_set():
             now = time.monotonic()
             if now - listed >= RSS_RELIST_S:
                 members, listed = process_tree(self.process), now
-            total = 0
-            for member in members:
-                try:
-                    total += member.memory_info().rss
-                except psutil.Error:
-                    pass  # ended meanwhile
-            self.peak = max(self.peak, total)
+            self.peak = max(self.peak, members_rss(members))
             self._stop.wait(RSS_SAMPLE_S)
 
     def __enter__(self) -> RssSampler:

@@ -1,10 +1,13 @@
-"""The benchmarks' raw consumer receives a response whole whatever the server's pieces, and is
-woken once per response: a low-water mark above what is left of a response would never be
-reached (the client would hang until its socket timeout)."""
+"""What the benchmarks against Kafka share (bench/kafka_bench_common.py): the raw consumer
+receives a response whole whatever the server's pieces, woken once per response (a low-water
+mark above what is left of a response would never be reached: the client would hang until its
+socket timeout), and the RSS sampler counts the server's child processes."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -12,7 +15,7 @@ import pytest
 
 kafka_bench_common = pytest.importorskip("bench.kafka_bench_common")
 
-pytestmark = pytest.mark.skipif(not hasattr(socket, "SO_RCVLOWAT"), reason="no SO_RCVLOWAT here")
+needs_rcvlowat = pytest.mark.skipif(not hasattr(socket, "SO_RCVLOWAT"), reason="no SO_RCVLOWAT here")
 
 
 def _connected_pair() -> tuple[socket.socket, socket.socket]:
@@ -29,6 +32,7 @@ def _write_in_pieces(sock: socket.socket, data: bytes, pieces: int) -> None:
         time.sleep(0.02)  # each piece arrives on its own
 
 
+@needs_rcvlowat
 @pytest.mark.parametrize("wake_bytes", [0, 64 * 1024, 1 << 20])
 def test_a_response_written_in_pieces_arrives_whole(monkeypatch: pytest.MonkeyPatch,
                                                     wake_bytes: int) -> None:
@@ -48,6 +52,7 @@ def test_a_response_written_in_pieces_arrives_whole(monkeypatch: pytest.MonkeyPa
         assert client.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
 
 
+@needs_rcvlowat
 def test_a_server_that_closes_mid_response_is_an_error() -> None:
     client, server = _connected_pair()
     with client:
@@ -55,3 +60,21 @@ def test_a_server_that_closes_mid_response_is_an_error() -> None:
         server.close()
         with pytest.raises(ConnectionError):
             kafka_bench_common._recv_frame(client, memoryview(bytearray(4000)))
+
+
+def test_the_rss_sampler_counts_a_child_started_before_the_read() -> None:
+    psutil = pytest.importorskip("psutil")
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                              "block = b'x' * (64 << 20)\n"  # written: resident
+                              "sys.stdout.write('up\\n'); sys.stdout.flush(); time.sleep(30)"],
+                             stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"
+        me = psutil.Process()
+        alone = me.memory_info().rss
+        with kafka_bench_common.RssSampler(me) as sampler:
+            time.sleep(0.05)
+        assert sampler.peak >= alone + (64 << 20)
+    finally:
+        child.kill()
+        child.wait()
