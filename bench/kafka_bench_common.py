@@ -146,30 +146,26 @@ def apply_client_options(args: Any) -> None:
     CLIENT_WAKE_BYTES = max(0, args.client_wake_bytes)
 
 
-def _recv_exact(sock: socket.socket, view: memoryview) -> None:
-    while view:
-        n = sock.recv_into(view)
-        if n == 0:
-            raise ConnectionError("the server closed the connection")
-        view = view[n:]
-
-
-def _recv_frame(sock: socket.socket, view: memoryview) -> None:
-    """:func:`_recv_exact`, woken only once ``min(rest, CLIENT_WAKE_BYTES)`` bytes are there."""
-    wake = CLIENT_WAKE_BYTES
-    if wake <= 0 or not hasattr(socket, "SO_RCVLOWAT"):
-        _recv_exact(sock, view)
-        return
+def _recv_exact(sock: socket.socket, view: memoryview, wake_bytes: int = 0) -> None:
+    """Fill ``view``; with ``wake_bytes``, woken only once ``min(rest, wake_bytes)`` bytes are
+    there (SO_RCVLOWAT)."""
+    low_water = wake_bytes > 0 and hasattr(socket, "SO_RCVLOWAT")
     try:
         while view:
-            # Set for each call: a low-water mark above what is left would never be reached.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, min(len(view), wake))
+            if low_water:  # set for each call: a mark above what is left would never be reached
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, min(len(view), wake_bytes))
             n = sock.recv_into(view)
             if n == 0:
                 raise ConnectionError("the server closed the connection")
             view = view[n:]
     finally:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)  # the next size field: 4 bytes
+        if low_water:  # the next size field: 4 bytes
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+
+
+def _recv_frame(sock: socket.socket, view: memoryview) -> None:
+    """A response's bytes after its size field, woken as :data:`CLIENT_WAKE_BYTES` says."""
+    _recv_exact(sock, view, CLIENT_WAKE_BYTES)
 
 
 def next_offset_legacy(data: memoryview) -> tuple[int, int, int]:

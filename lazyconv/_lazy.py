@@ -42,8 +42,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lazyconv._conversion_cache import conversion_cache
 from lazyconv._convert import (
@@ -102,10 +102,10 @@ _OVERFLOW_HEADER = LOG_HEADER  # an entry header: offset -1, size
 _Chunk = tuple[bytes | bytearray, ConversionStats]
 
 
-@dataclass(frozen=True)
-class CommittedState:
+class CommittedState(NamedTuple):
     """A :class:`LazyDownConvertedRecords`' committed size and where its first converted batch
-    F came from (``resume_after``: input batches up to and including F's; ``first_size``: len(F))."""
+    F came from (``resume_after``: input batches up to and including F's; ``first_size``: len(F)).
+    A tuple, so a sender's job carries it as ``tuple(state)``."""
 
     size: int
     resume_after: int

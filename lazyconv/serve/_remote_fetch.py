@@ -187,7 +187,6 @@ def slice_recipe(path: Path, start: int, size: int) -> _SliceRecipe:
 
 
 def lazy_recipe(records: LazyDownConvertedRecords, source: CachedFileRecords) -> _LazyRecipe:
-    state = records.committed_state
     return _LazyRecipe(str(source.cached_path), source.start, source.end, source.max_decompressed_size,
                        records.to_magic, records.first_offset, records.chunk_size,
-                       (state.size, state.resume_after, state.first_found, state.first_size))
+                       records.committed_state[:])  # a plain tuple pickles smaller
