@@ -139,6 +139,44 @@ def machine_line() -> str:
     )
 
 
+@dataclass(frozen=True)
+class HostProbe:
+    """How fast this (shared) machine is right now, on one core: ``copy_gib_s`` copying a
+    buffer far larger than the caches (memory bandwidth, what a server's copies and other
+    tenants compete for), ``python_ns`` per iteration of a small Python loop (what the
+    interpreter gets). Same-run ratios cancel a uniformly slower host, not one that slows one
+    server's kind of work more than the other's; the probe says which kind of host a run had."""
+
+    copy_gib_s: float
+    python_ns: float
+
+    def line(self) -> str:
+        return f"copy {self.copy_gib_s:.1f} GiB/s, Python loop {self.python_ns:.0f} ns/iteration"
+
+
+_PROBE_BUFFER = 64 * 1024 * 1024
+_PROBE_COPIES = 8
+_PROBE_LOOP = 1_000_000
+
+
+def host_probe() -> HostProbe:
+    """Measure :class:`HostProbe` (about 0.2 s; buffers faulted in before timing)."""
+    source = bytearray(os.urandom(1024)) * (_PROBE_BUFFER // 1024)
+    target = bytearray(_PROBE_BUFFER)
+    target[:] = source  # fault the pages in: the probe times copies, not page faults
+    best = float("inf")
+    for _ in range(_PROBE_COPIES):
+        started = time.perf_counter()
+        target[:] = source
+        best = min(best, time.perf_counter() - started)
+    started = time.perf_counter()
+    total = 0
+    for i in range(_PROBE_LOOP):
+        total += i & 7
+    loop_s = time.perf_counter() - started
+    return HostProbe(_PROBE_BUFFER / 2**30 / best, loop_s / _PROBE_LOOP * 1e9)
+
+
 # -- server processes (``lazyconv serve`` has sender processes) ---------------------------
 
 

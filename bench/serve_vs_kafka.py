@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
-from bench.bench_common import process_tree  # noqa: E402
+from bench.bench_common import HostProbe, host_probe, process_tree  # noqa: E402
 from bench.kafka_bench_common import (  # noqa: E402
     GIB,
     LIVE_PROCESSES,
@@ -301,11 +301,14 @@ def summarize(measures: list[dict[str, Any]], args: argparse.Namespace) -> dict[
 
 
 def format_tables(summary: dict[str, Any], versions: dict[str, str], args: argparse.Namespace,
-                  count: int) -> str:
+                  count: int, probes: dict[str, HostProbe] | None = None) -> str:
     out = [f"# lazyconv serve vs Kafka {versions['kafka']} on the same segment files: "
            f"{args.size // MIB} MiB per topic ({count} records of {VALUE_SIZE} B values), "
            f"fetch size {args.fetch_size // MIB} MiB, medians of {args.rounds} round(s), "
            f"{versions['cpus']} cores", ""]
+    if probes:
+        out[-1:-1] = [f"host before / after the rounds: {probes['before'].line()} / "
+                      f"{probes['after'].line()}"]
     out.append("| Fetch | codec | consumers | Kafka MiB/s | serve MiB/s | × thr | Kafka cores "
                "| serve cores | Kafka CPU s/GiB | serve CPU s/GiB | Kafka RSS MiB | serve RSS MiB "
                "(idle) | busiest thread Kafka / serve | waiting for a CPU Kafka / serve "
@@ -417,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             broker.stop()  # a clean stop: the segments and checkpoints are final
         hashes = copy_logdir(broker, args.codecs, logdir)
         os.sync()
+        probes = {"before": host_probe()}
         for round_ in range(args.rounds):
             for side in (("kafka", "serve") if round_ % 2 == 0 else ("serve", "kafka")):
                 print(f"  round {round_ + 1}: {side}", flush=True)
@@ -434,6 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         one_pass(side, serve.port, serve.process, args, count, round_, measures)
                     finally:
                         serve.stop()
+        probes["after"] = host_probe()
         if segment_hashes(logdir) != hashes:
             raise RuntimeError("serve's copy of the segment files changed during the run")
         failed = False
@@ -447,11 +452,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"the broker's and serve's logs are in {workdir}", file=sys.stderr)
     summary = summarize(measures, args)
     print()
-    print(format_tables(summary, versions, args, count))
+    print(format_tables(summary, versions, args, count, probes))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"versions": versions, "argv": sys.argv,
                                          "records_per_topic": count, "summary": summary,
+                                         "host_probe": {k: asdict(v) for k, v in probes.items()},
                                          "measures": measures}, indent=1, default=str))
     return 0
 

@@ -78,3 +78,31 @@ def test_the_rss_sampler_counts_a_child_started_before_the_read() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_host_probe_measures_copies_and_the_interpreter() -> None:
+    from bench.bench_common import host_probe
+
+    probe = host_probe()
+    # any machine this runs on copies between 0.1 and 1000 GiB/s and loops in 1 ns - 10 us
+    assert 0.1 < probe.copy_gib_s < 1000
+    assert 1 < probe.python_ns < 10_000
+    assert probe.line() == (f"copy {probe.copy_gib_s:.1f} GiB/s, "
+                            f"Python loop {probe.python_ns:.0f} ns/iteration")
+
+
+def test_serve_vs_kafka_prints_the_host_probes_above_its_table() -> None:
+    import argparse
+
+    from bench import serve_vs_kafka
+    from bench.bench_common import HostProbe
+
+    args = argparse.Namespace(size=128 << 20, fetch_size=1 << 20, rounds=3, consumer_counts=[8])
+    versions = {"kafka": "3.9.0", "cpus": "2"}
+    summary = {"rows": [], "targets": []}
+    probes = {"before": HostProbe(9.5, 25.0), "after": HostProbe(4.0, 41.0)}
+    out = serve_vs_kafka.format_tables(summary, versions, args, 131072, probes).splitlines()
+    assert out[1] == ("host before / after the rounds: copy 9.5 GiB/s, Python loop 25 ns/iteration"
+                      " / copy 4.0 GiB/s, Python loop 41 ns/iteration")
+    assert out[3].startswith("| Fetch |")
+    assert "host" not in "\n".join(serve_vs_kafka.format_tables(summary, versions, args, 131072))
