@@ -55,6 +55,7 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
+from bench.bench_common import HostProbe, host_probe  # noqa: E402
 from bench.kafka_bench_common import (  # noqa: E402
     GIB,
     LIVE_PROCESSES,
@@ -177,6 +178,7 @@ class Run:
     records_per_topic: int
     measures: list[dict[str, Any]] = field(default_factory=list)
     memory: list[dict[str, Any]] = field(default_factory=list)
+    host_probe: dict[str, HostProbe] = field(default_factory=dict)  # "before" / "after" the rounds
 
     def add(self, m: Measure, round_: int) -> None:
         d = m.as_dict()
@@ -367,6 +369,9 @@ def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -
            f"{VALUE_SIZE} B values), fetch size {args.fetch_size // MIB} MiB, medians of "
            f"{args.rounds} round(s); other processes used a median "
            f"{summary['other_cores_median']:.2f} cores during the timed reads", ""]
+    if len(run.host_probe) == 2:
+        out[-1:-1] = [f"host before / after the rounds: {run.host_probe['before'].line()} / "
+                      f"{run.host_probe['after'].line()}"]
     out.append("old consumer (Fetch v2 -> magic 1), one connection; CPU in s per GiB of records")
     out.append("")
     out.append("| codec | 3.9 MiB/s | gw MiB/s | × thr | 3.9 broker CPU | gw CPU | 4.x broker CPU "
@@ -491,6 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 broker.stop()
         os.sync()
+        run.host_probe["before"] = host_probe()
         for round_ in range(args.rounds):
             order = ["3", "4"] if round_ % 2 == 0 else ["4", "3"]
             for which in order:
@@ -500,6 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     pass_39(run, b3, args, round_)
                 else:
                     pass_4(run, b4, args, round_, workdir)
+        run.host_probe["after"] = host_probe()
         failed = False
     finally:
         for gw in list(LIVE_PROCESSES):
@@ -528,7 +535,8 @@ def write_json(path: Path, run: Run, args: argparse.Namespace, count: int,
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"complete": complete, "versions": run.versions, "args": run.args,
                                 "records_per_topic": count, "summary": summarize(run, args),
-                                "measures": run.measures, "memory": run.memory},
+                                "measures": run.measures, "memory": run.memory,
+                                "host_probe": {k: asdict(v) for k, v in run.host_probe.items()}},
                                indent=1, default=str))
 
 

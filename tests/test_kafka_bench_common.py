@@ -106,3 +106,18 @@ def test_serve_vs_kafka_prints_the_host_probes_above_its_table() -> None:
                       " / copy 4.0 GiB/s, Python loop 41 ns/iteration")
     assert out[3].startswith("| Fetch |")
     assert "host" not in "\n".join(serve_vs_kafka.format_tables(summary, versions, args, 131072))
+
+
+def test_gateway_vs_kafka_prints_the_host_probes_below_its_heading() -> None:
+    from bench import gateway_vs_kafka
+    from bench.bench_common import HostProbe
+
+    args = gateway_vs_kafka.parse_args(["--kafka-dist", "k4", "--kafka-dist-3", "k3"])
+    run = gateway_vs_kafka.Run(args={}, versions={"kafka_4": "4.0.1", "kafka_3": "3.9.0"},
+                               records_per_topic=10)
+    assert "host before" not in gateway_vs_kafka.format_tables(
+        gateway_vs_kafka.summarize(run, args), run, args)
+    run.host_probe = {"before": HostProbe(9.5, 25.0), "after": HostProbe(4.0, 41.0)}
+    out = gateway_vs_kafka.format_tables(gateway_vs_kafka.summarize(run, args), run, args)
+    assert out.splitlines()[1] == ("host before / after the rounds: copy 9.5 GiB/s, Python loop "
+                                   "25 ns/iteration / copy 4.0 GiB/s, Python loop 41 ns/iteration")
