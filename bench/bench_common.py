@@ -145,13 +145,22 @@ class HostProbe:
     buffer far larger than the caches (memory bandwidth, what a server's copies and other
     tenants compete for), ``python_ns`` per iteration of a small Python loop (what the
     interpreter gets). Same-run ratios cancel a uniformly slower host, not one that slows one
-    server's kind of work more than the other's; the probe says which kind of host a run had."""
+    server's kind of work more than the other's. A rough witness: one probe on an idle core
+    varies by a third between probes a minute apart."""
 
     copy_gib_s: float
     python_ns: float
 
     def line(self) -> str:
         return f"copy {self.copy_gib_s:.1f} GiB/s, Python loop {self.python_ns:.0f} ns/iteration"
+
+
+def host_probes_line(probes: dict[str, HostProbe]) -> str | None:
+    """The line a benchmark prints for its probes ``before`` and ``after`` the rounds (None
+    without both)."""
+    if "before" not in probes or "after" not in probes:
+        return None
+    return f"host before / after the rounds: {probes['before'].line()} / {probes['after'].line()}"
 
 
 _PROBE_BUFFER = 64 * 1024 * 1024

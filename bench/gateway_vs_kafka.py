@@ -55,7 +55,7 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
-from bench.bench_common import HostProbe, host_probe  # noqa: E402
+from bench.bench_common import HostProbe, host_probe, host_probes_line  # noqa: E402
 from bench.kafka_bench_common import (  # noqa: E402
     GIB,
     LIVE_PROCESSES,
@@ -369,9 +369,9 @@ def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -
            f"{VALUE_SIZE} B values), fetch size {args.fetch_size // MIB} MiB, medians of "
            f"{args.rounds} round(s); other processes used a median "
            f"{summary['other_cores_median']:.2f} cores during the timed reads", ""]
-    if len(run.host_probe) == 2:
-        out[-1:-1] = [f"host before / after the rounds: {run.host_probe['before'].line()} / "
-                      f"{run.host_probe['after'].line()}"]
+    host = host_probes_line(run.host_probe)
+    if host is not None:
+        out[-1:-1] = [host]
     out.append("old consumer (Fetch v2 -> magic 1), one connection; CPU in s per GiB of records")
     out.append("")
     out.append("| codec | 3.9 MiB/s | gw MiB/s | × thr | 3.9 broker CPU | gw CPU | 4.x broker CPU "

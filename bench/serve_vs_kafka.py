@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
-from bench.bench_common import HostProbe, host_probe, process_tree  # noqa: E402
+from bench.bench_common import HostProbe, host_probe, host_probes_line, process_tree  # noqa: E402
 from bench.kafka_bench_common import (  # noqa: E402
     GIB,
     LIVE_PROCESSES,
@@ -306,9 +306,9 @@ def format_tables(summary: dict[str, Any], versions: dict[str, str], args: argpa
            f"{args.size // MIB} MiB per topic ({count} records of {VALUE_SIZE} B values), "
            f"fetch size {args.fetch_size // MIB} MiB, medians of {args.rounds} round(s), "
            f"{versions['cpus']} cores", ""]
-    if probes:
-        out[-1:-1] = [f"host before / after the rounds: {probes['before'].line()} / "
-                      f"{probes['after'].line()}"]
+    host = host_probes_line(probes or {})
+    if host is not None:
+        out[-1:-1] = [host]
     out.append("| Fetch | codec | consumers | Kafka MiB/s | serve MiB/s | × thr | Kafka cores "
                "| serve cores | Kafka CPU s/GiB | serve CPU s/GiB | Kafka RSS MiB | serve RSS MiB "
                "(idle) | busiest thread Kafka / serve | waiting for a CPU Kafka / serve "
