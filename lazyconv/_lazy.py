@@ -105,7 +105,7 @@ _Chunk = tuple[bytes | bytearray, ConversionStats]
 class CommittedState(NamedTuple):
     """A :class:`LazyDownConvertedRecords`' committed size and where its first converted batch
     F came from (``resume_after``: input batches up to and including F's; ``first_size``: len(F)).
-    A tuple, so a sender's job carries it as ``tuple(state)``."""
+    A tuple, so a sender's job carries it as a plain one (``state[:]``)."""
 
     size: int
     resume_after: int

@@ -1,7 +1,8 @@
 """What the benchmarks against Kafka share (bench/kafka_bench_common.py): the raw consumer
 receives a response whole whatever the server's pieces, woken once per response (a low-water
 mark above what is left of a response would never be reached: the client would hang until its
-socket timeout), and the RSS sampler counts the server's child processes."""
+socket timeout), the RSS sampler counts the server's child processes, and the benchmarks print
+the host probe measured before and after their rounds."""
 
 from __future__ import annotations
 
