@@ -104,13 +104,16 @@ _Chunk = tuple[bytes | bytearray, ConversionStats]
 
 class CommittedState(NamedTuple):
     """A :class:`LazyDownConvertedRecords`' committed size and where its first converted batch
-    F came from (``resume_after``: input batches up to and including F's; ``first_size``: len(F)).
-    A tuple, so a sender's job carries it as a plain one (``state[:]``)."""
+    F came from (``resume_after``: input batches up to and including F's; ``first_size``: len(F);
+    ``first_batch_size``: the size of F's input batch when it is the first batch, so the send
+    reads and converts it in one step). A tuple, so a sender's job carries it as a plain one
+    (``state[:]``)."""
 
     size: int
     resume_after: int
     first_found: bool
     first_size: int | None
+    first_batch_size: int | None = None
 
 
 def overflow_padding_step(remaining: int) -> bytes:
@@ -268,6 +271,34 @@ def _convert_batch(batch: RecordBatch, to_magic: int, first_offset: int,
     return data, stats
 
 
+def _plain_first_batch(records: Records, to_magic: int, first_offset: int,
+                       size: int | None) -> tuple[_Chunk, int] | None:
+    """The first converted batch F and where its input batch ends, read and converted in one
+    step when the caller knows the first batch's ``size`` (a log's index does) and it is a
+    plain v2 batch the kernel converts to something; None otherwise (also for a wrong size,
+    a read error or a batch that converts to nothing): the reference path then converts batch
+    by batch and meets every error as always. Same bytes and stats as that path (the kernel's
+    chunk conversion, one batch long)."""
+    if size is None or to_magic >= 2 or not _impl.current.converts_runs or \
+            not 0 < size <= records.size_in_bytes:
+        return None
+    batches = records.batches()
+    if not isinstance(batches, BatchIterator) or not batches.untouched:
+        return None
+    started = time.perf_counter_ns()
+    try:
+        data = batches.source.read(batches.start, size)
+    except (RecordsError, OSError):
+        return None
+    out = bytearray()
+    # a chunk of size 0 is the first entry alone
+    chunk = convert_plain_chunk(data, out, 0, to_magic, first_offset)
+    if chunk is None or chunk.end != size or not out:
+        return None
+    stats = ConversionStats(chunk.converted, chunk.temporary, time.perf_counter_ns() - started)
+    return (out, stats), batches.start + size
+
+
 def _batches_of_copy(source: Any, start: int, stop: int,
                      max_decompressed: int) -> tuple[bytes | memoryview, list[RecordBatch]] | None:
     """``[start, stop)`` of ``source`` read once, and its batches over that copy (positions as
@@ -296,7 +327,10 @@ class LazyDownConvertedRecords:
 
     ``records`` is anything with ``batches()`` and ``size_in_bytes`` (``MemoryRecords``, a
     ``FileRecords`` slice); ``to_magic`` is 0, 1 or 2; ``first_offset`` is the fetch offset;
-    ``chunk_size`` (16 KiB – 1 MiB, default 128 KiB) bounds the input bytes converted at once.
+    ``chunk_size`` (16 KiB – 1 MiB, default 128 KiB) bounds the input bytes converted at once;
+    ``first_batch_size``, when the caller knows it (a log's index does), is the size of the
+    first input batch: an uncompressed one is then read and converted in one step (a wrong size
+    costs only that step).
 
     Construction converts input batches one at a time until one converts to something (the
     first converted batch F, kept for the send) and fixes the committed size
@@ -312,6 +346,7 @@ class LazyDownConvertedRecords:
 
     _first: _Chunk | None
     _first_size: int | None
+    _first_batch_size: int | None
     _resume_position: int | None
     _reused: list[int]
     _last_send: LazyDownConvertSend | None
@@ -323,16 +358,26 @@ class LazyDownConvertedRecords:
         first_offset: int,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         on_error: Callable[[RecordsError], None] | None = None,
+        *,
+        first_batch_size: int | None = None,
     ) -> None:
         self._setup(records, to_magic, first_offset, chunk_size, on_error)
         scanned = 0
-        for batch in records.batches():
-            scanned += 1
-            data, stats = _convert_batch(batch, to_magic, first_offset, self._reused)
-            if data:
-                self._first = (data, stats)
-                self._resume_position = batch.position + batch.size_in_bytes
-                break
+        plain = _plain_first_batch(records, to_magic, first_offset, first_batch_size)
+        if plain is not None:
+            scanned = 1
+            self._first, self._resume_position = plain
+            self._first_batch_size = first_batch_size
+        else:
+            for batch in records.batches():
+                scanned += 1
+                data, stats = _convert_batch(batch, to_magic, first_offset, self._reused)
+                if data:
+                    self._first = (data, stats)
+                    self._resume_position = batch.position + batch.size_in_bytes
+                    if scanned == 1:
+                        self._first_batch_size = batch.size_in_bytes
+                    break
         self._resume_after = scanned
         self._first_found = self._first is not None
         input_size = records.size_in_bytes
@@ -367,6 +412,7 @@ class LazyDownConvertedRecords:
         self._resume_after = 0
         self._resume_position = None
         self._first_found = False
+        self._first_batch_size = None  # F's input batch, when it is the first
         self._size = 0
         # conversions the process's conversion cache answered, construction and sends together
         # (a list: the chunk generators count into it)
@@ -378,7 +424,7 @@ class LazyDownConvertedRecords:
         process rebuilds the same send over the same input bytes without converting the first
         batch again to size it."""
         return CommittedState(self._size, self._resume_after, self._first_found,
-                              self.first_converted_size)
+                              self.first_converted_size, self._first_batch_size)
 
     @classmethod
     def from_state(
@@ -400,6 +446,8 @@ class LazyDownConvertedRecords:
         self._resume_after = state.resume_after
         self._first_found = state.first_found
         self._first_size = state.first_size
+        if state.resume_after == 1:
+            self._first_batch_size = state.first_batch_size
         return self
 
     @property
@@ -450,6 +498,11 @@ class LazyDownConvertedRecords:
         self._resume_position = None
         if not self._first_found:
             return None
+        if self._resume_after == 1:
+            plain = _plain_first_batch(self.records, self.to_magic, self.first_offset, self._first_batch_size)
+            if plain is not None:
+                first, self._resume_position = plain
+                return first
         batches = _skip(iter(self.records.batches()), self._resume_after - 1)
         batch = next(batches, None)
         if batch is None:

@@ -185,6 +185,7 @@ def test_a_send_reads_the_first_batch_once(big_log: tuple[Path, int], opener, ke
     """Once the send's first converted batch F is made, the chunks after it start where F's
     batch ends: nothing before that is read again (a window of a chunk was once read there
     just to step over F: a tenth more reading for a 1 MiB response of 64 KiB batches)."""
+    from lazyconv.records import _impl
     from lazyconv.records._file import _FileSource
     from lazyconv.serve._segment_files import _CachedSource
 
@@ -205,7 +206,9 @@ def test_a_send_reads_the_first_batch_once(big_log: tuple[Path, int], opener, ke
         channel = _NullChannel()
         drain(lazy.to_send(), channel)
         assert channel.count == lazy.size_in_bytes
-        first_batch_reads = 0 if kept else 2  # its header, then the batch
+        # with the kernel the batch in one read (the committed state carries its size), else
+        # its header, then the batch
+        first_batch_reads = 0 if kept else 1 if _impl.current.converts_runs else 2
         after = log.reads[first_batch_reads:]
         assert after and all(position >= start + batch_size for position, _ in after), log.reads[:4]
         assert all(start <= position < start + batch_size for position, _ in log.reads[:first_batch_reads])
@@ -214,3 +217,53 @@ def test_a_send_reads_the_first_batch_once(big_log: tuple[Path, int], opener, ke
         assert sum(n for _, n in log.reads) < 1.1 * size
     finally:
         owner.close()
+
+
+@pytest.mark.parametrize("hint_error", [0, -1, 1, None], ids=["exact", "short", "long", "no-hint"])
+@pytest.mark.parametrize("first_offset", [0, 50])
+def test_a_first_batch_size_hint_reads_it_once_and_changes_nothing_else(
+        big_log: tuple[Path, int], hint_error: int | None, first_offset: int,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that knows the first batch's size from its index (``first_batch_size``) has F
+    read in one step and, with the kernel, converted in one call; a wrong size costs only the
+    batch-by-batch path. Either way the committed size, every byte sent, the stats and the
+    committed state (which carries the size to a sender process) are those without the hint."""
+    from lazyconv.records import _impl
+    from lazyconv.records._file import _FileSource
+
+    path, batch_size = big_log
+    records, owner = _file_records(path)
+    try:
+        part = records.slice(batch_size, 8 * batch_size)
+        reference = LazyDownConvertedRecords(part, 1, first_offset + 100)  # the part starts at 100
+        log = _ReadLog(monkeypatch, _FileSource)
+        hint = None if hint_error is None else batch_size + hint_error
+        hinted = LazyDownConvertedRecords(part, 1, first_offset + 100, first_batch_size=hint)
+        kernel = _impl.current.converts_runs
+        # one read with an exact hint; a wrong one is read, then the batch's header and the
+        # batch as without a hint (and without the kernel)
+        expected = 2 if hint is None or not kernel else 1 if hint_error == 0 else 3
+        assert len(log.reads) == expected, log.reads
+        assert hinted.size_in_bytes == reference.size_in_bytes
+        assert hinted.committed_state == reference.committed_state
+        assert hinted.committed_state.first_batch_size == batch_size
+        for lazy in (reference, hinted):
+            lazy.release_first_batch()  # the send converts F again, as a sender process does
+        sent = [_drained(lazy) for lazy in (reference, hinted)]
+        assert sent[0] == sent[1]
+        assert reference.stats.records_converted == hinted.stats.records_converted > 0
+        assert reference.stats.temporary_memory_bytes == hinted.stats.temporary_memory_bytes
+    finally:
+        owner.close()
+
+
+def _drained(lazy: LazyDownConvertedRecords) -> bytes:
+    out = bytearray()
+
+    class _Keep:
+        def write(self, data: memoryview | bytes) -> int:
+            out.extend(data)
+            return len(data)
+
+    drain(lazy.to_send(), _Keep())
+    return bytes(out)

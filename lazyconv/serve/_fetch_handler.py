@@ -397,8 +397,9 @@ class FetchHandler:
                 plan.loop_cost += region.first_entry_size * (weight or 0)
                 if weight is None or plan.loop_cost > LOOP_CONVERT_BUDGET:
                     raise _CostlyOnLoop(f"{topic}-{index} at {fetch_offset}")
-            converted = LazyDownConvertedRecords(records_in, to_magic, first_offset,
-                                                 chunk_size=chunk_size, on_error=corrupt_after_commit)
+            converted = LazyDownConvertedRecords(
+                records_in, to_magic, first_offset, chunk_size=chunk_size, on_error=corrupt_after_commit,
+                first_batch_size=region.first_entry_size if region is not None else None)
             if plan.release_first:
                 converted.release_first_batch()
             tracked = TrackedLazyRecords(converted, self.stats)

@@ -60,7 +60,7 @@ class _LazyRecipe(NamedTuple):
     to_magic: int
     first_offset: int
     chunk_size: int
-    state: tuple[int, int, bool, int | None]
+    state: tuple[int, int, bool, int | None, int | None]
 
 
 class SendDetails(NamedTuple):
