@@ -197,12 +197,18 @@ class KafkaServer:
         new_session = getattr(self.broker, "new_session", None)
         session = new_session(_host_of(peer)) if new_session is not None else None
         ahead = b""  # bytes read past the request being handled: the start of the next
+        # The last response went through a sender: its wait for the report gave the loop to
+        # the others, and a busy server usually finds the next request there already (a client
+        # sends it once its response is in), read without a reader, a future and a timer.
+        waited = False
         try:
             while True:
                 if not ahead:
                     try:
                         ahead = await _recv_when_readable(loop, conn, _READ_AHEAD,
-                                                          limits.connections_max_idle_ms / 1000)
+                                                          limits.connections_max_idle_ms / 1000,
+                                                          try_now=waited)
+                        waited = False
                     except asyncio.TimeoutError:
                         log.info("closing %s: idle for %d ms (connections.max.idle.ms)", peer,
                                  limits.connections_max_idle_ms)
@@ -255,6 +261,7 @@ class KafkaServer:
                 try:
                     if response.remote is not None and self.senders is not None and \
                             await self._write_remote(conn, peer, response):
+                        waited = True
                         continue
                     await _write_send(loop, conn, response, limits.write_timeout_ms / 1000,
                                       self.workers if response.off_loop else None)
@@ -317,12 +324,19 @@ def _host_of(peer: object) -> str:
 
 
 async def _recv_when_readable(loop: asyncio.AbstractEventLoop, conn: socket.socket, limit: int,
-                              timeout: float) -> bytes:
+                              timeout: float, try_now: bool = False) -> bytes:
     """At most ``limit`` bytes, once the socket has some (``b""`` when the peer closed); raises
-    ``asyncio.TimeoutError`` after ``timeout`` seconds without any."""
+    ``asyncio.TimeoutError`` after ``timeout`` seconds without any. ``try_now``: read at once
+    when bytes are there, without waiting on the loop (only for a caller that has just waited
+    on it: a client that never stops sending must not keep the loop from the others)."""
     fd = conn.fileno()
     if fd < 0:
         raise _ConnectionClosed("socket closed")
+    if try_now:
+        try:
+            return conn.recv(limit)
+        except (BlockingIOError, InterruptedError):
+            pass
     deadline = loop.time() + timeout
     while True:
         readable: asyncio.Future[None] = loop.create_future()
