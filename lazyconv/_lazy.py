@@ -682,7 +682,10 @@ class LazyDownConvertSend(Send):
         self._piece: memoryview | None = None
         self._piece_pos = 0
         self.first_converted_size: int | None = len(first[0]) if first is not None else None
-        self.stats: ConversionStats = ZERO_STATS
+        # the chunks' stats, summed as plain numbers (a ConversionStats per chunk costs more)
+        self._records_converted = 0
+        self._temporary_bytes = 0
+        self._conversion_ns = 0
         self.chunks = 0
         self.converted_bytes_written = 0
         self.padding_bytes = 0
@@ -699,6 +702,11 @@ class LazyDownConvertSend(Send):
     @property
     def written(self) -> int:
         return self._written
+
+    @property
+    def stats(self) -> ConversionStats:
+        """The conversion stats of every chunk written so far, summed."""
+        return ConversionStats(self._records_converted, self._temporary_bytes, self._conversion_ns)
 
     def _next_chunk(self) -> _Chunk | None:
         if self._first is not None:
@@ -729,7 +737,9 @@ class LazyDownConvertSend(Send):
         chunk = self._next_chunk()
         if chunk is not None:
             data, stats = chunk
-            self.stats = self.stats + stats
+            self._records_converted += stats.records_converted
+            self._temporary_bytes += stats.temporary_memory_bytes
+            self._conversion_ns += stats.conversion_time_ns
             self.chunks += 1
             if len(data) > remaining:
                 self.truncated = True
