@@ -7,6 +7,8 @@ counts and record lengths, random garbage), and then:
 
 1. calls the kernel's entry points directly on the raw bytes (``convert_v2_run`` and
    ``convert_v2_chunk`` with random chunk sizes on the whole stream and a random suffix,
+   ``send_plain_chunk`` reading those windows from a file (some past its end) and writing to a
+   socket with a small buffer, compared with ``convert_v2_chunk`` on the same window,
    ``encode_v2_records`` on random builder records, compared with the reference encoder, ``convert_v2_records`` on a batch's payload,
    ``iter_plain_v2`` on the raw bytes with a random end, ``lz4_frame_blocks`` on random and
    mutated lz4 frames with decompression compared against the reference frame parser, and
@@ -215,6 +217,74 @@ def _lazy_outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, .
     error = send.error
     return (sent, send.piece_sizes, send.stats.records_converted, send.stats.temporary_memory_bytes,
             None if error is None else (type(error), str(error), error.position))
+
+
+class _PlainSendRig:
+    """What ``send_plain_chunk`` reads from and writes to: the input in a memory file, and a
+    socket pair whose sending side has a small buffer (so sends stop part-way too)."""
+
+    def __init__(self) -> None:
+        import os
+        import socket
+
+        self.os = os
+        self.file = os.memfd_create("fuzz-input")
+        self.send_side, self.receive_side = socket.socketpair()
+        self.send_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        self.send_side.setblocking(False)
+        self.receive_side.setblocking(False)
+
+    def load(self, data: bytes) -> None:
+        self.os.ftruncate(self.file, 0)
+        self.os.pwrite(self.file, data, 0)
+
+    def received(self) -> bytes:
+        out = bytearray()
+        while True:
+            try:
+                piece = self.receive_side.recv(1 << 20)
+            except BlockingIOError:
+                return bytes(out)
+            out += piece
+
+
+def _send_plain_differences(rng: random.Random, data: bytes, rig: _PlainSendRig, kernel: Any,
+                            to_magic: int, first_offset: int) -> tuple[int, int]:
+    """``send_plain_chunk`` against ``convert_v2_chunk`` on the same window of the input (read
+    from a file, some windows running past its end): the same decision, chunk end, stats and
+    bytes (those sent, then the rest it kept), nothing sent when it declines."""
+    rig.load(data)
+    executions = differences = 0
+    first_offset = max(first_offset, 0)
+    for start in (0, rng.randrange(len(data) + 1)):
+        length = rng.choice((len(data) - start, len(data) - start + rng.randint(1, 70), rng.randint(1, 200)))
+        if length <= 0:
+            continue
+        chunk_size = rng.choice((0, 61, rng.randrange(len(data) + 100), 1 << 20))
+        remaining = rng.choice((1 << 30, rng.randint(1, 5000)))
+        stop, end, converted, temporary, out_len, sent, rest, _, failure = kernel.send_plain_chunk(
+            rig.file, start, length, rig.send_side.fileno(), remaining, chunk_size, to_magic, first_offset)
+        got = rig.received()
+        executions += 1
+        window = data[start:start + length]
+        out = bytearray()
+        expected_end, decided, expected_converted, expected_temporary = kernel.convert_v2_chunk(
+            window, out, chunk_size, to_magic, first_offset)
+        if len(window) < length:
+            expected: tuple[Any, ...] = (kernel.SEND_SHORT, 0, 0, 0, 0, b"")
+        elif decided != kernel.CHUNK_DONE or expected_end == 0:
+            expected = (kernel.SEND_DECLINED, 0, 0, 0, 0, b"")
+        else:
+            expected = (kernel.SEND_CONVERTED, expected_end, expected_converted, expected_temporary, len(out),
+                        bytes(out[:remaining]))
+        # what reached the socket and what the kernel kept are the piece, in order
+        actual = (stop, end, converted, temporary, out_len, got + (rest or b""))
+        if actual != expected or sent != len(got) or failure != 0:
+            differences += 1
+            log.error("send_plain_chunk difference on input %s at %d+%d (chunk %d, remaining %d, sent %d, "
+                      "error %d):\n kernel   %r\n expected %r", data.hex(), start, length, chunk_size, remaining,
+                      sent, failure, actual[:5], expected[:5])
+    return executions, differences
 
 
 def _lz4_frame(rng: random.Random) -> tuple[bytes, int]:
@@ -517,6 +587,7 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
     deadline = time.monotonic() + seconds
     executions = inputs = differences = 0
     scratch = bytearray()
+    rig = _PlainSendRig()
     while time.monotonic() < deadline:
         for _ in range(50):
             parts = [_batch(rng) if rng.random() < 0.85 else _legacy(rng) for _ in range(rng.randint(1, 4))]
@@ -575,6 +646,10 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                 differences += 1
                 log.error("encode_v2_records declined but changed its output on %r", records)
             executions += 1
+            send_executions, send_differences = _send_plain_differences(rng, data, rig, kernel, to_magic,
+                                                                        first_offset)
+            executions += send_executions
+            differences += send_differences
             digest_executions, digest_differences = _digest_differences(rng, data)
             executions += digest_executions
             differences += digest_differences

@@ -31,6 +31,10 @@ Conversions of compressed batches read from a file, or from records in memory th
 another send of the same bytes reuses them, exactly. The cache's memory is the process's,
 bounded by its own size, and not counted below.
 
+On a socket, the chunks of uncompressed v2 batches read from a file are read, converted and
+written by the compiled kernel in one call each (``send_plain_chunk``: the same chunks, bytes and
+stats as the Python steps, which take every chunk the kernel declines).
+
 Memory: one converted chunk at a time (its input batches are at most ``chunk_size`` bytes unless
 a single batch is larger), plus the first converted batch until it has been written. A
 compressed batch is converted whole: up to about 6 times ``max_decompressed_size`` for a batch
@@ -40,6 +44,8 @@ of tiny records (see :mod:`lazyconv._convert`).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -322,6 +328,51 @@ def _skip(batches: Iterator[RecordBatch], count: int) -> Iterator[RecordBatch]:
     return batches
 
 
+class _PlainWindow:
+    """Where a send's window path stands, shared by its chunk generator and the kernel's writes
+    straight to a socket (:meth:`LazyDownConvertSend.write_to`): ``position`` is where the next
+    chunk starts (``None`` until the generator has stepped over F's batches)."""
+
+    __slots__ = ("position", "end", "source", "window", "chunk_size", "to_magic", "first_offset",
+                 "usable", "declined", "busy")
+
+    def __init__(self, lazy: LazyDownConvertedRecords, batches: BatchIterator) -> None:
+        self.position = lazy._resume_position
+        self.end = batches.end
+        self.source: Any = batches.source  # used only when it lends its descriptor (usable)
+        self.window = lazy.chunk_size + RECORD_BATCH_OVERHEAD
+        self.chunk_size = lazy.chunk_size
+        self.to_magic = lazy.to_magic
+        self.first_offset = lazy.first_offset
+        # a file whose descriptor the source lends (FileRecords, serve's segments)
+        self.usable = (_impl.current.converts_runs and not batches.memory_backed
+                       and hasattr(batches.source, "lend_fd") and 0 <= lazy.first_offset < 1 << 63)
+        # the kernel declined the chunk at `position` (or F was not plain): the generator takes
+        # the chunks until one is plain again
+        self.declined = not lazy._first_plain
+        self.busy = False  # the generator is yielding the pieces of a chunk it converted itself
+
+    def step(self, sock_fd: int, remaining: int) -> tuple[Any, ...] | None:
+        """The kernel's ``send_plain_chunk`` for the chunk at ``position`` (moved past it), or
+        None when it declined (nothing was written)."""
+        position = self.position
+        assert position is not None
+        length = min(self.window, self.end - position)
+        source = self.source
+        fd = source.lend_fd()
+        try:
+            result = _impl.send_plain_chunk(fd, position, length, sock_fd, remaining, self.chunk_size,
+                                            self.to_magic, self.first_offset)
+        finally:
+            source.return_fd()
+        if result[0] != _impl.SEND_CONVERTED:
+            self.declined = True
+            return None
+        source.bytes_read += length
+        self.position = position + result[1]
+        return result
+
+
 class LazyDownConvertedRecords:
     """Input records to be down-converted lazily while they are sent (KIP-283).
 
@@ -347,6 +398,7 @@ class LazyDownConvertedRecords:
     _first: _Chunk | None
     _first_size: int | None
     _first_batch_size: int | None
+    _first_plain: bool
     _resume_position: int | None
     _reused: list[int]
     _last_send: LazyDownConvertSend | None
@@ -368,6 +420,7 @@ class LazyDownConvertedRecords:
             scanned = 1
             self._first, self._resume_position = plain
             self._first_batch_size = first_batch_size
+            self._first_plain = True
         else:
             for batch in records.batches():
                 scanned += 1
@@ -413,6 +466,7 @@ class LazyDownConvertedRecords:
         self._resume_position = None
         self._first_found = False
         self._first_batch_size = None  # F's input batch, when it is the first
+        self._first_plain = False  # F was a plain batch converted in one step
         self._size = 0
         # conversions the process's conversion cache answered, construction and sends together
         # (a list: the chunk generators count into it)
@@ -502,6 +556,7 @@ class LazyDownConvertedRecords:
             plain = _plain_first_batch(self.records, self.to_magic, self.first_offset, self._first_batch_size)
             if plain is not None:
                 first, self._resume_position = plain
+                self._first_plain = True
                 return first
         batches = _skip(iter(self.records.batches()), self._resume_after - 1)
         batch = next(batches, None)
@@ -513,20 +568,23 @@ class LazyDownConvertedRecords:
         self._resume_position = batch.position + batch.size_in_bytes
         return data, stats
 
-    def _later_chunks(self) -> Iterator[_Chunk]:
+    def _later_chunks(self) -> tuple[Iterator[_Chunk], _PlainWindow | None]:
+        """The chunks after F, and the window they come from when the kernel may write them
+        straight to a socket (``None`` otherwise)."""
         batches = self.records.batches()
         if (self.to_magic < 2 and isinstance(batches, BatchIterator) and batches.untouched
                 and (_impl.current.converts_runs or not batches.memory_backed)):
-            yield from self._window_chunks(batches)
-            return
-        yield from self._reference_chunks(batches)
+            window = _PlainWindow(self, batches)
+            return self._window_chunks(batches, window), (window if window.usable else None)
+        return self._reference_chunks(batches), None
 
-    def _window_chunks(self, batches: BatchIterator) -> Iterator[_Chunk]:
+    def _window_chunks(self, batches: BatchIterator, shared: _PlainWindow) -> Iterator[_Chunk]:
         # A chunk at a time from a window of the input: one kernel call decides where the chunk
         # ends and converts it when it is all plain v2; any other chunk (every chunk without the
         # kernel) is grouped and converted by the reference policy, so chunks, bytes, stats and
         # errors are those of _reference_chunks. Nothing of a window is kept across a yield, so
-        # a send waiting for a slow reader holds its converted chunk only.
+        # a send waiting for a slow reader holds its converted chunk only. `shared.position` is
+        # where the next chunk starts: the kernel's writes straight to a socket move it too.
         kernel = _impl.current.converts_runs
         window = self.chunk_size + RECORD_BATCH_OVERHEAD
         source = batches.source
@@ -536,14 +594,13 @@ class LazyDownConvertedRecords:
         reader = ReadAheadSource(source, end, window)
         # Where F's batch ends is known once F was converted (the send's first chunk, made
         # before this generator starts): no window is read just to skip the batches before it.
-        resumed = self._resume_position
-        if resumed is None:
-            resumed = _position_after(iter_batches(reader, position, end, max_decompressed), position,
-                                      self._resume_after)
-            if resumed is None:
+        if shared.position is None:
+            shared.position = _position_after(iter_batches(reader, position, end, max_decompressed), position,
+                                              self._resume_after)
+            if shared.position is None:
                 return
-        position = resumed
-        while position < end:
+        while shared.position < end:
+            position = shared.position
             started = time.perf_counter_ns()
             window_bytes: bytes | memoryview | None = None
             if kernel:
@@ -556,7 +613,8 @@ class LazyDownConvertedRecords:
                 chunk = convert_plain_chunk(window_bytes, out, self.chunk_size, self.to_magic, self.first_offset)
                 window_bytes = None
                 if chunk is not None:  # uncompressed: converting costs about what reusing would
-                    position += chunk.end
+                    shared.position = position + chunk.end
+                    shared.declined = False  # plain again: the kernel may write the next ones
                     # Each yield below waits for the reader: the window goes first (the next
                     # chunk starts past it), so a slow reader holds only the converted chunk.
                     reader.release()
@@ -580,14 +638,16 @@ class LazyDownConvertedRecords:
                 failure = exc
             del group  # its batches hold views of the window: a slow reader keeps neither
             reader.release()
+            shared.busy = True  # its pieces go first: the kernel must not write past them
             for data, stats in pieces:
                 if data:
                     yield data, stats
+            shared.busy = False
             if failure is not None:
                 raise failure
             if read_error is not None:
                 raise read_error
-            position = stop
+            shared.position = stop
 
     def _reference_chunks(self, batches: Iterator[RecordBatch]) -> Iterator[_Chunk]:
         # file-backed records: headers and chunk bytes come from windows of a chunk and a batch
@@ -643,9 +703,9 @@ class LazyDownConvertedRecords:
 
     def to_send(self) -> LazyDownConvertSend:
         """A :class:`~lazyconv._send.Send` of exactly ``size_in_bytes`` bytes."""
-        send = LazyDownConvertSend(
-            self._size, self._first_chunk(), self._later_chunks(), on_error=self.on_error
-        )
+        first = self._first_chunk()
+        chunks, window = self._later_chunks()
+        send = LazyDownConvertSend(self._size, first, chunks, on_error=self.on_error, window=window)
         self._last_send = send
         return send
 
@@ -673,8 +733,10 @@ class LazyDownConvertSend(Send):
         first: _Chunk | None,
         chunks: Iterator[_Chunk],
         on_error: Callable[[RecordsError], None] | None = None,
+        window: _PlainWindow | None = None,
     ) -> None:
         self._size = size
+        self._window = window
         self._on_error = on_error
         self._written = 0
         self._first = first
@@ -757,6 +819,13 @@ class LazyDownConvertSend(Send):
         total = 0
         while self._written < self._size:
             if self._piece is None or self._piece_pos >= len(self._piece):
+                window = self._window
+                if (window is not None and type(channel) is socket.socket and self._first is None
+                        and self._chunks is not None and not window.declined and not window.busy):
+                    written, full = self._write_plain(window, channel)
+                    total += written
+                    if full or self._written >= self._size:
+                        break
                 self._piece = self._next_piece(self._size - self._written)
                 self._piece_pos = 0
             n = write_to_channel(channel, self._piece[self._piece_pos :])
@@ -769,6 +838,41 @@ class LazyDownConvertSend(Send):
             self._piece = None  # release the last chunk as soon as it is out
             self._chunks = None
         return total
+
+    def _write_plain(self, window: _PlainWindow, sock: socket.socket) -> tuple[int, bool]:
+        """Chunks read, converted and written by the kernel in one call each, while they are
+        plain (the generator takes the chunk it declines): the bytes written, and whether the
+        socket is full (the rest of the chunk it took in part is the current piece)."""
+        total = 0
+        fileno = sock.fileno()
+        while (self._written < self._size and self._chunks is not None and not window.declined
+               and window.position is not None and window.position < window.end):
+            remaining = self._size - self._written
+            result = window.step(fileno, remaining)
+            if result is None:
+                break
+            _, _, converted, temporary, out_len, sent, rest, elapsed_ns, failure = result
+            if not out_len:
+                continue  # converted to nothing: no piece and no stats, as in Kafka
+            piece_len = min(out_len, remaining)
+            self._records_converted += converted
+            self._temporary_bytes += temporary
+            self._conversion_ns += elapsed_ns
+            self.chunks += 1
+            if out_len > remaining:
+                self.truncated = True
+                self._chunks = None  # nothing after a cut is ever converted
+            self.converted_bytes_written += piece_len
+            self.piece_sizes.append(piece_len)
+            self._written += sent
+            total += sent
+            if failure:
+                raise OSError(failure, os.strerror(failure))
+            if rest is not None:
+                self._piece = memoryview(rest)
+                self._piece_pos = 0
+                return total, True
+        return total, False
 
     def __repr__(self) -> str:
         return (

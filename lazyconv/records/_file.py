@@ -38,6 +38,14 @@ class _FileSource:
         st = os.fstat(self.fd)
         return (st.st_dev, st.st_ino)
 
+    def lend_fd(self) -> int:
+        """The descriptor, for one read by the compiled kernel (:meth:`return_fd` after it)."""
+        self.root._check_open()
+        return self.fd
+
+    def return_fd(self) -> None:
+        """The kernel's read is done (the descriptor stays open with the records)."""
+
     def read(self, position: int, size: int) -> bytes:
         self.root._check_open()
         data = os.pread(self.fd, size, position)

@@ -18,6 +18,7 @@ name                       the reference twin
 ``scan_plain_v2``          ``-1``: "iterate the batches"
 ``convert_v2_run``         ``(0, 0, 0, STOP_INVALID)``: "convert the first entry yourself"
 ``convert_v2_chunk``       ``(0, CHUNK_MIXED, 0, 0)``: "group and convert this chunk yourself"
+``send_plain_chunk``       ``(SEND_DECLINED, ...)``: "read, convert and write this chunk yourself"
 ``convert_v2_records``,    ``None``: "convert these yourself"
 ``convert_v2_compressed``
 ``encode_v2_records``      ``False``: "encode these yourself"
@@ -84,6 +85,9 @@ __all__ = [
     "STOP_INVALID",
     "CHUNK_DONE",
     "CHUNK_MIXED",
+    "SEND_CONVERTED",
+    "SEND_DECLINED",
+    "SEND_SHORT",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,6 +103,10 @@ STOP_INVALID = 4  # the entry at `consumed` is left to the reference code (it re
 # What convert_v2_chunk decided (the kernel's enum lc_chunk_stop).
 CHUNK_DONE = 0
 CHUNK_MIXED = 1
+# What send_plain_chunk did (the kernel's enum lc_send_stop).
+SEND_CONVERTED = 0  # the chunk was converted and written as far as the socket took it
+SEND_DECLINED = 1  # not a plain chunk (or an invalid one): nothing was written
+SEND_SHORT = 2  # the file ended inside the window: nothing was written
 
 
 def _load() -> ModuleType | None:
@@ -165,6 +173,7 @@ REFERENCE = SimpleNamespace(
     scan_plain_v2=_decline(-1),
     convert_v2_run=_decline((0, 0, 0, STOP_INVALID)),
     convert_v2_chunk=_decline((0, CHUNK_MIXED, 0, 0)),
+    send_plain_chunk=_decline((SEND_DECLINED, 0, 0, 0, 0, 0, None, 0, 0)),
     convert_v2_records=_decline(None),
     convert_v2_compressed=_decline(None),
     encode_v2_records=_decline(False),
@@ -213,6 +222,7 @@ def _native(kernel: ModuleType) -> SimpleNamespace:
         scan_plain_v2=kernel.scan_plain_v2,
         convert_v2_run=kernel.convert_v2_run,
         convert_v2_chunk=kernel.convert_v2_chunk,
+        send_plain_chunk=kernel.send_plain_chunk,
         convert_v2_records=kernel.convert_v2_records,
         convert_v2_compressed=kernel.convert_v2_compressed,
         encode_v2_records=kernel.encode_v2_records,
@@ -241,6 +251,7 @@ iter_plain_v2: Callable[..., Iterator[Record]]
 scan_plain_v2: Callable[..., int]
 convert_v2_run: Callable[..., tuple[int, int, int, int]]
 convert_v2_chunk: Callable[..., tuple[int, int, int, int]]
+send_plain_chunk: Callable[..., tuple[int, int, int, int, int, int, bytes | None, int, int]]
 convert_v2_records: Callable[..., Any]
 convert_v2_compressed: Callable[..., Any]
 encode_v2_records: Callable[..., bool]

@@ -172,6 +172,15 @@ class _CachedSource:
         """The segment, for the conversion cache (which compares the bytes it reuses)."""
         return self.key
 
+    def lend_fd(self) -> int:
+        """The segment's descriptor, taken from the cache for one read by the compiled kernel;
+        give it back with :meth:`return_fd`."""
+        self.owner._check_open()
+        return self.cache.acquire(self.key)
+
+    def return_fd(self) -> None:
+        self.cache.release(self.key)
+
     def read(self, position: int, size: int) -> bytes:
         self.owner._check_open()
         fd = self.cache.acquire(self.key)

@@ -40,7 +40,8 @@ def test_kafka_layout_constants() -> None:
 def test_extension_constants_equal_format_py() -> None:
     assert kernel is not None
     assert kernel.FORMAT == _format.CONSTANTS
-    stops = ("STOP_END", "STOP_COMPRESSED", "STOP_NOT_V2", "STOP_PARTIAL", "STOP_INVALID", "CHUNK_DONE", "CHUNK_MIXED")
+    stops = ("STOP_END", "STOP_COMPRESSED", "STOP_NOT_V2", "STOP_PARTIAL", "STOP_INVALID", "CHUNK_DONE", "CHUNK_MIXED",
+             "SEND_CONVERTED", "SEND_DECLINED", "SEND_SHORT")
     assert {name: getattr(kernel, name) for name in stops} == {name: getattr(_impl, name) for name in stops}
 
 

@@ -308,3 +308,20 @@ enum lc_scan_stop lc_scan_entries(const uint8_t *data, size_t n, lc_entry *entri
     *consumed = pos;
     return stop;
 }
+
+size_t lc_run_bound(const uint8_t *data, size_t n)
+{
+    size_t pos = 0, bound = 0;
+    while (n - pos >= LC_RECORD_BATCH_OVERHEAD) {
+        const uint8_t *b = data + pos;
+        int32_t length = get_i32(b + LC_LENGTH_OFFSET);
+        int32_t count = get_i32(b + LC_RECORDS_COUNT_OFFSET);
+        if (b[LC_MAGIC_OFFSET] != 2 || length < LC_BATCH_LENGTH_MIN || (size_t)length + LC_LOG_OVERHEAD > n - pos)
+            break;
+        size_t payload = (size_t)length + LC_LOG_OVERHEAD - LC_RECORD_BATCH_OVERHEAD;
+        if (count > 0 && (size_t)count <= payload)
+            bound += payload + (size_t)count * LC_MAX_GROWTH_PER_RECORD;
+        pos += (size_t)length + LC_LOG_OVERHEAD;
+    }
+    return bound;
+}

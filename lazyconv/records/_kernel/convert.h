@@ -61,6 +61,10 @@ typedef struct {
 void lc_convert_run(const uint8_t *data, size_t n, int to_magic, int64_t first_offset, uint8_t *out,
                     size_t cap, lc_run_result *result);
 
+/* Room for the conversion of data[0:n): what lc_convert_run can need before it stops (the
+ * whole v2 batches at its start, each at most LC_MAX_GROWTH_PER_RECORD bytes per record larger). */
+size_t lc_run_bound(const uint8_t *data, size_t n);
+
 /* Walk the entries of data[0:n) as the Python entry splitter does. Returns the end of the
  * complete entries (a trailing partial entry is left out, as the splitter skips it) when every
  * complete entry is a well-formed v2 batch that is uncompressed or a control batch; -1 when any

@@ -14,24 +14,6 @@
 #include "wire.h"
 
 
-/* Room for the conversion of data[0:n): what lc_convert_run can need before it stops. */
-static size_t run_bound(const uint8_t *data, size_t n)
-{
-    size_t pos = 0, bound = 0;
-    while (n - pos >= LC_RECORD_BATCH_OVERHEAD) {
-        const uint8_t *b = data + pos;
-        int32_t length = get_i32(b + LC_LENGTH_OFFSET);
-        int32_t count = get_i32(b + LC_RECORDS_COUNT_OFFSET);
-        if (b[LC_MAGIC_OFFSET] != 2 || length < LC_BATCH_LENGTH_MIN || (size_t)length + LC_LOG_OVERHEAD > n - pos)
-            break;
-        size_t payload = (size_t)length + LC_LOG_OVERHEAD - LC_RECORD_BATCH_OVERHEAD;
-        if (count > 0 && (size_t)count <= payload)
-            bound += payload + (size_t)count * LC_MAX_GROWTH_PER_RECORD;
-        pos += (size_t)length + LC_LOG_OVERHEAD;
-    }
-    return bound;
-}
-
 /* Grow `out` by `extra` bytes and lock it with a writable Py_buffer. */
 static int reserve(PyObject *out, Py_ssize_t extra, Py_ssize_t *start, Py_buffer *view)
 {
@@ -63,7 +45,7 @@ static int convert_run_into(const uint8_t *p, size_t n, PyObject *out, int to_ma
     enum lc_stop stop = LC_STOP_END;
     for (;;) {
         Py_ssize_t start;
-        size_t bound = run_bound(p + consumed, n - consumed);
+        size_t bound = lc_run_bound(p + consumed, n - consumed);
         if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0)
             return -1;
         lc_run_result result;
@@ -77,7 +59,7 @@ static int convert_run_into(const uint8_t *p, size_t n, PyObject *out, int to_ma
         converted += result.converted;
         temporary += result.temporary;
         stop = result.stop;
-        /* run_bound covers every batch the run converts; a second round is only a safety net */
+        /* lc_run_bound covers every batch the run converts; a second round is only a safety net */
         if (stop != LC_STOP_NO_SPACE || result.consumed == 0)
             break;
     }
@@ -169,7 +151,7 @@ static PyObject *py_convert_v2_run_ends(PyObject *self, PyObject *args)
         PyBuffer_Release(&data);
         return PyErr_NoMemory();
     }
-    size_t bound = run_bound(p, n);
+    size_t bound = lc_run_bound(p, n);
     Py_ssize_t start;
     if (reserve(out, (Py_ssize_t)bound, &start, &view) < 0) {
         PyMem_Free(ends);

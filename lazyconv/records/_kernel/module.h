@@ -12,6 +12,7 @@
  *   builder_py.c      encode_v2_records
  *   digest_py.c       digest_v2_records, digest_legacy_run, digest_delivered
  *   segment_run_py.c  segment_run
+ *   chunk_send_py.c   send_plain_chunk
  *
  * The C they call works on plain buffers and knows nothing of Python: crc.c, convert.c,
  * lz4frame.c, digest.c, segment_run.c, records_walk.h, legacy_message.h, wire.h. */
@@ -35,5 +36,6 @@ int lc_py_lz4_init(PyObject *module);
 int lc_py_builder_init(PyObject *module);
 int lc_py_digest_init(PyObject *module);
 int lc_py_segment_run_init(PyObject *module);
+int lc_py_chunk_send_init(PyObject *module);
 
 #endif
