@@ -40,6 +40,7 @@ typedef struct {
     size_t piece_len;     /* min(out_len, remaining): what the send owes of it */
     size_t sent;          /* bytes of the piece the socket took */
     int read_errno;       /* the file's read failed (nothing converted or sent) */
+    int no_memory;        /* the output could not be allocated (nothing sent) */
     int send_errno;       /* the socket failed after `sent` bytes */
     int64_t elapsed_ns;   /* reading and converting, as the Python send times a chunk */
 } send_result;
@@ -75,7 +76,7 @@ static void send_chunk(int file_fd, int64_t position, size_t length, int sock_fd
     size_t bound = lc_run_bound(window, end);
     *out = PyMem_RawMalloc(bound > 0 ? bound : 1);
     if (*out == NULL) {
-        r->read_errno = ENOMEM;
+        r->no_memory = 1;
         return;
     }
     lc_run_result run;
@@ -144,6 +145,8 @@ static PyObject *py_send_plain_chunk(PyObject *self, PyObject *args)
                first_offset, window, &out, &r);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(window);
+    if (r.no_memory)
+        return PyErr_NoMemory();
     if (r.read_errno != 0) {
         PyMem_RawFree(out);
         errno = r.read_errno;
