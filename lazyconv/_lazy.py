@@ -379,9 +379,10 @@ class LazyDownConvertedRecords:
     ``records`` is anything with ``batches()`` and ``size_in_bytes`` (``MemoryRecords``, a
     ``FileRecords`` slice); ``to_magic`` is 0, 1 or 2; ``first_offset`` is the fetch offset;
     ``chunk_size`` (16 KiB – 1 MiB, default 128 KiB) bounds the input bytes converted at once;
-    ``first_batch_size``, when the caller knows it (a log's index does), is the size of the
-    first input batch: an uncompressed one is then read and converted in one step (a wrong size
-    costs only that step).
+    ``first_batch_size``, when the caller knows it (a log's index does), is the size of an
+    uncompressed first input batch: it is then read and converted in one step (give it for no
+    other batch: a wrong size or a compressed batch costs that step, then the batch is read as
+    without it).
 
     Construction converts input batches one at a time until one converts to something (the
     first converted batch F, kept for the send) and fixes the committed size
@@ -428,7 +429,9 @@ class LazyDownConvertedRecords:
                 if data:
                     self._first = (data, stats)
                     self._resume_position = batch.position + batch.size_in_bytes
-                    if scanned == 1:
+                    if scanned == 1 and batch.magic == 2 and not batch.compression_id:
+                        # only an uncompressed one: reading any other in one step would be
+                        # wasted (the kernel declines it and the batch is read again)
                         self._first_batch_size = batch.size_in_bytes
                     break
         self._resume_after = scanned
@@ -586,7 +589,7 @@ class LazyDownConvertedRecords:
         # a send waiting for a slow reader holds its converted chunk only. `shared.position` is
         # where the next chunk starts: the kernel's writes straight to a socket move it too.
         kernel = _impl.current.converts_runs
-        window = self.chunk_size + RECORD_BATCH_OVERHEAD
+        window = shared.window
         source = batches.source
         end = batches.end
         max_decompressed = batches.max_decompressed_size

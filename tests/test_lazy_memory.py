@@ -267,3 +267,28 @@ def _drained(lazy: LazyDownConvertedRecords) -> bytes:
 
     drain(lazy.to_send(), _Keep())
     return bytes(out)
+
+
+def test_a_compressed_first_batch_gives_a_sender_no_size_to_read_it_by(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only an uncompressed first batch is worth reading in one step: the committed state
+    carries no size for a compressed one, so a sender rebuilding the send reads it as before
+    (its header first), not once more in one step before that."""
+    from lazyconv.records import Compression
+    from lazyconv.records._file import _FileSource
+
+    batch = build_batch(2, [(1, b"k", b"v" * 2000) for _ in range(20)], compression=Compression.GZIP)
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(batch * 3)
+    records = FileRecords.open(path)
+    try:
+        lazy = LazyDownConvertedRecords(records, 1, 0)
+        assert lazy.committed_state.first_batch_size is None
+        rebuilt = LazyDownConvertedRecords.from_state(records, 1, 0, lazy.committed_state)
+        log = _ReadLog(monkeypatch, _FileSource)
+        drain(rebuilt.to_send(), _NullChannel())
+        # the header first (then the batch, once or, for the conversion cache, as its copy), not
+        # the whole batch in one step before that
+        assert log.reads[0] == (0, 61), log.reads
+    finally:
+        records.close()

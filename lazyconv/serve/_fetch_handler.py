@@ -399,7 +399,10 @@ class FetchHandler:
                     raise _CostlyOnLoop(f"{topic}-{index} at {fetch_offset}")
             converted = LazyDownConvertedRecords(
                 records_in, to_magic, first_offset, chunk_size=chunk_size, on_error=corrupt_after_commit,
-                first_batch_size=region.first_entry_size if region is not None else None)
+                # the first batch's size lets an uncompressed one be read and converted in one
+                # step (any other would be read twice)
+                first_batch_size=region.first_entry_size
+                if region is not None and region.first_entry_codec == 0 else None)
             if plan.release_first:
                 converted.release_first_batch()
             tracked = TrackedLazyRecords(converted, self.stats)
