@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lazyconv.errors import ErrorCode
 from lazyconv.protocol._api import ApiSpec
-from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.protocol._primitives import Reader
-from lazyconv.protocol._schema import INT16, INT32, STRING, ArrayOf, Field, Struct
+from lazyconv.protocol._schema import BOOL, INT16, INT32, INT64, STRING, ArrayOf, Field, Struct
 
 __all__ = [
     "SPEC",
@@ -48,14 +48,39 @@ _API_VERSION = Struct(
     ),
 )
 
+_SUPPORTED_FEATURE = Struct(
+    "SupportedFeatureKey",
+    (
+        Field("name", STRING, "3+"),
+        Field("min_version", INT16, "3+"),
+        Field("max_version", INT16, "3+"),
+    ),
+)
+
+_FINALIZED_FEATURE = Struct(
+    "FinalizedFeatureKey",
+    (
+        Field("name", STRING, "3+"),
+        Field("max_version_level", INT16, "3+"),
+        Field("min_version_level", INT16, "3+"),
+    ),
+)
+
 RESPONSE = Struct(
     "ApiVersionsResponse",
     (
         Field("error_code", INT16),
         Field("api_keys", ArrayOf(_API_VERSION)),
         Field("throttle_time_ms", INT32, "1+", ignorable=True),
-        # Tagged 0–3 (SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures,
-        # ZkMigrationReady) keep their defaults here, so they are never written.
+        # A Kafka broker's feature levels (metadata.version, transaction.version, ...): read from
+        # a broker's answer; a server that leaves them out writes none of them (defaults).
+        Field("supported_features", ArrayOf(_SUPPORTED_FEATURE), "3+", tag=0, tagged_versions="3+",
+              ignorable=True),
+        Field("finalized_features_epoch", INT64, "3+", default=-1, tag=1, tagged_versions="3+",
+              ignorable=True),
+        Field("finalized_features", ArrayOf(_FINALIZED_FEATURE), "3+", tag=2, tagged_versions="3+",
+              ignorable=True),
+        Field("zk_migration_ready", BOOL, "3+", tag=3, tagged_versions="3+", ignorable=True),
     ),
 )
 

@@ -20,8 +20,12 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lazyconv.errors import ConfigurationError, LocalProtocolError, UnsupportedCompressionError
-from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.errors import (
+    ConfigurationError,
+    ErrorCode,
+    LocalProtocolError,
+    UnsupportedCompressionError,
+)
 from lazyconv.protocol._fetch import MAX_FETCH_VERSION, MIN_FETCH_VERSION
 
 if TYPE_CHECKING:
@@ -163,7 +167,7 @@ def broker_partition_response(
     no log (and so no config) for the partition, which is then sent as read.
     ``extra_fields`` (e.g. ``current_leader``, ``diverging_epoch``) are copied into the entry.
     ``lazy_records_factory(records, to_magic, first_offset)`` builds the lazily converted
-    records; it defaults to :class:`lazyconv._lazy.LazyDownConvertedRecords`.
+    records; it defaults to :class:`lazyconv.conversion._lazy_records.LazyDownConvertedRecords`.
     An error read (``records`` None) is sent with empty records, as every error partition is
     (see :func:`error_partition`); ``null_records=True`` keeps Kafka's null.
     """
@@ -199,7 +203,7 @@ def broker_partition_response(
         entry["records"] = b""
         return entry
     if lazy_records_factory is None:
-        from lazyconv._lazy import LazyDownConvertedRecords
+        from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 
         def lazy_records_factory(r: Records, to_magic: int, first_offset: int) -> SendableRecords:
             return LazyDownConvertedRecords(r, to_magic, first_offset)

@@ -1,7 +1,11 @@
 """DescribeGroups (API key 15), versions 0–5, sans-IO (DescribeGroupsRequest/Response.json).
 
 v1 adds throttle time; v3 authorized operations; v4 ``GroupInstanceId`` per member; v5 is the
-first flexible version.
+first flexible version; v6 (KIP-1043) answers an unknown group with GROUP_ID_NOT_FOUND and an
+``ErrorMessage``.
+
+``SPEC`` is what ``serve`` answers; ``KAFKA_SPEC`` declares every version lazyconv knows,
+Kafka 4.0.1's 0–6 included (:data:`lazyconv.protocol._kafka_apis.KAFKA_APIS`).
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._schema import BOOL, BYTES, INT16, INT32, STRING, ArrayOf, Field, Struct
 
-__all__ = ["SPEC", "AUTHORIZED_OPERATIONS_OMITTED"]
+__all__ = ["SPEC", "KAFKA_SPEC", "AUTHORIZED_OPERATIONS_OMITTED"]
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -38,6 +42,7 @@ _GROUP = Struct(
     "DescribedGroup",
     (
         Field("error_code", INT16),
+        Field("error_message", STRING, "6+", nullable_versions="6+", null_default=True),
         Field("group_id", STRING),
         Field("group_state", STRING),
         Field("protocol_type", STRING),
@@ -56,3 +61,4 @@ RESPONSE = Struct(
 )
 
 SPEC = ApiSpec(15, "DescribeGroups", 0, 5, 5, REQUEST, RESPONSE)
+KAFKA_SPEC = ApiSpec(15, "DescribeGroups", 0, 6, 5, REQUEST, RESPONSE)

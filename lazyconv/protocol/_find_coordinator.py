@@ -3,7 +3,11 @@
 v1 adds ``KeyType`` (0 group, 1 transaction) to the request and throttle time plus an error
 message to the response; v3 is the first flexible version; v4 (KIP-699) batches the keys: the
 request carries ``CoordinatorKeys`` and the response one ``Coordinators`` entry per key instead
-of the single top-level answer.
+of the single top-level answer; v5 (KIP-890) and v6 (KIP-932: key type 2, a share group's
+share-partition key) change no field.
+
+``SPEC`` is what ``serve`` answers; ``KAFKA_SPEC`` declares every version lazyconv knows,
+Kafka 4.0.1's 0–6 included (:data:`lazyconv.protocol._kafka_apis.KAFKA_APIS`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._primitives import Reader
 from lazyconv.protocol._schema import INT8, INT16, INT32, STRING, ArrayOf, Field, Struct
 
-__all__ = ["SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "GROUP_KEY", "TRANSACTION_KEY",
+__all__ = ["SPEC", "KAFKA_SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "GROUP_KEY", "TRANSACTION_KEY",
            "decode_request", "encode_response"]
 
 GROUP_KEY = 0
@@ -56,6 +60,7 @@ RESPONSE = Struct(
 )
 
 SPEC = ApiSpec(10, "FindCoordinator", 0, 4, 3, REQUEST, RESPONSE)
+KAFKA_SPEC = ApiSpec(10, "FindCoordinator", 0, 6, 3, REQUEST, RESPONSE)
 API_KEY = SPEC.key
 MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version

@@ -5,7 +5,12 @@ isolation level 1), −2 earliest (the log start offset), −3 (v7+, KIP-734) th
 largest timestamp, −4 (v8+, KIP-405) the earliest local offset (the log start offset here).
 v0 answers with ``OldStyleOffsets`` (a list, at most ``MaxNumOffsets`` long); v1+ with one
 ``Timestamp``/``Offset`` pair; v2 adds ``IsolationLevel`` and throttle time; v4 the leader epochs;
-v6 is the first flexible version.
+v6 is the first flexible version; v9 (KIP-1005) allows the timestamp −5 (the last offset
+uploaded to tiered storage); v10 (KIP-1075) adds ``TimeoutMs``, how long a
+timestamp search may wait for the remote log.
+
+``SPEC`` is what ``serve`` answers; ``KAFKA_SPEC`` declares every version lazyconv knows,
+Kafka 4.0.1's 1–10 included (:data:`lazyconv.protocol._kafka_apis.KAFKA_APIS`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from lazyconv.protocol._schema import (
 
 __all__ = [
     "SPEC",
+    "KAFKA_SPEC",
     "API_KEY",
     "MIN_VERSION",
     "MAX_VERSION",
@@ -65,6 +71,7 @@ REQUEST = Struct(
         Field("replica_id", INT32),
         Field("isolation_level", INT8, "2+"),
         Field("topics", ArrayOf(_REQUEST_TOPIC)),
+        Field("timeout_ms", INT32, "10+", ignorable=True),
     ),
 )
 
@@ -95,6 +102,7 @@ RESPONSE = Struct(
 
 
 SPEC = ApiSpec(2, "ListOffsets", 0, 8, 6, REQUEST, RESPONSE)
+KAFKA_SPEC = ApiSpec(2, "ListOffsets", 0, 10, 6, REQUEST, RESPONSE)
 API_KEY = SPEC.key
 MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version

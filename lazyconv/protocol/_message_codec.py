@@ -91,7 +91,9 @@ _ENCODERS: dict[tuple[int, int, bool, bool], Callable[[Any], Any]] = {}
 _DECODERS: dict[tuple[int, int, bool], Callable[[Any], Any]] = {}
 _KEPT: list[Struct] = []
 
-_INT_FORMATS = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "bool": "b"}
+# fixed-width scalars, packed in runs ("int" for short: float64 is one too)
+_INT_FORMATS = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H",
+                "float64": "d", "bool": "b"}
 _IMMUTABLE = (int, str, bytes, bool, uuid.UUID, type(None))
 
 
@@ -366,7 +368,10 @@ def _encode_struct(src: _Source, struct_: Struct, version: int, flexible: bool, 
         src.emit(ind, f"if {got} is _MISSING: {got} = {_default_expression(src, f)}")
         fmt = _int_format(f)
         if fmt is not None and f.type.name != "bool":  # type: ignore[union-attr]
-            src.emit(ind, f"if type({got}) is not int and not _is_int({got}): raise _BAIL")
+            if fmt == "d":  # an int (or a bool, which the walker refuses) is the walker's
+                src.emit(ind, f"if type({got}) is not float: raise _BAIL")
+            else:
+                src.emit(ind, f"if type({got}) is not int and not _is_int({got}): raise _BAIL")
             run.append((f, got))
             continue
         flush_run()
@@ -424,8 +429,11 @@ def _encode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
             _encode_value(src, t.element, False, version, flexible, slots, ind + 2, item)
         return
     name = t.name
-    if name in ("int8", "int16", "int32", "int64"):
-        src.emit(ind, f"if type({value}) is not int and not _is_int({value}): raise _BAIL")
+    if name in ("int8", "int16", "int32", "int64", "uint16", "float64"):
+        if name == "float64":
+            src.emit(ind, f"if type({value}) is not float: raise _BAIL")
+        else:
+            src.emit(ind, f"if type({value}) is not int and not _is_int({value}): raise _BAIL")
         packer = struct.Struct(">" + _INT_FORMATS[name])
         src.emit(ind, f"buf += {src.const(packer, 'S')}.pack({value})")
     elif name == "bool":

@@ -6,7 +6,12 @@ flags (the cluster one until v10); v9 is the first flexible version; v10 adds a 
 requested topic and lets ``Name`` be null (looked up by id from v12). Response: v1 adds broker
 racks, ``ControllerId`` and ``IsInternal``; v2 ``ClusterId``; v3 ``ThrottleTimeMs``; v5
 ``OfflineReplicas``; v7 ``LeaderEpoch``; v8 the authorized-operations bit fields (−2147483648 =
-not requested); v10 each topic's ``TopicId``; v12 a null ``Name`` for a topic asked by id.
+not requested); v10 each topic's ``TopicId``; v12 a null ``Name`` for a topic asked by id; v13
+(KIP-1102) a top-level ``ErrorCode`` (a client that gets REBOOTSTRAP_REQUIRED there starts again
+from its bootstrap servers).
+
+``SPEC`` is what ``serve`` answers; ``KAFKA_SPEC`` declares every version lazyconv knows,
+Kafka 4.0.1's 0–13 included (:data:`lazyconv.protocol._kafka_apis.KAFKA_APIS`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from lazyconv.protocol._schema import (
     Struct,
 )
 
-__all__ = ["SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "asks_for_every_topic", "decode_request", "encode_response"]
+__all__ = ["SPEC", "KAFKA_SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "asks_for_every_topic", "decode_request", "encode_response"]
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -93,10 +98,12 @@ RESPONSE = Struct(
         Field("controller_id", INT32, "1+", default=-1, ignorable=True),
         Field("topics", ArrayOf(_TOPIC)),
         Field("cluster_authorized_operations", INT32, "8-10", default=AUTHORIZED_OPERATIONS_OMITTED),
+        Field("error_code", INT16, "13+", ignorable=True),
     ),
 )
 
 SPEC = ApiSpec(3, "Metadata", 0, 12, 9, REQUEST, RESPONSE)
+KAFKA_SPEC = ApiSpec(3, "Metadata", 0, 13, 9, REQUEST, RESPONSE)
 API_KEY = SPEC.key
 MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version

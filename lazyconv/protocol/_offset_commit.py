@@ -2,8 +2,12 @@
 
 v1 adds the generation and member id (v0 commits are "simple", outside any generation) and a
 per-partition commit timestamp (v1 only); v2–4 a retention time; v3 throttle time; v6 the
-committed leader epoch; v7 ``GroupInstanceId``; v8 is the first flexible version. (v9 belongs
-to the KIP-848 consumer protocol, which this server does not speak.)
+committed leader epoch; v7 ``GroupInstanceId``; v8 is the first flexible version. v9 changes no
+field: it belongs to the KIP-848 consumer protocol (the member epoch in
+``GenerationIdOrMemberEpoch``), which ``serve`` does not speak.
+
+``SPEC`` is what ``serve`` answers; ``KAFKA_SPEC`` declares every version lazyconv knows,
+Kafka 4.0.1's 2–9 included (:data:`lazyconv.protocol._kafka_apis.KAFKA_APIS`).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._schema import INT16, INT32, INT64, STRING, ArrayOf, Field, Struct
 
-__all__ = ["SPEC"]
+__all__ = ["SPEC", "KAFKA_SPEC"]
 
 _REQUEST_PARTITION = Struct(
     "OffsetCommitRequestPartition",
@@ -59,3 +63,4 @@ RESPONSE = Struct(
 )
 
 SPEC = ApiSpec(8, "OffsetCommit", 0, 8, 8, REQUEST, RESPONSE)
+KAFKA_SPEC = ApiSpec(8, "OffsetCommit", 0, 9, 8, REQUEST, RESPONSE)

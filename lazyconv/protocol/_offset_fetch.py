@@ -3,7 +3,11 @@
 v1 reads Kafka-stored offsets (v0 read ZooKeeper's; here both read the same store); v2 lets
 ``Topics`` be null (= every partition the group committed) and adds a top-level error code; v3
 throttle time; v5 the committed leader epoch; v6 is the first flexible version; v7
-``RequireStable``; v8 (KIP-709) batches groups: ``Groups`` replaces the top-level fields.
+``RequireStable``; v8 (KIP-709) batches groups: ``Groups`` replaces the top-level fields; v9
+(KIP-848) adds each group's ``MemberId`` and ``MemberEpoch`` (checked by the consumer protocol).
+
+``SPEC`` is what ``serve`` answers; ``KAFKA_SPEC`` declares every version lazyconv knows,
+Kafka 4.0.1's 1–9 included (:data:`lazyconv.protocol._kafka_apis.KAFKA_APIS`).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._schema import BOOL, INT16, INT32, INT64, STRING, ArrayOf, Field, Struct
 
-__all__ = ["SPEC"]
+__all__ = ["SPEC", "KAFKA_SPEC"]
 
 _REQUEST_TOPIC = Struct(
     "OffsetFetchRequestTopic",
@@ -27,6 +31,8 @@ _REQUEST_GROUP = Struct(
     "OffsetFetchRequestGroup",
     (
         Field("group_id", STRING, "8+"),
+        Field("member_id", STRING, "9+", nullable_versions="9+", null_default=True, ignorable=True),
+        Field("member_epoch", INT32, "9+", default=-1, ignorable=True),
         Field("topics", ArrayOf(_REQUEST_GROUP_TOPIC), "8+", nullable_versions="8+"),
     ),
 )
@@ -93,3 +99,4 @@ RESPONSE = Struct(
 )
 
 SPEC = ApiSpec(9, "OffsetFetch", 0, 8, 6, REQUEST, RESPONSE)
+KAFKA_SPEC = ApiSpec(9, "OffsetFetch", 0, 9, 6, REQUEST, RESPONSE)

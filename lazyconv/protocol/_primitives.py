@@ -29,6 +29,7 @@ __all__ = [
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
@@ -83,6 +84,9 @@ class Writer:
 
     def int16(self, value: int) -> None:
         self._pack(_I16, value, "int16")
+
+    def uint16(self, value: int) -> None:
+        self._pack(_U16, value, "uint16")
 
     def int32(self, value: int) -> None:
         self._pack(_I32, value, "int32")
@@ -209,6 +213,9 @@ class Reader:
 
     def int16(self, what: str = "int16") -> int:
         return self._unpack(_I16, what)
+
+    def uint16(self, what: str = "uint16") -> int:
+        return self._unpack(_U16, what)
 
     def int32(self, what: str = "int32") -> int:
         return self._unpack(_I32, what)

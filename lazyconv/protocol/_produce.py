@@ -5,7 +5,12 @@ magic v2 records); v9 is the first flexible version. ``Acks`` 0 means the client
 response at all. Response: ``ThrottleTimeMs`` (v1+) comes *after* the responses; v2 adds
 ``LogAppendTimeMs`` (−1 unless the topic uses LogAppendTime), v5 ``LogStartOffset``, v8
 per-batch ``RecordErrors`` and an ``ErrorMessage``, v10 (KIP-951) the tagged ``CurrentLeader``
-and ``NodeEndpoints`` (left at their defaults: this server is always the leader).
+and ``NodeEndpoints`` (left at their defaults: this server is always the leader). v12 (KIP-890
+part 2) changes no field: with transactions V2 a Produce also adds its partitions to the
+transaction (no AddPartitionsToTxn).
+
+``SPEC`` is what ``serve`` answers; ``KAFKA_SPEC`` declares every version lazyconv knows,
+Kafka 4.0.1's 3–12 included (:data:`lazyconv.protocol._kafka_apis.KAFKA_APIS`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from lazyconv.protocol._schema import (
     Struct,
 )
 
-__all__ = ["SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "decode_request", "encode_response"]
+__all__ = ["SPEC", "KAFKA_SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "decode_request", "encode_response"]
 
 
 _PARTITION_DATA = Struct(
@@ -104,6 +109,7 @@ RESPONSE = Struct(
 
 
 SPEC = ApiSpec(0, "Produce", 0, 11, 9, REQUEST, RESPONSE)
+KAFKA_SPEC = ApiSpec(0, "Produce", 0, 12, 9, REQUEST, RESPONSE)
 API_KEY = SPEC.key
 MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version

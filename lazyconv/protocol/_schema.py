@@ -40,6 +40,8 @@ __all__ = [
     "INT16",
     "INT32",
     "INT64",
+    "UINT16",
+    "FLOAT64",
     "UUID",
     "BOOL",
     "STRING",
@@ -84,7 +86,7 @@ class Versions:
 
 @dataclass(frozen=True)
 class ScalarType:
-    """A primitive type: int8/16/32/64, uuid, bool, string, bytes or records."""
+    """A primitive type: int8/16/32/64, uint16, float64, uuid, bool, string, bytes or records."""
 
     name: str
 
@@ -96,6 +98,8 @@ INT8 = ScalarType("int8")
 INT16 = ScalarType("int16")
 INT32 = ScalarType("int32")
 INT64 = ScalarType("int64")
+UINT16 = ScalarType("uint16")  # a port in the KRaft voter APIs' listeners
+FLOAT64 = ScalarType("float64")  # a client quota's value
 UUID = ScalarType("uuid")
 BOOL = ScalarType("bool")
 STRING = ScalarType("string")
@@ -107,6 +111,8 @@ _ZERO_DEFAULTS: dict[str, Any] = {
     "int16": 0,
     "int32": 0,
     "int64": 0,
+    "uint16": 0,
+    "float64": 0.0,
     "uuid": ZERO_UUID,
     "bool": False,
     "string": "",
@@ -119,6 +125,7 @@ _INT_RANGES = {
     "int16": (-(1 << 15), (1 << 15) - 1),
     "int32": (-(1 << 31), (1 << 31) - 1),
     "int64": (-(1 << 63), (1 << 63) - 1),
+    "uint16": (0, (1 << 16) - 1),
 }
 
 
@@ -368,6 +375,14 @@ class _Encoder:
                 if not low <= v <= high:
                     raise LocalProtocolError(f"{path}: {v} out of range for {name}")
                 getattr(w, name)(v)
+            elif name == "float64":
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise LocalProtocolError(f"{path}: float64 expected, got {v!r}")
+                try:
+                    number = float(v)
+                except OverflowError:
+                    raise LocalProtocolError(f"{path}: {v} out of range for float64") from None
+                w.float64(number)
             elif name == "uuid":
                 w.uuid(_as_uuid(v, path))
             elif name == "bool":
@@ -516,6 +531,8 @@ def _decode_scalar(t: ScalarType, r: Reader, flexible: bool, nullable: bool, pat
     name = t.name
     if name in _INT_RANGES:
         return getattr(r, name)(path)
+    if name == "float64":
+        return r.float64(path)
     if name == "uuid":
         return r.uuid(path)
     if name == "bool":

@@ -2,7 +2,11 @@
 
 Offsets committed inside a transaction: they become the group's committed offsets only when
 the transaction commits. v2 adds the committed leader epoch; v3 is the first flexible version
-and adds the member's generation, id and instance id.
+and adds the member's generation, id and instance id; v4 and v5 (KIP-890) change no field (with
+transactions V2, v5 also adds the group to the transaction: no AddOffsetsToTxn).
+
+``SPEC`` is what ``serve`` answers; ``KAFKA_SPEC`` declares every version lazyconv knows,
+Kafka 4.0.1's 0–5 included (:data:`lazyconv.protocol._kafka_apis.KAFKA_APIS`).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._schema import INT16, INT32, INT64, STRING, ArrayOf, Field, Struct
 
-__all__ = ["SPEC"]
+__all__ = ["SPEC", "KAFKA_SPEC"]
 
 _REQUEST_PARTITION = Struct(
     "TxnOffsetCommitRequestPartition",
@@ -56,3 +60,4 @@ RESPONSE = Struct(
 )
 
 SPEC = ApiSpec(28, "TxnOffsetCommit", 0, 3, 3, REQUEST, RESPONSE)
+KAFKA_SPEC = ApiSpec(28, "TxnOffsetCommit", 0, 5, 3, REQUEST, RESPONSE)
