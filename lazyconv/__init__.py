@@ -16,19 +16,25 @@ Answering a Fetch::
     from lazyconv import FetchRequest, FetchResponse
 """
 
-from lazyconv._convert import ConversionStats, ConvertedRecords, down_convert, down_convert_file
-from lazyconv._lazy import LazyDownConvertedRecords
-from lazyconv._send import Send, drain
-from lazyconv._types import Channel, Records, SendableRecords
+from lazyconv._send import Channel, Send, drain
+from lazyconv._types import Records, SendableRecords
+from lazyconv._version import __version__
+from lazyconv.conversion._down import (
+    ConversionStats,
+    ConvertedRecords,
+    down_convert,
+    down_convert_file,
+)
+from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.errors import (
     ConfigurationError,
     CorruptRecordError,
+    ErrorCode,
     LazyconvError,
     ProtocolError,
     RecordsError,
     UnsupportedCompressionError,
 )
-from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse
 from lazyconv.records import (
     Compression,
@@ -41,8 +47,6 @@ from lazyconv.records import (
     TimestampType,
     build_end_txn_marker,
 )
-
-__version__ = "0.2.0"
 
 __all__ = [
     # records

@@ -23,14 +23,14 @@ import os
 import selectors
 import socket
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, BinaryIO, cast
+from typing import BinaryIO, Protocol, Union, cast, runtime_checkable
 
 from lazyconv.errors import ConfigurationError, TruncatedDataError
 
-if TYPE_CHECKING:
-    from lazyconv._types import Channel
-
 __all__ = [
+    "Channel",
+    "SendingChannel",
+    "WritableChannel",
     "Send",
     "BytesSend",
     "FileRegionSend",
@@ -68,6 +68,31 @@ def write_to_channel(channel: Channel, data: memoryview | bytes) -> int:
     if written is None:  # raw non-blocking file objects return None when they would block
         return 0
     return int(written)
+
+
+@runtime_checkable
+class SendingChannel(Protocol):
+    """A socket-like channel: ``send`` returns how many bytes it took (raises BlockingIOError
+    or returns 0 when a non-blocking channel would block)."""
+
+    def send(self, data: bytes | memoryview, /) -> int:
+        """Take as much of ``data`` as possible now."""
+        ...
+
+
+@runtime_checkable
+class WritableChannel(Protocol):
+    """A file-like channel: ``write`` returns how many bytes it took (``None`` when a raw
+    non-blocking file would block)."""
+
+    def write(self, data: bytes | memoryview, /) -> int | None:
+        """Take as much of ``data`` as possible now."""
+        ...
+
+
+Channel = Union[SendingChannel, WritableChannel]  # noqa: UP007 (a runtime alias on 3.10)
+"""Where a :class:`~lazyconv._send.Send` writes: a socket, or any object with ``send`` or
+``write`` (a file, a ``BytesIO``, a test double accepting a few bytes at a time)."""
 
 
 class Send(abc.ABC):

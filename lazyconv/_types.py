@@ -2,19 +2,21 @@
 
 These are :class:`typing.Protocol` s, checked structurally: :class:`~lazyconv.MemoryRecords`,
 :class:`~lazyconv.FileRecords` and :class:`~lazyconv.LazyDownConvertedRecords` satisfy them
-without inheriting from them, and so can a user's own classes.
+without inheriting from them, and so can a user's own classes. The channels a Send writes to are
+the Send contract's own (:mod:`lazyconv._send`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from lazyconv._send import Send
 
 if TYPE_CHECKING:
-    from lazyconv._send import Send
     from lazyconv.records._types import RecordBatch
 
-__all__ = ["Records", "SendableRecords", "Channel", "SendingChannel", "WritableChannel"]
+__all__ = ["Records", "SendableRecords"]
 
 
 @runtime_checkable
@@ -43,28 +45,3 @@ class Records(SendableRecords, Protocol):
     def slice(self, position: int, size: int) -> Records:
         """The records ``[position, position + size)``, clamped to the end."""
         ...
-
-
-@runtime_checkable
-class SendingChannel(Protocol):
-    """A socket-like channel: ``send`` returns how many bytes it took (raises BlockingIOError
-    or returns 0 when a non-blocking channel would block)."""
-
-    def send(self, data: bytes | memoryview, /) -> int:
-        """Take as much of ``data`` as possible now."""
-        ...
-
-
-@runtime_checkable
-class WritableChannel(Protocol):
-    """A file-like channel: ``write`` returns how many bytes it took (``None`` when a raw
-    non-blocking file would block)."""
-
-    def write(self, data: bytes | memoryview, /) -> int | None:
-        """Take as much of ``data`` as possible now."""
-        ...
-
-
-Channel = Union[SendingChannel, WritableChannel]  # noqa: UP007 (a runtime alias on 3.10)
-"""Where a :class:`~lazyconv._send.Send` writes: a socket, or any object with ``send`` or
-``write`` (a file, a ``BytesIO``, a test double accepting a few bytes at a time)."""

@@ -25,10 +25,18 @@ Hierarchy::
     ├── ConfigurationError                bad arguments (e.g. a chunk size out of range)
     ├── ValidationError                   a log directory that fails validation (CLI / Spark)
     ├── StorageError                      the log directory cannot be written (disk full, I/O error)
-    └── UpstreamError                     the gateway's Kafka cluster unreachable or unusable
+    ├── UpstreamError                     the gateway's Kafka cluster unreachable or unusable
+    │   └── UpstreamAuthenticationError       the cluster refused an upstream connection's credentials
+    ├── AuthenticationError               SASL credentials or a certificate refused (never says which part)
+    │   └── UpstreamAuthenticationError       (also an UpstreamError)
+    └── TlsError                          a TLS connection that cannot be set up or continued
+        ├── TlsMismatchError                  one side speaks TLS, the other plaintext
+        └── CertificateVerificationError      the peer's certificate does not verify
 """
 
 from __future__ import annotations
+
+from enum import IntEnum
 
 __all__ = [
     "LazyconvError",
@@ -51,6 +59,12 @@ __all__ = [
     "ValidationError",
     "StorageError",
     "UpstreamError",
+    "UpstreamAuthenticationError",
+    "ErrorCode",
+    "AuthenticationError",
+    "TlsError",
+    "TlsMismatchError",
+    "CertificateVerificationError",
 ]
 
 
@@ -153,3 +167,85 @@ class StorageError(LazyconvError):
 class UpstreamError(LazyconvError):
     """The Kafka cluster behind the gateway could not be reached, or answered something the
     gateway cannot use (no common API version above Kafka 4.0's floor, a malformed response)."""
+
+
+class AuthenticationError(LazyconvError):
+    """A SASL exchange failed or a certificate was refused: the peer's credentials (a client of
+    ours), or ours (the cluster refused the gateway). The message never holds a secret and never
+    says which part of the credentials was wrong."""
+
+
+class UpstreamAuthenticationError(UpstreamError, AuthenticationError):
+    """The cluster refused the credentials an upstream connection authenticated with (a
+    client's own, in the gateway's passthrough mode, or those configured for its principal)."""
+
+
+class TlsError(LazyconvError):
+    """A TLS connection that cannot be set up or continued: a failed handshake, a record that
+    does not decrypt, a peer that closed in the middle of the handshake."""
+
+
+class TlsMismatchError(TlsError):
+    """One side speaks TLS and the other plaintext: a PLAINTEXT client on an SSL listener (its
+    first bytes are not a TLS handshake record), or TLS sent to a PLAINTEXT port."""
+
+
+class CertificateVerificationError(TlsError):
+    """The peer's certificate does not verify: an unknown CA, an expired certificate, a host
+    name it was not issued for, or none presented where one is required."""
+
+
+# -- Kafka's error codes (a wire fact every layer that answers Kafka requests shares) ---------
+
+class ErrorCode(IntEnum):
+    """Kafka protocol error codes lazyconv sends or reads, with Kafka's numbers (``Errors.java``;
+    docs/guide/fetch-response.md for Fetch)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    CONCURRENT_TRANSACTIONS = 51
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    OPERATION_NOT_ATTEMPTED = 55
+    KAFKA_STORAGE_ERROR = 56
+    SASL_AUTHENTICATION_FAILED = 58
+    GROUP_ID_NOT_FOUND = 69
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    OFFSET_NOT_AVAILABLE = 78
+    MEMBER_ID_REQUIRED = 79
+    INVALID_RECORD = 87
+    UNKNOWN_TOPIC_ID = 100
+    INCONSISTENT_TOPIC_ID = 103
+    FETCH_SESSION_TOPIC_ID_ERROR = 106
+    OFFSET_MOVED_TO_TIERED_STORAGE = 109

@@ -83,7 +83,7 @@ class RecordsBuilder:
         self.is_control = is_control
         self.partition_leader_epoch = partition_leader_epoch
         self.compression_level = compression_level
-        self._records: list[tuple[int, int, bytes | None, bytes | None, tuple]] = []
+        self._records: list[tuple[int, int, bytes | None, bytes | None, tuple[Any, ...]]] = []
         self._last_offset: int | None = None
         self._max_timestamp = -1
 

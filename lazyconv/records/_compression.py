@@ -17,7 +17,6 @@ import logging
 import struct
 import sys
 import zlib
-from enum import IntEnum
 
 import cramjam
 import lz4.block
@@ -33,6 +32,7 @@ from lazyconv.errors import (
     UnsupportedCompressionError,
 )
 from lazyconv.records import _impl
+from lazyconv.records._format import Compression
 
 __all__ = [
     "Compression",
@@ -52,16 +52,6 @@ log = logging.getLogger(__name__)
 #: default max.message.bytes is ~1 MiB compressed; 128 MiB leaves room for very compressible data
 #: while keeping a lying stream from exhausting memory.
 DEFAULT_MAX_DECOMPRESSED_SIZE = 128 * 1024 * 1024
-
-
-class Compression(IntEnum):
-    """Kafka's codec ids (the low 3 bits of the attributes)."""
-
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
 
 
 _NAMES = {

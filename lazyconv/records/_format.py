@@ -20,8 +20,11 @@ a test checks that the header and the extension agree with this module.
 from __future__ import annotations
 
 import struct
+from enum import IntEnum
 
 __all__ = [
+    # the codec ids of the attributes' low 3 bits
+    "Compression",
     # Records: the log header every entry starts with
     "OFFSET_OFFSET",
     "OFFSET_LENGTH",
@@ -201,6 +204,16 @@ TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
+
+
+class Compression(IntEnum):
+    """Kafka's codec ids (the low 3 bits of the attributes, ``COMPRESSION_CODEC_MASK``)."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
 
 # --------------------------------------------------------------------------------------------
 # struct formats (big-endian), each with the offset it is read at and the fields it covers.

@@ -22,6 +22,7 @@ name                       the reference twin
 ``convert_v2_records``,    ``None``: "convert these yourself"
 ``convert_v2_compressed``
 ``encode_v2_records``      ``False``: "encode these yourself"
+``legacy_set_to_v2``       ``None``: "up-convert this set yourself"
 ``lz4_frame_blocks``       ``None``: "walk the frame yourself"
 ``scan_entries``,          ``None``: the calling module's own reference does the whole job
 ``segment_run``,           (``scan_batches_reference``, ``segment_run_reference``,
@@ -122,9 +123,26 @@ def _load() -> ModuleType | None:
             stacklevel=3,
         )
         return None
+    missing = [name for name in _ENTRY_POINTS if not hasattr(module, name)]
+    if missing:  # a kernel built from older sources (an editable install not rebuilt)
+        warnings.warn(
+            f"lazyconv's compiled kernel is out of date (it lacks {', '.join(missing)}): rebuild "
+            f"it (pip install -e . again, or bash .ci/setup.sh); running in pure Python",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
     return module
 
 
+# what _native takes from the kernel: a module without one of them is not used at all
+_ENTRY_POINTS = (
+    "cpu_features", "make_record_type", "append_legacy_message", "crc32", "crc32c",
+    "iter_v2_records", "iter_plain_v2", "scan_plain_v2", "convert_v2_run", "convert_v2_chunk",
+    "send_plain_chunk", "convert_v2_records", "convert_v2_compressed", "encode_v2_records",
+    "legacy_set_to_v2", "lz4_frame_blocks", "scan_entries", "segment_run", "convert_v2_run_ends",
+    "digest_v2_records", "digest_legacy_run", "digest_delivered",
+)
 _kernel: ModuleType | None = _load()  # the extension module: named nowhere else
 IMPLEMENTATION: Literal["native", "python"] = "native" if _kernel is not None else "python"
 CPU_FEATURES: tuple[str, ...] = tuple(_kernel.cpu_features()) if _kernel is not None else ()
@@ -177,6 +195,7 @@ REFERENCE = SimpleNamespace(
     convert_v2_records=_decline(None),
     convert_v2_compressed=_decline(None),
     encode_v2_records=_decline(False),
+    legacy_set_to_v2=_decline(None),
     lz4_frame_blocks=_decline(None),
     scan_entries=None,
     segment_run=None,
@@ -226,6 +245,7 @@ def _native(kernel: ModuleType) -> SimpleNamespace:
         convert_v2_records=kernel.convert_v2_records,
         convert_v2_compressed=kernel.convert_v2_compressed,
         encode_v2_records=kernel.encode_v2_records,
+        legacy_set_to_v2=kernel.legacy_set_to_v2,
         lz4_frame_blocks=kernel.lz4_frame_blocks,
         scan_entries=kernel.scan_entries,
         segment_run=kernel.segment_run,
@@ -255,6 +275,7 @@ send_plain_chunk: Callable[..., tuple[int, int, int, int, int, int, bytes | None
 convert_v2_records: Callable[..., Any]
 convert_v2_compressed: Callable[..., Any]
 encode_v2_records: Callable[..., bool]
+legacy_set_to_v2: Callable[..., tuple[int, int, int, int, int] | None]
 lz4_frame_blocks: Callable[..., Any]
 scan_entries: Callable[..., Any] | None
 segment_run: Callable[..., Any] | None

@@ -38,7 +38,7 @@ __all__ = ["LegacyBatch", "LEGACY_ATTR_COMPRESSION_MASK", "LEGACY_ATTR_TIMESTAMP
 
 LEGACY_ATTR_COMPRESSION_MASK = COMPRESSION_CODEC_MASK
 LEGACY_ATTR_TIMESTAMP_TYPE = TIMESTAMP_TYPE_MASK
-_NO_HEADERS: tuple = ()
+_NO_HEADERS: tuple[tuple[str, bytes | None], ...] = ()
 
 
 class LegacyBatch(RecordBatch):

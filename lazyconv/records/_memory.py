@@ -57,7 +57,7 @@ class MemoryRecords:
     ``cache_key`` (hashable, default ``None``: not cached) names where these bytes come from,
     such that the same key and position mean the same records, e.g. (cluster, topic, partition,
     fetch offset) for a fetch response's records: lazy down-conversions of them are then kept
-    by the process's :data:`~lazyconv._conversion_cache.conversion_cache` and reused for other
+    by the process's :data:`~lazyconv.conversion._cache.conversion_cache` and reused for other
     buffers with the same key, only where their bytes are identical.
     """
 

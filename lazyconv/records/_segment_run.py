@@ -12,7 +12,7 @@ magic-2 batches with nothing to report, so the job takes them a run at a time:
   caller's per-batch path then checks that entry and reports what is wrong with it. For every
   batch taken it returns its facts (lists, one item per batch), and for the data batches the
   record count and the three digest sums of :mod:`lazyconv.records._digest`.
-- :func:`convert_run_ends` down-converts such a run to magic 0 or 1 in one call and returns
+- :func:`lazyconv.conversion._to_legacy.convert_run_ends` down-converts such a run to magic 0 or 1 in one call and returns
   where each batch's conversion ends, so that a consumer emulation can cut and group it.
 
 Both have a compiled implementation (GIL released) and a pure-Python reference that give the
@@ -22,7 +22,6 @@ same results; tests hold them equal on valid and damaged logs.
 from __future__ import annotations
 
 import struct
-from array import array
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -65,8 +64,6 @@ __all__ = [
     "SegmentRun",
     "segment_run",
     "segment_run_reference",
-    "convert_run_ends",
-    "convert_run_ends_reference",
 ]
 
 RUN_CONTROL = 1
@@ -286,45 +283,3 @@ def segment_run_reference(
                         max_timestamp=max_timestamp, data_records=records, full=full & MASK64,
                         convertible_records=convertible, no_headers=no_headers & MASK64,
                         no_timestamp=no_timestamp & MASK64)
-
-
-def convert_run_ends(data: bytes | bytearray | memoryview, out: bytearray, to_magic: int) -> list[int] | None:
-    """Down-convert a run taken by :func:`segment_run` (``data``: exactly its bytes) to magic
-    ``to_magic`` (0 or 1), appending to ``out``; returns ``len(out)`` after each batch (a
-    control batch writes nothing). ``None`` (``out`` unchanged) when ``data`` is not such a
-    run; the caller then converts batch by batch."""
-    native = _impl.convert_v2_run_ends  # None: the reference is the implementation in use
-    if native is not None:
-        ends = native(data, out, to_magic)
-        return None if ends is None else array("q", ends).tolist()
-    return convert_run_ends_reference(data, out, to_magic)
-
-
-def convert_run_ends_reference(data: bytes | bytearray | memoryview, out: bytearray,
-                               to_magic: int) -> list[int] | None:
-    """:func:`convert_run_ends` through the records layer's reference conversion."""
-    from lazyconv.records._batch import DefaultBatch
-    from lazyconv.records._conversion import append_batch_as_legacy
-    from lazyconv.records._memory import MemoryRecords
-
-    if to_magic not in (0, 1):
-        raise ValueError("to_magic must be 0 or 1")
-    start = len(out)
-    ends: list[int] = []
-    taken = 0
-    try:
-        for batch in MemoryRecords(bytes(data)).batches():
-            taken += batch.size_in_bytes
-            if (not isinstance(batch, DefaultBatch) or batch.base_offset < 0
-                    or batch.attributes & COMPRESSION_CODEC_MASK):
-                raise ValueError("not a run of uncompressed v2 batches")
-            if not batch.is_control:
-                append_batch_as_legacy(out, batch, to_magic, 0)
-            ends.append(len(out))
-    except (RecordsError, ValueError):
-        del out[start:]
-        return None
-    if (ends and ends[-1] - start != len(out) - start) or taken != len(data):
-        del out[start:]
-        return None
-    return ends

@@ -8,7 +8,6 @@ from enum import IntEnum
 from typing import ClassVar, NamedTuple, Protocol
 
 from lazyconv.errors import RecordsError, UnknownCompressionError
-from lazyconv.records._compression import Compression
 from lazyconv.records._format import (  # re-exported: the layout's one source is _format.py
     COMPRESSION_CODEC_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -16,6 +15,7 @@ from lazyconv.records._format import (  # re-exported: the layout's one source i
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
     RECORD_OVERHEAD_V1,
+    Compression,
 )
 
 __all__ = [

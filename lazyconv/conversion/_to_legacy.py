@@ -17,10 +17,11 @@ Compression of wrappers, zstd rules, statistics and the committed size stay with
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from lazyconv.errors import InvalidRecordError
+from lazyconv.errors import InvalidRecordError, RecordsError
 from lazyconv.records import _impl
 from lazyconv.records._batch import DefaultBatch
 from lazyconv.records._codec import convert_v2_records_to_legacy
@@ -33,6 +34,7 @@ from lazyconv.records._format import (
     RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
 )
+from lazyconv.records._memory import MemoryRecords
 from lazyconv.records._types import RecordBatch
 
 __all__ = [
@@ -45,6 +47,8 @@ __all__ = [
     "ChunkResult",
     "convert_plain_chunk",
     "STOP_END",
+    "convert_run_ends",
+    "convert_run_ends_reference",
 ]
 
 _INT64_MIN = -(1 << 63)
@@ -97,7 +101,7 @@ def convert_plain_chunk(
     unless the records end sooner).
 
     The chunk is the first entry, then the following entries while the total of their sizes
-    stays ``<= chunk_size`` (the policy of :func:`lazyconv._lazy.chunk_groups`). When every entry
+    stays ``<= chunk_size`` (the policy of :func:`lazyconv.conversion._lazy_records.chunk_groups`). When every entry
     of it is a valid uncompressed (or control) v2 batch, its conversion to ``to_magic`` (0 or 1)
     is appended to ``out`` and the result says where the chunk ends. ``None`` when the caller must
     group and convert this chunk with the reference code: the kernel is not in use, the chunk
@@ -261,3 +265,41 @@ def append_decompressed_as_legacy(
         to_magic, message_attributes, relative, 0, position, True,
     )
     return written, last_offset, max_timestamp, None
+
+
+def convert_run_ends(data: bytes | bytearray | memoryview, out: bytearray, to_magic: int) -> list[int] | None:
+    """Down-convert a run taken by :func:`~lazyconv.records._segment_run.segment_run` (``data``: exactly its bytes) to magic
+    ``to_magic`` (0 or 1), appending to ``out``; returns ``len(out)`` after each batch (a
+    control batch writes nothing). ``None`` (``out`` unchanged) when ``data`` is not such a
+    run; the caller then converts batch by batch."""
+    native = _impl.convert_v2_run_ends  # None: the reference is the implementation in use
+    if native is not None:
+        ends = native(data, out, to_magic)
+        return None if ends is None else array("q", ends).tolist()
+    return convert_run_ends_reference(data, out, to_magic)
+
+
+def convert_run_ends_reference(data: bytes | bytearray | memoryview, out: bytearray,
+                               to_magic: int) -> list[int] | None:
+    """:func:`convert_run_ends` through the records layer's reference conversion."""
+    if to_magic not in (0, 1):
+        raise ValueError("to_magic must be 0 or 1")
+    start = len(out)
+    ends: list[int] = []
+    taken = 0
+    try:
+        for batch in MemoryRecords(bytes(data)).batches():
+            taken += batch.size_in_bytes
+            if (not isinstance(batch, DefaultBatch) or batch.base_offset < 0
+                    or batch.attributes & COMPRESSION_CODEC_MASK):
+                raise ValueError("not a run of uncompressed v2 batches")
+            if not batch.is_control:
+                append_batch_as_legacy(out, batch, to_magic, 0)
+            ends.append(len(out))
+    except (RecordsError, ValueError):
+        del out[start:]
+        return None
+    if (ends and ends[-1] - start != len(out) - start) or taken != len(data):
+        del out[start:]
+        return None
+    return ends

@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from lazyconv._convert import ConversionStats
+from lazyconv.conversion._down import ConversionStats
 from lazyconv.errors import ConfigurationError
 
 __all__ = ["ConversionCache", "CachedConversion", "CacheCounts", "DEFAULT_CONVERSION_CACHE_BYTES",
@@ -187,6 +187,6 @@ class ConversionCache:
             self._misses += 1
 
 
-# The process's cache, used by every lazy send (lazyconv._lazy): off until sized (`lazyconv
+# The process's cache, used by every lazy send (lazyconv.conversion._lazy_records): off until sized (`lazyconv
 # serve` sizes it at start-up and its sender processes with their jobs).
 conversion_cache = ConversionCache()

@@ -104,31 +104,51 @@ header checksum → UNKNOWN_SERVER_ERROR while lz4 magic 0 with a correct checks
 
 from __future__ import annotations
 
+import struct
+import zlib
 from dataclasses import dataclass
 
+from lazyconv.conversion._entry_checks import (
+    check_client_base_offset,
+    check_client_batch_header,
+    check_entry,
+)
 from lazyconv.errors import (
     CompressionError,
     ConfigurationError,
     CorruptRecordError,
     DecompressionBombError,
+    ErrorCode,
     InvalidRecordError,
     InvalidTimestampError,
     RecordsError,
     TruncatedDataError,
     UnsupportedCompressionError,
 )
-from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.records import _impl
 from lazyconv.records._batch import DefaultBatch
-from lazyconv.records._builder import RecordsBuilder
+from lazyconv.records._builder import RecordsBuilder, encode_v2_batch
 from lazyconv.records._codec import parse_legacy_message
-from lazyconv.records._compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, decompress
+from lazyconv.records._compression import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    Compression,
+    compress,
+    decompress,
+)
 from lazyconv.records._format import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
     LEGACY_ATTRIBUTES_OFFSET,
+    LEGACY_HEADER,
     LEGACY_MAGIC_OFFSET,
     LOG_HEADER,
     LOG_OVERHEAD,
     RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
+    RECORDS_OFFSET,
     SIZE_OFFSET,
+    V2_AFTER_CRC,
+    V2_BEFORE_ATTRIBUTES,
 )
 from lazyconv.records._legacy import (
     LEGACY_ATTR_COMPRESSION_MASK,
@@ -145,6 +165,14 @@ INVALID_TIMESTAMP: int = ErrorCode.INVALID_TIMESTAMP
 
 _NO_TIMESTAMP = -1
 _CRC_START = LOG_OVERHEAD + 4  # a legacy message's CRC-32 covers magic .. end
+# the plain path's reads: the entry's header up to the attributes, then a v1 message's timestamp
+# and key length (or a v0 message's key length) after them
+_LEGACY_HEADER = LEGACY_HEADER
+_AFTER_ATTRIBUTES = LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET + 1
+_V1_TAIL = struct.Struct(">qi")
+_I32 = struct.Struct(">i")
+_LEGACY_V0_MIN = LOG_OVERHEAD + RECORD_OVERHEAD_V0
+_CODEC_MASK = LEGACY_ATTR_COMPRESSION_MASK
 _MAGIC_AT = LOG_OVERHEAD + LEGACY_MAGIC_OFFSET  # 16, from the start of the entry
 _ATTRIBUTES_AT = LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET  # 17
 # One parsed legacy message: (offset, crc, magic, attributes, timestamp, key, value).
@@ -199,8 +227,17 @@ def up_convert(
     """
     if produce_version is not None and (type(produce_version) is not int or produce_version < 0):
         raise ConfigurationError(f"produce_version must be a Produce version >= 0 or None, got {produce_version!r}")
-    records = MemoryRecords(message_set, max_decompressed_size)
     v3_or_later = produce_version is not None and produce_version >= 3
+    records = MemoryRecords(message_set, max_decompressed_size)
+    if not v3_or_later:  # the common case, in one pass over the bytes
+        native = _kernel_set(records.buffer, compacted_topic, Compression.NONE)
+        if native is not None:
+            magic, _last, count, converted = native
+            return UpConverted(converted, count, Compression.NONE, magic)
+        plain = _plain_set(records.buffer, compacted_topic)
+        if plain is not None:
+            magic, _last, rows = plain
+            return UpConverted(_v2_batch(Compression.NONE, rows), len(rows), Compression.NONE, magic)
 
     # 1. The top-level entries, as UnifiedLog.analyzeAndValidateRecords reads them: framing
     #    (size, magic: raised by the records layer), CRC, codec id. Kafka's ProduceRequest check
@@ -245,54 +282,134 @@ def up_convert(
     else:
         message = parsed[0]
         assert isinstance(first, LegacyBatch) and message is not None
-        rows = _wrapper_rows(first, message, records.max_decompressed_size, compacted_topic)
+        data = _wrapper_data(first, message, records.max_decompressed_size)
+        inner = _kernel_wrapper(message, data, compacted_topic, source)
+        if inner is not None:  # the common case: the kernel's one pass over the inner messages
+            count, converted = inner
+            return UpConverted(converted, count, source, first.magic)
+        rows = _wrapper_rows(first, message, data, compacted_topic)
 
-    # 3. MemoryRecordsBuilder: one v2 batch, offsets 0..n-1, CreateTime, no producer state.
+    return UpConverted(_v2_batch(source, rows), len(rows), source, first.magic)
+
+
+def _v2_batch(source: Compression, rows: list[_Row]) -> bytes:
+    """MemoryRecordsBuilder's batch: offsets 0..n-1, CreateTime, no producer state."""
     builder = RecordsBuilder(2, source)
     for index, (timestamp, key, value, position) in enumerate(rows):
         if timestamp < _NO_TIMESTAMP:
             raise InvalidTimestampError(f"record {index} has the negative timestamp {timestamp}", position)
         builder.append(index, timestamp, key, value)
-    return UpConverted(builder.build(), len(rows), source, first.magic)
+    return builder.build()
+
+
+def _kernel_set(data: memoryview, compacted_topic: bool,
+                compression: Compression) -> tuple[int, int, int, bytes] | None:
+    """The kernel's one pass (``_impl.legacy_set_to_v2``) over a set of uncompressed magic 0/1
+    messages: ``(magic, last offset, record count, batch)``, ``batch`` being the bytes
+    ``_v2_batch(compression, rows)`` writes for the rows of :func:`_plain_set` (the records
+    compressed with ``compression``). ``None`` when the kernel declines (or is not in use: the
+    reference twin always declines), that is whenever :func:`_plain_set` declines or its rows
+    would make ``_v2_batch`` raise: the caller then does it in Python."""
+    plain = compression == Compression.NONE
+    # uncompressed, the records go straight behind the header's place: one copy, into bytes
+    body = bytearray(RECORDS_OFFSET) if plain else bytearray()
+    facts = _impl.legacy_set_to_v2(data, body, compacted_topic)
+    if facts is None:
+        return None
+    magic, last_offset, count, base_timestamp, max_timestamp = facts
+    after_crc = (int(compression), count - 1, base_timestamp, max_timestamp, -1, -1, -1, count)
+    if not plain:  # RecordsBuilder's batch: the records compressed as one stream
+        batch = encode_v2_batch(
+            base_offset=0, partition_leader_epoch=-1, attributes=after_crc[0], last_offset_delta=after_crc[1],
+            base_timestamp=base_timestamp, max_timestamp=max_timestamp, producer_id=-1, producer_epoch=-1,
+            base_sequence=-1, record_count=count, payload=compress(compression, body, 2))
+        return magic, last_offset, count, batch
+    # encode_v2_batch's header, written in place
+    V2_AFTER_CRC.pack_into(body, ATTRIBUTES_OFFSET, *after_crc)
+    crc = _impl.crc32c(memoryview(body)[ATTRIBUTES_OFFSET:])
+    V2_BEFORE_ATTRIBUTES.pack_into(body, BASE_OFFSET_OFFSET, 0, len(body) - LOG_OVERHEAD, -1, 2, crc)
+    return magic, last_offset, count, bytes(body)
+
+
+def _plain_set(data: memoryview, compacted_topic: bool,
+               position: int | None = None) -> tuple[int, int, list[_Row]] | None:
+    """The records of a set of uncompressed magic 0/1 messages (what most old producers send),
+    checked as the careful path checks them (framing, CRC-32, codec, lengths, one magic, the
+    LogAppendTime and compacted-topic rules) but in one pass over the bytes, without a batch
+    object per message: ``(magic, last offset, rows)``, each row positioned at its message (or
+    at ``position``: a wrapper's inner messages). ``None`` when anything is not plain or not
+    sound: the careful path then meets it and raises what Kafka answered."""
+    end = len(data)
+    if not end:
+        return None
+    rows: list[_Row] = []
+    pos = 0
+    first_magic = -1
+    crc32 = zlib.crc32
+    while pos < end:
+        if end - pos < _LEGACY_V0_MIN:
+            return None
+        offset, size, crc, magic, attributes = _LEGACY_HEADER.unpack_from(data, pos)
+        stop = pos + LOG_OVERHEAD + size
+        if size < RECORD_OVERHEAD_V0 or stop > end or attributes & _CODEC_MASK or not 0 <= magic <= 1:
+            return None
+        if first_magic < 0:
+            first_magic = magic
+        elif magic != first_magic:
+            return None
+        if crc32(data[pos + _CRC_START:stop]) != crc:
+            return None
+        if magic:
+            if size < RECORD_OVERHEAD_V1:
+                return None
+            timestamp, key_size = _V1_TAIL.unpack_from(data, pos + _AFTER_ATTRIBUTES)
+            at = pos + _AFTER_ATTRIBUTES + _V1_TAIL.size
+            if attributes & LEGACY_ATTR_TIMESTAMP_TYPE and timestamp == _NO_TIMESTAMP:
+                return None
+        else:
+            timestamp = _NO_TIMESTAMP
+            key_size = _I32.unpack_from(data, pos + _AFTER_ATTRIBUTES)[0]
+            at = pos + _AFTER_ATTRIBUTES + 4
+        if key_size < -1 or at + max(key_size, 0) + 4 > stop:
+            return None
+        key = bytes(data[at:at + key_size]) if key_size >= 0 else None
+        at += max(key_size, 0)
+        value_size = _I32.unpack_from(data, at)[0]
+        at += 4
+        if value_size < -1 or at + max(value_size, 0) != stop:
+            return None
+        if compacted_topic and key is None:
+            return None
+        rows.append((timestamp, key, bytes(data[at:stop]) if value_size >= 0 else None,
+                     pos if position is None else position))
+        pos = stop
+    return first_magic, offset, rows
 
 
 def _check_entry(batch: RecordBatch) -> _Parsed | None:
-    """Check one top-level entry's CRC and codec id; return a legacy message's fields."""
+    """Kafka's per-entry checks (CRC, codec id: :func:`~lazyconv.conversion._entry_checks.check_entry`);
+    a legacy message's fields."""
+    check_entry(batch)
     if isinstance(batch, DefaultBatch):
-        batch.validate()
-        batch.compression  # noqa: B018  (codec ids 5..7 raise UnknownCompressionError)
         return None
     data = bytes(batch.buffer())
-    message = _parse(data, 0, len(data), batch.position)
-    batch.compression  # noqa: B018
-    return message
+    return _parse(data, 0, len(data), batch.position, check_crc=False)
 
 
 def _check_client_v2_batch(batch: DefaultBatch) -> None:
-    """The header checks Kafka made on a producer's v2 batch (UnifiedLog's base offset 0,
-    LogValidator.validateBatch): the records are left to the broker it is forwarded to. A batch
-    without records must not pass for an empty set."""
-    problem = None
-    if batch.base_offset != 0:
-        problem = f"a producer's v2 batch must have base offset 0, not {batch.base_offset}"
-    elif batch.record_count <= 0:
-        problem = f"v2 batch with the record count {batch.record_count}"
-    elif batch.last_offset_delta + 1 != batch.record_count:
-        problem = (f"v2 batch with last offset delta {batch.last_offset_delta} and "
-                   f"{batch.record_count} records")
-    elif batch.is_control:
-        problem = "producers may not write control batches"
-    elif batch.producer_id >= 0 and batch.base_sequence < 0:
-        problem = f"v2 batch of producer id {batch.producer_id} with the sequence {batch.base_sequence}"
-    if problem is not None:
-        raise InvalidRecordError(problem, batch.position)
+    """The header checks Kafka made on a producer's v2 batch (base offset 0,
+    ``LogValidator.validateBatch``); the records are left to the broker it is forwarded to. A
+    batch without records must not pass for an empty set."""
+    check_client_base_offset(batch)
+    check_client_batch_header(batch)
 
 
-def _parse(data: bytes, pos: int, end: int, error_base: int) -> _Parsed:
-    """Parse one legacy entry with its CRC checked; key/value lengths that do not fit its size
-    are corruption (Kafka itself fails on them with an unchecked exception or ignores the rest)."""
+def _parse(data: bytes, pos: int, end: int, error_base: int, *, check_crc: bool = True) -> _Parsed:
+    """Parse one legacy entry, its CRC checked unless it was already; key/value lengths that do
+    not fit its size are corruption (Kafka itself fails on them with an unchecked exception or
+    ignores the rest)."""
     try:
-        return parse_legacy_message(data, pos, end, error_base, True)
+        return parse_legacy_message(data, pos, end, error_base, check_crc)
     except InvalidRecordError as exc:
         raise CorruptRecordError(exc.message, exc.position) from None
 
@@ -319,9 +436,10 @@ def _plain_rows(entries: list[RecordBatch], parsed: list[_Parsed | None], compac
     return rows
 
 
-def _wrapper_rows(wrapper: LegacyBatch, message: _Parsed, max_size: int, compacted_topic: bool) -> list[_Row]:
-    """The records of a compressed wrapper (Kafka's deep iterator, then LogValidator's checks)."""
-    wrapper_offset, _crc, magic, attributes, wrapper_timestamp, _key, value = message
+def _wrapper_data(wrapper: LegacyBatch, message: _Parsed, max_size: int) -> bytes:
+    """A compressed wrapper's value, decompressed (Kafka's deep iterator: zstd and a null value
+    refused first)."""
+    _offset, _crc, magic, attributes, _timestamp, _key, value = message
     position = wrapper.position
     codec = attributes & LEGACY_ATTR_COMPRESSION_MASK
     if codec == Compression.ZSTD:
@@ -330,7 +448,39 @@ def _wrapper_rows(wrapper: LegacyBatch, message: _Parsed, max_size: int, compact
     if value is None:
         raise InvalidRecordError("compressed wrapper message with a null value", position)
     value_position = position + wrapper.size_in_bytes - len(value)
-    data = decompress(codec, value, magic, max_size, position=value_position)
+    return decompress(codec, value, magic, max_size, position=value_position)
+
+
+def _kernel_wrapper(message: _Parsed, data: bytes, compacted_topic: bool,
+                    source: Compression) -> tuple[int, bytes] | None:
+    """A wrapper's inner messages (``data``, decompressed) as one batch compressed with
+    ``source`` by the kernel's one pass: ``(record count, batch)``, what :func:`_wrapper_rows`
+    and ``_v2_batch`` give; ``None`` for :func:`_wrapper_rows` to do it (a LogAppendTime wrapper,
+    whose timestamp the records take; anything the kernel declines; inner messages the wrapper
+    refuses: another magic, a wrapper offset below the last inner one and not 0)."""
+    wrapper_offset, _crc, magic, attributes, _timestamp, _key, _value = message
+    if magic == 1 and attributes & LEGACY_ATTR_TIMESTAMP_TYPE:
+        return None
+    native = _kernel_set(memoryview(data), compacted_topic, source)
+    if native is None or native[0] != magic or (magic == 1 and wrapper_offset != 0 and wrapper_offset < native[1]):
+        return None
+    return native[2], native[3]
+
+
+def _wrapper_rows(wrapper: LegacyBatch, message: _Parsed, data: bytes, compacted_topic: bool) -> list[_Row]:
+    """The records of a compressed wrapper whose value decompressed to ``data`` (Kafka's deep
+    iterator, then LogValidator's checks)."""
+    wrapper_offset, _crc, magic, attributes, wrapper_timestamp, _key, _value = message
+    position = wrapper.position
+    log_append_time = magic == 1 and bool(attributes & LEGACY_ATTR_TIMESTAMP_TYPE)
+    plain = _plain_set(memoryview(data), compacted_topic, position)
+    if plain is not None and plain[0] == magic and not (
+            magic == 1 and wrapper_offset != 0 and wrapper_offset < plain[1]):
+        if not log_append_time:
+            return plain[2]  # the common case, in one pass over the inner messages
+        if wrapper_timestamp != _NO_TIMESTAMP:  # Kafka's deep iterator: the wrapper's timestamp
+            return [(wrapper_timestamp, key, value, row_position)
+                    for _timestamp, key, value, row_position in plain[2]]
 
     # The inner entries (Kafka reads them all first); a partial last one ends the walk.
     inner: list[tuple[int, int, int]] = []  # (start, offset, end)
@@ -356,7 +506,6 @@ def _wrapper_rows(wrapper: LegacyBatch, message: _Parsed, max_size: int, compact
             f"the decompressed wrapper ends with {size_of_data - pos} bytes that are not a whole inner "
             f"message (byte {pos} of the decompressed wrapper; Kafka dropped them silently)", position)
 
-    log_append_time = magic == 1 and bool(attributes & LEGACY_ATTR_TIMESTAMP_TYPE)
     refused: list[RecordsError] = []  # per-record errors: Kafka collects them over the wrapper
     rows: list[_Row] = []
     for index, (start, _offset, stop) in enumerate(inner):
@@ -410,7 +559,7 @@ def kafka_error_code(error: BaseException) -> int:
     anything else                                UNKNOWN_SERVER_ERROR (-1)
     ===========================================  ==========================  ======================
 
-    Returns :class:`~lazyconv.protocol._error_codes.ErrorCode` members (:data:`INVALID_TIMESTAMP` included).
+    Returns :class:`~lazyconv.errors.ErrorCode` members (:data:`INVALID_TIMESTAMP` included).
     """
     if isinstance(error, InvalidTimestampError):
         return INVALID_TIMESTAMP

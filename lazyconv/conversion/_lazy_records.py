@@ -27,7 +27,7 @@ Where Kafka's Java code has defects this module does the evident intended thing
   ``error`` (and passed to ``on_error``) for the server to report.
 
 Conversions of compressed batches read from a file, or from records in memory that carry a
-``cache_key``, go through the process's conversion cache (:mod:`lazyconv._conversion_cache`):
+``cache_key``, go through the process's conversion cache (:mod:`lazyconv.conversion._cache`):
 another send of the same bytes reuses them, exactly. The cache's memory is the process's,
 bounded by its own size, and not counted below.
 
@@ -38,28 +38,36 @@ stats as the Python steps, which take every chunk the kernel declines).
 Memory: one converted chunk at a time (its input batches are at most ``chunk_size`` bytes unless
 a single batch is larger), plus the first converted batch until it has been written. A
 compressed batch is converted whole: up to about 6 times ``max_decompressed_size`` for a batch
-of tiny records (see :mod:`lazyconv._convert`).
+of tiny records (see :mod:`lazyconv.conversion._down`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from lazyconv._conversion_cache import conversion_cache
-from lazyconv._convert import (
+from lazyconv.conversion._cache import conversion_cache
+from lazyconv.conversion._chunks import (
+    DEFAULT_CHUNK_SIZE,
+    MAX_CHUNK_SIZE,
+    MIN_CHUNK_SIZE,
+    Chunk,
+    GuardedBatches,
+    chunk_groups,
+    position_after,
+    skip,
+)
+from lazyconv.conversion._down import (
     ZERO_STATS,
     ConversionStats,
     check_target_magic,
     down_convert_bytes,
-    is_zstd_below_v2,
 )
-from lazyconv._send import Send, write_to_channel
+from lazyconv.conversion._lazy_send import LazyDownConvertSend, PlainWindow
+from lazyconv.conversion._to_legacy import convert_plain_chunk
 from lazyconv.errors import (
     ConfigurationError,
     CorruptRecordError,
@@ -68,44 +76,19 @@ from lazyconv.errors import (
     UnsupportedCompressionError,
 )
 from lazyconv.records import _impl
-from lazyconv.records._conversion import convert_plain_chunk
 from lazyconv.records._entries import BatchIterator, ReadAheadSource, iter_batches, read_ahead
-from lazyconv.records._format import LOG_HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from lazyconv.records._format import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from lazyconv.records._scan import ShiftedSource
 
 if TYPE_CHECKING:
-    from lazyconv._types import Channel, Records
+    from lazyconv._types import Records
     from lazyconv.records._types import RecordBatch
 
-__all__ = [
-    "DEFAULT_CHUNK_SIZE",
-    "MIN_CHUNK_SIZE",
-    "MAX_CHUNK_SIZE",
-    "OVERFLOW_STEP_SIZE",
-    "CommittedState",
-    "LazyDownConvertedRecords",
-    "LazyDownConvertSend",
-    "chunk_groups",
-    "overflow_padding_step",
-    "overflow_padding",
-]
+__all__ = ["CommittedState", "LazyDownConvertedRecords"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHUNK_SIZE = 128 * 1024  # Kafka's LazyDownConversionRecords.MAX_READ_SIZE
-MIN_CHUNK_SIZE = 16 * 1024
-MAX_CHUNK_SIZE = 1024 * 1024
-# Each overflow padding step is at most this long, whatever the chunk size (Kafka sizes the
-# padding buffer with MAX_READ_SIZE; keeping the constant keeps the padding bytes Kafka's).
-OVERFLOW_STEP_SIZE = 128 * 1024
-# The size field of a padding header is at least the v2 batch overhead, so readers see a
-# plausible (never complete) entry.
-_MIN_OVERFLOW_LENGTH = RECORD_BATCH_OVERHEAD
 _LOG_OVERHEAD = LOG_OVERHEAD
-_OVERFLOW_HEADER = LOG_HEADER  # an entry header: offset -1, size
-
-# A converted chunk: its bytes and what converting it cost.
-_Chunk = tuple[bytes | bytearray, ConversionStats]
 
 
 class CommittedState(NamedTuple):
@@ -122,88 +105,8 @@ class CommittedState(NamedTuple):
     first_batch_size: int | None = None
 
 
-def overflow_padding_step(remaining: int) -> bytes:
-    """The bytes of one overflow padding step when ``remaining`` (R ≥ 1) bytes are still owed.
 
-    ``int64 -1 ‖ int32 max(R + 1, 61)`` then zeros, ``min(max(12, min(R + 1, 131072)), R)``
-    bytes in all: a prefix of the header when R < 12, at most 131 072 bytes.
-    """
-    if remaining < 1:
-        raise ConfigurationError(f"padding needs at least 1 remaining byte, got {remaining}")
-    buffer_len = max(_LOG_OVERHEAD, min(remaining + 1, OVERFLOW_STEP_SIZE))
-    header = _OVERFLOW_HEADER.pack(-1, max(remaining + 1, _MIN_OVERFLOW_LENGTH))
-    step_len = min(buffer_len, remaining)
-    if step_len <= _LOG_OVERHEAD:
-        return header[:step_len]
-    return header + bytes(step_len - _LOG_OVERHEAD)
-
-
-def overflow_padding(remaining: int) -> bytes:
-    """All the padding a send writes for ``remaining`` bytes: consecutive steps (tests, tools)."""
-    out = bytearray()
-    while remaining > 0:
-        step = overflow_padding_step(remaining)
-        out += step
-        remaining -= len(step)
-    return bytes(out)
-
-
-def chunk_groups(
-    batches: Iterator[RecordBatch], chunk_size: int, to_magic: int
-) -> Iterator[list[RecordBatch]]:
-    """Group ``batches`` into chunks of whole batches.
-
-    A chunk takes the next batch unconditionally, then following batches while the total of
-    their ``size_in_bytes`` stays ``<= chunk_size``. With a target below magic 2 a chunk also
-    ends before a zstd batch, so the good batches before it are converted on their own; a chunk
-    that would *start* with a zstd batch raises
-    :class:`~lazyconv.errors.UnsupportedCompressionError` instead (the send pads from there).
-    """
-    pending: RecordBatch | None = None
-    while True:
-        first = pending if pending is not None else next(batches, None)
-        pending = None
-        if first is None:
-            return
-        if is_zstd_below_v2(first, to_magic):
-            raise UnsupportedCompressionError(
-                "Down-conversion of zstandard-compressed batches is not supported: "
-                f"batch with last offset {first.last_offset} is zstd",
-                first.position,
-            )
-        group = [first]
-        taken = first.size_in_bytes
-        for batch in batches:
-            if taken + batch.size_in_bytes > chunk_size or is_zstd_below_v2(batch, to_magic):
-                pending = batch
-                break
-            group.append(batch)
-            taken += batch.size_in_bytes
-        yield group
-
-
-class _GuardedBatches:
-    """Iterates batches but stops at a read error instead of raising it, keeping the error in
-    ``error``: the batches already taken into a chunk are converted before it is raised."""
-
-    def __init__(self, batches: Iterator[Any]) -> None:
-        self._batches = batches
-        self.error: RecordsError | None = None
-
-    def __iter__(self) -> _GuardedBatches:
-        return self
-
-    def __next__(self) -> Any:
-        if self.error is not None:
-            raise StopIteration
-        try:
-            return next(self._batches)
-        except RecordsError as exc:
-            self.error = exc
-            raise StopIteration from None
-
-
-def _convert_group(group: list[Any], to_magic: int, first_offset: int) -> Iterator[_Chunk]:
+def _convert_group(group: list[Any], to_magic: int, first_offset: int) -> Iterator[Chunk]:
     """The conversion of a chunk; if a batch of it is corrupt, the conversion of the batches
     before that one (if any), then the error. If the chunk failed but each of its batches
     converts, the bytes changed between the two conversions (a file overwritten in place, a
@@ -235,24 +138,11 @@ def _convert_group(group: list[Any], to_magic: int, first_offset: int) -> Iterat
     )
 
 
-def _position_after(batches: Iterator[RecordBatch], start: int, count: int) -> int | None:
-    """The position after the first ``count`` of ``batches`` (``start`` for none); ``None`` if
-    there are fewer."""
-    # A function of its own so that no skipped batch (a view of a read-ahead window) outlives
-    # the skip: a generator's local would keep the window alive while a slow reader waits.
-    position = start
-    for _ in range(count):
-        batch = next(batches, None)
-        if batch is None:
-            return None
-        position = batch.position + batch.size_in_bytes
-    return position
-
 
 def _convert_batch(batch: RecordBatch, to_magic: int, first_offset: int,
-                   reused: list[int]) -> _Chunk:
+                   reused: list[int]) -> Chunk:
     """One input batch converted (a send's first), or its conversion kept by the process's
-    :data:`~lazyconv._conversion_cache.conversion_cache` (then ``reused[0]`` is counted up)."""
+    :data:`~lazyconv.conversion._cache.conversion_cache` (then ``reused[0]`` is counted up)."""
     cache = conversion_cache
     source = getattr(batch, "_source", None)
     max_decompressed = getattr(batch, "max_decompressed_size", 0)
@@ -278,7 +168,7 @@ def _convert_batch(batch: RecordBatch, to_magic: int, first_offset: int,
 
 
 def _plain_first_batch(records: Records, to_magic: int, first_offset: int,
-                       size: int | None) -> tuple[_Chunk, int] | None:
+                       size: int | None) -> tuple[Chunk, int] | None:
     """The first converted batch F and where its input batch ends, read and converted in one
     step when the caller knows the first batch's ``size`` (a log's index does) and it is a
     plain v2 batch the kernel converts to something; None otherwise (also for a wrong size,
@@ -321,57 +211,6 @@ def _batches_of_copy(source: Any, start: int, stop: int,
         return None
 
 
-def _skip(batches: Iterator[RecordBatch], count: int) -> Iterator[RecordBatch]:
-    for _ in range(count):
-        if next(batches, None) is None:
-            break
-    return batches
-
-
-class _PlainWindow:
-    """Where a send's window path stands, shared by its chunk generator and the kernel's writes
-    straight to a socket (:meth:`LazyDownConvertSend.write_to`): ``position`` is where the next
-    chunk starts (``None`` until the generator has stepped over F's batches)."""
-
-    __slots__ = ("position", "end", "source", "window", "chunk_size", "to_magic", "first_offset",
-                 "usable", "declined", "busy")
-
-    def __init__(self, lazy: LazyDownConvertedRecords, batches: BatchIterator) -> None:
-        self.position = lazy._resume_position
-        self.end = batches.end
-        self.source: Any = batches.source  # used only when it lends its descriptor (usable)
-        self.window = lazy.chunk_size + RECORD_BATCH_OVERHEAD
-        self.chunk_size = lazy.chunk_size
-        self.to_magic = lazy.to_magic
-        self.first_offset = lazy.first_offset
-        # a file whose descriptor the source lends (FileRecords, serve's segments)
-        self.usable = (_impl.current.converts_runs and not batches.memory_backed
-                       and hasattr(batches.source, "lend_fd") and 0 <= lazy.first_offset < 1 << 63)
-        # the kernel declined the chunk at `position` (or F was not plain): the generator takes
-        # the chunks until one is plain again
-        self.declined = not lazy._first_plain
-        self.busy = False  # the generator is yielding the pieces of a chunk it converted itself
-
-    def step(self, sock_fd: int, remaining: int) -> tuple[Any, ...] | None:
-        """The kernel's ``send_plain_chunk`` for the chunk at ``position`` (moved past it), or
-        None when it declined (nothing was written)."""
-        position = self.position
-        assert position is not None
-        length = min(self.window, self.end - position)
-        source = self.source
-        fd = source.lend_fd()
-        try:
-            result = _impl.send_plain_chunk(fd, position, length, sock_fd, remaining, self.chunk_size,
-                                            self.to_magic, self.first_offset)
-        finally:
-            source.return_fd()
-        if result[0] != _impl.SEND_CONVERTED:
-            self.declined = True
-            return None
-        source.bytes_read += length
-        self.position = position + result[1]
-        return result
-
 
 class LazyDownConvertedRecords:
     """Input records to be down-converted lazily while they are sent (KIP-283).
@@ -396,7 +235,7 @@ class LazyDownConvertedRecords:
     ``on_error(error)`` is called with each, and :attr:`send_error` holds the latest send's.
     """
 
-    _first: _Chunk | None
+    _first: Chunk | None
     _first_size: int | None
     _first_batch_size: int | None
     _first_plain: bool
@@ -546,7 +385,7 @@ class LazyDownConvertedRecords:
         including the first converted batch); zero before any send."""
         return self._last_send.stats if self._last_send is not None else ZERO_STATS
 
-    def _first_chunk(self) -> _Chunk | None:
+    def _first_chunk(self) -> Chunk | None:
         # The first send takes ownership of F (so its memory goes once written); a second send
         # converts the same batch again.
         if self._first is not None:
@@ -561,7 +400,7 @@ class LazyDownConvertedRecords:
                 first, self._resume_position = plain
                 self._first_plain = True
                 return first
-        batches = _skip(iter(self.records.batches()), self._resume_after - 1)
+        batches = skip(iter(self.records.batches()), self._resume_after - 1)
         batch = next(batches, None)
         if batch is None:
             return None
@@ -571,17 +410,18 @@ class LazyDownConvertedRecords:
         self._resume_position = batch.position + batch.size_in_bytes
         return data, stats
 
-    def _later_chunks(self) -> tuple[Iterator[_Chunk], _PlainWindow | None]:
+    def _later_chunks(self) -> tuple[Iterator[Chunk], PlainWindow | None]:
         """The chunks after F, and the window they come from when the kernel may write them
         straight to a socket (``None`` otherwise)."""
         batches = self.records.batches()
         if (self.to_magic < 2 and isinstance(batches, BatchIterator) and batches.untouched
                 and (_impl.current.converts_runs or not batches.memory_backed)):
-            window = _PlainWindow(self, batches)
+            window = PlainWindow(batches, self._resume_position, self.chunk_size, self.to_magic,
+                                 self.first_offset, self._first_plain)
             return self._window_chunks(batches, window), (window if window.usable else None)
         return self._reference_chunks(batches), None
 
-    def _window_chunks(self, batches: BatchIterator, shared: _PlainWindow) -> Iterator[_Chunk]:
+    def _window_chunks(self, batches: BatchIterator, shared: PlainWindow) -> Iterator[Chunk]:
         # A chunk at a time from a window of the input: one kernel call decides where the chunk
         # ends and converts it when it is all plain v2; any other chunk (every chunk without the
         # kernel) is grouped and converted by the reference policy, so chunks, bytes, stats and
@@ -598,7 +438,7 @@ class LazyDownConvertedRecords:
         # Where F's batch ends is known once F was converted (the send's first chunk, made
         # before this generator starts): no window is read just to skip the batches before it.
         if shared.position is None:
-            shared.position = _position_after(iter_batches(reader, position, end, max_decompressed), position,
+            shared.position = position_after(iter_batches(reader, position, end, max_decompressed), position,
                                               self._resume_after)
             if shared.position is None:
                 return
@@ -624,7 +464,7 @@ class LazyDownConvertedRecords:
                     if out:  # empty conversions are skipped and their stats dropped, as in Kafka
                         yield out, ConversionStats(chunk.converted, chunk.temporary, time.perf_counter_ns() - started)
                     continue
-            guarded = _GuardedBatches(iter_batches(reader, position, end, max_decompressed))
+            guarded = GuardedBatches(iter_batches(reader, position, end, max_decompressed))
             group = next(chunk_groups(guarded, self.chunk_size, self.to_magic), None)
             read_error = guarded.error
             del guarded  # its generator holds a view of the window
@@ -633,7 +473,7 @@ class LazyDownConvertedRecords:
                     raise read_error
                 return
             stop = group[-1].position + group[-1].size_in_bytes
-            pieces: list[_Chunk] = []
+            pieces: list[Chunk] = []
             failure: RecordsError | None = None
             try:
                 pieces.extend(self._convert_group_cached(group))
@@ -652,11 +492,11 @@ class LazyDownConvertedRecords:
                 raise read_error
             shared.position = stop
 
-    def _reference_chunks(self, batches: Iterator[RecordBatch]) -> Iterator[_Chunk]:
+    def _reference_chunks(self, batches: Iterator[RecordBatch]) -> Iterator[Chunk]:
         # file-backed records: headers and chunk bytes come from windows of a chunk and a batch
         # header (a few reads per chunk instead of one per batch; memory stays one chunk)
         window = self.chunk_size + RECORD_BATCH_OVERHEAD
-        guarded = _GuardedBatches(_skip(read_ahead(batches, window), self._resume_after))
+        guarded = GuardedBatches(skip(read_ahead(batches, window), self._resume_after))
         for group in chunk_groups(guarded, self.chunk_size, self.to_magic):
             for data, stats in self._convert_group_cached(group):
                 if data:  # empty conversions are skipped and their stats dropped, as in Kafka
@@ -664,7 +504,7 @@ class LazyDownConvertedRecords:
         if guarded.error is not None:
             raise guarded.error
 
-    def _convert_group_cached(self, group: list[Any]) -> Iterator[_Chunk]:
+    def _convert_group_cached(self, group: list[Any]) -> Iterator[Chunk]:
         """:func:`_convert_group`, or the conversion of the same bytes kept by the process's
         conversion cache: a group holding a converted compressed batch is read once, converted
         from that copy and kept."""
@@ -693,7 +533,7 @@ class LazyDownConvertedRecords:
             yield from _convert_group(group, self.to_magic, self.first_offset)
             return
         kept, batches = copies
-        pieces: list[_Chunk] = []
+        pieces: list[Chunk] = []
         try:
             for piece in _convert_group(batches, self.to_magic, self.first_offset):
                 pieces.append(piece)
@@ -719,166 +559,3 @@ class LazyDownConvertedRecords:
         )
 
 
-class LazyDownConvertSend(Send):
-    """The send of a :class:`LazyDownConvertedRecords`: converts a chunk, writes it, repeats.
-
-    ``write_to`` resumes exactly after partial writes. It writes the first converted batch, then
-    each later chunk's conversion, each limited to the bytes still owed (the cut), then overflow
-    padding until ``size`` bytes have gone out. ``stats`` sums the conversion stats of every
-    chunk written; ``chunks`` counts them; ``padding_bytes`` counts padding; ``error`` is the
-    error that ended conversion early, if any: a zstd batch, or corrupt data met after the size
-    was committed (``on_error`` is called with it once).
-    """
-
-    def __init__(
-        self,
-        size: int,
-        first: _Chunk | None,
-        chunks: Iterator[_Chunk],
-        on_error: Callable[[RecordsError], None] | None = None,
-        window: _PlainWindow | None = None,
-    ) -> None:
-        self._size = size
-        self._window = window
-        self._on_error = on_error
-        self._written = 0
-        self._first = first
-        self._chunks: Iterator[_Chunk] | None = chunks
-        self._piece: memoryview | None = None
-        self._piece_pos = 0
-        self.first_converted_size: int | None = len(first[0]) if first is not None else None
-        # the chunks' stats, summed as plain numbers (a ConversionStats per chunk costs more)
-        self._records_converted = 0
-        self._temporary_bytes = 0
-        self._conversion_ns = 0
-        self.chunks = 0
-        self.converted_bytes_written = 0
-        self.padding_bytes = 0
-        # Length of each piece written, in order: converted chunks (the last one possibly cut)
-        # and padding steps; Kafka writes each with one writeTo call.
-        self.piece_sizes: list[int] = []
-        self.truncated = False
-        self.error: RecordsError | None = None
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @property
-    def written(self) -> int:
-        return self._written
-
-    @property
-    def stats(self) -> ConversionStats:
-        """The conversion stats of every chunk written so far, summed."""
-        return ConversionStats(self._records_converted, self._temporary_bytes, self._conversion_ns)
-
-    def _next_chunk(self) -> _Chunk | None:
-        if self._first is not None:
-            first, self._first = self._first, None
-            return first
-        if self._chunks is None:
-            return None
-        try:
-            return next(self._chunks)
-        except StopIteration:
-            self._chunks = None
-            return None
-        except RecordsError as exc:
-            # A zstd batch after the first chunk: the committed size is padded from here on;
-            # the consumer refetches from the zstd batch and then gets error 76. Corrupt data
-            # the same way: the consumer refetches from it and the server answers its error.
-            if isinstance(exc, UnsupportedCompressionError):
-                log.warning("lazy down-conversion stopped, padding the rest: %s", exc)
-            else:
-                log.error("lazy down-conversion met corrupt data, padding the rest: %s", exc)
-            self.error = exc
-            self._chunks = None
-            if self._on_error is not None:
-                self._on_error(exc)
-            return None
-
-    def _next_piece(self, remaining: int) -> memoryview:
-        chunk = self._next_chunk()
-        if chunk is not None:
-            data, stats = chunk
-            self._records_converted += stats.records_converted
-            self._temporary_bytes += stats.temporary_memory_bytes
-            self._conversion_ns += stats.conversion_time_ns
-            self.chunks += 1
-            if len(data) > remaining:
-                self.truncated = True
-                self._chunks = None  # nothing after a cut is ever converted
-            piece = memoryview(data)[:remaining]
-            self.converted_bytes_written += len(piece)
-            self.piece_sizes.append(len(piece))
-            return piece
-        step = overflow_padding_step(remaining)
-        self.padding_bytes += len(step)
-        self.piece_sizes.append(len(step))
-        return memoryview(step)
-
-    def write_to(self, channel: Channel) -> int:
-        total = 0
-        while self._written < self._size:
-            if self._piece is None or self._piece_pos >= len(self._piece):
-                window = self._window
-                if (window is not None and type(channel) is socket.socket and self._first is None
-                        and self._chunks is not None and not window.declined and not window.busy):
-                    written, full = self._write_plain(window, channel)
-                    total += written
-                    if full or self._written >= self._size:
-                        break
-                self._piece = self._next_piece(self._size - self._written)
-                self._piece_pos = 0
-            n = write_to_channel(channel, self._piece[self._piece_pos :])
-            if n <= 0:
-                break
-            self._piece_pos += n
-            self._written += n
-            total += n
-        if self._written >= self._size:
-            self._piece = None  # release the last chunk as soon as it is out
-            self._chunks = None
-        return total
-
-    def _write_plain(self, window: _PlainWindow, sock: socket.socket) -> tuple[int, bool]:
-        """Chunks read, converted and written by the kernel in one call each, while they are
-        plain (the generator takes the chunk it declines): the bytes written, and whether the
-        socket is full (the rest of the chunk it took in part is the current piece)."""
-        total = 0
-        fileno = sock.fileno()
-        while (self._written < self._size and self._chunks is not None and not window.declined
-               and window.position is not None and window.position < window.end):
-            remaining = self._size - self._written
-            result = window.step(fileno, remaining)
-            if result is None:
-                break
-            _, _, converted, temporary, out_len, sent, rest, elapsed_ns, failure = result
-            if not out_len:
-                continue  # converted to nothing: no piece and no stats, as in Kafka
-            piece_len = min(out_len, remaining)
-            self._records_converted += converted
-            self._temporary_bytes += temporary
-            self._conversion_ns += elapsed_ns
-            self.chunks += 1
-            if out_len > remaining:
-                self.truncated = True
-                self._chunks = None  # nothing after a cut is ever converted
-            self.converted_bytes_written += piece_len
-            self.piece_sizes.append(piece_len)
-            self._written += sent
-            total += sent
-            if failure:
-                raise OSError(failure, os.strerror(failure))
-            if rest is not None:
-                self._piece = memoryview(rest)
-                self._piece_pos = 0
-                return total, True
-        return total, False
-
-    def __repr__(self) -> str:
-        return (
-            f"LazyDownConvertSend(size={self._size}, written={self._written}, chunks={self.chunks}, "
-            f"padding_bytes={self.padding_bytes})"
-        )

@@ -20,10 +20,10 @@ Memory: the output, plus (over a file) at most ``records.conversion.MAX_RUN_READ
 input at a time. A compressed batch is converted whole, as Kafka does: its decompressed records
 (at most ``max_decompressed_size``, the reader's bound) and their legacy messages (a v2 record
 takes at least 7 bytes and its message at most 27 more, so at most 4.9 times that) are held
-together, about 6 times ``max_decompressed_size`` at worst (tests/test_convert_memory.py): lower
+together, about 6 times ``max_decompressed_size`` at worst (tests/conversion/test_convert_memory.py): lower
 that bound to lower this one.
 
-This module knows nothing of chunks or of the committed size: that is :mod:`lazyconv._lazy`.
+This module knows nothing of chunks or of the committed size: that is :mod:`lazyconv.conversion._lazy_records`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from lazyconv.conversion._to_legacy import (
+    append_batch_as_legacy,
+    append_decompressed_as_legacy,
+    convert_batch_run,
+    convert_memory_range,
+)
 from lazyconv.errors import (
     ConfigurationError,
     InvalidRecordError,
@@ -44,12 +50,6 @@ from lazyconv.records import _impl
 from lazyconv.records._batch import DefaultBatch
 from lazyconv.records._codec import unwritable_record_error
 from lazyconv.records._compression import Compression, compress
-from lazyconv.records._conversion import (
-    append_batch_as_legacy,
-    append_decompressed_as_legacy,
-    convert_batch_run,
-    convert_memory_range,
-)
 from lazyconv.records._format import (
     ATTRIBUTES_LOW_BYTE_OFFSET,
     BASE_OFFSET_OFFSET,
@@ -258,10 +258,10 @@ def _convert_batch_into_generic(
 
 # --- v2 path ----------------------------------------------------------------------------------
 # The hot path: runs of uncompressed v2 batches go through the records layer's compiled kernel in
-# one call per run (lazyconv.records._conversion.convert_batch_run); any other v2 batch goes
+# one call per run (lazyconv.conversion._to_legacy.convert_batch_run); any other v2 batch goes
 # straight from its record bytes to legacy messages (append_batch_as_legacy, no Record
 # objects). Both must stay byte- and error-identical to _convert_batch_into_generic
-# (tests/test_convert_fused.py, tests/records/test_kernel_differential.py check).
+# (tests/conversion/test_convert_fused.py, tests/records/test_kernel_differential.py check).
 
 
 def _convert_v2_batch_into(
