@@ -1,10 +1,15 @@
 """The asyncio side of every endpoint (``serve`` and ``gateway``): listening sockets, request
 framing, admission limits, timeouts, and writing Sends with backpressure.
 
-Each connection is served by one task that reads a request (int32 size, then that many bytes),
-hands it to the :class:`~lazyconv.net._model.RequestHandler`'s ``handle``, and writes the response before reading the next request —
-per connection, requests are answered one at a time and in order, as a Kafka broker does (it
-mutes a channel while its response is in flight). Pipelined requests simply wait in the socket.
+This module is the driver; the protocol work is sans-IO elsewhere. Each connection is served by
+one task that feeds what it reads to a :class:`~lazyconv.protocol._connection.FrameReader`
+(int32 size, then that many bytes, the size checked before the frame is read), hands each
+frame with the connection's :class:`~lazyconv.net._session.Session` to the server's
+:class:`~lazyconv.net._requests.FrontDoor` (parsing, ApiVersions, then the
+:class:`~lazyconv.net._model.RequestHandler`), and writes the response before reading the next
+request — per connection, requests are answered one at a time and in order, as a Kafka broker
+does (it mutes a channel while its response is in flight). Pipelined requests simply wait in the
+socket.
 
 Responses are :class:`~lazyconv._send.Send` objects written straight to the raw non-blocking
 socket: ``write_to`` returns 0 when the socket buffer is full, and the task then waits for
@@ -26,6 +31,21 @@ the bytes of requests being read or answered over all connections (``queued.max.
 shared fairly: small requests have a reserved slice, and a stalled large request above its fair
 share is cut after ``request_stall_ms`` when others wait; see :mod:`lazyconv.net._limits`),
 idle, request-read and write timeouts (docs/guide/robustness.md).
+
+A :class:`~lazyconv.net._observer.ServerObserver` (if given) hears of every connection that
+opens and ends (and why) and of every request answered; :data:`~lazyconv.net._session.current_session`
+is set in each connection's task. :meth:`KafkaServer.drain` is how a server stops without
+cutting requests: it stops accepting, closes the connections that wait for a request, lets the
+others finish the request they are answering and close, within a bound.
+
+A listener with security (:class:`~lazyconv.net._secure_connection.ListenerSecurity`: SSL,
+SASL_PLAINTEXT, SASL_SSL) first runs the connection's TLS handshake and SASL exchange through a
+:class:`~lazyconv.net._secure_connection.SecureConnection`, within the listener's
+authentication bound: until the client has authenticated its frames go to the exchange (at most
+its SASL size), only ApiVersions reaches the front door, and the handler does not know the
+connection (:meth:`RequestHandler.open_session` is called once its principal is known). On TLS
+the Sends write through the :class:`~lazyconv.net._tls.TlsChannel` (no ``sendfile``, no sender
+process: they need the plain socket), as Kafka loses its zero-copy path to TLS too.
 """
 
 from __future__ import annotations
@@ -35,12 +55,13 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from lazyconv._send import Send
-from lazyconv.errors import LazyconvError, LocalProtocolError
+from lazyconv.errors import LazyconvError, LocalProtocolError, RemoteProtocolError, TlsError
 from lazyconv.net._limits import (
     DEFAULT_MAX_REQUEST_SIZE,
     DEFAULT_QUEUED_MAX_REQUEST_BYTES,
@@ -50,10 +71,25 @@ from lazyconv.net._limits import (
     Reservation,
     release_free_memory,
 )
-from lazyconv.net._model import Listener, RequestHandler, Response
+from lazyconv.net._model import Listener, Response, reply_frame
+from lazyconv.net._observer import ServerObserver
 from lazyconv.net._remote_send import DONE, NOT_STARTED, PEER_GONE, TIMED_OUT
+from lazyconv.net._requests import FrontDoor, RequestHandler
+from lazyconv.net._secure_connection import (
+    ClientAuthenticator,
+    ConnectionRefused,
+    ListenerSecurity,
+    ListenerUsers,
+    SecureConnection,
+    tls_flush,
+    tls_recv,
+    tls_recv_into,
+)
 from lazyconv.net._sender_pool import SenderPool
+from lazyconv.net._session import Session, current_session
+from lazyconv.net._tls import TlsChannel, looks_like_tls
 from lazyconv.net._workers import ConversionWorkers
+from lazyconv.protocol._connection import SIZE_LENGTH, FrameReader
 
 log = logging.getLogger(__name__)
 
@@ -72,34 +108,52 @@ _LARGE_REQUEST = 1 << 20  # a connection that read one this large gives memory b
 
 @dataclass(frozen=True)
 class ListenerSpec:
-    """Where to listen: ``port`` 0 picks a free port. ``advertised_host`` defaults to ``host``."""
+    """Where to listen: ``port`` 0 picks a free port. ``advertised_host`` defaults to ``host``
+    (a wildcard ``host`` such as ``0.0.0.0``: the machine's host name), ``advertised_port`` to
+    the port listened on (set both when clients come through a load balancer); ``name`` names
+    the listener in metrics and logs (default: the security's listener name, else ``HOST:PORT``
+    as advertised); ``security``: TLS and SASL (None: PLAINTEXT)."""
 
     host: str = "127.0.0.1"
     port: int = 0
     produce_delay_ms: int = 0
     advertised_host: str | None = None
+    advertised_port: int | None = None
+    name: str = ""
+    security: ListenerSecurity | None = None
+
+
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
 class _ConnectionClosed(Exception):
-    pass
+    def __init__(self, message: str, reason: str = "client") -> None:
+        super().__init__(message)
+        self.reason = reason  # one of CLOSE_REASONS
 
 
 class KafkaServer:
     """Serves one request handler (``serve``'s broker, the gateway) on one or more listeners
     (each advertised as its own node)."""
 
-    def __init__(self, broker_factory: Callable[[list[Listener]], RequestHandler],
+    def __init__(self, handler_factory: Callable[[list[Listener]], RequestHandler],
                  listeners: list[ListenerSpec], *,
                  max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
                  send_buffer_bytes: int = DEFAULT_SEND_BUFFER,
                  limits: ConnectionLimits | None = None,
                  workers: ConversionWorkers | None = None,
-                 senders: SenderPool | None = None) -> None:
-        """``broker_factory(listeners)`` builds the handler once the ports are known;
+                 senders: SenderPool | None = None,
+                 observer: ServerObserver | None = None,
+                 authenticator: ClientAuthenticator | None = None) -> None:
+        """``handler_factory(listeners)`` builds the handler once the ports are known;
         ``limits`` (if given) replaces ``max_request_size``; ``workers``: the pool that writes
         converting responses (one thread per core by default); ``senders``: sender processes
-        that write the responses a handler describes for them (``Response.remote``)."""
-        self._broker_factory = broker_factory
+        that write the responses a handler describes for them (``Response.remote``);
+        ``observer``: told of every connection and request (metrics, client records);
+        ``authenticator``: who checks PLAIN passwords and admits principals on secured
+        listeners (default: the listener's own PLAIN users, everyone admitted)."""
+        self._handler_factory = handler_factory
+        self.authenticator: ClientAuthenticator = authenticator or ListenerUsers()
         self._specs = listeners
         if limits is None:
             limits = ConnectionLimits(max_request_size=max_request_size,
@@ -117,15 +171,28 @@ class KafkaServer:
                         "and may wait behind large ones", limits.queued_max_request_bytes,
                         self.request_memory.reserved, limits.max_request_size)
         self.send_buffer_bytes = send_buffer_bytes
-        self.broker: RequestHandler | None = None
+        self.handler: RequestHandler | None = None
+        self.front_door: FrontDoor | None = None
         self.workers = workers if workers is not None else ConversionWorkers()
         self.senders = senders
         self._fallback_warned_at = -60.0
         self.listeners: list[Listener] = []
         self._sockets: list[socket.socket] = []
+        #: the ports listened on, per listener (a listener advertises its own, or another)
+        self.bound_ports: list[int] = []
         self._accept_tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
         self.connections_served = 0
+        self.observer = observer if observer is not None else ServerObserver()
+        #: the open connections' sessions, by their task
+        self.sessions: dict[asyncio.Task[None], Session] = {}
+        #: stopping: no connection is accepted, none reads another request (see drain())
+        self.draining = False
+
+    @property
+    def request_counts(self) -> Counter[tuple[int, int]]:
+        """(API key, version) -> requests answered since the start, over every connection."""
+        return self.front_door.request_counts if self.front_door is not None else Counter()
 
     @property
     def open_connections(self) -> int:
@@ -139,37 +206,89 @@ class KafkaServer:
             self._sockets.append(sock)
             port = sock.getsockname()[1]
             host = spec.advertised_host or spec.host
-            if host in ("0.0.0.0", "::", ""):
+            if host in WILDCARD_HOSTS:
                 host = socket.gethostname()
-            self.listeners.append(Listener(node_id, host, port, spec.produce_delay_ms))
-        self.broker = self._broker_factory(self.listeners)
+            security = spec.security
+            self.listeners.append(Listener(
+                node_id, host, spec.advertised_port or port, spec.produce_delay_ms,
+                security.protocol if security is not None else "PLAINTEXT",
+                spec.name or (security.name if security is not None else "")))
+            self.bound_ports.append(port)
+        self.handler = self._handler_factory(self.listeners)
+        self.front_door = FrontDoor(self.handler)
         loop = asyncio.get_running_loop()
-        self.broker.start(loop)
-        for sock, listener in zip(self._sockets, self.listeners, strict=True):
-            self._accept_tasks.append(loop.create_task(self._accept_loop(sock, listener)))
-        for listener in self.listeners:
-            log.info("listening on %s:%d as node %d", listener.host, listener.port, listener.node_id)
+        self.handler.start(loop)
+        for sock, listener, spec in zip(self._sockets, self.listeners, self._specs, strict=True):
+            self._accept_tasks.append(loop.create_task(self._accept_loop(sock, listener, spec.security)))
+        for listener, port in zip(self.listeners, self.bound_ports, strict=True):
+            log.info("listening on port %d (%s), advertised as %s:%d (node %d)", port,
+                     listener.security_protocol, listener.host, listener.port, listener.node_id)
 
-    async def close(self) -> None:
-        """Stop accepting, end every connection and release the sockets."""
+    async def _stop_accepting(self) -> None:
         for task in self._accept_tasks:
             task.cancel()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._accept_tasks, *self._connections, return_exceptions=True)
+        await asyncio.gather(*self._accept_tasks, return_exceptions=True)
         for sock in self._sockets:
             sock.close()
         self._sockets.clear()
-        if self.broker is not None:
-            self.broker.close()
+
+    async def drain(self, timeout: float) -> bool:
+        """Stop without cutting a request: stop accepting (the listening sockets close, so a
+        load balancer's next connection goes elsewhere), close every connection waiting for a
+        request, let each other connection finish answering the request it is on and then
+        close it; after ``timeout`` seconds the connections still answering are cut. True when
+        every connection ended by itself in time. :meth:`close` afterwards releases the rest."""
+        self.draining = True
+        await self._stop_accepting()
+        for task, session in list(self.sessions.items()):
+            if session.idle:
+                task.cancel()
+        pending = set(self._connections)
+        if pending:
+            log.info("draining: %d connection(s) finishing their requests (at most %.0f s)",
+                     len(pending), timeout)
+            _done, pending = await asyncio.wait(pending, timeout=timeout)
+        if pending:
+            log.warning("draining: cutting %d connection(s) still answering after %.0f s",
+                        len(pending), timeout)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        return not pending
+
+    async def close(self) -> None:
+        """Stop accepting, end every connection and release the sockets."""
+        for task in list(self._connections):
+            task.cancel()
+        await self._stop_accepting()
+        # asyncio.wait_for (3.11) swallows a cancellation that arrives as its awaitable
+        # completes: a connection task may need asking again
+        while pending := [task for task in self._connections if not task.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=1.0)
+        if self.handler is not None:
+            self.handler.close()
         self.workers.close()
         if self.senders is not None:
             self.senders.close()
 
     async def serve_forever(self) -> None:
-        await asyncio.gather(*self._accept_tasks)
+        """Until the server is closed or drained (or this is cancelled)."""
+        await asyncio.gather(*self._accept_tasks, return_exceptions=True)
 
-    async def _accept_loop(self, server_sock: socket.socket, listener: Listener) -> None:
+    def bound_address(self, index: int = 0) -> tuple[str, int]:
+        """The address listener ``index`` is bound to, as given and with its port (after
+        :meth:`start`; the advertised address may differ)."""
+        return self._specs[index].host, self.bound_ports[index]
+
+    def bound_port(self, index: int = 0) -> int:
+        """The port listener ``index`` is bound to (after :meth:`start`; the advertised port
+        may differ)."""
+        return int(self._sockets[index].getsockname()[1])
+
+    async def _accept_loop(self, server_sock: socket.socket, listener: Listener,
+                           security: ListenerSecurity | None) -> None:
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -183,110 +302,206 @@ class KafkaServer:
             if self.send_buffer_bytes > 0:
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
             self.connections_served += 1
-            task = loop.create_task(self._serve_connection(conn, peer, listener))
+            task = loop.create_task(self._serve_connection(conn, peer, listener, security))
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 
-    async def _serve_connection(self, conn: socket.socket, peer, listener: Listener) -> None:
+    async def _serve_connection(self, raw: socket.socket, peer: Any, listener: Listener,
+                                security: ListenerSecurity | None) -> None:
         loop = asyncio.get_running_loop()
-        assert self.broker is not None
+        assert self.handler is not None and self.front_door is not None
         limits = self.limits
         read_timeout = limits.request_read_timeout_ms / 1000
+        idle_timeout = limits.connections_max_idle_ms / 1000
         large = False
-        # A handler may keep state per connection (the gateway: its upstream connections).
-        new_session = getattr(self.broker, "new_session", None)
-        session = new_session(_host_of(peer)) if new_session is not None else None
-        ahead = b""  # bytes read past the request being handled: the start of the next
+        session = Session(listener, _host_of(peer), peer if isinstance(peer, tuple) else None,
+                          observer=self.observer)
+        current_session.set(session)  # this task's context: its log lines and counters
+        task = asyncio.current_task()
+        assert task is not None
+        self.sessions[task] = session
+        observer = self.observer
+        reason = "client"
+        observer.connection_opened(session)
+        secure = (SecureConnection(security, raw, session, self.authenticator)
+                  if security is not None and security.protocol != "PLAINTEXT" else None)
+        conn: socket.socket | TlsChannel = raw
+        where = f"{peer} on {listener.security_protocol} listener {listener.label}"
+        frames = FrameReader(self.max_request_size)
         # The last response went through a sender: its wait for the report gave the loop to
         # the others, and a busy server usually finds the next request there already (a client
         # sends it once its response is in), read without a reader, a future and a timer.
         waited = False
+        first = b""  # a plaintext listener's first bytes: a TLS client is named as such
         try:
+            if secure is not None:
+                await secure.open(loop)
+                conn = secure.channel
+            if secure is None or secure.authenticated:
+                self.handler.open_session(session)
             while True:
-                if not ahead:
-                    try:
-                        ahead = await _recv_when_readable(loop, conn, _READ_AHEAD,
-                                                          limits.connections_max_idle_ms / 1000,
-                                                          try_now=waited)
-                        waited = False
-                    except asyncio.TimeoutError:
-                        log.info("closing %s: idle for %d ms (connections.max.idle.ms)", peer,
-                                 limits.connections_max_idle_ms)
-                        return
-                    if not ahead:
-                        return  # clean close between requests
-                if len(ahead) < 4:
-                    # the rest of the size field: idle as much as reading (whichever ends first)
-                    ahead += await _recv_within(
-                        loop, conn, 4 - len(ahead), min(read_timeout, limits.connections_max_idle_ms / 1000))
-                size = int.from_bytes(ahead[:4], "big", signed=True)
-                if size < 8 or size > self.max_request_size:
-                    log.warning("closing %s: request size %d outside [8, %d]", peer, size,
-                                self.max_request_size)
-                    return
+                deadline = secure.deadline() if secure is not None else None
+                if secure is not None:
+                    low, high = secure.frame_bounds()
+                    frames.min_size, frames.max_size = low, min(high or self.max_request_size,
+                                                                self.max_request_size)
+                size = frames.next_size()
+                while size is None:
+                    wait = idle_timeout if deadline is None else \
+                        max(0.0, min(idle_timeout, deadline - loop.time()))
+                    if frames.buffered:  # the rest of the size field: idle as much as reading
+                        data = await _recv_within(loop, conn, SIZE_LENGTH - frames.buffered,
+                                                  min(read_timeout, wait))
+                    else:
+                        if self.draining:
+                            reason = "draining"
+                            return
+                        session.idle = True
+                        try:
+                            data = await _recv_when_readable(loop, conn, _READ_AHEAD, wait,
+                                                             try_now=waited)
+                            waited = False
+                        except asyncio.TimeoutError:
+                            if deadline is not None:
+                                raise ConnectionRefused(
+                                    f"it did not authenticate within "
+                                    f"{secure.security.handshake_timeout_s:g} s") from None  # type: ignore[union-attr]
+                            log.info("closing %s: idle for %d ms (connections.max.idle.ms)", peer,
+                                     limits.connections_max_idle_ms)
+                            reason = "idle"
+                            return
+                        finally:
+                            session.idle = False
+                        if not data:
+                            return  # clean close between requests
+                        if not first and conn is raw:
+                            first = data[:3]
+                    frames.feed(data)
+                    size = frames.next_size()
                 reservation = await self.request_memory.reserve(size, read_timeout, str(peer))
                 if reservation is None:
                     log.warning("closing %s: %d request bytes did not fit in queued.max.request.bytes "
                                 "(%d) within %.0f s", peer, size, self.request_memory.capacity,
                                 read_timeout)
+                    reason = "request_memory"
                     return
                 large = large or size > _LARGE_REQUEST
                 try:
-                    frame, ahead = ahead[4:4 + size], ahead[4 + size:]
-                    if len(frame) < size:
-                        frame = await _recv_within(loop, conn, size, read_timeout, reservation,
-                                                   start=frame)
+                    frame = frames.next_frame()
+                    if frame is None:
+                        rest_timeout = read_timeout if deadline is None else \
+                            max(0.001, min(read_timeout, deadline - loop.time()))
+                        await _recv_rest(loop, conn, frames, rest_timeout, reservation)
+                        frame = frames.next_frame()
+                        assert frame is not None
                     reservation.read()  # answering it (a Produce's append, an fsync) is no stall
+                    session.bytes_in += size + SIZE_LENGTH
+                    if secure is not None and secure.needs_exchange(frame, loop.time()):
+                        was_authenticated = secure.authenticated
+                        outcome = await secure.receive(frame, loop.time())
+                        if outcome.reply is not None:
+                            await _write_send(loop, conn, reply_frame(outcome.reply),
+                                              limits.write_timeout_ms / 1000)
+                        if outcome.close:
+                            raise ConnectionRefused(outcome.reason)
+                        if secure.authenticated and not was_authenticated:
+                            log.debug("%s authenticated as %s (%s)", where, session.principal,
+                                      secure.exchange.mechanism if secure.exchange else "TLS")
+                            self.handler.open_session(session)
+                        elif outcome.authenticated is not None:
+                            log.debug("%s re-authenticated as %s (KIP-368)", where,
+                                      session.principal)
+                        if not outcome.forward:
+                            continue
+                    started = time.perf_counter()
                     try:
-                        if session is None:
-                            response = await self.broker.handle(frame, listener, _host_of(peer))
-                        else:
-                            handler: Any = self.broker  # a handler with sessions (see model)
-                            response = await handler.handle(frame, listener, _host_of(peer),
-                                                             session)
+                        response = await self.front_door.answer(frame, session)
                     except LocalProtocolError as exc:
                         # our answer could not be encoded: a lazyconv bug, not the client's
                         log.error("closing %s: the answer to its request could not be encoded "
                                   "(a lazyconv bug, please report it): %s", peer, exc)
+                        reason = "internal_error"
                         return
                     except LazyconvError as exc:
                         log.warning("closing %s: invalid request: %s", peer, exc)
+                        reason = "invalid_request"
                         return
                     finally:
                         del frame
                 finally:
                     self.request_memory.release(reservation)
                 if response is None:
+                    observer.request_done(session, time.perf_counter() - started, size + SIZE_LENGTH, 0)
                     continue
                 try:
                     if response.remote is not None and self.senders is not None and \
+                            type(conn) is socket.socket and \
                             await self._write_remote(conn, peer, response):
+                        session.bytes_out += response.send.size
+                        observer.request_done(session, time.perf_counter() - started,
+                                              size + SIZE_LENGTH, response.send.size)
                         waited = True
                         continue
                     await _write_send(loop, conn, response, limits.write_timeout_ms / 1000,
                                       self.workers if response.off_loop else None)
+                    session.bytes_out += response.send.size
+                    if response.written is not None:
+                        response.written()
+                    observer.request_done(session, time.perf_counter() - started,
+                                          size + SIZE_LENGTH, response.send.size)
                 except LazyconvError as exc:
                     # e.g. a segment truncated under a zero-copy send: the committed size can no
                     # longer be honoured, so the connection must end.
                     log.error("aborting the response to %s: %s", peer, exc)
+                    reason = "response_error"
                     return
                 finally:
                     response.close()
-        except (ConnectionError, _ConnectionClosed) as exc:
+        except RemoteProtocolError as exc:  # a request size outside the bounds
+            if looks_like_tls(first):
+                log.warning("closing %s: the client speaks TLS to a PLAINTEXT listener", where)
+            elif secure is not None and not secure.authenticated:
+                log.warning("closing %s: %s before authenticating (a client with another "
+                            "security protocol?)", where, exc.message)
+            else:
+                log.warning("closing %s: %s", peer, exc.message)
+            reason = "invalid_request"
+        except ConnectionRefused as exc:
+            log.warning("closing %s: %s", where, exc.reason)
+            reason = "authentication"
+        except TlsError as exc:
+            log.warning("closing %s: %s", where, exc.message)
+            reason = "authentication"
+        except _ConnectionClosed as exc:
+            if secure is not None and not secure.authenticated:
+                log.warning("closing %s: it did not authenticate: %s", where, exc)
+                reason = "authentication"
+            else:
+                log.info("connection from %s ended: %s", peer, exc)
+                reason = exc.reason
+        except ConnectionError as exc:
             log.info("connection from %s ended: %s", peer, exc)
         except asyncio.CancelledError:
+            reason = "draining" if self.draining else "shutdown"
             raise
         except Exception:
             # A bug must end this connection only, never the server.
             log.exception("internal error serving %s; closing the connection", peer)
+            reason = "internal_error"
         finally:
-            if session is not None:
-                session.close()
-            with contextlib.suppress(OSError):
+            del self.sessions[task]
+            session.close()
+            with contextlib.suppress(OSError, LazyconvError):
                 conn.close()
+            if conn is not raw:
+                with contextlib.suppress(OSError):
+                    raw.close()
+            try:
+                observer.connection_closed(session, reason)
+            except Exception:  # an observer's bug must not hide the connection's end
+                log.exception("the server's observer failed on a closed connection")
             if large:
                 release_free_memory()
-
 
     async def _write_remote(self, conn: socket.socket, peer: object, response: Response) -> bool:
         """Have a sender process write ``response``; False when none took it (nothing was
@@ -310,7 +525,7 @@ class KafkaServer:
         if report.outcome == DONE:
             return True
         if report.outcome == TIMED_OUT:
-            raise _ConnectionClosed(f"the client read nothing for {timeout:.0f} s")
+            raise _ConnectionClosed(f"the client read nothing for {timeout:.0f} s", "write_timeout")
         if report.outcome == PEER_GONE:
             raise _ConnectionClosed(report.error)
         raise LocalProtocolError(report.error)  # logged as an aborted response
@@ -323,8 +538,8 @@ def _host_of(peer: object) -> str:
     return ""
 
 
-async def _recv_when_readable(loop: asyncio.AbstractEventLoop, conn: socket.socket, limit: int,
-                              timeout: float, try_now: bool = False) -> bytes:
+async def _recv_when_readable(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel,
+                              limit: int, timeout: float, try_now: bool = False) -> bytes:
     """At most ``limit`` bytes, once the socket has some (``b""`` when the peer closed); raises
     ``asyncio.TimeoutError`` after ``timeout`` seconds without any. ``try_now``: read at once
     when bytes are there, without waiting on the loop (only for a caller that has just waited
@@ -332,7 +547,7 @@ async def _recv_when_readable(loop: asyncio.AbstractEventLoop, conn: socket.sock
     fd = conn.fileno()
     if fd < 0:
         raise _ConnectionClosed("socket closed")
-    if try_now:
+    if try_now or type(conn) is not socket.socket:  # TLS: bytes may be decrypted already
         try:
             return conn.recv(limit)
         except (BlockingIOError, InterruptedError):
@@ -363,49 +578,72 @@ def _set_timed_out(future: asyncio.Future[None]) -> None:
         future.set_exception(asyncio.TimeoutError())
 
 
-async def _recv_within(loop: asyncio.AbstractEventLoop, conn: socket.socket, n: int,
-                       timeout: float, reservation: Reservation | None = None,
-                       start: bytes = b"") -> bytes:
-    """Exactly ``n`` bytes of a request that has begun, the first of them ``start`` (read
-    already); each piece must arrive within
-    ``timeout`` seconds of the previous one (else the connection is closed). A large request's
-    ``reservation`` learns of every piece, and while the bytes stop the loop looks every
-    ``STALL_CHECK_S`` whether the pool took the reservation back (then the connection closes)."""
-    pieces: list[bytes] = [start] if start else []
-    got = len(start)
-    watch = reservation is not None and reservation.large
+async def _recv_within(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel, n: int,
+                       timeout: float) -> bytes:
+    """At most ``n`` bytes (at least one) of a request that has begun, within ``timeout``
+    seconds (else the connection is closed)."""
+    try:
+        piece = await asyncio.wait_for(loop.sock_recv(conn, n) if type(conn) is socket.socket
+                                       else tls_recv(loop, conn, n), timeout)  # type: ignore[arg-type]
+    except asyncio.TimeoutError:
+        raise _ConnectionClosed(f"no request bytes for {timeout:.0f} s inside a size field",
+                                "read_timeout") from None
+    if not piece:
+        raise _ConnectionClosed("peer closed inside a size field")
+    return piece
+
+
+async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel,
+                     frames: FrameReader, timeout: float, reservation: Reservation) -> None:
+    """The rest of the frame ``frames`` is filling, read straight into it; each piece must
+    arrive within ``timeout`` seconds of the previous one (else the connection is closed). A
+    large request's ``reservation`` learns of every piece, and while the bytes stop the loop
+    looks every ``STALL_CHECK_S`` whether the pool took the reservation back (then the
+    connection closes)."""
+    watch = reservation.large
     last = time.monotonic()
-    while got < n:
+    while frames.missing:
         wait = min(timeout, STALL_CHECK_S) if watch else timeout
+        view = frames.buffer_for_rest()
         try:
-            piece = await asyncio.wait_for(loop.sock_recv(conn, min(n - got, _RECV_PIECE)), wait)
+            n = await asyncio.wait_for(
+                loop.sock_recv_into(conn, view[:_RECV_PIECE]) if type(conn) is socket.socket
+                else tls_recv_into(loop, conn, view[:_RECV_PIECE]), wait)  # type: ignore[arg-type]
         except asyncio.TimeoutError:
-            if reservation is not None and reservation.reclaimed:
+            size = frames.next_size() or 0
+            got = size - frames.missing
+            if reservation.reclaimed:
                 raise _ConnectionClosed(
-                    f"its request stalled after {got} of {n} bytes while others waited for "
-                    "queued.max.request.bytes; its room was given to them") from None
+                    f"its request stalled after {got} of {size} bytes while others waited for "
+                    "queued.max.request.bytes; its room was given to them",
+                    "request_memory") from None
             if not watch or time.monotonic() - last >= timeout:
                 raise _ConnectionClosed(
-                    f"no request bytes for {timeout:.0f} s after {got} of {n}") from None
+                    f"no request bytes for {timeout:.0f} s after {got} of {size}",
+                    "read_timeout") from None
             continue
-        if not piece:
-            raise _ConnectionClosed(f"peer closed after {got} of {n} bytes")
+        finally:
+            del view
+        if not n:
+            raise _ConnectionClosed(f"peer closed with {frames.missing} bytes of its request unread")
+        frames.received(n)
         if watch:
-            assert reservation is not None
             reservation.progressed()
             last = reservation.last_progress
-        pieces.append(piece)
-        got += len(piece)
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
-async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket, response: Response,
-                      timeout: float | None = None,
+async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel,
+                      response: Response, timeout: float | None = None,
                       workers: ConversionWorkers | None = None) -> None:
-    """Write a Send to the non-blocking socket, waiting for writability when it would block;
-    a reader that takes nothing for ``timeout`` seconds ends the connection. With ``workers``
-    each ``write_to`` step (which may convert a chunk) runs on that pool."""
+    """Write a Send to the non-blocking socket (or TLS channel), waiting for writability when
+    it would block; a reader that takes nothing for ``timeout`` seconds ends the connection.
+    With ``workers`` each ``write_to`` step (which may convert a chunk) runs on that pool.
+
+    A TLS channel takes plaintext until its ciphertext buffer is full; the socket's
+    writability then lets it flush, and its last bytes are flushed before the next request is
+    read."""
     send: Send = response.send
+    tls = cast(TlsChannel, conn) if type(conn) is not socket.socket else None
     while not send.completed:
         if workers is not None:
             await workers.run(send.write_to, conn)
@@ -416,13 +654,23 @@ async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket, resp
         # A send's write_to returns before it is complete only once the socket would block, so
         # the next step waits for room instead of first running a step that finds none: half
         # the trips through the pool (and the loop's wake-ups) of a converting response.
-        try:
-            await asyncio.wait_for(_wait_writable(loop, conn), timeout)
-        except asyncio.TimeoutError:
-            raise _ConnectionClosed(f"the client read nothing for {timeout:.0f} s") from None
+        await _within(_wait_writable(loop, conn), timeout)
+        if tls is not None:
+            tls.flush()
+    if tls is not None and not tls.flush():
+        await _within(tls_flush(loop, tls), timeout)
 
 
-async def _wait_writable(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> None:
+async def _within(waiting: Awaitable[None], timeout: float | None) -> None:
+    """``waiting``, or the connection ends as a write timeout after ``timeout`` seconds."""
+    try:
+        await asyncio.wait_for(waiting, timeout)
+    except asyncio.TimeoutError:
+        raise _ConnectionClosed(f"the client read nothing for {timeout:.0f} s",
+                                "write_timeout") from None
+
+
+async def _wait_writable(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel) -> None:
     fd = conn.fileno()
     if fd < 0:
         raise _ConnectionClosed("socket closed")

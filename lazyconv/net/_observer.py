@@ -1,0 +1,44 @@
+"""What a server tells about its connections and requests, for metrics and per-client records.
+
+:class:`~lazyconv.net._server.KafkaServer` calls a :class:`ServerObserver` when a connection
+opens, after each request is answered (its response written) and when a connection ends, with
+the connection's :class:`~lazyconv.net._session.Session` and, at the end, why it ended (one of
+:data:`CLOSE_REASONS`: a bounded set, fit for a metric's label). The base class does nothing;
+the gateway's observer (:mod:`lazyconv.gateway._metrics`) keeps its Prometheus metrics and its
+clients report with it. The hooks run on the server's event loop, once per connection or per
+request, never per record: they must stay cheap.
+"""
+
+from __future__ import annotations
+
+from lazyconv.net._session import Session
+
+__all__ = ["ServerObserver", "CLOSE_REASONS"]
+
+#: Why a connection ended:
+#: ``client`` (the client closed it), ``idle`` (connections.max.idle.ms), ``read_timeout`` (its
+#: request's bytes stopped), ``write_timeout`` (it read none of its response), ``request_memory``
+#: (its request did not fit in queued.max.request.bytes in time, or stalled above its share),
+#: ``authentication`` (its TLS handshake or SASL exchange failed, was refused or took too long),
+#: ``invalid_request`` (a size outside the bounds, a frame that does not parse, an API or version
+#: not served), ``response_error`` (an answer that could not be finished), ``internal_error`` (a
+#: lazyconv bug), ``draining`` (the server is draining), ``shutdown`` (the server stopped).
+CLOSE_REASONS = ("client", "idle", "read_timeout", "write_timeout", "request_memory",
+                 "authentication", "invalid_request", "response_error", "internal_error", "draining", "shutdown")
+
+
+class ServerObserver:
+    """Hooks a server calls (see the module docstring); every one does nothing here."""
+
+    def connection_opened(self, session: Session) -> None:
+        """A client connected (before its first request)."""
+
+    def request_done(self, session: Session, seconds: float, request_bytes: int,
+                     response_bytes: int) -> None:
+        """A request of ``session`` was answered: ``session.request`` is its (API key,
+        version), ``session.bytes_in``/``bytes_out`` already count it (``request_bytes`` and
+        ``response_bytes``, size fields included; 0 for no response, acks=0); ``seconds`` from
+        the whole request read to its response written."""
+
+    def connection_closed(self, session: Session, reason: str) -> None:
+        """The connection ended; ``reason`` is one of :data:`CLOSE_REASONS`."""
