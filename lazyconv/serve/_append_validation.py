@@ -59,22 +59,27 @@ rewritten), as Kafka's in-place assignment does.
 
 from __future__ import annotations
 
-import collections
-import itertools
 import logging
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from lazyconv.conversion._entry_checks import (
+    check_client_base_offset,
+    check_client_batch_header,
+    check_entry,
+)
 from lazyconv.errors import (
     CompressionError,
     ConfigurationError,
     CorruptRecordError,
     DecompressionBombError,
+    InvalidRecordError,
     RecordsError,
+    UnknownCompressionError,
     UnsupportedCompressionError,
 )
 from lazyconv.records import DefaultBatch, LegacyBatch, MemoryRecords
@@ -95,6 +100,12 @@ from lazyconv.records._format import (
     RECORD_OVERHEAD_V1,
     TIMESTAMP_TYPE_MASK,
 )
+from lazyconv.serve._producer_table import (
+    BatchMetadata,
+    ProducerEntry,
+    ProducerStateTable,
+    record_batch,
+)
 
 __all__ = [
     "AppendErrorCode",
@@ -102,18 +113,13 @@ __all__ = [
     "RecordError",
     "AppendEntry",
     "AppendDecision",
-    "BatchMetadata",
-    "ProducerEntry",
-    "ProducerStateTable",
     "validate_produce",
     "DEFAULT_MAX_MESSAGE_BYTES",
-    "BATCHES_TO_RETAIN",
 ]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's max.message.bytes default
-BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN: the duplicate window
 _INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
 _ZSTD = 4
@@ -208,17 +214,6 @@ class AppendEntry:
 
 
 @dataclass(frozen=True)
-class BatchMetadata:
-    """What the producer state keeps of an appended batch (Kafka's ``BatchMetadata``)."""
-
-    first_sequence: int
-    last_sequence: int
-    first_offset: int
-    last_offset: int
-    timestamp: int
-
-
-@dataclass(frozen=True)
 class AppendDecision:
     """The outcome of :func:`validate_produce` for one partition.
 
@@ -258,134 +253,6 @@ class AppendDecision:
                 for error in self.record_errors
             ],
         }
-
-
-@dataclass
-class ProducerEntry:
-    """One producer's state in a partition (Kafka's ``ProducerStateEntry``).
-
-    ``batches`` holds the metadata of its last :data:`BATCHES_TO_RETAIN` batches of the current
-    epoch (the duplicate window); ``transaction_first_offset`` is the first offset of its open
-    transaction, ``None`` when none is open.
-    """
-
-    producer_id: int
-    producer_epoch: int = -1
-    batches: collections.deque[BatchMetadata] = field(
-        default_factory=lambda: collections.deque(maxlen=BATCHES_TO_RETAIN)
-    )
-    transaction_first_offset: int | None = None
-
-    @property
-    def last_sequence(self) -> int:
-        return self.batches[-1].last_sequence if self.batches else -1
-
-    def find_duplicate(self, epoch: int, first_sequence: int, last_sequence: int) -> BatchMetadata | None:
-        """The retained batch with exactly these sequences in ``epoch``, if any."""
-        if epoch != self.producer_epoch:
-            return None
-        for batch in self.batches:
-            if batch.first_sequence == first_sequence and batch.last_sequence == last_sequence:
-                return batch
-        return None
-
-    def copy(self) -> ProducerEntry:
-        return ProducerEntry(
-            self.producer_id,
-            self.producer_epoch,
-            collections.deque(self.batches, maxlen=BATCHES_TO_RETAIN),
-            self.transaction_first_offset,
-        )
-
-
-class ProducerStateTable:
-    """The idempotent / transactional producer state of one partition.
-
-    :func:`validate_produce` reads it; :meth:`apply` records an append; :meth:`end_transaction`
-    closes a producer's open transaction when its COMMIT/ABORT marker is written.
-
-    Memory is bounded: at most ``max_producers`` producers are kept, the one that appended
-    least recently is forgotten first (Kafka expires idle producers after
-    ``producer.id.expiration.ms``); a forgotten producer's next batch starts it afresh, with any
-    sequence, as after Kafka's expiry. Producers with an open transaction are forgotten last.
-    """
-
-    def __init__(self, max_producers: int = 65536) -> None:
-        if max_producers < 1:
-            raise ConfigurationError(f"max_producers must be at least 1, got {max_producers}")
-        self.max_producers = max_producers
-        self._entries: collections.OrderedDict[int, ProducerEntry] = collections.OrderedDict()
-
-    def entry(self, producer_id: int) -> ProducerEntry | None:
-        """The producer's state, or ``None`` if it never appended here (or was forgotten)."""
-        return self._entries.get(producer_id)
-
-    def _state(self, producer_id: int) -> ProducerEntry:
-        state = self._entries.get(producer_id)
-        if state is None:
-            state = self._entries[producer_id] = ProducerEntry(producer_id)
-            self._evict()
-        else:
-            self._entries.move_to_end(producer_id)
-        return state
-
-    def _evict(self) -> None:
-        while len(self._entries) > self.max_producers:
-            older = itertools.islice(self._entries.items(), len(self._entries) - 1)  # not the newest
-            victim = next(
-                (pid for pid, e in older if e.transaction_first_offset is None),
-                next(iter(self._entries)),
-            )
-            del self._entries[victim]
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def producers(self) -> list[ProducerEntry]:
-        """Every producer's state, the one that appended least recently first."""
-        return list(self._entries.values())
-
-    def restore(self, entry: ProducerEntry) -> None:
-        """Put back a producer's state as a snapshot recorded it (it becomes the most recent)."""
-        self._entries[entry.producer_id] = entry
-        self._entries.move_to_end(entry.producer_id)
-        self._evict()
-
-    def apply(self, decision: AppendDecision, base_offset: int) -> None:
-        """Record the entries of an accepted ``decision`` appended from ``base_offset``."""
-        if not decision.accepted:
-            raise ConfigurationError(f"cannot apply a rejected append ({decision.error_code.name})")
-        offset = base_offset
-        for entry in decision.entries:
-            first, offset = offset, offset + entry.offset_count
-            if entry.producer_id < 0:
-                continue
-            _record_batch(self._state(entry.producer_id), entry, first)
-
-    def end_transaction(self, producer_id: int, producer_epoch: int) -> None:
-        """Close the producer's open transaction (a marker was written); a newer epoch is taken."""
-        state = self._state(producer_id)
-        if producer_epoch > state.producer_epoch:
-            state.producer_epoch = producer_epoch
-            state.batches.clear()
-        state.transaction_first_offset = None
-
-
-def _record_batch(state: ProducerEntry, entry: AppendEntry, first_offset: int) -> None:
-    if entry.producer_epoch != state.producer_epoch:
-        state.producer_epoch = entry.producer_epoch
-        state.batches.clear()
-    state.batches.append(
-        BatchMetadata(
-            entry.first_sequence,
-            entry.last_sequence,
-            first_offset,
-            first_offset + entry.offset_count - 1,
-            entry.max_timestamp,
-        )
-    )
-    if entry.is_transactional and state.transaction_first_offset is None:
-        state.transaction_first_offset = first_offset
 
 
 class _Rejected(Exception):
@@ -515,65 +382,42 @@ def _validate_records(
 
 
 def _check_entry(batch: Any, config: AppendConfig) -> None:
-    if batch.magic == 2 and batch.base_offset != 0:
-        raise _Rejected(
-            AppendErrorCode.INVALID_RECORD,
-            f"The baseOffset of the record batch in the append should be 0, but it is {batch.base_offset}",
-        )
+    """Kafka's per-entry checks (:mod:`lazyconv.conversion._entry_checks`) with a broker's
+    answers: INVALID_RECORD for the base offset, MESSAGE_TOO_LARGE above ``max_message_bytes``,
+    CORRUPT_MESSAGE for the CRC and an unknown codec id (Kafka fails with an internal error)."""
+    try:
+        check_client_base_offset(batch)
+    except InvalidRecordError as exc:
+        raise _Rejected(AppendErrorCode.INVALID_RECORD, exc.message) from None
     if batch.size_in_bytes > config.max_message_bytes:
         raise _Rejected(
             AppendErrorCode.MESSAGE_TOO_LARGE,
             f"The record batch at byte {batch.position} is {batch.size_in_bytes} bytes, larger than "
             f"the maximum allowed ({config.max_message_bytes})",
         )
-    if batch.compression_id > 4:
+    try:
+        check_entry(batch)
+    except UnknownCompressionError:
         raise _Rejected(
             AppendErrorCode.CORRUPT_MESSAGE,
             f"Record batch at byte {batch.position} has unknown compression codec id {batch.compression_id}",
-        )
-    try:
-        if isinstance(batch, LegacyBatch):
-            batch.validate()  # CRC-32 and key/value lengths of the top-level message
-        elif batch.compute_crc() != batch.crc:
-            raise _Rejected(
-                AppendErrorCode.CORRUPT_MESSAGE,
-                f"Record is corrupt (stored crc = {batch.crc}, computed crc = {batch.compute_crc()})",
-            )
+        ) from None
     except RecordsError as exc:
-        raise _Rejected(AppendErrorCode.CORRUPT_MESSAGE, f"Record is corrupt: {exc}") from None
+        raise _Rejected(AppendErrorCode.CORRUPT_MESSAGE, exc.message) from None
 
 
 def _check_batch_header(batch: DefaultBatch, config: AppendConfig) -> None:
-    """``LogValidator.validateBatch`` for a client's v2 batch."""
-    count_from_offsets = batch.last_offset_delta + 1
-    if count_from_offsets <= 0:
-        raise _Rejected(
-            AppendErrorCode.INVALID_RECORD,
-            f"Batch has an invalid offset range: [{batch.base_offset}, {batch.last_offset}]",
-        )
-    count = batch.record_count
-    if count <= 0:
-        raise _Rejected(AppendErrorCode.INVALID_RECORD, f"Invalid reported count for record batch: {count}")
-    if count_from_offsets != count:
-        raise _Rejected(
-            AppendErrorCode.INVALID_RECORD,
-            f"Inconsistent batch offset range [{batch.base_offset}, {batch.last_offset}] "
-            f"and count of records {count}",
-        )
-    if batch.is_control:
-        raise _Rejected(AppendErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
-    has_producer_id = batch.producer_id >= 0
-    if has_producer_id and batch.base_sequence < 0:
-        raise _Rejected(
-            AppendErrorCode.INVALID_RECORD,
-            f"Invalid sequence number {batch.base_sequence} in record batch with producerId {batch.producer_id}",
-        )
+    """``LogValidator.validateBatch`` for a client's v2 batch, and the message format's limits."""
+    try:
+        check_client_batch_header(batch)
+    except InvalidRecordError as exc:
+        raise _Rejected(AppendErrorCode.INVALID_RECORD, exc.message) from None
     if batch.is_transactional and config.message_format_magic < 2:
         raise _Rejected(
             AppendErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
             f"Transactional records cannot be used with magic version {config.message_format_magic}",
         )
-    if has_producer_id and config.message_format_magic < 2:
+    if batch.producer_id >= 0 and config.message_format_magic < 2:
         raise _Rejected(
             AppendErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
             f"Idempotent records cannot be used with magic version {config.message_format_magic}",
@@ -816,7 +660,7 @@ def _check_producers(
                 AppendErrorCode.INVALID_TXN_STATE,
                 f"Expected transactional write from producer {entry.producer_id}",
             )
-        _record_batch(state, entry, first)
+        record_batch(state, entry, first)
     return None
 
 

@@ -1,15 +1,16 @@
 """The request handler behind every listener: one Kafka "broker" over a log directory.
 
-:class:`Broker.handle` takes one request frame (the bytes after the size prefix) and returns a
-:class:`Response` (a Send plus what must be closed when it is done) or ``None`` (acks=0 Produce).
-It does no socket I/O: :mod:`lazyconv.net._server` owns the sockets. Fetch is async because a
-fetch below ``MinBytes`` waits (up to ``MaxWaitMs``) for the log to grow, as a broker does, and
-Produce may be delayed per listener.
+:class:`Broker` plays :class:`~lazyconv.net._model.RequestHandler`: the servers' front door
+(:mod:`lazyconv.net._requests`) parses each frame against :attr:`Broker.apis` and answers
+ApiVersions; :meth:`Broker.handle` answers the rest through a table of handlers built once, and
+returns a :class:`~lazyconv.net._model.Response` (a Send plus what must be closed when it is
+done) or ``None`` (acks=0 Produce). It does no socket I/O: :mod:`lazyconv.net._server` owns the
+sockets. Fetch waits (a fetch below ``MinBytes`` waits up to ``MaxWaitMs`` for the log to grow,
+as a broker does) and Produce may be delayed per listener. The group and transaction APIs are
+:mod:`lazyconv.serve._group_apis`' and :mod:`lazyconv.serve._txn_apis`'.
 
-Requests it cannot parse, API keys it does not speak and versions outside its ranges raise
-:class:`~lazyconv.errors.RemoteProtocolError`; the connection is then closed, which is what a Kafka
-broker does with an invalid request. The one exception is ApiVersions, which answers an unknown
-version with error 35 and its version table (KIP-511).
+Requests it cannot parse raise :class:`~lazyconv.errors.RemoteProtocolError`; the connection is
+then closed, which is what a Kafka broker does with an invalid request.
 """
 
 from __future__ import annotations
@@ -20,75 +21,38 @@ import inspect
 import logging
 import os
 import time
-from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from lazyconv._lazy import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
-from lazyconv.errors import ConfigurationError, RemoteProtocolError, StorageError, ValidationError
+from lazyconv.conversion._chunks import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
+from lazyconv.errors import ConfigurationError, ErrorCode, RemoteProtocolError, StorageError
 from lazyconv.logdir._directory import LogDirectory
 from lazyconv.logdir._partition import PartitionLog
-from lazyconv.net._model import reply
+from lazyconv.net._model import Listener, Response, reply
+from lazyconv.net._session import Session
 from lazyconv.net._workers import ConversionWorkers
-from lazyconv.protocol import (
-    _add_offsets_to_txn as add_offsets_to_txn,
-)
-from lazyconv.protocol import (
-    _add_partitions_to_txn as add_partitions_to_txn,
-)
-from lazyconv.protocol import (
-    _api_versions as api_versions,
-)
-from lazyconv.protocol import (
-    _describe_groups as describe_groups,
-)
-from lazyconv.protocol import (
-    _end_txn as end_txn,
-)
+from lazyconv.protocol import _add_offsets_to_txn as add_offsets_to_txn
+from lazyconv.protocol import _add_partitions_to_txn as add_partitions_to_txn
+from lazyconv.protocol import _describe_groups as describe_groups
+from lazyconv.protocol import _end_txn as end_txn
 from lazyconv.protocol import _fetch as fetch_api
-from lazyconv.protocol import (
-    _find_coordinator as find_coordinator,
-)
-from lazyconv.protocol import (
-    _heartbeat as heartbeat,
-)
-from lazyconv.protocol import (
-    _init_producer_id as init_producer_id,
-)
-from lazyconv.protocol import (
-    _join_group as join_group,
-)
-from lazyconv.protocol import (
-    _leave_group as leave_group,
-)
-from lazyconv.protocol import (
-    _list_groups as list_groups,
-)
-from lazyconv.protocol import (
-    _list_offsets as list_offsets,
-)
-from lazyconv.protocol import (
-    _metadata as metadata,
-)
-from lazyconv.protocol import (
-    _offset_commit as offset_commit,
-)
-from lazyconv.protocol import (
-    _offset_fetch as offset_fetch,
-)
-from lazyconv.protocol import (
-    _produce as produce,
-)
-from lazyconv.protocol import (
-    _sync_group as sync_group,
-)
-from lazyconv.protocol import (
-    _txn_offset_commit as txn_offset_commit,
-)
+from lazyconv.protocol import _find_coordinator as find_coordinator
+from lazyconv.protocol import _heartbeat as heartbeat
+from lazyconv.protocol import _init_producer_id as init_producer_id
+from lazyconv.protocol import _join_group as join_group
+from lazyconv.protocol import _leave_group as leave_group
+from lazyconv.protocol import _list_groups as list_groups
+from lazyconv.protocol import _list_offsets as list_offsets
+from lazyconv.protocol import _metadata as metadata
+from lazyconv.protocol import _offset_commit as offset_commit
+from lazyconv.protocol import _offset_fetch as offset_fetch
+from lazyconv.protocol import _produce as produce
+from lazyconv.protocol import _sync_group as sync_group
+from lazyconv.protocol import _txn_offset_commit as txn_offset_commit
 from lazyconv.protocol._api import ApiSpec
-from lazyconv.protocol._error_codes import ErrorCode
-from lazyconv.protocol._headers import decode_request_header
+from lazyconv.protocol._connection import ApiTable, Request
 from lazyconv.protocol._primitives import Reader
-from lazyconv.protocol._registry import ALL_APIS, api_versions_table
+from lazyconv.protocol._registry import ALL_APIS
 from lazyconv.records import ControlRecordType, RecordsBuilder
 from lazyconv.records._control import control_key, end_txn_marker_value
 from lazyconv.serve._append_validation import AppendConfig, validate_produce
@@ -100,17 +64,18 @@ from lazyconv.serve._fetch_handler import (
 )
 from lazyconv.serve._group_apis import GroupApis
 from lazyconv.serve._group_coordinator import CoordinatorConfig
-from lazyconv.serve._model import BrokerStats, Listener, RequestContext, Response, TopicConfig
-from lazyconv.serve._offset_store import CommittedOffset, OffsetStore
+from lazyconv.serve._model import BrokerStats, TopicConfig
+from lazyconv.serve._offset_store import OffsetStore
 from lazyconv.serve._offsets import split_entries
 from lazyconv.serve._producer_ids import ProducerIdManager
 from lazyconv.serve._producer_state import ProducerStates
 from lazyconv.serve._segment_files import DEFAULT_MAX_OPEN_SEGMENTS, SegmentFileCache
+from lazyconv.serve._txn_apis import TransactionApis
 from lazyconv.serve._txn_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Broker", "Listener", "TopicConfig", "Response", "SUPPORTED_VERSIONS"]
+__all__ = ["Broker"]
 
 FETCH_KEY = fetch_api.SPEC.key
 FETCH_MIN_VERSION = fetch_api.SPEC.min_version
@@ -119,10 +84,6 @@ FETCH_MAX_VERSION = fetch_api.SPEC.max_version
 # The APIs this broker answers: every API the protocol layer declares, with its version range,
 # from the one table (lazyconv.protocol._registry) that ApiVersions is built from.
 SERVED_APIS: tuple[ApiSpec, ...] = ALL_APIS
-# api key -> (min version, max version, first flexible version or None), derived from SERVED_APIS
-SUPPORTED_VERSIONS: dict[int, tuple[int, int, int | None]] = {
-    spec.key: (spec.min_version, spec.max_version, spec.first_flexible) for spec in SERVED_APIS
-}
 
 # Produce learnt KAFKA_STORAGE_ERROR in v4 (KIP-112); older clients get NOT_LEADER_OR_FOLLOWER,
 # which they retry after refreshing metadata, as Kafka answers them.
@@ -183,15 +144,12 @@ class Broker:
             )
         # Capping Fetch makes the server look like an older broker to clients that negotiate
         # versions with ApiVersions (e.g. max 2 = a 0.10.0 broker: magic v1 for everyone).
-        self.apis: dict[int, ApiSpec] = {spec.key: spec for spec in SERVED_APIS}
-        self.max_versions: dict[int, int] = {spec.key: spec.max_version for spec in SERVED_APIS}
-        self.max_versions[FETCH_KEY] = max_fetch_version
+        self.apis = ApiTable(SERVED_APIS, {FETCH_KEY: max_fetch_version})
         self.stats = BrokerStats()
         # Durable: ids are recorded in the log directory in blocks before use (never reused).
         self.producer_ids = ProducerIdManager(logdir.root, logdir.max_producer_id)
         self._pending_markers: list[tuple[str, int, int, int, bool]] = []
         self._flush_task: asyncio.Task[None] | None = None
-        self.request_counts: Counter[tuple[int, int]] = Counter()  # (api key, version) -> requests
         self.segment_files = SegmentFileCache(max_open_segments)
         self._fetch = FetchHandler(logdir, self.stats, chunk_size, self.topic_config, self.segment_files,
                                    max_partitions_per_request, max_decompressed_batch, workers,
@@ -205,6 +163,8 @@ class Broker:
         self.transactions = TransactionCoordinator(
             self._allocate_producer_id, self._write_marker, store.commit,
             lambda topic, p: logdir.partition(topic, p) is not None)
+        self.txn_apis = TransactionApis(self.transactions, self._allocate_producer_id)
+        self._handlers = self._handler_table()
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the timers (group sessions, rebalance and transaction timeouts, markers to
@@ -212,6 +172,9 @@ class Broker:
         self.groups.start(loop, extra_tick=self._tick)
         if self.logdir.config.flush_ms is not None:
             self._flush_task = loop.create_task(self._flush_periodically())
+
+    def open_session(self, session: Session) -> None:
+        """Nothing is kept per connection: a broker's state is its log directory's."""
 
     def _tick(self, now: float) -> None:
         self._retry_markers()
@@ -253,103 +216,96 @@ class Broker:
 
     # -- dispatch --------------------------------------------------------------------------
 
-    async def handle(self, frame: bytes | memoryview, listener: Listener,
-                     peer: str = "") -> Response | None:
-        """Answer one request frame (header + body). Raises RemoteProtocolError for invalid ones."""
-        reader = Reader(frame)
-        if reader.remaining < 8:
-            raise RemoteProtocolError(f"request of {reader.remaining} bytes is shorter than a header", 0)
-        api_key = reader.int16("request_api_key")
-        version = reader.int16("request_api_version")
-        reader.pos = 0
-        spec = self.apis.get(api_key)
-        if spec is None:
-            raise RemoteProtocolError(f"unsupported API key {api_key}", 0)
-        low, high = spec.min_version, self.max_versions[api_key]
-        if not low <= version <= high:
-            if api_key == api_versions.API_KEY:
-                header = decode_request_header(reader, 1)  # the body is unknown: not read
-                fallback = api_versions.unsupported_version_response(self.api_version_table())
-                return reply(header["correlation_id"], 0, fallback)
-            raise RemoteProtocolError(
-                f"unsupported version {version} of {spec.name} (key {api_key}; this server speaks "
-                f"{low}-{high})",
-                2,
-            )
-        self.request_counts[(api_key, version)] += 1
-        header = decode_request_header(reader, spec.request_header_version(version))
-        correlation_id = header["correlation_id"]
-        body_at = reader.pos
-        body = reader.view[body_at:]
-        log.debug("request %s v%d corr=%d client=%r", spec.name, version, correlation_id,
-                  header.get("client_id"))
-        if api_key == FETCH_KEY:
-            return await self.fetch(version, correlation_id, body)
-        request_reader = Reader(body, base=body_at)
-        request = spec.decode_request(version, request_reader, exact=False)
-        if request_reader.remaining:
-            log.warning("%s v%d from %r: ignoring %d bytes after the request body", spec.name,
-                        version, header.get("client_id"), request_reader.remaining)
-        context = RequestContext(header.get("client_id"), listener, peer)
-        if api_key == produce.API_KEY:
-            to_flush: dict[PartitionLog, list[dict[str, Any]]] = {}
-            answer = self.produce(version, request, to_flush)
-            if to_flush:
-                await self._flush_before_answering(version, to_flush)
-            if listener.produce_delay_ms > 0:
-                await asyncio.sleep(listener.produce_delay_ms / 1000)
-            if request["acks"] == 0:
-                return None
-        elif api_key == list_offsets.API_KEY and _partition_count(request) >= OFF_LOOP_PARTITIONS:
-            # by-timestamp lookups over many partitions read the log: off the event loop
-            answer = await self._fetch.off_loop(self.list_offsets, version, request, context)
-        else:
-            answer = self._handlers[api_key](version, request, context)
-            if inspect.isawaitable(answer):
-                answer = await answer
-        encoded = spec.encode_response(version, answer)
-        return reply(correlation_id, spec.response_header_version(version), encoded)
+    def _handler_table(self) -> dict[int, Callable[[Request, Session], Awaitable[Response | None]]]:
+        """API key -> what answers it (ApiVersions is the front door's)."""
+        groups, txns = self.groups, self.txn_apis
+        answered: dict[int, Callable[[int, dict[str, Any], Session], Any]] = {
+            metadata.API_KEY: self.metadata,
+            find_coordinator.API_KEY: self.find_coordinator,
+            init_producer_id.API_KEY: lambda v, r, s: txns.init_producer_id(v, r),
+            join_group.SPEC.key: lambda v, r, s: groups.join_group(v, r, s.client_id, s.peer),
+            sync_group.SPEC.key: lambda v, r, s: groups.sync_group(v, r),
+            heartbeat.SPEC.key: lambda v, r, s: groups.heartbeat(v, r),
+            leave_group.SPEC.key: lambda v, r, s: groups.leave_group(v, r),
+            offset_commit.SPEC.key: lambda v, r, s: groups.offset_commit(v, r),
+            offset_fetch.SPEC.key: lambda v, r, s: groups.offset_fetch(v, r),
+            list_groups.SPEC.key: lambda v, r, s: groups.list_groups(v, r),
+            describe_groups.SPEC.key: lambda v, r, s: groups.describe_groups(v, r),
+            add_partitions_to_txn.SPEC.key: lambda v, r, s: txns.add_partitions_to_txn(v, r),
+            add_offsets_to_txn.SPEC.key: lambda v, r, s: txns.add_offsets_to_txn(v, r),
+            end_txn.SPEC.key: lambda v, r, s: txns.end_txn(v, r),
+            txn_offset_commit.SPEC.key: lambda v, r, s: txns.txn_offset_commit(v, r),
+        }
+        table: dict[int, Callable[[Request, Session], Awaitable[Response | None]]] = {
+            key: functools.partial(self._answer, method) for key, method in answered.items()}
+        table[FETCH_KEY] = self._fetch_request
+        table[produce.API_KEY] = self._produce_request
+        table[list_offsets.API_KEY] = self._list_offsets_request
+        return table
 
+    async def handle(self, request: Request, session: Session) -> Response | None:
+        """Answer one request (see :mod:`lazyconv.net._model`); raises RemoteProtocolError for
+        an invalid one."""
+        handler = self._handlers.get(request.api_key)
+        if handler is None:  # in the table, but answered by the front door only (ApiVersions)
+            raise RemoteProtocolError(f"{request.spec.name} is not answered here", 0)
+        return await handler(request, session)
+
+    async def _answer(self, method: Callable[[int, dict[str, Any], Session], Any],
+                      request: Request, session: Session) -> Response:
+        answer = method(request.api_version, self._decoded(request), session)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return reply(request, answer)
+
+    def _decoded(self, request: Request) -> dict[str, Any]:
+        """The request body; bytes after it are ignored with a warning, as Kafka ignores them."""
+        reader = Reader(request.body, base=request.body_at)
+        body = request.spec.decode_request(request.api_version, reader, exact=False)
+        if reader.remaining:
+            log.warning("%s v%d from %r: ignoring %d bytes after the request body",
+                        request.spec.name, request.api_version, request.client_id, reader.remaining)
+        return body
+
+    async def _fetch_request(self, request: Request, session: Session) -> Response:
+        return await self.fetch(request.api_version, request.correlation_id, request.body)
+
+    async def _produce_request(self, request: Request, session: Session) -> Response | None:
+        version = request.api_version
+        body = self._decoded(request)
+        to_flush: dict[PartitionLog, list[dict[str, Any]]] = {}
+        answer = self.produce(version, body, to_flush)
+        if to_flush:
+            await self._flush_before_answering(version, to_flush)
+        if session.listener.produce_delay_ms > 0:
+            await asyncio.sleep(session.listener.produce_delay_ms / 1000)
+        if body["acks"] == 0:
+            return None
+        return reply(request, answer)
+
+    async def _list_offsets_request(self, request: Request, session: Session) -> Response:
+        body = self._decoded(request)
+        if _partition_count(body) >= OFF_LOOP_PARTITIONS:
+            # by-timestamp lookups over many partitions read the log: off the event loop
+            answer = await self._fetch.off_loop(self.list_offsets, request.api_version, body)
+        else:
+            answer = self.list_offsets(request.api_version, body)
+        return reply(request, answer)
 
     def api_version_table(self) -> list[dict[str, int]]:
         """ApiVersions' list: the registry's table (Fetch possibly capped)."""
-        return api_versions_table(self.max_versions)
+        return self.apis.version_table()
 
     @property
     def supported_versions(self) -> dict[int, tuple[int, int, int | None]]:
         """api key -> (min version, max version, first flexible version) as served."""
-        return {key: (spec.min_version, self.max_versions[key], spec.first_flexible)
-                for key, spec in self.apis.items()}
-
-    @property
-    def _handlers(self) -> dict[int, Any]:
-        return {
-            api_versions.API_KEY: self.api_versions,
-            metadata.API_KEY: self.metadata,
-            list_offsets.API_KEY: self.list_offsets,
-            find_coordinator.API_KEY: self.find_coordinator,
-            init_producer_id.API_KEY: self.init_producer_id,
-            join_group.SPEC.key: lambda v, r, c: self.groups.join_group(v, r, c.client_id, c.client_host),
-            sync_group.SPEC.key: lambda v, r, c: self.groups.sync_group(v, r),
-            heartbeat.SPEC.key: lambda v, r, c: self.groups.heartbeat(v, r),
-            leave_group.SPEC.key: lambda v, r, c: self.groups.leave_group(v, r),
-            offset_commit.SPEC.key: lambda v, r, c: self.groups.offset_commit(v, r),
-            offset_fetch.SPEC.key: lambda v, r, c: self.groups.offset_fetch(v, r),
-            list_groups.SPEC.key: lambda v, r, c: self.groups.list_groups(v, r),
-            describe_groups.SPEC.key: lambda v, r, c: self.groups.describe_groups(v, r),
-            add_partitions_to_txn.SPEC.key: self.add_partitions_to_txn,
-            add_offsets_to_txn.SPEC.key: self.add_offsets_to_txn,
-            end_txn.SPEC.key: self.end_txn,
-            txn_offset_commit.SPEC.key: self.txn_offset_commit,
-        }
-
-    def api_versions(self, version: int, request: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-        return {"error_code": 0, "api_keys": self.api_version_table(), "throttle_time_ms": 0}
+        return {key: (spec.min_version, self.apis.max_versions[key], spec.first_flexible)
+                for key, spec in self.apis.specs.items()}
 
     def find_coordinator(self, version: int, request: dict[str, Any],
-                         context: RequestContext) -> dict[str, Any]:
+                         session: Session) -> dict[str, Any]:
         """Every group and transactional id is coordinated by the listener that was asked."""
-        listener = context.listener
+        listener = session.listener
         if version >= 4:
             return {"throttle_time_ms": 0, "coordinators": [
                 {"key": key, "node_id": listener.node_id, "host": listener.host, "port": listener.port,
@@ -360,7 +316,7 @@ class Broker:
     # -- Metadata, ListOffsets, Produce ----------------------------------------------------
 
     def metadata(self, version: int, request: dict[str, Any],
-                 context: RequestContext | None = None) -> dict[str, Any]:
+                 session: Session | None = None) -> dict[str, Any]:
         """Brokers (one per listener), the cluster id and every asked topic with its id."""
         self.logdir.refresh()
         known = self.logdir.topics()
@@ -400,8 +356,7 @@ class Broker:
             "topics": topics,
         }
 
-    def list_offsets(self, version: int, request: dict[str, Any],
-                     context: RequestContext | None = None) -> dict[str, Any]:
+    def list_offsets(self, version: int, request: dict[str, Any]) -> dict[str, Any]:
         topics = []
         for topic in request["topics"]:
             partitions = []
@@ -453,25 +408,6 @@ class Broker:
     def _allocate_producer_id(self) -> int:
         return self.producer_ids.allocate()
 
-    def init_producer_id(self, version: int, request: dict[str, Any],
-                         context: RequestContext | None = None) -> dict[str, Any]:
-        """A producer id: fresh (never handed out before, also across restarts) for an
-        idempotent producer; kept per transactional id, with a bumped epoch, for a
-        transactional one. When no id can be recorded (a full disk) the answer is Kafka's
-        COORDINATOR_LOAD_IN_PROGRESS, which clients retry."""
-        try:
-            if request["transactional_id"] is not None:
-                code, producer_id, epoch = self.transactions.init_producer_id(
-                    request["transactional_id"], request["transaction_timeout_ms"])
-                return {"throttle_time_ms": 0, "error_code": code, "producer_id": producer_id,
-                        "producer_epoch": epoch}
-            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": self._allocate_producer_id(),
-                    "producer_epoch": 0}
-        except (StorageError, ValidationError) as exc:
-            log.error("InitProducerId: %s", exc)
-            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
-                    "producer_id": -1, "producer_epoch": -1}
-
     # -- transactions ----------------------------------------------------------------------
 
     def _write_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
@@ -505,43 +441,6 @@ class Broker:
         pending, self._pending_markers = self._pending_markers, []
         for marker in pending:
             self._write_marker(*marker)
-
-    def add_partitions_to_txn(self, version: int, request: dict[str, Any],
-                              context: RequestContext) -> dict[str, Any]:
-        partitions = [(t["name"], p) for t in request["v3_and_below_topics"] for p in t["partitions"]]
-        codes = self.transactions.add_partitions(
-            request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
-            request["v3_and_below_producer_epoch"], partitions)
-        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
-            {"name": t["name"], "results_by_partition": [
-                {"partition_index": p, "partition_error_code": codes[(t["name"], p)]}
-                for p in t["partitions"]]}
-            for t in request["v3_and_below_topics"]]}
-
-    def add_offsets_to_txn(self, version: int, request: dict[str, Any],
-                           context: RequestContext) -> dict[str, Any]:
-        code = self.transactions.add_offsets(request["transactional_id"], request["producer_id"],
-                                             request["producer_epoch"], request["group_id"])
-        return {"throttle_time_ms": 0, "error_code": code}
-
-    def end_txn(self, version: int, request: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-        code = self.transactions.end_txn(request["transactional_id"], request["producer_id"],
-                                         request["producer_epoch"], request["committed"])
-        return {"throttle_time_ms": 0, "error_code": code}
-
-    def txn_offset_commit(self, version: int, request: dict[str, Any],
-                          context: RequestContext) -> dict[str, Any]:
-        offsets = {(t["name"], p["partition_index"]): CommittedOffset(
-                       p["committed_offset"], p.get("committed_leader_epoch", -1),
-                       p["committed_metadata"], int(time.time() * 1000))
-                   for t in request["topics"] for p in t["partitions"]}
-        code = self.transactions.txn_offset_commit(
-            request["transactional_id"], request["producer_id"], request["producer_epoch"],
-            request["group_id"], offsets)
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": t["name"], "partitions": [
-                {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]]}
-            for t in request["topics"]]}
 
     def produce(self, version: int, request: dict[str, Any],
                 to_flush: dict[PartitionLog, list[dict[str, Any]]] | None = None) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 a broker does (docs/guide/fetch-response.md), and build the lazily streamed FetchResponse.
 
 Partitions that need no conversion go out as file slices (``os.sendfile``); the others through
-:class:`~lazyconv._lazy.LazyDownConvertedRecords`. Transactions: every Fetch v4+ carries the last
+:class:`~lazyconv.conversion._lazy_records.LazyDownConvertedRecords`. Transactions: every Fetch v4+ carries the last
 stable offset, and a read_committed fetch stops there and lists the aborted transactions.
 """
 
@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lazyconv._lazy import LazyDownConvertedRecords
-from lazyconv.errors import RecordsError, RemoteProtocolError
+from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
+from lazyconv.errors import ErrorCode, RecordsError, RemoteProtocolError
 from lazyconv.logdir._directory import LogDirectory
 from lazyconv.logdir._partition import OffsetOutOfRange, PartitionLog, Region
+from lazyconv.net._model import Response
 from lazyconv.net._remote_send import SendReport
 from lazyconv.net._workers import ConversionWorkers
 from lazyconv.protocol._decision import (
@@ -28,11 +29,11 @@ from lazyconv.protocol._decision import (
     error_partition,
     is_follower_fetch,
 )
-from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse, fetch_response_send
+from lazyconv.protocol._grouping import group_by_topic
 from lazyconv.protocol._schema import RecordsSlot
 from lazyconv.records import Compression
-from lazyconv.serve._model import BrokerStats, Response, TopicConfig
+from lazyconv.serve._model import BrokerStats, TopicConfig
 from lazyconv.serve._remote_fetch import fetch_send_job, lazy_recipe, slice_recipe
 from lazyconv.serve._segment_files import CachedFileRecords, SegmentFileCache, SegmentSlice
 from lazyconv.serve._tracked_records import (
@@ -312,7 +313,7 @@ class FetchHandler:
         except BaseException:
             plan.close()
             raise
-        plan.topics = _group_by_topic(read + rejected)
+        plan.topics = _topic_entries(read + rejected)
         return plan
 
     def _read_partition_guarded(self, version: int, topic: str, plog: PartitionLog,
@@ -536,22 +537,13 @@ class _FetchPlan:
         self.resources.clear()
 
 
-def _group_by_topic(partitions: list[tuple[tuple[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Consecutive partitions of one topic share a topic entry (as Kafka groups them; docs/guide/fetch-response.md).
-
-    Each partition comes with its topic's ``(name, id)`` as the request named it (the id is what
-    Fetch v13+ sends back).
-    """
+def _topic_entries(partitions: list[tuple[tuple[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The response's topics: each partition comes with its topic's ``(name, id)`` as the
+    request named it (the id is what Fetch v13+ sends back)."""
     topics: list[dict[str, Any]] = []
-    last: tuple[str, Any] | None = None
-    for key, entry in partitions:
-        if topics and last == key:
-            topics[-1]["partitions"].append(entry)
-        else:
-            name, topic_id = key
-            topic: dict[str, Any] = {"topic": name, "partitions": [entry]}
-            if topic_id is not None:
-                topic["topic_id"] = topic_id
-            topics.append(topic)
-            last = key
+    for (name, topic_id), entries in group_by_topic(partitions):
+        topic: dict[str, Any] = {"topic": name, "partitions": entries}
+        if topic_id is not None:
+            topic["topic_id"] = topic_id
+        topics.append(topic)
     return topics

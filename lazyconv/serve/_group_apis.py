@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from lazyconv.errors import ErrorCode
 from lazyconv.protocol._describe_groups import AUTHORIZED_OPERATIONS_OMITTED
-from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.serve._group_coordinator import (
     CoordinatorConfig,
     GroupCoordinator,

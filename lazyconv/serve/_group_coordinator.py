@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

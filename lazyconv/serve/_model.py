@@ -1,16 +1,13 @@
-"""The small value types the broker and its helpers share: topic settings, stats and the
-request context (listeners and responses are :mod:`lazyconv.net._model`'s, re-exported here)."""
+"""The small value types the broker and its helpers share: topic settings and stats."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 
-from lazyconv.net._model import Listener, Response
-
 log = logging.getLogger(__name__)
 
-__all__ = ["TopicConfig", "Listener", "BrokerStats", "RequestContext", "Response"]
+__all__ = ["TopicConfig", "BrokerStats"]
 
 
 @dataclass(frozen=True)
@@ -43,12 +40,3 @@ class BrokerStats:
     storage_errors: int = 0  # partitions answered KAFKA_STORAGE_ERROR (unreadable log data)
     corrupt_sends: int = 0  # lazy sends that met corrupt data after committing their size
     conversions_reused: int = 0  # conversions the conversion cache answered (first batches, chunks)
-
-
-@dataclass(frozen=True)
-class RequestContext:
-    """Who asked: the client id from the request header and the listener it connected to."""
-
-    client_id: str | None
-    listener: Listener
-    client_host: str = ""

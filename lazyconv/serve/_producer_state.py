@@ -38,14 +38,8 @@ from lazyconv.records._format import (
     TRANSACTIONAL_FLAG_MASK,
     V2_PRODUCER_FIELDS,
 )
-from lazyconv.serve._append_validation import (
-    AppendDecision,
-    AppendEntry,
-    AppendErrorCode,
-    BatchMetadata,
-    ProducerEntry,
-    ProducerStateTable,
-)
+from lazyconv.serve._append_validation import AppendDecision, AppendEntry, AppendErrorCode
+from lazyconv.serve._producer_table import BatchMetadata, ProducerEntry, ProducerStateTable
 
 log = logging.getLogger(__name__)
 

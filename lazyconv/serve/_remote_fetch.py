@@ -5,7 +5,7 @@ every partition's bytes, converts each converting partition's first batch to com
 decides every error and encodes the response. :func:`fetch_send_job` then describes the result
 by value: the encoded metadata as bytes, and in place of each partition's records (those of
 size 0 have none) the segment file, byte range and, where they are converted, the committed state
-(:class:`~lazyconv._lazy.CommittedState`). The sender rebuilds the records over the same bytes
+(:class:`~lazyconv.conversion._lazy_records.CommittedState`). The sender rebuilds the records over the same bytes
 (:class:`FetchSendJob`), checks that each has the size the server committed to, and converts and
 writes them between the server's bytes; a segment it cannot open means NOT_STARTED, and the
 serving process writes the response itself.
@@ -16,9 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lazyconv._conversion_cache import ConversionCache, conversion_cache
-from lazyconv._lazy import CommittedState, LazyDownConvertedRecords
 from lazyconv._send import Send
+from lazyconv.conversion._cache import ConversionCache, conversion_cache
+from lazyconv.conversion._lazy_records import CommittedState, LazyDownConvertedRecords
 from lazyconv.errors import LocalProtocolError, RecordsError
 from lazyconv.net._remote_send import RemoteJob, SenderContext
 from lazyconv.protocol._fetch import fetch_response_send

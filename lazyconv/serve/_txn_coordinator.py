@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.errors import ErrorCode
 from lazyconv.serve._offset_store import CommittedOffset
 
 log = logging.getLogger(__name__)
