@@ -23,22 +23,30 @@ anything else unknown to the era     Fetch/Produce v3      UNKNOWN_SERVER_ERROR 
   of the client (> 43)
 ==================================  ===================  =========================================
 
-Errors the gateway itself meets (an upstream broker unreachable, a connection lost mid-request)
-are answered NOT_LEADER_OR_FOLLOWER: retriable for every client version, and it makes the
-client ask for metadata again, by which time the gateway has refreshed its own.
+Every code that reaches this map is counted by the metrics (``lazyconv_gateway_upstream_errors``,
+and ``lazyconv_gateway_rewritten_errors`` for the ones replaced). Errors the gateway itself meets
+(an upstream broker unreachable, a connection lost mid-request) are answered
+NOT_LEADER_OR_FOLLOWER for partitions: retriable for every client version, and it makes the
+client ask for metadata again, by which time the gateway has refreshed its own. A request any
+broker answers gets REQUEST_TIMED_OUT when none does, a coordinator's COORDINATOR_NOT_AVAILABLE
+(:mod:`lazyconv.gateway._api_relay`).
 """
 
 from __future__ import annotations
 
+from lazyconv.errors import ErrorCode
+from lazyconv.gateway._metrics import session_metrics
 from lazyconv.protocol import _fetch as fetch
 from lazyconv.protocol import _list_offsets as list_offsets
 from lazyconv.protocol import _produce as produce
-from lazyconv.protocol._error_codes import ErrorCode
 
-__all__ = ["downstream_error", "RETRIABLE_ROUTING_ERRORS", "UNREACHABLE"]
+__all__ = ["downstream_error", "RETRIABLE_ROUTING_ERRORS", "UNREACHABLE", "UPSTREAM_UNAVAILABLE"]
 
 # the code for "the gateway could not reach the partition's leader": retriable everywhere
 UNREACHABLE = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+# the code for "no upstream broker answered" a request any broker (or the controller through
+# any broker) answers: retriable (a client's TimeoutException)
+UPSTREAM_UNAVAILABLE = int(ErrorCode.REQUEST_TIMED_OUT)
 _LEADER_NOT_AVAILABLE = 5
 # codes after which the gateway refreshes its metadata
 RETRIABLE_ROUTING_ERRORS = frozenset({
@@ -75,9 +83,18 @@ _ALWAYS = {
 
 
 def downstream_error(api_key: int, version: int, code: int) -> int:
-    """``code`` from the upstream cluster as a client of ``api_key`` v``version`` can read it."""
+    """``code`` from the upstream cluster as a client of ``api_key`` v``version`` can read it
+    (counted, with what it became, when metrics are on)."""
     if code == 0:
         return 0
+    answer = _downstream_error(api_key, version, code)
+    metrics = session_metrics()[1]
+    if metrics is not None:
+        metrics.upstream_error(api_key, code, answer)
+    return answer
+
+
+def _downstream_error(api_key: int, version: int, code: int) -> int:
     if code in _ALWAYS:
         return _ALWAYS[code]
     for known, since, replacement in _REPLACEMENTS.get(api_key, ()):

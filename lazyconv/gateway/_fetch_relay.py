@@ -10,7 +10,7 @@ is the most a connection holds). The answers are reassembled in the client's ord
   that below Fetch v10 a zstd batch is not handed over (error 76 when it comes first, cut
   before it otherwise), as a 2.x/3.x broker refused zstd to those versions;
 - a client of Fetch v0–3 gets the records down-converted lazily to magic 0 (v0–1) or 1 (v2–3)
-  by :class:`~lazyconv._lazy.LazyDownConvertedRecords`: committed sizes first, then one chunk
+  by :class:`~lazyconv.conversion._lazy_records.LazyDownConvertedRecords`: committed sizes first, then one chunk
   at a time on the conversion worker pool, control batches dropped, a fetch offset inside a
   batch honoured, zstd refused with UNSUPPORTED_COMPRESSION_TYPE (76) like a broker.
 
@@ -22,15 +22,24 @@ NOT_LEADER_OR_FOLLOWER and refreshes the gateway's metadata.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from lazyconv._lazy import LazyDownConvertedRecords
-from lazyconv.errors import RecordsError, UnsupportedCompressionError, UpstreamError
+from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
+from lazyconv.errors import ErrorCode, RecordsError, UnsupportedCompressionError, UpstreamError
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
-from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
+from lazyconv.gateway._fetch_ahead import AheadBudget, FetchAhead, Prefetched, last_complete_batch
+from lazyconv.gateway._metrics import fetch_written, session_metrics
+from lazyconv.gateway._routing import ask_leaders, route_to_leaders
+from lazyconv.gateway._upstream import (
+    ClusterView,
+    UpstreamCluster,
+    UpstreamConnection,
+    UpstreamSession,
+)
 from lazyconv.net._model import Response
 from lazyconv.net._workers import ConversionWorkers
 from lazyconv.protocol import _fetch as fetch
@@ -40,17 +49,19 @@ from lazyconv.protocol._decision import (
     readable_magic,
     zstd_readable,
 )
-from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse
+from lazyconv.protocol._grouping import group_by_topic
 from lazyconv.protocol._schema import ZERO_UUID
 from lazyconv.records import Compression, MemoryRecords
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FetchRelay", "DEFAULT_UPSTREAM_FETCH_MAX_BYTES"]
+__all__ = ["FetchRelay", "DEFAULT_UPSTREAM_FETCH_MAX_BYTES", "DEFAULT_FETCH_AHEAD_BYTES"]
 
 # One upstream Fetch response is what a downstream connection holds besides one converted chunk.
 DEFAULT_UPSTREAM_FETCH_MAX_BYTES = 4 << 20
+# What the answers fetched ahead of every connection may hold together.
+DEFAULT_FETCH_AHEAD_BYTES = 32 << 20
 _INT32_MAX = 0x7FFFFFFF
 _FIRST_TOPIC_ID_VERSION = 13
 
@@ -64,6 +75,7 @@ class _Wanted:
     partition: dict[str, Any]
     entry: dict[str, Any] | None = None  # the downstream partition, once known
     upstream: dict[str, Any] | None = None  # the upstream partition it is built from
+    ahead: Prefetched | None = None  # its answer, fetched ahead (see _fetch_ahead)
 
 
 class FetchRelay:
@@ -72,58 +84,169 @@ class FetchRelay:
     def __init__(self, cluster: UpstreamCluster, *, chunk_size: int,
                  upstream_fetch_max_bytes: int = DEFAULT_UPSTREAM_FETCH_MAX_BYTES,
                  max_decompressed_batch: int = 32 << 20,
-                 workers: ConversionWorkers | None = None) -> None:
+                 workers: ConversionWorkers | None = None,
+                 fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES) -> None:
         """``workers``: where the first converted batch of each partition is made (the rest is
-        converted while the response is written, on the same pool)."""
+        converted while the response is written, on the same pool); ``fetch_ahead_bytes``: what
+        the prefetched answers of every connection may hold together (0: no fetch-ahead)."""
         self.cluster = cluster
+        self.ahead_budget = AheadBudget(fetch_ahead_bytes) if fetch_ahead_bytes > 0 else None
         self.workers = workers
         self.chunk_size = chunk_size
         self.upstream_fetch_max_bytes = upstream_fetch_max_bytes
         self.max_decompressed_batch = max_decompressed_batch
         self.converted_partitions = 0
         self.relayed_partitions = 0
+        self.ahead_hits = 0  # partitions answered from their answer fetched ahead
+        self.ahead_misses = 0  # fetched ahead and not used (a seek, an error, nothing new)
 
     async def fetch(self, session: UpstreamSession, version: int, correlation_id: int,
                     body: memoryview) -> Response:
         request = FetchRequest.decode(version, body)
-        wanted = await self._resolve(version, request)
-        by_leader: dict[int, list[_Wanted]] = {}
-        for item in wanted:
-            if item.entry is not None:
-                continue
-            leader = self.cluster.leader(item.name, item.partition["partition"])
-            if leader is None:
-                item.entry = error_partition(item.partition["partition"], UNREACHABLE)
-                self.cluster.invalidate(item.name)
-            else:
-                by_leader.setdefault(leader, []).append(item)
-        await asyncio.gather(*(self._fetch_from(session, node, items, version, request)
-                               for node, items in by_leader.items()))
+        view = session.cluster  # the topics as this client's identity sees them
+        wanted = await self._resolve(view, version, request)
+
+        def fail(item: _Wanted, code: int) -> None:
+            item.entry = error_partition(item.partition["partition"],
+                                         downstream_error(fetch.SPEC.key, version, code))
+
+        async def ask(conn: UpstreamConnection, items: list[_Wanted]) -> None:
+            await self._fetch_from(view, conn, items, version, request)
+
+        ahead = self._fetch_ahead(session)
+        isolation = request.get("isolation_level", 0) if version >= 4 else 0
+        prefetched = [w for w in wanted if w.entry is None and ahead is not None
+                      and self._take_ahead(ahead, w, isolation)]
+        by_leader = route_to_leaders(view, [w for w in wanted if w.entry is None and w.ahead is None],
+                                     lambda w: (w.name, w.partition["partition"]), fail)
+        await asyncio.gather(ask_leaders(session, by_leader, ask, fail, "fetch"),
+                             *(self._use_ahead(ahead, item) for item in prefetched if ahead is not None))
+        missed = [w for w in prefetched if w.entry is None and w.upstream is None]
+        if missed:  # an ahead answer that cannot be used: the fetch goes upstream after all
+            by_leader = route_to_leaders(view, missed,
+                                         lambda w: (w.name, w.partition["partition"]), fail)
+            await ask_leaders(session, by_leader, ask, fail, "fetch")
+        if ahead is not None:
+            self._fetch_next(session, ahead, version, request, isolation, wanted)
         if self.workers is not None and readable_magic(version) < 2:
-            await self.workers.run(self._finish, version, wanted)
+            await self.workers.run(self._finish, view, version, wanted)
         else:
-            self._finish(version, wanted)
+            self._finish(view, version, wanted)
         converted = any(isinstance(w.entry and w.entry.get("records"), LazyDownConvertedRecords)
                         for w in wanted)
-        topics = _group_by_topic(version, wanted)
+        topics = []
+        for (name, topic_id), entries in group_by_topic(((w.name, w.topic_id), w.entry) for w in wanted):
+            topic: dict[str, Any] = {"topic": name, "partitions": entries}
+            if topic_id is not None:
+                topic["topic_id"] = topic_id
+            topics.append(topic)
         fetch_body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
         response = FetchResponse(version, fetch_body)
-        return Response(response.to_send(correlation_id), off_loop=converted)
+        answer = Response(response.to_send(correlation_id), off_loop=converted)
+        session_, metrics = session_metrics()
+        if metrics is not None and session_ is not None:  # counted once written
+            answer.written = fetch_written(session_, metrics, [w.entry for w in wanted if w.entry])
+        return answer
 
-    async def _resolve(self, version: int, request: dict[str, Any]) -> list[_Wanted]:
+    # -- fetch-ahead --------------------------------------------------------------------------
+
+    def _fetch_ahead(self, session: UpstreamSession) -> FetchAhead | None:
+        if self.ahead_budget is None:
+            return None
+        ahead: FetchAhead | None = session.extras.get(FetchAhead)
+        if ahead is None:
+            ahead = session.extras[FetchAhead] = FetchAhead(self.ahead_budget)
+        return ahead
+
+    def _shape(self, item: _Wanted, isolation: int) -> tuple[Any, ...]:
+        return (min(item.partition["partition_max_bytes"], self.upstream_fetch_max_bytes), isolation)
+
+    def _take_ahead(self, ahead: FetchAhead, item: _Wanted, isolation: int) -> bool:
+        misses = ahead.misses
+        got = ahead.take(item.name, item.partition["partition"], item.partition["fetch_offset"],
+                         self._shape(item, isolation))
+        self.ahead_misses += ahead.misses - misses
+        if got is None:
+            return False
+        item.ahead = got[0]
+        return True
+
+    async def _use_ahead(self, ahead: FetchAhead, item: _Wanted) -> None:
+        """The prefetched answer of ``item``, with the tail before it when the client asks from
+        inside it; left unset (a miss) when the ask failed or answered an error."""
+        entry = item.ahead
+        assert entry is not None
+        try:
+            part = await entry.future
+        except asyncio.CancelledError:
+            part = None
+        finally:
+            ahead.release(entry)
+        if part is None or part["error_code"] or not part.get("records"):
+            self.ahead_misses += 1
+            return  # an empty answer is a miss too: the client's own fetch may wait for data
+        self.ahead_hits += 1
+        fetch_offset = item.partition["fetch_offset"]
+        if fetch_offset < entry.start:
+            records = part.get("records") or b""
+            limit = max(len(entry.tail), item.partition["partition_max_bytes"])
+            part = dict(part, records=(entry.tail + bytes(records))[:limit])
+        item.upstream = part
+
+    def _fetch_next(self, session: UpstreamSession, ahead: FetchAhead, version: int,
+                    request: dict[str, Any], isolation: int, wanted: list[_Wanted]) -> None:
+        """Ask each partition's next range of its leader now, while this answer is written."""
+        by_leader: dict[int, list[Prefetched]] = {}
+        for item in wanted:
+            part = item.upstream
+            if part is None or part["error_code"]:
+                continue
+            records = part.get("records") or b""
+            last = last_complete_batch(records)
+            if last is None:
+                continue  # caught up (or a batch larger than the limit): nothing to guess
+            position, size, start = last
+            leader = session.cluster.leader(item.name, item.partition["partition"])
+            if leader is None:
+                continue
+            tail = bytes(memoryview(records)[position:position + size])
+            shape = self._shape(item, isolation)
+            entry = ahead.start(item.name, item.partition["partition"], start, shape, tail,
+                                int.from_bytes(tail[:8], "big", signed=True), shape[0])
+            if entry is not None:
+                by_leader.setdefault(leader, []).append(entry)
+        # no waiting upstream: a prefetch must never hold up a fetch queued behind it on the
+        # connection (a miss); an empty answer is a miss, and the client's own fetch then waits
+        eager = dict(request, max_wait_ms=0, min_bytes=0)
+        for node, entries in by_leader.items():
+            ahead.run(entries, functools.partial(self._fetch_ahead_from, session, node, version,
+                                                 eager))
+
+    async def _fetch_ahead_from(self, session: UpstreamSession, node: int, version: int,
+                                request: dict[str, Any], entries: list[Prefetched]
+                                ) -> dict[tuple[str, int], dict[str, Any]]:
+        conn = await session.connection(node)
+        items = [_Wanted(e.topic, None, {"partition": e.partition, "fetch_offset": e.start,
+                                         "partition_max_bytes": e.shape[0]}) for e in entries]
+        await self._fetch_from(session.cluster, conn, items, version, request)
+        return {(item.name, item.partition["partition"]): item.upstream
+                for item in items if item.upstream is not None}
+
+    async def _resolve(self, view: ClusterView, version: int,
+                       request: dict[str, Any]) -> list[_Wanted]:
         """The request's partitions with topic names (v13+ names topics by id)."""
         wanted: list[_Wanted] = []
         for topic in request["topics"]:
             topic_id = topic.get("topic_id") if version >= _FIRST_TOPIC_ID_VERSION else None
             name = topic.get("topic") or ""
             if topic_id is not None:
-                name = self.cluster.topic_name(topic_id) or ""
+                name = view.topic_name(topic_id) or ""
                 if not name:
                     try:
-                        await self.cluster.refresh(None)
+                        await view.refresh(None)
                     except UpstreamError as exc:
-                        log.warning("fetch: metadata refresh failed: %s", exc)
-                    name = self.cluster.topic_name(topic_id) or ""
+                        log.debug("fetch: metadata refresh failed: %s", exc)
+                    name = view.topic_name(topic_id) or ""
             for part in topic["partitions"]:
                 item = _Wanted(name, topic_id, part)
                 if not name:
@@ -132,9 +255,9 @@ class FetchRelay:
         names = list(dict.fromkeys(w.name for w in wanted if w.entry is None))
         if names:
             try:
-                known = await self.cluster.topics_for(names)
+                known = await view.topics_for(names)
             except UpstreamError as exc:
-                log.warning("fetch: no metadata from the cluster: %s", exc)
+                log.debug("fetch: no metadata from the cluster: %s", exc)
                 known = {}
             for item in wanted:
                 if item.entry is not None:
@@ -148,25 +271,18 @@ class FetchRelay:
                     item.entry = error_partition(index, downstream_error(fetch.SPEC.key, version, code))
         return wanted
 
-    async def _fetch_from(self, session: UpstreamSession, node: int, items: list[_Wanted],
+    async def _fetch_from(self, view: ClusterView, conn: UpstreamConnection, items: list[_Wanted],
                           version: int, request: dict[str, Any]) -> None:
-        """One upstream Fetch for the partitions led by ``node``; fills each item's entry."""
-        try:
-            conn = await session.connection(node)
-            upstream_version = conn.version(fetch.SPEC)
-            body = self._upstream_request(upstream_version, version, request, items)
-            wait = max(0, request.get("max_wait_ms", 0)) / 1000
-            answer = await conn.request(fetch.SPEC, upstream_version, body,
-                                        timeout=self.cluster.request_timeout + wait)
-        except UpstreamError as exc:
-            log.warning("fetch from upstream broker %d failed: %s", node, exc)
-            self.cluster.invalidate()
-            for item in items:
-                item.entry = error_partition(item.partition["partition"], UNREACHABLE)
-            return
+        """One upstream Fetch for the partitions ``conn``'s broker leads; fills each item."""
+        upstream_version = conn.version(fetch.SPEC)
+        body = self._upstream_request(view, upstream_version, version, request, items)
+        wait = max(0, request.get("max_wait_ms", 0)) / 1000
+        answer = await conn.request(fetch.SPEC, upstream_version, body,
+                                    timeout=self.cluster.request_timeout + wait)
+        node = conn.node_id
         if answer.get("error_code"):
             code = downstream_error(fetch.SPEC.key, version, answer["error_code"])
-            log.warning("upstream broker %d refused a fetch: error %d", node, answer["error_code"])
+            self.cluster.state.warn(f"fetch at upstream broker {node}", f"error {answer['error_code']}")
             for item in items:
                 item.entry = error_partition(item.partition["partition"], code)
             return
@@ -174,7 +290,7 @@ class FetchRelay:
         for topic in answer["responses"]:
             name = topic.get("topic") or ""
             if upstream_version >= _FIRST_TOPIC_ID_VERSION:
-                name = self.cluster.topic_name(topic.get("topic_id") or ZERO_UUID) or ""
+                name = view.topic_name(topic.get("topic_id") or ZERO_UUID) or ""
             for part in topic["partitions"]:
                 results[(name, part["partition_index"])] = part
         for item in items:
@@ -185,31 +301,29 @@ class FetchRelay:
                 continue
             item.upstream = part
 
-    def _finish(self, version: int, wanted: list[_Wanted]) -> None:
+    def _finish(self, view: ClusterView, version: int, wanted: list[_Wanted]) -> None:
         """The downstream partitions from the upstream ones (converting first batches)."""
         for item in wanted:
             if item.entry is None and item.upstream is not None:
-                item.entry = self._downstream_partition(version, item, item.upstream)
+                item.entry = self._downstream_partition(view, version, item, item.upstream)
                 item.upstream = None
 
-    def _upstream_request(self, upstream_version: int, version: int, request: dict[str, Any],
-                          items: list[_Wanted]) -> dict[str, Any]:
+    def _upstream_request(self, view: ClusterView, upstream_version: int, version: int,
+                          request: dict[str, Any], items: list[_Wanted]) -> dict[str, Any]:
         cap = self.upstream_fetch_max_bytes
         max_bytes = request.get("max_bytes", _INT32_MAX) if version >= 3 else _INT32_MAX
-        topics: list[dict[str, Any]] = []
-        for item in items:
-            info = self.cluster.topics.get(item.name)
-            topic_id = info.topic_id if info is not None else ZERO_UUID
-            if not topics or topics[-1]["topic"] != item.name:
-                topics.append({"topic": item.name, "topic_id": topic_id, "partitions": []})
-            topics[-1]["partitions"].append({
-                "partition": item.partition["partition"],
-                "current_leader_epoch": -1,
-                "fetch_offset": item.partition["fetch_offset"],
-                "last_fetched_epoch": -1,
-                "log_start_offset": -1,
-                "partition_max_bytes": min(item.partition["partition_max_bytes"], cap),
-            })
+        topics = []
+        for name, parts in group_by_topic((item.name, item.partition) for item in items):
+            info = view.topics.get(name)
+            topics.append({"topic": name, "topic_id": info.topic_id if info is not None else ZERO_UUID,
+                           "partitions": [{
+                               "partition": part["partition"],
+                               "current_leader_epoch": -1,
+                               "fetch_offset": part["fetch_offset"],
+                               "last_fetched_epoch": -1,
+                               "log_start_offset": -1,
+                               "partition_max_bytes": min(part["partition_max_bytes"], cap),
+                           } for part in parts]})
         return {
             "replica_id": -1,
             "max_wait_ms": request.get("max_wait_ms", 0),
@@ -223,13 +337,13 @@ class FetchRelay:
             "rack_id": "",
         }
 
-    def _downstream_partition(self, version: int, item: _Wanted,
+    def _downstream_partition(self, view: ClusterView, version: int, item: _Wanted,
                               part: dict[str, Any]) -> dict[str, Any]:
         index = item.partition["partition"]
         fetch_offset = item.partition["fetch_offset"]
         code = part["error_code"]
         if code in RETRIABLE_ROUTING_ERRORS:
-            self.cluster.invalidate(item.name)
+            view.invalidate(item.name)
         records = part.get("records") or b""
         fields = {
             "high_watermark": part["high_watermark"],
@@ -267,7 +381,9 @@ class FetchRelay:
         # Old consumers of one topic fetch the same offsets with the same sizes, so the upstream
         # answers them with the same bytes: their conversions are kept and reused (the cache
         # compares the bytes; the key only finds the candidate). The cache adds the position
-        # in these records and the fetch offset, which fixes where the records start.
+        # in these records and the fetch offset, which fixes where the records start. Sharing
+        # across principals leaks nothing: a hit needs the very input bytes, which this client
+        # got from the cluster as its own identity (docs/guide/gateway.md#secured-clusters).
         cache_key = ("upstream", self.cluster.cluster_id or tuple(self.cluster.bootstrap), name, index)
         try:
             return broker_partition_response(
@@ -292,19 +408,3 @@ def _before_first_zstd(records: bytes | memoryview) -> int | None:
             return batch.position
     return None
 
-
-def _group_by_topic(version: int, wanted: list[_Wanted]) -> list[dict[str, Any]]:
-    """Consecutive partitions of one topic share a topic entry, in the client's order."""
-    topics: list[dict[str, Any]] = []
-    last: tuple[str, Any] | None = None
-    for item in wanted:
-        key = (item.name, item.topic_id)
-        if not topics or key != last:
-            topic: dict[str, Any] = {"topic": item.name, "partitions": []}
-            if item.topic_id is not None:
-                topic["topic_id"] = item.topic_id
-            topics.append(topic)
-            last = key
-        assert item.entry is not None
-        topics[-1]["partitions"].append(item.entry)
-    return topics

@@ -1,14 +1,19 @@
-"""Consumer groups through the gateway: the group APIs of old clients answered by the cluster's
-real group coordinators with versions Kafka 4 accepts (docs/guide/gateway.md).
+"""Consumer groups through the gateway: the group APIs at versions the cluster does not serve
+(below Kafka 4's floor: JoinGroup v0–1, OffsetCommit v0–1, OffsetFetch v0) translated into
+versions it accepts, and FindCoordinator answered with the gateway (docs/guide/gateway.md).
+Versions the cluster serves are relayed as they came (:mod:`lazyconv.gateway._api_relay`).
 
-The gateway is every client's coordinator: FindCoordinator answers with the gateway itself, and
-each group request goes to the group's real coordinator (found upstream with FindCoordinator,
-cached, forgotten on NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS,
-which reach the client as the retriable errors they are). The group lives in Kafka, so members
+The gateway is every client's coordinator: FindCoordinator answers with the gateway itself, for
+groups and transactional ids alike, and each request goes to the real coordinator
+(:mod:`lazyconv.gateway._coordinators`: found upstream with FindCoordinator, cached, forgotten on
+NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS, which reach the
+client as the retriable errors they are). The group lives in Kafka, so members
 that come through the gateway and members that talk to Kafka directly form one group, several
 gateways serve the same group, and a client may move between gateways.
 
-Translations, where the versions differ in more than the fields the schema engine fills in:
+Translations, where the versions differ in more than the fields the schema engine fills in (the
+SyncGroup, LeaveGroup, DescribeGroups and ListGroups ones apply only in front of a cluster that
+lacks the client's version: Kafka 4 serves them all):
 
 - **JoinGroup v0** has no rebalance timeout: the gateway sends the session timeout, which is
   what Kafka itself used for v0 members. From v4 a broker answers a member without an id with
@@ -26,7 +31,8 @@ Translations, where the versions differ in more than the fields the schema engin
   — v1's per-partition commit timestamp and v2–4's retention time are not honoured by Kafka 4.
   Metadata strings are kept.
 - **OffsetFetch v0** read ZooKeeper: it is answered from Kafka's committed offsets, like v1.
-  OffsetFetch is advertised up to v7 (one group per request).
+  This relay answers up to v7 (one group per request); v8+ batches groups, which the API relay
+  splits per coordinator.
 - **ListGroups** asks every broker and merges; **DescribeGroups** asks each group's coordinator.
 """
 
@@ -37,7 +43,8 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
-from lazyconv.errors import UpstreamError
+from lazyconv.errors import ErrorCode, UpstreamError
+from lazyconv.gateway._coordinators import COORDINATOR_ERRORS, CoordinatorError, Coordinators
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
 from lazyconv.protocol import (
     _describe_groups as describe_groups,
@@ -67,23 +74,18 @@ from lazyconv.protocol import (
     _sync_group as sync_group,
 )
 from lazyconv.protocol._api import ApiSpec
-from lazyconv.protocol._error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GroupRelay", "GROUP_APIS", "DOWNSTREAM_CAPS"]
+__all__ = ["GroupRelay", "GROUP_APIS"]
 
 GROUP_APIS: tuple[ApiSpec, ...] = (find_coordinator.SPEC, join_group.SPEC, sync_group.SPEC,
                                    heartbeat.SPEC, leave_group.SPEC, offset_commit.SPEC,
                                    offset_fetch.SPEC, describe_groups.SPEC, list_groups.SPEC)
-# Downstream maxima below the protocol layer's: OffsetFetch v8 batches groups, which may have
-# different coordinators; one group per request keeps a request one coordinator's.
-DOWNSTREAM_CAPS: dict[int, int] = {offset_fetch.SPEC.key: 7}
+# OffsetFetch v8 batches groups, which may have different coordinators; one group per request
+# keeps a request one coordinator's (gateway._apis answers v8+ by the API relay)
 _UPSTREAM_CAPS: dict[int, int] = {offset_fetch.SPEC.key: 7}
 
-_COORDINATOR_ERRORS = frozenset({int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
-                                 int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                                 int(ErrorCode.NOT_COORDINATOR)})
 _MEMBER_ID_REQUIRED = int(ErrorCode.MEMBER_ID_REQUIRED)
 _FIRST_MEMBER_ID_REQUIRED_VERSION = 4
 _MAX_JOINED = 100_000  # members remembered (least recently joined forgotten first)
@@ -92,9 +94,9 @@ _MAX_JOINED = 100_000  # members remembered (least recently joined forgotten fir
 class GroupRelay:
     """Answers the group APIs through the group coordinators of the upstream cluster."""
 
-    def __init__(self, cluster: UpstreamCluster) -> None:
+    def __init__(self, cluster: UpstreamCluster, coordinators: Coordinators | None = None) -> None:
         self.cluster = cluster
-        self._coordinators: dict[str, int] = {}
+        self.coordinators = coordinators if coordinators is not None else Coordinators(cluster)
         # (group id, member id) -> (protocol type, protocol name) of the member's last join:
         # SyncGroup v5+ must repeat them and old clients do not send them. A client may send
         # its JoinGroup and SyncGroup on different connections, so this is the relay's.
@@ -104,47 +106,32 @@ class GroupRelay:
 
     async def coordinator(self, session: UpstreamSession, group_id: str) -> int:
         """The node id of ``group_id``'s coordinator (cached); raises UpstreamError."""
-        node = self._coordinators.get(group_id)
-        if node is not None and node in self.cluster.brokers:
-            return node
-        conn = await session.any_connection()
-        version = conn.version(find_coordinator.SPEC)
-        body: dict[str, Any] = {"key": group_id, "key_type": find_coordinator.GROUP_KEY,
-                                "coordinator_keys": [group_id]}
-        answer = await conn.request(find_coordinator.SPEC, version, body)
-        if version >= 4:
-            entry = answer["coordinators"][0]
-            code, node = entry["error_code"], entry["node_id"]
-        else:
-            code, node = answer["error_code"], answer["node_id"]
-        if code:
-            raise _CoordinatorError(code)
-        if node not in self.cluster.brokers:
-            await self.cluster.refresh([])
-        self._coordinators[group_id] = node
-        return node
+        return await self.coordinators.find(session, find_coordinator.GROUP_KEY, group_id)
 
-    def forget(self, group_id: str) -> None:
-        self._coordinators.pop(group_id, None)
+    def forget(self, session: UpstreamSession, group_id: str) -> None:
+        self.coordinators.forget(session, find_coordinator.GROUP_KEY, group_id)
 
     async def find_coordinator(self, session: UpstreamSession, version: int,
                                request: dict[str, Any], me: Any) -> dict[str, Any]:
-        """The gateway coordinates every group it can find a coordinator for."""
+        """The gateway coordinates every group and transactional id the cluster has a
+        coordinator for (each key's requests are relayed to the real one)."""
         keys = request["coordinator_keys"] if version >= 4 else [request["key"]]
-        key_type = request.get("key_type", find_coordinator.GROUP_KEY)
+        key_type = request.get("key_type", find_coordinator.GROUP_KEY) if version >= 1 else \
+            find_coordinator.GROUP_KEY
+
+        async def find(key: str) -> int:
+            try:
+                await self.coordinators.find(session, key_type, key)
+            except CoordinatorError as exc:
+                return exc.code
+            except UpstreamError as exc:
+                self.cluster.state.warn("FindCoordinator upstream", exc)
+                return int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return 0
+
+        codes = await asyncio.gather(*(find(key) for key in keys))
         results = []
-        for key in keys:
-            code = 0
-            if key_type != find_coordinator.GROUP_KEY:
-                code = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)  # transactions are not relayed
-            else:
-                try:
-                    await self.coordinator(session, key)
-                except _CoordinatorError as exc:
-                    code = exc.code
-                except UpstreamError as exc:
-                    log.warning("find coordinator for %r: %s", key, exc)
-                    code = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        for key, code in zip(keys, codes, strict=True):
             results.append({"key": key, "node_id": me.node_id if not code else -1,
                             "host": me.host if not code else "", "port": me.port if not code else -1,
                             "error_code": code, "error_message": None})
@@ -181,11 +168,11 @@ class GroupRelay:
                 body = {**body, "member_id": answer["member_id"]}
                 answer = await conn.request(spec, upstream_version, body,
                                             timeout=self._timeout(spec, body))
-        except _CoordinatorError as exc:
+        except CoordinatorError as exc:
             return _error_response(spec, version, request, exc.code)
         except UpstreamError as exc:
-            log.warning("%s for group %r: %s", spec.name, group_id, exc)
-            self.forget(group_id)
+            self.cluster.state.warn(f"{spec.name} at a group coordinator", exc)
+            self.forget(session, group_id)
             return _error_response(spec, version, request, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
         log.debug("%s v%d (upstream v%d) for group %r: %r -> %r", spec.name, version,
                   upstream_version, group_id, body, answer)
@@ -198,8 +185,8 @@ class GroupRelay:
         elif key == leave_group.SPEC.key:
             for member in body.get("members") or [{"member_id": body.get("member_id")}]:
                 self._joined.pop((group_id, member["member_id"]), None)
-        if _response_codes(spec, answer) & _COORDINATOR_ERRORS:
-            self.forget(group_id)
+        if _response_codes(spec, answer) & COORDINATOR_ERRORS:
+            self.forget(session, group_id)
         return _downstream_response(spec, version, upstream_version, request, answer)
 
     def _timeout(self, spec: ApiSpec, body: dict[str, Any]) -> float:
@@ -221,9 +208,9 @@ class GroupRelay:
                 answer = await conn.request(describe_groups.SPEC, uv, {
                     "groups": [group_id], "include_authorized_operations": False})
                 results[group_id] = answer["groups"][0]
-            except (_CoordinatorError, UpstreamError) as exc:
-                code = exc.code if isinstance(exc, _CoordinatorError) else int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                self.forget(group_id)
+            except (CoordinatorError, UpstreamError) as exc:
+                code = exc.code if isinstance(exc, CoordinatorError) else int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                self.forget(session, group_id)
                 results[group_id] = {"error_code": code, "group_id": group_id, "group_state": "",
                                      "protocol_type": "", "protocol_data": "", "members": []}
 
@@ -233,7 +220,7 @@ class GroupRelay:
     async def _list_groups(self, session: UpstreamSession, version: int,
                            request: dict[str, Any]) -> dict[str, Any]:
         if not self.cluster.brokers:
-            await self.cluster.refresh([])
+            await session.cluster.refresh([])
         groups: list[dict[str, Any]] = []
         errors: list[int] = []
 
@@ -245,7 +232,7 @@ class GroupRelay:
                     "states_filter": request.get("states_filter") or [],
                     "types_filter": request.get("types_filter") or []})
             except UpstreamError as exc:
-                log.warning("list groups at upstream broker %d: %s", node, exc)
+                self.cluster.state.broker_failed(node, "ListGroups", exc)
                 errors.append(int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
                 return
             if answer["error_code"]:
@@ -255,12 +242,6 @@ class GroupRelay:
         await asyncio.gather(*(ask(node) for node in sorted(self.cluster.brokers)))
         return {"throttle_time_ms": 0, "error_code": errors[0] if errors and not groups else 0,
                 "groups": groups}
-
-
-class _CoordinatorError(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(f"coordinator error {code}")
-        self.code = code
 
 
 def _upstream_request(spec: ApiSpec, version: int, upstream_version: int,

@@ -3,10 +3,12 @@ with record format v2 (docs/guide/gateway.md).
 
 Produce v0–2 carry magic 0/1 message sets, which Kafka 4 refuses: each partition's set is
 up-converted to one v2 batch as Kafka's LogValidator did before 4.0
-(:func:`lazyconv._upconvert.up_convert`: CreateTime timestamps kept, v0 messages without one, the
+(:func:`lazyconv.conversion._up.up_convert`: CreateTime timestamps kept, v0 messages without one, the
 wrapper's codec kept, no producer id). A set that does not validate is refused to the client with
 the error a 2.x/3.x broker gave (e.g. CORRUPT_MESSAGE), without reaching the cluster; the other
-partitions of the request are not affected. Produce v3+ batches are relayed as they came.
+partitions of the request are not affected. Produce v3+ batches are relayed as they came, byte
+for byte (an idempotent or transactional producer's ids, epochs and sequences included), at the
+client's own version where the leader serves it.
 
 The partitions are grouped by their upstream leader and each leader gets one request (the
 client's acks and timeout kept; acks=0 requests are sent and not answered, as a broker does).
@@ -17,18 +19,19 @@ NOT_LEADER_OR_FOLLOWER, which every client retries after asking for metadata aga
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from lazyconv._upconvert import kafka_error_code, up_convert
-from lazyconv.errors import LazyconvError, UpstreamError
+from lazyconv.conversion._up import kafka_error_code, up_convert
+from lazyconv.errors import ErrorCode, LazyconvError, UpstreamError
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
-from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
+from lazyconv.gateway._metrics import count_v2_records, session_metrics
+from lazyconv.gateway._routing import ask_leaders, route_to_leaders
+from lazyconv.gateway._upstream import UpstreamCluster, UpstreamConnection, UpstreamSession
 from lazyconv.net._workers import ConversionWorkers
 from lazyconv.protocol import _produce as produce
-from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.protocol._grouping import group_by_topic
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +73,11 @@ class ProduceRelay:
             part.answer = {"index": part.index, "error_code": 0, "base_offset": -1,
                            "log_append_time_ms": -1, "log_start_offset": -1,
                            "record_errors": [], "error_message": None}
-        if version < _FIRST_V2_PRODUCE_VERSION:
+        if version >= _FIRST_V2_PRODUCE_VERSION:
+            session_, metrics = session_metrics()
+            if metrics is not None and session_ is not None:  # the client's records, for its report
+                session_.records_in += sum(count_v2_records(p.records)[1] for p in parts if p.records)
+        else:
             if self.workers is not None:
                 await self.workers.run(self._up_convert_all, parts, version)
             else:
@@ -79,33 +86,23 @@ class ProduceRelay:
         names = list(dict.fromkeys(p.topic for p in pending))
         if names:
             try:
-                await self.cluster.topics_for(names, allow_auto_create=True)
+                await session.cluster.topics_for(names, allow_auto_create=True)
             except UpstreamError as exc:
-                log.warning("produce: no metadata from the cluster: %s", exc)
-        by_leader: dict[int, list[_Part]] = {}
-        for part in pending:
-            leader = self.cluster.leader(part.topic, part.index)
-            info = self.cluster.topics.get(part.topic)
-            if info is not None and (info.error_code or part.index not in info.partitions):
-                code = info.error_code or int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                part.answer["error_code"] = downstream_error(produce.SPEC.key, version, code)
-                self.cluster.invalidate(part.topic)
-            elif leader is None:
-                part.answer["error_code"] = UNREACHABLE
-                self.cluster.invalidate(part.topic)
-            else:
-                by_leader.setdefault(leader, []).append(part)
-        acks = request["acks"]
-        await asyncio.gather(*(self._produce_to(session, node, items, version, request)
-                               for node, items in by_leader.items()))
-        if acks == 0:
+                log.debug("produce: no metadata from the cluster: %s", exc)
+
+        def fail(part: _Part, code: int) -> None:
+            part.answer["error_code"] = downstream_error(produce.SPEC.key, version, code)
+
+        async def ask(conn: UpstreamConnection, items: list[_Part]) -> None:
+            await self._produce_to(session, conn, items, version, request)
+
+        by_leader = route_to_leaders(session.cluster, pending, lambda p: (p.topic, p.index), fail)
+        await ask_leaders(session, by_leader, ask, fail, "produce")
+        if request["acks"] == 0:
             return None
-        responses: list[dict[str, Any]] = []
-        for part in parts:
-            if not responses or responses[-1]["name"] != part.topic:
-                responses.append({"name": part.topic, "partition_responses": []})
-            responses[-1]["partition_responses"].append(part.answer)
-        return {"responses": responses, "throttle_time_ms": 0}
+        return {"responses": [{"name": topic, "partition_responses": answers}
+                              for topic, answers in group_by_topic((p.topic, p.answer) for p in parts)],
+                "throttle_time_ms": 0}
 
     def _up_convert_all(self, parts: list[_Part], version: int) -> None:
         for part in parts:
@@ -125,35 +122,34 @@ class ProduceRelay:
             log.warning("refused produce to %s-%d: %s", part.topic, part.index, exc)
             return
         self.up_converted_partitions += 1
+        session, metrics = session_metrics()
+        if metrics is not None and session is not None:
+            metrics.up_converted(converted.source_magic or 0, converted.source_compression.name.lower(),
+                                 converted.record_count, len(part.records))
+            session.records_in += converted.record_count
         part.records = converted.batch
         if not converted.record_count:
             part.answered = True  # Kafka appended nothing and answered NONE, base offset -1
 
-    async def _produce_to(self, session: UpstreamSession, node: int, items: list[_Part],
-                          version: int, request: dict[str, Any]) -> None:
+    async def _produce_to(self, session: UpstreamSession, conn: UpstreamConnection,
+                          items: list[_Part], version: int, request: dict[str, Any]) -> None:
         acks = request["acks"]
-        topics: list[dict[str, Any]] = []
-        for part in items:
-            if not topics or topics[-1]["name"] != part.topic:
-                topics.append({"name": part.topic, "partition_data": []})
-            topics[-1]["partition_data"].append({"index": part.index, "records": part.records})
-        try:
-            conn = await session.connection(node)
+        topics = [{"name": topic, "partition_data": data} for topic, data in group_by_topic(
+            (part.topic, {"index": part.index, "records": part.records}) for part in items)]
+        # the client's own version where the broker takes it: its semantics are the version's
+        # (v12: a producer of transaction protocol 2, KIP-890); else the highest both speak
+        if version >= _FIRST_V2_PRODUCE_VERSION and conn.serves(produce.SPEC.key, version):
+            upstream_version = version
+        else:
             upstream_version = conn.version(produce.SPEC)
-            body = {"transactional_id": request.get("transactional_id"), "acks": acks,
-                    "timeout_ms": request["timeout_ms"], "topic_data": topics}
-            if acks == 0:
-                await conn.send_only(produce.SPEC, upstream_version, body)
-                return
-            answer = await conn.request(
-                produce.SPEC, upstream_version, body,
-                timeout=self.cluster.request_timeout + max(0, request["timeout_ms"]) / 1000)
-        except UpstreamError as exc:
-            log.warning("produce to upstream broker %d failed: %s", node, exc)
-            self.cluster.invalidate()
-            for part in items:
-                part.answer["error_code"] = UNREACHABLE
+        body = {"transactional_id": request.get("transactional_id"), "acks": acks,
+                "timeout_ms": request["timeout_ms"], "topic_data": topics}
+        if acks == 0:
+            await conn.send_only(produce.KAFKA_SPEC, upstream_version, body)
             return
+        answer = await conn.request(
+            produce.KAFKA_SPEC, upstream_version, body,
+            timeout=self.cluster.request_timeout + max(0, request["timeout_ms"]) / 1000)
         results = {(t["name"], p["index"]): p for t in answer["responses"]
                    for p in t["partition_responses"]}
         for part in items:
@@ -163,7 +159,7 @@ class ProduceRelay:
                 continue
             code = got["error_code"]
             if code in RETRIABLE_ROUTING_ERRORS:
-                self.cluster.invalidate(part.topic)
+                session.cluster.invalidate(part.topic)
             part.answer.update(
                 error_code=downstream_error(produce.SPEC.key, version, code),
                 base_offset=got["base_offset"],

@@ -1,16 +1,27 @@
 """The gateway's client side: connections to the real Kafka brokers and the cluster's metadata.
 
-- :class:`UpstreamConnection`: one TCP connection to one broker. It negotiates ApiVersions when
-  it opens, then carries pipelined requests (a broker answers one connection's requests in
-  order); every version it sends is chosen by :func:`~lazyconv.gateway._floor.choose_upstream_version`,
-  never below Kafka 4.0's floor. A request that times out closes the connection, as Kafka's
-  clients do: its answer could still arrive and be taken for the next request's.
-- :class:`UpstreamCluster`: the bootstrap list, the brokers and the topic → partition → leader
-  map (refreshed on demand and when stale), shared by every downstream client.
+- :class:`UpstreamConnection`: one TCP connection to one broker (TLS and SASL as the
+  :mod:`~lazyconv.gateway._upstream_security` settings say, authenticated as one upstream
+  identity and re-authenticated before the broker's session lifetime ends). It negotiates
+  ApiVersions when it opens, then carries pipelined requests (a broker answers one connection's
+  requests in order); every version it sends is chosen by
+  :func:`~lazyconv.gateway._floor.choose_upstream_version`, never below Kafka 4.0's floor. A
+  request that times out closes the connection, as Kafka's clients do: its answer could still
+  arrive and be taken for the next request's.
+- :class:`UpstreamCluster`: the bootstrap list, how to connect, the brokers and the cluster id,
+  shared by every downstream client; :class:`ClusterView`: the topic → partition → leader map
+  (refreshed on demand and when stale) as one upstream identity sees it, shared by that
+  identity's clients only (a principal never sees another's topics).
 - :class:`UpstreamSession`: the connections one downstream client uses, one per broker, opened
-  when first needed and closed with the client's connection. A client's long-polling fetch
+  when first needed and closed with the client's connection, authenticated as its identity. A client's long-polling fetch
   therefore never delays another client's request, and a client's bytes never share a stream
   with another's.
+
+When metrics are on (``metrics``, a :class:`~lazyconv.gateway._metrics.GatewayMetrics`), each
+connection counts its requests by API key and version, their latency and the bytes each way.
+The cluster's reachability is kept by :class:`~lazyconv.gateway._cluster_state.ClusterState`
+(logged once per change; the gateway's readiness), refreshed in the background by
+:meth:`UpstreamCluster.watch`.
 """
 
 from __future__ import annotations
@@ -19,34 +30,65 @@ import asyncio
 import contextlib
 import logging
 import socket
-import struct
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lazyconv import __version__
-from lazyconv.errors import ConfigurationError, LazyconvError, UpstreamError
+from lazyconv._version import __version__
+from lazyconv.errors import (
+    ConfigurationError,
+    ErrorCode,
+    LazyconvError,
+    RemoteProtocolError,
+    UpstreamAuthenticationError,
+    UpstreamError,
+)
+from lazyconv.gateway._cluster_state import ClusterState
 from lazyconv.gateway._floor import choose_upstream_version
+from lazyconv.gateway._upstream_security import (
+    ANONYMOUS_IDENTITY,
+    UpstreamIdentity,
+    UpstreamSecurity,
+    authenticate,
+    handshake_error,
+)
 from lazyconv.protocol import _api_versions as api_versions
 from lazyconv.protocol import _metadata as metadata
 from lazyconv.protocol._api import ApiSpec
-from lazyconv.protocol._error_codes import ErrorCode
-from lazyconv.protocol._headers import decode_response_header, encode_request_header
-from lazyconv.protocol._primitives import Reader
+from lazyconv.protocol._connection import ClientConnection, Pending
 from lazyconv.protocol._schema import ZERO_UUID
+
+if TYPE_CHECKING:
+    from lazyconv.gateway._metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
 
-__all__ = ["UpstreamConnection", "UpstreamCluster", "UpstreamSession", "BrokerAddress",
-           "TopicInfo", "PartitionInfo", "parse_bootstrap"]
+__all__ = ["UpstreamConnection", "UpstreamCluster", "ClusterView", "UpstreamSession",
+           "BrokerAddress", "TopicInfo", "PartitionInfo", "parse_bootstrap"]
 
-_SIZE = struct.Struct(">i")
 # A response larger than this is taken for a broken stream (Kafka's fetch.max.bytes is 55 MiB).
 MAX_RESPONSE_SIZE = 256 << 20
+# Read at once when no response is being filled: sizes, headers and small responses. One buffer
+# for every connection: the loop runs one callback at a time, and what a read brings is copied
+# out of it at once (buffer_updated), so an idle connection holds none.
+_READ_BUFFER = 64 << 10
+_SHARED_READ_BUFFER = bytearray(_READ_BUFFER)
 CLIENT_SOFTWARE_NAME = "lazyconv-gateway"
 _API_VERSIONS_VERSION = 3
+# A Kafka broker answers ApiVersions at once; a port that is not Kafka's often waits for more
+# bytes (an HTTP server for the end of a request line): it is given this long, not the request
+# timeout.
+HANDSHAKE_TIMEOUT = 5.0
+# APIs only a KRaft controller listener offers (Vote, BeginQuorumEpoch, EndQuorumEpoch,
+# BrokerRegistration, BrokerHeartbeat): such a listener has no Metadata, Produce or Fetch for
+# clients.
+_CONTROLLER_APIS = frozenset({52, 53, 54, 62, 63})
+_NOT_A_BROKER_HINT = ("--upstream must name a Kafka broker's PLAINTEXT listener (Kafka's stock "
+                      "configuration: 9092, not the controller's 9093)")
+_FEATURE_FIELDS = ("supported_features", "finalized_features_epoch", "finalized_features",
+                   "zk_migration_ready")
 
 
 @dataclass(frozen=True)
@@ -72,21 +114,73 @@ def parse_bootstrap(text: str) -> list[BrokerAddress]:
     return addresses
 
 
-class UpstreamConnection:
-    """One connection to one broker (see the module docstring)."""
+# Every connection to the brokers of one cluster gets the same ApiVersions table: one dict for
+# all of them (an idle client connection holds a reference, not its own copy).
+_VERSION_TABLES: dict[tuple[tuple[int, int, int], ...], dict[int, tuple[int, int]]] = {}
 
-    def __init__(self, address: BrokerAddress, *, client_id: str = CLIENT_SOFTWARE_NAME,
-                 request_timeout: float = 30.0, node_id: int | None = None) -> None:
+
+def _shared_versions(entries: tuple[tuple[int, int, int], ...]) -> dict[int, tuple[int, int]]:
+    table = _VERSION_TABLES.get(entries)
+    if table is None:
+        if len(_VERSION_TABLES) >= 64:  # brokers of other versions come and go: stay small
+            _VERSION_TABLES.clear()
+        table = _VERSION_TABLES[entries] = {key: (low, high) for key, low, high in entries}
+    return table
+
+
+class _UpstreamProtocol(asyncio.BufferedProtocol):
+    """The asyncio side of an :class:`UpstreamConnection`: bytes go straight into the frame
+    being read (a response larger than the read buffer is received into its own buffer, never
+    joined from pieces); write pauses are honoured by :meth:`UpstreamConnection._send`."""
+
+    def __init__(self, connection: UpstreamConnection) -> None:
+        self.connection = connection
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.connection._receive_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.connection._received(nbytes)
+
+    def pause_writing(self) -> None:
+        self.connection._writable.clear()
+
+    def resume_writing(self) -> None:
+        self.connection._writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connection._lost(exc)
+
+
+class UpstreamConnection:
+    """One connection to one broker (see the module docstring): an asyncio driver around the
+    sans-IO :class:`~lazyconv.protocol._connection.ClientConnection`."""
+
+    def __init__(self, address: BrokerAddress, *, client_id: str | None = CLIENT_SOFTWARE_NAME,
+                 request_timeout: float = 30.0, node_id: int | None = None,
+                 metrics: GatewayMetrics | None = None,
+                 security: UpstreamSecurity | None = None,
+                 identity: UpstreamIdentity = ANONYMOUS_IDENTITY) -> None:
         self.address = address
+        self.metrics = metrics
         self.node_id = node_id
         self.client_id = client_id
         self.request_timeout = request_timeout
+        self.security = security or UpstreamSecurity()
+        self.identity = identity
+        self.authentications = 0
+        # cleared while re-authenticating: no other request may be sent in between
+        self._sendable = asyncio.Event()
+        self._sendable.set()
+        self._reauth: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
         self.versions: dict[int, tuple[int, int]] = {}
-        self._sock: socket.socket | None = None
-        self._send_lock = asyncio.Lock()
-        self._pending: dict[int, tuple[asyncio.Future[Any], ApiSpec, int]] = {}
-        self._next_correlation = 1
-        self._read_task: asyncio.Task[None] | None = None
+        #: ApiVersions v3+'s feature fields as the broker answered them (tagged: maybe empty)
+        self.features: dict[str, Any] = {}
+        self._client = ClientConnection(client_id, max_response_size=MAX_RESPONSE_SIZE)
+        self._transport: asyncio.Transport | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
         self._closed = False
         self._chosen: dict[int, int] = {}
 
@@ -98,37 +192,125 @@ class UpstreamConnection:
         return self._closed
 
     async def open(self, timeout: float = 10.0) -> None:
-        """Connect and negotiate ApiVersions; raises :class:`UpstreamError` on failure."""
+        """Connect (TLS when configured), negotiate ApiVersions and authenticate (SASL when
+        configured); raises :class:`UpstreamError` on failure
+        (:class:`~lazyconv.errors.UpstreamAuthenticationError`: the credentials were refused)."""
         loop = asyncio.get_running_loop()
+        context = self.security.context
+        tls: dict[str, Any] = {}
+        if context is not None:
+            tls = {"ssl": context, "ssl_handshake_timeout": timeout,
+                   "server_hostname": self.address.host}
         try:
-            infos = await asyncio.wait_for(loop.getaddrinfo(
-                self.address.host, self.address.port, type=socket.SOCK_STREAM), timeout)
-            family, kind, proto, _name, where = infos[0]
-            sock = socket.socket(family, kind, proto)
-            sock.setblocking(False)
-            try:
-                await asyncio.wait_for(loop.sock_connect(sock, where), timeout)
-            except BaseException:
-                sock.close()
-                raise
+            transport, _protocol = await asyncio.wait_for(loop.create_connection(
+                lambda: _UpstreamProtocol(self), self.address.host, self.address.port, **tls),
+                timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             self._closed = True
-            raise UpstreamError(f"cannot connect to upstream broker {self.address}: "
-                                f"{exc or 'timed out'}") from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock = sock
-        self._read_task = loop.create_task(self._read_loop())
+            raise handshake_error(self.address, exc) from None
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._transport = transport
         body: dict[str, Any] = {"client_software_name": CLIENT_SOFTWARE_NAME,
                                 "client_software_version": __version__}
-        answer = await self.request(api_versions.SPEC, _API_VERSIONS_VERSION, body)
-        if answer["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
-            answer = await self.request(api_versions.SPEC, 0, {})
+        handshake = min(self.request_timeout, HANDSHAKE_TIMEOUT)
+        try:
+            answer = await self.request(api_versions.SPEC, _API_VERSIONS_VERSION, body,
+                                        timeout=handshake)
+            if answer["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
+                answer = await self.request(api_versions.SPEC, 0, {}, timeout=handshake)
+        except UpstreamError as exc:
+            self.close()
+            raise UpstreamError(f"{self.address} does not answer like a Kafka broker: {exc} "
+                                f"({_NOT_A_BROKER_HINT}; a TLS, SASL, HTTP or other port "
+                                "closes the connection or waits)") from None
         if answer["error_code"] != 0:
             self.close()
             raise UpstreamError(f"upstream broker {self.address} refused ApiVersions with error "
                                 f"{answer['error_code']}")
-        self.versions = {entry["api_key"]: (entry["min_version"], entry["max_version"])
-                         for entry in answer["api_keys"]}
+        self.versions = _shared_versions(tuple(
+            (entry["api_key"], entry["min_version"], entry["max_version"]) for entry in answer["api_keys"]))
+        if metadata.SPEC.key not in self.versions:
+            self.close()
+            why = ("it is a KRaft controller listener: it offers the quorum APIs, not Metadata, "
+                   "Produce or Fetch" if _CONTROLLER_APIS & self.versions.keys()
+                   else "it offers no Metadata API")
+            raise UpstreamError(f"{self.address} is not a Kafka broker listener: {why} "
+                                f"({_NOT_A_BROKER_HINT})")
+        self.features = {name: answer[name] for name in _FEATURE_FIELDS if name in answer}
+        credentials = self.identity.credentials
+        if credentials is not None:
+            try:
+                self._schedule_reauthentication(await authenticate(self, credentials))
+            except UpstreamError:
+                self.close()
+                raise
+            self.authentications += 1
+
+    # -- SASL: frames the exchange encodes, re-authentication -----------------------------------
+
+    def correlation_ids(self) -> Iterator[int]:
+        """Correlation ids from this connection's own counter (for the SASL exchange)."""
+        while True:
+            yield self._client.reserve_correlation_id()
+
+    async def exchange_frame(self, frame: bytes) -> bytes:
+        """Send one request frame encoded elsewhere (its correlation id from
+        :meth:`correlation_ids`) and wait for its response frame."""
+        transport = self._transport
+        if self._closed or transport is None:
+            raise UpstreamError(f"the connection to upstream broker {self.address} is closed")
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._client.expect_frame(frame, token=future)
+        transport.write(frame)
+        try:
+            return bytes(await asyncio.wait_for(future, self.request_timeout))
+        except asyncio.TimeoutError:
+            self.close()
+            raise UpstreamError(f"SASL exchange with {self.address} got no answer within "
+                                f"{self.request_timeout:.0f} s") from None
+
+    def _schedule_reauthentication(self, at: float | None) -> None:
+        if at is None or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        self._reauth = loop.call_at(at, self._begin_reauthentication)
+
+    def _begin_reauthentication(self) -> None:
+        self._reauth = None
+        if not self._closed:
+            self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368: authenticate again on this connection before the broker's session ends;
+        requests wait meanwhile (a broker reads nothing but SASL frames during it)."""
+        credentials = self.identity.credentials
+        assert credentials is not None
+        self._sendable.clear()
+        try:
+            at = await authenticate(self, credentials)
+        except UpstreamError as exc:
+            log.warning("re-authentication to %s as %s failed, closing the connection: %s",
+                        self.address, self.identity.key, exc.message)
+            self._fail(exc)
+            return
+        finally:
+            self._sendable.set()
+        self.authentications += 1
+        log.debug("re-authenticated to %s as %s", self.address, self.identity.key)
+        self._schedule_reauthentication(at)
+
+    def set_client_id(self, client_id: str | None) -> None:
+        """The client id of the requests sent from now on."""
+        self.client_id = client_id
+        self._client.client_id = client_id
+
+    def serves(self, api_key: int, version: int) -> bool:
+        """Whether this broker's ApiVersions answer lists ``version`` of ``api_key``."""
+        served = self.versions.get(api_key)
+        return served is not None and served[0] <= version <= served[1]
 
     def version(self, spec: ApiSpec) -> int:
         """The version of ``spec`` to send to this broker (see :mod:`lazyconv.gateway._floor`)."""
@@ -141,12 +323,39 @@ class UpstreamConnection:
     async def request(self, spec: ApiSpec, version: int, body: Mapping[str, Any], *,
                       timeout: float | None = None) -> dict[str, Any]:
         """Send one request and wait for its decoded response body."""
+        metrics = self.metrics
+        started = time.perf_counter() if metrics is not None else 0.0
         future = await self._send(spec, version, body, expect_response=True)
         assert future is not None
         try:
-            return await asyncio.wait_for(future, timeout if timeout is not None else self.request_timeout)
+            answer: dict[str, Any] = await asyncio.wait_for(
+                future, timeout if timeout is not None else self.request_timeout)
+            if metrics is not None:
+                metrics.upstream_answered(spec.key, time.perf_counter() - started)
+            return answer
         except asyncio.TimeoutError:
+            # its answer could still come and be taken for the next request's: the connection
+            # ends, as Kafka's clients end it
             self.close()
+            raise UpstreamError(f"{spec.name} v{version} to {self.address} got no answer within "
+                                f"{timeout or self.request_timeout:.0f} s") from None
+
+    async def relay(self, spec: ApiSpec, version: int, body: bytes | memoryview, *,
+                    timeout: float | None = None) -> bytes | bytearray:
+        """Send an encoded request body after a header of this connection's (correlation id,
+        client id) and wait for the response frame (without its size), undecoded."""
+        metrics = self.metrics
+        started = time.perf_counter() if metrics is not None else 0.0
+        future = await self._send(spec, version, body, expect_response=True)
+        assert future is not None
+        try:
+            frame: bytes | bytearray = await asyncio.wait_for(
+                future, timeout if timeout is not None else self.request_timeout)
+            if metrics is not None:
+                metrics.upstream_answered(spec.key, time.perf_counter() - started)
+            return frame
+        except asyncio.TimeoutError:
+            self.close()  # as in request(): a late answer must not be taken for another's
             raise UpstreamError(f"{spec.name} v{version} to {self.address} got no answer within "
                                 f"{timeout or self.request_timeout:.0f} s") from None
 
@@ -154,101 +363,91 @@ class UpstreamConnection:
         """Send a request that has no response (Produce with acks=0)."""
         await self._send(spec, version, body, expect_response=False)
 
-    async def _send(self, spec: ApiSpec, version: int, body: Mapping[str, Any], *,
+    async def _send(self, spec: ApiSpec, version: int,
+                    body: Mapping[str, Any] | bytes | memoryview, *,
                     expect_response: bool) -> asyncio.Future[Any] | None:
-        if self._closed or self._sock is None:
+        if not self._sendable.is_set():  # re-authenticating
+            await self._sendable.wait()
+        transport = self._transport
+        if self._closed or transport is None:
             raise UpstreamError(f"the connection to upstream broker {self.address} is closed")
-        correlation_id = self._next_correlation
-        self._next_correlation = (self._next_correlation + 1) & 0x7FFFFFFF
-        header = encode_request_header(spec.request_header_version(version), spec.key, version,
-                                       correlation_id, self.client_id)
-        payload = spec.encode_request(version, body)
         future: asyncio.Future[Any] | None = None
         if expect_response:
             future = asyncio.get_running_loop().create_future()
-            self._pending[correlation_id] = (future, spec, version)
-        # One request's bytes at a time: a request waiting for socket space must not be
-        # interleaved with the next one's.
-        async with self._send_lock:
-            try:
-                await asyncio.get_running_loop().sock_sendall(
-                    self._sock, _SIZE.pack(len(header) + len(payload)) + header + payload)
-            except (OSError, RuntimeError) as exc:
-                self.close()
-                raise UpstreamError(f"writing to upstream broker {self.address} failed: {exc}") from None
+        _pending, data = self._client.send_request(spec, version, body,
+                                                   expect_response=expect_response, token=future)
+        transport.write(data)  # whole requests: the transport never interleaves two
+        if self.metrics is not None:
+            self.metrics.upstream_sent(spec.key, version, len(data))
+        if not self._writable.is_set():  # the broker reads slowly: wait before the next one
+            await self._writable.wait()
+            if self._closed:
+                raise UpstreamError(f"the connection to upstream broker {self.address} was closed")
         return future
 
-    async def _recv_into(self, view: memoryview) -> None:
-        loop = asyncio.get_running_loop()
-        sock = self._sock
-        if sock is None:
-            raise UpstreamError(f"the connection to upstream broker {self.address} is closed")
-        got = 0
-        while got < len(view):
-            n = await loop.sock_recv_into(sock, view[got:])
-            if n == 0:
-                raise UpstreamError(f"upstream broker {self.address} closed the connection")
-            got += n
+    # -- the protocol's callbacks -------------------------------------------------------------
 
-    async def _read_loop(self) -> None:
-        error: Exception = UpstreamError(f"upstream broker {self.address} closed the connection")
-        head = bytearray(4)
+    def _receive_buffer(self) -> memoryview:
+        frames = self._client.frames
+        if frames.missing:
+            return frames.buffer_for_rest()
+        return memoryview(_SHARED_READ_BUFFER)
+
+    def _received(self, nbytes: int) -> None:
+        if self.metrics is not None:
+            self.metrics.upstream_received_bytes += nbytes
+        frames = self._client.frames
         try:
-            while True:
-                await self._recv_into(memoryview(head))
-                size = _SIZE.unpack(head)[0]
-                if not 4 <= size <= MAX_RESPONSE_SIZE:
-                    raise UpstreamError(f"upstream broker {self.address} sent a response size of {size}")
-                # Read straight into the buffer the response lives in (no second copy): the
-                # records relayed or converted are views into it.
-                frame = bytearray(size)
-                await self._recv_into(memoryview(frame))
-                correlation_id = _SIZE.unpack_from(frame)[0]
-                pending = self._pending.pop(correlation_id, None)
-                if pending is None:
-                    raise UpstreamError(f"upstream broker {self.address} answered correlation id "
-                                        f"{correlation_id}, which is not pending")
-                future, spec, version = pending
-                if future.done():  # its requester gave up
-                    continue
-                try:
-                    # Fetch records stay views into the frame: relayed without a copy.
-                    reader = Reader(frame, records_as_views=True)
-                    decode_response_header(reader, spec.response_header_version(version))
-                    future.set_result(spec.decode_response(version, reader, exact=False))
-                except LazyconvError as exc:
-                    future.set_exception(UpstreamError(
-                        f"malformed {spec.name} v{version} response from {self.address}: {exc}"))
-                del frame
-        except asyncio.CancelledError:
-            error = UpstreamError(f"the connection to {self.address} was closed")
-        except OSError as exc:
-            error = UpstreamError(f"upstream broker {self.address} closed the connection: {exc}")
-        except UpstreamError as exc:
-            error = exc
-        finally:
-            self._fail_pending(error)
-            self._close_transport()
+            if frames.missing:
+                frames.received(nbytes)
+            else:
+                frames.feed(bytes(_SHARED_READ_BUFFER[:nbytes]))
+            while (answered := self._client.next_response()) is not None:
+                self._deliver(*answered)
+        except RemoteProtocolError as exc:
+            self._fail(UpstreamError(f"upstream broker {self.address} broke the protocol: "
+                                     f"{exc.message}"))
 
-    def _fail_pending(self, error: Exception) -> None:
-        pending, self._pending = self._pending, {}
-        for future, _spec, _version in pending.values():
-            if not future.done():
-                future.set_exception(error)
+    def _deliver(self, pending: Pending | None, frame: bytes | bytearray) -> None:
+        if pending is None:
+            return  # abandoned by its requester
+        future: asyncio.Future[Any] = pending.token
+        if future.done():  # its requester gave up
+            return
+        if pending.raw:  # a relayed request: its answer goes back as it came
+            future.set_result(frame)
+            return
+        try:
+            # Fetch records stay views into the frame: relayed without a copy.
+            future.set_result(ClientConnection.decode_response(pending, frame))
+        except LazyconvError as exc:
+            assert pending.spec is not None
+            future.set_exception(UpstreamError(
+                f"malformed {pending.spec.name} v{pending.api_version} response from "
+                f"{self.address}: {exc}"))
 
-    def _close_transport(self) -> None:
+    def _lost(self, exc: Exception | None) -> None:
+        reason = f": {exc}" if exc is not None else ""
+        self._fail(UpstreamError(f"upstream broker {self.address} closed the connection{reason}"))
+
+    def _fail(self, error: Exception) -> None:
         self._closed = True
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.close()
-            self._sock = None
+        self._writable.set()
+        self._sendable.set()
+        if self._reauth is not None:
+            self._reauth.cancel()
+            self._reauth = None
+        for pending in self._client.take_pending():
+            future = pending.token
+            if future is not None and not future.done():
+                future.set_exception(error)
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.abort()
 
     def close(self) -> None:
         """Close the connection; pending requests fail with :class:`UpstreamError`."""
-        if self._read_task is not None and not self._read_task.done():
-            self._read_task.cancel()
-        self._fail_pending(UpstreamError(f"the connection to {self.address} was closed"))
-        self._close_transport()
+        self._fail(UpstreamError(f"the connection to {self.address} was closed"))
 
 
 @dataclass
@@ -276,47 +475,232 @@ class TopicInfo:
 
 
 class UpstreamCluster:
-    """The upstream cluster's brokers and topic metadata, shared by every downstream client."""
+    """The upstream cluster as every downstream client shares it: the bootstrap list, how to
+    connect (TLS, SASL), the brokers and the cluster id. What topics exist is *not* shared:
+    each upstream identity has its own :class:`ClusterView` (:meth:`view`), filled only with
+    what the cluster answered that identity, so no client sees a topic its principal may not
+    describe."""
 
     def __init__(self, bootstrap: list[BrokerAddress], *, client_id: str = CLIENT_SOFTWARE_NAME,
-                 request_timeout: float = 30.0, metadata_max_age: float = 30.0) -> None:
+                 request_timeout: float = 30.0, metadata_max_age: float = 30.0,
+                 metrics: GatewayMetrics | None = None,
+                 security: UpstreamSecurity | None = None,
+                 service_identity: UpstreamIdentity | None = ANONYMOUS_IDENTITY) -> None:
+        """``metrics``: counted per upstream request when given; ``security``: TLS and SASL
+        toward the brokers; ``service_identity``: the gateway's own (what :meth:`start` and
+        :meth:`watch` reach the cluster as; None when it has none, in passthrough mode: then
+        only TLS and ApiVersions are checked at start)."""
         if not bootstrap:
             raise ConfigurationError("no upstream address given")
         self.bootstrap = list(bootstrap)
+        self.metrics = metrics
+        self.state = ClusterState(metadata_max_age)
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.metadata_max_age = metadata_max_age
+        self.security = security or UpstreamSecurity()
+        self.service_identity = service_identity
         self.brokers: dict[int, BrokerAddress] = {}
         self.cluster_id: str | None = None
         self.controller_id = -1
+        self._views: dict[str, ClusterView] = {}
+        #: what the first broker reached answered in ApiVersions: its versions and features
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.features: dict[str, Any] = {}
+
+    def connection(self, address: BrokerAddress, identity: UpstreamIdentity, *,
+                   node_id: int | None = None, client_id: str | None = None) -> UpstreamConnection:
+        """A new (unopened) connection to ``address`` as ``identity``."""
+        return UpstreamConnection(address, client_id=client_id or self.client_id,
+                                  request_timeout=self.request_timeout, node_id=node_id,
+                                  metrics=self.metrics, security=self.security, identity=identity)
+
+    async def open_any(self, identity: UpstreamIdentity, *,
+                       client_id: str | None = None) -> UpstreamConnection:
+        """An open connection as ``identity`` to the first broker that answers (known brokers,
+        then the bootstrap list). A refusal of the credentials is raised at once
+        (:class:`~lazyconv.errors.UpstreamAuthenticationError`: another broker would refuse
+        them too)."""
+        errors = []
+        candidates = list(self.brokers.items()) + [(None, a) for a in self.bootstrap]
+        for node_id, address in candidates:
+            if node_id is None and address in self.brokers.values():
+                continue
+            conn = self.connection(address, identity, node_id=node_id, client_id=client_id)
+            try:
+                await conn.open()
+            except UpstreamAuthenticationError:
+                raise
+            except UpstreamError as exc:
+                errors.append(str(exc))
+                continue
+            if not self.api_versions:
+                self.api_versions, self.features = dict(conn.versions), dict(conn.features)
+            return conn
+        raise UpstreamError("no upstream broker reachable: " + "; ".join(dict.fromkeys(errors)))
+
+    def node_of(self, address: BrokerAddress) -> int | None:
+        """The node id of the broker at ``address`` (None: not in the metadata)."""
+        for node_id, known in self.brokers.items():
+            if known == address:
+                return node_id
+        return None
+
+    async def start(self) -> None:
+        """Reach the cluster once (raises :class:`UpstreamError` when no broker answers, when
+        a certificate does not verify or the service identity is refused). Without a service
+        identity (passthrough) only TLS and ApiVersions can be checked before a client comes."""
+        if self.service_identity is None:
+            await self.probe()
+            return
+        view = self.view(self.service_identity)  # kept for the gateway's life
+        try:
+            await view.refresh(None)
+        except BaseException:
+            self.release(view)
+            raise
+
+    def watch_interval(self) -> float:
+        """How often :meth:`watch` asks: a third of the metadata's max age, 0.5-10 s."""
+        return min(10.0, max(0.5, self.metadata_max_age / 3))
+
+    async def watch(self) -> None:
+        """Ask the cluster for its brokers every :meth:`watch_interval` seconds, forever: its
+        answers keep :attr:`state` current while no client asks anything (readiness), and the
+        brokers' addresses fresh. Failures are the state's to log. It asks as the service
+        identity; without one (passthrough) through any identity's live view, else not at all
+        (no credentials to ask with)."""
+        interval = self.watch_interval()
+        while True:
+            await asyncio.sleep(interval)
+            view = (self._views.get(self.service_identity.key) if self.service_identity is not None
+                    else next(iter(self._views.values()), None))
+            with contextlib.suppress(UpstreamError):
+                if view is not None:
+                    await view.refresh([], timeout=min(self.request_timeout, self.metadata_max_age))
+                else:
+                    await self.probe()
+
+    async def probe(self) -> None:
+        """Reach a broker without credentials (TLS and ApiVersions only): what a gateway
+        without a service identity can check while no client is connected."""
+        try:
+            conn = await self.open_any(ANONYMOUS_IDENTITY)
+        except UpstreamError as exc:
+            self.state.failed("connection", exc)
+            raise
+        conn.close()
+        self.state.ok()
+
+    def invalidate(self) -> None:
+        """Forget every view's metadata: the next use asks the cluster again."""
+        for view in self._views.values():
+            view.invalidate()
+
+    def close(self) -> None:
+        for view in list(self._views.values()):
+            view.close()
+        self._views.clear()
+
+    # -- per-identity views ---------------------------------------------------------------
+
+    def view(self, identity: UpstreamIdentity) -> ClusterView:
+        """The cluster as ``identity`` sees it (shared by that identity's sessions; give it
+        back with :meth:`release`)."""
+        view = self._views.get(identity.key)
+        if view is None:
+            view = self._views[identity.key] = ClusterView(self, identity)
+        view.users += 1
+        return view
+
+    def release(self, view: ClusterView) -> None:
+        """A session of the view's identity ended; the last one closes it (its connection,
+        its cache and the credentials it held go)."""
+        view.users -= 1
+        if view.users <= 0 and self._views.get(view.identity.key) is view:
+            del self._views[view.identity.key]
+            view.close()
+
+    @property
+    def views(self) -> dict[str, ClusterView]:
+        """The live views by identity key."""
+        return dict(self._views)
+
+    def note_brokers(self, answer: Mapping[str, Any]) -> None:
+        """The brokers and the cluster id of a Metadata answer (the same for every identity)."""
+        self.brokers = {b["node_id"]: BrokerAddress(b["host"], b["port"]) for b in answer["brokers"]}
+        self.cluster_id = answer.get("cluster_id")
+        self.controller_id = answer.get("controller_id", -1)
+
+    def address_of(self, node_id: int) -> BrokerAddress:
+        address = self.brokers.get(node_id)
+        if address is None:
+            raise UpstreamError(f"upstream broker {node_id} is not in the cluster's metadata")
+        return address
+
+
+class ClusterView:
+    """The cluster's topics as one upstream identity sees them: the topic → partition → leader
+    map (refreshed on demand and when stale) from Metadata requests made as that identity, on
+    a connection of its own. The shared facts (brokers, cluster id, timeouts) are the
+    :class:`UpstreamCluster`'s."""
+
+    def __init__(self, cluster: UpstreamCluster, identity: UpstreamIdentity) -> None:
+        self.shared = cluster
+        self.identity = identity
+        self.users = 0
         self.topics: dict[str, TopicInfo] = {}
         self._names_by_id: dict[uuid.UUID, str] = {}  # Fetch v13+ names topics by id
         self._control: UpstreamConnection | None = None
         self._lock = asyncio.Lock()
         self._all_topics_at = 0.0
 
+    def __repr__(self) -> str:
+        return f"ClusterView({self.identity.key}, {len(self.topics)} topics)"
+
+    # the shared facts, read through the view so that relays need one object
+    @property
+    def brokers(self) -> dict[int, BrokerAddress]:
+        return self.shared.brokers
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self.shared.cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        return self.shared.controller_id
+
+    @property
+    def request_timeout(self) -> float:
+        return self.shared.request_timeout
+
+    @property
+    def metadata_max_age(self) -> float:
+        return self.shared.metadata_max_age
+
+    @property
+    def bootstrap(self) -> list[BrokerAddress]:
+        return self.shared.bootstrap
+
+    @property
+    def state(self) -> ClusterState:
+        return self.shared.state
+
+    @property
+    def metrics(self) -> GatewayMetrics | None:
+        return self.shared.metrics
+
+    def address_of(self, node_id: int) -> BrokerAddress:
+        return self.shared.address_of(node_id)
+
     # -- the control connection (metadata) ------------------------------------------------
 
     async def _control_connection(self) -> UpstreamConnection:
         if self._control is not None and not self._control.closed:
             return self._control
-        errors = []
-        candidates = list(self.brokers.items()) + [(None, a) for a in self.bootstrap]
-        for node_id, address in candidates:
-            conn = UpstreamConnection(address, client_id=self.client_id,
-                                      request_timeout=self.request_timeout, node_id=node_id)
-            try:
-                await conn.open()
-            except UpstreamError as exc:
-                errors.append(str(exc))
-                continue
-            self._control = conn
-            return conn
-        raise UpstreamError("no upstream broker reachable: " + "; ".join(dict.fromkeys(errors)))
-
-    async def start(self) -> None:
-        """Reach the cluster once (raises :class:`UpstreamError` when no broker answers)."""
-        await self.refresh(None)
+        self._control = await self.shared.open_any(self.identity)
+        return self._control
 
     def close(self) -> None:
         if self._control is not None:
@@ -325,27 +709,34 @@ class UpstreamCluster:
 
     # -- metadata -------------------------------------------------------------------------
 
-    async def refresh(self, topics: list[str] | None, *, allow_auto_create: bool = False) -> None:
-        """Ask the cluster for ``topics`` (``None``: every topic) and update the cache."""
-        async with self._lock:
-            conn = await self._control_connection()
-            version = conn.version(metadata.SPEC)
-            body: dict[str, Any] = {
-                "topics": None if topics is None else [{"topic_id": ZERO_UUID, "name": t} for t in topics],
-                "allow_auto_topic_creation": allow_auto_create,
-            }
-            try:
-                answer = await conn.request(metadata.SPEC, version, body)
-            except UpstreamError:
-                conn.close()
-                raise
+    async def refresh(self, topics: list[str] | None, *, allow_auto_create: bool = False,
+                      timeout: float | None = None) -> None:
+        """Ask the cluster for ``topics`` (``None``: every topic; ``[]``: the brokers only)
+        and update the cache; ``timeout`` bounds the request (default: the request timeout)."""
+        try:
+            async with self._lock:
+                conn = await self._control_connection()
+                version = conn.version(metadata.SPEC)
+                body: dict[str, Any] = {
+                    "topics": None if topics is None else [{"topic_id": ZERO_UUID, "name": t} for t in topics],
+                    "allow_auto_topic_creation": allow_auto_create,
+                }
+                try:
+                    answer = await conn.request(metadata.SPEC, version, body, timeout=timeout)
+                except UpstreamError:
+                    conn.close()
+                    raise
+        except UpstreamAuthenticationError:
+            raise  # one identity's refusal says nothing of the cluster's health
+        except UpstreamError as exc:
+            self.state.failed("metadata", exc)
+            raise
+        self.state.ok()
         self._apply_metadata(answer, every_topic=topics is None)
 
     def _apply_metadata(self, answer: Mapping[str, Any], every_topic: bool) -> None:
         now = time.monotonic()
-        self.brokers = {b["node_id"]: BrokerAddress(b["host"], b["port"]) for b in answer["brokers"]}
-        self.cluster_id = answer.get("cluster_id")
-        self.controller_id = answer.get("controller_id", -1)
+        self.shared.note_brokers(answer)
         seen = set()
         for topic in answer["topics"]:
             name = topic["name"]
@@ -407,21 +798,34 @@ class UpstreamCluster:
         elif topic in self.topics:
             self.topics[topic].fetched_at = 0.0
 
-    def address_of(self, node_id: int) -> BrokerAddress:
-        address = self.brokers.get(node_id)
-        if address is None:
-            raise UpstreamError(f"upstream broker {node_id} is not in the cluster's metadata")
-        return address
-
 
 class UpstreamSession:
-    """The upstream connections of one downstream client (see the module docstring)."""
+    """The upstream connections of one downstream client (see the module docstring), all
+    authenticated as its upstream ``identity``; :attr:`cluster` is the cluster as that identity
+    sees it."""
 
-    def __init__(self, cluster: UpstreamCluster, client_id: str | None = None) -> None:
-        self.cluster = cluster
-        self.client_id = client_id or cluster.client_id
+    def __init__(self, cluster: UpstreamCluster, client_id: str | None = None, *,
+                 identity: UpstreamIdentity = ANONYMOUS_IDENTITY) -> None:
+        self.shared = cluster
+        self.identity = identity
+        self.cluster = cluster.view(identity)
+        self.client_id: str | None = client_id or cluster.client_id
         self._connections: dict[int, UpstreamConnection] = {}
         self._opening: dict[int, asyncio.Lock] = {}
+        self._closed = False
+        #: what relays keep per downstream connection, by their own key (closed with it when
+        #: it has close(): the fetch-ahead entries)
+        self.extras: dict[Any, Any] = {}
+
+    def adopt(self, conn: UpstreamConnection) -> None:
+        """Keep an open connection made for this client (the one that checked its password in
+        passthrough mode) as its connection to that broker."""
+        node = conn.node_id if conn.node_id is not None else self.shared.node_of(conn.address)
+        if node is None or node in self._connections:
+            conn.close()
+            return
+        conn.node_id = node
+        self._connections[node] = conn
 
     async def connection(self, node_id: int) -> UpstreamConnection:
         """This client's connection to broker ``node_id`` (opened when missing or closed)."""
@@ -433,9 +837,10 @@ class UpstreamSession:
             conn = self._connections.get(node_id)
             if conn is not None and not conn.closed:
                 return conn
-            conn = UpstreamConnection(self.cluster.address_of(node_id), client_id=self.client_id,
-                                      request_timeout=self.cluster.request_timeout, node_id=node_id)
+            conn = self.shared.connection(self.cluster.address_of(node_id), self.identity,
+                                          node_id=node_id, client_id=self.client_id)
             await conn.open()
+            self.cluster.state.broker_ok(node_id)
             self._connections[node_id] = conn
             return conn
 
@@ -455,7 +860,23 @@ class UpstreamSession:
                 errors.append(str(exc))
         raise UpstreamError("no upstream broker reachable: " + "; ".join(errors))
 
+    def identify(self, client_id: str | None) -> None:
+        """Send ``client_id`` upstream from now on (the downstream client's own, as the front
+        door last read it), on the connections open and those still to open."""
+        if client_id != self.client_id:
+            self.client_id = client_id
+            for conn in self._connections.values():
+                conn.set_client_id(client_id)
+
     def close(self) -> None:
+        extras, self.extras = self.extras, {}
+        for extra in extras.values():
+            close = getattr(extra, "close", None)
+            if close is not None:
+                close()
         for conn in self._connections.values():
             conn.close()
         self._connections.clear()
+        if not self._closed:
+            self._closed = True
+            self.shared.release(self.cluster)

@@ -1,0 +1,83 @@
+"""ListOffsets through the gateway: each partition asked of its leader with a version Kafka 4
+accepts (≥ v1); a v0 client gets the one offset as its ``old_style_offsets`` list
+(docs/guide/gateway.md). Errors reach the client as codes its version knows
+(:mod:`lazyconv.gateway._error_map`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from lazyconv.errors import UpstreamError
+from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
+from lazyconv.gateway._routing import ask_leaders, route_to_leaders
+from lazyconv.gateway._upstream import UpstreamCluster, UpstreamConnection, UpstreamSession
+from lazyconv.protocol import _list_offsets as list_offsets
+from lazyconv.protocol._grouping import group_by_topic
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ListOffsetsRelay"]
+
+
+@dataclass
+class _Asked:
+    """One partition of the downstream request, in request order, and its upstream answer."""
+
+    topic: str
+    partition: dict[str, Any]
+    answer: dict[str, Any] = field(default_factory=lambda: {"error_code": UNREACHABLE})
+
+
+class ListOffsetsRelay:
+    """Answers downstream ListOffsets requests through the partitions' leaders."""
+
+    def __init__(self, cluster: UpstreamCluster) -> None:
+        self.cluster = cluster
+
+    async def list_offsets(self, session: UpstreamSession, version: int,
+                           request: dict[str, Any]) -> dict[str, Any]:
+        asked = [_Asked(t["name"], p) for t in request["topics"] for p in t["partitions"]]
+        try:
+            await session.cluster.topics_for(list(dict.fromkeys(a.topic for a in asked)))
+        except UpstreamError as exc:
+            log.debug("list offsets: no metadata from the cluster: %s", exc)
+        isolation = request.get("isolation_level", 0) if version >= 2 else 0
+
+        def fail(item: _Asked, code: int) -> None:
+            item.answer = {"error_code": code}
+
+        async def ask(conn: UpstreamConnection, items: list[_Asked]) -> None:
+            topics = [{"name": name, "partitions": parts} for name, parts in group_by_topic(
+                (a.topic, {"partition_index": a.partition["partition_index"],
+                           "current_leader_epoch": -1, "timestamp": a.partition["timestamp"]})
+                for a in items)]
+            answer = await conn.request(list_offsets.SPEC, conn.version(list_offsets.SPEC), {
+                "replica_id": -1, "isolation_level": isolation, "topics": topics})
+            got = {(t["name"], p["partition_index"]): p
+                   for t in answer["topics"] for p in t["partitions"]}
+            for item in items:
+                item.answer = got.get((item.topic, item.partition["partition_index"]),
+                                      {"error_code": UNREACHABLE})
+
+        by_leader = route_to_leaders(session.cluster, asked,
+                                     lambda a: (a.topic, a.partition["partition_index"]), fail)
+        await ask_leaders(session, by_leader, ask, fail, "list offsets")
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": name, "partitions": entries}
+            for name, entries in group_by_topic((a.topic, self._entry(session, version, a))
+                                                for a in asked)]}
+
+    def _entry(self, session: UpstreamSession, version: int, item: _Asked) -> dict[str, Any]:
+        got, part = item.answer, item.partition
+        code = got.get("error_code", 0)
+        if code in RETRIABLE_ROUTING_ERRORS:
+            session.cluster.invalidate(item.topic)
+        offset = got.get("offset", -1) if not code else -1
+        return {"partition_index": part["partition_index"],
+                "error_code": downstream_error(list_offsets.SPEC.key, version, code),
+                "timestamp": got.get("timestamp", -1) if not code else -1,
+                "offset": offset, "leader_epoch": got.get("leader_epoch", -1),
+                "old_style_offsets": [offset] if offset >= 0 and part.get("max_num_offsets", 1) > 0 else []}

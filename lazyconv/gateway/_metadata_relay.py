@@ -1,0 +1,84 @@
+"""Metadata through the gateway: the cluster as one broker, the gateway itself, leading every
+partition (docs/guide/gateway.md says why), answered from the upstream cluster's metadata cache.
+
+Topics asked by id (Metadata v12) are named from the cache (refreshed once when an id is not in
+it); a topic the cluster did not answer for is LEADER_NOT_AVAILABLE (retriable), an id nobody
+knows UNKNOWN_TOPIC_ID. Partition errors reach the client as codes its version knows
+(:mod:`lazyconv.gateway._error_map`); when the cluster cannot be reached, what the cache still
+holds is answered.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lazyconv.errors import ErrorCode, UpstreamError
+from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, downstream_error
+from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
+from lazyconv.net._model import Listener
+from lazyconv.protocol import _metadata as metadata
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MetadataRelay"]
+
+_LEADER_NOT_AVAILABLE = 5
+
+
+class MetadataRelay:
+    """Answers downstream Metadata requests from the upstream cluster's metadata."""
+
+    def __init__(self, cluster: UpstreamCluster) -> None:
+        self.cluster = cluster
+
+    async def metadata(self, session: UpstreamSession, version: int, request: dict[str, Any],
+                       listener: Listener) -> dict[str, Any]:
+        """The response body: ``listener`` is the only broker and leads every partition; the
+        topics are those the cluster describes to the client's upstream identity."""
+        cluster = session.cluster
+        names: list[str] | None = None
+        asked_ids: list[Any] = []
+        if not metadata.asks_for_every_topic(version, request["topics"]):
+            names = []
+            for topic in request["topics"]:
+                if topic.get("name"):
+                    names.append(topic["name"])
+                elif topic.get("topic_id") is not None:
+                    asked_ids.append(topic["topic_id"])
+        auto_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
+        try:
+            if asked_ids:
+                await cluster.topics_for(None)
+                names = (names or []) + [cluster.topic_name(i) or "" for i in asked_ids]
+            if names is not None:
+                names = list(dict.fromkeys(names))  # a topic asked twice is answered once
+            known = await cluster.topics_for(names, allow_auto_create=auto_create)
+        except UpstreamError as exc:
+            log.debug("metadata: the cluster did not answer: %s", exc)
+            known = {n: cluster.topics[n] for n in (names or cluster.topics) if n in cluster.topics}
+        me = listener.node_id
+        topics: list[dict[str, Any]] = []
+        for name in (names if names is not None else sorted(known)):
+            info = known.get(name)
+            if info is None:
+                # no answer from the cluster for it: retriable; an id nobody knows: unknown
+                code = _LEADER_NOT_AVAILABLE if name else int(ErrorCode.UNKNOWN_TOPIC_ID)
+                topics.append({"error_code": code, "name": name or None, "partitions": []})
+                continue
+            partitions = []
+            for index, part in sorted(info.partitions.items()):
+                leader = me if part.leader >= 0 else -1
+                code = part.error_code
+                if code in RETRIABLE_ROUTING_ERRORS and version < 1:
+                    code = _LEADER_NOT_AVAILABLE
+                partitions.append({"error_code": downstream_error(metadata.SPEC.key, version, code),
+                                   "partition_index": index, "leader_id": leader,
+                                   "leader_epoch": part.leader_epoch,
+                                   "replica_nodes": [me], "isr_nodes": [me] if leader >= 0 else []})
+            topics.append({"error_code": downstream_error(metadata.SPEC.key, version, info.error_code),
+                           "name": name, "topic_id": info.topic_id, "is_internal": info.is_internal,
+                           "partitions": partitions})
+        return {"throttle_time_ms": 0,
+                "brokers": [{"node_id": me, "host": listener.host, "port": listener.port}],
+                "cluster_id": cluster.cluster_id, "controller_id": me, "topics": topics}

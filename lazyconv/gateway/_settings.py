@@ -1,0 +1,655 @@
+"""The gateway's settings: one typed, frozen :class:`GatewaySettings` from three sources.
+
+1. ``--config FILE``: the gateway's own settings, under Kafka's broker property names wherever
+   Kafka has one (``listeners``, ``ssl.*``, ``sasl.enabled.mechanisms``,
+   ``listener.name.<l>.<mechanism>.sasl.jaas.config`` ...: see
+   :mod:`lazyconv.net._listener_config`) and ours under ``gateway.``;
+2. ``--upstream-config FILE``: how to reach the cluster, as a Kafka client properties file
+   (what Kafka's tools take with ``--command-config``: ``bootstrap.servers``,
+   ``security.protocol``, ``ssl.*``, ``sasl.mechanism``, ``sasl.jaas.config`` ...);
+3. command-line overrides (a dict of the same keys; the CLI maps its options to them). A
+   secret is never taken from the command line: give it in a file, or as ``${env:NAME}`` or
+   ``${file:PATH}`` there.
+
+Every key either file may hold is in one table, :data:`GATEWAY_KEYS` and
+:data:`UPSTREAM_KEYS` (type, default, documentation; issue 41 adds its keys to the first),
+plus the patterns Kafka's per-listener and per-principal names form. An unknown key is an
+error naming its file and line, with the closest known key.
+
+**Identity** (``gateway.identity``):
+
+- ``passthrough``: a client authenticates with SASL/PLAIN; the gateway checks its user and
+  password by authenticating upstream with them, and uses them for every upstream connection
+  of that client: the cluster's ACLs, quotas and audit log see the client's own principal.
+  Every client listener must be SASL with PLAIN as its only mechanism (SCRAM cannot be
+  replayed to several brokers: its nonces), and the upstream side must be SASL/PLAIN;
+- ``gateway``: the gateway authenticates clients itself (PLAIN users from the listener's JAAS
+  line, SCRAM users from ``gateway.scram.credentials.file``, certificate subjects for mTLS)
+  and connects upstream with the credentials configured for the client's principal
+  (``gateway.upstream.credentials.<principal>.*`` or the file
+  ``gateway.upstream.credentials.file``; ``<principal>`` is the principal's name without
+  ``User:``, with ``=``, ``:`` and spaces escaped by a backslash as properties keys need:
+  ``gateway.upstream.credentials.CN\\=alice,OU\\=eng.username``), or with the upstream file's own identity
+  (``gateway.upstream.credentials.fallback=service``; ``none`` refuses principals without
+  credentials).
+
+:meth:`GatewaySettings.describe` prints the effective settings for ``--check-config``,
+secrets masked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lazyconv.errors import ConfigurationError
+from lazyconv.net._jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
+from lazyconv.net._limits import ConnectionLimits
+from lazyconv.net._listener_config import (
+    LISTENER_LEVEL_SETTINGS,
+    MECHANISM_LEVEL_SETTINGS,
+    SECURITY_PROTOCOLS,
+    ListenerConfig,
+    parse_listeners,
+)
+from lazyconv.net._properties import (
+    Properties,
+    Property,
+    did_you_mean,
+    is_secret_key,
+    load_properties,
+    mask_value,
+)
+from lazyconv.net._sasl import PLAIN, SUPPORTED_MECHANISMS
+from lazyconv.net._scram_credentials import SCRAM_MECHANISMS
+from lazyconv.net._tls import SslClientSettings
+
+__all__ = [
+    "Setting",
+    "GATEWAY_KEYS",
+    "UPSTREAM_KEYS",
+    "UpstreamCredentials",
+    "UpstreamSettings",
+    "GatewaySettings",
+    "IDENTITY_MODES",
+    "check_materials",
+    "settings_reference",
+]
+
+IDENTITY_MODES = ("passthrough", "gateway")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One known key: its type (``str``, ``int``, ``bool``, ``list``, ``password``, ``path``,
+    ``choice``), default (None: unset), the choices of a ``choice`` and what it does."""
+
+    key: str
+    type: str
+    default: Any
+    doc: str
+    choices: tuple[str, ...] = ()
+    kafka: bool = False  # a Kafka broker (or client) property name
+
+    @property
+    def secret(self) -> bool:
+        return self.type == "password" or is_secret_key(self.key)
+
+
+def _ssl_keys(kafka_client: bool) -> list[Setting]:
+    keys = [
+        Setting("ssl.keystore.type", "choice", None, "PEM or PKCS12 (JKS is refused with the keytool "
+                "line that converts it); unset: taken from the file", ("PEM", "PKCS12", "JKS"), True),
+        Setting("ssl.keystore.location", "path", None, "the key store file (PEM: key and certificate "
+                "chain in one file)", kafka=True),
+        Setting("ssl.keystore.password", "password", None, "the PKCS12 store's password (not for PEM)",
+                kafka=True),
+        Setting("ssl.key.password", "password", None, "the private key's password (an encrypted key)",
+                kafka=True),
+        Setting("ssl.keystore.key", "password", None, "the private key as PEM text (with "
+                "ssl.keystore.certificate.chain)", kafka=True),
+        Setting("ssl.keystore.certificate.chain", "str", None, "the certificate chain as PEM text",
+                kafka=True),
+        Setting("ssl.truststore.type", "choice", None, "PEM or PKCS12", ("PEM", "PKCS12", "JKS"), True),
+        Setting("ssl.truststore.location", "path", None, "CA certificates to verify peers with "
+                "(unset: the system's CAs)", kafka=True),
+        Setting("ssl.truststore.password", "password", None, "the PKCS12 trust store's password",
+                kafka=True),
+        Setting("ssl.truststore.certificates", "str", None, "CA certificates as PEM text", kafka=True),
+        Setting("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions allowed (a "
+                "contiguous range)", kafka=True),
+        Setting("ssl.cipher.suites", "list", None, "TLS 1.2 cipher suites (OpenSSL or IANA names); "
+                "unset: OpenSSL's defaults", kafka=True),
+        Setting("ssl.protocol", "str", "TLSv1.3", "accepted for compatibility; ssl.enabled.protocols "
+                "decides", kafka=True),
+    ]
+    if kafka_client:
+        keys.append(Setting("ssl.endpoint.identification.algorithm", "str", "https", "https: the "
+                            "broker's certificate must name its host; empty: only the chain is "
+                            "verified", kafka=True))
+    else:
+        keys += [
+            Setting("ssl.client.auth", "choice", "none", "required: clients need a certificate the "
+                    "trust store verifies (mTLS); requested: verified when given; none",
+                    ("required", "requested", "none"), True),
+            Setting("ssl.principal.mapping.rules", "str", "DEFAULT", "how a client certificate's "
+                    "subject becomes a principal (RULE:pattern/replacement/[LU], DEFAULT)", kafka=True),
+        ]
+    return keys
+
+
+GATEWAY_KEYS: tuple[Setting, ...] = (
+    Setting("listeners", "list", "PLAINTEXT://127.0.0.1:9092", "NAME://host:port,... where the "
+            "gateway accepts clients (an empty host: every interface)", kafka=True),
+    Setting("advertised.listeners", "list", None, "NAME://host:port,... that Metadata announces "
+            "(default: the listeners)", kafka=True),
+    Setting("listener.security.protocol.map", "list", None, "NAME:PROTOCOL,... (default: each of "
+            "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL named after itself)", kafka=True),
+    Setting("sasl.enabled.mechanisms", "list", "GSSAPI", "SASL mechanisms of SASL listeners: "
+            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is not served)", kafka=True),
+    Setting("connections.max.reauth.ms", "int", 0, "a SASL session's lifetime: clients must "
+            "re-authenticate (KIP-368) or are disconnected; 0: sessions never expire", kafka=True),
+    Setting("sasl.server.max.receive.size", "int", 524288, "the largest frame before "
+            "authentication", kafka=True),
+    Setting("connections.max.idle.ms", "int", 600000, "an idle client connection is closed after "
+            "this long", kafka=True),
+    Setting("socket.request.max.bytes", "int", 104857600, "the largest request a client may send",
+            kafka=True),
+    Setting("queued.max.request.bytes", "int", 209715200, "bytes of requests held at once, over "
+            "every connection", kafka=True),
+    *_ssl_keys(kafka_client=False),
+    Setting("gateway.identity", "choice", "gateway", "passthrough: clients' own PLAIN credentials "
+            "upstream; gateway: the gateway authenticates clients and maps principals to "
+            "upstream credentials", IDENTITY_MODES),
+    Setting("gateway.scram.credentials.file", "path", None, "SCRAM users of the SASL listeners "
+            "(salted hashes, written by 'lazyconv gateway scram-credentials')"),
+    Setting("gateway.upstream.credentials.file", "path", None, "a properties file of "
+            "<principal>.sasl.mechanism/.username/.password: the upstream credentials of each "
+            "principal (gateway identity mode)"),
+    Setting("gateway.upstream.credentials.fallback", "choice", None, "a principal without "
+            "credentials: service (the --upstream-config identity) or none (refused); default: "
+            "service when no principal has credentials, else none", ("service", "none")),
+    Setting("gateway.client.id.prefix", "str", "", "prepended to every client id the gateway "
+            "sends upstream"),
+    Setting("gateway.authentication.timeout.ms", "int", 10000, "how long a client may take to "
+            "complete its TLS and SASL handshakes"),
+    Setting("gateway.chunk.size", "int", 131072, "input bytes down-converted per step, 16384 to "
+            "1048576 (--chunk-size)"),
+    Setting("gateway.workers", "int", None, "conversion threads (--workers; unset: one per core)"),
+    Setting("gateway.conversion.cache", "int", 16 << 20, "bytes of recent down-conversions kept "
+            "for consumers reading the same records (--conversion-cache; 0: off)"),
+    Setting("gateway.fetch.ahead.bytes", "int", 32 << 20, "what the ranges fetched ahead for "
+            "sequential consumers may hold over every connection (--fetch-ahead-bytes; 0: off)"),
+    Setting("gateway.request.read.timeout.ms", "int", 30000, "a client whose request bytes stop "
+            "arriving for this long is closed (--request-read-timeout-ms)"),
+    Setting("gateway.write.timeout.ms", "int", 30000, "a client that reads none of its response "
+            "for this long is closed (--write-timeout-ms)"),
+    Setting("gateway.metrics.listener", "str", None, "HOST:PORT of the HTTP listener of /metrics, "
+            "/health/live, /health/ready and /clients (--metrics-host, --metrics-port; unset: no "
+            "metrics are kept; port 0 picks a free one)"),
+    Setting("gateway.clients.max", "int", 10000, "clients the clients report keeps, least "
+            "recently seen forgotten first (--max-clients)"),
+    Setting("gateway.drain.timeout.ms", "int", 20000, "on SIGTERM, how long requests in flight "
+            "may take before their connections are cut (--drain-timeout-ms)"),
+    Setting("gateway.log.format", "choice", "text", "log lines as text with a timestamp or one "
+            "JSON object per line (--log-format)", ("text", "json")),
+    Setting("gateway.log.file", "path", None, "log to this file instead of stderr, reopened on "
+            "SIGHUP (--log-file)"),
+)
+
+UPSTREAM_KEYS: tuple[Setting, ...] = (
+    Setting("bootstrap.servers", "list", None, "the cluster's bootstrap brokers (or --upstream)",
+            kafka=True),
+    Setting("security.protocol", "choice", "PLAINTEXT", "how to reach the cluster",
+            SECURITY_PROTOCOLS, True),
+    Setting("sasl.mechanism", "choice", "GSSAPI", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+            (*SUPPORTED_MECHANISMS, "GSSAPI", "OAUTHBEARER"), True),
+    Setting("sasl.jaas.config", "str", None, "the gateway's own identity: PlainLoginModule or "
+            "ScramLoginModule with username= and password=", kafka=True),
+    Setting("client.id", "str", None, "accepted; client ids come from the clients "
+            "(gateway.client.id.prefix)", kafka=True),
+    Setting("request.timeout.ms", "int", 30000, "how long an upstream request may take", kafka=True),
+    Setting("metadata.max.age.ms", "int", 30000, "how long the cluster's metadata is trusted",
+            kafka=True),
+    Setting("fetch.max.bytes", "int", 4 << 20, "the most one upstream Fetch response may hold",
+            kafka=True),
+    *_ssl_keys(kafka_client=True),
+)
+
+_GATEWAY_BY_KEY = {s.key: s for s in GATEWAY_KEYS}
+_UPSTREAM_BY_KEY = {s.key: s for s in UPSTREAM_KEYS}
+_CREDENTIAL_FIELDS = ("sasl.mechanism", "username", "password")
+_CREDENTIALS_PREFIX = "gateway.upstream.credentials."
+
+
+# -- values --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UpstreamCredentials:
+    """SASL credentials for upstream connections (the password kept out of repr)."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in SUPPORTED_MECHANISMS:
+            raise ConfigurationError(f"upstream SASL mechanism {self.mechanism!r} is not supported "
+                                     f"({', '.join(SUPPORTED_MECHANISMS)})")
+        if not self.username or not self.password:
+            raise ConfigurationError(f"upstream {self.mechanism} credentials need a username and a "
+                                     "password")
+
+
+@dataclass(frozen=True)
+class UpstreamSettings:
+    """How the gateway reaches the cluster (``--upstream-config``)."""
+
+    bootstrap_servers: tuple[str, ...]
+    security_protocol: str
+    ssl: SslClientSettings | None
+    sasl_mechanism: str | None
+    credentials: UpstreamCredentials | None  # the gateway's own identity (sasl.jaas.config)
+    request_timeout_ms: int
+    metadata_max_age_ms: int
+    fetch_max_bytes: int
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """Everything the gateway runs with (see the module docstring); build it with :meth:`load`."""
+
+    listeners: tuple[ListenerConfig, ...]
+    identity: str
+    upstream: UpstreamSettings
+    principal_credentials: Mapping[str, UpstreamCredentials]
+    credentials_fallback: str
+    scram_credentials_file: Path | None
+    client_id_prefix: str
+    authentication_timeout_ms: int
+    chunk_size: int
+    workers: int | None
+    conversion_cache_bytes: int
+    connections_max_idle_ms: int
+    socket_request_max_bytes: int
+    queued_max_request_bytes: int
+    request_read_timeout_ms: int
+    write_timeout_ms: int
+    fetch_ahead_bytes: int
+    metrics_listener: tuple[str, int] | None
+    max_clients: int
+    drain_timeout_ms: int
+    log_format: str
+    log_file: Path | None
+    gateway_properties: Properties = field(repr=False)
+    upstream_properties: Properties = field(repr=False)
+
+    def connection_limits(self) -> ConnectionLimits:
+        """The client connections' limits these settings give (Kafka's names)."""
+        return ConnectionLimits(max_request_size=self.socket_request_max_bytes,
+                                queued_max_request_bytes=self.queued_max_request_bytes,
+                                connections_max_idle_ms=self.connections_max_idle_ms,
+                                request_read_timeout_ms=self.request_read_timeout_ms,
+                                write_timeout_ms=self.write_timeout_ms)
+
+    def upstream_credentials_for(self, principal_name: str) -> UpstreamCredentials | None:
+        """The credentials to connect upstream with for a client principal (gateway identity
+        mode): its own, or the service identity under ``fallback=service``, else None (refuse)."""
+        found = self.principal_credentials.get(principal_name)
+        if found is not None:
+            return found
+        return self.upstream.credentials if self.credentials_fallback == "service" else None
+
+    def describe(self, masked: bool = True) -> str:
+        """The effective settings, one ``key=value`` per line, secrets masked unless ``masked``
+        is False (``--check-config``)."""
+        lines = ["# gateway (--config)"]
+        given = set(self.gateway_properties)
+        for entry in self.gateway_properties.entries():
+            lines.append(f"{entry.key}={entry.shown if masked else entry.value}")
+        for setting in GATEWAY_KEYS:
+            if setting.key not in given and setting.default is not None:
+                lines.append(f"{setting.key}={setting.default}  # default")
+        lines.append(f"gateway.upstream.credentials.fallback={self.credentials_fallback}"
+                     + ("" if "gateway.upstream.credentials.fallback" in given else "  # default"))
+        for principal, creds in sorted(self.principal_credentials.items()):
+            password = "[hidden]" if masked else creds.password
+            lines.append(f"# principal {principal}: {creds.mechanism} as {creds.username!r} "
+                         f"(password {password})")
+        lines.append("# listeners")
+        lines += [f"#   {listener.describe()}" for listener in self.listeners]
+        lines.append("# upstream (--upstream-config)")
+        upstream_given = set(self.upstream_properties)
+        for entry in self.upstream_properties.entries():
+            lines.append(f"{entry.key}={entry.shown if masked else entry.value}")
+        for setting in UPSTREAM_KEYS:
+            if setting.key not in upstream_given and setting.default is not None:
+                lines.append(f"{setting.key}={setting.default}  # default")
+        return "\n".join(lines) + "\n"
+
+    # -- building ------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, config_file: str | os.PathLike[str] | None = None,
+             upstream_config_file: str | os.PathLike[str] | None = None, *,
+             overrides: Mapping[str, str] | None = None,
+             upstream_overrides: Mapping[str, str] | None = None,
+             environ: Mapping[str, str] | None = None) -> GatewaySettings:
+        """Read the two files (either may be None), apply the overrides (command-line values
+        for the gateway's keys and for the upstream's, e.g. ``bootstrap.servers`` from
+        ``--upstream``), check everything, and build the settings."""
+        gateway = (load_properties(config_file, environ=environ) if config_file is not None
+                   else Properties())
+        upstream = (load_properties(upstream_config_file, environ=environ)
+                    if upstream_config_file is not None else Properties())
+        gateway = gateway.merged(_overrides(overrides, "gateway"))
+        upstream = upstream.merged(_overrides(upstream_overrides, "upstream"))
+        _check_keys(gateway, _gateway_key_known, _GATEWAY_BY_KEY)
+        _check_keys(upstream, lambda k: k in _UPSTREAM_BY_KEY, _UPSTREAM_BY_KEY)
+        return cls._build(gateway, upstream, environ)
+
+    @classmethod
+    def _build(cls, gateway: Properties, upstream: Properties,
+               environ: Mapping[str, str] | None) -> GatewaySettings:
+        identity = _choice(gateway, "gateway.identity", _GATEWAY_BY_KEY)
+        scram_file = _path(gateway, "gateway.scram.credentials.file")
+        timeout_ms = _int(gateway, "gateway.authentication.timeout.ms", _GATEWAY_BY_KEY, 1)
+        listeners = parse_listeners(gateway, scram_credentials_file=scram_file,
+                                    plain_checked_elsewhere=identity == "passthrough",
+                                    authentication_timeout_s=timeout_ms / 1000)
+        upstream_settings = _upstream(upstream)
+        principal_credentials = _principal_credentials(gateway, environ)
+        fallback = gateway.get("gateway.upstream.credentials.fallback") or (
+            "none" if principal_credentials else "service")
+        if fallback not in ("service", "none"):
+            raise ConfigurationError(f"{_where(gateway, 'gateway.upstream.credentials.fallback')}: "
+                                     "expected service or none")
+        if identity == "passthrough":
+            _check_passthrough(listeners, upstream_settings, gateway, principal_credentials)
+        elif upstream_settings.uses_sasl:
+            if not principal_credentials and upstream_settings.credentials is None:
+                raise ConfigurationError(
+                    "gateway.identity=gateway with a SASL upstream needs credentials: the "
+                    "--upstream-config file's sasl.jaas.config (one service identity) or "
+                    "gateway.upstream.credentials.<principal>.* for each principal")
+            if fallback == "service" and upstream_settings.credentials is None:
+                raise ConfigurationError("gateway.upstream.credentials.fallback=service needs "
+                                         "sasl.jaas.config in the --upstream-config file")
+        return cls(
+            listeners=tuple(listeners), identity=identity, upstream=upstream_settings,
+            principal_credentials=principal_credentials, credentials_fallback=fallback,
+            scram_credentials_file=scram_file,
+            client_id_prefix=gateway.get("gateway.client.id.prefix", ""),
+            authentication_timeout_ms=timeout_ms,
+            chunk_size=_int(gateway, "gateway.chunk.size", _GATEWAY_BY_KEY, 1),
+            workers=(_int(gateway, "gateway.workers", _GATEWAY_BY_KEY, 1)
+                     if gateway.get("gateway.workers") else None),
+            conversion_cache_bytes=_int(gateway, "gateway.conversion.cache", _GATEWAY_BY_KEY, 0),
+            connections_max_idle_ms=_int(gateway, "connections.max.idle.ms", _GATEWAY_BY_KEY, 1),
+            socket_request_max_bytes=_int(gateway, "socket.request.max.bytes", _GATEWAY_BY_KEY, 1024),
+            queued_max_request_bytes=_int(gateway, "queued.max.request.bytes", _GATEWAY_BY_KEY, -1),
+            request_read_timeout_ms=_int(gateway, "gateway.request.read.timeout.ms", _GATEWAY_BY_KEY, 1),
+            write_timeout_ms=_int(gateway, "gateway.write.timeout.ms", _GATEWAY_BY_KEY, 1),
+            fetch_ahead_bytes=_int(gateway, "gateway.fetch.ahead.bytes", _GATEWAY_BY_KEY, 0),
+            metrics_listener=_host_port(gateway, "gateway.metrics.listener"),
+            max_clients=_int(gateway, "gateway.clients.max", _GATEWAY_BY_KEY, 1),
+            drain_timeout_ms=_int(gateway, "gateway.drain.timeout.ms", _GATEWAY_BY_KEY, 1),
+            log_format=_choice(gateway, "gateway.log.format", _GATEWAY_BY_KEY),
+            log_file=_path(gateway, "gateway.log.file"),
+            gateway_properties=gateway, upstream_properties=upstream)
+
+
+# -- checks and conversions ------------------------------------------------------------------
+
+
+def _where(props: Properties, key: str) -> str:
+    try:
+        return f"{props.where(key)} {key}"
+    except KeyError:
+        return key
+
+
+def _overrides(values: Mapping[str, str] | None, side: str) -> list[Property]:
+    out = []
+    for key, value in (values or {}).items():
+        if is_secret_key(key) or key.endswith("sasl.jaas.config"):
+            raise ConfigurationError(f"{key} is a secret: it is never taken from the command line "
+                                     "(put it in the config file, or there as ${env:NAME} or "
+                                     "${file:PATH})")
+        out.append(Property(key, str(value), f"command line ({side})"))
+    return out
+
+
+def _gateway_key_known(key: str) -> bool:
+    if key in _GATEWAY_BY_KEY:
+        return True
+    if key.startswith("listener.name."):
+        rest = key[len("listener.name."):]
+        listener, _, setting = rest.partition(".")
+        if not listener or not setting:
+            return False
+        if setting in LISTENER_LEVEL_SETTINGS:
+            return True
+        mechanism, _, mech_setting = setting.partition(".")
+        return (mechanism.upper() in SUPPORTED_MECHANISMS + ("GSSAPI", "OAUTHBEARER")
+                and mech_setting in MECHANISM_LEVEL_SETTINGS)
+    if key.startswith(_CREDENTIALS_PREFIX):
+        rest = key[len(_CREDENTIALS_PREFIX):]
+        return any(rest.endswith("." + f) and len(rest) > len(f) + 1 for f in _CREDENTIAL_FIELDS)
+    return False
+
+
+def _check_keys(props: Properties, known: Any, table: Mapping[str, Setting]) -> None:
+    for key in props:
+        if not known(key):
+            candidates = list(table) + [f"listener.name.<listener>.{s}" for s in
+                                        LISTENER_LEVEL_SETTINGS if table is _GATEWAY_BY_KEY]
+            hint = did_you_mean(key, candidates)
+            if not hint and key.startswith("listener.name."):
+                hint = (" (per-listener settings: listener.name.<listener>.<ssl.*, "
+                        "sasl.enabled.mechanisms, ...> or listener.name.<listener>.<mechanism>."
+                        "sasl.jaas.config)")
+            raise ConfigurationError(f"{_where(props, key)}: unknown setting{hint}")
+        setting = table.get(key)
+        if setting is not None and setting.type == "choice" and setting.choices:
+            value = props[key]
+            if value.upper() not in {c.upper() for c in setting.choices}:
+                raise ConfigurationError(f"{_where(props, key)}: {mask_value(key, value)!r} is not "
+                                         f"one of {', '.join(setting.choices)}")
+
+
+def _choice(props: Properties, key: str, table: Mapping[str, Setting]) -> str:
+    value = props.get(key, table[key].default)
+    assert isinstance(value, str)
+    return value.lower() if key.startswith("gateway.") else value.upper()
+
+
+def _int(props: Properties, key: str, table: Mapping[str, Setting], minimum: int) -> int:
+    if key not in props:
+        return int(table[key].default)
+    try:
+        value = int(props[key].strip())
+    except ValueError:
+        raise ConfigurationError(f"{_where(props, key)}: {props[key]!r} is not a whole number") from None
+    if value < minimum:
+        raise ConfigurationError(f"{_where(props, key)}: must be at least {minimum}")
+    return value
+
+
+def _host_port(props: Properties, key: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` (an empty host: 127.0.0.1; ``[::1]:PORT`` for IPv6), or None when unset."""
+    text = (props.get(key) or "").strip()
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigurationError(f"{_where(props, key)}: {text!r} is not HOST:PORT (a port 0-65535)")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _path(props: Properties, key: str) -> Path | None:
+    if not props.get(key):
+        return None
+    path = Path(props[key]).expanduser()
+    entry = props.entry(key)
+    if not path.is_absolute() and entry.line:  # relative to the file that names it
+        path = Path(entry.source).resolve().parent / path
+    return path
+
+
+def _jaas_credentials(props: Properties, mechanism: str) -> UpstreamCredentials | None:
+    key = "sasl.jaas.config"
+    if key not in props:
+        return None
+    module = parse_jaas_config(props[key], _where(props, key))
+    expected = PLAIN_LOGIN_MODULE if mechanism == PLAIN else SCRAM_LOGIN_MODULE
+    if module.class_name != expected:
+        raise ConfigurationError(f"{_where(props, key)}: sasl.mechanism={mechanism} needs "
+                                 f"{expected}, not {module.class_name}")
+    return UpstreamCredentials(mechanism, module.require_option("username", _where(props, key)),
+                               module.require_option("password", _where(props, key)))
+
+
+def _upstream(props: Properties) -> UpstreamSettings:
+    protocol = _choice(props, "security.protocol", _UPSTREAM_BY_KEY)
+    servers = tuple(s.strip() for s in props.get("bootstrap.servers", "").split(",") if s.strip())
+    if not servers:
+        raise ConfigurationError("no upstream brokers: give --upstream or bootstrap.servers in the "
+                                 "--upstream-config file")
+    ssl_settings = None
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            ssl_settings = SslClientSettings.from_properties(
+                {k: v for k, v in props.items() if k.startswith("ssl.")})
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"upstream: {exc.message}") from None
+    mechanism = credentials = None
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        mechanism = _choice(props, "sasl.mechanism", _UPSTREAM_BY_KEY)
+        if mechanism not in SUPPORTED_MECHANISMS:
+            raise ConfigurationError(f"{_where(props, 'sasl.mechanism')}: {mechanism} is not "
+                                     f"supported upstream ({', '.join(SUPPORTED_MECHANISMS)})")
+        credentials = _jaas_credentials(props, mechanism)
+    elif "sasl.jaas.config" in props or "sasl.mechanism" in props:
+        raise ConfigurationError(f"{_where(props, 'security.protocol')}: SASL settings are given "
+                                 f"but security.protocol is {protocol} (SASL_SSL or SASL_PLAINTEXT?)")
+    return UpstreamSettings(servers, protocol, ssl_settings, mechanism, credentials,
+                            _int(props, "request.timeout.ms", _UPSTREAM_BY_KEY, 1),
+                            _int(props, "metadata.max.age.ms", _UPSTREAM_BY_KEY, 0),
+                            _int(props, "fetch.max.bytes", _UPSTREAM_BY_KEY, 1024))
+
+
+def _principal_credentials(props: Properties,
+                           environ: Mapping[str, str] | None) -> dict[str, UpstreamCredentials]:
+    """``gateway.upstream.credentials.<principal>.*`` and the credentials file, by principal."""
+    fields: dict[str, dict[str, str]] = {}
+    sources: list[tuple[str, Properties]] = [(_CREDENTIALS_PREFIX, props)]
+    file = _path(props, "gateway.upstream.credentials.file")
+    if file is not None:
+        sources.append(("", load_properties(file, environ=environ)))
+    for prefix, source in sources:
+        for key in source:
+            if not key.startswith(prefix) or key == "gateway.upstream.credentials.file" or \
+                    key == "gateway.upstream.credentials.fallback":
+                continue
+            rest = key[len(prefix):]
+            for name in _CREDENTIAL_FIELDS:
+                if rest.endswith("." + name) and len(rest) > len(name) + 1:
+                    principal = rest[:-len(name) - 1]
+                    fields.setdefault(principal, {})[name] = source[key]
+                    break
+            else:
+                raise ConfigurationError(f"{_where(source, key)}: expected <principal>."
+                                         f"{{{','.join(_CREDENTIAL_FIELDS)}}}")
+    out = {}
+    for principal, values in fields.items():
+        mechanism = values.get("sasl.mechanism", PLAIN).upper()
+        try:
+            out[principal] = UpstreamCredentials(mechanism, values.get("username", ""),
+                                                 values.get("password", ""))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"upstream credentials of principal {principal!r}: "
+                                     f"{exc.message}") from None
+    return out
+
+
+def _check_passthrough(listeners: list[ListenerConfig], upstream: UpstreamSettings,
+                       gateway: Properties, principal_credentials: Mapping[str, Any]) -> None:
+    for listener in listeners:
+        if listener.sasl is None or listener.sasl.mechanisms != (PLAIN,):
+            what = (",".join(listener.sasl.mechanisms) if listener.sasl
+                    else listener.security_protocol)
+            raise ConfigurationError(
+                f"gateway.identity=passthrough: listener {listener.name} ({what}) must be "
+                "SASL_SSL or SASL_PLAINTEXT with PLAIN as its only mechanism (a SCRAM exchange "
+                "cannot be replayed to several brokers; use gateway.identity=gateway)")
+    if not upstream.uses_sasl or upstream.sasl_mechanism != PLAIN:
+        raise ConfigurationError("gateway.identity=passthrough needs security.protocol=SASL_SSL (or "
+                                 "SASL_PLAINTEXT) and sasl.mechanism=PLAIN in the --upstream-config "
+                                 "file: the clients' PLAIN credentials are used upstream")
+    if principal_credentials:
+        raise ConfigurationError("gateway.upstream.credentials.* is for gateway.identity=gateway: in "
+                                 "passthrough mode each client's own credentials are used")
+    for mechanism in SCRAM_MECHANISMS:
+        if mechanism in gateway.get("sasl.enabled.mechanisms", ""):
+            raise ConfigurationError(f"gateway.identity=passthrough cannot serve {mechanism}")
+
+
+def check_materials(settings: GatewaySettings) -> None:
+    """Read what the gateway would read at start without connecting anywhere: each listener's
+    SSL context and SCRAM credentials file (the upstream's SSL context was built by
+    :meth:`GatewaySettings.load`); a :class:`ConfigurationError` for the first that fails."""
+    from lazyconv.net._secure_connection import ListenerSecurity
+
+    for listener in settings.listeners:
+        try:
+            ListenerSecurity.from_config(listener)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"listener {listener.name}: {exc.message}") from None
+
+
+def settings_reference() -> str:
+    """The property reference of docs/guide/gateway.md (kept equal to these tables by a test):
+    one Markdown table per file, every key with its type, default and meaning, then the
+    per-listener and per-principal forms."""
+
+    def rows(table: tuple[Setting, ...]) -> list[str]:
+        out = ["| key | type | default | what it does |", "|---|---|---|---|"]
+        for setting in table:
+            kind = setting.type if not setting.choices else " / ".join(setting.choices)
+            default = "" if setting.default is None else f"`{setting.default}`"
+            out.append(f"| `{setting.key}` | {kind} | {default} | {setting.doc.replace('|', '/')} |")
+        return out
+
+    forms = [
+        "| form | what it does |", "|---|---|",
+        "| `listener.name.<listener>.<setting>` | a listener's own value of a `ssl.*` setting, "
+        "`sasl.enabled.mechanisms`, `connections.max.reauth.ms` or `sasl.server.max.receive.size` "
+        "(the listener name in lower case, as Kafka writes it) |",
+        "| `listener.name.<listener>.<mechanism>.sasl.jaas.config` | the listener's JAAS line for a "
+        "mechanism: PLAIN users as `user_<name>=\"<password>\"` (SCRAM users come from "
+        "`gateway.scram.credentials.file`) |",
+        "| `listener.name.<listener>.<mechanism>.connections.max.reauth.ms` | a mechanism's session "
+        "lifetime on a listener |",
+        "| `gateway.upstream.credentials.<principal>.sasl.mechanism` | PLAIN, SCRAM-SHA-256 or "
+        "SCRAM-SHA-512 (default PLAIN): how the principal's upstream connections authenticate |",
+        "| `gateway.upstream.credentials.<principal>.username`, `.password` | the principal's "
+        "upstream credentials (`<principal>` without `User:`; `=`, `:` and spaces escaped with a "
+        "backslash) |",
+    ]
+    return "\n".join(["**`--config`** (the gateway's own settings):", "", *rows(GATEWAY_KEYS), "",
+                      "**Per listener, per principal** (`--config`):", "", *forms, "",
+                      "**`--upstream-config`** (a Kafka client properties file):", "",
+                      *rows(UPSTREAM_KEYS)]) + "\n"
