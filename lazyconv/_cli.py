@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 import lazyconv._commands
-from lazyconv import __version__
 from lazyconv._commands._common import EXIT_DATA, EXIT_USAGE, missing_extra
+from lazyconv._version import __version__
 from lazyconv.errors import ConfigurationError, LazyconvError
 from lazyconv.records._impl import describe
 
@@ -97,14 +97,17 @@ class _CommandFormatter(logging.Formatter):
 
 
 class _CommandHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
-    """The CLI's stderr handler (replaced, not duplicated, when main() runs again)."""
+    """The CLI's stderr handler (replaced, not duplicated, when main() runs again; so is a
+    server command's own, marked the same way: lazyconv._commands._log_format)."""
+
+    lazyconv_cli = True
 
 
 def _configure_logging(command: str, verbose: int) -> None:
     handler = _CommandHandler(sys.stderr)
     handler.setFormatter(_CommandFormatter(command, verbose > 0))
     root = logging.getLogger()
-    for old in [h for h in root.handlers if isinstance(h, _CommandHandler)]:
+    for old in [h for h in root.handlers if getattr(h, "lazyconv_cli", False)]:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.WARNING - 10 * min(verbose, 2))
@@ -145,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    action = getattr(args, "fixtures_action", None) or getattr(args, "simulation", None)
+    action = (getattr(args, "fixtures_action", None) or getattr(args, "simulation", None)
+              or getattr(args, "gateway_action", None))
     command = f"{args.command} {action}" if action else args.command
     _configure_logging(command, args.verbose)
     try:

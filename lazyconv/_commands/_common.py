@@ -132,6 +132,71 @@ def port_number(text: str) -> int:
     return port
 
 
+def positive_int(text: str) -> int:
+    """An argparse ``type`` for a whole number above 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def size_or_unbounded(text: str) -> int:
+    """A size (:func:`parse_size`), or -1 for unbounded."""
+    return -1 if text.strip() == "-1" else parse_size(text)
+
+
+def add_connection_limit_options(parser: argparse.ArgumentParser, *,
+                                 settings_keys: bool = False) -> None:
+    """What a client connection may cost a server (lazyconv.net._limits.ConnectionLimits), as
+    ``serve`` and the gateway take it; :func:`connection_limits` builds them. With
+    ``settings_keys`` (the gateway) an option not given is None, so that its settings file's
+    value stands, and the help names that setting."""
+
+    def default(value: int, key: str) -> tuple[int | None, str]:
+        return (None, f"; {key}") if settings_keys else (value, "")
+
+    value, key = default(104857600, "socket.request.max.bytes")
+    parser.add_argument("--max-request-size", type=parse_size, default=value,
+                        help="larger requests close the connection (default 100M, Kafka's "
+                             f"socket.request.max.bytes{key})")
+    value, key = default(209715200, "queued.max.request.bytes")
+    parser.add_argument("--queued-max-request-bytes", type=size_or_unbounded, default=value,
+                        help="bytes of requests being read or answered, over all connections "
+                             "(Kafka's queued.max.request.bytes); a connection whose request does "
+                             "not fit waits, unread, and is closed after --request-read-timeout-ms. "
+                             "Requests of up to 64K have a reserved eighth; a stalled request above "
+                             "its fair share is closed after 1 s when others wait. "
+                             f"Default 200M (Kafka: -1, unbounded); -1 for unbounded{key}")
+    value, key = default(600000, "connections.max.idle.ms")
+    parser.add_argument("--connections-max-idle-ms", type=positive_int, default=value,
+                        help="close a connection with no request for this long (Kafka's "
+                             f"connections.max.idle.ms, default 600000{key})")
+    value, key = default(30000, "gateway.request.read.timeout.ms")
+    parser.add_argument("--request-read-timeout-ms", type=positive_int, default=value,
+                        help="close a connection whose request bytes stop arriving for this long "
+                             f"(default 30000, as a client's request.timeout.ms{key})")
+    value, key = default(30000, "gateway.write.timeout.ms")
+    parser.add_argument("--write-timeout-ms", type=positive_int, default=value,
+                        help="close a connection that reads none of its response for this long "
+                             f"(default 30000{key})")
+
+
+def connection_limits(args: argparse.Namespace) -> Any:
+    """The ConnectionLimits of :func:`add_connection_limit_options`' options."""
+    from lazyconv.net._limits import ConnectionLimits
+
+    return ConnectionLimits(
+        max_request_size=args.max_request_size,
+        queued_max_request_bytes=args.queued_max_request_bytes,
+        connections_max_idle_ms=args.connections_max_idle_ms,
+        request_read_timeout_ms=args.request_read_timeout_ms,
+        write_timeout_ms=args.write_timeout_ms,
+    )
+
+
 def int_choice(*choices: int) -> Any:
     """An argparse ``type`` for an integer among ``choices`` (message lists them)."""
 

@@ -9,7 +9,7 @@ import sys
 from lazyconv._commands._common import finish_progress, input_file, progress_bar
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "assign",
         help="rack-aware task assignment (KIP-925) of a Kafka Streams assignment",
@@ -44,6 +44,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument(
+        "--semantics",
+        choices=("internal", "kip924"),
+        default="internal",
+        help=(
+            "internal: Kafka's RackAwareTaskAssignor as its HighAvailability/sticky assignors run "
+            "it; kip924: the public TaskAssignmentUtils of KIP-924 (active traffic counts "
+            "changelog partitions too, standbys use the strategy, unset costs mean no "
+            "optimization) (default: %(default)s)"
+        ),
+    )
+    parser.add_argument(
+        "--missing-racks",
+        choices=("raise", "keep"),
+        default="raise",
+        help=(
+            "a client without rack or a partition without replica racks (null): raise = refuse "
+            "the input; keep = Kafka's behaviour, leave the assignment as it is and say why in "
+            "\"skipped\" (default: %(default)s)"
+        ),
+    )
+    parser.add_argument(
         "--indent", type=int, default=2, help="JSON indentation; 0 prints one line (default: %(default)s)"
     )
     parser.add_argument(
@@ -75,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             result = assign(
-                problem, strategy=args.strategy, assignor=args.assignor, on_phase_done=phase_done
+                problem, strategy=args.strategy, assignor=args.assignor, on_phase_done=phase_done,
+                semantics=args.semantics, missing_racks=args.missing_racks,
             )
         except AssignmentInputError as exc:
             raise ValidationError(f"{args.input}: {exc}") from None
@@ -85,11 +107,12 @@ def run(args: argparse.Namespace) -> int:
         document["phases"] = [
             {
                 "phase": p.phase,
-                "traffic_cost": p.weights.traffic_cost,
-                "non_overlap_cost": p.weights.non_overlap_cost,
+                "traffic_cost": None if p.weights is None else p.weights.traffic_cost,
+                "non_overlap_cost": None if p.weights is None else p.weights.non_overlap_cost,
                 "before": p.before,
                 "after": p.after,
                 "moved": p.moved,
+                **({"skipped": p.skipped} if p.skipped else {}),
             }
             for p in result.phases
         ]

@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert IN into OUT and print the stats as one JSON line."""
-    from lazyconv._convert import down_convert
+    from lazyconv.conversion._down import down_convert
     from lazyconv.records import FileRecords
 
     input_file(args.input)

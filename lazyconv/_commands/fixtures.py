@@ -17,7 +17,7 @@ from lazyconv.logdir._index import DEFAULT_INDEX_INTERVAL_BYTES
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``fixtures`` sub-command."""
     parser = subparsers.add_parser(
         "fixtures",

@@ -1,85 +1,393 @@
-"""``lazyconv gateway --upstream HOST:PORT``: old Kafka clients in front of a Kafka 4 cluster."""
+"""``lazyconv gateway --upstream HOST:PORT``: old Kafka clients in front of a Kafka 4 cluster;
+``--config`` / ``--upstream-config`` for a secured one (TLS and SASL on both sides), and
+``lazyconv gateway scram-credentials`` for the SCRAM users of its listeners.
+
+Run as a service (docs/guide/gateway.md, "Running it as a service"): ``--metrics-port`` serves
+Prometheus metrics, health and the clients report; SIGTERM (and SIGINT) drain it, a second
+one stops it at once; SIGHUP reloads; ``--log-format json`` for log shippers.
+``lazyconv gateway clients URL`` prints a running gateway's clients report as a table.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
+from typing import TYPE_CHECKING, Any
 
 from lazyconv._commands._common import (
-    add_conversion_cache_option,
+    UsageError,
+    add_connection_limit_options,
     format_size,
     parse_size,
     port_number,
-    run_until_stopped,
+    positive_int,
 )
-from lazyconv._conversion_cache import GATEWAY_CONVERSION_CACHE_BYTES
+from lazyconv.conversion._cache import GATEWAY_CONVERSION_CACHE_BYTES
+from lazyconv.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from lazyconv.gateway._settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "gateway",
         help="let old Kafka clients use a Kafka 4 cluster (old versions downstream, "
-             "down- and up-conversion in the middle)",
+             "down- and up-conversion in the middle, consumer groups relayed)",
         description=(
-            "Listen for Kafka clients of any protocol version (Produce v0-11, Fetch v0-17, "
-            "ListOffsets v0-8, Metadata v0-12, ApiVersions v0-4) and answer them from the Kafka "
-            "cluster at --upstream, using only versions Kafka 4 accepts (Produce >= 3, Fetch >= 4, "
-            "ListOffsets >= 1). Consumers of Fetch v0-3 get the records down-converted to magic 0 "
-            "or 1 lazily, chunk by chunk; producers of magic 0/1 message sets have them "
-            "up-converted to v2 batches. The gateway presents itself as the whole cluster (one "
-            "broker that leads every partition) and routes each partition to its real leader. "
-            "Runs until interrupted (SIGINT or SIGTERM)."
+            "Listen for Kafka clients of any protocol version and answer them from the Kafka "
+            "cluster at --upstream, using only versions Kafka 4 accepts upstream (Produce >= 3, "
+            "Fetch >= 4, ListOffsets >= 1, OffsetCommit >= 2, OffsetFetch >= 1, JoinGroup >= 2). "
+            "The gateway answers or converts itself: Produce v0-11 (v12 where the cluster "
+            "serves it), Fetch v0-17, ListOffsets v0-8, Metadata v0-13, ApiVersions v0-4, "
+            "FindCoordinator v0-6, and the consumer group APIs JoinGroup v0-9, SyncGroup v0-5, "
+            "Heartbeat v0-4, LeaveGroup v0-5, OffsetCommit v0-8, OffsetFetch v0-7, DescribeGroups "
+            "v0-5, ListGroups v0-5. Consumers of Fetch v0-3 get the records down-converted to "
+            "magic 0 or 1 lazily, chunk by chunk; producers of magic 0/1 message sets have them "
+            "up-converted to v2 batches. Every other API a Kafka 4 cluster serves (idempotent and "
+            "transactional producers, admin APIs, ACLs, configs, the KIP-848 consumer protocol) "
+            "is relayed at the versions the cluster serves, to where Kafka routes it: any "
+            "broker, the controller, the group or transaction coordinator, each partition's "
+            "leader, each broker; SASL, WriteTxnMarkers, AlterReplicaLogDirs and "
+            "UnregisterBroker are answered UNSUPPORTED_VERSION. The gateway presents itself as "
+            "the whole cluster (one broker that leads every partition and coordinates every "
+            "group and transaction) and each client's own client id goes upstream. On a secured "
+            "cluster: --config (the gateway's listeners, with TLS and SASL, in Kafka's broker "
+            "property names) and --upstream-config (a Kafka client properties file); clients "
+            "keep their own identity upstream (gateway.identity=passthrough) or the gateway "
+            "authenticates them and maps each principal to upstream credentials "
+            "(gateway.identity=gateway). Every option is also a setting of one of the two files "
+            "(the option wins). Runs until "
+            "SIGTERM or SIGINT, which drain it: /health/ready answers 503, the listener closes, "
+            "each connection closes once its request is answered (--drain-timeout-ms at most), "
+            "exit 0; a second signal stops it at once. SIGHUP reloads (the upstream metadata, "
+            "the --log-file) without closing a connection."
         ),
+        epilog="'lazyconv gateway clients URL' prints the clients report of a gateway started "
+               "with --metrics-port (URL: http://HOST:PORT of its metrics listener).",
     )
-    parser.add_argument("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-                        help="bootstrap brokers of the Kafka cluster")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=port_number, default=9092,
+    parser.add_argument("--config", metavar="FILE", default=None,
+                        help="the gateway's own settings as Kafka broker properties: listeners="
+                             "SASL_SSL://0.0.0.0:9094,..., ssl.keystore.*, ssl.truststore.*, "
+                             "ssl.client.auth, sasl.enabled.mechanisms, listener.name.<listener>."
+                             "<mechanism>.sasl.jaas.config, ssl.principal.mapping.rules; ours "
+                             "under gateway.* (gateway.identity=passthrough|gateway, "
+                             "gateway.scram.credentials.file, gateway.upstream.credentials.*); "
+                             "secrets as ${env:NAME} or ${file:PATH}, never on the command line "
+                             "(docs/guide/gateway.md#secured-clusters)")
+    parser.add_argument("--upstream-config", metavar="FILE", default=None,
+                        help="how to reach the cluster, as a Kafka client properties file (what "
+                             "Kafka's tools take with --command-config): bootstrap.servers, "
+                             "security.protocol, ssl.truststore.*, ssl.keystore.*, "
+                             "ssl.endpoint.identification.algorithm, sasl.mechanism, "
+                             "sasl.jaas.config")
+    parser.add_argument("--check-config", action="store_true",
+                        help="print the effective settings (secrets masked), check the key and "
+                             "trust stores and credentials files, and exit without connecting")
+    parser.add_argument("--upstream", default=None, metavar="HOST:PORT[,HOST:PORT...]",
+                        help="bootstrap brokers of the Kafka cluster (or bootstrap.servers in "
+                             "--upstream-config)")
+    parser.add_argument("--host", default=None,
+                        help="address to bind (default 127.0.0.1; a PLAINTEXT listener: "
+                             "secured ones are listeners= in --config)")
+    parser.add_argument("--port", type=port_number, default=None,
                         help="port to listen on (default 9092; 0 picks a free port)")
     parser.add_argument("--advertised-host", default=None,
-                        help="host name Metadata advertises (default: --host)")
-    parser.add_argument("--chunk-size", type=parse_size, default=131072,
-                        help="input bytes down-converted per step, 16K-1M (default 128K)")
-    parser.add_argument("--upstream-fetch-max-bytes", type=parse_size, default=4 << 20,
-                        help="the most one upstream Fetch response may hold (default 4M): with one "
-                             "converted chunk, what a client connection costs in memory")
-    parser.add_argument("--request-timeout-ms", type=int, default=30000,
-                        help="how long an upstream request may take (default 30000)")
-    parser.add_argument("--metadata-max-age-ms", type=int, default=30000,
-                        help="how long the cluster's metadata is trusted (default 30000)")
+                        help="host name Metadata advertises, where clients connect (default: "
+                             "--host; required when --host is a wildcard such as 0.0.0.0; "
+                             "advertised.listeners in --config wins)")
+    parser.add_argument("--advertised-port", type=port_number, default=None,
+                        help="port Metadata advertises (default: the port listened on); behind "
+                             "a TCP load balancer, its host and port")
+    parser.add_argument("--chunk-size", type=parse_size, default=None,
+                        help="input bytes down-converted per step, 16K-1M (default 128K; "
+                             "gateway.chunk.size)")
+    parser.add_argument("--upstream-fetch-max-bytes", type=parse_size, default=None,
+                        help="the most one upstream Fetch response may hold (default 4M; "
+                             "fetch.max.bytes): with one converted chunk, what a client "
+                             "connection costs in memory")
+    parser.add_argument("--fetch-ahead-bytes", type=parse_size, default=None,
+                        help="what the ranges fetched ahead for sequential consumers may hold "
+                             "over every connection (default 32M; gateway.fetch.ahead.bytes): a "
+                             "consumer's next fetch is asked of the broker while its answer is "
+                             "written; 0 turns fetch-ahead off")
+    parser.add_argument("--request-timeout-ms", type=int, default=None,
+                        help="how long an upstream request may take (default 30000; "
+                             "request.timeout.ms)")
+    parser.add_argument("--metadata-max-age-ms", type=int, default=None,
+                        help="how long the cluster's metadata is trusted (default 30000; "
+                             "metadata.max.age.ms)")
     parser.add_argument("--workers", type=int, default=None,
-                        help="conversion threads (default: one per core)")
-    add_conversion_cache_option(parser, GATEWAY_CONVERSION_CACHE_BYTES, compared="the upstream's bytes",
-                                default_text=format_size(GATEWAY_CONVERSION_CACHE_BYTES))
+                        help="conversion threads (default: one per core; gateway.workers)")
+    parser.add_argument("--conversion-cache", type=parse_size, default=None, metavar="SIZE",
+                        help="recent down-conversions of compressed batches kept for consumers "
+                             "reading the same records, reused only where the upstream's bytes "
+                             "are still identical; 0 turns it off (default "
+                             f"{format_size(GATEWAY_CONVERSION_CACHE_BYTES)}; "
+                             "gateway.conversion.cache)")
+    parser.add_argument("--client-id-prefix", default=None, metavar="PREFIX",
+                        help="put before each client's own client id in the requests sent "
+                             "upstream (default: none, the client's id as it is; "
+                             "gateway.client.id.prefix)")
+    add_connection_limit_options(parser, settings_keys=True)
+    parser.add_argument("--metrics-port", type=port_number, default=None,
+                        help="serve /metrics (Prometheus), /health/live, /health/ready and "
+                             "/clients over HTTP on this port (default: off; 0 picks a free one; "
+                             "gateway.metrics.listener)")
+    parser.add_argument("--metrics-host", default=None,
+                        help="address of the metrics listener (default 127.0.0.1)")
+    parser.add_argument("--max-clients", type=positive_int, default=None,
+                        help="clients the clients report keeps, least recently seen forgotten "
+                             "first (default 10000; gateway.clients.max)")
+    parser.add_argument("--drain-timeout-ms", type=positive_int, default=None,
+                        help="on SIGTERM, how long requests in flight may take before their "
+                             "connections are cut (default 20000; gateway.drain.timeout.ms)")
+    parser.add_argument("--log-format", choices=("text", "json"), default=None,
+                        help="log lines as text with a timestamp (default) or one JSON object "
+                             "per line; lines about a connection name it (connection id, client "
+                             "id, principal, listener) (gateway.log.format)")
+    parser.add_argument("--log-file", default=None, metavar="PATH",
+                        help="log to this file instead of stderr (reopened on SIGHUP, for "
+                             "logrotate; gateway.log.file)")
     parser.set_defaults(handler=run)
+    actions = parser.add_subparsers(dest="gateway_action", metavar="{clients,scram-credentials}")
+    clients = actions.add_parser(
+        "clients", help="print a running gateway's clients report as a table",
+        description="Print the clients report of a running gateway (its /clients, JSON) as a "
+                    "table: each client's id, software or the Kafka release its versions imply, "
+                    "source host, connections, bytes and records each way, last seen, and the "
+                    "API versions it used; '!' marks a version Kafka 4 refuses.")
+    clients.add_argument("url", metavar="URL",
+                         help="the gateway's metrics listener, e.g. http://127.0.0.1:9404")
+    clients.add_argument("--json", action="store_true", help="print the report as JSON")
+    clients.add_argument("--needs-gateway", action="store_true",
+                         help="only the clients that use a version Kafka 4 refuses")
+    clients.set_defaults(handler=run_clients)
+    scram = actions.add_parser(
+        "scram-credentials", help="add, remove or list the SCRAM users of the gateway's "
+        "listeners (gateway.scram.credentials.file: salted hashes, never passwords)",
+        description="Keep the SCRAM credentials file of gateway.scram.credentials.file (or "
+                    "serve.scram.credentials.file): salted PBKDF2 hashes as Kafka stores them "
+                    "(RFC 5802), written atomically with mode 0600. The password is read from "
+                    "stdin, a file or an environment variable, never from the command line.")
+    scram.add_argument("action", choices=("add", "remove", "list"))
+    scram.add_argument("file", metavar="FILE", help="the credentials file (created by add)")
+    scram.add_argument("--user", default=None, help="the user name (add, remove)")
+    scram.add_argument("--mechanism", action="append", default=None,
+                       choices=("SCRAM-SHA-256", "SCRAM-SHA-512"),
+                       help="the mechanism(s) (default SCRAM-SHA-512 for add; every one for "
+                            "remove). Repeatable")
+    scram.add_argument("--iterations", type=int, default=4096,
+                       help="PBKDF2 iterations, 4096-16384 (default 4096, as Kafka's tools)")
+    scram.add_argument("--password-from", default="-", metavar="SOURCE",
+                       help="where add reads the password: - (one line of stdin, the default), "
+                            "env:NAME, or a file's first line")
+    scram.set_defaults(handler=run_scram_credentials)
+
+
+def run_scram_credentials(args: argparse.Namespace) -> int:
+    from lazyconv.net._scram_credentials import read_password, scram_credentials_command
+
+    return scram_credentials_command(args.action, args.file, user=args.user,
+                                     mechanisms=args.mechanism, iterations=args.iterations,
+                                     password=lambda: read_password(args.password_from))
+
+
+def _overrides(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """The command line's values as the settings' keys (gateway side, upstream side)."""
+    gateway: dict[str, str] = {}
+    upstream: dict[str, str] = {}
+    if args.host is not None or args.port is not None:
+        host = args.host if args.host is not None else "127.0.0.1"
+        port = args.port if args.port is not None else 9092
+        gateway["listeners"] = f"PLAINTEXT://{host}:{port}"
+    if args.metrics_port is not None:
+        gateway["gateway.metrics.listener"] = f"{args.metrics_host or '127.0.0.1'}:{args.metrics_port}"
+    elif args.metrics_host is not None:
+        raise UsageError("--metrics-host needs --metrics-port")
+    for option, key in (("chunk_size", "gateway.chunk.size"), ("workers", "gateway.workers"),
+                        ("conversion_cache", "gateway.conversion.cache"),
+                        ("max_request_size", "socket.request.max.bytes"),
+                        ("queued_max_request_bytes", "queued.max.request.bytes"),
+                        ("connections_max_idle_ms", "connections.max.idle.ms"),
+                        ("request_read_timeout_ms", "gateway.request.read.timeout.ms"),
+                        ("write_timeout_ms", "gateway.write.timeout.ms"),
+                        ("max_clients", "gateway.clients.max"),
+                        ("drain_timeout_ms", "gateway.drain.timeout.ms"),
+                        ("log_format", "gateway.log.format"), ("log_file", "gateway.log.file"),
+                        ("client_id_prefix", "gateway.client.id.prefix"),
+                        ("fetch_ahead_bytes", "gateway.fetch.ahead.bytes")):
+        if getattr(args, option) is not None:
+            gateway[key] = str(getattr(args, option))
+    for option, key in (("upstream", "bootstrap.servers"),
+                        ("upstream_fetch_max_bytes", "fetch.max.bytes"),
+                        ("request_timeout_ms", "request.timeout.ms"),
+                        ("metadata_max_age_ms", "metadata.max.age.ms")):
+        if getattr(args, option) is not None:
+            upstream[key] = str(getattr(args, option))
+    return gateway, upstream
+
+
+def load_settings(args: argparse.Namespace) -> GatewaySettings:
+    """The settings the command line and the two files give (see GatewaySettings.load)."""
+    from lazyconv.gateway import GatewaySettings
+
+    gateway, upstream = _overrides(args)
+    if "listeners" in gateway and args.config is not None:
+        from lazyconv.net._properties import load_properties
+
+        if "listeners" in load_properties(args.config, resolve=False):
+            raise ConfigurationError("--host/--port and the --config file's listeners= both give "
+                                     "listeners: put them all in listeners=")
+    return GatewaySettings.load(args.config, args.upstream_config, overrides=gateway,
+                                upstream_overrides=upstream)
 
 
 def run(args: argparse.Namespace) -> int:
-    from lazyconv._conversion_cache import conversion_cache
+    import asyncio
+    import signal
+
+    from lazyconv._commands._log_format import ReopenableFileHandler, use_log_format
+    from lazyconv.conversion._cache import conversion_cache
     from lazyconv.gateway import Gateway
     from lazyconv.net._limits import tune_allocator
 
-    gateway = Gateway(args.upstream, host=args.host, port=args.port,
-                      advertised_host=args.advertised_host, chunk_size=args.chunk_size,
-                      upstream_fetch_max_bytes=args.upstream_fetch_max_bytes,
-                      request_timeout_ms=args.request_timeout_ms,
-                      metadata_max_age_ms=args.metadata_max_age_ms, workers=args.workers)
+    settings = load_settings(args)
+    if args.check_config:
+        from lazyconv.gateway._settings import check_materials
+
+        check_materials(settings)
+        print(settings.describe(masked=True), end="")
+        return 0
+    handler = use_log_format("gateway", settings.log_format, args.verbose > 0,
+                             str(settings.log_file) if settings.log_file is not None else None)
+    # a service's log: state changes, new clients, draining (-v: the same; -vv: debug)
+    logging.getLogger().setLevel(logging.DEBUG if args.verbose >= 2 else logging.INFO)
+    gateway = Gateway(settings=settings, advertised_host=args.advertised_host,
+                      advertised_port=args.advertised_port, chunk_size=settings.chunk_size,
+                      workers=settings.workers)
+    if isinstance(handler, ReopenableFileHandler):
+        gateway.on_reload(handler.reopen)
     tune_allocator()  # chunk-sized buffers stay in the heap, as for serve
-    conversion_cache.resize(args.conversion_cache)
+    conversion_cache.resize(settings.conversion_cache_bytes)
+    bootstrap = ",".join(settings.upstream.bootstrap_servers)
+    stopped_by: list[str] = []
 
     async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        main_task = asyncio.current_task()
+        assert main_task is not None
+
+        def on_stop(sig: signal.Signals) -> None:
+            stopped_by.append(sig.name)
+            if len(stopped_by) == 1:
+                stop.set()  # drain
+            else:
+                main_task.cancel()  # a second signal: at once
+
         await gateway.start()
-        listener = gateway.listener
-        # One line on stdout, so scripts can wait for it and read the port.
-        print(f"gateway to {args.upstream} on {listener.host}:{listener.port} as node "
-              f"{listener.node_id}", flush=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_stop, sig)
+        loop.add_signal_handler(signal.SIGHUP, gateway.reload)
+        metrics = (f", metrics on http://{gateway.metrics_host}:{gateway.metrics_port}"
+                   if gateway.metrics_port is not None else "")
+        for index, listener in enumerate(gateway.listeners):
+            # One line per listener on stdout, so scripts can wait for it and read the port.
+            host, port = gateway.server.bound_address(index)
+            over = "" if listener.security_protocol == "PLAINTEXT" else \
+                f" ({listener.security_protocol})"
+            advertised = (f", advertised as {listener.host}:{listener.port}"
+                          if (listener.host, listener.port) != (host, port) else "")
+            print(f"gateway to {bootstrap} on {host}:{port}{over} as node {listener.node_id}"
+                  f"{advertised}{metrics if index == 0 else ''}", flush=True)
+        serving = loop.create_task(gateway.serve_forever())
         try:
-            await gateway.serve_forever()
+            await stop.wait()
+            await gateway.drain()
         finally:
+            serving.cancel()
             await gateway.close()
 
-    print(f"gateway stopped ({run_until_stopped(main)})", file=sys.stderr)
+    try:
+        asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass
+    print(f"gateway stopped ({stopped_by[0] if stopped_by else 'interrupted'})", file=sys.stderr)
     return 0
+
+
+def run_clients(args: argparse.Namespace) -> int:
+    """``lazyconv gateway clients URL``: the report of the gateway at URL, as a table."""
+    report = fetch_clients_report(args.url)
+    clients = report["clients"]
+    if args.needs_gateway:
+        clients = [c for c in clients if c["needs_gateway"]]
+    if args.json:
+        print(json.dumps({**report, "clients": clients}, indent=1))
+        return 0
+    print(format_clients_table(clients))
+    print(f"{len(clients)} client(s), {report['clients_needing_gateway']} using versions Kafka 4 "
+          f"refuses ('!'); {report['forgotten']} forgotten (--max-clients {report['max_clients']})")
+    return 0
+
+
+def fetch_clients_report(url: str, timeout: float = 10.0) -> dict[str, Any]:
+    """The JSON of URL/clients (URL: the gateway's metrics listener)."""
+    import urllib.error
+    import urllib.request
+
+    if not url.startswith(("http://", "https://")):
+        url = f"http://{url}"
+    target = url.rstrip("/")
+    if not target.endswith("/clients"):
+        target += "/clients"
+    try:
+        with urllib.request.urlopen(target, timeout=timeout) as answer:  # noqa: S310 - http(s) only
+            data: dict[str, Any] = json.load(answer)
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UsageError(f"cannot read {target}: {reason} (is the gateway running with "
+                         "--metrics-port?)") from None
+    except ValueError as exc:
+        raise UsageError(f"{target} did not answer a clients report: {exc}") from None
+    if not isinstance(data, dict) or "clients" not in data:
+        raise UsageError(f"{target} did not answer a clients report")
+    return data
+
+
+def _software(client: dict[str, Any]) -> str:
+    if client.get("software_name"):
+        return f"{client['software_name']} {client.get('software_version') or ''}".strip()
+    release = client.get("implied_release")
+    return f"(Kafka {release} protocol)" if release else "?"
+
+
+def _versions(client: dict[str, Any]) -> str:
+    by_api: dict[str, list[str]] = {}
+    for request in client["requests"]:
+        mark = "!" if request["kafka_4_refuses"] else ""
+        by_api.setdefault(request["api"], []).append(f"v{request['version']}{mark}")
+    return " ".join(f"{api} {','.join(versions)}" for api, versions in by_api.items())
+
+
+def format_clients_table(clients: list[dict[str, Any]]) -> str:
+    """The clients report's clients as a text table (one row per client)."""
+    header = ("CLIENT ID", "SOFTWARE", "HOST", "PRINCIPAL", "CONN", "BYTES IN", "BYTES OUT",
+              "RECORDS IN", "RECORDS OUT", "LAST SEEN", "API VERSIONS")
+    rows = [header]
+    for c in clients:
+        rows.append((c["client_id"] or "-", _software(c), c["host"], c["principal"],
+                     f"{c['connections_open']}/{c['connections']}", str(c["bytes_in"]),
+                     str(c["bytes_out"]), str(c["records_in"]), str(c["records_out"]),
+                     c["last_seen"][:19].replace("T", " "), _versions(c)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(lines)

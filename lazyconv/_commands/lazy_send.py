@@ -77,7 +77,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Drive the lazy send of IN into OUT and print its stats as one JSON line."""
-    from lazyconv._lazy import LazyDownConvertedRecords
+    from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
     from lazyconv.records import FileRecords
 
     input_file(args.input)

@@ -6,17 +6,26 @@ import argparse
 import logging
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from lazyconv._commands._common import (
+    add_connection_limit_options,
     add_conversion_cache_option,
+    connection_limits,
     format_size,
     input_dir,
     parse_size,
     port_number,
+    positive_int,
     run_until_stopped,
 )
-from lazyconv._conversion_cache import DEFAULT_CONVERSION_CACHE_BYTES, conversion_cache
+from lazyconv.conversion._cache import DEFAULT_CONVERSION_CACHE_BYTES, conversion_cache
 from lazyconv.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from lazyconv.net._server import ListenerSpec
+    from lazyconv.serve._group_coordinator import CoordinatorConfig
+    from lazyconv.serve._model import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +33,7 @@ _LISTENER = re.compile(r"^(?:(?P<host>[^:]+):)?(?P<port>\d+)(?:,delay=(?P<delay>
 _TOPIC_CONFIG = re.compile(r"^(?P<topic>[^:]+):(?P<key>[a-z.]+)=(?P<value>.+)$")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="serve a log directory over the Kafka protocol (Fetch with lazy down-conversion)",
@@ -82,33 +91,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="an extra listener, advertised as one more broker (node ids 0, 1, ...; "
                              "partition p is led by node p %% N), with its own Produce delay. "
                              "Repeatable")
-    parser.add_argument("--max-request-size", type=_size, default=104857600,
-                        help="larger requests close the connection (default 100M, Kafka's "
-                             "socket.request.max.bytes)")
-    parser.add_argument("--queued-max-request-bytes", type=_size_or_unbounded, default=209715200,
-                        help="bytes of requests being read or answered, over all connections "
-                             "(Kafka's queued.max.request.bytes); a connection whose request does "
-                             "not fit waits, unread, and is closed after --request-read-timeout-ms. "
-                             "Requests of up to 64K have a reserved eighth; a stalled request above "
-                             "its fair share is closed after 1 s when others wait. "
-                             "Default 200M (Kafka: -1, unbounded); -1 for unbounded")
-    parser.add_argument("--connections-max-idle-ms", type=_positive_int, default=600000,
-                        help="close a connection with no request for this long (Kafka's "
-                             "connections.max.idle.ms, default 600000)")
-    parser.add_argument("--request-read-timeout-ms", type=_positive_int, default=30000,
-                        help="close a connection whose request bytes stop arriving for this long "
-                             "(default 30000, as a client's request.timeout.ms)")
-    parser.add_argument("--write-timeout-ms", type=_positive_int, default=30000,
-                        help="close a connection that reads none of its response for this long "
-                             "(default 30000)")
-    parser.add_argument("--max-partitions-per-request", type=_positive_int, default=200000,
+    parser.add_argument("--config", metavar="FILE", default=None,
+                        help="listeners with TLS and SASL, as Kafka broker properties: listeners="
+                             "SASL_SSL://:9094,..., ssl.keystore.*, ssl.truststore.*, "
+                             "ssl.client.auth, sasl.enabled.mechanisms, listener.name.<listener>."
+                             "plain.sasl.jaas.config with user_<name>=\"<password>\", "
+                             "serve.scram.credentials.file (written by 'lazyconv gateway "
+                             "scram-credentials'); secrets as ${env:NAME} or ${file:PATH}. Its "
+                             "listeners replace --host, --port and --listener "
+                             "(docs/guide/serve.md#tls-and-sasl)")
+    add_connection_limit_options(parser)
+    parser.add_argument("--max-partitions-per-request", type=positive_int, default=200000,
                         help="a Fetch naming more partitions closes the connection (default 200000)")
     parser.add_argument("--max-decompressed-batch-bytes", type=_size, default=32 << 20,
                         help="largest decompressed batch that down-conversion inflates (default "
                              "32M); a larger one (a compression bomb) is answered as that "
                              "partition's storage error, and Produce refuses one with "
                              "MESSAGE_TOO_LARGE")
-    parser.add_argument("--max-open-segment-files", type=_positive_int, default=1024,
+    parser.add_argument("--max-open-segment-files", type=positive_int, default=1024,
                         help="segment files kept open for reuse by every fetch (a shared LRU "
                              "cache; default 1024): bounds the server's descriptors")
     parser.add_argument("--sender-processes", type=_non_negative_int, default=None, metavar="N",
@@ -124,12 +124,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--index-interval-bytes", type=_size, default=4096,
                         help="log bytes between two .index/.timeindex entries of appended data "
                              "(Kafka's index.interval.bytes, default 4096)")
-    parser.add_argument("--flush-messages", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--flush-messages", type=positive_int, default=None, metavar="N",
                         help="fsync a partition before acknowledging once N messages were "
                              "appended to it since its last fsync (Kafka's "
                              "log.flush.interval.messages; default: never, the OS writes the data "
                              "back; 1 makes every acknowledged record survive a power loss)")
-    parser.add_argument("--flush-ms", type=_positive_int, default=None, metavar="MS",
+    parser.add_argument("--flush-ms", type=positive_int, default=None, metavar="MS",
                         help="fsync a partition whose oldest unflushed append is MS old (Kafka's "
                              "log.flush.interval.ms; default: never, the OS writes the data back)")
     parser.add_argument("--group-initial-rebalance-delay-ms", type=int, default=0,
@@ -147,20 +147,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 _size = parse_size  # the size syntax every command shares (16K, 128KiB, 1M, bytes)
 
 
-def _size_or_unbounded(text: str) -> int:
-    return -1 if text.strip() == "-1" else parse_size(text)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
-
-
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -171,8 +157,8 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def _parse_topic_configs(items: list[str], downconversion: bool):
-    from lazyconv.serve._broker import TopicConfig
+def _parse_topic_configs(items: list[str], downconversion: bool) -> dict[str, TopicConfig]:
+    from lazyconv.serve._model import TopicConfig
 
     settings: dict[str, dict[str, object]] = {}
     for item in items:
@@ -194,7 +180,7 @@ def _parse_topic_configs(items: list[str], downconversion: bool):
             for name, kw in settings.items()}
 
 
-def _group_config(args: argparse.Namespace):
+def _group_config(args: argparse.Namespace) -> CoordinatorConfig:
     from lazyconv.serve._group_coordinator import CoordinatorConfig
 
     delay = args.group_initial_rebalance_delay_ms
@@ -208,8 +194,16 @@ def _group_config(args: argparse.Namespace):
                              initial_rebalance_delay_ms=delay)
 
 
-def build_listener_specs(args: argparse.Namespace):
+def build_listener_specs(args: argparse.Namespace) -> list[ListenerSpec]:
     from lazyconv.net._server import ListenerSpec
+
+    if getattr(args, "config", None):
+        from lazyconv.serve._listeners import load_listener_specs
+
+        if args.listener:
+            raise ConfigurationError("--listener and --config both give listeners: put them all "
+                                     "in the --config file's listeners=")
+        return load_listener_specs(args.config, advertised_host=args.advertised_host)
 
     specs = [ListenerSpec(args.host, args.port, args.produce_delay_ms, args.advertised_host)]
     for item in args.listener:
@@ -224,45 +218,26 @@ def build_listener_specs(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from lazyconv.logdir._directory import LogDirectory
     from lazyconv.logdir._partition import LogConfig
-    from lazyconv.net import ConnectionLimits, ConversionWorkers, KafkaServer
     from lazyconv.net._limits import tune_allocator
-    from lazyconv.net._sender_pool import SenderPool, default_sender_processes
-    from lazyconv.serve._broker import Broker, Listener
+    from lazyconv.net._sender_pool import default_sender_processes
+    from lazyconv.serve import LogServer
 
     config = LogConfig(segment_bytes=args.segment_bytes, index_interval_bytes=args.index_interval_bytes,
                        flush_messages=args.flush_messages, flush_ms=args.flush_ms)
     logdir = LogDirectory(input_dir(args.logdir), config)
-    limits = ConnectionLimits(
-        max_request_size=args.max_request_size,
-        queued_max_request_bytes=args.queued_max_request_bytes,
-        connections_max_idle_ms=args.connections_max_idle_ms,
-        request_read_timeout_ms=args.request_read_timeout_ms,
-        write_timeout_ms=args.write_timeout_ms,
-    )
-    topic_configs = _parse_topic_configs(args.topic_config, not args.no_downconversion)
-    specs = build_listener_specs(args)
-    group_config = _group_config(args)
-    # Fail on bad settings now, not when the first client connects.
-    Broker(logdir, [Listener(0, args.host, args.port)], chunk_size=args.chunk_size,
-           max_fetch_version=args.max_fetch_version, group_config=group_config)
-
-    # One pool, a thread per core, for the connections' conversion steps and the planning of
-    # the fetches that convert.
-    workers = ConversionWorkers()
-
+    limits = connection_limits(args)
     # Sender processes convert without handing one interpreter lock between threads: 1.4x the
     # throughput of 8 old consumers (docs/guide/benchmarks.md).
     sender_count = default_sender_processes() if args.sender_processes is None else args.sender_processes
-    senders = SenderPool(sender_count) if sender_count else None
-
-    def make_broker(listeners):
-        return Broker(logdir, listeners, chunk_size=args.chunk_size, workers=workers,
-                      remote_sends=senders is not None,
-                      downconversion_enable=not args.no_downconversion, topic_configs=topic_configs,
-                      max_fetch_version=args.max_fetch_version, group_config=group_config,
-                      max_open_segments=args.max_open_segment_files,
-                      max_partitions_per_request=args.max_partitions_per_request,
-                      max_decompressed_batch=args.max_decompressed_batch_bytes)
+    server = LogServer(
+        logdir, listeners=build_listener_specs(args), limits=limits,
+        send_buffer_bytes=args.socket_send_buffer, sender_processes=sender_count,
+        chunk_size=args.chunk_size, downconversion_enable=not args.no_downconversion,
+        topic_configs=_parse_topic_configs(args.topic_config, not args.no_downconversion),
+        max_fetch_version=args.max_fetch_version, group_config=_group_config(args),
+        max_open_segments=args.max_open_segment_files,
+        max_partitions_per_request=args.max_partitions_per_request,
+        max_decompressed_batch=args.max_decompressed_batch_bytes)
 
     # The event loop shares the GIL with the fetch thread that plans large fetches: hand it over
     # every millisecond rather than every 5, so other clients wait less behind a huge fetch.
@@ -272,16 +247,15 @@ def run(args: argparse.Namespace) -> int:
     # The sender processes are given the same size with their jobs.
     conversion_cache.resize(args.conversion_cache)
 
-
     async def main() -> None:
-        server = KafkaServer(make_broker, specs, send_buffer_bytes=args.socket_send_buffer,
-                             limits=limits, workers=workers, senders=senders)
         await server.start()
         topics = logdir.topics()
         for listener in server.listeners:
             # One line per listener on stdout, so scripts can wait for it and read the port.
-            print(f"serving {args.logdir} ({len(topics)} topics) on {listener.host}:{listener.port} "
-                  f"as node {listener.node_id}", flush=True)
+            over = "" if listener.security_protocol == "PLAINTEXT" else \
+                f" over {listener.security_protocol}"
+            print(f"serving {args.logdir} ({len(topics)} topics){over} on {listener.host}:"
+                  f"{listener.port} as node {listener.node_id}", flush=True)
         try:
             await server.serve_forever()
         finally:

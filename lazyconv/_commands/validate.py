@@ -16,7 +16,7 @@ from typing import Any
 DEFAULT_FIXTURE_SIZE = "8M"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``validate`` sub-command."""
     parser = subparsers.add_parser(
         "validate",

@@ -9,11 +9,15 @@ Sibling of the conversion stack (imports nothing from it). Layers, bottom up:
 * :mod:`~lazyconv.assignment._cost` — traffic / non-overlap cost, defaults by caller;
 * :mod:`~lazyconv.assignment._assignor` — Kafka's ``RackAwareTaskAssignor`` (enable check,
   active and standby optimization);
-* :mod:`~lazyconv.assignment._api` — :func:`assign` over plain dataclasses;
+* :mod:`~lazyconv.assignment._racks` — what rack information each optimizer needs;
+* :mod:`~lazyconv.assignment._api` — :func:`assign` over plain dataclasses (the internal
+  assignor's or KIP-924's public semantics, Kafka's behaviour on missing racks);
   :mod:`~lazyconv.assignment._jsonio` — the JSON format of ``lazyconv assign``.
 """
 
 from lazyconv.assignment._api import (
+    MISSING_RACKS,
+    SEMANTICS,
     AssignmentInput,
     AssignmentResult,
     Client,
@@ -44,6 +48,8 @@ from lazyconv.assignment._ids import TaskId, TopicPartition, process_sort_key
 from lazyconv.assignment._state import ClientState
 
 __all__ = [
+    "MISSING_RACKS",
+    "SEMANTICS",
     "AssignmentInput",
     "AssignmentResult",
     "Client",

@@ -15,13 +15,26 @@ they are set aside while actives move; a standby whose client then runs the same
 active is handed to the client that active left (a role swap), and the standby optimization
 starts from there.
 
+``semantics="kip924"`` runs the same three phases with the semantics of KIP-924's public
+``TaskAssignmentUtils.optimizeRackAwareActiveTasks`` / ``optimizeRackAwareStandbyTasks``
+instead of the internal ``RackAwareTaskAssignor``'s: an active task's traffic counts its
+changelog partitions too, balance_subtopology groups tasks by subtopology id alone, the
+standby phase uses the configured strategy, a replica without rack is left out of a
+partition's racks, and unset costs mean no optimization (no defaults).
+
+Without complete rack information Kafka logs why and leaves the assignment as it is;
+``missing_racks="keep"`` does the same (the reason is in the result), ``"raise"`` (the
+default) refuses the input instead, naming what is missing.
+
 Costs reported (``before``/``after``) use the issue's definition for every placement:
 ``traffic_cost * cross-rack partitions + non_overlap_cost * (task not on that client before, in
-that role)``, with each phase's weights, summed over phases.
+that role)``, with each phase's weights, summed over phases; ``None`` for a phase that was not
+optimized for lack of rack information or weights.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -34,7 +47,14 @@ from lazyconv.assignment._cost import (
     resolve_weights,
 )
 from lazyconv.assignment._errors import AssignmentInputError
-from lazyconv.assignment._ids import TaskId, TopicPartition, process_sort_key
+from lazyconv.assignment._ids import (
+    SubtopologyKey,
+    TaskId,
+    TopicPartition,
+    process_sort_key,
+    subtopology_key,
+)
+from lazyconv.assignment._racks import ACTIVE, SEMANTICS, STANDBY, RackGap, known_racks, rack_gaps
 from lazyconv.assignment._state import ClientState, sorted_clients
 
 __all__ = [
@@ -48,24 +68,32 @@ __all__ = [
     "assign",
     "validate_input",
     "PHASES",
+    "SEMANTICS",
+    "MISSING_RACKS",
 ]
+
+MISSING_RACKS = ("raise", "keep")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class PartitionRacks:
-    """A topic partition and the racks its replicas are on."""
+    """A topic partition and the rack of each of its replicas (``None``: a broker without
+    rack; no replicas: no replica information)."""
 
     topic: str
     partition: int
-    replica_racks: tuple[str, ...]
+    replica_racks: tuple[str | None, ...]
 
 
 @dataclass(frozen=True)
 class Client:
-    """A Kafka Streams client (process): its id, rack and stream-thread count."""
+    """A Kafka Streams client (process): its id, rack (``None``: no ``client.rack``) and
+    stream-thread count."""
 
     id: str
-    rack: str
+    rack: str | None
     threads: int = 1
 
 
@@ -102,27 +130,50 @@ class AssignmentInput:
 
 @dataclass(frozen=True)
 class PhaseCost:
-    """Cost of one optimization phase (``stateful_active``, ``stateless_active``, ``standby``)."""
+    """Cost of one optimization phase (``stateful_active``, ``stateless_active``, ``standby``).
+
+    ``skipped`` says why Kafka would not optimize this phase (missing rack information, or with
+    KIP-924's semantics unset weights); the costs are ``None`` then (``weights`` too when they
+    are unset) and nothing moved.
+    """
 
     phase: str
-    weights: CostWeights
-    before: int
-    after: int
+    weights: CostWeights | None
+    before: int | None
+    after: int | None
     moved: int
+    skipped: str | None = None
 
 
 @dataclass(frozen=True)
 class AssignmentResult:
-    """The new assignment (clients in Kafka's order, task ids sorted) and its costs."""
+    """The new assignment (clients in Kafka's order, task ids sorted) and its costs.
+
+    ``skipped`` is set when no phase was optimized: the reason Kafka would log (the assignment
+    is then the input's). The costs are ``None`` when a phase was skipped.
+    """
 
     assignment: dict[str, ClientTasks]
-    cost_before: int
-    cost_after: int
+    cost_before: int | None
+    cost_after: int | None
     phases: tuple[PhaseCost, ...] = field(default_factory=tuple)
+    skipped: str | None = None
 
 
-def validate_input(problem: AssignmentInput) -> None:
-    """Check references and consistency; errors name the JSON path of the bad field."""
+def validate_input(
+    problem: AssignmentInput, *, semantics: str = "internal", missing_racks: str = "raise"
+) -> None:
+    """Check references and consistency; errors name the JSON path of the bad field.
+
+    With ``missing_racks="raise"``, rack information the ``semantics``' optimizer would lack
+    is an error too (see :mod:`lazyconv.assignment._racks`); with ``"keep"`` it is allowed.
+    """
+    if semantics not in SEMANTICS:
+        raise AssignmentInputError("semantics", f"{semantics!r} is not one of {', '.join(SEMANTICS)}")
+    if missing_racks not in MISSING_RACKS:
+        raise AssignmentInputError(
+            "missing_racks", f"{missing_racks!r} is not one of {', '.join(MISSING_RACKS)}"
+        )
     if not problem.clients:
         raise AssignmentInputError("$.clients", "at least one client is needed")
     client_ids: set[str] = set()
@@ -132,7 +183,7 @@ def validate_input(problem: AssignmentInput) -> None:
         client_ids.add(client.id)
     task_by_id: dict[str, Task] = {}
     canonical: dict[TaskId, str] = {}
-    racks: dict[tuple[str, int], tuple[frozenset[str], str]] = {}
+    racks: dict[tuple[str, int], tuple[frozenset[str | None], str]] = {}
     for i, task in enumerate(problem.tasks):
         path = f"$.tasks[{i}]"
         if task.id in task_by_id:
@@ -154,8 +205,6 @@ def validate_input(problem: AssignmentInput) -> None:
         for kind, parts in (("partitions", task.partitions), ("changelog_partitions", task.changelog_partitions)):
             for k, part in enumerate(parts):
                 where = f"{path}.{kind}[{k}]"
-                if not part.replica_racks:
-                    raise AssignmentInputError(f"{where}.replica_racks", "at least one replica rack is needed")
                 key = (part.topic, part.partition)
                 seen = racks.get(key)
                 if seen is not None and seen[0] != frozenset(part.replica_racks):
@@ -204,6 +253,12 @@ def validate_input(problem: AssignmentInput) -> None:
         value = getattr(problem, name)
         if value is not None and not 0 <= value < 2**31:
             raise AssignmentInputError(f"$.{name}", f"must be null or an integer in [0, 2^31), got {value}")
+    if missing_racks == "raise":
+        gaps = rack_gaps(problem, semantics)
+        if gaps:
+            raise AssignmentInputError(
+                gaps[0].path, f"{gaps[0].message} (missing_racks='keep' leaves the assignment as Kafka does)"
+            )
 
 
 def _placement_cost(
@@ -228,32 +283,63 @@ def _placement_cost(
 PHASES = ("stateful_active", "stateless_active", "standby")
 
 
+def _reason(gaps: list[RackGap], scope: str) -> str | None:
+    """Kafka's log line for a phase it skips: the first gap in ``scope`` (and how many)."""
+    found = [g for g in gaps if scope in g.scope]
+    if not found:
+        return None
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return f"rack-aware assignment skipped: {found[0].path}: {found[0].message}{more}"
+
+
 def assign(
     problem: AssignmentInput,
     strategy: str = "min_traffic",
     assignor: str = "high_availability",
     on_phase_done: Callable[[str], None] | None = None,
+    *,
+    semantics: str = "internal",
+    missing_racks: str = "raise",
 ) -> AssignmentResult:
     """Rack-aware assignment of ``problem`` with ``strategy`` (min_traffic or balance_subtopology).
 
     ``assignor`` picks the default weights for unset costs: ``high_availability`` (traffic 10,
-    non-overlap 1) or ``sticky`` (1, 10). ``on_phase_done`` is called with each name in
+    non-overlap 1) or ``sticky`` (1, 10); KIP-924's semantics have no defaults. ``semantics``:
+    ``internal`` (Kafka's ``RackAwareTaskAssignor``, what its own assignors run) or ``kip924``
+    (the public ``TaskAssignmentUtils``). ``missing_racks``: ``raise`` (refuse an input without
+    complete rack information) or ``keep`` (Kafka's behaviour: the affected phases leave the
+    assignment as it is, and the result says why). ``on_phase_done`` is called with each name in
     :data:`PHASES` as that phase ends (for progress display).
     """
     done = on_phase_done or (lambda phase: None)
-    validate_input(problem)
+    validate_input(problem, semantics=semantics, missing_racks=missing_racks)
     if strategy not in ("min_traffic", "balance_subtopology"):
         raise AssignmentInputError("strategy", f"{strategy!r} is not min_traffic or balance_subtopology")
     if assignor not in CALLER_DEFAULTS:
         raise AssignmentInputError("assignor", f"{assignor!r} is not one of {sorted(CALLER_DEFAULTS)}")
-    weights = resolve_weights(problem.traffic_cost, problem.non_overlap_cost, CALLER_DEFAULTS[assignor])
+    kip924 = semantics == "kip924"
+    weights: CostWeights | None
+    if kip924:
+        weights = None
+        if problem.traffic_cost is not None and problem.non_overlap_cost is not None:
+            weights = CostWeights(problem.traffic_cost, problem.non_overlap_cost)
+    else:
+        weights = resolve_weights(problem.traffic_cost, problem.non_overlap_cost, CALLER_DEFAULTS[assignor])
+    gaps = rack_gaps(problem, semantics)
+    skip_active = _reason(gaps, ACTIVE)
+    skip_standby = _reason(gaps, STANDBY)
+    if weights is None:
+        unset = ("rack-aware assignment skipped: KIP-924's optimizers need "
+                 "rack.aware.assignment.traffic_cost and rack.aware.assignment.non_overlap_cost "
+                 "configured ($.traffic_cost, $.non_overlap_cost)")
+        skip_active, skip_standby = skip_active or unset, skip_standby or unset
 
     ids = {task.id: TaskId.parse(task.id) for task in problem.tasks}
     names = {task_id: name for name, task_id in ids.items()}
     racks_for_partition: dict[TopicPartition, set[str]] = {}
     inputs: dict[TaskId, set[TopicPartition]] = {}
     changelogs: dict[TaskId, set[TopicPartition]] = {}
-    groups: dict[tuple, set[TaskId]] = {}
+    groups: dict[SubtopologyKey, set[TaskId]] = {}
     for task in problem.tasks:
         task_id = ids[task.id]
         for target, parts in ((inputs, task.partitions), (changelogs, task.changelog_partitions)):
@@ -261,9 +347,17 @@ def assign(
             for part in parts:
                 tp = TopicPartition(part.topic, part.partition)
                 entry.add(tp)
-                racks_for_partition.setdefault(tp, set()).update(part.replica_racks)
-        groups.setdefault(task_id.subtopology_key, set()).add(task_id)
-    model = CostModel({c.id: c.rack for c in problem.clients}, inputs, changelogs, racks_for_partition)
+                racks_for_partition.setdefault(tp, set()).update(known_racks(part))
+        # KIP-924's graph constructors group tasks by subtopology id alone (named topologies merge)
+        key = subtopology_key(task_id.subtopology, None) if kip924 else task_id.subtopology_key
+        groups.setdefault(key, set()).add(task_id)
+    racks_for_process = {c.id: c.rack for c in problem.clients if c.rack is not None}
+    standby_model = CostModel(racks_for_process, inputs, changelogs, racks_for_partition)
+    if kip924:  # an active task's traffic counts all its partitions, changelogs included
+        everything = {t: inputs[t] | changelogs[t] for t in inputs}
+        active_model = CostModel(racks_for_process, everything, changelogs, racks_for_partition)
+    else:
+        active_model = standby_model
 
     clients = sorted_clients(ClientState(c.id, c.rack, c.threads) for c in problem.clients)
     by_id = {c.process_id: c for c in clients}
@@ -277,20 +371,26 @@ def assign(
     stateless = {ids[t.id] for t in problem.tasks if not t.stateful}
 
     # The input's standby cost, before the role swaps below can change any standby.
-    standby_before = sum(
-        model.cost(tid, client_id, True, weights, True)
-        for client_id, held in original_standby.items()
-        for tid in held
-    )
+    standby_before = None
+    if skip_standby is None and weights is not None:
+        standby_before = sum(
+            standby_model.cost(tid, client_id, True, weights, True)
+            for client_id, held in original_standby.items()
+            for tid in held
+        )
     phases: list[PhaseCost] = []
     for phase, phase_tasks, phase_weights in (
         ("stateful_active", stateful, weights),
         ("stateless_active", stateless, STATELESS_COSTS),
     ):
-        before, _ = _placement_cost(clients, original_active, "active", phase_tasks, model, phase_weights)
-        optimize_active_tasks(phase_tasks, clients, model, phase_weights, strategy, groups)
-        after, moved = _placement_cost(clients, original_active, "active", phase_tasks, model, phase_weights)
-        phases.append(PhaseCost(phase, phase_weights, before, after, moved))
+        if skip_active is not None or weights is None or phase_weights is None:
+            shown = phase_weights if weights is not None else None
+            phases.append(PhaseCost(phase, shown, None, None, 0, skip_active))
+        else:
+            before, _ = _placement_cost(clients, original_active, "active", phase_tasks, active_model, phase_weights)
+            optimize_active_tasks(phase_tasks, clients, active_model, phase_weights, strategy, groups)
+            after, moved = _placement_cost(clients, original_active, "active", phase_tasks, active_model, phase_weights)
+            phases.append(PhaseCost(phase, phase_weights, before, after, moved))
         done(phase)
 
     # Put the standbys back; a standby now colliding with its own active swaps roles with it.
@@ -300,10 +400,19 @@ def assign(
             owner = by_id[previous_owner[tid]] if tid in client.active else client
             owner.assign_standby(tid)
     if problem.num_standby_replicas > 0:
-        all_standby = {tid for held in original_standby.values() for tid in held}
-        optimize_standby_tasks(clients, model, weights)
-        after, moved = _placement_cost(clients, original_standby, "standby", all_standby, model, weights)
-        phases.append(PhaseCost("standby", weights, standby_before, after, moved))
+        if skip_standby is not None or weights is None:
+            phases.append(PhaseCost("standby", weights, None, None, 0, skip_standby))
+        else:
+            all_standby = {tid for held in original_standby.values() for tid in held}
+            standby_groups: dict[SubtopologyKey, set[TaskId]] = {}
+            for tid in all_standby:
+                standby_groups.setdefault(subtopology_key(tid.subtopology, None), set()).add(tid)
+            optimize_standby_tasks(
+                clients, standby_model, weights,
+                strategy=strategy if kip924 else "min_traffic", tasks_for_subtopology=standby_groups,
+            )
+            after, moved = _placement_cost(clients, original_standby, "standby", all_standby, standby_model, weights)
+            phases.append(PhaseCost("standby", weights, standby_before, after, moved))
     done("standby")
 
     assignment = {
@@ -312,9 +421,15 @@ def assign(
         )
         for c in sorted(clients, key=lambda c: process_sort_key(c.process_id))
     }
+    for reason in sorted({p.skipped for p in phases if p.skipped}):
+        log.warning("%s", reason)  # Kafka logs it too, and keeps the assignment
+    befores = [p.before for p in phases]
+    afters = [p.after for p in phases]
+    skipped = [p.skipped for p in phases]
     return AssignmentResult(
         assignment,
-        sum(p.before for p in phases),
-        sum(p.after for p in phases),
+        None if None in befores else sum(b for b in befores if b is not None),
+        None if None in afters else sum(a for a in afters if a is not None),
         tuple(phases),
+        skipped[0] if skipped and all(skipped) else None,
     )

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 
 from lazyconv.assignment._constructors import (
+    BalanceSubtopologyGraphConstructor,
     MinTrafficGraphConstructor,
     TaskGraph,
     create_graph_constructor,
@@ -18,7 +19,7 @@ from lazyconv.assignment._constructors import (
 )
 from lazyconv.assignment._cost import CostModel, CostWeights
 from lazyconv.assignment._errors import AssignmentError
-from lazyconv.assignment._ids import TaskId, TopicPartition
+from lazyconv.assignment._ids import SubtopologyKey, TaskId, TopicPartition
 from lazyconv.assignment._state import ClientState, sorted_clients
 
 __all__ = [
@@ -134,7 +135,7 @@ def optimize_active_tasks(
     model: CostModel,
     weights: CostWeights,
     strategy: str,
-    tasks_for_subtopology: Mapping[tuple, Set[TaskId]],
+    tasks_for_subtopology: Mapping[SubtopologyKey, Set[TaskId]],
     engine: str = "fast",
 ) -> int:
     """Move active ``tasks`` between ``clients`` (in place) to minimize cost; returns the cost.
@@ -178,18 +179,31 @@ def optimize_standby_tasks(
     model: CostModel,
     weights: CostWeights,
     can_move: MoveStandbyPredicate = always_allow_standby_move,
+    *,
+    strategy: str = "min_traffic",
+    tasks_for_subtopology: Mapping[SubtopologyKey, Set[TaskId]] | None = None,
 ) -> int:
     """Swap standbys between pairs of clients on different racks (at most 4 rounds).
 
     Returns the traffic cost of the final standby placement (every placement is current then,
-    so no non-overlap term), as Kafka does.
+    so no non-overlap term), as Kafka does. Kafka's internal assignor always builds min_traffic
+    graphs here; KIP-924's ``optimizeRackAwareStandbyTasks`` builds the configured ``strategy``'s
+    (balance_subtopology needs ``tasks_for_subtopology``, the standby tasks by subtopology).
     """
     clients = sorted_clients(clients)
     by_id = {c.process_id: c for c in clients}
     if not any(c.standby for c in clients):
         return 0
     before = standby_tasks_cost(clients, model, weights)
-    constructor = MinTrafficGraphConstructor()
+    constructor: MinTrafficGraphConstructor | BalanceSubtopologyGraphConstructor
+    if strategy == "balance_subtopology":
+        if tasks_for_subtopology is None:
+            raise AssignmentError("balance_subtopology standby optimization needs tasks_for_subtopology")
+        constructor = BalanceSubtopologyGraphConstructor(tasks_for_subtopology)
+    elif strategy == "min_traffic":
+        constructor = MinTrafficGraphConstructor()
+    else:
+        raise AssignmentError(f"unknown rack-aware assignment strategy {strategy!r}: min_traffic or balance_subtopology")
 
     def movable(source: ClientState, destination: ClientState) -> list[TaskId]:
         return sorted(
@@ -219,6 +233,7 @@ def optimize_standby_tasks(
                     ClientState.has_standby,
                     lambda t, c, current: model.cost(t, c.process_id, current, weights, True),
                     has_replica=True,
+                    **({"fast": False} if strategy == "balance_subtopology" else {}),
                 )
                 task_graph.graph.solve_min_cost_flow()
                 moved |= constructor.assign(
@@ -248,7 +263,7 @@ class RackAwareTaskAssignor:
         consumer_racks: Mapping[str, Sequence[str | None]],
         partitions_for_task: Mapping[TaskId, Set[TopicPartition]],
         changelog_partitions_for_task: Mapping[TaskId, Set[TopicPartition]],
-        tasks_for_subtopology: Mapping[tuple, Set[TaskId]],
+        tasks_for_subtopology: Mapping[SubtopologyKey, Set[TaskId]],
         cluster_replica_racks: Mapping[TopicPartition, Sequence[str | None] | None],
         describe_topics: DescribeTopics | None = None,
         strategy: str = "min_traffic",

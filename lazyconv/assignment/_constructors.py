@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from lazyconv.assignment._errors import AssignmentError
 from lazyconv.assignment._graph import Edge, Graph
-from lazyconv.assignment._ids import TaskId
+from lazyconv.assignment._ids import SubtopologyKey, TaskId
 from lazyconv.assignment._state import ClientState
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ class BalanceSubtopologyGraphConstructor:
 
     name = "balance_subtopology"
 
-    def __init__(self, tasks_for_subtopology: Mapping[tuple, Set[TaskId]]) -> None:
+    def __init__(self, tasks_for_subtopology: Mapping[SubtopologyKey, Set[TaskId]]) -> None:
         # Keys are subtopology sort keys (see ids.subtopology_key); groups go in that order.
         self.groups = [set(tasks_for_subtopology[key]) for key in sorted(tasks_for_subtopology)]
 
@@ -296,7 +296,7 @@ def _check_assignment(task_graph: TaskGraph, assigned: int, has_task: HasTask) -
 
 
 def create_graph_constructor(
-    strategy: str, tasks_for_subtopology: Mapping[tuple, Set[TaskId]]
+    strategy: str, tasks_for_subtopology: Mapping[SubtopologyKey, Set[TaskId]]
 ) -> MinTrafficGraphConstructor | BalanceSubtopologyGraphConstructor:
     """The constructor for a strategy name (``min_traffic`` or ``balance_subtopology``)."""
     if strategy == "min_traffic":

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    #: The solvers' vectors and matrices: distances, parents, costs, owners (int64) and masks.
+    IntArray = NDArray[np.int64]
+    BoolArray = NDArray[np.bool_]
 
 MAX_PERIOD = 64
 BIG = np.int64(1) << np.int64(61)  # an edge with no residual capacity: never relaxes
@@ -32,8 +41,8 @@ class CycleCancelingSolver:
             self._cancel(*found)
             self.cycles += 1
 
-    def _bellman_ford(self, detect_period: bool):  # pragma: no cover - abstract
+    def _bellman_ford(self, detect_period: bool) -> tuple[Any, ...] | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _cancel(self, *found) -> None:  # pragma: no cover - abstract
+    def _cancel(self, *found: Any) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -6,6 +6,8 @@ part of lazyconv's one exception tree, so the CLI reports them as one line with 
 
 from __future__ import annotations
 
+from typing import Any
+
 from lazyconv.errors import ConfigurationError, LazyconvError
 
 __all__ = ["AssignmentError", "GraphError", "AssignmentInputError"]
@@ -27,5 +29,5 @@ class AssignmentInputError(AssignmentError, ConfigurationError):
         self.detail = message
         super().__init__(f"{path}: {message}")
 
-    def __reduce__(self):  # keep pickling faithful (two-argument constructor)
+    def __reduce__(self) -> tuple[type[AssignmentInputError], tuple[Any, ...]]:  # keep pickling faithful (two-argument constructor)
         return (type(self), (self.path, self.detail))

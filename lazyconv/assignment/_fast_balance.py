@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,11 +36,37 @@ from lazyconv.assignment._errors import GraphError
 
 __all__ = ["BalanceSolver"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Literal
+
+    from lazyconv.assignment._cycle_canceling import BoolArray, IntArray
+
+    #: A node other than the source: ("t", task), ("f", group, client) a first-stage node,
+    #: ("s", client) a second-stage node. Tagged by kind, so a test of ``node[0]`` narrows it.
+    _QueuedNode = (
+        tuple[Literal["t"], int] | tuple[Literal["f"], int, int] | tuple[Literal["s"], int]
+    )
+    _Node = _QueuedNode | tuple[Literal["source"]]
+    #: What a search finds (the arguments of ``_cancel``): the node relaxed first in the last
+    #: pass, then the parents of the source, of each task, of each first- and second-stage node.
+    _Found = tuple[_Node, int, IntArray, IntArray, IntArray]
+    #: One pass, for the period search: distances, signature, and what relaxed (source?, its
+    #: parent, improved first-stage nodes, their parent tasks, improved tasks, improved
+    #: second-stage nodes, their parent groups, first-stage nodes improved from second-stage).
+    _Pass = tuple[
+        IntArray,
+        int,
+        tuple[bool, int, BoolArray, IntArray, BoolArray, BoolArray, IntArray, BoolArray],
+    ]
+
 
 
 class BalanceSolver(CycleCancelingSolver):
     """``costs``: T x C in task node order; ``group``: each task's group index (non-decreasing);
     ``caps``: per (group, client) first-stage capacity; ``original_count``: per client."""
+
+    _period_shift: IntArray | None  # per-node distance change over the period found, if any
 
     def __init__(
         self,
@@ -114,14 +141,23 @@ class BalanceSolver(CycleCancelingSolver):
         self.owner = np.asarray(owner, dtype=np.int64)
         return flow
 
-    def _bfs(self, gi, owner, members, count, client_load, cap, original):
+    def _bfs(
+        self,
+        gi: list[int],
+        owner: list[int],
+        members: list[list[list[int]]],
+        count: list[list[int]],
+        client_load: list[int],
+        cap: list[list[int]],
+        original: list[int],
+    ) -> list[tuple[int, int]] | None:
         T, C, G = self.tasks, self.clients, self.group_count
         task_seen = [False] * T
         fs_seen = [[False] * C for _ in range(G)]
         fs_seen_count = [0] * G
         ss_seen = [False] * C
-        parent: dict = {}
-        queue: deque = deque()
+        parent: dict[_QueuedNode, _Node] = {}
+        queue: deque[_QueuedNode] = deque()
         for t in range(T):  # source -> unplaced tasks, ascending
             if owner[t] < 0:
                 task_seen[t] = True
@@ -129,8 +165,7 @@ class BalanceSolver(CycleCancelingSolver):
                 queue.append(("t", t))
         while queue:
             node = queue.popleft()
-            kind = node[0]
-            if kind == "t":
+            if node[0] == "t":
                 t = node[1]
                 g = gi[t]
                 if fs_seen_count[g] == C:
@@ -143,7 +178,7 @@ class BalanceSolver(CycleCancelingSolver):
                         fs_seen_count[g] += 1
                         parent[("f", g, j)] = node
                         queue.append(("f", g, j))
-            elif kind == "f":
+            elif node[0] == "f":
                 g, j = node[1], node[2]
                 for t in members[g][j]:
                     if not task_seen[t]:
@@ -167,9 +202,9 @@ class BalanceSolver(CycleCancelingSolver):
         return None
 
     @staticmethod
-    def _path(parent: dict, last) -> list[tuple[int, int]]:
+    def _path(parent: dict[_QueuedNode, _Node], last: _QueuedNode) -> list[tuple[int, int]]:
         moves = []
-        node = last
+        node: _Node = last
         while node[0] != "source":
             up = parent[node]
             if node[0] == "f" and up[0] == "t":
@@ -179,7 +214,7 @@ class BalanceSolver(CycleCancelingSolver):
 
     # -- cycle canceling ----------------------------------------------------------------------------
 
-    def _bellman_ford(self, detect_period: bool):
+    def _bellman_ford(self, detect_period: bool) -> _Found | None:
         T, C, G = self.tasks, self.clients, self.group_count
         owner, gi = self.owner, self.gi
         masked = self.costs.copy()
@@ -199,7 +234,7 @@ class BalanceSolver(CycleCancelingSolver):
         last = self.last_pass
         detect = detect_period
         self._period_shift = None
-        history: deque = deque(maxlen=_MAX_PERIOD + 1)
+        history: deque[_Pass] = deque(maxlen=_MAX_PERIOD + 1)
         fs_of_task = (gi, owner)
         pass_no = 0
         while pass_no <= last:
@@ -280,11 +315,13 @@ class BalanceSolver(CycleCancelingSolver):
             pass_no += 1
         return None
 
-    def _split(self, shift):
+    def _split(self, shift: IntArray) -> tuple[np.int64, IntArray, IntArray, IntArray]:
         T, C, G = self.tasks, self.clients, self.group_count
         return shift[0], shift[1 : T + 1], shift[T + 1 : T + 1 + G * C].reshape(G, C), shift[T + 1 + G * C :]
 
-    def _find_period(self, history, masked, below_cap, carrying) -> int:
+    def _find_period(
+        self, history: deque[_Pass], masked: IntArray, below_cap: BoolArray, carrying: BoolArray
+    ) -> int:
         k = len(history) - 1
         now, signature, _ = history[k]
         gi, owner = self.gi, self.owner
@@ -330,13 +367,27 @@ class BalanceSolver(CycleCancelingSolver):
         return 0
 
     def _first_relaxation(
-        self, masked, own_cost, below_cap, carrying, x_source, x_task, x_fs, x_ss, p_source, p_task, p_fs, p_ss
-    ):
+        self,
+        masked: IntArray,
+        own_cost: IntArray,
+        below_cap: BoolArray,
+        carrying: BoolArray,
+        x_source: np.int64,
+        x_task: IntArray,
+        x_fs: IntArray,
+        x_ss: IntArray,
+        p_source: int,
+        p_task: IntArray,
+        p_fs: IntArray,
+        p_ss: IntArray,
+    ) -> _Found | None:
         T, C, G = self.tasks, self.clients, self.group_count
         gi, owner = self.gi, self.owner
         shift = self._period_shift
-        fs_index = lambda g, j: 1 + T + g * C + j  # noqa: E731  (index in the state vector)
-        ss_index = lambda j: 1 + T + G * C + j  # noqa: E731
+        fs_index: Callable[[int, int], int] = lambda g, j: 1 + T + g * C + j  # noqa: E731  (index in the state vector)
+        ss_index: Callable[[int], int] = lambda j: 1 + T + G * C + j  # noqa: E731
+        node: _Node  # the node relaxed first
+        ends: tuple[int, int]  # the edge that relaxes it, as indices in the state vector
         source_ok = x_task < x_source
         fs_ok = (x_task[:, None] + masked) < x_fs[gi]
         rows = source_ok | fs_ok.any(axis=1)
@@ -380,20 +431,19 @@ class BalanceSolver(CycleCancelingSolver):
             raise _PeriodMismatch
         return node, p_source, p_task, p_fs, p_ss
 
-    def _cancel(self, node, p_source, p_task, p_fs, p_ss) -> None:
+    def _cancel(self, node: _Node, p_source: int, p_task: IntArray, p_fs: IntArray, p_ss: IntArray) -> None:
         gi, owner = self.gi, self.owner
 
-        def parent(n):
-            kind = n[0]
-            if kind == "t":
+        def parent(n: _Node) -> _Node | None:
+            if n[0] == "t":
                 t = n[1]
                 return None if p_task[t] < 0 else ("f", int(gi[t]), int(owner[t]))
-            if kind == "f":
+            if n[0] == "f":
                 p = int(p_fs[n[1], n[2]])
                 if p == -1:
                     return None
                 return ("s", n[2]) if p == -2 else ("t", p)
-            if kind == "s":
+            if n[0] == "s":
                 g = int(p_ss[n[1]])
                 return None if g < 0 else ("f", g, n[1])
             return None if p_source < 0 else ("t", int(p_source))
@@ -401,12 +451,14 @@ class BalanceSolver(CycleCancelingSolver):
         seen = set()
         while node not in seen:
             seen.add(node)
-            node = parent(node)
-            if node is None:
+            up = parent(node)
+            if up is None:
                 raise GraphError("internal error: Bellman-Ford parent chain left the cycle")
+            node = up
         start, moves = node, []
         while True:
             up = parent(node)
+            assert up is not None  # every node on the cycle had its parent in the walk above
             if node[0] == "f" and up[0] == "t":  # task -> first-stage node: the task moves
                 moves.append((up[1], node[2]))
             node = up

@@ -21,6 +21,7 @@ sequential scan finds it. Tests compare every flow with the generic engine.
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,18 @@ from lazyconv.assignment._errors import GraphError
 
 __all__ = ["MinTrafficSolver"]
 
+if TYPE_CHECKING:
+    from lazyconv.assignment._cycle_canceling import BoolArray, IntArray
+
+    #: A node: ("s", 0) the source, ("t", task) or ("c", client).
+    _Node = tuple[str, int]
+    #: What a search finds (the arguments of ``_cancel``): the node relaxed first in the last
+    #: pass, then the parents of the source, of each task and of each client.
+    _Found = tuple[_Node, int, IntArray, IntArray]
+    #: One pass, for the period search: distances, signature, and what relaxed
+    #: (source?, its parent, improved clients, their parent tasks, improved tasks).
+    _Pass = tuple[IntArray, int, tuple[bool, int, BoolArray, IntArray, BoolArray]]
+
 
 
 class MinTrafficSolver(CycleCancelingSolver):
@@ -40,6 +53,8 @@ class MinTrafficSolver(CycleCancelingSolver):
     ``costs`` is the T x C matrix of the min_traffic graph (task rows in node order, clients in
     node order), ``owner`` each task's current client index.
     """
+
+    _period_shift: IntArray | None  # per-node distance change over the period found, if any
 
     def __init__(self, costs: list[list[int]], owner: list[int]) -> None:
         self.costs = np.asarray(costs, dtype=np.int64).reshape(len(owner), -1)
@@ -56,7 +71,7 @@ class MinTrafficSolver(CycleCancelingSolver):
 
     # -- one negative-cycle search ------------------------------------------------------------
 
-    def _bellman_ford(self, detect_period: bool):
+    def _bellman_ford(self, detect_period: bool) -> _Found | None:
         T, C = self.tasks, self.clients
         masked = self.costs.copy()
         masked[self.rows, self.owner] = _BIG  # the edge to the current client has no residual
@@ -71,7 +86,7 @@ class MinTrafficSolver(CycleCancelingSolver):
         last = self.last_pass
         detect = detect_period
         self._period_shift = None
-        history: deque = deque(maxlen=_MAX_PERIOD + 1)
+        history: deque[_Pass] = deque(maxlen=_MAX_PERIOD + 1)
         pass_no = 0
         while pass_no <= last:
             self.passes += 1
@@ -124,7 +139,7 @@ class MinTrafficSolver(CycleCancelingSolver):
             pass_no += 1
         return None
 
-    def _find_period(self, history: deque, masked: np.ndarray) -> int:
+    def _find_period(self, history: deque[_Pass], masked: IntArray) -> int:
         """Same proof obligations as the generic engine's, on the vectorized passes."""
         k = len(history) - 1
         now, signature, _ = history[k]
@@ -162,7 +177,17 @@ class MinTrafficSolver(CycleCancelingSolver):
             return period
         return 0
 
-    def _first_relaxation(self, masked, own_cost, x_source, x_task, x_client, p_source, p_task, p_client):
+    def _first_relaxation(
+        self,
+        masked: IntArray,
+        own_cost: IntArray,
+        x_source: np.int64,
+        x_task: IntArray,
+        x_client: IntArray,
+        p_source: int,
+        p_task: IntArray,
+        p_client: IntArray,
+    ) -> _Found | None:
         """The node Kafka's last pass relaxes first, with the parent arrays at that moment."""
         shift = self._period_shift
         T = self.tasks
@@ -194,8 +219,8 @@ class MinTrafficSolver(CycleCancelingSolver):
 
     # -- cancelling -------------------------------------------------------------------------------
 
-    def _cancel(self, node, p_source, p_task, p_client) -> None:
-        def parent(n):
+    def _cancel(self, node: _Node, p_source: int, p_task: IntArray, p_client: IntArray) -> None:
+        def parent(n: _Node) -> _Node | None:
             kind, i = n
             if kind == "t":
                 j = int(p_task[i])
@@ -206,12 +231,14 @@ class MinTrafficSolver(CycleCancelingSolver):
         seen = set()
         while node not in seen:
             seen.add(node)
-            node = parent(node)
-            if node is None:
+            up = parent(node)
+            if up is None:
                 raise GraphError("internal error: Bellman-Ford parent chain left the cycle")
+            node = up
         start, moves = node, []
         while True:
             up = parent(node)
+            assert up is not None  # every node on the cycle had its parent in the walk above
             if node[0] == "c":  # edge task -> client: the task moves there
                 moves.append((up[1], node[1]))
             node = up

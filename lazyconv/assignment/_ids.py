@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from lazyconv.errors import ConfigurationError
 
-__all__ = ["TopicPartition", "TaskId", "process_sort_key", "java_uuid_key", "subtopology_key"]
+__all__ = ["TopicPartition", "TaskId", "SubtopologyKey", "process_sort_key", "java_uuid_key", "subtopology_key"]
 
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _TASK_RE = re.compile(r"^(?:(?P<topology>.+)_)?(?P<subtopology>\d+)_(?P<partition>\d+)$")
@@ -48,7 +48,11 @@ def process_sort_key(process_id: str) -> tuple[int, int, int, bytes]:
     return (1, 0, 0, _java_string_key(process_id))
 
 
-def subtopology_key(subtopology: int, topology: str | None) -> tuple[int, int, bytes]:
+#: A subtopology's sort key (see :func:`subtopology_key`): tasks are grouped by it.
+SubtopologyKey = tuple[int, int, bytes]
+
+
+def subtopology_key(subtopology: int, topology: str | None) -> SubtopologyKey:
     """Kafka's subtopology order: id first, then named topology with "none" first."""
     return (subtopology, 0 if topology is None else 1, _java_string_key(topology or ""))
 
@@ -100,7 +104,7 @@ class TaskId:
         return (1, _java_string_key(self.topology), self.subtopology, self.partition)
 
     @property
-    def subtopology_key(self) -> tuple[int, int, bytes]:
+    def subtopology_key(self) -> SubtopologyKey:
         return subtopology_key(self.subtopology, self.topology)
 
     def __lt__(self, other: TaskId) -> bool:

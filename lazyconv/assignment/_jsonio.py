@@ -9,6 +9,10 @@ Input::
      "current": {"c1": {"active": ["0_1"], "standby": []}},
      "num_standby_replicas": 0, "traffic_cost": null, "non_overlap_cost": null}
 
+A client's ``rack`` may be null (no ``client.rack``), a replica rack null (a broker without
+rack) and ``replica_racks`` empty (no replica information): :func:`~lazyconv.assignment.assign`
+then refuses the input or, with ``missing_racks="keep"``, leaves it as Kafka does.
+
 ``threads`` defaults to 1, ``subtopology`` to the one in the task id, ``changelog_partitions`` to
 ``[]``, ``stateful`` to whether the task has changelog partitions, ``num_standby_replicas`` to 0,
 the costs to null (the caller's defaults). Unknown keys are errors (they are usually typos).
@@ -16,6 +20,8 @@ the costs to null (the caller's defaults). Unknown keys are errors (they are usu
 Output::
 
     {"assignment": {"c1": {"active": [...], "standby": [...]}}, "cost": {"before": N, "after": M}}
+
+plus ``"skipped": REASON`` when Kafka would not have optimized at all (costs are null then).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from lazyconv.assignment._ids import TaskId
 __all__ = ["parse_input", "parse_text", "load_input", "result_to_json"]
 
 
-def _obj(value: Any, path: str, required: set[str], optional: set[str]) -> dict:
+def _obj(value: Any, path: str, required: set[str], optional: set[str]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise AssignmentInputError(path, f"expected an object, got {type(value).__name__}")
     for key in value:
@@ -51,15 +57,23 @@ def _obj(value: Any, path: str, required: set[str], optional: set[str]) -> dict:
     return value
 
 
-def _list(value: Any, path: str) -> list:
+def _list(value: Any, path: str) -> list[Any]:
     if not isinstance(value, list):
         raise AssignmentInputError(path, f"expected an array, got {type(value).__name__}")
     return value
 
 
-def _str(value: Any, path: str) -> str:
+@overload
+def _str(value: Any, path: str, nullable: Literal[False] = False) -> str: ...
+@overload
+def _str(value: Any, path: str, nullable: bool) -> str | None: ...
+def _str(value: Any, path: str, nullable: bool = False) -> str | None:
+    if value is None and nullable:
+        return None
     if not isinstance(value, str) or not value:
-        raise AssignmentInputError(path, f"expected a non-empty string, got {value!r}")
+        raise AssignmentInputError(
+            path, f"expected a non-empty string{' or null' if nullable else ''}, got {value!r}"
+        )
     return value
 
 
@@ -87,7 +101,7 @@ def _partitions(value: Any, path: str) -> tuple[PartitionRacks, ...]:
             PartitionRacks(
                 _str(item["topic"], f"{where}.topic"),
                 _int(item["partition"], f"{where}.partition"),
-                tuple(_str(r, f"{where}.replica_racks[{k}]") for k, r in enumerate(racks)),
+                tuple(_str(r, f"{where}.replica_racks[{k}]", nullable=True) for k, r in enumerate(racks)),
             )
         )
     return tuple(parts)
@@ -108,7 +122,7 @@ def parse_input(document: Any) -> AssignmentInput:
         clients.append(
             Client(
                 _str(item["id"], f"{where}.id"),
-                _str(item["rack"], f"{where}.rack"),
+                _str(item["rack"], f"{where}.rack", nullable=True),
                 _int(item.get("threads", 1), f"{where}.threads", minimum=1),
             )
         )
@@ -171,7 +185,7 @@ def parse_text(text: str) -> AssignmentInput:
     return parse_input(document)
 
 
-def result_to_json(result: AssignmentResult) -> dict:
+def result_to_json(result: AssignmentResult) -> dict[str, Any]:
     """The output document for a result."""
     return {
         "assignment": {
@@ -179,4 +193,5 @@ def result_to_json(result: AssignmentResult) -> dict:
             for client_id, tasks in result.assignment.items()
         },
         "cost": {"before": result.cost_before, "after": result.cost_after},
+        **({"skipped": result.skipped} if result.skipped else {}),
     }

@@ -50,7 +50,7 @@ class ProducerConfig:
     partitioner_availability_timeout_ms: float = 0.0
     partitioner_ignore_keys: bool = False
     switch_rule: SwitchRule = SwitchRule.DEFERRED
-    """Not a Kafka setting: which sticky switching rule to model (trunk is ``DEFERRED``)."""
+    """Not a Kafka setting: which sticky switching rule to model (Kafka's own is ``DEFERRED``)."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 0:
@@ -326,28 +326,32 @@ class RecordAccumulator:
     def drain(self, node: int, partitions: Iterable[tuple[str, int]]) -> list[Batch]:
         """Take at most the head batch of each of ``node``'s partitions, up to max.request.size.
 
-        ``partitions`` are the (topic, partition) pairs the node leads, in metadata order; the
-        visit starts at a rotating index so no partition is starved.
+        ``partitions`` are the (topic, partition) pairs the node leads, in metadata order. As in
+        Kafka's ``drainBatchesForOneNode``, the visit starts where the previous drain of this node
+        left off: at the last partition it *visited* (the one whose batch did not fit, or the
+        last of a full round), so a partition passed over for lack of room goes first next time.
         """
         parts = list(partitions)
         if not parts:
             return []
-        start = self._drain_index.get(node, 0) % len(parts)
+        start = index = self._drain_index.get(node, 0) % len(parts)
         drained: list[Batch] = []
         size = 0
-        for i in range(len(parts)):
-            topic, pid = parts[(start + i) % len(parts)]
+        while True:
+            topic, pid = parts[index]
+            self._drain_index[node] = index
+            index = (index + 1) % len(parts)
             dq = self.batches.get(topic, {}).get(pid)
-            if not dq:
-                continue
-            head = dq[0]
-            if drained and size + head.estimated_size > self.config.max_request_size:
+            if dq:
+                head = dq[0]
+                if drained and size + head.estimated_size > self.config.max_request_size:
+                    break
+                dq.popleft()
+                head.close_for_appends()
+                drained.append(head)
+                size += head.estimated_size
+            if index == start:
                 break
-            dq.popleft()
-            head.close_for_appends()
-            drained.append(head)
-            size += head.estimated_size
-        self._drain_index[node] = (start + 1) % len(parts)
         return drained
 
     def queue_sizes(self, topic: str) -> dict[int, int]:

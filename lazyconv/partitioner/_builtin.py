@@ -11,7 +11,7 @@ One :class:`BuiltInPartitioner` per topic, driven by an accumulator (see
 * :meth:`~BuiltInPartitioner.update_partition_load_stats` from the sender's ready pass with the
   queue size (batches) of each partition, for adaptive switching.
 
-Two switching rules are selectable: :attr:`SwitchRule.DEFERRED` (Kafka since KAFKA-14156: reaching
+Two switching rules are selectable: :attr:`SwitchRule.DEFERRED` (Kafka since KAFKA-14156, the default: reaching
 ``batch.size`` produced bytes switches only once the partition's batches are all full, and
 unconditionally at twice that) and :attr:`SwitchRule.IMMEDIATE` (the rule KIP-794's text describes
 and its measurements used: switch as soon as ``batch.size`` bytes were produced).
@@ -32,6 +32,9 @@ __all__ = ["SwitchRule", "StickyPartitionInfo", "PartitionLoadStats", "BuiltInPa
 
 log = logging.getLogger(__name__)
 
+DRAW_RANGE = 1 << 31
+"""A draw is uniform in ``[0, DRAW_RANGE)`` (Kafka's ``toPositive(nextInt())``)."""
+
 
 class SwitchRule(str, enum.Enum):
     """When the sticky partition may change after ``batch.size`` bytes were produced."""
@@ -39,7 +42,7 @@ class SwitchRule(str, enum.Enum):
     IMMEDIATE = "immediate"
     """KIP-794 as written and measured (KAFKA-10888): switch as soon as the bytes are produced."""
     DEFERRED = "deferred"
-    """Kafka trunk (KAFKA-14156): also wait until the partition's batches are all full; 2x cap."""
+    """Kafka since KAFKA-14156 (4.0.1 too): also wait until the batches are all full; 2x cap."""
 
 
 @dataclass
@@ -106,7 +109,15 @@ class BuiltInPartitioner:
             # No leader anywhere: Kafka uses the draw directly as a partition number.
             return random % len(cluster.partitions_for_topic(self.topic))
         table = stats.cumulative_frequency_table
-        weighted = random % table[stats.length - 1]
+        total = table[stats.length - 1]
+        # Kafka keeps the table in Java ints, which wrap once the weights sum past 2**31 - 1
+        # (docs/differences.md); here the sums are exact, and a total beyond one draw's range
+        # takes more draws so that every weight stays reachable.
+        span = DRAW_RANGE
+        while span < total:
+            random = random * DRAW_RANGE + self._random()
+            span *= DRAW_RANGE
+        weighted = random % total
         # First slot whose cumulative frequency exceeds the draw (Java's binarySearch result).
         return stats.partition_ids[bisect.bisect_right(table, weighted, 0, stats.length)]
 
@@ -162,6 +173,8 @@ class BuiltInPartitioner:
         (and ``partition_ids``) are the included partitions. ``None`` means "no stats" (adaptive
         off, or not every partition has a deque yet). Weights are ``max + 1 - size`` (linear,
         not ``1/size``). Equal sizes give uniform switching only if nothing was excluded.
+        The running sums are exact integers: where Kafka's ``int`` table wraps past
+        ``2**31 - 1`` (only with billions of queued batches), this one does not.
         """
         if queue_sizes is None or partition_ids is None:
             self._load_stats = None

@@ -84,7 +84,7 @@ class _TopicState:
     new_batch_pending: bool = False
 
 
-class KIP794Partitioner(_KafkaPartitioner):
+class KIP794Partitioner(_KafkaPartitioner):  # type: ignore[misc]  # kafka-python ships no types: its base is Any
     """Kafka's built-in (KIP-794) partitioner for kafka-python (see the module doc for limits).
 
     ``batch_size`` must be the producer's ``batch_size`` (it is the sticky byte limit).

@@ -70,7 +70,7 @@ def check_conversions(seg: SegmentFiles, to_magic: int, chunk_sizes: list[int],
     from lazyconv.records import FileRecords, MemoryRecords
 
     # zstd batches stop a lazy send with a warning by design; here they are expected and counted
-    lazy_log = logging.getLogger("lazyconv._lazy")
+    lazy_log = logging.getLogger("lazyconv.conversion")
     level = lazy_log.level
     lazy_log.setLevel(logging.ERROR)
     try:
@@ -124,7 +124,7 @@ def _consume(seg: SegmentFiles, source: Any, to_magic: int, chunk_size: int,
              fetch_max_bytes: int, positions: list[int], last_offsets: list[int],
              expected: list[Expected],
              zstd_batches: int) -> dict[str, Any]:
-    from lazyconv._lazy import LazyDownConvertedRecords
+    from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
     from lazyconv.records import MemoryRecords
 
     started = time.perf_counter()

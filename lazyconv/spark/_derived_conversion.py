@@ -15,7 +15,7 @@ conversion of every input batch per target magic, fed in log order by the segmen
   drops the leading entries below the fetch offset, arithmetic on the converted entry headers;
 - what does depend on the chunk size (how many chunks were converted, the records and
   temporary memory they cost) follows from grouping the batches' input sizes the way
-  :func:`lazyconv._lazy.chunk_groups` does and stopping at the first chunk that reaches the cut.
+  :func:`lazyconv.conversion._lazy_records.chunk_groups` does and stopping at the first chunk that reaches the cut.
 
 The records a consumer receives are compared with the expected ones by running sums of record
 digests (counts and sums), never by lists; a test holds every figure equal to the real lazy
@@ -48,7 +48,7 @@ class ConvertedBatch:
 
     ``conv`` is the conversion with no first-offset filter (empty for a control batch below v2
     or a zstd batch below v2, which is never converted); ``records`` and ``temporary`` its
-    :class:`~lazyconv._convert.ConversionStats` figures; ``filterable`` says the conversion is one
+    :class:`~lazyconv.conversion._down.ConversionStats` figures; ``filterable`` says the conversion is one
     standalone message per record (so the first-offset filter applies per entry);
     ``last_record`` is the offset of its last record a consumer must receive (``None`` if none).
     """
@@ -407,7 +407,7 @@ class DerivedConsumer:
     def _tally_chunks(self, committed: int, f_len: int, f_records: int, f_temp: int,
                       first: int, stop: int) -> None:
         """Chunks of the send per chunk size: after F, batches ``first .. stop - 1`` grouped as
-        :func:`lazyconv._lazy.chunk_groups` groups them (the first batch always, then while the
+        :func:`lazyconv.conversion._lazy_records.chunk_groups` groups them (the first batch always, then while the
         input sizes stay within the chunk size) until the written bytes reach ``committed``."""
         size_cum = self._size_cum
         conv_cum = self._conv_cum

@@ -76,7 +76,7 @@ def describe_runtime() -> dict[str, Any]:
     """This process's lazyconv as the report records it: executor, host, Python version,
     lazyconv version and implementation (``native`` or ``python``), and where the package and
     its kernel were imported from."""
-    import lazyconv
+    from lazyconv._version import __version__
     from lazyconv.records import IMPLEMENTATION
 
     kernel = sys.modules.get(KERNEL_MODULE)
@@ -85,9 +85,9 @@ def describe_runtime() -> dict[str, Any]:
         "executor": executor_identity(),
         "host": socket.gethostname(),
         "python": ".".join(str(n) for n in sys.version_info[:3]),
-        "lazyconv_version": lazyconv.__version__,
+        "lazyconv_version": __version__,
         "implementation": IMPLEMENTATION,
-        "package": os.path.dirname(os.path.abspath(lazyconv.__file__)),
+        "package": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         "kernel": kernel_file,
         "kernel_sha256": file_digest(kernel_file) if kernel_file else None,
     }

@@ -154,7 +154,7 @@ def _executor_failure(exc: BaseException) -> ExecutorRuntimeError | None:
     return ExecutorRuntimeError(f"{line} (pass --allow-pure-python to accept that)")
 
 
-def _violation_order(v: dict[str, Any]) -> tuple:
+def _violation_order(v: dict[str, Any]) -> tuple[Any, ...]:
     return (v["severity"] != ERROR, v["topic"] or "",
             v["partition"] if v["partition"] is not None else -1, v["segment"] or "",
             v["file"] or "", v["position"] if v["position"] is not None else -1)
@@ -251,7 +251,7 @@ def _combine(limit: int) -> Any:
                                 "conversion_sums": [], "executors": [], "found": [],
                                 "first": []}
         range_rows: list[list[Any]] = []
-        conversion_rows: list[tuple] = []
+        conversion_rows: list[tuple[Any, ...]] = []
         executors: dict[str, list[Any]] = {}
         task["executors"] = [executors]
         for r in results:
@@ -289,7 +289,7 @@ def _partition_checks(topic: str, partition: int, ranges: list[dict[str, Any]],
 
 
 def _manifest_check(manifest_partitions: dict[str, Any]) -> Any:
-    def check(item: tuple[tuple[str, int], tuple]) -> list[dict[str, Any]]:
+    def check(item: tuple[tuple[str, int], tuple[Any, ...]]) -> list[dict[str, Any]]:
         (topic, partition), (segments, size, batches, control, records, checksum) = item
         expected = manifest_partitions.get(f"{topic}-{partition}")
         if expected is None:
@@ -311,7 +311,7 @@ def _stamp(run: dict[str, Any], table: str) -> Any:
     """A row dict of ``table`` as a tuple of its columns, the run's first (Spark's writer)."""
     keys = [name for name, _ in RUN_COLUMNS] + row_keys(table)
 
-    def row(record: dict[str, Any]) -> tuple:
+    def row(record: dict[str, Any]) -> tuple[Any, ...]:
         merged = {**run, **record}
         return tuple(merged.get(k) for k in keys)
 
@@ -353,7 +353,7 @@ def _topic_summary(tasks: list[dict[str, Any]],
     return [rows[t] for t in sorted(rows)]
 
 
-def _conversion_sums(topic: str, rows: list[tuple]) -> list[dict[str, Any]]:
+def _conversion_sums(topic: str, rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
     """A partition's conversion rows (tuples in column order) added up per target magic and
     chunk size: ranges run and ok, the sums, the largest window."""
     keys = row_keys("conversions")

@@ -138,8 +138,8 @@ def _convert_once(batch: Any, data: bytes, to_magic: int,
     filter: ``(bytes, records converted, temporary memory)``. A plain v2 batch goes straight to
     the kernel's run converter, a compressed one whose records were decompressed for the checks
     (``payload``) is converted from them; anything else through ``down_convert_bytes``."""
-    from lazyconv._convert import append_compressed_v2_entry, down_convert_bytes
-    from lazyconv.records._conversion import convert_uncompressed_run
+    from lazyconv.conversion._down import append_compressed_v2_entry, down_convert_bytes
+    from lazyconv.conversion._to_legacy import convert_uncompressed_run
 
     if payload is not None and to_magic < 2 and batch.magic == 2 and batch.base_offset >= 0:
         converted = bytearray()
@@ -172,7 +172,7 @@ def feed_consumer(scan: RangeScan, consumer: DerivedConsumer, batch: Any, data: 
                    facts: EntryFacts, payload: bytes | None, pos: int, to_magic: int) -> None:
     """One batch (its entry bytes: ``data``, at log byte ``pos``; ``payload``: its records
     decompressed, for a compressed v2 batch), converted to ``to_magic``."""
-    from lazyconv._convert import is_zstd_below_v2
+    from lazyconv.conversion._down import is_zstd_below_v2
 
     control = batch.is_control
     plain = not batch.attributes & COMPRESSION_CODEC_MASK  # v2 and legacy alike

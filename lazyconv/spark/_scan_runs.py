@@ -117,14 +117,14 @@ def _feed_run(scan: RangeScan, run: Any, data: memoryview, first_base: int) -> N
 
 
 def _convert_run(run: Any, data: memoryview, starts: list[int], out: bytearray,
-                 to_magic: int) -> tuple | None:
+                 to_magic: int) -> tuple[Any, ...] | None:
     """``run`` converted to ``to_magic`` (0 or 1) into ``out``: ``(ends, records, last records,
     temporaries of compressed batches, zstd batch indexes)`` for
     :meth:`DerivedConsumer.add_run`; ``None`` (``out`` unchanged) when a converter declines.
     ``starts``: where each batch starts in ``data``, then the run's length (needed only when
     the run holds compressed batches)."""
-    from lazyconv._convert import append_compressed_v2_entry
-    from lazyconv.records._segment_run import convert_run_ends
+    from lazyconv.conversion._down import append_compressed_v2_entry
+    from lazyconv.conversion._to_legacy import convert_run_ends
 
     start = len(out)
     if not run.compressed:

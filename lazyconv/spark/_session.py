@@ -19,9 +19,7 @@ _LOG4J = Path(__file__).with_name("log4j2.properties")
 
 def package_root() -> Path:
     """The folder holding the ``lazyconv`` package (put on the executors' ``PYTHONPATH``)."""
-    import lazyconv
-
-    return Path(lazyconv.__file__).absolute().parent.parent
+    return Path(__file__).absolute().parent.parent.parent  # lazyconv/spark/_session.py
 
 
 PACKAGE_ARCHIVE = "lazyconv"  # the folder name each executor unpacks the package into
