@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from golden_cases import GOLDEN_DIR
 from hypothesis import HealthCheck, settings
 from kafka_broker import KafkaBroker, KafkaDistError, check_dist, dist_version
+from server_thread import serve_logdir as _serve_logdir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,6 +30,66 @@ def golden_dir() -> Path:
     """``tests/golden``: Kafka's golden cases (part of the repository, never skipped)."""
     assert GOLDEN_DIR.is_dir(), f"{GOLDEN_DIR} is missing: restore it with git checkout"
     return GOLDEN_DIR
+
+
+# -- the suite on several workers (pytest-xdist, --dist loadgroup) -------------------------
+# The whole suite runs on several processes (README: `pytest -n 4 --dist loadgroup`): most of
+# the broker tests' time is waiting (for JVMs, for clients' timeouts, for leader moves), which
+# other tests can use. Tests that share a costly session or module resource run on one worker,
+# so that it is made once: each broker family (the session broker and Kafka 3.9's, the 3-node
+# cluster, the secured brokers), the local Spark session, each old-client module (its served
+# log directory) and the docs' shell sessions (which use fixed paths such as /tmp/fx).
+_SECURED_FIXTURES = frozenset({"secured_kafka", "secured_kafka_4", "secured_kafka_3"})
+
+
+def _worker_group(item: pytest.Item) -> str | None:
+    path = Path(str(item.path)).resolve().relative_to(REPO_ROOT).as_posix()
+    names = set(getattr(item, "fixturenames", ()))
+    if item.get_closest_marker("kafka") is not None:
+        if names & _SECURED_FIXTURES or path.startswith("tests/security/"):
+            return "kafka-secured"
+        if "kafka_cluster" in names:
+            return "kafka-cluster"
+        return "kafka"
+    if item.get_closest_marker("spark") is not None:
+        return "spark"
+    if path.startswith("tests/docs/"):
+        return "docs"
+    if path.startswith(("tests/oldclients/", "tests/interop/")):
+        return path
+    return None
+
+
+# The longest tests that share nothing start first, so that no worker is left running one of
+# them after the others are done (seconds on CI's two cores, with the suite on four workers).
+_LONG_FIRST = (
+    "tests/house/test_reference_implementation.py::test_pure_python_reference_passes_the_suite",  # ~900
+    "tests/gateway/test_gateway_memory.py::test_ten_thousand_idle_connections",  # ~550
+    "tests/house/test_wheel.py",  # ~250 with its set-up
+    "tests/native/test_fuzz_asan.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        for index, prefix in enumerate(_LONG_FIRST):
+            if item.nodeid.startswith(prefix):
+                return index
+        return len(_LONG_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # as each test is collected: before xdist's own collection hook reads the groups
+    config = item.config
+    # xdist's workers see dist "no" and their own loadgroup flag; the controller sees dist
+    if not (getattr(config.option, "loadgroup", False)
+            or getattr(config.option, "dist", "no") == "loadgroup"):
+        return
+    group = _worker_group(item)
+    if group is not None and item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 # -- real Kafka brokers (marker `kafka`) ---------------------------------------------------
@@ -142,7 +204,7 @@ def kafka_old_clients() -> Path:
 def sized_conversion_cache():
     """The process's conversion cache sized to 8 MiB for one test (it is off in library use),
     then as it was."""
-    from lazyconv._conversion_cache import conversion_cache
+    from lazyconv.conversion._cache import conversion_cache
 
     saved = conversion_cache.max_bytes
     conversion_cache.resize(8 << 20)
@@ -150,3 +212,18 @@ def sized_conversion_cache():
         yield conversion_cache
     finally:
         conversion_cache.resize(saved)
+
+
+@pytest.fixture
+def serve_logdir() -> Iterator[Callable[..., Any]]:
+    """Factory: ``serve_logdir(path, **broker_kwargs)`` starts a ``serve`` server in a thread
+    (:class:`server_thread.ServerThread`), stopped at teardown."""
+    yield from _serve_logdir()
+
+
+@pytest.fixture
+def served_fixtures(tmp_path: Path) -> Path:
+    """A copy of the committed broker-layout fixture (every codec, transactions, ...)."""
+    target = tmp_path / "logs"
+    shutil.copytree(REPO_ROOT / "fixtures", target)
+    return target

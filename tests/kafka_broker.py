@@ -327,6 +327,9 @@ class KafkaBroker:
     For a cluster (see :class:`KafkaCluster`): ``node_id``, ``quorum_voters``
     (``"1@127.0.0.1:9093,2@…"``, default: this node alone), one shared ``cluster_id``, and
     ``start(wait=False)`` on every node before :meth:`wait_ready` on each.
+
+    ``format_args``: extra ``StorageTool format`` arguments, e.g. ``("--add-scram",
+    "SCRAM-SHA-512=[name=alice,password=alice-secret]")`` (users exist before the first start).
     """
 
     def __init__(
@@ -344,6 +347,7 @@ class KafkaBroker:
         cluster_id: str | None = None,
         process_roles: str = "broker,controller",
         ready_timeout: float = READY_TIMEOUT_S,
+        format_args: Sequence[str] = (),
     ) -> None:
         self.dist = check_dist(dist)
         self.workdir = Path(workdir).resolve()
@@ -356,6 +360,7 @@ class KafkaBroker:
         self.node_id = node_id
         self.process_roles = process_roles
         self.ready_timeout = ready_timeout
+        self.format_args = tuple(format_args)
         if port is None or controller_port is None:
             a, b = free_ports(2)
             port = a if port is None else port
@@ -499,7 +504,7 @@ class KafkaBroker:
         if self.cluster_id is None:
             self.cluster_id = random_cluster_id()
         argv = self._jvm(log_opts, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
-                         "-c", str(self.properties_file))
+                         "-c", str(self.properties_file), *self.format_args)
         done = subprocess.run(argv, cwd=self.workdir, capture_output=True, text=True,
                               timeout=self.ready_timeout, stdin=subprocess.DEVNULL)
         (self.logs_dir / "format.log").write_text(done.stdout + done.stderr)
@@ -963,3 +968,257 @@ def _high_watermark(consumer: Any, topic: str, partition: int, deadline: float) 
             if left <= 0:
                 raise
         time.sleep(0.2)
+
+
+# -- a secured broker ------------------------------------------------------------------------
+# TLS with certificates made per run (trustme), SASL (SCRAM and PLAIN), KRaft's
+# StandardAuthorizer with ACLs; the PLAINTEXT listener stays for the test's own admin work
+# (ANONYMOUS is a super user there). See SecuredKafka.
+
+SECURED_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+# the ACLs SecuredKafka.grant_default_acls() gives: alice reads and writes topic A and uses
+# group gA; bob reads topic B (with group gB)
+TOPIC_A, TOPIC_B, GROUP_A, GROUP_B = "A", "B", "gA", "gB"
+STORE_PASSWORD = "store-secret"
+REAUTH_MS = 4000  # connections.max.reauth.ms of SecuredKafka's REAUTH listener
+
+
+class SecurityMaterial:
+    """A CA and the certificates of a run, as files under ``folder`` (made by trustme, RSA
+    keys so that every old client can use them):
+
+    - ``ca_pem``: the CA certificate (trust stores in PEM);
+    - ``broker_keystore_pem``: the broker's PKCS#8 key and certificate chain for 127.0.0.1 and
+      localhost (Kafka's ``ssl.keystore.type=PEM``);
+    - ``truststore_p12``: the CA as a Java PKCS12 trust store (password :data:`STORE_PASSWORD`),
+      for clients older than Kafka 2.7's PEM stores;
+    - per user (``alice``, ``bob``): ``client_cert_pem(user)``, ``client_key_pem(user)``, and
+      ``client_keystore_p12(user)`` (PKCS12, same password) for mTLS, subject ``CN=<user>,O=lazyconv-tests``.
+    """
+
+    def __init__(self, folder: Path, users: Iterable[str] = tuple(SECURED_USERS)) -> None:
+        import trustme
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12
+
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.ca = trustme.CA(key_type=trustme.KeyType.RSA)
+        self.ca_pem = self.folder / "ca.pem"
+        self.ca.cert_pem.write_to_path(str(self.ca_pem))
+        encryption = serialization.BestAvailableEncryption(STORE_PASSWORD.encode())
+        ca_cert = x509.load_pem_x509_certificate(self.ca.cert_pem.bytes())
+        self.truststore_p12 = self.folder / "truststore.p12"
+        self.truststore_p12.write_bytes(pkcs12.serialize_java_truststore(
+            [pkcs12.PKCS12Certificate(ca_cert, b"ca")], encryption))
+
+        def pkcs8(leaf: Any) -> bytes:
+            key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
+            return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                     serialization.NoEncryption())
+
+        broker = self.ca.issue_cert("localhost", "127.0.0.1", common_name="localhost",
+                                    key_type=trustme.KeyType.RSA)
+        self.broker_keystore_pem = self.folder / "broker-keystore.pem"
+        self.broker_keystore_pem.write_bytes(
+            pkcs8(broker) + b"".join(c.bytes() for c in broker.cert_chain_pems))
+        self.broker_keystore_pem.chmod(0o600)
+        for user in users:
+            leaf = self.ca.issue_cert(f"{user}.clients.lazyconv.test", common_name=user,
+                                      organization_name="lazyconv-tests",
+                                      key_type=trustme.KeyType.RSA)
+            self.client_cert_pem(user).write_bytes(b"".join(c.bytes() for c in leaf.cert_chain_pems))
+            self.client_key_pem(user).write_bytes(pkcs8(leaf))
+            self.client_key_pem(user).chmod(0o600)
+            key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
+            cert = x509.load_pem_x509_certificate(leaf.cert_chain_pems[0].bytes())
+            self.client_keystore_p12(user).write_bytes(pkcs12.serialize_key_and_certificates(
+                user.encode(), key, cert, [ca_cert], encryption))  # type: ignore[arg-type]
+
+    def client_cert_pem(self, user: str) -> Path:
+        return self.folder / f"{user}-cert.pem"
+
+    def client_key_pem(self, user: str) -> Path:
+        return self.folder / f"{user}-key.pem"
+
+    def client_keystore_p12(self, user: str) -> Path:
+        return self.folder / f"{user}-keystore.p12"
+
+
+def _jaas(module: str, **options: str) -> str:
+    quoted = " ".join(f'{k}="{v}"' for k, v in options.items())
+    return f"org.apache.kafka.common.security.{module} required {quoted};".replace("  ", " ")
+
+
+class SecuredKafka:
+    """A single KRaft node with security on, from any Kafka distribution (3.5+: SCRAM users
+    are added at format time):
+
+    - ``PLAINTEXT`` on :attr:`port` (``bootstrap``): no authentication, ``User:ANONYMOUS`` is a
+      super user (the test's own topics and ACLs go through it);
+    - ``SASL_SSL`` on :attr:`sasl_ssl_port` and ``SASL_PLAINTEXT`` on
+      :attr:`sasl_plaintext_port`: SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN, users
+      :data:`SECURED_USERS` (SCRAM users added by ``StorageTool format --add-scram``, PLAIN users
+      in the listener's JAAS line);
+    - ``REAUTH`` (SASL_PLAINTEXT, the same users) on :attr:`reauth_port` with
+      ``connections.max.reauth.ms`` = :data:`REAUTH_MS`: a client must re-authenticate (KIP-368)
+      within seconds, or its connection is closed;
+    - with ``mtls=True``, ``SSL`` on :attr:`ssl_port` with ``ssl.client.auth=required``: the
+      principal is the certificate's CN (``RULE:^CN=([^,]+),.*$/$1/``), so ``alice``'s
+      certificate gets alice's ACLs;
+    - KRaft's StandardAuthorizer, ``allow.everyone.if.no.acl.found=false``: nothing is allowed
+      to alice and bob until :meth:`grant_default_acls` (or :meth:`create_acls`).
+
+    Certificates are :class:`SecurityMaterial` (made per instance in ``workdir/tls``).
+    Use as a context manager or ``start()``/``stop()``; :meth:`client_config` gives a
+    confluent-kafka configuration for a user, a mechanism and a listener.
+    """
+
+    def __init__(self, dist: Path, workdir: Path, *, mtls: bool = True,
+                 users: Mapping[str, str] = SECURED_USERS, heap: str = "512m",
+                 request_log: bool = False) -> None:
+        self.workdir = Path(workdir)
+        self.users = dict(users)
+        self.material = SecurityMaterial(self.workdir / "tls", users=tuple(self.users))
+        ports = free_ports(6 if mtls else 5)
+        self.port, controller = ports[0], ports[1]
+        self.sasl_ssl_port, self.sasl_plaintext_port, self.reauth_port = ports[2:5]
+        self.ssl_port = ports[5] if mtls else None
+        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}", f"CONTROLLER://127.0.0.1:{controller}",
+                     f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}",
+                     f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_plaintext_port}",
+                     f"REAUTH://127.0.0.1:{self.reauth_port}"]
+        advertised = [f"PLAINTEXT://127.0.0.1:{self.port}",
+                      f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}",
+                      f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_plaintext_port}",
+                      f"REAUTH://127.0.0.1:{self.reauth_port}"]
+        protocol_map = ("CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,"
+                        "SASL_PLAINTEXT:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT")
+        if mtls:
+            listeners.append(f"SSL://127.0.0.1:{self.ssl_port}")
+            advertised.append(f"SSL://127.0.0.1:{self.ssl_port}")
+            protocol_map += ",SSL:SSL"
+        plain_jaas = _jaas("plain.PlainLoginModule", **{f"user_{u}": p for u, p in self.users.items()})
+        props = {
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
+            "listener.security.protocol.map": protocol_map,
+            "sasl.enabled.mechanisms": ",".join((*SCRAM_MECHANISMS, "PLAIN")),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.material.broker_keystore_pem),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.material.ca_pem),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+            "allow.everyone.if.no.acl.found": "false",
+        }
+        props["listener.name.reauth.connections.max.reauth.ms"] = str(REAUTH_MS)
+        for listener in ("sasl_ssl", "sasl_plaintext", "reauth"):
+            props[f"listener.name.{listener}.plain.sasl.jaas.config"] = plain_jaas
+            for mechanism in SCRAM_MECHANISMS:
+                props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = \
+                    _jaas("scram.ScramLoginModule")
+        if mtls:
+            props["listener.name.ssl.ssl.client.auth"] = "required"
+            props["listener.name.ssl.ssl.principal.mapping.rules"] = "RULE:^CN=([^,]+),.*$/$1/,DEFAULT"
+        scram = [arg for mechanism in SCRAM_MECHANISMS for user, password in self.users.items()
+                 for arg in ("--add-scram", f"{mechanism}=[name={user},password={password}]")]
+        self.broker = KafkaBroker(dist, self.workdir / "broker", port=self.port,
+                                  controller_port=controller, extra_props=props, heap=heap,
+                                  format_args=scram, request_log=request_log)
+
+    @property
+    def version(self) -> str:
+        return self.broker.version
+
+    @property
+    def bootstrap(self) -> str:
+        """The PLAINTEXT listener (super user: for setting up topics and ACLs)."""
+        return self.broker.bootstrap
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_ssl_port}"
+
+    @property
+    def sasl_plaintext_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_plaintext_port}"
+
+    @property
+    def reauth_bootstrap(self) -> str:
+        """SASL_PLAINTEXT with a session lifetime of :data:`REAUTH_MS` (KIP-368)."""
+        return f"127.0.0.1:{self.reauth_port}"
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        if self.ssl_port is None:
+            raise RuntimeError("this SecuredKafka has no mTLS listener (mtls=False)")
+        return f"127.0.0.1:{self.ssl_port}"
+
+    def start(self) -> SecuredKafka:
+        self.broker.start()
+        return self
+
+    def stop(self) -> None:
+        self.broker.stop()
+
+    def __enter__(self) -> SecuredKafka:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def client_config(self, user: str | None, mechanism: str = "SCRAM-SHA-512", *,
+                      listener: str = "SASL_SSL", password: str | None = None) -> dict[str, Any]:
+        """A confluent-kafka (librdkafka) configuration: ``listener`` SASL_SSL, SASL_PLAINTEXT
+        or SSL (mTLS with ``user``'s certificate; ``mechanism`` unused), or PLAINTEXT."""
+        conf: dict[str, Any] = {"broker.address.family": "v4"}
+        if listener == "PLAINTEXT":
+            return {**conf, "bootstrap.servers": self.bootstrap}
+        if listener in ("SASL_SSL", "SSL"):
+            conf.update({"ssl.ca.location": str(self.material.ca_pem),
+                         "ssl.endpoint.identification.algorithm": "https"})
+        if listener == "SSL":
+            assert user is not None
+            return {**conf, "bootstrap.servers": self.ssl_bootstrap, "security.protocol": "SSL",
+                    "ssl.certificate.location": str(self.material.client_cert_pem(user)),
+                    "ssl.key.location": str(self.material.client_key_pem(user))}
+        assert user is not None
+        bootstrap = self.sasl_ssl_bootstrap if listener == "SASL_SSL" else self.sasl_plaintext_bootstrap
+        return {**conf, "bootstrap.servers": bootstrap, "security.protocol": listener,
+                "sasl.mechanism": mechanism, "sasl.username": user,
+                "sasl.password": self.users[user] if password is None else password}
+
+    def create_acls(self, bindings: Iterable[tuple[str, str, str, str]], *,
+                    timeout: float = 60.0) -> None:
+        """Allow ACLs through the PLAINTEXT listener: ``(principal, resource type ("topic",
+        "group", "cluster"), resource name, operation ("read", "write", "describe", ...))``."""
+        from confluent_kafka.admin import (
+            AclBinding,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+            ResourceType,
+        )
+
+        acls = [AclBinding(getattr(ResourceType, kind.upper()), name, ResourcePatternType.LITERAL,
+                           principal, "*", getattr(AclOperation, operation.upper()),
+                           AclPermissionType.ALLOW)
+                for principal, kind, name, operation in bindings]
+        admin = _admin(self.bootstrap)  # kept alive until every future is done
+        futures = admin.create_acls(acls, request_timeout=timeout)
+        for future in futures.values():
+            future.result(timeout=timeout)
+
+    def grant_default_acls(self, topic_a: str = TOPIC_A, topic_b: str = TOPIC_B,
+                           group_a: str = GROUP_A, group_b: str = GROUP_B) -> None:
+        """alice: read, write and describe ``topic_a``, read ``group_a``; bob: read and
+        describe ``topic_b``, read ``group_b``. Nothing else."""
+        self.create_acls([
+            ("User:alice", "topic", topic_a, "read"), ("User:alice", "topic", topic_a, "write"),
+            ("User:alice", "topic", topic_a, "describe"), ("User:alice", "group", group_a, "read"),
+            ("User:bob", "topic", topic_b, "read"), ("User:bob", "topic", topic_b, "describe"),
+            ("User:bob", "group", group_b, "read"),
+        ])

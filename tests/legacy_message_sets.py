@@ -1,4 +1,4 @@
-"""Magic 0/1 message sets written by hand, for the up-conversion tests (tests/test_upconvert.py
+"""Magic 0/1 message sets written by hand, for the up-conversion tests (tests/conversion/test_upconvert.py
 and tests/kafka/test_upconvert_oracle.py): single messages, compressed wrappers, and the
 damage done to them (a flipped byte, a CRC made right again).
 

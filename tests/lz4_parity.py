@@ -24,7 +24,7 @@ import hashlib
 import sys
 from pathlib import Path
 
-from lazyconv._convert import down_convert
+from lazyconv.conversion._down import down_convert
 from lazyconv.records import MemoryRecords
 from lazyconv.records._builder import RecordsBuilder
 from lazyconv.records._compression import Compression, decompress

@@ -328,6 +328,7 @@ def test_standby_scenario_10_7_rack_as_tag():
     assert {p: s for p, (_, s) in snapshot(clients).items()}[pid(4)] == ["0_0", "1_2"]
 
 
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_random_standbys_keep_counts_and_rack_distinctness():
     rng = random.Random(3)
     racks = [f"rack{i}" for i in range(6)]

@@ -122,6 +122,7 @@ def test_cli_rejects_invalid_json(tmp_path, capsys):
     assert status == 1 and "$: not valid JSON" in err and "line 1" in err
 
 
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_cli_reads_stdin_in_a_subprocess():
     proc = subprocess.run(
         [sys.executable, "-m", "lazyconv._cli", "assign", "-", "--indent", "0"],
@@ -159,9 +160,9 @@ def test_cli_guide_example(tmp_path, capsys):
     import re
 
     guide = (Path(__file__).parents[2] / "docs" / "guide" / "assignment.md").read_text()
-    blocks = re.findall(r"^```json\n(.*?)^```$", guide, re.M | re.S)
-    doc = json.loads(blocks[0])
-    assert json.loads(blocks[1]) == json.loads(
+    doc = json.loads(re.findall(r"^```json[^\n]*\n(.*?)^```$", guide, re.M | re.S)[0])
+    shown = re.findall(r"^\$ lazyconv assign input.json --indent 0\n(.*?)\n```$", guide, re.M | re.S)[0]
+    assert json.loads(shown) == json.loads(
         '{"assignment": {"c1": {"active": ["0_0", "1_0"], "standby": []}, "c2": {"active": ["1_1"], '
         '"standby": []}, "c3": {"active": ["0_1"], "standby": []}}, "cost": {"before": 22, "after": 2}}'
     )

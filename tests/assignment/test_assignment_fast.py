@@ -79,6 +79,7 @@ def _flows(graph):
 
 
 @pytest.mark.parametrize("block", range(3))
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_balance_max_flow_and_min_cost_flow_identical(block):
     from lazyconv.assignment._constructors import write_balance_flows
 

@@ -4,7 +4,6 @@ real Kafka broker (marker ``kafka``)."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from lazyconv.gateway import Gateway
-from tests.conftest import REPO_ROOT
-from tests.serve.conftest import ServerThread
+from tests.server_thread import ServerThread
 
 
 class GatewayThread:
@@ -45,7 +43,7 @@ class GatewayThread:
 
     @property
     def port(self) -> int:
-        return self.gateway.listener.port
+        return self.gateway.bound_port
 
     @property
     def bootstrap(self) -> str:
@@ -63,14 +61,6 @@ class GatewayThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
         self.loop.close()
-
-
-@pytest.fixture
-def served_fixtures(tmp_path: Path) -> Path:
-    """A copy of the committed broker-layout fixture (every codec, transactions, ...)."""
-    target = tmp_path / "logs"
-    shutil.copytree(REPO_ROOT / "fixtures", target)
-    return target
 
 
 @pytest.fixture
@@ -105,11 +95,14 @@ def gateway_over_serve(serve_upstream: ServerThread, gateway_factory) -> Gateway
 @pytest.fixture(scope="session")
 def kafka_cluster(kafka_dist: Path, tmp_path_factory: pytest.TempPathFactory):
     """Three Kafka 4 nodes (broker + controller each, one JVM each), internal topics with
-    replication factor 3, for the whole session. Tests that stop a node start it again."""
+    replication factor 3 and three partitions (groups' and transactions' coordinators spread
+    over the nodes), for the whole session. Tests that stop a node start it again."""
     from kafka_broker import KafkaCluster
 
     cluster = KafkaCluster(kafka_dist, tmp_path_factory.mktemp("kafka-cluster"), 3,
-                           extra_props={"min.insync.replicas": "2"})
+                           extra_props={"min.insync.replicas": "2",
+                                        "offsets.topic.num.partitions": "3",
+                                        "transaction.state.log.num.partitions": "3"})
     cluster.start()
     try:
         yield cluster

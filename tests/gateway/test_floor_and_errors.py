@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lazyconv.errors import ConfigurationError, UpstreamError
+from lazyconv.errors import ConfigurationError, ErrorCode, UpstreamError
 from lazyconv.gateway._error_map import downstream_error
 from lazyconv.gateway._floor import KAFKA_4_FLOOR, choose_upstream_version
 from lazyconv.gateway._upstream import BrokerAddress, parse_bootstrap
@@ -29,7 +29,6 @@ from lazyconv.protocol import (
 from lazyconv.protocol import (
     _produce as produce,
 )
-from lazyconv.protocol._error_codes import ErrorCode
 
 
 def test_the_floor_is_kafka_4s() -> None:

@@ -10,6 +10,7 @@ import time
 import pytest
 from kafka_broker import KafkaCluster, consume_all, produce_records
 
+from lazyconv.gateway._upstream_security import ANONYMOUS_IDENTITY
 from tests.gateway.conftest import GatewayThread, create_topic_retrying
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
@@ -23,8 +24,9 @@ def _create(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def _leaders(gateway: GatewayThread, topic: str) -> dict[int, int]:
-    """partition -> the node id of its upstream leader, as the gateway's cache has it."""
-    info = gateway.gateway.cluster.topics[topic]
+    """partition -> the node id of its upstream leader, as the gateway's cache has it (its
+    clients' view: without security every client is the gateway's anonymous identity)."""
+    info = gateway.gateway.cluster.views[ANONYMOUS_IDENTITY.key].topics[topic]
     return {p: part.leader for p, part in info.partitions.items()}
 
 
@@ -190,7 +192,7 @@ def _consume_through_a_stop(kafka_cluster: KafkaCluster, tools, driver_id: str,
                 if what == "leader":
                     node = _leaders(gateway, topic)[0]
                 else:
-                    node = gateway.handler.groups._coordinators[topic]
+                    node = gateway.handler.coordinators.cached(0, topic)
                 victim = next(b for b in kafka_cluster.brokers if b.node_id == node)
                 victim.stop()
         assert victim is not None, f"{driver_id} read everything before the stop"

@@ -9,19 +9,23 @@ import struct
 
 import pytest
 
-from lazyconv._conversion_cache import conversion_cache
-from lazyconv.errors import UpstreamError
+from lazyconv.conversion._cache import conversion_cache
+from lazyconv.errors import ErrorCode, UpstreamError
 from lazyconv.gateway._floor import upstream_floor
+from lazyconv.protocol import _add_partitions_to_txn as add_partitions_to_txn
 from lazyconv.protocol import _api_versions as api_versions
+from lazyconv.protocol import _end_txn as end_txn
 from lazyconv.protocol import _fetch as fetch
+from lazyconv.protocol import _init_producer_id as init_producer_id
 from lazyconv.protocol import _list_offsets as list_offsets
 from lazyconv.protocol import _metadata as metadata
 from lazyconv.protocol import _produce as produce
-from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
 from tests.gateway.conftest import GatewayThread
-from tests.serve.conftest import ServerThread
 from tests.serve.wire import WireClient
+from tests.server_thread import ServerThread
+
+pytestmark = pytest.mark.slow  # many examples or real clients: the full suite runs them, the quick look does not
 
 # (topic, partitions) of the committed fixture that a read_uncommitted consumer reads whole
 TOPICS = [("codecs", 2), ("nulls", 2), ("logappend", 2), ("upgraded", 2), ("headers", 2),
@@ -61,6 +65,7 @@ def consume(port: int, version: int, topic: str, partition: int, *,
 
 
 @pytest.mark.parametrize("version", [0, 2, 3])
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_old_fetch_versions_read_what_a_down_converting_broker_gives(serve_upstream: ServerThread,
                                                                      gateway_over_serve: GatewayThread,
                                                                      version: int) -> None:
@@ -232,7 +237,7 @@ def test_old_produce_is_up_converted(served_fixtures, gateway_factory, version: 
         batches = list(MemoryRecords(_log_bytes(served_fixtures / "sink-0")).batches())
         assert {b.compression for b in batches} == {codec}
         # nothing below the Kafka 4.0 floor reached the upstream
-        counts = upstream.server.broker.request_counts
+        counts = upstream.server.request_counts
         assert counts, "the upstream saw no request"
         for (key, v), _n in counts.items():
             assert v >= upstream_floor(key), f"api {key} v{v} sent upstream"
@@ -296,8 +301,27 @@ def test_api_versions_lists_what_the_gateway_serves(gateway_over_serve: GatewayT
     assert table[produce.SPEC.key] == (0, produce.SPEC.max_version)
     assert table[fetch.SPEC.key] == (0, fetch.SPEC.max_version)
     assert table[list_offsets.SPEC.key][0] == 0
-    assert set(table) == {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18}
-    assert table[9] == (0, 7)  # OffsetFetch: one group per request
+    # what the gateway answers or converts, and what this upstream (serve: the transaction
+    # APIs too) serves, at its versions; nothing serve does not serve
+    assert set(table) == {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 22, 24, 25, 26, 28}
+    assert table[9] == (0, 8)  # OffsetFetch v8 (groups batched) because serve speaks it
+    for spec in (init_producer_id.SPEC, add_partitions_to_txn.SPEC, end_txn.SPEC):
+        assert table[spec.key] == (spec.min_version, spec.max_version)
+
+
+def test_an_api_the_upstream_does_not_serve_is_refused_not_closed(
+        gateway_over_serve: GatewayThread) -> None:
+    """CreateTopics (serve has no admin APIs): not advertised; sent anyway, it is answered with
+    UNSUPPORTED_VERSION per topic, and the connection stays."""
+    from lazyconv.protocol import _create_topics as create_topics
+
+    with WireClient(gateway_over_serve.port) as client:
+        answer = client.call(create_topics.SPEC, 7, {"topics": [
+            {"name": "new", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 1000})
+        assert [(t["name"], t["error_code"]) for t in answer["topics"]] == \
+            [("new", ErrorCode.UNSUPPORTED_VERSION)]
+        again = client.call(metadata.SPEC, 1, {"topics": [{"name": "tiny"}]})
+        assert again["topics"][0]["error_code"] == 0
 
 
 @pytest.mark.parametrize("frame", [
@@ -397,7 +421,53 @@ def test_a_group_through_the_gateway_commits_and_resumes(serve_upstream: ServerT
     for p, rows in ends.items():
         assert [r[0] for r in first[(topic, p)]] == [r[0] for r in rows if r[0] <= mid[p]]
         assert [r[0] for r in second[(topic, p)]] == [r[0] for r in rows if r[0] > mid[p]]
-    counts = serve_upstream.server.broker.request_counts
+    counts = serve_upstream.server.request_counts
     assert all(v >= upstream_floor(key) for (key, v) in counts)
     assert (11, 0) not in counts and any(key == 11 for key, _v in counts)  # JoinGroup upstream >= 2
     assert any(key == 13 for key, _v in counts), counts  # the first member's LeaveGroup
+
+
+def test_a_transaction_is_relayed_to_its_coordinator_and_leader(
+        gateway_over_serve: GatewayThread) -> None:
+    """FindCoordinator (transaction) answered with the gateway; InitProducerId, AddPartitionsToTxn,
+    Produce with the producer's id and EndTxn relayed as they came (serve upstream); a
+    read_committed fetch through the gateway then sees the committed record."""
+    from lazyconv.protocol import KAFKA_API_BY_KEY
+
+    find, init, add, end = (KAFKA_API_BY_KEY[k] for k in (10, 22, 24, 26))
+    with WireClient(gateway_over_serve.port, "txn-app") as client:
+        found = client.call(find, 4, {"key_type": 1, "coordinator_keys": ["t-1"]})
+        coordinator = found["coordinators"][0]
+        assert (coordinator["error_code"], coordinator["port"]) == (0, gateway_over_serve.port)
+        ids = client.call(init, 2, {"transactional_id": "t-1", "transaction_timeout_ms": 60000})
+        assert ids["error_code"] == 0 and ids["producer_id"] >= 0
+        pid, epoch = ids["producer_id"], ids["producer_epoch"]
+        added = client.call(add, 3, {"v3_and_below_transactional_id": "t-1",
+                                     "v3_and_below_producer_id": pid,
+                                     "v3_and_below_producer_epoch": epoch,
+                                     "v3_and_below_topics": [{"name": "tiny", "partitions": [0]}]})
+        assert [p["partition_error_code"] for t in added["results_by_topic_v3_and_below"]
+                for p in t["results_by_partition"]] == [0]
+        builder = RecordsBuilder(2, Compression.NONE, producer_id=pid, producer_epoch=epoch,
+                                 base_sequence=0, is_transactional=True)
+        builder.append(timestamp=1_700_000_000_000, key=b"k", value=b"committed")
+        produced = client.call(produce.SPEC, 8, {"transactional_id": "t-1", "acks": -1,
+                                                 "timeout_ms": 5000, "topic_data": [
+            {"name": "tiny", "partition_data": [{"index": 0, "records": builder.build()}]}]})
+        written = produced["responses"][0]["partition_responses"][0]
+        assert written["error_code"] == 0
+        ended = client.call(end, 3, {"transactional_id": "t-1", "producer_id": pid,
+                                     "producer_epoch": epoch, "committed": True})
+        assert ended["error_code"] == 0
+        answer = client.call(fetch.SPEC, 11, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "isolation_level": 1, "session_id": 0, "session_epoch": -1, "topics": [
+                {"topic": "tiny", "partitions": [{"partition": 0,
+                                                  "fetch_offset": written["base_offset"],
+                                                  "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+    part = answer["responses"][0]["partitions"][0]
+    values = [r.value for b in MemoryRecords(part["records"]).batches() if not b.is_control
+              for r in b]
+    assert values == [b"committed"]
+    assert part["last_stable_offset"] == written["base_offset"] + 2  # the record and the marker

@@ -4,9 +4,12 @@ each set of server arguments the clients need (most need none)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +58,18 @@ def _node_folder(config: pytest.Config) -> Path:
     return Path(config.cache.mkdir("interop-node")) if config.cache else REPO_ROOT / ".interop-node"
 
 
+@contextlib.contextmanager
+def _one_installer(name: str) -> Iterator[None]:
+    """One process at a time installs ``name`` (apt-get holds dpkg's lock; two npm installs
+    into one folder corrupt it): an exclusive lock on a file in the temporary folder."""
+    with open(Path(tempfile.gettempdir()) / f"lazyconv-install-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _install_kafkajs(folder: Path) -> tuple[str | None, str]:
     node, npm = which("node"), which("npm")
     if not node or not npm:
@@ -89,7 +104,8 @@ class Tools(dict[str, str]):
             self._tried.add(family)
             installer = _install_kcat if family == "kcat" else (
                 lambda: _install_kafkajs(self._node_folder))
-            path, why = installer()
+            with _one_installer(family):  # the suite's workers may need it at once
+                path, why = installer()
             if path is None:
                 self[f"missing:{family}"] = why
             elif family == "kcat":

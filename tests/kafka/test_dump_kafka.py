@@ -19,9 +19,11 @@ The only differences are documented ones (docs/differences.md, "dump"):
 
 from __future__ import annotations
 
+import logging
 import shutil
 import struct
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,23 @@ def kafka_dump(dist: Path, files: list[Path], *options: str) -> tuple[int, list[
     )
     err = [line for line in done.stderr.splitlines() if not line.startswith("log4j:")]
     return done.returncode, done.stdout.splitlines(), err
+
+
+@pytest.fixture(autouse=True)
+def _kafka_python_quiet() -> Iterator[None]:
+    """A kafka-python client thread another test of this worker left running must not log into
+    the dump command's stderr (the CLI's handler is on the root logger); ``disabled`` is not
+    inherited, so every kafka-python logger (kafka.cluster, kafka.conn, ...) is silenced."""
+    silenced = [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict)
+                if name == "kafka" or name.startswith("kafka.")]
+    saved = [logger.disabled for logger in silenced]
+    for logger in silenced:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, was_disabled in zip(silenced, saved, strict=True):
+            logger.disabled = was_disabled
 
 
 def lazyconv_dump(capsys: pytest.CaptureFixture[str], files: list[Path],

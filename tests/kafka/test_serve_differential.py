@@ -37,8 +37,8 @@ from lazyconv.protocol import _fetch as fetch
 from lazyconv.protocol import _list_offsets as list_offsets
 from lazyconv.protocol import _metadata as metadata
 from lazyconv.records import MemoryRecords
-from tests.serve.conftest import ServerThread
 from tests.serve.wire import WireClient
+from tests.server_thread import ServerThread
 
 pytestmark = pytest.mark.kafka
 

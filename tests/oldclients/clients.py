@@ -39,6 +39,9 @@ plus its runtime jars): drivers/JavaClientDriver.java is compiled against each v
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -46,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,6 +269,19 @@ def _run(argv: list[str], what: str, **kwargs: Any) -> None:
         raise Unavailable(f"{what} failed: {err.strip()[-600:]}")
 
 
+@contextlib.contextmanager
+def _installing(folder: Path) -> Iterator[None]:
+    """One process at a time installs into ``folder`` (the suite runs on several workers, and
+    two of them may need the same client at once): an exclusive lock on a file beside it."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _stamped(folder: Path, want: str) -> bool:
     stamp = folder / ".oldclients-installed"
     return stamp.is_file() and stamp.read_text() == want
@@ -277,24 +294,25 @@ def install_kafka_python(family: str, root: Path = INSTALL_ROOT) -> Runtime:
     packages = PYTHON_PACKAGES[family]
     want = json.dumps(packages)
     started = time.monotonic()
-    if not _stamped(folder, want):
-        low, high = PYTHON_RANGE[family]
-        base = find_python(low, high)
-        if base is None:
-            raise Unavailable(f"{family} needs a Python {'.'.join(map(str, low))}-"
-                              f"{'.'.join(map(str, high))} interpreter (pyenv or on PATH); "
-                              "none was found")
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        _run([base, "-m", "venv", str(folder)], f"{base} -m venv")
-        pip = [str(python), "-m", "pip", "install", "--quiet", "--prefer-binary",
-               "--disable-pip-version-check"]
-        if _python_version(str(python)) == (3, 6):
-            # Python 3.6's bundled pip (18.1) knows no manylinux2014 wheels: the last pip for
-            # 3.6 does, so that lz4, cramjam and xxhash install as wheels.
-            _run([*pip, "pip==21.3.1"], "pip install pip==21.3.1")
-        _run([*pip, *packages], f"pip install {' '.join(packages)}")
-        (folder / ".oldclients-installed").write_text(want)
+    with _installing(folder):
+        if not _stamped(folder, want):
+            low, high = PYTHON_RANGE[family]
+            base = find_python(low, high)
+            if base is None:
+                raise Unavailable(f"{family} needs a Python {'.'.join(map(str, low))}-"
+                                  f"{'.'.join(map(str, high))} interpreter (pyenv or on PATH); "
+                                  "none was found")
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            _run([base, "-m", "venv", str(folder)], f"{base} -m venv")
+            pip = [str(python), "-m", "pip", "install", "--quiet", "--prefer-binary",
+                   "--disable-pip-version-check"]
+            if _python_version(str(python)) == (3, 6):
+                # Python 3.6's bundled pip (18.1) knows no manylinux2014 wheels: the last pip for
+                # 3.6 does, so that lz4, cramjam and xxhash install as wheels.
+                _run([*pip, "pip==21.3.1"], "pip install pip==21.3.1")
+            _run([*pip, *packages], f"pip install {' '.join(packages)}")
+            (folder / ".oldclients-installed").write_text(want)
     return Runtime((str(python), str(DRIVERS / "kafka_python_old.py")),
                    install_seconds=time.monotonic() - started)
 
@@ -308,11 +326,12 @@ def install_kafka_node(root: Path = INSTALL_ROOT) -> Runtime:
     folder = root / "node"
     want = json.dumps(NODE_PACKAGES)
     started = time.monotonic()
-    if not _stamped(folder, want):
-        folder.mkdir(parents=True, exist_ok=True)
-        _run([npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund", "--no-save",
-              *NODE_PACKAGES], f"npm install {' '.join(NODE_PACKAGES)}")
-        (folder / ".oldclients-installed").write_text(want)
+    with _installing(folder):
+        if not _stamped(folder, want):
+            folder.mkdir(parents=True, exist_ok=True)
+            _run([npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund", "--no-save",
+                  *NODE_PACKAGES], f"npm install {' '.join(NODE_PACKAGES)}")
+            (folder / ".oldclients-installed").write_text(want)
     modules = folder / "node_modules"
     unreadable = {}
     check = subprocess.run([node, "-e", "require('snappy').uncompressSync("
@@ -352,14 +371,32 @@ def install_java(version: str, clients: Path, root: Path = INSTALL_ROOT) -> Runt
     want = hashlib.sha256(JAVA_DRIVER.read_bytes() + json.dumps(
         sorted((j.name, j.stat().st_size) for j in jars.glob("*.jar"))).encode()).hexdigest()
     started = time.monotonic()
-    if not _stamped(build, want):
-        shutil.rmtree(build, ignore_errors=True)
-        build.mkdir(parents=True)
-        _run([javac, "--release", "8", "-nowarn", "-cp", classpath, "-d", str(build),
-              str(JAVA_DRIVER)], f"javac JavaClientDriver.java against {version}")
-        (build / ".oldclients-installed").write_text(want)
-    return Runtime((java, "-cp", f"{classpath}{os.pathsep}{build}", "JavaClientDriver"),
-                   install_seconds=time.monotonic() - started)
+    with _installing(build):
+        if not _stamped(build, want):
+            shutil.rmtree(build, ignore_errors=True)
+            build.mkdir(parents=True)
+            _run([javac, "--release", "8", "-nowarn", "-cp", classpath, "-d", str(build),
+                  str(JAVA_DRIVER)], f"javac JavaClientDriver.java against {version}")
+            (build / ".oldclients-installed").write_text(want)
+    extra = [str(j) for j in (_jaxb_api_jar(),) if j is not None]
+    return Runtime((java, "-cp", os.pathsep.join([classpath, str(build), *extra]),
+                    "JavaClientDriver"), install_seconds=time.monotonic() - started)
+
+
+def _jaxb_api_jar() -> Path | None:
+    """A JAXB API jar (javax.xml.bind), which the 0.10 Java clients' SCRAM code needs
+    (DatatypeConverter) and JDK 11+ no longer has: pyspark's copy, when the spark extra is
+    installed. Without it those clients cannot use SCRAM on a current JDK."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        found = sorted(Path(folder, "jars").glob("jakarta.xml.bind-api-*.jar"))
+        if found:
+            return found[-1]
+    return None
 
 
 def runtime_key(client: OldClient) -> str:
@@ -462,3 +499,112 @@ def run(client: OldClient, tools: OldClientTools, bootstrap: str, job: dict[str,
     finally:
         events.child.kill()
     return events
+
+
+# -- security settings ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How a client connects to a secured listener, whatever its family.
+
+    ``protocol``: SASL_SSL, SASL_PLAINTEXT or SSL; ``mechanism``: PLAIN, SCRAM-SHA-256 or
+    SCRAM-SHA-512 (SASL_*); ``username``/``password``; ``ca_pem``: the CA (PEM) to trust, and
+    ``truststore_p12`` the same as a PKCS12 trust store for the Java clients (which read no PEM
+    before Kafka 2.7); ``cert_pem``/``key_pem`` (PEM) and ``keystore_p12`` (PKCS12): a client
+    certificate for mTLS; ``store_password``: the PKCS12 stores' password; ``check_hostname``:
+    whether the broker's certificate must name the host."""
+
+    protocol: str
+    mechanism: str | None = None
+    username: str | None = None
+    password: str | None = None
+    ca_pem: str | None = None
+    truststore_p12: str | None = None
+    cert_pem: str | None = None
+    key_pem: str | None = None
+    keystore_p12: str | None = None
+    store_password: str | None = None
+    check_hostname: bool = True
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_SSL", "SASL_PLAINTEXT")
+
+
+def _jaas_line(security: ClientSecurity) -> str:
+    module = ("plain.PlainLoginModule" if security.mechanism == "PLAIN"
+              else "scram.ScramLoginModule")
+    return (f"org.apache.kafka.common.security.{module} required "
+            f'username="{security.username}" password="{security.password}";')
+
+
+def security_settings(client: OldClient, security: ClientSecurity) -> dict[str, Any]:
+    """The client's driver settings for ``security`` (merged over its own by
+    :func:`secured`). Raises :class:`Unavailable` for what the family cannot do."""
+    family = client.family
+    if family == "java":
+        config: dict[str, Any] = {"security.protocol": security.protocol}
+        if security.sasl:
+            config["sasl.mechanism"] = security.mechanism
+            config["sasl.jaas.config"] = _jaas_line(security)  # 0.10.2+ (KIP-85)
+        if security.tls:
+            config.update({"ssl.truststore.type": "PKCS12",
+                           "ssl.truststore.location": security.truststore_p12,
+                           "ssl.truststore.password": security.store_password})
+            if security.check_hostname:
+                config["ssl.endpoint.identification.algorithm"] = "HTTPS"
+            if security.keystore_p12:
+                config.update({"ssl.keystore.type": "PKCS12",
+                               "ssl.keystore.location": security.keystore_p12,
+                               "ssl.keystore.password": security.store_password,
+                               "ssl.key.password": security.store_password})
+        return {"config": {**client.settings.get("config", {}), **config}}
+    if family.startswith("kafka-python"):
+        if security.sasl and security.mechanism != "PLAIN":
+            raise Unavailable(f"{family} has no {security.mechanism} (SCRAM came with 2.0)")
+        config = {"security_protocol": security.protocol}
+        if security.sasl:
+            config.update({"sasl_mechanism": "PLAIN", "sasl_plain_username": security.username,
+                           "sasl_plain_password": security.password})
+        if security.tls:
+            config.update({"ssl_cafile": security.ca_pem,
+                           "ssl_check_hostname": security.check_hostname})
+            if security.cert_pem:
+                config.update({"ssl_certfile": security.cert_pem, "ssl_keyfile": security.key_pem})
+        return {"config": config}
+    if family in ("confluent-kafka", "kcat"):
+        config = {"security.protocol": security.protocol.lower()}
+        if security.sasl:
+            config.update({"sasl.mechanisms": security.mechanism, "sasl.username": security.username,
+                           "sasl.password": security.password})
+        if security.tls:
+            config.update({"ssl.ca.location": security.ca_pem,
+                           "ssl.endpoint.identification.algorithm":
+                               "https" if security.check_hostname else "none"})
+            if security.cert_pem:
+                config.update({"ssl.certificate.location": security.cert_pem,
+                               "ssl.key.location": security.key_pem})
+        return {"config": {**client.settings["config"], **config}}
+    if family == "kafka-node":
+        if security.sasl and security.mechanism != "PLAIN":
+            raise Unavailable(f"kafka-node 5 speaks SASL/PLAIN only, not {security.mechanism}")
+        out: dict[str, Any] = {}
+        if security.tls:
+            out["ssl"] = {"ca_file": security.ca_pem, "cert_file": security.cert_pem,
+                          "key_file": security.key_pem, "check_hostname": security.check_hostname}
+        if security.sasl:
+            out["sasl"] = {"mechanism": "plain", "username": security.username,
+                           "password": security.password}
+        return out
+    raise Unavailable(f"no security settings for {family}")
+
+
+def secured(client: OldClient, security: ClientSecurity, suffix: str = "") -> OldClient:
+    """``client`` with ``security`` in its settings (its id gets ``suffix``)."""
+    return dataclasses.replace(client, id=client.id + suffix,
+                               settings={**client.settings, **security_settings(client, security)})

@@ -30,7 +30,7 @@ SPLIT = "split"  # 2 partitions of SPLIT_RECORDS uncompressed magic v2 records: 
 SPLIT_RECORDS = 12
 LEGACY_SEGMENTS = ((0, Compression.NONE), (0, Compression.GZIP), (1, Compression.NONE),
                    (1, Compression.SNAPPY), (2, Compression.NONE), (2, Compression.GZIP))
-REQUEST = re.compile(r"request (?P<api>\w+) v(?P<version>\d+) corr=\d+ client='(?P<client>[^']*)'")
+REQUEST = re.compile(r"request (?P<api>\w+) v(?P<version>\d+) corr=\d+ from Session\(\S+ from \S+ '(?P<client>[^']*)'")
 
 
 def _key(offset: int) -> bytes | None:

@@ -221,6 +221,38 @@ def test_drain_respects_max_request_size_and_rotates():
     assert all(b.closed for b in first)
 
 
+def test_drain_resumes_at_the_last_partition_visited():
+    """Kafka's drain order: the next drain starts at the partition the last one visited last.
+
+    Leaders [0, 0, 0], batch.size 1024, max.request.size 2048: every batch (1094 bytes) fills a
+    request alone. Three drains take partitions 0, 1, 2; the third visits 0 and 1 too (empty),
+    so the fourth starts at 1, not at 0 (one past the previous start).
+    """
+    cluster = StaticCluster.single_topic("t", [0, 0, 0])
+    acc = RecordAccumulator(cluster, ProducerConfig(batch_size=1024, max_request_size=2048))
+    parts = cluster.partitions_led_by(0)
+    for p in range(3):
+        acc.append("t", p, NULL, 1024)
+    assert [[b.partition for b in acc.drain(0, parts)] for _ in range(3)] == [[0], [1], [2]]
+    for p in range(3):
+        acc.append("t", p, NULL, 1024)
+    assert [b.partition for b in acc.drain(0, parts)] == [1]
+    assert [b.partition for b in acc.drain(0, parts)] == [2]
+    assert [b.partition for b in acc.drain(0, parts)] == [0]
+
+
+def test_drain_of_a_full_round_starts_next_at_its_last_partition():
+    cluster = StaticCluster.single_topic("t", [0, 0, 0, 0])
+    acc = RecordAccumulator(cluster, ProducerConfig(batch_size=1024))
+    parts = cluster.partitions_led_by(0)
+    for p in range(4):
+        acc.append("t", p, NULL, 10)
+    assert [b.partition for b in acc.drain(0, parts)] == [0, 1, 2, 3]
+    for p in range(4):
+        acc.append("t", p, NULL, 10)
+    assert [b.partition for b in acc.drain(0, parts)] == [3, 0, 1, 2]
+
+
 def test_zero_batch_size_is_treated_as_one():
     acc = RecordAccumulator(CLUSTER3, ProducerConfig(batch_size=0), sequential())
     assert acc.built_in_partitioner("t").sticky_batch_size == 1

@@ -139,3 +139,30 @@ def test_immediate_rule_ignores_batch_fullness():
     bp = BuiltInPartitioner("t", 100, sequential(), SwitchRule.IMMEDIATE)
     info = bp.peek_current_partition_info(CLUSTER3)
     assert bp.update_partition_info(info, 100, CLUSTER3, enable_switch=False)
+
+
+def test_weights_summing_past_java_int_stay_exact_and_reachable():
+    """The overflow decision (docs/differences.md): Kafka's ``int`` table wraps past 2**31 - 1.
+
+    Queue sizes [0, 0, 2**31 - 2] weigh [2**31 - 1, 2**31 - 1, 1]: Kafka's running sums wrap
+    negative; here they are exact, and the draw spans the whole total (two draws), so partition 1
+    gets about half the switches instead of (with one 31-bit draw) almost none.
+    """
+    import random as _random
+
+    cluster = StaticCluster.single_topic("t", [0, 1, 2])
+    rng = _random.Random(7)
+    bp = BuiltInPartitioner("t", 1, lambda: rng.getrandbits(31))
+    big = 2**31 - 2
+    bp.update_partition_load_stats([0, 0, big], [0, 1, 2], 3)
+    assert bp.load_stats.cumulative_frequency_table == (2**31 - 1, 2**32 - 2, 2**32 - 1)
+    picks = [bp.next_partition(cluster) for _ in range(2000)]
+    assert 800 < picks.count(1) < 1200 and 800 < picks.count(0) < 1200
+
+
+def test_weights_within_java_int_take_one_draw():
+    draws = iter([5, 13]).__next__
+    bp = BuiltInPartitioner("t", 1, draws)
+    bp.update_partition_load_stats([1, 7, 2], [0, 1, 2], 3)
+    assert bp.next_partition(CLUSTER3) == 0  # 5 % 14 = 5 < 7
+    assert bp.next_partition(CLUSTER3) == 2  # a second call takes the second draw

@@ -52,3 +52,10 @@ def test_help_explains_options(capsys):
     out = capsys.readouterr().out
     for option in ("--rate", "--json", "--plot", "--switch-rule", "--seed", "--quiet"):
         assert option in out
+
+
+def test_default_switch_rule_is_deferred(capsys):
+    status = main(["simulate", "partitioner", "--rate", "2048", "--records", "500",
+                   "--variant", "uniform", "--no-plot", "--quiet"])
+    assert status == 0
+    assert "switch rule deferred" in capsys.readouterr().out

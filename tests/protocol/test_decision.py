@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lazyconv._lazy import LazyDownConvertedRecords
+from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.protocol import (
     ErrorCode,
     FetchBudget,

@@ -42,12 +42,16 @@ def test_the_server_blames_itself_for_an_answer_it_cannot_encode(caplog) -> None
     import socket
 
     from lazyconv.net import KafkaServer, ListenerSpec
+    from lazyconv.protocol._connection import ApiTable
 
     class Broken:
+        apis = ApiTable([metadata.SPEC])
+
         def start(self, loop): ...
         def close(self): ...
+        def open_session(self, session): ...
 
-        async def handle(self, frame, listener, peer=""):
+        async def handle(self, request, session):
             join_group.SPEC.encode_response(1, {"protocol_name": None})
 
     async def main() -> None:

@@ -17,8 +17,10 @@ from lazyconv.protocol._primitives import (
     uvarint_size,
 )
 from lazyconv.protocol._schema import (
+    FLOAT64,
     INT32,
     STRING,
+    UINT16,
     ArrayOf,
     Field,
     Struct,
@@ -64,6 +66,53 @@ def test_fixed_width_round_trip(i8: int, i16: int, i32: int, i64: int, u: uuid.U
     assert data[1:3] == i16.to_bytes(2, "big", signed=True)  # big-endian
     r = Reader(data)
     assert (r.int8(), r.int16(), r.int32(), r.int64(), r.uuid()) == (i8, i16, i32, i64, u)
+
+
+@EXAMPLES
+@given(st.integers(0, 2**16 - 1), st.floats(allow_nan=False))
+def test_uint16_and_float64_round_trip(u16: int, f64: float) -> None:
+    w = Writer()
+    w.uint16(u16)
+    w.float64(f64)
+    data = w.getvalue()
+    assert data[:2] == u16.to_bytes(2, "big")  # unsigned: 65535 is ff ff, not -1
+    r = Reader(data)
+    assert (r.uint16(), r.float64()) == (u16, f64) and r.remaining == 0
+
+
+_QUOTA = Struct("Quota", (Field("port", UINT16), Field("value", FLOAT64)))
+
+
+@pytest.mark.parametrize("flexible", [False, True])
+def test_uint16_and_float64_fields_encode_as_kafka_writes_them(flexible: bool) -> None:
+    """Kafka's Writable: writeUnsignedShort (2 bytes) and writeDouble (IEEE 754, 8 bytes)."""
+    data = encode_message(_QUOTA, {"port": 9093, "value": 1024.5}, 0, flexible).to_bytes()
+    assert data == bytes.fromhex("2385" "4090020000000000") + (b"\x00" if flexible else b"")
+    assert decode_message(_QUOTA, Reader(data), 0, flexible) == {"port": 9093, "value": 1024.5}
+    # an int is a float64 too (Kafka's quota values are often whole numbers)
+    assert encode_message(_QUOTA, {"value": 3}, 0, flexible).to_bytes()[2:10] == \
+        bytes.fromhex("4008000000000000")
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({"port": -1}, "Quota.port: -1 out of range for uint16"),
+    ({"port": 65536}, "Quota.port: 65536 out of range for uint16"),
+    ({"value": True}, "Quota.value: float64 expected, got True"),
+    ({"value": "1.5"}, "Quota.value: float64 expected, got '1.5'"),
+    ({"value": 1 << 1100}, "out of range for float64"),
+])
+def test_bad_uint16_and_float64_values_are_refused(value: dict[str, object], message: str) -> None:
+    with pytest.raises(ProtocolError, match=message.replace(".", r"\.")):
+        encode_message(_QUOTA, value, 0, False)
+
+
+def test_short_uint16_and_float64_raise_positioned_errors() -> None:
+    with pytest.raises(ProtocolError, match="needs 2 bytes") as short_port:
+        decode_message(_QUOTA, Reader(b"\x01"), 0, False)
+    assert short_port.value.position == 0
+    with pytest.raises(ProtocolError, match="needs 8 bytes") as short_value:
+        decode_message(_QUOTA, Reader(b"\x01\x02\x03"), 0, False)
+    assert short_value.value.position == 2
 
 
 @EXAMPLES

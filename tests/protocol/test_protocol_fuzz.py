@@ -84,6 +84,7 @@ def mutated(draw: st.DrawFn) -> tuple[str, int, bytes]:
 
 @settings(max_examples=300)
 @given(mutated())
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_mutated_messages_raise_only_positioned_protocol_errors(case: tuple[str, int, bytes]) -> None:
     decode(*case)
 

@@ -12,7 +12,8 @@ import tracemalloc
 
 import pytest
 
-from lazyconv._lazy import DEFAULT_CHUNK_SIZE, LazyDownConvertedRecords
+from lazyconv.conversion._chunks import DEFAULT_CHUNK_SIZE
+from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.protocol import FetchResponse
 from lazyconv.records import FileRecords, RecordsBuilder
 

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from lazyconv._lazy import LazyDownConvertedRecords
 from lazyconv._send import BytesSend, drain
+from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.protocol import (
     ErrorCode,
     FetchBudget,

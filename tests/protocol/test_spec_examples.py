@@ -319,7 +319,7 @@ def test_section7_size_field_uses_the_committed_size() -> None:
 
 
 def test_section7_with_real_lazy_conversion() -> None:
-    import lazyconv._lazy as lazy
+    import lazyconv.conversion._lazy_records as lazy
     import lazyconv.records as records_mod
     builder = records_mod.RecordsBuilder(2)
     builder.append(offset=0, timestamp=1000, key=b"k", value=b"v")

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from lazyconv._convert import down_convert
-from lazyconv._lazy import LazyDownConvertedRecords
+from lazyconv.conversion._down import down_convert
+from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.errors import ConfigurationError
 from lazyconv.records import MemoryRecords, RecordsBuilder, _impl, scan_batches
 

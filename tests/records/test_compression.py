@@ -597,6 +597,7 @@ def test_zstd_corruption_is_typed() -> None:
     flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1, max_size=4),
     cut=st.one_of(st.none(), st.integers(0, 10**6)),
 )
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_mutated_streams_raise_only_lazyconv_errors(
     codec_magic: tuple[int, int], data: bytes, flips: list[tuple[int, int]], cut: int | None
 ) -> None:

@@ -60,6 +60,7 @@ def _payload(batch_bytes: bytes) -> tuple[bytes, Any]:
 
 @given(records_v2, st.integers(0, 1 << 50), st.booleans())
 @settings(max_examples=60, deadline=None)
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_v2_digests_are_the_sums_of_the_records_digests(fields: list[Any], base: int, log_append: bool) -> None:
     data = _v2_batch(fields, base, log_append)
     payload, batch = _payload(data)
@@ -172,6 +173,7 @@ def test_legacy_runs_stop_before_what_the_reader_must_judge() -> None:
 @needs_kernel
 @given(st.sampled_from([0, 1]), legacy_records, st.data())
 @settings(max_examples=120, deadline=None)
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_damaged_legacy_runs_give_the_same_result_on_both_paths(magic: int, fields: list[Any], data: st.DataObject) -> None:
     mutated = bytearray(_legacy(magic, fields, 3))
     for _ in range(data.draw(st.integers(1, 3))):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lazyconv._convert import down_convert_bytes, is_zstd_below_v2
+from lazyconv.conversion._down import down_convert_bytes, is_zstd_below_v2
 from lazyconv.errors import LazyconvError
 from lazyconv.logdir._layout import list_segments
 from lazyconv.records import FileRecords, MemoryRecords, _impl
@@ -82,6 +82,7 @@ def test_a_whole_converted_stream_digests_as_its_decoded_records() -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, len(STREAMS) - 1), st.integers(0, 1 << 20), st.integers(0, 2),
        st.integers(-1, 400), st.randoms(use_true_random=False))
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_kernel_and_reference_agree_on_cut_and_damaged_streams(
         which: int, cut: int, flips: int, min_offset: int, rng: random.Random) -> None:
     data = bytearray(STREAMS[which][1][: cut % (len(STREAMS[which][1]) + 1)])

@@ -25,6 +25,7 @@ import pytest
 
 import lazyconv
 from lazyconv.records import _impl
+from tests.fresh_ast import parse
 
 PACKAGE = Path(lazyconv.__file__).resolve().parent
 EXTENSION = "lazyconv.records._ckernel"
@@ -37,9 +38,10 @@ def workload() -> None:
     lazy (memory and file, plain and compressed, every target), lz4 frames, up-conversion."""
     import tempfile
 
-    from lazyconv._convert import down_convert_bytes
-    from lazyconv._lazy import LazyDownConvertedRecords
-    from lazyconv._upconvert import up_convert
+    from lazyconv.conversion._down import down_convert_bytes
+    from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
+    from lazyconv.conversion._to_legacy import convert_run_ends
+    from lazyconv.conversion._up import up_convert
     from lazyconv.records import (
         Compression,
         FileRecords,
@@ -48,7 +50,7 @@ def workload() -> None:
         scan_batches,
     )
     from lazyconv.records._digest import digest_delivered, digest_legacy_run, digest_v2_records
-    from lazyconv.records._segment_run import convert_run_ends, segment_run
+    from lazyconv.records._segment_run import segment_run
 
     data = b""
     for codec in (Compression.NONE, Compression.LZ4, Compression.NONE, Compression.GZIP):
@@ -110,7 +112,7 @@ def test_the_reference_twin_calls_no_kernel_function() -> None:
     with kernel_calls() as native_calls:
         workload()
     assert {"crc32c", "iter_plain_v2", "convert_v2_run", "convert_v2_chunk", "scan_entries", "segment_run",
-            "digest_v2_records", "lz4_frame_blocks", "encode_v2_records"} <= set(native_calls)
+            "digest_v2_records", "lz4_frame_blocks", "encode_v2_records", "legacy_set_to_v2"} <= set(native_calls)
 
 
 def test_using_switches_every_hot_function_and_restores_them() -> None:
@@ -163,7 +165,7 @@ def test_only_impl_names_the_extension_and_hot_functions_are_looked_up_at_call_t
     for path in _python_modules():
         if path.name == "_impl.py":
             continue
-        tree = ast.parse(path.read_text())
+        tree = parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module == "lazyconv.records._impl":
                 names = {alias.name for alias in node.names} - IMPORTABLE_NAMES
@@ -181,3 +183,19 @@ def test_only_impl_names_the_extension_and_hot_functions_are_looked_up_at_call_t
             if any("_ckernel" in str(name) for name in imported):
                 offenders.append(f"{path.relative_to(PACKAGE)}: imports the extension")
     assert offenders == []
+
+
+def test_an_out_of_date_kernel_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel built from older sources (an editable install not rebuilt) lacks entry points:
+    lazyconv warns, says how to rebuild, and runs in pure Python instead of failing to import."""
+    import sys
+    import types
+
+    from lazyconv.records import _impl
+
+    stale = types.ModuleType("lazyconv.records._ckernel")
+    stale.crc32 = lambda data: 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "lazyconv.records._ckernel", stale)
+    monkeypatch.delenv(_impl.NO_EXTENSIONS_ENV, raising=False)
+    with pytest.warns(RuntimeWarning, match="out of date .*legacy_set_to_v2.*rebuild"):
+        assert _impl._load() is None

@@ -141,7 +141,7 @@ def test_select_crc_refuses_unknown_names() -> None:
 def test_kernel_calls_run_in_threads() -> None:
     """The GIL is released while the kernel works: threads converting at once get the same bytes."""
     from bench.bench_common import make_v2_batches
-    from lazyconv._convert import down_convert_bytes
+    from lazyconv.conversion._down import down_convert_bytes
     from lazyconv.records import MemoryRecords
 
     data = make_v2_batches(1 << 20, 1024)

@@ -42,6 +42,7 @@ def outcome(fn: Callable[[], bytes]) -> tuple[Any, ...]:
     headers=st.lists(header_lists, min_size=8, max_size=8),
     compression=st.sampled_from([Compression.NONE, Compression.GZIP]),
 )
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_v2_batches_are_identical_with_and_without_the_kernel(
     base_offset, steps, timestamps, keys, values, headers, compression
 ) -> None:

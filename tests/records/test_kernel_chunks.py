@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lazy_support import build_batch, v2_end_txn_marker
 
-from lazyconv._lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords
+from lazyconv.conversion._chunks import MIN_CHUNK_SIZE
+from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.errors import LazyconvError
 from lazyconv.records import Compression, FileRecords, MemoryRecords, _impl
 

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_convert_fused import corrupted, well_formed
 
 import lazyconv.records._batch as batch_module
-from lazyconv._convert import down_convert_bytes
+from lazyconv.conversion._down import down_convert_bytes
 from lazyconv.errors import LazyconvError
 from lazyconv.records import MemoryRecords, RecordsBuilder, _impl, build_end_txn_marker
+from tests.conversion.test_convert_fused import corrupted, well_formed
 
 pytestmark = pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 
@@ -97,6 +97,7 @@ def mutated(draw: st.DrawFn, stream: bytes) -> bytes:
 
 @settings(max_examples=60)
 @given(st.lists(entries, min_size=1, max_size=5), st.sampled_from([0, 1]), st.integers(-1, 120))
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_kernel_equals_reference_on_random_record_sets(
     parts: list[bytes], to_magic: int, first_offset: int
 ) -> None:

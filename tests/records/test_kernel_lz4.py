@@ -94,6 +94,7 @@ def reference(data: bytes | memoryview, magic: int, max_size: int, monkeypatch: 
 
 @settings(max_examples=150)
 @given(frames(), st.data(), st.sampled_from([0, 1, 100, 1 << 20]))
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_lz4_frames_decode_as_the_reference(frame: tuple[bytes, int], data: st.DataObject, max_size: int) -> None:
     stream, magic = frame
     with pytest.MonkeyPatch.context() as monkeypatch:

@@ -25,7 +25,7 @@ conversion, ``lazyconv dump`` and the fixture generator), by an AST scan of thei
 - no lower-case name for a size, length, offset or position is assigned such an integer, even
   one of two (``entry_size = 8 if kind == "index" else 12``: the index entry sizes are
   :mod:`lazyconv.logdir._index`'s; file names such as ``".log"`` are held to
-  :mod:`lazyconv.logdir._naming` by ``tests/test_logdir_layer.py``).
+  :mod:`lazyconv.logdir._naming` by ``tests/logdir/test_logdir_layer.py``).
 
 And in the kernel's C sources (``_kernel/*.c``, ``*.h``; ``format.h`` is generated from
 ``_format.py``; ``crc.c`` and ``lz4frame.c`` hold no record layout): no subscript with an integer
@@ -48,6 +48,7 @@ from pathlib import Path
 import pytest
 
 from lazyconv.records import _format
+from tests.fresh_ast import parse
 
 PACKAGE = Path(_format.__file__).resolve().parent.parent
 KERNEL = PACKAGE / "records" / "_kernel"
@@ -55,16 +56,13 @@ KERNEL = PACKAGE / "records" / "_kernel"
 PYTHON_MODULES = sorted(
     {
         path.relative_to(PACKAGE).as_posix()
-        for folder in ("records", "logdir", "fixtures")
+        for folder in ("records", "logdir", "fixtures", "conversion")
         for path in (PACKAGE / folder).glob("*.py")
     }
     # the facts themselves; codec framings; the fixtures' independent writer (see above)
     - {"records/_format.py", "records/_compression.py", "fixtures/_wire.py"}
     | {
-        "_convert.py",
-        "_lazy.py",
         "partitioner/_sizes.py",
-        "_upconvert.py",
         "serve/_append_validation.py",
         "serve/_producer_state.py",
         "spark/_planning.py",
@@ -130,7 +128,7 @@ def _names_a_size(node: ast.AST, source: str) -> bool:
 
 def layout_literals(source: str) -> list[str]:
     """Every layout literal of one Python module's code, as ``line: code`` strings."""
-    tree = ast.parse(source)
+    tree = parse(source)
     docstrings = _docstrings(tree)
     found: list[tuple[int, str]] = []
 
@@ -207,6 +205,7 @@ def c_layout_literals(source: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow  # a parse of every module: a code-quality scan, kept out of the quick look
 @pytest.mark.parametrize("module", PYTHON_MODULES)
 def test_no_layout_literals_in_python(module: str) -> None:
     assert layout_literals((PACKAGE / module).read_text()) == []

@@ -11,6 +11,8 @@ from kafka.record import MemoryRecordsBuilder as KpBuilder
 
 from lazyconv.records import Compression, MemoryRecords, Record, RecordsBuilder, TimestampType
 
+pytestmark = pytest.mark.slow  # many examples or real clients: the full suite runs them, the quick look does not
+
 CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
 COMBOS = [
     (magic, codec, ts_type)

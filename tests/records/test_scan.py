@@ -8,11 +8,11 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_kernel_differential import control_batch, entries, legacy_entry, mutated
 
 from bench.fuzz_kernel import _batch, _legacy, _mutate
 from lazyconv.records import MemoryRecords, _impl
 from lazyconv.records._scan import scan_batches, scan_batches_reference
+from tests.records.test_kernel_differential import control_batch, entries, legacy_entry, mutated
 
 
 def _comparable(result):  # type: ignore[no-untyped-def]
@@ -27,6 +27,7 @@ def test_scan_equals_reference(data: st.DataObject, parts: list[bytes], base: in
     assert _comparable(scan_batches(stream, base)) == _comparable(scan_batches_reference(stream, base))
 
 
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_scan_equals_reference_on_fuzz_inputs() -> None:
     rng = random.Random(77)
     for _ in range(1500):

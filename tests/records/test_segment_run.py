@@ -26,7 +26,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lazyconv._convert import down_convert_bytes
+from lazyconv.conversion._down import down_convert_bytes
+from lazyconv.conversion._to_legacy import convert_run_ends, convert_run_ends_reference
 from lazyconv.records import (
     MemoryRecords,
     RecordsBuilder,
@@ -48,8 +49,6 @@ from lazyconv.records._segment_run import (
     RUN_TRANSACTIONAL,
     Marker,
     SegmentRun,
-    convert_run_ends,
-    convert_run_ends_reference,
     segment_run,
     segment_run_reference,
 )

@@ -13,8 +13,8 @@ from lazy_support import consumer_records
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse
 from lazyconv.protocol._headers import encode_request_header
 from lazyconv.records import RecordsBuilder
-from tests.serve.test_robustness import wait_for
-from tests.test_append_validation import recrafted
+from tests.net.test_robustness import wait_for
+from tests.serve.test_append_validation import recrafted
 
 RECORDS_EACH = 40
 VALUE = 700  # 40 records of 700 bytes: each batch is above the 16 KiB chunk
@@ -78,7 +78,7 @@ def test_corrupt_batch_at_the_fetch_offset_is_a_partition_error(serve_logdir, pl
     assert got["good"]["error_code"] == 0
     assert bytes(got["good"]["records"]) == bytes(alone["records"])  # exactly as if fetched alone
     assert_records(got["good"]["records"], expected(0, 4 * RECORDS_EACH), version)
-    assert server.server.broker.stats.storage_errors == 1
+    assert server.server.handler.stats.storage_errors == 1
 
 
 def assert_records(data, wanted: list[tuple], version: int) -> None:
@@ -94,6 +94,7 @@ def assert_records(data, wanted: list[tuple], version: int) -> None:
 
 @pytest.mark.parametrize("senders", [False, True], ids=["in-process", "sender-process"])
 @pytest.mark.parametrize("version", [1, 3])
+@pytest.mark.slow  # over a second: kept out of the quick look
 def test_corrupt_batch_met_after_the_size_is_committed_pads(serve_logdir, planted, version, senders):
     """Also when a sender process writes the response: its padding and the corrupt send reach
     the server's counters and log."""
@@ -108,7 +109,7 @@ def test_corrupt_batch_met_after_the_size_is_committed_pads(serve_logdir, plante
     # then padding: nothing of the corrupt batch or after it
     assert_records(got["bad"]["records"], expected(0, 2 * RECORDS_EACH), version)
     assert bytes(got["good"]["records"]) == bytes(alone["records"])
-    stats = server.server.broker.stats
+    stats = server.server.handler.stats
     # the send is accounted for once the server has finished the response
     assert wait_for(lambda: stats.padded_bytes > 0 and stats.corrupt_sends == 1)
     # both fetches that convert were written by the sender (none by the server itself)

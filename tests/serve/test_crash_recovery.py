@@ -18,7 +18,7 @@ from lazyconv.logdir._snapshot import snapshot_path
 from lazyconv.protocol import _init_producer_id as init_producer_id
 from lazyconv.protocol import _produce as produce
 from lazyconv.records import RecordsBuilder
-from tests.serve.test_cli import run_cli
+from tests.cli.test_serve_cli import run_cli
 from tests.serve.test_durability import records_on_disk
 from tests.serve.test_produce_validation_e2e import answers, produce_body
 from tests.serve.wire import WireClient

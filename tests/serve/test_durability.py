@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from lazyconv.errors import ErrorCode
 from lazyconv.logdir._partition import LogConfig
 from lazyconv.logdir._snapshot import (
     SnapshotEntry,
@@ -22,15 +23,14 @@ from lazyconv.logdir._snapshot import (
 )
 from lazyconv.protocol import _init_producer_id as init_producer_id
 from lazyconv.protocol import _produce as produce
-from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.records import FileRecords
 from lazyconv.serve._append_validation import AppendErrorCode
 from lazyconv.serve._producer_ids import FIRST_PRODUCER_ID, PRODUCER_ID_FILE
 from lazyconv.serve._producer_state import load_producer_state
+from tests.serve.test_append_validation import idem
 from tests.serve.test_e2e_errors_and_librdkafka import fetch_raw
 from tests.serve.test_produce_validation_e2e import answers, produce_body
 from tests.serve.wire import WireClient
-from tests.test_append_validation import idem
 
 kafka = pytest.importorskip("kafka", reason="needs the dev extra: pip install -e '.[dev]'")
 

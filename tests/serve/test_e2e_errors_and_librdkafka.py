@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from lazyconv.errors import ErrorCode
 from lazyconv.protocol import FetchRequest, FetchResponse
-from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.protocol._headers import encode_request_header
 from lazyconv.serve import TopicConfig
 from tests.serve.logbuild import build_mixed_log, build_zstd_log
@@ -57,18 +57,18 @@ def test_librdkafka_reads_every_record(serve_logdir, logs, fallback, max_fetch):
                 ts_type, ts = message.timestamp()
                 got.append((message.offset(), ts if ts_type != confluent_kafka.TIMESTAMP_NOT_AVAILABLE else -1,
                             message.key(), message.value()))
-            fetch_versions = {v for (key, v) in server.server.broker.request_counts if key == 1}
+            fetch_versions = {v for (key, v) in server.server.request_counts if key == 1}
             read_magic = 0 if max(fetch_versions) <= 1 else 1 if max(fetch_versions) <= 3 else 2
             assert got == expected[partition].visible(0, read_magic)
             consumer.unassign()
     finally:
         consumer.close()
-    print(f"librdkafka fallback {fallback}: requests {dict(server.server.broker.request_counts)}")
+    print(f"librdkafka fallback {fallback}: requests {dict(server.server.request_counts)}")
     if fallback == "0.9.0":
         assert fetch_versions == {1}  # no ApiVersions: Fetch v1, converted to magic 0 here
     if fallback == "0.9.0" or max_fetch <= 3:
         assert max(fetch_versions) <= 3
-        assert server.server.broker.stats.converted_partitions > 0
+        assert server.server.handler.stats.converted_partitions > 0
 
 
 def fetch_raw(port: int, version: int, topic: str, partition: int, offset: int = 0,
@@ -204,5 +204,5 @@ def test_librdkafka_fallback_0_9_sees_error_76_instead_of_spinning(serve_logdir,
         consumer.close()
     assert errors, "librdkafka never reported the partition error"
     assert errors[0].code() == confluent_kafka.KafkaError.UNSUPPORTED_COMPRESSION_TYPE
-    fetches = sum(n for (key, _v), n in server.server.broker.request_counts.items() if key == 1)
+    fetches = sum(n for (key, _v), n in server.server.request_counts.items() if key == 1)
     assert fetches < 50 * max(elapsed, 1), f"{fetches} fetches in {elapsed:.1f}s: spinning"

@@ -141,7 +141,7 @@ def test_fixture_through_kafka_python_quick(serve_logdir, fixture_dir):
 @pytest.mark.parametrize("chunk_size", [16384, 131072], ids=["16K", "128K"])
 def test_fixture_through_kafka_python(serve_logdir, fixture_dir, api_version, chunk_size):
     server = run_kafka_python(serve_logdir, fixture_dir, api_version, chunk_size)
-    stats = server.server.broker.stats
+    stats = server.server.handler.stats
     if API_VERSIONS[api_version] < 2:
         assert stats.converted_partitions > 0 and stats.zero_copy_partitions == 0
     else:  # Fetch v5 reads magic v2: nothing is converted, the log bytes go out with sendfile
@@ -160,7 +160,7 @@ def test_fixture_with_small_partition_fetch_bytes(serve_logdir, fixture_dir, api
     server = serve_logdir(fixture_dir, chunk_size=16384)
     got = consume_kafka_python(server.bootstrap, api_version, parts, max_partition_fetch_bytes=20000)
     check(fixture_dir, parts, got, magic)
-    stats = server.server.broker.stats
+    stats = server.server.handler.stats
     assert stats.partial_tail_responses > 0
     if magic < 2:
         assert stats.padded_bytes > 0
@@ -217,6 +217,6 @@ def test_fixture_through_librdkafka(serve_logdir, fixture_dir, tmp_path, fallbac
             count += 1
     finally:
         consumer.close()
-    fetch_versions = {v for (key, v) in server.server.broker.request_counts if key == 1}
+    fetch_versions = {v for (key, v) in server.server.request_counts if key == 1}
     assert max(fetch_versions) == (1 if fallback == "0.9.0" else 2)
     check(fixture_dir, parts, got, magic)

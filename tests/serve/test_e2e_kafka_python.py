@@ -59,7 +59,7 @@ def test_kafka_python_reads_every_record(serve_logdir, mixed_log, api_version, c
         want = expected[partition].visible(start, magic)
         got = consume(server.bootstrap, api_version, partition, start, len(want))
         assert as_tuples(got) == want, f"partition {partition} from {start}"
-    assert server.server.broker.request_counts[(1, fetch_version)] > 0
+    assert server.server.request_counts[(1, fetch_version)] > 0
 
 
 @pytest.mark.parametrize("api_version", list(API_VERSIONS), ids=lambda v: ".".join(map(str, v)))
@@ -76,7 +76,7 @@ def test_small_partition_fetch_bytes_cuts_and_pads(serve_logdir, tmp_path, api_v
         got = consume(server.bootstrap, api_version, partition, 0, len(want),
                       max_partition_fetch_bytes=8000)
         assert as_tuples(got) == want
-    stats = server.server.broker.stats
+    stats = server.server.handler.stats
     assert stats.partial_tail_responses > 0  # cut partitions, converted or zero-copy
     if magic < 2:
         assert stats.converted_partitions > 0

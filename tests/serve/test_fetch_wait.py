@@ -9,15 +9,15 @@ import pytest
 
 from lazyconv.protocol import _fetch as fetch_api
 from lazyconv.protocol import _produce as produce
+from tests.serve.test_append_validation import v2_batch
 from tests.serve.wire import WireClient
-from tests.test_append_validation import v2_batch
 
 
 @pytest.mark.slow
 def test_min_bytes_wait_is_woken_by_a_produce_and_does_not_poll(serve_logdir, tmp_path):
     (tmp_path / "t-0").mkdir()
     server = serve_logdir(tmp_path)
-    handler = server.server.broker._fetch
+    handler = server.server.handler._fetch
     plans = 0
     plan_fetch = handler._plan_fetch
 
@@ -66,4 +66,4 @@ def test_list_offsets_over_many_partitions_is_answered_off_the_loop(serve_logdir
             {"name": "t", "partitions": asked}]})
     offsets = [p["offset"] for p in answer["topics"][0]["partitions"]]
     assert offsets == [1, 2, 3] * 40  # timestamps 1000, 1001, 1002: by timestamp, then latest
-    assert server.server.broker._fetch._pool is not None  # answered on the fetch thread pool
+    assert server.server.handler._fetch._pool is not None  # answered on the fetch thread pool

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.errors import ErrorCode
 from lazyconv.serve._group_coordinator import (
     CoordinatorConfig,
     GroupCoordinator,

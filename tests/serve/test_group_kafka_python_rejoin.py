@@ -23,10 +23,10 @@ import time
 
 import pytest
 
+from lazyconv.errors import ErrorCode
 from lazyconv.protocol import _heartbeat as heartbeat
 from lazyconv.protocol import _join_group as join_group
 from lazyconv.protocol import _sync_group as sync_group
-from lazyconv.protocol._error_codes import ErrorCode
 from tests.serve.test_groups_e2e import wait_for_subscribed_metadata
 from tests.serve.test_topic_ids import make_topic
 from tests.serve.wire import WireClient
@@ -110,11 +110,11 @@ def test_a_leaders_metadata_rejoin_that_outlives_one_poll_still_completes(serve_
         # that joined before its first metadata answer records): it rejoins on its own.
         coordinator._assignment_snapshot = {"t": set()}
         consumer.poll(100)  # JoinGroup sent; it waits for the wire member, so this poll times out
-        assert server.server.broker.groups.coordinator.groups[GROUP].state.value == "PreparingRebalance"
+        assert server.server.handler.groups.coordinator.groups[GROUP].state.value == "PreparingRebalance"
         assert coordinator.state is MemberState.REBALANCING
         assert member.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
         member.join()  # the wire member rejoins: generation 3, the leader's join task finishes
-        group = server.server.broker.groups.coordinator.groups[GROUP]
+        group = server.server.handler.groups.coordinator.groups[GROUP]
         # the member's SyncGroup returned, so the leader's join task sent its SyncGroup too
         assert member.generation == 3 and group.state.value == "Stable" and len(group.members) == 2
 

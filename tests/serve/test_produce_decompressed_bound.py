@@ -13,9 +13,9 @@ from lazyconv.protocol import _fetch as fetch
 from lazyconv.protocol import _produce as produce
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
 from lazyconv.serve._append_validation import AppendConfig, AppendErrorCode, validate_produce
+from tests.serve.test_append_validation import v2_batch
 from tests.serve.test_produce_validation_e2e import answers, produce_body
 from tests.serve.wire import WireClient
-from tests.test_append_validation import v2_batch
 
 MIB = 1 << 20
 

@@ -9,8 +9,8 @@ from lazyconv.protocol import _produce as produce
 from lazyconv.records import FileRecords, build_end_txn_marker
 from lazyconv.serve._append_validation import AppendErrorCode as E
 from lazyconv.serve._producer_state import rebuild_producer_state
+from tests.serve.test_append_validation import idem, recrafted, v2_batch
 from tests.serve.wire import WireClient
-from tests.test_append_validation import idem, recrafted, v2_batch
 
 
 def _garbage_records() -> bytes:
@@ -78,7 +78,7 @@ def test_a_bad_produce_is_refused_and_the_good_partition_appended(serve_logdir, 
     assert got[1]["error_code"] == 0 and got[1]["base_offset"] == 0
     assert offsets_in(segment1) == [0, 1, 2]
     assert server.logdir.partition("t", 1).high_watermark == 3
-    assert server.server.broker.stats.rejected_produce_partitions == 1
+    assert server.server.handler.stats.rejected_produce_partitions == 1
 
 
 def test_record_errors_are_answered_to_produce_v8(serve_logdir, two_partitions):

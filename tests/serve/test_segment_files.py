@@ -11,7 +11,7 @@ import pytest
 from lazyconv.protocol import FetchRequest
 from lazyconv.protocol._headers import encode_request_header
 from lazyconv.serve._segment_files import SegmentFileCache, SegmentSlice
-from tests.serve.test_robustness import _recv, big_log, metadata_roundtrip, open_fds, wait_for
+from tests.net.test_robustness import _recv, big_log, metadata_roundtrip, open_fds, wait_for
 
 
 def test_cache_shares_descriptors_and_keeps_at_most_capacity_idle(tmp_path):
@@ -68,5 +68,5 @@ def test_one_fetch_naming_a_partition_thousands_of_times_opens_it_once(serve_log
             _recv(sock, 1000)  # the response is in flight: its partitions share one descriptor
             assert open_fds() <= baseline + 3  # the connection, the segment, slack for the OS
             _recv(sock, size - 1000)
-    assert server.server.broker.segment_files.opened == 1
+    assert server.server.handler.segment_files.opened == 1
     assert wait_for(lambda: open_fds() <= baseline + 1)  # the segment stays cached for reuse

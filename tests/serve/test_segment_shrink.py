@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from lazyconv.records import RecordsBuilder
 from lazyconv.serve import LogDirectory
+from tests.net.test_robustness import wait_for
 from tests.serve.test_e2e_errors_and_librdkafka import fetch_raw
-from tests.serve.test_robustness import wait_for
 
 
 def batches(count: int) -> list[bytes]:
@@ -59,7 +59,7 @@ def test_a_segment_deleted_under_the_server_is_a_storage_error(serve_logdir, tmp
     server = serve_logdir(tmp_path)
     assert fetch_raw(server.port, 6, "t", 0)["responses"][0]["partitions"][0]["error_code"] == 0
     (tmp_path / "t-0" / f"{0:020d}.log").unlink()
-    cache = server.server.broker.segment_files
+    cache = server.server.handler.segment_files
     # nothing cached (an open descriptor would still read the unlinked file, as on any Unix):
     # the next read must open it; the first response may still be giving its descriptor back
     assert wait_for(lambda: (cache.close(), cache.open_files == 0)[1])

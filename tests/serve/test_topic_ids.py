@@ -7,12 +7,11 @@ import uuid
 
 import pytest
 
-from lazyconv.errors import ValidationError
+from lazyconv.errors import ErrorCode, ValidationError
 from lazyconv.logdir._directory import LogDirectory
 from lazyconv.logdir._topic_ids import read_topic_id, text_to_uuid, uuid_to_text
 from lazyconv.protocol import _fetch as fetch
 from lazyconv.protocol import _metadata as metadata
-from lazyconv.protocol._error_codes import ErrorCode
 from lazyconv.records import RecordsBuilder
 from tests.serve.wire import WireClient
 

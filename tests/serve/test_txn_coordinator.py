@@ -7,7 +7,7 @@ from itertools import count
 
 import pytest
 
-from lazyconv.protocol._error_codes import ErrorCode
+from lazyconv.errors import ErrorCode
 from lazyconv.serve._offset_store import CommittedOffset
 from lazyconv.serve._txn_coordinator import TransactionCoordinator
 

@@ -22,6 +22,30 @@ def settings(job: dict) -> dict:
     return {"bootstrap.servers": job["bootstrap"], "log_level": 3, **job["client"]["config"]}
 
 
+# A coordinator that moved or is still loading its groups answers a commit with one of these;
+# librdkafka hands them to a synchronous commit's caller rather than retrying, so the caller
+# retries, as an application that must not lose its position does.
+_COORDINATOR_MOVING = frozenset({
+    ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS, ck.KafkaError.COORDINATOR_NOT_AVAILABLE,
+    ck.KafkaError.NOT_COORDINATOR, ck.KafkaError.REQUEST_TIMED_OUT,
+    ck.KafkaError._TRANSPORT, ck.KafkaError._TIMED_OUT, ck.KafkaError._WAIT_COORD,
+})
+
+
+def commit_until(consumer: ck.Consumer, offsets: list, deadline: float) -> None:
+    """Commit ``offsets`` synchronously, again after a retriable coordinator error."""
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return
+        except ck.KafkaException as exc:
+            error = exc.args[0]
+            if error.code() not in _COORDINATOR_MOVING or time.monotonic() >= deadline:
+                raise
+            emit("warning", message=f"commit retried: {error}", code=error.code())
+            time.sleep(0.2)
+
+
 def consume(job: dict) -> None:
     progress = Progress(job["last"])
     consumer = ck.Consumer({
@@ -80,7 +104,7 @@ def consume(job: dict) -> None:
             return
         if job.get("commit"):
             offsets = [ck.TopicPartition(t, p, progress.commit_offset(t, p)) for t, p in owned]
-            consumer.commit(offsets=offsets, asynchronous=False)
+            commit_until(consumer, offsets, deadline)
             emit("committed", offsets=sorted([tp.topic, tp.partition, tp.offset] for tp in offsets))
         emit("done")
         if job.get("hold"):

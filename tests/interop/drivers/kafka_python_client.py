@@ -21,8 +21,10 @@ from tests.interop.drivers.common import (
 
 def settings(job: dict) -> dict:
     api = job["client"].get("api_version")
+    client_id = job["client"].get("client_id")
     return {"bootstrap_servers": job["bootstrap"], "request_timeout_ms": 15000,
-            **({"api_version": tuple(api)} if api else {})}
+            **({"api_version": tuple(api)} if api else {}),
+            **({"client_id": client_id} if client_id else {})}
 
 
 class Gate(kafka.ConsumerRebalanceListener):

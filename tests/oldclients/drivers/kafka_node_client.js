@@ -9,6 +9,10 @@
 // "compression": null, "gzip" or "snappy" for produce}.
 // job.start (consume): "zero" (default: fetch from offset 0) or "earliest" (ListOffsets
 // with time -2 first, through kafka-node's Offset API).
+// Security (client settings): "ssl": {"ca_file", "cert_file", "key_file" (PEM paths, each
+// optional), "check_hostname" (default true)} makes every connection TLS; "sasl":
+// {"mechanism": "plain", "username", "password"} authenticates (SaslHandshake at the version
+// the broker's ApiVersions allows, then SaslAuthenticate or raw tokens).
 //
 // mode "subscribe" is kafka-node's ConsumerGroup (the group APIs of a 0.9 broker: GroupCoordinator
 // v0, JoinGroup/SyncGroup/Heartbeat/LeaveGroup v0, OffsetFetch v1, OffsetCommit v2, and
@@ -50,6 +54,17 @@ const CLIENT_OPTIONS = {
   requestTimeout: 15000,
   connectRetryOptions: { retries: 2, factor: 1, minTimeout: 500, maxTimeout: 1000 },
 }
+if (settings.ssl) {
+  const fs = require('fs')
+  const tlsOptions = { rejectUnauthorized: true }
+  if (settings.ssl.ca_file) tlsOptions.ca = [fs.readFileSync(settings.ssl.ca_file)]
+  if (settings.ssl.cert_file) tlsOptions.cert = fs.readFileSync(settings.ssl.cert_file)
+  if (settings.ssl.key_file) tlsOptions.key = fs.readFileSync(settings.ssl.key_file)
+  if (settings.ssl.check_hostname === false) tlsOptions.checkServerIdentity = () => undefined
+  CLIENT_OPTIONS.sslOptions = tlsOptions
+  CLIENT_OPTIONS.ssl = true
+}
+if (settings.sasl) CLIENT_OPTIONS.sasl = { ...settings.sasl }
 const clientId = settings.client_id || 'kafka-node-client'
 if ((settings.api_support || 'negotiated') === 'base') {
   // As against a 0.9 broker, whose silence makes kafka-node use its built-in base versions.

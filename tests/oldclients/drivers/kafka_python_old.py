@@ -5,7 +5,10 @@ keeps to Python 3.6 (no ``from __future__ import annotations``, no dataclasses, 
 Job and events: as tests/interop/drivers/common.py describes them, plus:
 
 - ``client``: {"api_version": [0, 9] (pinned; null negotiates), "client_id": str,
-  "compression": null, "gzip", "snappy" or "lz4" for produce};
+  "compression": null, "gzip", "snappy" or "lz4" for produce, "config": {extra keyword
+  arguments of KafkaConsumer/KafkaProducer, e.g. security: "security_protocol",
+  "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ssl_cafile",
+  "ssl_certfile", "ssl_keyfile", "ssl_check_hostname"}};
 - ``start`` (consume): "zero" (default: seek to offset 0, no ListOffsets) or "earliest"
   (``seek_to_beginning``: the client asks ListOffsets for the log start).
 
@@ -54,6 +57,7 @@ def common_settings(job):
                 "request_timeout_ms": 15000}
     if api_version(job):
         settings["api_version"] = api_version(job)
+    settings.update(job["client"].get("config") or {})
     return settings
 
 

@@ -1,0 +1,92 @@
+"""The benchmark scripts in ``bench/`` (developer tools run from a checkout, not part of the
+package): each documents its options, and the kernel fuzzer refuses to run without the kernel
+with one error line."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# the benchmarks moved out of the package (lazyconv/benchmarks/) into bench/
+SCRIPTS = ["peers", "lazy_sink", "chunk_sizes", "memory", "codecs", "decode", "lz4_overhead",
+           "fuzz", "fuzz_kernel", "serve_reads", "message_codec", "gateway_profile"]
+
+
+def test_the_package_holds_no_benchmarks() -> None:
+    assert not (REPO / "lazyconv" / "benchmarks").exists()
+    assert not (REPO / "lazyconv" / "commands" / "bench.py").exists()
+    for name in SCRIPTS:
+        assert (REPO / "bench" / f"{name}.py").is_file(), name
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_script_help_names_itself_and_explains_its_options(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = importlib.import_module(f"bench.{name}")
+    with pytest.raises(SystemExit) as exit_:
+        module.main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: bench/{name}.py")
+    blocks: list[list[str]] = []
+    for line in out.split("options:", 1)[1].splitlines():
+        if line.startswith("  -"):
+            blocks.append([line.strip()])
+        elif line.startswith("   ") and blocks:
+            blocks[-1].append(line.strip())
+    assert len(blocks) >= 3
+    for block in blocks:
+        # the help text follows the option on its line, or on the next lines
+        assert len(re.split(r"\s{2,}", block[0])) > 1 or len(block) > 1, block
+
+
+def test_a_script_runs_from_the_checkout() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "decode.py"), "--help"],
+                          capture_output=True, text=True, cwd=REPO / "bench", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: bench/decode.py")
+
+
+def test_fuzz_kernel_without_the_kernel_is_one_error_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lazyconv.records
+    from bench import fuzz_kernel
+
+    monkeypatch.setattr(lazyconv.records, "IMPLEMENTATION", "python")
+    assert fuzz_kernel.main(["--seconds", "0.1"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bench/fuzz_kernel.py: error:")
+    assert "compiled kernel" in lines[0]
+
+
+def test_the_message_codec_benchmark_times_codecs_that_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each case of bench/message_codec.py gives the walker's result by the generated codec."""
+    module = importlib.import_module("bench.message_codec")
+    assert module.main(["--messages", "20", "--repeat", "1", "--check"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| Fetch")]
+    assert len(rows) == 4
+
+
+def test_the_profile_summary_counts_work_and_leaves_waiting_threads_out(tmp_path: Path) -> None:
+    from bench.gateway_profile import summarize
+
+    collapsed = tmp_path / "gateway.collapsed"
+    collapsed.write_text(
+        "process 1;main (x.py:1);write_to_channel (lazyconv/_send.py:60) 30\n"
+        "process 1;main (x.py:1);convert_plain_chunk (lazyconv/conversion/_to_legacy.py:114) 10\n"
+        "process 1;t (threading.py:1);_worker (concurrent/futures/thread.py:81) 50\n"
+        "process 1;main (x.py:1);FrameReader.next_frame (lazyconv/protocol/_connection.py:135) 10\n")
+    summary = summarize(collapsed)
+    assert summary.startswith("50 samples of work (and 50 of threads waiting")
+    assert "| socket I/O (send, recv) | 60.0 % |" in summary
+    assert "| down-conversion (kernel and its Python driver) | 20.0 % |" in summary
+    assert "| request and response framing | 20.0 % |" in summary
+    assert "_worker" not in summary

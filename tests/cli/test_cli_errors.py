@@ -1,0 +1,269 @@
+"""Every sub-command meets the usual user mistakes with one line on stderr, never a traceback.
+
+The contract (``lazyconv --help``): ``lazyconv CMD: error: MESSAGE``, exit status 2 for a usage
+mistake (bad value, missing or unwritable path, busy or out-of-range port, missing extra) and 1
+for bad data (records or documents whose content is wrong). Commands run in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lazyconv._cli import main
+from lazyconv.records import RecordsBuilder
+
+USAGE, DATA = 2, 1
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One file per kind of input a user may hand a command by mistake (or on purpose)."""
+    root = tmp_path_factory.mktemp("inputs")
+    builder = RecordsBuilder(magic=2, base_offset=0)
+    builder.append(timestamp=1000, key=b"k", value=b"v")
+    segment = builder.build()
+    paths = {
+        "empty.log": b"",
+        "random.log": bytes(range(7, 256)) * 3,  # a size field that fits, then magic 0x..: bad
+        "text.log": b"this is a text file, not a Kafka log segment\n" * 4,
+        "text.txt": b"this is a text file, not a Kafka log segment\n",
+        "segment.log": segment,
+        "truncated.log": segment + segment[:-3],
+        "random.json": bytes(range(128, 256)),
+        "empty.json": b"",
+        "text.json": b"clients: none\n",
+    }
+    for name, data in paths.items():
+        (root / name).write_bytes(data)
+    out = {name: root / name for name in paths}
+    out["dir"] = root / "a-folder"
+    out["dir"].mkdir()
+    out["missing"] = root / "does-not-exist.log"
+    return out
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse's own exits (usage mistakes)
+        status = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def assert_one_error_line(err: str, command: str, fragment: str) -> None:
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"lazyconv {command}: error: "), lines[0]
+    assert fragment in lines[0], lines[0]
+
+
+def _cases(f: dict[str, Path], tmp: Path) -> Iterator[tuple[str, list[str], int, str]]:
+    """(command, argv, expected status, fragment of the message)."""
+    out = str(tmp / "out.bin")
+    missing, folder = str(f["missing"]), str(f["dir"])
+    for cmd in ("convert", "lazy-send"):
+        yield cmd, [cmd, missing, out, "--to-magic", "1"], USAGE, "No such file or directory"
+        yield cmd, [cmd, folder, out, "--to-magic", "1"], USAGE, "Is a directory"
+        yield cmd, [cmd, str(f["segment.log"]), "/nonexistent/x.bin", "--to-magic", "1"], USAGE, \
+            "does not exist"
+        yield cmd, [cmd, str(f["segment.log"]), folder, "--to-magic", "1"], USAGE, "Is a directory"
+        yield cmd, [cmd, str(f["random.log"]), out, "--to-magic", "1"], DATA, "at byte"
+        yield cmd, [cmd, str(f["text.log"]), out, "--to-magic", "0"], DATA, "at byte"
+        yield cmd, [cmd, str(f["truncated.log"]), out, "--to-magic", "1", "--strict"], DATA, \
+            "trailing bytes"
+        yield cmd, [cmd, str(f["segment.log"]), out, "--to-magic", "abc"], USAGE, "--to-magic"
+        yield cmd, [cmd, str(f["segment.log"]), out, "--to-magic", "1", "--first-offset", "x"], \
+            USAGE, "--first-offset"
+    yield "lazy-send", ["lazy-send", str(f["segment.log"]), out, "--to-magic", "1",
+                        "--chunk-size", "1"], USAGE, "outside 16K..1M"
+    yield "lazy-send", ["lazy-send", str(f["segment.log"]), out, "--to-magic", "1",
+                        "--chunk-size", "lots"], USAGE, "not a size"
+
+    yield "dump", ["dump", missing], USAGE, "No such file or directory"
+    yield "dump", ["dump", folder], USAGE, "Is a directory"
+    yield "dump", ["dump", str(f["text.txt"])], USAGE, "cannot tell what"
+    yield "dump", ["dump", str(f["random.log"])], DATA, "at byte"
+    yield "dump", ["dump", str(f["text.log"])], DATA, "at byte"
+    yield "dump", ["dump", str(f["truncated.log"]), "--strict"], DATA, "trailing bytes"
+    yield "dump", ["dump", str(f["segment.log"]), "--max-decompressed-size", "big"], USAGE, \
+        "not a size"
+    yield "dump", ["dump", str(f["text.log"]), "--type", "snapshot"], DATA, "snapshot"
+    yield "dump", ["dump", str(f["text.log"]), "--type", "index"], DATA, "not a multiple"
+
+    yield "assign", ["assign", missing], USAGE, "No such file or directory"
+    yield "assign", ["assign", folder], USAGE, "Is a directory"
+    yield "assign", ["assign", str(f["random.json"])], DATA, "not a JSON document"
+    yield "assign", ["assign", str(f["empty.json"])], DATA, "not valid JSON"
+    yield "assign", ["assign", str(f["text.json"])], DATA, "not valid JSON"
+    yield "assign", ["assign", str(f["text.json"]), "--indent", "two"], USAGE, "--indent"
+
+    sim = "simulate partitioner"
+    yield sim, ["simulate", "partitioner", "--plot", "/nonexistent/x.png", "--records", "10"], \
+        USAGE, "does not exist"
+    yield sim, ["simulate", "partitioner", "--records", "many"], USAGE, "--records"
+
+    yield "serve", ["serve", missing], USAGE, "No such file or directory"
+    yield "serve", ["serve", str(f["segment.log"])], USAGE, "not a directory"
+    yield "serve", ["serve", folder, "--port", "99999"], USAGE, "outside 0..65535"
+    yield "serve", ["serve", folder, "--port", "http"], USAGE, "not a port number"
+    yield "serve", ["serve", folder, "--port", "0", "--chunk-size", "1K"], USAGE, "chunk size"
+    yield "serve", ["serve", folder, "--port", "0", "--listener", "x:y:z"], USAGE, "--listener"
+
+    yield "validate", ["validate", missing], USAGE, "does not exist"
+    yield "validate", ["validate", str(f["segment.log"])], USAGE, "is a file, not a log directory"
+    yield "validate", ["validate", folder, "--to-magic", "abc"], USAGE, "--to-magic: 'abc' is not valid"
+
+    yield "fixtures generate", ["fixtures", "generate", str(tmp / "fx"), "--size", "lots"], \
+        USAGE, "not a size"
+    yield "fixtures generate", ["fixtures", "generate", folder, "--size", "1M",
+                                "--partitions", "0"], USAGE, "--partitions"
+
+
+class _FileNames(dict):  # type: ignore[type-arg]
+    """Any key gives a Path of that name: the cases can be listed at collection time."""
+
+    def __missing__(self, key: str) -> Path:
+        return Path(key)
+
+
+# the cases with placeholder paths, for the test ids
+_LISTED = list(_cases(_FileNames(), Path("TMP")))
+
+
+@pytest.mark.parametrize(
+    "index", range(len(_LISTED)), ids=[" ".join(argv)[:70] for _, argv, *_ in _LISTED]
+)
+def test_mistake_gives_one_line_and_the_right_status(
+    index: int, files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command, argv, expected, fragment = list(_cases(files, tmp_path))[index]
+    status, _, err = run(argv, capsys)
+    assert status == expected, err
+    assert_one_error_line(err, command, fragment)
+
+
+def test_busy_port(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        status, _, err = run(["serve", str(files["dir"]), "--port", str(port)], capsys)
+    assert status == USAGE
+    assert_one_error_line(err, "serve", "port busy")
+
+
+@pytest.mark.parametrize(
+    ("argv", "module", "extra", "command"),
+    [
+        (["simulate", "partitioner", "--records", "10"], "matplotlib", "plot",
+         "simulate partitioner"),
+    ],
+)
+def test_missing_extra_names_the_pip_install(
+    argv: list[str], module: str, extra: str, command: str,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, module, None)  # import now fails as if not installed
+    status, out, err = run(argv, capsys)
+    assert status == USAGE and out == ""
+    assert_one_error_line(err, command, f"pip install 'lazyconv[{extra}]'")
+
+
+def test_validate_without_spark_names_the_spark_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], files: dict[str, Path]
+) -> None:
+    # validate checks for pyspark itself before starting Spark (the lazyconv.spark modules stay
+    # imported: dropping them would leave other tests patching copies nobody uses)
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures"  # a log directory with segments
+    status, _, err = run(["validate", str(fixtures)], capsys)
+    assert status == USAGE
+    assert_one_error_line(err, "validate", "pip install 'lazyconv[spark]'")
+
+
+def test_debug_adds_the_traceback(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(["--debug", "dump", str(files["random.log"])], capsys)
+    assert status == DATA
+    assert "Traceback" in err
+    assert err.strip().splitlines()[-1].startswith("lazyconv dump: error: ")
+
+
+def test_truncated_tail_is_a_warning_by_default(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in ("convert", "lazy-send"):
+        status, out, err = run(
+            [command, str(files["truncated.log"]), str(tmp_path / "o"), "--to-magic", "1",
+             *(["--quiet"] if command == "lazy-send" else [])],
+            capsys,
+        )
+        assert status == 0 and out
+        whole = files["segment.log"].stat().st_size  # truncated.log = segment + segment[:-3]
+        assert err.strip().splitlines() == [
+            f"lazyconv {command}: warning: {files['truncated.log']}: {whole - 3} trailing bytes "
+            f"do not form a complete batch (at byte {whole}, skipped)"
+        ]
+
+
+def test_empty_segment_is_not_a_mistake(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(["dump", str(files["empty.log"])], capsys)
+    assert (status, err) == (0, "")
+    status, out, err = run(
+        ["convert", str(files["empty.log"]), str(tmp_path / "o"), "--to-magic", "0"], capsys
+    )
+    assert (status, err) == (0, "")
+    assert (tmp_path / "o").read_bytes() == b""
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-m", "lazyconv", "--version"], capture_output=True, text=True,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("lazyconv ")
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("16384", 16384), ("16K", 16384), ("16k", 16384), ("16KiB", 16384), ("16KB", 16384),
+     ("1M", 1 << 20), ("1.5G", 3 << 29), ("2B", 2)],
+)
+def test_one_size_syntax(text: str, size: int) -> None:
+    from lazyconv._commands._common import parse_size
+
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "1.5", "-1", "16Q", "K", "1 M B"])
+def test_size_syntax_refuses(text: str) -> None:
+    import argparse
+
+    from lazyconv._commands._common import parse_size
+
+    with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
+        parse_size(text)
+
+
+def test_help_texts_are_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, needle in (
+        (["serve", "--help"], "00000000000000000000.log"),
+        (["simulate", "partitioner", "--help"], "out/simulate/"),
+    ):
+        status, out, _ = run(argv, capsys)
+        assert status == 0
+        assert needle in out
+        assert "%%" not in out and "%(" not in out

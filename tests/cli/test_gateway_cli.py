@@ -1,0 +1,139 @@
+"""``lazyconv gateway`` as a command: it announces its port, answers through the upstream,
+stops cleanly on SIGTERM, and refuses bad options and an unreachable cluster in one line."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+
+import pytest
+
+from tests.cli.test_serve_cli import run_cli
+from tests.net.test_robustness import metadata_roundtrip
+from tests.server_thread import ServerThread
+
+pytestmark = pytest.mark.slow  # each test starts a Python process
+
+
+def test_gateway_announces_answers_and_stops_on_sigterm(served_fixtures) -> None:
+    upstream = ServerThread(served_fixtures)
+    proc = run_cli("gateway", "--upstream", upstream.bootstrap, "--port", "0")
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith(f"gateway to {upstream.bootstrap} on 127.0.0.1:"), line
+        port = int(line.split(" on ")[1].split()[0].rsplit(":", 1)[1])
+        assert metadata_roundtrip(port)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0
+        assert err.strip().splitlines()[-1] == "gateway stopped (SIGTERM)"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        upstream.stop()
+
+
+def _unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args,status,message", [
+    (["--upstream", "nohostport"], 2, "upstream address 'nohostport' is not HOST:PORT"),
+    (["--upstream", "127.0.0.1:9092", "--chunk-size", "1K"], 2, "chunk size must be between"),
+    (["--upstream", "127.0.0.1:9092", "--conversion-cache", "lots"], 2,
+     "argument --conversion-cache: "),
+    (["--upstream", "127.0.0.1:{free}"], 1, "no upstream broker reachable: cannot connect to "
+                                             "upstream broker 127.0.0.1:{free}"),
+])
+def test_bad_options_and_an_unreachable_cluster_are_one_line(args, status, message) -> None:
+    free = _unused_port()
+    args = [a.format(free=free) for a in args]
+    proc = run_cli("gateway", *args, "--port", "0")
+    _out, err = proc.communicate(timeout=30)
+    lines = err.strip().splitlines()
+    assert proc.returncode == status, err
+    assert len(lines) == 1 and lines[0].startswith("lazyconv gateway: error: "), err
+    assert message.format(free=free) in lines[0]
+
+
+def test_check_config_masks_secrets_and_reads_the_stores(tmp_path, monkeypatch) -> None:
+    from tests.net.secure_support import make_material
+
+    monkeypatch.setenv("UPSTREAM_PW", "up-secret-pw")
+    material = make_material(tmp_path / "tls")
+    config = tmp_path / "gateway.properties"
+    config.write_text(
+        "listeners=SASL_SSL://127.0.0.1:9094\n"
+        f"ssl.keystore.location={material.server_keystore_pem}\n"
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512\n"
+        "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
+        'PlainLoginModule required user_alice="gw-alice-pw";\n'
+        f"gateway.scram.credentials.file={material.scram_file}\n")
+    upstream = tmp_path / "upstream.properties"
+    upstream.write_text(
+        "bootstrap.servers=broker1:9094\nsecurity.protocol=SASL_SSL\n"
+        f"ssl.truststore.location={material.ca_pem}\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="gateway" password="${env:UPSTREAM_PW}";\n')
+    proc = run_cli("gateway", "--config", str(config), "--upstream-config", str(upstream),
+                   "--check-config")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "gw-alice-pw" not in out + err and "up-secret-pw" not in out + err
+    assert "[hidden]" in out and "bootstrap.servers=broker1:9094" in out
+    assert "SASL_SSL 127.0.0.1:9094 PLAIN,SCRAM-SHA-512" in out
+    # a key store that cannot be read is found without connecting anywhere
+    config.write_text(config.read_text().replace(str(material.server_keystore_pem),
+                                                 str(tmp_path / "missing.pem")))
+    proc = run_cli("gateway", "--config", str(config), "--upstream-config", str(upstream),
+                   "--check-config")
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and len(err.strip().splitlines()) == 1
+    assert "missing.pem: no such file" in err
+
+
+def test_scram_credentials_sub_command(tmp_path) -> None:
+    import json
+
+    file = tmp_path / "scram.json"
+    proc = run_cli("gateway", "scram-credentials", "add", str(file), "--user", "alice",
+                   "--mechanism", "SCRAM-SHA-256", "--mechanism", "SCRAM-SHA-512",
+                   stdin=subprocess.PIPE)
+    out, err = proc.communicate("alice-pw-123\n", timeout=60)
+    assert proc.returncode == 0, err
+    assert "added alice" in out and "alice-pw-123" not in out + err + file.read_text()
+    assert file.stat().st_mode & 0o777 == 0o600
+    assert set(json.loads(file.read_text())["users"]["alice"]) == {"SCRAM-SHA-256", "SCRAM-SHA-512"}
+    proc = run_cli("gateway", "scram-credentials", "list", str(file))
+    out, _ = proc.communicate(timeout=60)
+    assert out.splitlines() == ["alice\tSCRAM-SHA-256\titerations=4096",
+                                "alice\tSCRAM-SHA-512\titerations=4096"]
+    proc = run_cli("gateway", "scram-credentials", "remove", str(file), "--user", "alice")
+    assert proc.communicate(timeout=60)[0].startswith("removed alice")
+    assert proc.returncode == 0
+
+
+def test_an_upstream_certificate_that_does_not_verify_stops_the_gateway(tmp_path) -> None:
+    """No silent fallback: a broker whose certificate the trust store does not verify stops
+    the gateway at start, in one line."""
+    from tests.net.secure_support import listener_specs, make_material
+
+    broker_material = make_material(tmp_path / "broker-ca")  # the CA the broker's cert has
+    trusted = make_material(tmp_path / "other-ca")  # the one the gateway trusts
+    (tmp_path / "logdir").mkdir()
+    ssl_spec = listener_specs(broker_material)[2]  # SSL (client auth required: unreached)
+    upstream = ServerThread(tmp_path / "logdir", specs=[ssl_spec])
+    try:
+        config = tmp_path / "upstream.properties"
+        config.write_text(f"bootstrap.servers=127.0.0.1:{upstream.port}\nsecurity.protocol=SSL\n"
+                          f"ssl.truststore.location={trusted.ca_pem}\n")
+        proc = run_cli("gateway", "--upstream-config", str(config), "--port", "0")
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        upstream.stop()
+    lines = err.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, err
+    assert "certificate does not verify" in lines[0]

@@ -1,0 +1,110 @@
+"""``lazyconv validate`` refuses bad input with one line and exit status 2 before Spark starts
+(fast: no JVM is needed for any of these)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lazyconv._cli import main
+
+COMMITTED = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(["validate", *argv, "--quiet"])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.fixture(autouse=True)
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any attempt to start Spark fails the test: these errors come before it."""
+    import lazyconv.spark._session as session
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(session, "build_session", refuse)
+
+
+def test_a_folder_without_segments_is_exit_2(tmp_path: Path, capsys) -> None:
+    (tmp_path / "not-a-partition").mkdir()
+    status, out, err = _run(capsys, str(tmp_path))
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("lazyconv validate: error: ")
+    assert "no segments" in err
+
+
+def test_a_missing_logdir_is_exit_2(tmp_path: Path, capsys) -> None:
+    status, _, err = _run(capsys, str(tmp_path / "missing"))
+    assert status == 2 and "does not exist" in err and err.count("\n") == 1
+
+
+def test_a_file_as_logdir_is_exit_2(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "file"
+    path.write_bytes(b"x")
+    status, _, err = _run(capsys, str(path))
+    assert status == 2 and "is a file" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--to-magic", "abc", "--to-magic"),
+    ("--to-magic", "3", "not 0, 1 or 2"),
+    ("--to-magic", ",", "names no value"),
+    ("--chunk-sizes", "4K", "outside 16K..1M"),
+    ("--chunk-sizes", "big", "--chunk-sizes"),
+    ("--fetch-max-bytes", "zz", "--fetch-max-bytes"),
+])
+def test_bad_option_values_are_exit_2_with_one_line(capsys, option: str, value: str,
+                                                    says: str) -> None:
+    status, _, err = _run(capsys, str(COMMITTED), option, value)
+    assert status == 2
+    assert err.count("\n") == 1 and says in err
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("codecs", "is not TOPIC:KEY=VALUE"),
+    ("codecs:retention.ms=5", "retention.ms is not checked"),
+    ("codecs:max.message.bytes=0", "must be a positive number of bytes"),
+    ("codecs:message.timestamp.type=Now", "CreateTime or LogAppendTime"),
+    ("codecs:cleanup.policy=keep", "delete, compact or compact,delete"),
+    ("nosuchtopic:cleanup.policy=delete", "topic nosuchtopic has no segments"),
+])
+def test_bad_topic_configs_are_exit_2_with_one_line(capsys, value: str, says: str) -> None:
+    status, out, err = _run(capsys, str(COMMITTED), "--topic-config", value)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and says in err, err
+
+
+def test_out_that_is_a_file_is_exit_2_before_spark(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "report"
+    target.write_text("not a folder")
+    status, _, err = _run(capsys, str(COMMITTED), "--out", str(target))
+    assert status == 2 and err.count("\n") == 1 and "is not a folder" in err, err
+    status, _, err = _run(capsys, str(COMMITTED), "--out", str(target / "inside"))
+    assert status == 2 and err.count("\n") == 1 and "which is not a folder" in err, err
+    assert target.read_text() == "not a folder"
+
+
+def test_out_in_an_unwritable_place_is_exit_2_before_spark(capsys) -> None:
+    status, _, err = _run(capsys, str(COMMITTED), "--out", "/sys/lazyconv-validate-out")
+    assert status == 2 and err.count("\n") == 1 and "cannot be written" in err, err
+    assert not Path("/sys/lazyconv-validate-out").exists()
+
+
+def test_out_is_created_where_given_and_removed_when_nothing_is_written(
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lazyconv._commands.validate import prepare_out
+
+    monkeypatch.chdir(tmp_path)
+    path, created = prepare_out("a/b/c")
+    assert path == str(tmp_path / "a" / "b" / "c") and Path(path).is_dir()
+    assert created == [str(tmp_path / "a" / "b" / "c"), str(tmp_path / "a" / "b"),
+                       str(tmp_path / "a")]
+    # a run that fails after --out was made (here: Spark does not start) leaves nothing behind
+    status, _, err = _run(capsys, str(COMMITTED), "--out", "x/y")
+    assert status == 2 and "Spark did not start" in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
+    assert not Path("/x").exists()

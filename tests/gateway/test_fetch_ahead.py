@@ -1,0 +1,117 @@
+"""Fetch-ahead (lazyconv.gateway._fetch_ahead): a sequential consumer's next range is fetched
+upstream while its answer is written, and its next fetch is answered from memory with exactly
+what the upstream would have answered; a client that asks from inside the last batch (a cut
+answer) gets that batch again first; a seek drops what was fetched ahead."""
+
+from __future__ import annotations
+
+import pytest
+
+from lazyconv.gateway._fetch_ahead import AheadBudget, FetchAhead, last_complete_batch
+from lazyconv.protocol import _fetch as fetch
+from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
+from tests.gateway.conftest import GatewayThread
+from tests.serve.wire import WireClient
+from tests.server_thread import ServerThread
+
+
+def _v2(base: int, count: int, compression: Compression = Compression.NONE) -> bytes:
+    builder = RecordsBuilder(2, compression, base_offset=base)
+    for i in range(count):
+        builder.append(base + i, 1000 + i, b"k%d" % i, b"v" * 50)
+    return builder.build()
+
+
+def _v1(offset: int) -> bytes:
+    builder = RecordsBuilder(1, Compression.NONE, base_offset=offset)
+    builder.append(offset, 1000, b"k", b"v")
+    return builder.build()
+
+
+def test_the_last_complete_batch_is_found_from_headers_alone():
+    data = _v2(0, 3) + _v2(3, 5, Compression.GZIP) + _v2(8, 2)
+    position, size, next_offset = last_complete_batch(data)
+    assert (position, next_offset) == (len(data) - size, 10)
+    assert data[position:position + size] == _v2(8, 2)
+    assert last_complete_batch(data[:-1])[2] == 8  # a partial last batch is not complete
+    assert last_complete_batch(b"") is None and last_complete_batch(data[:20]) is None
+    legacy = _v1(7) + _v1(9)
+    assert last_complete_batch(legacy)[2] == 10
+
+
+def test_entries_are_bounded_and_matched_by_offset_and_shape():
+    async def scenario() -> None:
+        budget = AheadBudget(1000)
+        ahead = FetchAhead(budget, max_partitions_per_connection=2)
+        first = ahead.start("t", 0, 10, (500, 0), b"x" * 100, 7, 500)
+        assert first is not None and budget.used == 600
+        assert ahead.start("t", 1, 10, (500, 0), b"", 0, 500) is None  # the budget is spent
+        assert ahead.take("t", 0, 10, (400, 0)) is None  # another byte limit: dropped
+        assert budget.used == 0 and len(ahead) == 0
+        entry = ahead.start("t", 0, 10, (500, 0), b"x" * 100, 7, 500)
+        assert ahead.take("t", 0, 8, (500, 0)) is not None  # inside the tail: a hit
+        ahead.release(entry)
+        entry = ahead.start("t", 0, 10, (500, 0), b"x" * 100, 7, 500)
+        assert ahead.take("t", 0, 3, (500, 0)) is None  # before the tail: a seek
+        assert budget.used == 0 and (ahead.hits, ahead.misses) == (1, 2)
+        ahead.close()
+
+    import asyncio
+    asyncio.run(scenario())
+
+
+def _fetch_body(topic: str, offset: int, limit: int) -> dict:
+    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": offset,
+                                                        "partition_max_bytes": limit}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def _records(answer: dict, offset: int) -> tuple[list[tuple], int | None]:
+    """The records at or after ``offset`` of an answer's complete entries, and the offset after
+    its last complete entry."""
+    part = answer["responses"][0]["partitions"][0]
+    assert part["error_code"] == 0, part
+    out: list[tuple] = []
+    after = None
+    for batch in MemoryRecords(part["records"] or b"").batches():
+        out += [(r.offset, r.key, r.value) for r in batch if r.offset >= offset]
+        after = batch.last_offset + 1
+    return out, after
+
+
+@pytest.mark.parametrize("version", [2, 12])
+def test_sequential_reads_through_the_gateway_equal_the_upstream_s_and_come_from_memory(
+        serve_upstream: ServerThread, gateway_factory, version: int) -> None:
+    gateway: GatewayThread = gateway_factory(serve_upstream.bootstrap)
+    limit = 8192  # many small fetches (its batches are at most 4.6 KiB)
+    with WireClient(gateway.port) as through, WireClient(serve_upstream.port) as direct:
+        offset, reads = 0, 0
+        while True:
+            got, after = _records(through.call(fetch.SPEC, version, _fetch_body("headers", offset, limit)), offset)
+            want, _ = _records(direct.call(fetch.SPEC, version, _fetch_body("headers", offset, limit)), offset)
+            assert got == want, offset
+            reads += 1
+            if after is None:
+                break
+            if reads == 5:  # the client asks from inside the batch it just had (a cut answer)
+                assert len(got) > 1
+                offset = got[-1][0]
+                continue
+            offset = after
+    relay = gateway.handler.fetches
+    assert reads > 10
+    assert relay.ahead_hits >= reads - 3, (relay.ahead_hits, relay.ahead_misses)
+
+
+def test_a_seek_is_answered_from_the_upstream(serve_upstream: ServerThread, gateway_factory) -> None:
+    gateway: GatewayThread = gateway_factory(serve_upstream.bootstrap)
+    with WireClient(gateway.port) as through, WireClient(serve_upstream.port) as direct:
+        _, after = _records(through.call(fetch.SPEC, 2, _fetch_body("headers", 0, 8192)), 0)
+        assert after
+        for offset in (0, after + 7, after):  # back, forward past the next range, then on
+            got, _ = _records(through.call(fetch.SPEC, 2, _fetch_body("headers", offset, 8192)), offset)
+            want, _ = _records(direct.call(fetch.SPEC, 2, _fetch_body("headers", offset, 8192)), offset)
+            assert got == want
+    assert gateway.handler.fetches.ahead_misses >= 2

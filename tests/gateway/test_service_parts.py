@@ -1,0 +1,180 @@
+"""The parts of the gateway's service side, alone: the implied Kafka releases against
+kafka-python's table of what each broker release answered to ApiVersions, the cluster's state
+logged once per change, the log formats, the batch-header count, the client records' bounds,
+and the conversion workers carrying the connection's context into their threads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+import pytest
+
+from lazyconv._commands._log_format import JsonFormatter, SessionContext, TextFormatter
+from lazyconv.gateway import _cluster_state
+from lazyconv.gateway._clients import ClientRegistry, software_label
+from lazyconv.gateway._cluster_state import ClusterState
+from lazyconv.gateway._metrics import GatewayMetrics, count_v2_batches, count_v2_records
+from lazyconv.gateway._metrics import _api as metrics_api_name
+from lazyconv.gateway._releases import FIRST_RELEASE, implied_release, kafka_4_refuses
+from lazyconv.net._model import Listener
+from lazyconv.net._session import Session, current_session
+from lazyconv.net._workers import ConversionWorkers
+from lazyconv.records import Compression, RecordsBuilder
+
+
+@pytest.mark.slow  # importing kafka-python takes most of a second
+def test_first_releases_are_the_brokers_own() -> None:
+    """Each version's first release is the first broker release whose ApiVersions answer
+    (kafka-python's table, copied from real brokers) reaches it."""
+    data = pytest.importorskip("kafka.protocol.broker_version_data")
+    brokers = data.BROKER_API_VERSIONS
+    for key, releases in FIRST_RELEASE.items():
+        for version, release in enumerate(releases):
+            first = min((r for r in brokers if key in brokers[r] and brokers[r][key][1] >= version),
+                        default=None)
+            assert first is not None, (key, version)
+            assert ".".join(map(str, first)) == release, (key, version)
+
+
+def test_the_implied_release_of_known_clients() -> None:
+    # kafka-python at api_version (0, 10): Fetch v2, Produce v2, Metadata v1, ApiVersions v0
+    assert implied_release([(1, 2), (0, 2), (3, 1), (18, 0)]) == "0.10.0"
+    # Java 0.10.2: Fetch v3, OffsetFetch v2
+    assert implied_release([(1, 3), (9, 2), (0, 2)]) == "0.10.2"
+    assert implied_release([(3, 0)]) == "0.8.0"
+    assert implied_release([(1, 99)]) == FIRST_RELEASE[1][-1]  # newer than the table: its latest
+    assert implied_release([(42, 0)]) is None
+    assert kafka_4_refuses(1, 3) and not kafka_4_refuses(1, 4) and not kafka_4_refuses(3, 0)
+
+
+def test_the_cluster_state_logs_each_change_once(caplog: pytest.LogCaptureFixture) -> None:
+    state = ClusterState(max_age=30)
+    caplog.set_level(logging.INFO, logger="lazyconv.gateway._cluster_state")
+    state.ok()
+    for _ in range(500):
+        state.failed("metadata", "connection refused")
+    for _ in range(100):
+        state.broker_failed(2, "fetch", "connection refused")
+    assert not state.fresh
+    state.ok()
+    state.broker_ok(2)
+    state.broker_ok(2)
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 4, lines
+    assert lines[0].startswith("upstream cluster unreachable (metadata): connection refused")
+    assert lines[1].startswith("upstream broker 2 failed (fetch)")
+    assert lines[2].startswith("upstream cluster reachable again after") and "(499 more" in lines[2]
+    assert lines[3] == "upstream broker 2 answers again (99 more failures while it did not)"
+    assert state.fresh and state.outages == 1
+
+
+def test_a_repeated_warning_is_counted(caplog: pytest.LogCaptureFixture, monkeypatch) -> None:
+    state = ClusterState(max_age=30)
+    monkeypatch.setattr(_cluster_state, "REPEAT_INTERVAL_S", 0.05)
+    for _ in range(10):
+        state.warn("JoinGroup at a group coordinator", "no connection")
+    time.sleep(0.06)
+    state.warn("JoinGroup at a group coordinator", "no connection")
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert lines == ["JoinGroup at a group coordinator failed: no connection",
+                     "JoinGroup at a group coordinator failed: no connection (9 more since the "
+                     "last such line)"]
+
+
+def _record(message: str) -> logging.LogRecord:
+    record = logging.LogRecord("lazyconv.net._server", logging.WARNING, __file__, 1, message, (), None)
+    SessionContext().filter(record)
+    return record
+
+
+def test_log_lines_name_their_connection() -> None:
+    session = Session(Listener(0, "127.0.0.1", 9092), "/10.0.0.7", client_id="billing")
+    token = current_session.set(session)
+    try:
+        inside = _record("closing: idle")
+    finally:
+        current_session.reset(token)
+    outside = _record("listening")
+    line = json.loads(JsonFormatter().format(inside))
+    assert line["message"] == "closing: idle" and line["level"] == "warning"
+    assert {k: line[k] for k in ("connection_id", "client_id", "principal", "listener", "peer")} == {
+        "connection_id": session.connection_id, "client_id": "billing",
+        "principal": "User:ANONYMOUS", "listener": "127.0.0.1:9092", "peer": "10.0.0.7"}
+    assert line["time"].endswith("+00:00")
+    assert "connection_id" not in json.loads(JsonFormatter().format(outside))
+    text = TextFormatter("gateway", False).format(inside)
+    assert text.endswith(f"lazyconv gateway: warning: closing: idle [connection "
+                         f"{session.connection_id}, client 'billing', User:ANONYMOUS, 127.0.0.1:9092]")
+    assert text[:4].isdigit() and "T" in text.split()[0]  # an ISO timestamp first
+
+
+def test_batch_headers_are_counted_without_reading_records() -> None:
+    data = b""
+    for codec, n in ((Compression.LZ4, 5), (Compression.NONE, 3)):
+        builder = RecordsBuilder(2, codec, base_offset=len(data))
+        for i in range(n):
+            builder.append(timestamp=1, key=None, value=b"v%d" % i)
+        data += builder.build()
+    assert count_v2_records(data) == (2, 8, "lz4")
+    assert count_v2_records(data[:-1]) == (1, 5, "lz4")  # a partial last batch is not counted
+    assert count_v2_records(b"") == (0, 0, "none")
+    assert count_v2_batches(data) == (2, "lz4") and count_v2_batches(data[:-1]) == (1, "lz4")
+    assert count_v2_batches(b"") == (0, "none")
+
+
+def test_software_names_are_labels_only_as_kafka_accepts_them() -> None:
+    assert software_label("apache-kafka-java") == "apache-kafka-java"
+    assert software_label("3.9.0") == "3.9.0"
+    for bad in ("", "-x", "a b", "x" * 65, "naïve", None):
+        assert software_label(bad) is None
+
+
+def test_client_records_are_bounded_and_open_ones_kept() -> None:
+    registry = ClientRegistry(max_clients=3)
+    listener = Listener(0, "127.0.0.1", 9092)
+    sessions = []
+    for i in range(6):
+        session = Session(listener, f"/10.0.0.{i}", client_id=f"c{i}")
+        session.api_versions[(1, 2)] += 1
+        registry.request_done(session, 0.001, 10, 20)
+        sessions.append(session)
+    assert len(registry) == 6  # every one has an open connection: none forgotten
+    for session in sessions[:5]:
+        registry.connection_closed(session, "client")
+    registry.request_done(Session(listener, "/10.0.0.9", client_id="late"), 0.001, 1, 1)
+    kept = {r.client_id for r in registry.records()}
+    assert kept == {"c5", "c4", "late"} and registry.forgotten == 4
+    c5 = next(r for r in registry.records() if r.client_id == "c5").to_json()
+    assert c5["connections_open"] == 1 and c5["requests"][0]["kafka_4_refuses"]
+
+
+def test_relayed_apis_are_named_in_the_report_and_the_metrics() -> None:
+    """The APIs the gateway only relays (serve does not declare them) are named, not numbered."""
+    registry = ClientRegistry(max_clients=3, metrics=GatewayMetrics())
+    session = Session(Listener(0, "127.0.0.1", 9092), "/10.0.0.1", client_id="admin")
+    session.api_versions[(19, 7)] += 1  # CreateTopics
+    session.api_versions[(68, 0)] += 1  # ConsumerGroupHeartbeat
+    registry.request_done(session, 0.001, 10, 20)
+    names = {r["api"] for r in registry.records()[0].to_json()["requests"]}
+    assert names == {"CreateTopics", "ConsumerGroupHeartbeat"}
+    assert metrics_api_name(19) == "CreateTopics" and metrics_api_name(9999) == "9999"
+
+
+def test_conversion_steps_run_in_their_connection_context() -> None:
+    workers = ConversionWorkers(1)
+    session = Session(Listener(0, "h", 1))
+
+    async def step() -> Session | None:
+        current_session.set(session)
+        return await workers.run(current_session.get)
+
+    try:
+        assert asyncio.run(step()) is session
+        workers.count_cpu = True
+        asyncio.run(workers.run(sum, range(200000)))
+        assert workers.cpu_seconds > 0
+    finally:
+        workers.close()

@@ -1,0 +1,232 @@
+"""GatewaySettings from --config, --upstream-config and command-line overrides: Kafka's names,
+the identity modes' rules, unknown keys with a hint, secrets never from the command line and
+never in --check-config's listing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trustme
+
+from lazyconv.errors import ConfigurationError
+from lazyconv.gateway._settings import GATEWAY_KEYS, UPSTREAM_KEYS, GatewaySettings
+from lazyconv.net._scram_credentials import add_scram_user
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("certs")
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(folder / "ks.pem"))
+    return {"ca": folder / "ca.pem", "ks": folder / "ks.pem"}
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+def gateway_mode(folder: Path, certs: dict[str, Path]) -> tuple[Path, Path]:
+    add_scram_user(folder / "scram.json", "alice", "alice-secret")
+    config = write(folder, "gateway.properties", f"""
+listeners=SASL_SSL://0.0.0.0:9094,PLAINTEXT://127.0.0.1:9092
+ssl.keystore.type=PEM
+ssl.keystore.location={certs['ks']}
+sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.plain.sasl.jaas.config={PLAIN_MODULE} required user_alice="alice-secret" user_bob="${{env:BOB_PW}}";
+gateway.identity=gateway
+gateway.scram.credentials.file=scram.json
+gateway.upstream.credentials.alice.sasl.mechanism=SCRAM-SHA-512
+gateway.upstream.credentials.alice.username=alice
+gateway.upstream.credentials.alice.password=${{env:ALICE_UPSTREAM}}
+gateway.upstream.credentials.bob.username=bob
+gateway.upstream.credentials.bob.password=${{file:bob.pw}}
+gateway.upstream.credentials.CN\\=carol,OU\\=eng.username=carol
+gateway.upstream.credentials.CN\\=carol,OU\\=eng.password=carol-upstream
+gateway.client.id.prefix=gw-
+connections.max.idle.ms=60000
+""")
+    write(folder, "bob.pw", "bob-upstream\n")
+    upstream = write(folder, "upstream.properties", f"""
+bootstrap.servers=localhost:9096
+security.protocol=SASL_SSL
+ssl.truststore.type=PEM
+ssl.truststore.location={certs['ca']}
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config={SCRAM_MODULE} required username="gateway" password="${{env:GW_PW}}";
+""")
+    return config, upstream
+
+
+ENV = {"BOB_PW": "bob-secret", "ALICE_UPSTREAM": "alice-upstream", "GW_PW": "gw-secret"}
+
+
+def test_gateway_identity(tmp_path: Path, certs: dict[str, Path]) -> None:
+    config, upstream = gateway_mode(tmp_path, certs)
+    settings = GatewaySettings.load(config, upstream, environ=ENV)
+    assert settings.identity == "gateway" and settings.client_id_prefix == "gw-"
+    assert [lc.name for lc in settings.listeners] == ["SASL_SSL", "PLAINTEXT"]
+    assert settings.listeners[0].sasl.mechanisms == ("SCRAM-SHA-512", "PLAIN")
+    assert settings.scram_credentials_file == tmp_path / "scram.json"
+    assert settings.upstream.bootstrap_servers == ("localhost:9096",)
+    assert settings.upstream.security_protocol == "SASL_SSL" and settings.upstream.ssl is not None
+    assert settings.upstream.ssl.check_hostname
+    assert settings.upstream.credentials.username == "gateway"
+    assert settings.upstream.credentials.password == "gw-secret"
+    alice = settings.upstream_credentials_for("alice")
+    assert (alice.mechanism, alice.username, alice.password) == ("SCRAM-SHA-512", "alice", "alice-upstream")
+    bob = settings.upstream_credentials_for("bob")
+    assert (bob.mechanism, bob.password) == ("PLAIN", "bob-upstream")
+    # a certificate principal (DEFAULT mapping): its "=" escaped in the key, as Java's syntax wants
+    assert settings.upstream_credentials_for("CN=carol,OU=eng").username == "carol"
+    # credentials are mapped, so a principal without them is refused unless fallback=service
+    assert settings.credentials_fallback == "none" and settings.upstream_credentials_for("dave") is None
+    assert settings.connections_max_idle_ms == 60000
+    assert settings.socket_request_max_bytes == 104857600
+
+
+def test_describe_masks_every_secret(tmp_path: Path, certs: dict[str, Path]) -> None:
+    config, upstream = gateway_mode(tmp_path, certs)
+    settings = GatewaySettings.load(config, upstream, environ=ENV)
+    text = settings.describe()
+    for secret in ("alice-secret", "bob-secret", "alice-upstream", "bob-upstream", "gw-secret",
+                   "carol-upstream"):
+        assert secret not in text, secret
+    assert "user_alice=\"[hidden]\"" in text
+    assert "gateway.upstream.credentials.alice.password=[hidden]" in text
+    assert "security.protocol=SASL_SSL" in text and "request.timeout.ms=30000  # default" in text
+    assert "#   SASL_SSL SASL_SSL 0.0.0.0:9094 SCRAM-SHA-512,PLAIN" in text
+    assert "gw-secret" in settings.describe(masked=False)
+    assert "gw-secret" not in repr(settings)
+
+
+def test_passthrough(tmp_path: Path, certs: dict[str, Path]) -> None:
+    config = write(tmp_path, "gw.properties", f"""
+listeners=SASL_SSL://:9094
+ssl.keystore.location={certs['ks']}
+sasl.enabled.mechanisms=PLAIN
+gateway.identity=passthrough
+""")
+    upstream = write(tmp_path, "up.properties", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+                                                f"ssl.truststore.location={certs['ca']}\n")
+    settings = GatewaySettings.load(config, upstream, upstream_overrides={
+        "bootstrap.servers": "127.0.0.1:9096"})
+    assert settings.identity == "passthrough" and settings.listeners[0].sasl.plain_users is None
+    assert settings.upstream.credentials is None
+
+
+@pytest.mark.parametrize(("gateway_text", "upstream_text", "message"), [
+    ("listeners=PLAINTEXT://:9092\ngateway.identity=passthrough\n",
+     "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", r"listener PLAINTEXT \(PLAINTEXT\) must be SASL"),
+    ("listeners=SASL_PLAINTEXT://:9094\nsasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512\n"
+     "gateway.scram.credentials.file=/x\ngateway.identity=passthrough\n",
+     "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "cannot be replayed"),
+    ("listeners=SASL_PLAINTEXT://:9094\nsasl.enabled.mechanisms=PLAIN\ngateway.identity=passthrough\n",
+     "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n", "sasl.mechanism=PLAIN"),
+    ("listeners=PLAINTEXT://:9092\n", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n",
+     "needs credentials"),
+    ("listeners=PLAINTEXT://:9092\ngateway.identity=proxy\n", "", "'proxy' is not one of passthrough"),
+    ("listeners=PLAINTEXT://:9092\nssl.keystore.locaton=/x\n", "",
+     r"gw.properties:2 ssl.keystore.locaton: unknown setting \(did you mean 'ssl.keystore.location'\?\)"),
+    ("listeners=PLAINTEXT://:9092\nlistener.name.x.ssl.bogus=1\n", "", "per-listener settings"),
+    ("listeners=PLAINTEXT://:9092\ngateway.upstream.credentials.alice.secret=x\n", "", "unknown setting"),
+    ("listeners=PLAINTEXT://:9092\n", "bootstrap.server=x:1\n",
+     r"up.properties:1 bootstrap.server: unknown setting \(did you mean 'bootstrap.servers'\?\)"),
+    ("listeners=PLAINTEXT://:9092\n", "security.protocol=PLAINTEXT\nsasl.mechanism=PLAIN\n",
+     "SASL settings are given but security.protocol is PLAINTEXT"),
+    ("listeners=PLAINTEXT://:9092\n", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+     f"sasl.jaas.config={SCRAM_MODULE} required username=a password=b;\n", "needs " + PLAIN_MODULE),
+    ("listeners=PLAINTEXT://:9092\n", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+     f"sasl.jaas.config={PLAIN_MODULE} required username=a;\n", "no password= option"),
+    ("listeners=PLAINTEXT://:9092\ngateway.upstream.credentials.alice.password=x\n",
+     "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "principal 'alice'.*username and a password"),
+    ("listeners=PLAINTEXT://:9092\nconnections.max.idle.ms=-5\n", "", "must be at least 1"),
+])
+def test_errors(tmp_path: Path, gateway_text: str, upstream_text: str, message: str) -> None:
+    config = write(tmp_path, "gw.properties", gateway_text)
+    upstream = write(tmp_path, "up.properties", upstream_text)
+    with pytest.raises(ConfigurationError, match=message):
+        GatewaySettings.load(config, upstream, upstream_overrides={"bootstrap.servers": "h:1"}
+                             if "bootstrap" not in upstream_text else None)
+
+
+def test_no_upstream_brokers(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="no upstream brokers"):
+        GatewaySettings.load()
+
+
+def test_overrides_win_and_secrets_are_refused(tmp_path: Path) -> None:
+    config = write(tmp_path, "gw.properties", "listeners=PLAINTEXT://127.0.0.1:9092\n")
+    settings = GatewaySettings.load(config, overrides={"listeners": "PLAINTEXT://127.0.0.1:0"},
+                                    upstream_overrides={"bootstrap.servers": "h:1"})
+    assert settings.listeners[0].port == 0
+    assert "command line (gateway)" in settings.gateway_properties.where("listeners")
+    for key in ("ssl.key.password", "sasl.jaas.config",
+                "listener.name.x.plain.sasl.jaas.config", "gateway.upstream.credentials.a.password"):
+        with pytest.raises(ConfigurationError, match="never taken from the command line"):
+            GatewaySettings.load(config, overrides={key: "s3cret"},
+                                 upstream_overrides={"bootstrap.servers": "h:1"})
+    with pytest.raises(ConfigurationError, match="never taken from the command line"):
+        GatewaySettings.load(config, upstream_overrides={"bootstrap.servers": "h:1",
+                                                         "sasl.jaas.config": "x"})
+
+
+def test_service_identity_fallback(tmp_path: Path) -> None:
+    config = write(tmp_path, "gw.properties", "listeners=PLAINTEXT://127.0.0.1:9092\n")
+    upstream = write(tmp_path, "up.properties", "bootstrap.servers=h:1\nsecurity.protocol=SASL_PLAINTEXT\n"
+                     f"sasl.mechanism=PLAIN\nsasl.jaas.config={PLAIN_MODULE} required "
+                     'username="svc" password="svc-pw";\n')
+    settings = GatewaySettings.load(config, upstream)
+    assert settings.credentials_fallback == "service"
+    assert settings.upstream_credentials_for("anyone").username == "svc"
+
+
+def test_every_key_is_documented() -> None:
+    keys = [s.key for s in (*GATEWAY_KEYS, *UPSTREAM_KEYS)]
+    assert len(set(s.key for s in GATEWAY_KEYS)) == len(GATEWAY_KEYS)
+    assert len(set(s.key for s in UPSTREAM_KEYS)) == len(UPSTREAM_KEYS)
+    for setting in (*GATEWAY_KEYS, *UPSTREAM_KEYS):
+        assert setting.doc and len(setting.doc) > 10, setting.key
+        assert setting.type in ("str", "int", "bool", "list", "password", "path", "choice")
+    assert all(k.startswith("gateway.") or k in {s.key for s in (*GATEWAY_KEYS, *UPSTREAM_KEYS)
+                                                   if s.kafka} for k in keys)
+    assert {s.key for s in GATEWAY_KEYS if s.secret} >= {"ssl.key.password", "ssl.keystore.password",
+                                                         "ssl.keystore.key"}
+
+
+def test_every_command_line_option_has_a_key(tmp_path: Path) -> None:
+    """The CLI's options are settings too: sizes, threads and the conversion cache in --config,
+    fetch size and timeouts in --upstream-config; the connection limits under Kafka's names."""
+    config = write(tmp_path, "gateway.properties", "gateway.chunk.size=65536\ngateway.workers=3\n"
+                   "gateway.conversion.cache=0\nconnections.max.idle.ms=5000\n"
+                   "socket.request.max.bytes=2048\nqueued.max.request.bytes=4096\n")
+    upstream = write(tmp_path, "upstream.properties", "bootstrap.servers=b:9092\n"
+                     "fetch.max.bytes=65536\nrequest.timeout.ms=1000\nmetadata.max.age.ms=500\n")
+    settings = GatewaySettings.load(config, upstream)
+    assert (settings.chunk_size, settings.workers, settings.conversion_cache_bytes) == (65536, 3, 0)
+    upstream_settings = settings.upstream
+    assert (upstream_settings.fetch_max_bytes, upstream_settings.request_timeout_ms,
+            upstream_settings.metadata_max_age_ms) == (65536, 1000, 500)
+    limits = settings.connection_limits()
+    assert (limits.connections_max_idle_ms, limits.max_request_size,
+            limits.queued_max_request_bytes) == (5000, 2048, 4096)
+    defaults = GatewaySettings.load(None, None, upstream_overrides={"bootstrap.servers": "b:1"})
+    assert (defaults.chunk_size, defaults.workers, defaults.conversion_cache_bytes) == (
+        131072, None, 16 << 20)
+
+
+def test_the_property_reference_in_the_docs_is_the_tables() -> None:
+    """docs/guide/gateway.md's property reference is generated from GATEWAY_KEYS and
+    UPSTREAM_KEYS: a key added to a table must be added to the page (paste
+    ``settings_reference()`` between the markers)."""
+    from lazyconv.gateway._settings import settings_reference
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "gateway.md").read_text()
+    shown = page.split("<!-- settings:start -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
+    assert shown == settings_reference()
