@@ -51,8 +51,8 @@ PARTITIONS = 12
 
 
 def _build_response(files, to_magic: int, chunk_kib: int | None):
-    from lazyconv._convert import down_convert
-    from lazyconv._lazy import LazyDownConvertedRecords
+    from lazyconv.conversion._down import down_convert
+    from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
     from lazyconv.protocol import FetchResponse
     from lazyconv.records import MemoryRecords
 

@@ -55,8 +55,9 @@ from typing import Any
 # Measure the checkout this script is in (a worktree), not whichever lazyconv is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lazyconv._convert import down_convert, down_convert_file  # noqa: E402
-from lazyconv._lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords  # noqa: E402
+from lazyconv.conversion._chunks import MIN_CHUNK_SIZE  # noqa: E402
+from lazyconv.conversion._down import down_convert, down_convert_file  # noqa: E402
+from lazyconv.conversion._lazy_records import LazyDownConvertedRecords  # noqa: E402
 from lazyconv.errors import ConfigurationError, LazyconvError  # noqa: E402
 from lazyconv.protocol import (  # noqa: E402
     _api_versions as api_versions,
@@ -82,7 +83,8 @@ from lazyconv.protocol._message_codec import encode_message  # noqa: E402
 from lazyconv.protocol._primitives import Reader  # noqa: E402
 from lazyconv.records import Compression, FileRecords, MemoryRecords, RecordsBuilder  # noqa: E402
 from lazyconv.records._codec import crc32c  # noqa: E402
-from lazyconv.serve._append_validation import ProducerStateTable, validate_produce  # noqa: E402
+from lazyconv.serve._append_validation import validate_produce  # noqa: E402
+from lazyconv.serve._producer_table import ProducerStateTable  # noqa: E402
 
 __all__ = [
     "TARGETS",
@@ -535,7 +537,7 @@ class _FileTarget:
 
 
 class _BrokerTarget:
-    """``Broker.handle`` on a scratch log directory: partition 0 healthy, partition 1 with a
+    """``Broker.handle`` through the servers' front door on a scratch log directory: partition 0 healthy, partition 1 with a
     corrupt batch planted after good ones. Fetch waits run on a virtual clock."""
 
     def __init__(self, directory: Path) -> None:
@@ -561,7 +563,10 @@ class _BrokerTarget:
     def reset(self) -> None:
         from lazyconv.logdir._directory import LogDirectory
         from lazyconv.logdir._naming import segment_file_name
-        from lazyconv.serve._broker import Broker, Listener
+        from lazyconv.net._model import Listener
+        from lazyconv.net._requests import FrontDoor
+        from lazyconv.net._session import Session
+        from lazyconv.serve._broker import Broker
 
         if not self.loop.is_running():  # after a hang the interrupted task is dropped with it
             self.loop.close()
@@ -576,13 +581,16 @@ class _BrokerTarget:
         if self.broker is not None:
             self.broker.close()  # its fetch threads and cached segment files
         self.broker = Broker(LogDirectory(self.root), [self.listener], offsets_in_memory=True)
+        # every frame goes through the servers' own front door, as from a socket
+        self.front_door = FrontDoor(self.broker)
+        self.session = Session(self.listener, "/127.0.0.1")
 
     def run(self, data: bytes) -> str:
         self.runs += 1
         if self.runs % 5_000 == 0:
             self.reset()  # produced data must not pile up
         assert self.broker is not None  # made by reset()
-        response = self.loop.run_until_complete(self.broker.handle(data, self.listener))
+        response = self.loop.run_until_complete(self.front_door.answer(data, self.session))
         if response is None:
             return "no response"
         try:
@@ -624,13 +632,11 @@ def _garbage_records(batch: bytes) -> bytes:
 
 
 def broker_seeds() -> list[bytes]:
-    from lazyconv.serve._broker import SUPPORTED_VERSIONS
+    from lazyconv.protocol._registry import API_BY_KEY
 
     seeds = []
     for key, version, body in request_seeds():
-        first_flexible = SUPPORTED_VERSIONS[key][2]
-        flexible = first_flexible is not None and version >= first_flexible
-        seeds.append(_frame(key, version, body, flexible))
+        seeds.append(_frame(key, version, body, API_BY_KEY[key].is_flexible(version)))
     return seeds
 
 

@@ -17,7 +17,11 @@ counts and record lengths, random garbage), and then:
    ``segment_run`` and ``convert_v2_run_ends`` against ``segment_run_reference`` and
    ``convert_run_ends_reference``, on the input and on logs of in-order batches with a semantic
    fault under a valid CRC, and ``convert_v2_compressed`` against ``convert_compressed_v2_entry``
-   on an entry made gzip, snappy or lz4 with its records, a cut of them or random bytes), which must not crash or read out of bounds whatever the length
+   on an entry made gzip, snappy or lz4 with its records, a cut of them or random bytes, and
+   ``legacy_set_to_v2`` on mutated magic 0/1 sets (lying sizes and lengths under good CRCs) and
+   on the v2 input, against ``_plain_set`` + ``_v2_batch``, with ``up_convert`` on the kernel
+   against the reference twin, plain and as a compressed wrapper's inner messages), which must
+   not crash or read out of bounds whatever the length
    fields say (run it under AddressSanitizer: tests/native/fuzz_asan.sh);
 2. scans the stream with ``scan_batches`` (kernel) and ``scan_batches_reference``, and converts
    it with ``down_convert_bytes`` and decodes its records on the kernel and on the pure-Python
@@ -154,7 +158,7 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def _outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
-    from lazyconv._convert import down_convert_bytes
+    from lazyconv.conversion._down import down_convert_bytes
     from lazyconv.errors import LazyconvError
     from lazyconv.records import MemoryRecords
 
@@ -205,7 +209,8 @@ def _encode_reference(records: list[Any], base_offset: int, base_timestamp: int)
 
 
 def _lazy_outcome(data: bytes, to_magic: int, first_offset: int) -> tuple[Any, ...]:
-    from lazyconv._lazy import MIN_CHUNK_SIZE, LazyDownConvertedRecords
+    from lazyconv.conversion._chunks import MIN_CHUNK_SIZE
+    from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
     from lazyconv.errors import LazyconvError
     from lazyconv.records import MemoryRecords
 
@@ -382,7 +387,7 @@ def _digest_differences(rng: random.Random, data: bytes) -> tuple[int, int]:
 def _converted(data: bytes, to_magic: int, rng: random.Random) -> bytes | None:
     """``data`` down-converted (legacy messages and compressed wrappers), mutated a little half
     of the time; ``None`` when it does not convert."""
-    from lazyconv._convert import down_convert_bytes
+    from lazyconv.conversion._down import down_convert_bytes
     from lazyconv.errors import LazyconvError
     from lazyconv.records import MemoryRecords
 
@@ -486,9 +491,8 @@ def _run_log(rng: random.Random) -> bytes:
 def _segment_run_differences(rng: random.Random, data: bytes) -> tuple[int, int]:
     """``segment_run`` and ``convert_v2_run_ends`` (kernel) against their references on
     ``data`` and on a random suffix, in random states; returns ``(executions, differences)``."""
+    from lazyconv.conversion._to_legacy import convert_run_ends, convert_run_ends_reference
     from lazyconv.records._segment_run import (
-        convert_run_ends,
-        convert_run_ends_reference,
         segment_run,
         segment_run_reference,
     )
@@ -534,7 +538,7 @@ def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int,
     layer without the kernel) on the first entry of ``data`` given a gzip, snappy or lz4 codec
     and on a random cut of it, with its records (or random bytes, or a cut of them) as the
     payload: same bytes, counts and errors; a declined entry leaves the output as it was."""
-    from lazyconv._convert import convert_compressed_v2_entry
+    from lazyconv.conversion._down import convert_compressed_v2_entry
     from lazyconv.records import _impl
 
     kernel: Any = _impl.kernel_module()
@@ -573,12 +577,128 @@ def _compressed_entry_differences(rng: random.Random, data: bytes) -> tuple[int,
     return 1, 0
 
 
+def _legacy_set(rng: random.Random) -> bytes:
+    """A set of uncompressed magic 0/1 messages as an old producer sends it (one magic, offsets
+    in order), now and then with what ``legacy_set_to_v2`` declines written in: another magic,
+    codec bits, LogAppendTime with and without a timestamp, timestamps below -1 or far apart,
+    a last message cut to a size around the overheads; then the fuzz's mutations, and half of the time every whole message's CRC made right again
+    (so lying sizes and lengths get past the CRC)."""
+    from lazyconv.records._codec import append_legacy_message_reference
+
+    out = bytearray()
+    magic = rng.choice((0, 1))
+    offset = rng.choice((0, 0, 7, _INT64_MAX - 10, -1))
+    for _ in range(rng.choice((1, 1, 2, 3, 5, 20))):
+        exotic = rng.random() < 0.05
+        attributes = rng.choice((8, 1, 2, 3, 7, 0x10, -0x80)) if exotic else 0
+        timestamp = rng.choice((-1, 0, 1_700_000_000_000, rng.getrandbits(41)))
+        if exotic and rng.random() < 0.5:
+            timestamp = rng.choice((-2, _INT64_MIN, _INT64_MAX))
+        start = len(out)
+        append_legacy_message_reference(out, offset, timestamp, _bytes(rng), _bytes(rng),
+                                        1 - magic if exotic and rng.random() < 0.3 else magic, attributes)
+        offset = min(offset + rng.choice((1, 1, 1, 0, 5)), _INT64_MAX)
+        if rng.random() < 0.05:  # this message cut to a size around the overheads, ending the set
+            size = rng.randint(10, 30)
+            struct.pack_into(">i", out, start + 8, size)
+            del out[start + 12 + size:]
+            out += bytes(max(0, start + 12 + size - len(out)))
+            break
+    data = _mutate(rng, bytes(out))
+    return _fix_legacy_crcs(data) if rng.random() < 0.5 else data
+
+
+def _fix_legacy_crcs(data: bytes) -> bytes:
+    """``data`` with the CRC-32 of every whole legacy entry its size fields delimit recomputed."""
+    import zlib
+
+    out = bytearray(data)
+    position = 0
+    while len(out) - position >= 17:
+        size = struct.unpack_from(">i", out, position + 8)[0]
+        if size < 5 or position + 12 + size > len(out):
+            break
+        struct.pack_into(">I", out, position + 12, zlib.crc32(bytes(out[position + 16:position + 12 + size])))
+        position += 12 + size
+    return bytes(out)
+
+
+def _upconvert_differences(rng: random.Random, data: bytes, kernel: Any) -> tuple[int, int]:
+    """``legacy_set_to_v2`` (kernel) against ``_plain_set`` + ``_v2_batch`` (the up-conversion's
+    reference) on a legacy set and on ``data`` (any bytes: it must decline them safely) and on
+    random suffixes of both: the same facts and records, or a decline (``out`` untouched)
+    exactly where the reference declines or raises; and ``up_convert`` on the kernel against the
+    reference twin for the set as it is and inside a compressed wrapper. Returns
+    ``(executions, differences)``."""
+    from lazyconv.conversion import _up
+    from lazyconv.records import _impl
+    from lazyconv.records._codec import append_legacy_message_reference
+    from lazyconv.records._compression import Compression, compress
+    from lazyconv.records._format import BASE_TIMESTAMP_OFFSET, MAX_TIMESTAMP_OFFSET
+
+    executions = differences = 0
+    legacy = _legacy_set(rng)
+    for source in (legacy, data):
+        for start in (0, rng.randrange(len(source) + 1)):
+            piece = source[start:]
+            compacted = rng.random() < 0.3
+            out = bytearray(b"~")
+            native = kernel.legacy_set_to_v2(piece, out, compacted)
+            executions += 1
+            plain = _up._plain_set(memoryview(piece), compacted)
+            expected: Any = None
+            if plain is not None:
+                magic, last_offset, rows = plain
+                try:
+                    batch = _up._v2_batch(Compression.NONE, rows)
+                except Exception:  # noqa: BLE001 - timestamps below -1, deltas past int64: declined
+                    pass
+                else:
+                    base_ts, max_ts = (struct.unpack_from(">q", batch, at)[0]
+                                       for at in (BASE_TIMESTAMP_OFFSET, MAX_TIMESTAMP_OFFSET))
+                    expected = ((magic, last_offset, len(rows), base_ts, max_ts), b"~" + batch[RECORDS_OFFSET:])
+            if (native, bytes(out)) != (expected or (None, b"~")):
+                differences += 1
+                log.error("legacy_set_to_v2 difference on %s (compacted %s):\n kernel    %r\n reference %r",
+                          piece.hex(), compacted, (native, bytes(out)), expected)
+    if rng.random() < 0.5:
+        message_set = legacy
+    else:  # the set as a wrapper's inner messages (magic 1 LogAppendTime now and then)
+        magic = legacy[16] if len(legacy) > 16 and legacy[16] in (0, 1) else 1
+        codec = rng.choice((Compression.GZIP, Compression.SNAPPY, Compression.LZ4))
+        attributes = codec | (8 if magic == 1 and rng.random() < 0.2 else 0)
+        out = bytearray()
+        append_legacy_message_reference(out, rng.choice((0, 0, 3, 100)), rng.choice((-1, 1_700_000_000_000)), None,
+                                        compress(codec, legacy, magic), magic, attributes)
+        message_set = bytes(out)
+    compacted = rng.random() < 0.3
+    native_outcome = _upconvert_outcome(message_set, compacted)
+    with _impl.using(_impl.REFERENCE):
+        reference_outcome = _upconvert_outcome(message_set, compacted)
+    executions += 1
+    if native_outcome != reference_outcome:
+        differences += 1
+        log.error("up_convert difference on %s (compacted %s):\n kernel    %r\n reference %r",
+                  message_set.hex(), compacted, native_outcome, reference_outcome)
+    return executions, differences
+
+
+def _upconvert_outcome(message_set: bytes, compacted: bool) -> tuple[Any, ...]:
+    from lazyconv.conversion._up import up_convert
+
+    try:
+        result = up_convert(message_set, produce_version=2, compacted_topic=compacted)
+    except Exception as exc:  # noqa: BLE001 - any outcome is compared
+        return ("error", type(exc).__name__, str(exc), getattr(exc, "position", None))
+    return ("ok", result.batch, result.record_count, result.source_compression, result.source_magic)
+
+
 def run(seconds: float, seed: int) -> tuple[int, int, int]:
     """Fuzz for ``seconds``; returns ``(executions, inputs, differences)``."""
     from lazyconv.records import Record, _impl
     from lazyconv.records._scan import scan_batches, scan_batches_reference
 
-    logging.getLogger("lazyconv._lazy").setLevel(logging.CRITICAL)  # the sends log every stop
+    logging.getLogger("lazyconv.conversion").setLevel(logging.CRITICAL)  # the sends log every stop
     kernel: Any = _impl.kernel_module()
     if kernel is None:
         raise SystemExit("the compiled kernel is not in use: nothing to fuzz")
@@ -657,6 +777,9 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                 rng, parts[0] if rng.random() < 0.5 else data)
             executions += compressed_executions
             differences += compressed_differences
+            upconvert_executions, upconvert_differences = _upconvert_differences(rng, data, kernel)
+            executions += upconvert_executions
+            differences += upconvert_differences
             for run_input in (data, _run_log(rng)):
                 run_executions, run_differences = _segment_run_differences(rng, run_input)
                 executions += run_executions

@@ -11,7 +11,13 @@ up at a time so that the machine's cores are shared alike:
   offset 0);
 - **v2 client**: raw Fetch v12 requests (records passed through) to the gateway and to Kafka 4
   directly;
-- **gateway memory**: the gateway's RSS while consumers read with 1 MiB and 50 MiB fetch sizes.
+- **gateway memory**: the gateway's RSS while consumers read with 1 MiB and 50 MiB fetch sizes;
+- **metrics cost** (``--metrics-cost``): the same old-consumer reads through a second gateway
+  started with ``--metrics-port`` and scraped every ``--scrape-interval`` seconds, beside the
+  first one (no metrics), in the same round, in turn (which goes first alternates): the
+  gateway's CPU per GiB with metrics on over off. ``--only-gateway`` leaves Kafka 3.9, the v2
+  client and the memory pass out (no Kafka 3.x distribution needed) for a run that measures
+  only that.
 
 The client is the same small raw client in every case (``lazyconv.protocol`` requests, a scan
 of the records for the next offset, nothing decompressed), so its own cost is the same on both
@@ -27,7 +33,14 @@ seconds over the read's wall time) is made again, at most ``--retries`` times, a
 disturbed one counts; the table's heading says how busy the machine was.
 
     python bench/gateway_vs_kafka.py --kafka-dist DIR_4 --kafka-dist-3 DIR_3_9 --size 32M
+    python bench/gateway_vs_kafka.py --only-gateway --metrics-cost --size 128M --codecs lz4,none
     # distribution folders default to $LAZYCONV_KAFKA_DIST and $LAZYCONV_KAFKA_DIST_3
+
+With ``--security sasl_ssl`` every consumer connection is SASL_SSL (TLS, SCRAM-SHA-512 as a user
+the ACLs allow to read the topics): Kafka 3.9 serves them on its own SASL_SSL listener (TLS costs
+it its zero-copy path), and the gateway on a SASL_SSL listener of its own (gateway identity
+mode, the user mapped to its cluster credentials) connects to Kafka 4 over SASL_SSL too; the
+brokers are ``tests.kafka_broker.SecuredKafka`` (certificates made per run, StandardAuthorizer).
 
 Nothing is left running: the brokers and gateways are stopped on exit (and killed with this
 process on Linux).
@@ -43,7 +56,9 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -64,6 +79,7 @@ from bench.kafka_bench_common import (  # noqa: E402
     OLD_VERSION,
     RECORD_PAYLOAD,
     VALUE_SIZE,
+    ClientAuth,
     ConcurrentRead,
     LazyconvProcess,
     add_client_options,
@@ -73,10 +89,11 @@ from bench.kafka_bench_common import (  # noqa: E402
     high_watermark,
     least_disturbed,
     read_topic,
+    set_client_auth,
     topic_name,
 )
 from lazyconv._commands._common import parse_size  # noqa: E402
-from tests.kafka_broker import KafkaBroker, dist_version  # noqa: E402
+from tests.kafka_broker import KafkaBroker, SecuredKafka, dist_version  # noqa: E402
 
 CODECS = ("lz4", "gzip", "snappy", "none")
 
@@ -86,6 +103,8 @@ TARGETS = {
     "throughput_old_vs_39": (">=", 1.0),
     "throughput_concurrent_vs_39": (">=", 1.0),
     "throughput_v12_gw_vs_direct": (">=", 0.8),
+    "metrics_cpu_on_vs_off": ("<=", 1.03),
+    "metrics_cpu_on_vs_off_conc": ("<=", 1.03),
 }
 
 
@@ -93,11 +112,112 @@ TARGETS = {
 
 
 class Gateway(LazyconvProcess):
-    """``lazyconv gateway`` as a subprocess (``python -m lazyconv gateway``)."""
+    """``lazyconv gateway`` as a subprocess (``python -m lazyconv gateway``): in front of
+    ``upstream`` over PLAINTEXT, or with ``configs`` (``--config``, ``--upstream-config``)."""
 
-    def __init__(self, upstream: str, log_path: Path, extra: Sequence[str] = ()) -> None:
-        super().__init__(["gateway", "--upstream", upstream, "--port", "0", *extra],
-                         "gateway to ", log_path)
+    def __init__(self, upstream: str, log_path: Path, extra: Sequence[str] = (),
+                 configs: tuple[Path, Path] | None = None) -> None:
+        where = (["--config", str(configs[0]), "--upstream-config", str(configs[1])]
+                 if configs is not None else ["--upstream", upstream, "--port", "0"])
+        super().__init__(["gateway", *where, *extra], "gateway to ", log_path)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """http://HOST:PORT/metrics when started with --metrics-port (from its ready line)."""
+        if ", metrics on " not in self.ready_line:
+            return None
+        return self.ready_line.split(", metrics on ", 1)[1].split()[0] + "/metrics"
+
+
+# -- security (--security sasl_ssl) ------------------------------------------------------
+
+BENCH_USER = "alice"
+
+
+@dataclass
+class Secured:
+    """A broker's security for the consumers: its SecuredKafka (None: PLAINTEXT) and, for
+    Kafka 4, the gateway's two configuration files."""
+
+    kafka: SecuredKafka | None = None
+    gateway_configs: tuple[Path, Path] | None = None
+
+    def client_port(self, broker: KafkaBroker) -> int:
+        return self.kafka.sasl_ssl_port if self.kafka is not None else broker.port
+
+    def use(self) -> None:
+        """The consumers from now on speak to this broker's (and its gateway's) listeners."""
+        kafka = self.kafka
+        set_client_auth(None if kafka is None else ClientAuth(
+            str(kafka.material.ca_pem), "SCRAM-SHA-512", BENCH_USER, kafka.users[BENCH_USER]))
+
+
+def secured_broker(dist: Path, folder: Path, heap: str) -> tuple[KafkaBroker, Secured]:
+    kafka = SecuredKafka(dist, folder, mtls=False, heap=heap)
+    return kafka.broker, Secured(kafka)
+
+
+def grant_reads(secured: Secured, codecs: Sequence[str]) -> None:
+    if secured.kafka is not None:
+        secured.kafka.create_acls([(f"User:{BENCH_USER}", "topic", topic_name(c), op)
+                                   for c in codecs for op in ("read", "describe")])
+
+
+def gateway_configs(kafka: SecuredKafka, folder: Path) -> tuple[Path, Path]:
+    """The gateway on SASL_SSL (SCRAM-SHA-512, the bench user with the same password as on
+    the cluster), mapped to the user's cluster credentials, to Kafka over SASL_SSL."""
+    from lazyconv.net._scram_credentials import add_scram_user
+
+    folder.mkdir(parents=True, exist_ok=True)
+    password = kafka.users[BENCH_USER]
+    scram = folder / "gateway-scram.json"
+    if not scram.exists():
+        add_scram_user(scram, BENCH_USER, password, ["SCRAM-SHA-512"])
+    secret = folder / "upstream.password"
+    secret.write_text(password + "\n")
+    secret.chmod(0o600)
+    config, upstream = folder / "gateway.properties", folder / "upstream.properties"
+    config.write_text("\n".join([
+        "listeners=SASL_SSL://127.0.0.1:0", "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={kafka.material.broker_keystore_pem}",
+        "sasl.enabled.mechanisms=SCRAM-SHA-512", "gateway.identity=gateway",
+        f"gateway.scram.credentials.file={scram}",
+        f"gateway.upstream.credentials.{BENCH_USER}.sasl.mechanism=SCRAM-SHA-512",
+        f"gateway.upstream.credentials.{BENCH_USER}.username={BENCH_USER}",
+        f"gateway.upstream.credentials.{BENCH_USER}.password=${{file:{secret}}}"]) + "\n")
+    upstream.write_text("\n".join([
+        f"bootstrap.servers={kafka.sasl_ssl_bootstrap}", "security.protocol=SASL_SSL",
+        "ssl.truststore.type=PEM", f"ssl.truststore.location={kafka.material.ca_pem}",
+        "sasl.mechanism=SCRAM-SHA-512"]) + "\n")
+    return config, upstream
+
+
+class Scraper:
+    """What Prometheus does to a gateway with metrics: GET /metrics every ``interval`` seconds,
+    in a thread of this process, from start() to stop()."""
+
+    def __init__(self, url: str, interval: float) -> None:
+        self.url = url
+        self.interval = interval
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            with urllib.request.urlopen(self.url, timeout=10) as answer:
+                answer.read()
+            self.scrapes += 1
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
 
 
 @dataclass
@@ -215,64 +335,104 @@ def warm_up(port: int, version: int, codecs: Sequence[str], records_: int) -> No
         read_topic(port, topic_name(codec), version, MIB, records_, "bench-warm-up")
 
 
-def pass_39(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int) -> None:
+def pass_39(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int,
+            secured: Secured | None = None) -> None:
     n = run.records_per_topic
+    secured = secured or Secured()
+    port = secured.client_port(broker)
     start(broker, args.codecs)
+    secured.use()
     try:
-        warm_up(broker.port, OLD_VERSION, args.codecs, args.warm_records)
+        warm_up(port, OLD_VERSION, args.codecs, args.warm_records)
         for codec in args.codecs:
-            run.add(timed_read("old/3.9", codec, broker.port, OLD_VERSION, args.fetch_size, n,
+            run.add(timed_read("old/3.9", codec, port, OLD_VERSION, args.fetch_size, n,
                                1, broker, None, n), round_)
         if args.consumers > 1:
             for codec in args.codecs:
-                run.add(timed_read("old-conc/3.9", codec, broker.port, OLD_VERSION,
+                run.add(timed_read("old-conc/3.9", codec, port, OLD_VERSION,
                                    args.fetch_size, n, args.consumers, broker, None, n), round_)
     finally:
         broker.stop()
 
 
 def pass_4(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int,
-           workdir: Path) -> None:
+           workdir: Path, secured: Secured | None = None) -> None:
     n = run.records_per_topic
+    secured = secured or Secured()
+    direct = secured.client_port(broker)
     start(broker, args.codecs)
+    secured.use()
     gateway = None
+    metered = None
+    scraper = None
+    variants: list[Gateway] = []
     try:
-        gateway = Gateway(broker.bootstrap, workdir / "gateway.log", args.gateway_arg)
+        gateway = Gateway(broker.bootstrap, workdir / "gateway.log", args.gateway_arg,
+                          secured.gateway_configs)
         warm_up(gateway.port, OLD_VERSION, args.codecs, args.warm_records)
-        warm_up(gateway.port, NEW_VERSION, args.codecs, args.warm_records)
-        warm_up(broker.port, NEW_VERSION, args.codecs, args.warm_records)
-        for codec in args.codecs:
-            run.add(timed_read("old/gw", codec, gateway.port, OLD_VERSION, args.fetch_size, n,
-                               1, broker, gateway, n), round_)
-        if args.consumers > 1:
-            for codec in args.codecs:
-                run.add(timed_read("old-conc/gw", codec, gateway.port, OLD_VERSION,
-                                   args.fetch_size, n, args.consumers, broker, gateway, n), round_)
-        for i, codec in enumerate(args.codecs):
+        if not args.only_gateway:
+            warm_up(gateway.port, NEW_VERSION, args.codecs, args.warm_records)
+            warm_up(direct, NEW_VERSION, args.codecs, args.warm_records)
+        sides: list[tuple[str, Gateway]] = [("gw", gateway)]
+        if args.metrics_cost:
+            metered = Gateway(broker.bootstrap, workdir / "gateway-metrics.log",
+                              [*args.gateway_arg, "--metrics-port", "0"], secured.gateway_configs)
+            assert metered.metrics_url is not None
+            scraper = Scraper(metered.metrics_url, args.scrape_interval)
+            warm_up(metered.port, OLD_VERSION, args.codecs, args.warm_records)
+            sides.append(("gw+metrics", metered))
+        for name, extra in args.variant:  # another gateway, read in turn in the same rounds
+            variant = Gateway(broker.bootstrap, workdir / f"gateway-{name}.log", [*args.gateway_arg, *extra])
+            variants.append(variant)
+            warm_up(variant.port, OLD_VERSION, args.codecs, args.warm_records)
+            sides.append((f"gw+{name}", variant))
+        for consumers, kind in ((1, "old"), (args.consumers, "old-conc")):
+            if consumers == 1 and kind == "old-conc":
+                continue
+            for i, codec in enumerate(args.codecs):
+                order = sides if (i + round_) % 2 == 0 else sides[::-1]
+                for name, gw in order:
+                    if gw is metered and scraper is not None:
+                        scraper.start()
+                    try:
+                        run.add(timed_read(f"{kind}/{name}", codec, gw.port, OLD_VERSION,
+                                           args.fetch_size, n, consumers, broker, gw, n), round_)
+                    finally:
+                        if gw is metered and scraper is not None:
+                            scraper.stop()
+        for i, codec in enumerate(args.codecs if not args.only_gateway else ()):
             for k in range(args.v12_repeat):
-                sides = [("v12/gw", gateway.port, gateway), ("v12/direct", broker.port, None)]
+                sides = [("v12/gw", gateway.port, gateway), ("v12/direct", direct, None)]
                 if (i + k + round_) % 2:
                     sides.reverse()
                 for case, port, gw in sides:
                     run.add(timed_read(case, codec, port, NEW_VERSION, args.fetch_size, n, 1,
                                        broker, gw, n), round_)
-        if round_ == args.rounds - 1 and args.memory_size:
+        if round_ == args.rounds - 1 and args.memory_size and not args.only_gateway:
             gateway.stop()
             gateway = None
-            memory_pass(run, broker, args, workdir)
+            memory_pass(run, broker, args, workdir, secured)
     finally:
+        for variant in variants:
+            variant.stop()
+        if scraper is not None:
+            scraper.stop()
+        if metered is not None:
+            metered.stop()
         if gateway is not None:
             gateway.stop()
         broker.stop()
 
 
-def memory_pass(run: Run, broker: KafkaBroker, args: argparse.Namespace, workdir: Path) -> None:
+def memory_pass(run: Run, broker: KafkaBroker, args: argparse.Namespace, workdir: Path,
+                secured: Secured | None = None) -> None:
     """A fresh gateway per (fetch size, consumers): its RSS before any request, and its peak
     while the consumers read ``--memory-size`` of every codec's topic."""
     until = min(run.records_per_topic, max(1, args.memory_size // RECORD_PAYLOAD))
     for fetch_size in args.memory_fetch_sizes:
         for consumers in sorted({1, args.consumers}):
-            gateway = Gateway(broker.bootstrap, workdir / "gateway.log", args.gateway_arg)
+            gateway = Gateway(broker.bootstrap, workdir / "gateway.log", args.gateway_arg,
+                              secured.gateway_configs if secured is not None else None)
             try:
                 time.sleep(0.5)
                 idle = gateway.process.memory_info().rss
@@ -321,6 +481,9 @@ def summarize(run: Run, args: argparse.Namespace) -> dict[str, Any]:
         conc_gw = pick("old-conc/gw", codec, lambda m: m["mib_s"])
         v12_gw = pick("v12/gw", codec, lambda m: m["mib_s"])
         v12_direct = pick("v12/direct", codec, lambda m: m["mib_s"])
+        cpu_gw_m = pick("old/gw+metrics", codec, per_gib("gateway_cpu"))
+        cpu_conc_gw = pick("old-conc/gw", codec, per_gib("gateway_cpu"))
+        cpu_conc_gw_m = pick("old-conc/gw+metrics", codec, per_gib("gateway_cpu"))
         rows.append({
             "codec": codec,
             "old_39_mib_s": thr_39, "old_gw_mib_s": thr_gw,
@@ -336,6 +499,14 @@ def summarize(run: Run, args: argparse.Namespace) -> dict[str, Any]:
             "client_cpu_gw_s_per_gib": pick("old/gw", codec, per_gib("client_cpu")),
             "wire_mib_39": pick("old/3.9", codec, lambda m: m["wire_bytes"] / MIB),
             "wire_mib_gw": pick("old/gw", codec, lambda m: m["wire_bytes"] / MIB),
+            "cpu_gw_metrics_s_per_gib": cpu_gw_m, "metrics_cpu_on_vs_off": cpu_gw_m / cpu_gw,
+            "cpu_conc_gw_s_per_gib": cpu_conc_gw, "cpu_conc_gw_metrics_s_per_gib": cpu_conc_gw_m,
+            "metrics_cpu_on_vs_off_conc": cpu_conc_gw_m / cpu_conc_gw,
+            "metrics_pairs": [
+                (m["gateway_cpu"] / m["records"], o["gateway_cpu"] / o["records"])
+                for m in run.measures if m["case"] == "old/gw+metrics" and m["codec"] == codec
+                for o in run.measures if o["case"] == "old/gw" and o["codec"] == codec
+                and o["round"] == m["round"]],
         })
     verdicts = []
     for row in rows:
@@ -364,7 +535,8 @@ def _fmt(x: float, digits: int = 1) -> str:
 
 def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -> str:
     size = args.size // MIB
-    out = [f"# gateway vs Kafka: {run.versions['kafka_4']} + lazyconv gateway against "
+    over = " over SASL_SSL on both sides" if args.security == "sasl_ssl" else ""
+    out = [f"# gateway vs Kafka{over}: {run.versions['kafka_4']} + lazyconv gateway against "
            f"{run.versions['kafka_3']}; {size} MiB per topic ({run.records_per_topic} records of "
            f"{VALUE_SIZE} B values), fetch size {args.fetch_size // MIB} MiB, medians of "
            f"{args.rounds} round(s); other processes used a median "
@@ -399,6 +571,37 @@ def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -
             out.append(f"| {m['fetch_size'] // MIB} MiB | {m['consumers']} | {_fmt(m['idle'] / MIB)} "
                        f"| {_fmt(m['peak'] / MIB)} | {_fmt((m['peak'] - m['idle']) / MIB)} | "
                        f"{_fmt(m['bound'] / MIB)} |")
+    if any(r["metrics_cpu_on_vs_off"] == r["metrics_cpu_on_vs_off"] for r in summary["rows"]):
+        out += ["", f"the metrics' cost: the gateway's CPU in s per GiB of records with --metrics-port "
+                f"(scraped every {args.scrape_interval:g} s) and without, same round, in turn", ""]
+        out.append(f"| codec | off, x1 | on, x1 | on / off | off, x{args.consumers} | "
+                   f"on, x{args.consumers} | on / off |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|")
+        for r in summary["rows"]:
+            out.append(f"| {r['codec']} | {_fmt(r['cpu_gw_s_per_gib'], 3)} | "
+                       f"{_fmt(r['cpu_gw_metrics_s_per_gib'], 3)} | "
+                       f"{_fmt(r['metrics_cpu_on_vs_off'], 3)} | {_fmt(r['cpu_conc_gw_s_per_gib'], 3)} | "
+                       f"{_fmt(r['cpu_conc_gw_metrics_s_per_gib'], 3)} | "
+                       f"{_fmt(r['metrics_cpu_on_vs_off_conc'], 3)} |")
+    for name, extra in args.variant:
+        out += ["", f"variant {name} ({' '.join(extra)}): the same old-consumer reads through a second "
+                f"gateway, in turn with the first, same rounds (medians; CPU of gateway + 4.x broker)", ""]
+        out.append(f"| codec | consumers | gw MiB/s | {name} MiB/s | × thr | gw CPU s/GiB | {name} CPU s/GiB | × CPU |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for codec in args.codecs:
+            for kind, consumers in (("old", 1), ("old-conc", args.consumers)):
+                def med(case: str, key: str, kind: str = kind, codec: str = codec) -> float:
+                    ms = [m for m in run.measures if m["case"] == f"{kind}/{case}" and m["codec"] == codec]
+                    if key == "cpu":
+                        return _median([(m["gateway_cpu"] + m["broker_cpu"]) * GIB
+                                        / (m["records"] * RECORD_PAYLOAD) for m in ms])
+                    return _median([m[key] for m in ms])
+                base_t, var_t = med("gw", "mib_s"), med(f"gw+{name}", "mib_s")
+                base_c, var_c = med("gw", "cpu"), med(f"gw+{name}", "cpu")
+                if base_t != base_t:
+                    continue
+                out.append(f"| {codec} | {consumers} | {_fmt(base_t)} | {_fmt(var_t)} | {_fmt(var_t / base_t, 2)} "
+                           f"| {_fmt(base_c, 2)} | {_fmt(var_c, 2)} | {_fmt(var_c / base_c, 2)} |")
     missed = [v for v in summary["targets"] if not v["met"]]
     out += ["", f"targets: {len(summary['targets']) - len(missed)} of {len(summary['targets'])} met"]
     for v in missed:
@@ -443,17 +646,41 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--chunk-size", type=parse_size, default=128 * 1024,
                    help="the gateway's --chunk-size (default 128K)")
     add_client_options(p)
+    p.add_argument("--security", choices=("plaintext", "sasl_ssl"), default="plaintext",
+                   help="how consumers connect: plaintext (default), or sasl_ssl: TLS and "
+                        "SCRAM-SHA-512 to Kafka 3.9's SASL_SSL listener and to the gateway's, "
+                        "the gateway to Kafka 4 over SASL_SSL")
     p.add_argument("--gateway-arg", action="append", default=[],
                    help="one more argument for lazyconv gateway (repeatable)")
+    p.add_argument("--metrics-cost", action="store_true",
+                   help="also read through a gateway with --metrics-port, scraped, in turn with "
+                        "the one without: the metrics' CPU per GiB")
+    p.add_argument("--scrape-interval", type=float, default=15.0,
+                   help="seconds between scrapes of the gateway with metrics (default 15, "
+                        "the interval of Prometheus's example configuration; its built-in default is 60)")
+    p.add_argument("--only-gateway", action="store_true",
+                   help="read only through the gateway(s) in front of Kafka 4: no Kafka 3.9, no v2 "
+                        "client, no memory pass (with --metrics-cost: the metrics' cost alone)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=ARG[,ARG...]",
+                   help="also read through a second gateway started with these extra arguments, in "
+                        "turn with the first, same rounds: an A/B of a gateway setting "
+                        "(e.g. noahead=--fetch-ahead-bytes=0); repeatable")
     p.add_argument("--heap", default="1g", help="JVM heap of each broker (default 1g)")
     p.add_argument("--workdir", type=Path, default=None,
                    help="brokers' data and logs (default: a temporary folder, removed)")
     p.add_argument("--json", type=Path, default=None, help="write every measure here")
     args = p.parse_args(argv)
-    for name in ("kafka_dist", "kafka_dist_3"):
+    for name in ("kafka_dist",) if args.only_gateway else ("kafka_dist", "kafka_dist_3"):
         if getattr(args, name) is None:
             p.error(f"--{name.replace('_', '-')} is needed (or $LAZYCONV_"
                     f"{name.upper()})")
+    variants = []
+    for item in args.variant:
+        name, sep, extra = item.partition("=")
+        if not sep or not name:
+            p.error(f"--variant {item!r} is not NAME=ARG[,ARG...]")
+        variants.append((name, [a for a in extra.split(",") if a]))
+    args.variant = variants
     args.codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     if unknown := set(args.codecs) - set(CODECS):
         p.error(f"unknown codecs: {sorted(unknown)}")
@@ -476,42 +703,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     owned = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="gateway-vs-kafka-")) if owned else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
-    b3 = KafkaBroker(args.kafka_dist_3, workdir / "kafka-3", heap=args.heap)
-    b4 = KafkaBroker(args.kafka_dist, workdir / "kafka-4", heap=args.heap)
-    if b4.version_info[0] < 4 or b3.version_info[0] >= 4:
+    secured3, secured4 = Secured(), Secured()
+    b3: KafkaBroker | None = None
+    if args.security == "sasl_ssl":
+        if not args.only_gateway:
+            b3, secured3 = secured_broker(args.kafka_dist_3, workdir / "kafka-3", args.heap)
+        b4, secured4 = secured_broker(args.kafka_dist, workdir / "kafka-4", args.heap)
+        assert secured4.kafka is not None
+        secured4.gateway_configs = gateway_configs(secured4.kafka, workdir / "gateway-config")
+    else:
+        if not args.only_gateway:
+            b3 = KafkaBroker(args.kafka_dist_3, workdir / "kafka-3", heap=args.heap)
+        b4 = KafkaBroker(args.kafka_dist, workdir / "kafka-4", heap=args.heap)
+    if b4.version_info[0] < 4 or (b3 is not None and b3.version_info[0] >= 4):
         raise SystemExit(f"--kafka-dist must be Kafka 4+ ({b4.version}) and --kafka-dist-3 older "
-                         f"({b3.version})")
+                         f"({b3.version if b3 is not None else '-'})")
+    brokers = [b for b in (b3, b4) if b is not None]
     run = Run(args={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-              versions={"kafka_4": dist_version(b4.dist), "kafka_3": dist_version(b3.dist),
+              versions={"kafka_4": dist_version(b4.dist),
+                        "kafka_3": dist_version(b3.dist) if b3 is not None else "-",
                         "python": platform.python_version(), "cpus": str(os.cpu_count())},
               records_per_topic=count)
     run.args["argv"] = sys.argv
     failed = True
     try:
         print(f"writing {len(args.codecs)} topics of {count} records into each broker", flush=True)
-        for broker in (b3, b4):
+        for broker, secured in [(b, s) for b, s in ((b3, secured3), (b4, secured4)) if b is not None]:
             start(broker, args.codecs)
             try:
                 fill(broker, count, args.codecs)
+                grant_reads(secured, args.codecs)
             finally:
                 broker.stop()
         os.sync()
         run.host_probe["before"] = host_probe()
         for round_ in range(args.rounds):
             order = ["3", "4"] if round_ % 2 == 0 else ["4", "3"]
-            for which in order:
-                print(f"  round {round_ + 1}: Kafka {b3.version if which == '3' else b4.version}"
+            for which in order if b3 is not None else ["4"]:
+                print(f"  round {round_ + 1}: Kafka {b3.version if b3 is not None and which == '3' else b4.version}"
                       + ("" if which == "3" else " + gateway"), flush=True)
-                if which == "3":
-                    pass_39(run, b3, args, round_)
+                if which == "3" and b3 is not None:
+                    pass_39(run, b3, args, round_, secured3)
                 else:
-                    pass_4(run, b4, args, round_, workdir)
+                    pass_4(run, b4, args, round_, workdir, secured4)
         run.host_probe["after"] = host_probe()
         failed = False
     finally:
         for gw in list(LIVE_PROCESSES):
             gw.stop()
-        for broker in (b3, b4):
+        for broker in brokers:
             broker.stop()
         if owned and not failed:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -8,7 +8,9 @@ server processes, and how CPU and RSS are measured.
 - **client**: raw Fetch requests (``lazyconv.protocol``) on one connection, the next offset
   found by scanning the records' headers, nothing decompressed, so the client's own cost is the
   same whatever answers it; it asks the kernel to wake it once the rest of a response (up to
-  1 MiB) has arrived (``SO_RCVLOWAT``), not at every piece of it; :func:`concurrent_reads`
+  1 MiB) has arrived (``SO_RCVLOWAT``), not at every piece of it; on a secured listener
+  (:func:`set_client_auth`) it speaks TLS and authenticates with SASL first, and is woken at
+  every piece (a TLS record cannot be read before it is whole); :func:`concurrent_reads`
   runs N of them at once, timed together, as threads of this process or
   (``client_processes``) one process each, as N real consumers are: threads share one
   interpreter lock, so N threaded clients are served at most what one core of Python can read;
@@ -127,6 +129,60 @@ def fill(broker: KafkaBroker, count: int, codecs: Sequence[str]) -> None:
 
 # -- the raw client ----------------------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class ClientAuth:
+    """How the consumers reach a SASL_SSL listener: the CA (PEM file) that signed its
+    certificate (the host name 127.0.0.1 is verified), and the SASL mechanism and user."""
+
+    ca_pem: str
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+
+CLIENT_AUTH: ClientAuth | None = None
+
+
+def set_client_auth(auth: ClientAuth | None) -> None:
+    """Every consumer started afterwards speaks TLS and SASL as ``auth`` (None: PLAINTEXT);
+    forked clients inherit it."""
+    global CLIENT_AUTH, CLIENT_WAKE_BYTES
+    CLIENT_AUTH = auth
+    if auth is not None:
+        CLIENT_WAKE_BYTES = 0  # SO_RCVLOWAT under TLS could wait for bytes OpenSSL holds
+
+
+def connect(port: int, auth: ClientAuth | None = None) -> Any:
+    """A connection to 127.0.0.1:``port``: TLS and SASL as ``auth`` says (the handshake and
+    the authentication done), else a plain socket."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if auth is None:
+        return sock
+    import ssl
+
+    from lazyconv.net._sasl import SaslClientExchange
+
+    context = ssl.create_default_context(cafile=auth.ca_pem)
+    tls = context.wrap_socket(sock, server_hostname="127.0.0.1")
+    correlation = iter(range(1 << 30, (1 << 30) + 16))
+    exchange = SaslClientExchange(auth.mechanism, auth.username, auth.password,
+                                  authenticate_version=1, client_id="bench",
+                                  correlation_ids=correlation)
+    frame: bytes | None = exchange.start(time.monotonic())
+    size_buf = bytearray(4)
+    while frame is not None:
+        tls.sendall(frame)
+        _recv_exact(tls, memoryview(size_buf))
+        answer = bytearray(_I32.unpack(size_buf)[0])
+        _recv_exact(tls, memoryview(answer))
+        step = exchange.receive(answer, time.monotonic())
+        if step.done:
+            return tls
+        frame = step.send
+    raise RuntimeError("the SASL exchange ended early")
+
 _I32 = struct.Struct(">i")
 _OFFSET_SIZE = struct.Struct(">qi")
 
@@ -146,7 +202,7 @@ def apply_client_options(args: Any) -> None:
     CLIENT_WAKE_BYTES = max(0, args.client_wake_bytes)
 
 
-def _recv_exact(sock: socket.socket, view: memoryview, wake_bytes: int = 0) -> None:
+def _recv_exact(sock: Any, view: memoryview, wake_bytes: int = 0) -> None:
     """Fill ``view``; with ``wake_bytes``, woken only once ``min(rest, wake_bytes)`` bytes are
     there (SO_RCVLOWAT)."""
     low_water = wake_bytes > 0 and hasattr(socket, "SO_RCVLOWAT")
@@ -163,7 +219,7 @@ def _recv_exact(sock: socket.socket, view: memoryview, wake_bytes: int = 0) -> N
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
 
 
-def _recv_frame(sock: socket.socket, view: memoryview) -> None:
+def _recv_frame(sock: Any, view: memoryview) -> None:
     """A response's bytes after its size field, woken as :data:`CLIENT_WAKE_BYTES` says."""
     _recv_exact(sock, view, CLIENT_WAKE_BYTES)
 
@@ -202,12 +258,13 @@ def next_offset_v2(data: memoryview) -> tuple[int, int, int]:
     return nxt, pos, magic
 
 
-def high_watermark(port: int, topic: str) -> int | None:
-    """The topic's high watermark (partition 0), None when the broker does not know it."""
+def high_watermark(port: int, topic: str, partition: int = 0) -> int | None:
+    """The high watermark of the topic's ``partition``, None when the broker does not know it
+    (or does not lead it yet)."""
     with socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S) as sock:
         body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1,
                 "topics": [{"topic": topic, "partitions": [
-                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1}]}]}
+                    {"partition": partition, "fetch_offset": 0, "partition_max_bytes": 1}]}]}
         sock.sendall(FetchRequest.encode_framed(NEW_VERSION, body, 1, "bench-setup"))
         size_buf = bytearray(4)
         _recv_exact(sock, memoryview(size_buf))
@@ -245,8 +302,7 @@ def read_topic(port: int, topic: str, version: int, fetch_size: int, until: int,
     tune_allocator()
     buffer = bytearray(fetch_size + 65536)
     started = time.perf_counter()
-    with socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    with connect(port, CLIENT_AUTH) as sock:
         size_buf = bytearray(4)
         while offset < until:
             correlation += 1
@@ -310,6 +366,7 @@ class LazyconvProcess:
         if not line.startswith(ready_prefix):
             self.stop()
             raise RuntimeError(f"lazyconv {args[0]} did not start: {line!r} (log {log_path})")
+        self.ready_line = line
         self.port = int(line.split(" on ", 1)[1].split()[0].rsplit(":", 1)[1])
         self.process = psutil.Process(self.proc.pid)
 

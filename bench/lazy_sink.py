@@ -33,7 +33,7 @@ class DiscardingSink:
 
 
 def lazy_send(path: Path, to_magic: int, chunk_size: int) -> int:
-    from lazyconv._lazy import LazyDownConvertedRecords
+    from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
     from lazyconv.records import FileRecords
 
     with FileRecords.open(path) as records:

@@ -28,7 +28,7 @@ def _measure(value_size: int, input_mib: float, repeat: int) -> dict[str, float]
     import lz4.block
 
     from bench.bench_common import make_v2_batches
-    from lazyconv._convert import down_convert
+    from lazyconv.conversion._down import down_convert
     from lazyconv.records import MemoryRecords
     from lazyconv.records._impl import IMPLEMENTATION
 

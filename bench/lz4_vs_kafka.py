@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import lz4.block  # noqa: E402
 
-from lazyconv._convert import down_convert  # noqa: E402
+from lazyconv.conversion._down import down_convert  # noqa: E402
 from lazyconv.records import MemoryRecords, RecordsBuilder  # noqa: E402
 from lazyconv.records._compression import Compression, compress, decompress  # noqa: E402
 

@@ -48,9 +48,9 @@ class _DiscardSink:
 
 
 def _one_fetch(path: str, partitions: int, mode: str, chunk_size: int, queue) -> None:
-    from lazyconv._convert import down_convert
-    from lazyconv._lazy import LazyDownConvertedRecords
     from lazyconv._send import drain
+    from lazyconv.conversion._down import down_convert
+    from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
     from lazyconv.protocol import FetchResponse
     from lazyconv.records import FileRecords, MemoryRecords
 

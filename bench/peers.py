@@ -47,7 +47,7 @@ Converter = Callable[[bytes, int], "bytes | bytearray | memoryview"]
 
 
 def lazyconv_converter() -> Converter:
-    from lazyconv._convert import down_convert
+    from lazyconv.conversion._down import down_convert
     from lazyconv.records import MemoryRecords
 
     def convert(data: bytes, to_magic: int) -> bytes | memoryview:

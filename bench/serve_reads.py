@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_common import format_table, machine_line, make_v2_batches  # noqa: E402
 from bench.lazy_sink import DiscardingSink  # noqa: E402
-from lazyconv._lazy import CommittedState, LazyDownConvertedRecords  # noqa: E402
 from lazyconv._send import drain  # noqa: E402
+from lazyconv.conversion._lazy_records import CommittedState, LazyDownConvertedRecords  # noqa: E402
 from lazyconv.records import FileRecords, RecordBatch, _impl  # noqa: E402
 from lazyconv.records._entries import iter_batches  # noqa: E402
 from lazyconv.serve._segment_files import CachedFileRecords, SegmentFileCache  # noqa: E402

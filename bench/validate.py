@@ -102,10 +102,10 @@ def scan(args: argparse.Namespace) -> None:
 def codecs(args: argparse.Namespace) -> None:
     """The scan's CPU time, and how much of it goes to compressing and decompressing (the codec
     libraries with lazyconv's framing code around them)."""
-    import lazyconv._convert as convert_module
+    import lazyconv.conversion._down as convert_module
+    import lazyconv.conversion._to_legacy as conversion_module
     import lazyconv.records._batch as batch_module
     import lazyconv.records._compression as compression
-    import lazyconv.records._conversion as conversion_module
     import lazyconv.records._legacy as legacy_module
 
     root = _fixture(Path(args.workdir), args.size, 4, "16M")

@@ -1,0 +1,195 @@
+"""Where ``lazyconv gateway``'s CPU goes while old consumers read through it: a py-spy profile.
+
+Starts a Kafka 4.x broker (``--kafka-dist``), writes one topic per codec as
+``bench/gateway_vs_kafka.py`` does (the same ``--workdir`` reuses its topics), starts a gateway
+in front of it with that benchmark's settings, and has ``--consumers`` old consumers (Fetch v2,
+records down-converted to magic 1, 1 MiB per partition) read each topic again and again while
+``py-spy record`` samples the gateway (every thread, and its worker processes) for
+``--seconds``. Prints, per codec, the share of the samples each function was running in
+itself, grouped by what it does, and writes py-spy's collapsed stacks beside (``--out``) for a
+flame graph (``flamegraph.pl`` or speedscope read them as they are).
+
+    python bench/gateway_profile.py --kafka-dist $LAZYCONV_KAFKA_DIST --codecs none,lz4
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import psutil  # noqa: E402
+
+from bench.gateway_vs_kafka import Gateway, start  # noqa: E402
+from bench.kafka_bench_common import (  # noqa: E402
+    LIVE_PROCESSES,
+    MIB,
+    OLD_VERSION,
+    VALUE_SIZE,
+    concurrent_reads,
+    fill,
+    topic_name,
+)
+from lazyconv._commands._common import parse_size  # noqa: E402
+from tests.kafka_broker import KafkaBroker  # noqa: E402
+
+# What a leaf frame does, by where it is (first match wins): the rows of the summary.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("socket I/O (send, recv)", ("write_to_channel (", "_SelectorSocketTransport.write (", "_read_ready",
+                                 "sock_recv", "sock_send", "recv_into", "_write_send (", "_write_ready (")),
+    ("down-conversion (kernel and its Python driver)", ("conversion/", "records/", "_ckernel")),
+    ("lz4 / compression", ("lz4", "compress", "zstd", "snappy", "gzip", "zlib")),
+    ("fetch relay and fetch-ahead", ("gateway/_fetch", "gateway/_relay", "_fetch_ahead")),
+    ("request and response framing", ("protocol/", "net/_frames", "_send.py")),
+    ("event loop and threads", ("asyncio/", "threading.py", "selectors.py", "concurrent/", "queue.py")),
+    ("the rest of the gateway", ("lazyconv/",)),
+)
+
+
+# Leaves where a thread waits (a worker for its queue, the event loop in epoll): py-spy samples
+# them as running when it cannot tell a futex or epoll wait from work, so they are counted apart.
+WAITING = ("_worker (", "EpollSelector.select (", "Condition.wait (", "Event.wait (", "Thread.join (",
+           "_wait_for_tstate_lock (")
+
+
+def leaf_group(frame: str) -> str:
+    for name, marks in GROUPS:
+        if any(mark in frame for mark in marks):
+            return name
+    return "other (interpreter, standard library)"
+
+
+def summarize(collapsed: Path, top: int = 15) -> str:
+    """The share of samples per group and per leaf function of py-spy's ``raw`` output."""
+    by_leaf: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        leaf = stack.split(";")[-1]
+        by_leaf[leaf] += int(count)
+        total += int(count)
+    if total == 0:
+        return "no samples (did py-spy have permission to read the gateway?)"
+    waiting = sum(n for leaf, n in by_leaf.items() if leaf.startswith(WAITING))
+    for leaf in [leaf for leaf in by_leaf if leaf.startswith(WAITING)]:
+        del by_leaf[leaf]
+    total -= waiting
+    if total == 0:
+        return "only waiting threads were sampled"
+    by_group: collections.Counter[str] = collections.Counter()
+    for leaf, n in by_leaf.items():
+        by_group[leaf_group(leaf)] += n
+    lines = [f"{total} samples of work (and {waiting} of threads waiting in a queue or epoll, left out)",
+             "", "| where the samples were | share |", "|---|---:|"]
+    lines += [f"| {name} | {100 * n / total:.1f} % |" for name, n in by_group.most_common()]
+    lines += ["", f"| the {top} functions most often running | share |", "|---|---:|"]
+    lines += [f"| `{leaf}` | {100 * n / total:.1f} % |" for leaf, n in by_leaf.most_common(top)]
+    return "\n".join(lines)
+
+
+def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Namespace,
+                  workdir: Path, py_spy: str) -> Path:
+    out = args.out / f"gateway-{codec}.collapsed"
+    gateway = Gateway(broker.bootstrap, workdir / f"gateway-profile-{codec}.log",
+                      ["--chunk-size", str(args.chunk_size)])
+    try:
+        processes = {"broker": psutil.Process(broker.pid), "gateway": gateway.process}
+        concurrent_reads(gateway.port, topic_name(codec), OLD_VERSION, MIB, count, args.consumers,
+                         processes, "bench-profile-warm-up")
+        sampler = subprocess.Popen(
+            [py_spy, "record", "--pid", str(gateway.process.pid), "--subprocesses",
+             "--rate", str(args.rate), "--duration", str(args.seconds), "--format", "raw",
+             "--output", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        reads = 0
+        stop = threading.Event()
+
+        def keep_reading() -> None:
+            nonlocal reads
+            while not stop.is_set():
+                concurrent_reads(gateway.port, topic_name(codec), OLD_VERSION, MIB, count,
+                                 args.consumers, processes, "bench-profile")
+                reads += 1
+
+        reader = threading.Thread(target=keep_reading, daemon=True)
+        reader.start()
+        output, _ = sampler.communicate(timeout=args.seconds + 120)
+        stop.set()
+        reader.join(600)
+        if sampler.returncode != 0:
+            raise RuntimeError(f"py-spy failed ({sampler.returncode}): {output.strip()[-500:]}")
+        print(f"{codec}: {reads} reads of {args.consumers} consumers while sampling", flush=True)
+        return out
+    finally:
+        gateway.stop()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/gateway_profile.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    p.add_argument("--kafka-dist", type=Path, default=os.environ.get("LAZYCONV_KAFKA_DIST"),
+                   help="a Kafka 4.x distribution folder (default $LAZYCONV_KAFKA_DIST)")
+    p.add_argument("--size", type=parse_size, default=128 * MIB, help="values per topic (default 128M)")
+    p.add_argument("--codecs", default="none,lz4", help="comma-separated, of lz4, gzip, snappy, none")
+    p.add_argument("--consumers", type=int, default=8, help="concurrent old consumers (default 8)")
+    p.add_argument("--seconds", type=int, default=30, help="how long py-spy samples (default 30)")
+    p.add_argument("--rate", type=int, default=200, help="py-spy's samples per second (default 200)")
+    p.add_argument("--chunk-size", type=parse_size, default=128 * 1024,
+                   help="the gateway's --chunk-size (default 128K, as gateway_vs_kafka)")
+    p.add_argument("--py-spy", default=shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")),
+                   help="the py-spy executable (pip install py-spy)")
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "results",
+                   help="where the collapsed stacks go (default bench/results)")
+    p.add_argument("--workdir", type=Path, default=None,
+                   help="the broker's data (kept; gateway_vs_kafka's --workdir reuses the same topics)")
+    args = p.parse_args(argv)
+    if args.kafka_dist is None:
+        p.error("a Kafka 4.x distribution is needed: --kafka-dist or LAZYCONV_KAFKA_DIST")
+    if not Path(args.py_spy).exists():
+        p.error(f"py-spy not found at {args.py_spy}: pip install py-spy, or --py-spy PATH")
+    args.codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
+    if args.consumers < 1 or args.seconds < 1 or args.rate < 1:
+        p.error("--consumers, --seconds and --rate must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    count = args.size // VALUE_SIZE
+    owned = args.workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="gateway-profile-")) if owned else args.workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    broker = KafkaBroker(args.kafka_dist, workdir / "kafka-4")
+    try:
+        start(broker, args.codecs)
+        fill(broker, count, args.codecs)
+        for codec in args.codecs:
+            collapsed = profile_codec(broker, codec, count, args, workdir, args.py_spy)
+            print(f"\n## {codec}: {args.consumers} old consumers (Fetch v2 -> magic 1), "
+                  f"{args.seconds} s at {args.rate} samples/s ({collapsed})\n")
+            print(summarize(collapsed), flush=True)
+    finally:
+        for process in list(LIVE_PROCESSES):
+            process.stop()
+        broker.stop()
+        if owned:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
