@@ -217,7 +217,6 @@ class GatewayMetrics:
         self._cluster = cluster
         self._workers = workers
         self._clients = clients
-        workers.count_cpu = True
 
     # -- the server's hooks (through the ClientRegistry) ------------------------------------
 

@@ -173,8 +173,30 @@ def test_conversion_steps_run_in_their_connection_context() -> None:
 
     try:
         assert asyncio.run(step()) is session
-        workers.count_cpu = True
-        asyncio.run(workers.run(sum, range(200000)))
-        assert workers.cpu_seconds > 0
     finally:
         workers.close()
+
+
+def test_the_pools_cpu_seconds_are_its_threads_cpu_time() -> None:
+    """The pool's threads' CPU clocks, read when asked: a busy step adds its CPU time, an idle
+    pool adds nothing, and the total survives the pool's close."""
+    workers = ConversionWorkers(2)
+    try:
+        asyncio.run(workers.run(sum, range(10)))
+        idle = workers.cpu_seconds
+        time.sleep(0.2)
+        assert workers.cpu_seconds - idle < 0.05
+        spent = asyncio.run(workers.run(_burn, 0.3))
+        used = workers.cpu_seconds - idle
+        assert spent * 0.8 <= used <= spent + 0.1
+    finally:
+        workers.close()
+    assert workers.cpu_seconds >= used + idle - 0.001
+
+
+def _burn(seconds: float) -> float:
+    """Spin for ``seconds`` of this thread's CPU time; returns what it used."""
+    started = time.thread_time()
+    while time.thread_time() - started < seconds:
+        sum(range(1000))
+    return time.thread_time() - started
