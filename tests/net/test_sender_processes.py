@@ -336,14 +336,19 @@ def test_stopping_the_server_stops_its_senders(tmp_path):
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
             sock.sendall(fetch_frame(0, "big", correlation_id=1))  # left unread: a response in flight
-            deadline = time.monotonic() + 10
-            while pool.jobs_sent < 1 and time.monotonic() < deadline:
+            # every sender up (a sender still importing on a busy machine is not what this
+            # is about) and one of them writing the response
+            deadline = time.monotonic() + 30
+            while (pool.jobs_sent < 1 or not all(s.ready for s in pool._senders)) \
+                    and time.monotonic() < deadline:
                 time.sleep(0.01)
             processes = [s.process for s in pool._senders if s.process is not None]
-            assert processes
+            assert processes and all(s.ready for s in pool._senders)
+            stopping = time.monotonic()
             server.stop()
             for process in processes:
-                assert process.wait(10) == 0
+                assert process.wait(10) == 0, "a sender was killed: it did not end at the end of its control socket"
+            print(f"\nthe senders ended {time.monotonic() - stopping:.2f} s after the stop began")
             sock.settimeout(10)
             while sock.recv(65536):  # cut: the stream ends
                 pass
