@@ -160,7 +160,10 @@ class LogDirectory:
         """A clean shutdown's work: every write fsynced, then ``before_checkpoint`` (the
         broker's producer snapshots), then the recovery points written. The directory stays
         usable (a later append starts the flusher again)."""
+        began = time.monotonic()
+        log.info("flushing %s for a clean shutdown", self.root)
         self.flush()
+        log.info("flushed %s in %.1f s", self.root, time.monotonic() - began)
         if before_checkpoint is not None:
             before_checkpoint()
         self.write_checkpoint()
