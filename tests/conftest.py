@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -23,6 +24,20 @@ settings.register_profile(
     "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+@pytest.fixture(autouse=True)
+def _cli_logging_stays_in_its_test() -> Iterator[None]:
+    """A test that runs the CLI's main() in-process leaves a root handler writing to that
+    test's captured stderr, which pytest closes: later tests' log lines would fail on it
+    ("--- Logging error ---"). Each test gets the root logger back as it found it."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+        handler.close()
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
