@@ -504,6 +504,7 @@ class UpstreamCluster:
         self.cluster_id: str | None = None
         self.controller_id = -1
         self._views: dict[str, ClusterView] = {}
+        self._closed = False  # watch() ends at its next turn (a cancel can be lost: see watch)
         #: what the first broker reached answered in ApiVersions: its versions and features
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.features: dict[str, Any] = {}
@@ -571,8 +572,13 @@ class UpstreamCluster:
         identity; without one (passthrough) through any identity's live view, else not at all
         (no credentials to ask with)."""
         interval = self.watch_interval()
-        while True:
+        # Ends when cancelled, and at the next turn after close(): on Python 3.11 a cancel that
+        # arrives as the refresh fails with UpstreamError (close() cuts its connection) is lost
+        # inside asyncio.wait_for, and the loop would go on probing a cluster it left.
+        while not self._closed:
             await asyncio.sleep(interval)
+            if self._closed:
+                return
             view = (self._views.get(self.service_identity.key) if self.service_identity is not None
                     else next(iter(self._views.values()), None))
             with contextlib.suppress(UpstreamError):
@@ -598,6 +604,7 @@ class UpstreamCluster:
             view.invalidate()
 
     def close(self) -> None:
+        self._closed = True
         for view in list(self._views.values()):
             view.close()
         self._views.clear()

@@ -200,3 +200,28 @@ def _burn(seconds: float) -> float:
     while time.thread_time() - started < seconds:
         sum(range(1000))
     return time.thread_time() - started
+
+
+def test_the_cluster_watch_ends_after_close_even_when_its_cancel_is_lost(monkeypatch) -> None:
+    """Python 3.11's asyncio.wait_for can swallow a cancel that arrives as the awaited request
+    fails; the watch must still end once the cluster is closed, or asyncio.run's shutdown waits
+    for it forever (a gateway that does not stop on Ctrl-C)."""
+    from lazyconv.gateway._upstream import UpstreamCluster, parse_bootstrap
+
+    async def scenario() -> bool:
+        cluster = UpstreamCluster(parse_bootstrap("127.0.0.1:1"))
+        probes = []
+
+        async def probe() -> None:
+            probes.append(time.monotonic())
+
+        monkeypatch.setattr(cluster, "watch_interval", lambda: 0.05)
+        monkeypatch.setattr(cluster, "probe", probe)
+        watch = asyncio.get_running_loop().create_task(cluster.watch())
+        while len(probes) < 2:  # it is watching
+            await asyncio.sleep(0.01)
+        cluster.close()  # and no cancel at all: the lost one
+        await asyncio.wait_for(watch, 2)
+        return watch.done()
+
+    assert asyncio.run(scenario())
