@@ -266,8 +266,10 @@ class Server:
         self.what = what
         self.stop_signal = stop_signal
         self.expect_status = expect_status
-        self.process = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # faulthandler: a Python server that does not stop is sent SIGABRT, and says where it was
+        self.process = subprocess.Popen(argv, cwd=cwd, env={**env, "PYTHONFAULTHANDLER": "1"},
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        start_new_session=True)
         self.lines: Queue[str | None] = Queue()
         self.stderr: list[str | None] = []
         threading.Thread(target=self._pump, args=(self.process.stdout, self.lines.put),
@@ -301,9 +303,17 @@ class Server:
             try:
                 self.process.wait(60)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
-                raise AssertionError(f"{self.what} did not stop within 60 s of its signal") from None
+                os.killpg(self.process.pid, signal.SIGABRT)  # its threads' stacks on stderr
+                try:
+                    self.process.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                    self.process.wait(10)
+                deadline = time.monotonic() + 5
+                while None not in self.stderr and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                raise AssertionError(f"{self.what} did not stop within 60 s of its signal; its "
+                                     f"stderr ends:\n{self.stderr_text()}") from None
         return self.process.returncode
 
 
