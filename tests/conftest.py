@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,11 @@ from kafka_broker import KafkaBroker, KafkaDistError, check_dist, dist_version
 from server_thread import serve_logdir as _serve_logdir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The suite keeps its compiled and assertion-rewritten modules (__pycache__, ignored by git) even
+# where PYTHONDONTWRITEBYTECODE is set: rewriting and compiling ~300 test modules again on every
+# run is most of the quick look's time. Subprocesses keep the environment's own choice.
+sys.dont_write_bytecode = False
 
 settings.register_profile(
     "default", deadline=None, suppress_health_check=[HealthCheck.too_slow]
