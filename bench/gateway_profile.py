@@ -3,7 +3,8 @@
 Starts a Kafka 4.x broker (``--kafka-dist``), writes one topic per codec as
 ``bench/gateway_vs_kafka.py`` does (the same ``--workdir`` reuses its topics), starts a gateway
 in front of it with that benchmark's settings, and has ``--consumers`` old consumers (Fetch v2,
-records down-converted to magic 1, 1 MiB per partition) read each topic again and again while
+records down-converted to magic 1, 1 MiB per partition; ``--fetch-version 12`` for clients that
+read magic 2, whose records are relayed) read each topic again and again while
 ``py-spy record`` samples the gateway (every thread, and its worker processes) for
 ``--seconds``. Prints, per codec, the share of the samples each function was running in
 itself, grouped by what it does, and writes py-spy's collapsed stacks beside (``--out``) for a
@@ -34,6 +35,7 @@ from bench.gateway_vs_kafka import Gateway, start  # noqa: E402
 from bench.kafka_bench_common import (  # noqa: E402
     LIVE_PROCESSES,
     MIB,
+    NEW_VERSION,
     OLD_VERSION,
     VALUE_SIZE,
     concurrent_reads,
@@ -106,8 +108,8 @@ def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Na
                       ["--chunk-size", str(args.chunk_size)])
     try:
         processes = {"broker": psutil.Process(broker.pid), "gateway": gateway.process}
-        concurrent_reads(gateway.port, topic_name(codec), OLD_VERSION, MIB, count, args.consumers,
-                         processes, "bench-profile-warm-up")
+        concurrent_reads(gateway.port, topic_name(codec), args.fetch_version, MIB, count,
+                         args.consumers, processes, "bench-profile-warm-up")
         sampler = subprocess.Popen(
             [py_spy, "record", "--pid", str(gateway.process.pid), "--subprocesses",
              "--rate", str(args.rate), "--duration", str(args.seconds), "--format", "raw",
@@ -119,7 +121,7 @@ def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Na
         def keep_reading() -> None:
             nonlocal reads
             while not stop.is_set():
-                concurrent_reads(gateway.port, topic_name(codec), OLD_VERSION, MIB, count,
+                concurrent_reads(gateway.port, topic_name(codec), args.fetch_version, MIB, count,
                                  args.consumers, processes, "bench-profile")
                 reads += 1
 
@@ -145,6 +147,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--size", type=parse_size, default=128 * MIB, help="values per topic (default 128M)")
     p.add_argument("--codecs", default="none,lz4", help="comma-separated, of lz4, gzip, snappy, none")
     p.add_argument("--consumers", type=int, default=8, help="concurrent old consumers (default 8)")
+    p.add_argument("--fetch-version", type=int, choices=(OLD_VERSION, NEW_VERSION), default=OLD_VERSION,
+                   help=f"the consumers' Fetch version: {OLD_VERSION} (magic 1, down-converted; "
+                        f"the default) or {NEW_VERSION} (magic 2, relayed)")
     p.add_argument("--seconds", type=int, default=30, help="how long py-spy samples (default 30)")
     p.add_argument("--rate", type=int, default=200, help="py-spy's samples per second (default 200)")
     p.add_argument("--chunk-size", type=parse_size, default=128 * 1024,
@@ -179,7 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         fill(broker, count, args.codecs)
         for codec in args.codecs:
             collapsed = profile_codec(broker, codec, count, args, workdir, args.py_spy)
-            print(f"\n## {codec}: {args.consumers} old consumers (Fetch v2 -> magic 1), "
+            what = "Fetch v2 -> magic 1" if args.fetch_version == OLD_VERSION else \
+                f"Fetch v{args.fetch_version}, relayed"
+            print(f"\n## {codec}: {args.consumers} consumers ({what}), "
                   f"{args.seconds} s at {args.rate} samples/s ({collapsed})\n")
             print(summarize(collapsed), flush=True)
     finally:
