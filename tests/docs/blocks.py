@@ -303,6 +303,12 @@ class Server:
             try:
                 self.process.wait(60)
             except subprocess.TimeoutExpired:
+                try:  # was the signal ignored, blocked, pending? (what it inherited, or did)
+                    status = Path(f"/proc/{self.process.pid}/status").read_text().splitlines()
+                    signals = " ".join(line.replace("\t", "") for line in status
+                                       if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")))
+                except OSError as exc:
+                    signals = f"(its signal masks could not be read: {exc})"
                 os.killpg(self.process.pid, signal.SIGABRT)  # its threads' stacks on stderr
                 try:
                     self.process.wait(10)
@@ -312,8 +318,8 @@ class Server:
                 deadline = time.monotonic() + 5
                 while None not in self.stderr and time.monotonic() < deadline:
                     time.sleep(0.05)
-                raise AssertionError(f"{self.what} did not stop within 60 s of its signal; its "
-                                     f"stderr ends:\n{self.stderr_text()}") from None
+                raise AssertionError(f"{self.what} did not stop within 60 s of its signal "
+                                     f"({signals}); its stderr ends:\n{self.stderr_text()}") from None
         return self.process.returncode
 
 
