@@ -258,6 +258,11 @@ def shell_env() -> dict[str, str]:
 # -- servers -------------------------------------------------------------------------------
 
 
+def _default_sigint() -> None:
+    """In a server's child process before it runs: SIGINT back to its default action."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Server:
     """A process started by a session that runs until stopped; its stdout read line by line."""
 
@@ -267,9 +272,12 @@ class Server:
         self.stop_signal = stop_signal
         self.expect_status = expect_status
         # faulthandler: a Python server that does not stop is sent SIGABRT, and says where it was
+        # Ctrl-C as a terminal gives it: a suite started in the background (nohup, `&` without
+        # job control) hands SIGINT down ignored, and a Python program that inherits it ignored
+        # installs no KeyboardInterrupt handler (asyncio.run then never stops on SIGINT).
         self.process = subprocess.Popen(argv, cwd=cwd, env={**env, "PYTHONFAULTHANDLER": "1"},
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=_default_sigint)
         self.lines: Queue[str | None] = Queue()
         self.stderr: list[str | None] = []
         threading.Thread(target=self._pump, args=(self.process.stdout, self.lines.put),

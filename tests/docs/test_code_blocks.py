@@ -17,6 +17,7 @@ validate`` is ``spark``. The Python-only sessions are the quick part.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -261,10 +262,32 @@ def test_the_blocks_run_as_written(session: Session, tmp_path: Path, request: py
             else:
                 _run_script(block, code, folder)
     except BaseException:
+        _close_clients(namespace)
         for server in servers.running.values():
             server.stop()
         raise
+    _close_clients(namespace)
     servers.stop_all()
+
+
+_CLIENT_PACKAGES = ("kafka", "confluent_kafka", "aiokafka")
+
+
+def _close_clients(namespace: dict[str, object]) -> None:
+    """Close the Kafka clients a page's Python blocks left open (the pages do not close them:
+    a reader's session ends with the interpreter), so their threads do not go on reconnecting
+    and logging through later tests."""
+    for value in list(namespace.values()):
+        close = getattr(value, "close", None)
+        if type(value).__module__.split(".")[0] not in _CLIENT_PACKAGES or not callable(close):
+            continue
+        try:
+            close(timeout=5)
+        except TypeError:  # a client whose close() takes no timeout
+            with contextlib.suppress(Exception):
+                close()
+        except Exception:  # the session's own servers may be gone: the threads still end
+            pass
 
 
 def _run_python(block: Block, code: str, namespace: dict[str, object], folder: Path,
