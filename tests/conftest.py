@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
-import signal
 import sys
-import threading
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,37 +30,6 @@ settings.register_profile(
     "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )
 settings.load_profile("ci" if os.environ.get("CI") else "default")
-
-
-def _sigint_state() -> tuple[bool, bool]:
-    """Whether SIGINT is ignored, and whether it is blocked in this thread, as the kernel has
-    it (a C library can change either behind Python's back): what child processes inherit."""
-    ignored = blocked = False
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/thread-self/status").read_text().splitlines():
-            field, _, value = line.partition(":")
-            if field in ("SigIgn", "SigBlk"):
-                bit = bool(int(value.strip(), 16) >> (signal.SIGINT - 1) & 1)
-                ignored, blocked = (bit, blocked) if field == "SigIgn" else (ignored, bit)
-    return ignored, blocked
-
-
-@pytest.fixture(autouse=True)
-def _sigint_stays_deliverable(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test that leaves SIGINT ignored or blocked in the worker makes every later child
-    process deaf to Ctrl-C (a server stopped by SIGINT then never stops): each test gets SIGINT
-    back as it found it, with a warning naming the test that changed it."""
-    before = _sigint_state()
-    yield
-    after = _sigint_state()
-    if after == before or threading.current_thread() is not threading.main_thread():
-        return
-    if after[1] and not before[1]:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    if after[0] and not before[0]:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    warnings.warn(f"{request.node.nodeid} left SIGINT {'ignored' if after[0] else 'blocked'} "
-                  "in the test process; restored", stacklevel=1)
 
 
 @pytest.fixture(autouse=True)

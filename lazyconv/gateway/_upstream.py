@@ -575,7 +575,7 @@ class UpstreamCluster:
         # Ends when cancelled, and at the next turn after close(): on Python 3.11 a cancel that
         # arrives as the refresh fails with UpstreamError (close() cuts its connection) is lost
         # inside asyncio.wait_for, and the loop would go on probing a cluster it left.
-        while not self._closed:
+        while True:
             await asyncio.sleep(interval)
             if self._closed:
                 return

@@ -271,10 +271,11 @@ class Server:
         self.what = what
         self.stop_signal = stop_signal
         self.expect_status = expect_status
-        # faulthandler: a Python server that does not stop is sent SIGABRT, and says where it was
-        # Ctrl-C as a terminal gives it: a suite started in the background (nohup, `&` without
-        # job control) hands SIGINT down ignored, and a Python program that inherits it ignored
-        # installs no KeyboardInterrupt handler (asyncio.run then never stops on SIGINT).
+        # PYTHONFAULTHANDLER: a Python server that does not stop is sent SIGABRT and prints
+        # where it was. preexec_fn: SIGINT at its default action, as a terminal gives it (a suite
+        # started in the background, nohup or `&` without job control, hands SIGINT down
+        # ignored; a Python program that inherits it ignored installs no KeyboardInterrupt
+        # handler, and asyncio.run then never stops on SIGINT).
         self.process = subprocess.Popen(argv, cwd=cwd, env={**env, "PYTHONFAULTHANDLER": "1"},
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                         start_new_session=True, preexec_fn=_default_sigint)
