@@ -107,7 +107,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="input bytes down-converted per step, 16K-1M (default 128K; "
                              "gateway.chunk.size)")
     parser.add_argument("--upstream-fetch-max-bytes", type=parse_size, default=None,
-                        help="the most one upstream Fetch response may hold (default 4M; "
+                        help="the most one upstream Fetch response may hold (default 1M; "
                              "fetch.max.bytes): with one converted chunk, what a client "
                              "connection costs in memory")
     parser.add_argument("--fetch-ahead-bytes", type=parse_size, default=None,

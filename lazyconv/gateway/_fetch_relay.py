@@ -58,11 +58,15 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FetchRelay", "DEFAULT_UPSTREAM_FETCH_MAX_BYTES", "DEFAULT_FETCH_AHEAD_BYTES"]
 
-# One upstream Fetch response is what a downstream connection holds besides one converted chunk.
-DEFAULT_UPSTREAM_FETCH_MAX_BYTES = 4 << 20
+# One upstream Fetch response is what a downstream connection holds besides one converted chunk,
+# and each partition fetched ahead holds up to one more. 1 MiB (a Java consumer's default
+# max.partition.fetch.bytes) keeps 8 consumers asking 50 MiB within the gateway's 64 MiB; 4 MiB
+# held 109 MiB above idle, for no more throughput (docs/guide/benchmarks.md, "Memory").
+DEFAULT_UPSTREAM_FETCH_MAX_BYTES = 1 << 20
 # What the answers fetched ahead of every connection may hold together.
 DEFAULT_FETCH_AHEAD_BYTES = 32 << 20
 _INT32_MAX = 0x7FFFFFFF
+_ROTATION = "fetch rotation"  # a connection's count of fetches, in its session's extras
 _FIRST_TOPIC_ID_VERSION = 13
 
 
@@ -117,7 +121,8 @@ class FetchRelay:
         isolation = request.get("isolation_level", 0) if version >= 4 else 0
         prefetched = [w for w in wanted if w.entry is None and ahead is not None
                       and self._take_ahead(ahead, w, isolation)]
-        by_leader = route_to_leaders(view, [w for w in wanted if w.entry is None and w.ahead is None],
+        by_leader = route_to_leaders(view, self._rotated(session, [w for w in wanted if w.entry is None
+                                                                   and w.ahead is None]),
                                      lambda w: (w.name, w.partition["partition"]), fail)
         await asyncio.gather(ask_leaders(session, by_leader, ask, fail, "fetch"),
                              *(self._use_ahead(ahead, item) for item in prefetched if ahead is not None))
@@ -147,6 +152,21 @@ class FetchRelay:
         if metrics is not None and session_ is not None:  # counted once written
             answer.written = fetch_written(session_, metrics, [w.entry for w in wanted if w.entry])
         return answer
+
+    @staticmethod
+    def _rotated(session: UpstreamSession, items: list[_Wanted]) -> list[_Wanted]:
+        """``items`` in the order the upstream is asked for them, starting one partition later
+        at each fetch of the connection. The upstream fills partitions in request order up to
+        the response's MaxBytes, which the gateway caps; an old client (Fetch v0-2 has no
+        response limit, so it never rotates) would otherwise see its first partition answered
+        and the others empty until the first is read to its end. The downstream response keeps
+        the client's order."""
+        if len(items) < 2:
+            return items
+        turn = session.extras.get(_ROTATION, 0)
+        session.extras[_ROTATION] = turn + 1
+        start = turn % len(items)
+        return items[start:] + items[:start]
 
     # -- fetch-ahead --------------------------------------------------------------------------
 

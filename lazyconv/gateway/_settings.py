@@ -214,7 +214,7 @@ UPSTREAM_KEYS: tuple[Setting, ...] = (
     Setting("request.timeout.ms", "int", 30000, "how long an upstream request may take", kafka=True),
     Setting("metadata.max.age.ms", "int", 30000, "how long the cluster's metadata is trusted",
             kafka=True),
-    Setting("fetch.max.bytes", "int", 4 << 20, "the most one upstream Fetch response may hold",
+    Setting("fetch.max.bytes", "int", 1 << 20, "the most one upstream Fetch response may hold",
             kafka=True),
     *_ssl_keys(kafka_client=True),
 )

@@ -115,3 +115,30 @@ def test_a_seek_is_answered_from_the_upstream(serve_upstream: ServerThread, gate
             want, _ = _records(direct.call(fetch.SPEC, 2, _fetch_body("headers", offset, 8192)), offset)
             assert got == want
     assert gateway.handler.fetches.ahead_misses >= 2
+
+
+@pytest.mark.parametrize("ahead_bytes", [0, 32 << 20])
+def test_an_old_client_s_partitions_all_get_records_under_the_upstream_cap(
+        serve_upstream: ServerThread, gateway_factory, ahead_bytes: int) -> None:
+    """Fetch v2 has no response limit, but the gateway caps what it asks of the upstream, which
+    fills partitions in request order: without the gateway rotating that order, the second
+    partition would stay empty until the first was read to its end (about 20 fetches here)."""
+    gateway: GatewayThread = gateway_factory(serve_upstream.bootstrap, upstream_fetch_max_bytes=4096,
+                                             fetch_ahead_bytes=ahead_bytes)
+    offsets = {0: 0, 1: 0}
+    answered = {0: 0, 1: 0}
+    with WireClient(gateway.port) as through:
+        for _ in range(4):
+            body = _fetch_body("headers", 0, 8192)
+            body["topics"][0]["partitions"] = [{"partition": p, "fetch_offset": offsets[p],
+                                                "partition_max_bytes": 8192} for p in (0, 1)]
+            answer = through.call(fetch.SPEC, 2, body)
+            parts = answer["responses"][0]["partitions"]
+            assert [p["partition_index"] for p in parts] == [0, 1]  # the client's order
+            for part in parts:
+                assert part["error_code"] == 0, part
+                batches = list(MemoryRecords(part["records"] or b"").batches())
+                if batches:
+                    answered[part["partition_index"]] += 1
+                    offsets[part["partition_index"]] = batches[-1].last_offset + 1
+    assert answered[0] >= 1 and answered[1] >= 1, answered

@@ -230,3 +230,19 @@ def test_the_property_reference_in_the_docs_is_the_tables() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "gateway.md").read_text()
     shown = page.split("<!-- settings:start -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
     assert shown == settings_reference()
+
+
+def test_the_tables_defaults_are_the_gateways_own() -> None:
+    """A setting left out of the config file gives what the gateway built without one uses: the
+    tables and the gateway's constants cannot drift apart (the docs quote the tables)."""
+    from lazyconv.conversion._cache import GATEWAY_CONVERSION_CACHE_BYTES
+    from lazyconv.gateway._fetch_relay import (
+        DEFAULT_FETCH_AHEAD_BYTES,
+        DEFAULT_UPSTREAM_FETCH_MAX_BYTES,
+    )
+
+    gateway = {s.key: s.default for s in GATEWAY_KEYS}
+    upstream = {s.key: s.default for s in UPSTREAM_KEYS}
+    assert upstream["fetch.max.bytes"] == DEFAULT_UPSTREAM_FETCH_MAX_BYTES == 1 << 20
+    assert gateway["gateway.fetch.ahead.bytes"] == DEFAULT_FETCH_AHEAD_BYTES
+    assert gateway["gateway.conversion.cache"] == GATEWAY_CONVERSION_CACHE_BYTES
