@@ -105,7 +105,7 @@ def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Na
                   workdir: Path, py_spy: str) -> Path:
     out = args.out / f"gateway-{codec}.collapsed"
     gateway = Gateway(broker.bootstrap, workdir / f"gateway-profile-{codec}.log",
-                      ["--chunk-size", str(args.chunk_size)])
+                      ["--chunk-size", str(args.chunk_size), *args.gateway_arg])
     try:
         processes = {"broker": psutil.Process(broker.pid), "gateway": gateway.process}
         concurrent_reads(gateway.port, topic_name(codec), args.fetch_version, MIB, count,
@@ -154,6 +154,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rate", type=int, default=200, help="py-spy's samples per second (default 200)")
     p.add_argument("--chunk-size", type=parse_size, default=128 * 1024,
                    help="the gateway's --chunk-size (default 128K, as gateway_vs_kafka)")
+    p.add_argument("--gateway-arg", action="append", default=[],
+                   help="one more argument for lazyconv gateway (repeatable), e.g. "
+                        "--gateway-arg=--metrics-port=0 to see what the metrics cost")
     p.add_argument("--py-spy", default=shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")),
                    help="the py-spy executable (pip install py-spy)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results",

@@ -468,6 +468,15 @@ def summarize(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     def per_gib(which: str) -> Callable[[dict[str, Any]], float]:
         return lambda m: m[which] * GIB / (m["records"] * RECORD_PAYLOAD)
 
+    def paired(case: str, base: str, codec: str) -> float:
+        """The median over rounds of ``case``'s gateway CPU per record over ``base``'s in the same
+        round: each pair read the same records minutes apart at most, so what the machine does
+        over the run (another tenant, the host's clock) divides out."""
+        by_round = {m["round"]: m for m in run.measures if m["case"] == base and m["codec"] == codec}
+        return _median([(m["gateway_cpu"] / m["records"]) / (o["gateway_cpu"] / o["records"])
+                        for m in run.measures if m["case"] == case and m["codec"] == codec
+                        and (o := by_round.get(m["round"])) is not None and o["gateway_cpu"] > 0])
+
     rows = []
     for codec in args.codecs:
         thr_39 = pick("old/3.9", codec, lambda m: m["mib_s"])
@@ -502,6 +511,12 @@ def summarize(run: Run, args: argparse.Namespace) -> dict[str, Any]:
             "cpu_gw_metrics_s_per_gib": cpu_gw_m, "metrics_cpu_on_vs_off": cpu_gw_m / cpu_gw,
             "cpu_conc_gw_s_per_gib": cpu_conc_gw, "cpu_conc_gw_metrics_s_per_gib": cpu_conc_gw_m,
             "metrics_cpu_on_vs_off_conc": cpu_conc_gw_m / cpu_conc_gw,
+            "metrics_cpu_paired": paired("old/gw+metrics", "old/gw", codec),
+            "metrics_cpu_paired_conc": paired("old-conc/gw+metrics", "old-conc/gw", codec),
+            "variant_gateway_cpu_paired": {
+                name: (paired(f"old/gw+{name}", "old/gw", codec),
+                       paired(f"old-conc/gw+{name}", "old-conc/gw", codec))
+                for name, _ in args.variant},
             "metrics_pairs": [
                 (m["gateway_cpu"] / m["records"], o["gateway_cpu"] / o["records"])
                 for m in run.measures if m["case"] == "old/gw+metrics" and m["codec"] == codec
@@ -574,20 +589,25 @@ def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -
     if any(r["metrics_cpu_on_vs_off"] == r["metrics_cpu_on_vs_off"] for r in summary["rows"]):
         out += ["", f"the metrics' cost: the gateway's CPU in s per GiB of records with --metrics-port "
                 f"(scraped every {args.scrape_interval:g} s) and without, same round, in turn", ""]
-        out.append(f"| codec | off, x1 | on, x1 | on / off | off, x{args.consumers} | "
-                   f"on, x{args.consumers} | on / off |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|")
+        out.append(f"| codec | off, x1 | on, x1 | on / off | paired | off, x{args.consumers} | "
+                   f"on, x{args.consumers} | on / off | paired |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in summary["rows"]:
             out.append(f"| {r['codec']} | {_fmt(r['cpu_gw_s_per_gib'], 3)} | "
                        f"{_fmt(r['cpu_gw_metrics_s_per_gib'], 3)} | "
-                       f"{_fmt(r['metrics_cpu_on_vs_off'], 3)} | {_fmt(r['cpu_conc_gw_s_per_gib'], 3)} | "
+                       f"{_fmt(r['metrics_cpu_on_vs_off'], 3)} | {_fmt(r['metrics_cpu_paired'], 3)} | "
+                       f"{_fmt(r['cpu_conc_gw_s_per_gib'], 3)} | "
                        f"{_fmt(r['cpu_conc_gw_metrics_s_per_gib'], 3)} | "
-                       f"{_fmt(r['metrics_cpu_on_vs_off_conc'], 3)} |")
+                       f"{_fmt(r['metrics_cpu_on_vs_off_conc'], 3)} | "
+                       f"{_fmt(r['metrics_cpu_paired_conc'], 3)} |")
+        out.append("(on / off: the ratio of the medians, the target's measure; paired: the median of "
+                   "each round's on / off)")
     for name, extra in args.variant:
         out += ["", f"variant {name} ({' '.join(extra)}): the same old-consumer reads through a second "
                 f"gateway, in turn with the first, same rounds (medians; CPU of gateway + 4.x broker)", ""]
-        out.append(f"| codec | consumers | gw MiB/s | {name} MiB/s | × thr | gw CPU s/GiB | {name} CPU s/GiB | × CPU |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        out.append(f"| codec | consumers | gw MiB/s | {name} MiB/s | × thr | gw CPU s/GiB | {name} CPU s/GiB | × CPU "
+                   f"| × gateway CPU, paired |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for codec in args.codecs:
             for kind, consumers in (("old", 1), ("old-conc", args.consumers)):
                 def med(case: str, key: str, kind: str = kind, codec: str = codec) -> float:
@@ -600,8 +620,11 @@ def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -
                 base_c, var_c = med("gw", "cpu"), med(f"gw+{name}", "cpu")
                 if base_t != base_t:
                     continue
+                row = next(r for r in summary["rows"] if r["codec"] == codec)
+                gw_paired = row["variant_gateway_cpu_paired"][name][0 if kind == "old" else 1]
                 out.append(f"| {codec} | {consumers} | {_fmt(base_t)} | {_fmt(var_t)} | {_fmt(var_t / base_t, 2)} "
-                           f"| {_fmt(base_c, 2)} | {_fmt(var_c, 2)} | {_fmt(var_c / base_c, 2)} |")
+                           f"| {_fmt(base_c, 2)} | {_fmt(var_c, 2)} | {_fmt(var_c / base_c, 2)} "
+                           f"| {_fmt(gw_paired, 3)} |")
     missed = [v for v in summary["targets"] if not v["met"]]
     out += ["", f"targets: {len(summary['targets']) - len(missed)} of {len(summary['targets'])} met"]
     for v in missed:

@@ -122,3 +122,32 @@ def test_gateway_vs_kafka_prints_the_host_probes_below_its_heading() -> None:
     out = gateway_vs_kafka.format_tables(gateway_vs_kafka.summarize(run, args), run, args)
     assert out.splitlines()[1] == ("host before / after the rounds: copy 9.5 GiB/s, Python loop "
                                    "25 ns/iteration / copy 4.0 GiB/s, Python loop 41 ns/iteration")
+
+
+def test_gateway_vs_kafka_pairs_the_metrics_cost_by_round() -> None:
+    """A round where the whole machine ran slower moves both reads of that round: the paired
+    median divides it out, where the ratio of medians of unpaired reads does not."""
+    from bench import gateway_vs_kafka
+
+    args = gateway_vs_kafka.parse_args(["--kafka-dist", "k4", "--kafka-dist-3", "k3",
+                                        "--only-gateway", "--metrics-cost", "--codecs", "none",
+                                        "--variant", "twin=--chunk-size=128K"])
+    run = gateway_vs_kafka.Run(args={}, versions={"kafka_4": "4.0.1", "kafka_3": "-"},
+                               records_per_topic=1000)
+    slow = {0: 1.0, 1: 1.5, 2: 2.0}  # the machine's speed by round
+    cost = {"gw": 1.0, "gw+metrics": 1.02, "gw+twin": 1.0}
+    for round_, factor in slow.items():
+        for kind in ("old", "old-conc"):
+            for side, c in cost.items():
+                # the metered gateway's first read alone got a slow start
+                extra = 1.3 if (side == "gw+metrics" and round_ == 0) else 1.0
+                run.measures.append({"case": f"{kind}/{side}", "codec": "none", "round": round_,
+                                     "records": 1000, "gateway_cpu": factor * c * extra,
+                                     "broker_cpu": 0.1, "client_cpu": 0.0, "other_cpu": 0.0,
+                                     "seconds": 1.0, "wire_bytes": 0, "mib_s": 100.0})
+    row = gateway_vs_kafka.summarize(run, args)["rows"][0]
+    assert round(row["metrics_cpu_paired"], 6) == 1.02
+    assert round(row["metrics_cpu_paired_conc"], 6) == 1.02
+    assert row["variant_gateway_cpu_paired"]["twin"] == (1.0, 1.0)
+    out = gateway_vs_kafka.format_tables(gateway_vs_kafka.summarize(run, args), run, args)
+    assert "| on / off | paired |" in out and "| × gateway CPU, paired |" in out
