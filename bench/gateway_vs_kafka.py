@@ -468,14 +468,18 @@ def summarize(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     def per_gib(which: str) -> Callable[[dict[str, Any]], float]:
         return lambda m: m[which] * GIB / (m["records"] * RECORD_PAYLOAD)
 
+    def pairs(case: str, base: str, codec: str) -> list[tuple[float, float]]:
+        """Each round's gateway CPU per record of ``case`` and of ``base``."""
+        by_round = {m["round"]: m for m in run.measures if m["case"] == base and m["codec"] == codec}
+        return [(m["gateway_cpu"] / m["records"], o["gateway_cpu"] / o["records"])
+                for m in run.measures if m["case"] == case and m["codec"] == codec
+                and (o := by_round.get(m["round"])) is not None]
+
     def paired(case: str, base: str, codec: str) -> float:
         """The median over rounds of ``case``'s gateway CPU per record over ``base``'s in the same
         round: each pair read the same records minutes apart at most, so what the machine does
         over the run (another tenant, the host's clock) divides out."""
-        by_round = {m["round"]: m for m in run.measures if m["case"] == base and m["codec"] == codec}
-        return _median([(m["gateway_cpu"] / m["records"]) / (o["gateway_cpu"] / o["records"])
-                        for m in run.measures if m["case"] == case and m["codec"] == codec
-                        and (o := by_round.get(m["round"])) is not None and o["gateway_cpu"] > 0])
+        return _median([on / off for on, off in pairs(case, base, codec) if off > 0])
 
     rows = []
     for codec in args.codecs:
@@ -517,11 +521,7 @@ def summarize(run: Run, args: argparse.Namespace) -> dict[str, Any]:
                 name: (paired(f"old/gw+{name}", "old/gw", codec),
                        paired(f"old-conc/gw+{name}", "old-conc/gw", codec))
                 for name, _ in args.variant},
-            "metrics_pairs": [
-                (m["gateway_cpu"] / m["records"], o["gateway_cpu"] / o["records"])
-                for m in run.measures if m["case"] == "old/gw+metrics" and m["codec"] == codec
-                for o in run.measures if o["case"] == "old/gw" and o["codec"] == codec
-                and o["round"] == m["round"]],
+            "metrics_pairs": pairs("old/gw+metrics", "old/gw", codec),
         })
     verdicts = []
     for row in rows:

@@ -61,7 +61,8 @@ __all__ = ["FetchRelay", "DEFAULT_UPSTREAM_FETCH_MAX_BYTES", "DEFAULT_FETCH_AHEA
 # One upstream Fetch response is what a downstream connection holds besides one converted chunk,
 # and each partition fetched ahead holds up to one more. 1 MiB (a Java consumer's default
 # max.partition.fetch.bytes) keeps 8 consumers asking 50 MiB within the gateway's 64 MiB; 4 MiB
-# held 109 MiB above idle, for no more throughput (docs/guide/benchmarks.md, "Memory").
+# held 109 MiB above idle, for no more throughput (docs/guide/benchmarks.md, "The upstream
+# fetch size").
 DEFAULT_UPSTREAM_FETCH_MAX_BYTES = 1 << 20
 # What the answers fetched ahead of every connection may hold together.
 DEFAULT_FETCH_AHEAD_BYTES = 32 << 20
