@@ -99,6 +99,8 @@ class Prefetched:
     reserved: int
     future: asyncio.Future[dict[str, Any] | None] = field(repr=False)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    #: every entry the same upstream ask answers (this one included)
+    siblings: list[Prefetched] = field(default_factory=list, repr=False)
     expiry: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
@@ -169,18 +171,20 @@ class FetchAhead:
         future gets its partition's answer (``None`` on any failure: its fetch goes upstream)."""
 
         async def ask() -> None:
+            answers: dict[tuple[str, int], dict[str, Any]] = {}
             try:
                 answers = await fetch(entries)
             except Exception as exc:  # any failure is a miss, never the client's error
                 log.debug("fetch-ahead of %d partitions failed: %s", len(entries), exc)
-                answers = {}
-            for entry in entries:
-                if not entry.future.done():
-                    entry.future.set_result(answers.get((entry.topic, entry.partition)))
+            finally:  # cancelled too: an entry a fetch took must never be left waiting
+                for entry in entries:
+                    if not entry.future.done():
+                        entry.future.set_result(answers.get((entry.topic, entry.partition)))
 
         task = asyncio.get_running_loop().create_task(ask())
         for entry in entries:
             entry.task = task
+            entry.siblings = entries
 
     def _drop(self, entry: Prefetched) -> None:
         if entry.expiry is not None:
@@ -188,8 +192,9 @@ class FetchAhead:
         self.release(entry)
         if not entry.future.done():
             entry.future.cancel()
-        if entry.task is not None and all(e.future.done() for e in self._entries.values()
-                                          if e.task is entry.task):
+        # The ask is cancelled once no entry waits for it: the siblings a fetch has taken (no
+        # longer in _entries) still wait for their answers.
+        if entry.task is not None and all(e.future.done() for e in entry.siblings):
             entry.task.cancel()
 
     def close(self) -> None:

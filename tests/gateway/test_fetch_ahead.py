@@ -60,6 +60,76 @@ def test_entries_are_bounded_and_matched_by_offset_and_shape():
     asyncio.run(scenario())
 
 
+def test_an_entry_taken_by_a_fetch_gets_its_answer_when_its_sibling_is_dropped():
+    # Two partitions asked ahead in one upstream fetch; the client's next fetch takes the first
+    # (a hit) and seeks on the second (dropped). The shared ask must go on for the first: it
+    # was cancelled once no entry *left in the table* waited for it, and the fetch that took
+    # the first waited for an answer that never came.
+    import asyncio
+
+    async def scenario() -> None:
+        ahead = FetchAhead(AheadBudget(10_000))
+        entries = [ahead.start("t", p, 10, (500, 0), b"", 0, 500) for p in (0, 1)]
+        released = asyncio.Event()
+
+        async def fetch(asked: list) -> dict:
+            await released.wait()
+            return {("t", e.partition): {"error_code": 0, "records": b"r"} for e in asked}
+
+        ahead.run(entries, fetch)
+        taken = ahead.take("t", 0, 10, (500, 0))
+        assert taken is not None
+        assert ahead.take("t", 1, 99, (500, 0)) is None  # a seek: its entry is dropped
+        released.set()
+        answer = await asyncio.wait_for(taken[1], 5)
+        assert answer == {"error_code": 0, "records": b"r"}
+        ahead.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_ask_still_answers_every_entry_it_had():
+    import asyncio
+
+    async def scenario() -> None:
+        ahead = FetchAhead(AheadBudget(10_000))
+        entry = ahead.start("t", 0, 10, (500, 0), b"", 0, 500)
+
+        async def fetch(asked: list) -> dict:
+            await asyncio.sleep(60)
+            return {}
+
+        ahead.run([entry], fetch)
+        taken = ahead.take("t", 0, 10, (500, 0))
+        assert taken is not None
+        await asyncio.sleep(0)
+        entry.task.cancel()  # the connection ended, or the loop is shutting down
+        assert await asyncio.wait_for(taken[1], 5) is None  # a miss, never a hang
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("version", [2, 11])
+def test_a_fetch_of_many_partitions_some_read_ahead_and_some_sought_never_waits(
+        serve_upstream: ServerThread, gateway_factory, version: int) -> None:
+    # 12 partitions of 6 topics, the client moving 3 offsets on each time whatever it got: some
+    # partitions hit what was fetched ahead and some miss. This hung for the client's whole
+    # timeout before the fix above.
+    gateway = gateway_factory(serve_upstream.bootstrap)
+    topics = [("codecs", 2), ("nulls", 2), ("headers", 2), ("compacted", 2), ("transactions", 2),
+              ("tiny", 2)]
+    with WireClient(gateway.port) as client:
+        client.sock.settimeout(5)
+        for offset in range(0, 40, 3):
+            body = _fetch_body("codecs", offset, 64 << 10)
+            body["topics"] = [{"topic": name, "partitions": [
+                {"partition": p, "fetch_offset": offset, "partition_max_bytes": 64 << 10}
+                for p in range(n)]} for name, n in topics]
+            answer = client.call(fetch.SPEC, version, body)
+            assert all(p["error_code"] == 0 for t in answer["responses"] for p in t["partitions"])
+    assert gateway.handler.fetches.ahead_hits > 0
+
+
 def _fetch_body(topic: str, offset: int, limit: int) -> dict:
     return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
@@ -84,7 +154,7 @@ def _records(answer: dict, offset: int) -> tuple[list[tuple], int | None]:
 @pytest.mark.parametrize("version", [2, 12])
 def test_sequential_reads_through_the_gateway_equal_the_upstream_s_and_come_from_memory(
         serve_upstream: ServerThread, gateway_factory, version: int) -> None:
-    gateway: GatewayThread = gateway_factory(serve_upstream.bootstrap)
+    gateway: GatewayThread = gateway_factory(serve_upstream.bootstrap, fetch_splice=False)  # v12 is spliced otherwise
     limit = 8192  # many small fetches (its batches are at most 4.6 KiB)
     with WireClient(gateway.port) as through, WireClient(serve_upstream.port) as direct:
         offset, reads = 0, 0
