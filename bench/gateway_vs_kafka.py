@@ -402,7 +402,9 @@ def pass_4(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int,
                             scraper.stop()
         for i, codec in enumerate(args.codecs if not args.only_gateway else ()):
             for k in range(args.v12_repeat):
-                sides = [("v12/gw", gateway.port, gateway), ("v12/direct", direct, None)]
+                sides = [("v12/gw", gateway.port, gateway), ("v12/direct", direct, None),
+                         *((f"v12/gw+{name}", v.port, v)
+                           for (name, _), v in zip(args.variant, variants, strict=True))]
                 if (i + k + round_) % 2:
                     sides.reverse()
                 for case, port, gw in sides:
@@ -519,7 +521,8 @@ def summarize(run: Run, args: argparse.Namespace) -> dict[str, Any]:
             "metrics_cpu_paired_conc": paired("old-conc/gw+metrics", "old-conc/gw", codec),
             "variant_gateway_cpu_paired": {
                 name: (paired(f"old/gw+{name}", "old/gw", codec),
-                       paired(f"old-conc/gw+{name}", "old-conc/gw", codec))
+                       paired(f"old-conc/gw+{name}", "old-conc/gw", codec),
+                       paired(f"v12/gw+{name}", "v12/gw", codec))
                 for name, _ in args.variant},
             "metrics_pairs": pairs("old/gw+metrics", "old/gw", codec),
         })
@@ -603,13 +606,15 @@ def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -
         out.append("(on / off: the ratio of the medians, the target's measure; paired: the median of "
                    "each round's on / off)")
     for name, extra in args.variant:
-        out += ["", f"variant {name} ({' '.join(extra)}): the same old-consumer reads through a second "
-                f"gateway, in turn with the first, same rounds (medians; CPU of gateway + 4.x broker)", ""]
+        out += ["", f"variant {name} ({' '.join(extra)}): the same reads (old consumers, and the v2 "
+                f"client: v12) through a second gateway, in turn with the first, same rounds "
+                f"(medians; CPU of gateway + 4.x broker)", ""]
         out.append(f"| codec | consumers | gw MiB/s | {name} MiB/s | × thr | gw CPU s/GiB | {name} CPU s/GiB | × CPU "
                    f"| × gateway CPU, paired |")
         out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for codec in args.codecs:
-            for kind, consumers in (("old", 1), ("old-conc", args.consumers)):
+            for index, (kind, consumers) in enumerate((("old", 1), ("old-conc", args.consumers),
+                                                       ("v12", 1))):
                 def med(case: str, key: str, kind: str = kind, codec: str = codec) -> float:
                     ms = [m for m in run.measures if m["case"] == f"{kind}/{case}" and m["codec"] == codec]
                     if key == "cpu":
@@ -621,8 +626,9 @@ def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -
                 if base_t != base_t:
                     continue
                 row = next(r for r in summary["rows"] if r["codec"] == codec)
-                gw_paired = row["variant_gateway_cpu_paired"][name][0 if kind == "old" else 1]
-                out.append(f"| {codec} | {consumers} | {_fmt(base_t)} | {_fmt(var_t)} | {_fmt(var_t / base_t, 2)} "
+                gw_paired = row["variant_gateway_cpu_paired"][name][index]
+                label = f"{consumers}" if kind != "v12" else "1 (v12)"
+                out.append(f"| {codec} | {label} | {_fmt(base_t)} | {_fmt(var_t)} | {_fmt(var_t / base_t, 2)} "
                            f"| {_fmt(base_c, 2)} | {_fmt(var_c, 2)} | {_fmt(var_c / base_c, 2)} "
                            f"| {_fmt(gw_paired, 3)} |")
     missed = [v for v in summary["targets"] if not v["met"]]

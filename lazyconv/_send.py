@@ -122,6 +122,16 @@ class Send(abc.ABC):
     def write_to(self, channel: Channel) -> int:
         """Write the next bytes to ``channel``; return how many were written by this call."""
 
+    #: how long a writer waits for :meth:`source_fileno` to become readable before giving up
+    source_timeout: float = 30.0
+
+    def source_fileno(self) -> int | None:
+        """The file descriptor to wait on, readable, when the last :meth:`write_to` stopped
+        because the bytes it passes on had not arrived yet (a relay's upstream socket) rather
+        than because the channel was full; ``None`` (every send here) when its bytes are at
+        hand and only the channel can make it wait."""
+        return None
+
     def to_bytes(self) -> bytes:
         """Drive the send to completion into memory (tests and small payloads only)."""
         sink = _ByteSink()

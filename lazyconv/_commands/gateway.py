@@ -115,6 +115,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "over every connection (default 32M; gateway.fetch.ahead.bytes): a "
                              "consumer's next fetch is asked of the broker while its answer is "
                              "written; 0 turns fetch-ahead off")
+    parser.add_argument("--fetch-splice", choices=("true", "false"), default=None,
+                        help="pass the records of a Fetch v12+ that one upstream leader answers "
+                             "from the broker's socket to the client's with splice(2), never "
+                             "copied through the gateway (default true; gateway.fetch.splice; "
+                             "used where neither side is TLS and the upstream is PLAINTEXT)")
     parser.add_argument("--request-timeout-ms", type=int, default=None,
                         help="how long an upstream request may take (default 30000; "
                              "request.timeout.ms)")
@@ -220,7 +225,8 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]
                         ("drain_timeout_ms", "gateway.drain.timeout.ms"),
                         ("log_format", "gateway.log.format"), ("log_file", "gateway.log.file"),
                         ("client_id_prefix", "gateway.client.id.prefix"),
-                        ("fetch_ahead_bytes", "gateway.fetch.ahead.bytes")):
+                        ("fetch_ahead_bytes", "gateway.fetch.ahead.bytes"),
+                        ("fetch_splice", "gateway.fetch.splice")):
         if getattr(args, option) is not None:
             gateway[key] = str(getattr(args, option))
     for option, key in (("upstream", "bootstrap.servers"),

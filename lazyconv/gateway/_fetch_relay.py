@@ -6,7 +6,10 @@ asked once, concurrently (Fetch ≥ v4, topic ids from v13, no fetch session, th
 isolation level, MaxBytes capped by ``upstream_fetch_max_bytes`` so that one upstream response
 is the most a connection holds). The answers are reassembled in the client's order:
 
-- a client that reads magic 2 (Fetch v4+) gets the record bytes as the broker sent them, except
+- a client that reads magic 2 with a flexible version (Fetch v12+) whose partitions one leader
+  leads gets the leader's answer to its own request passed on from socket to socket
+  (:mod:`~lazyconv.gateway._fetch_splice`) where nothing is TLS and the upstream is PLAINTEXT;
+- any other client that reads magic 2 (Fetch v4+) gets the record bytes as the broker sent them, except
   that below Fetch v10 a zstd batch is not handed over (error 76 when it comes first, cut
   before it otherwise), as a 2.x/3.x broker refused zstd to those versions;
 - a client of Fetch v0–3 gets the records down-converted lazily to magic 0 (v0–1) or 1 (v2–3)
@@ -24,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import struct
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +37,7 @@ from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.errors import ErrorCode, RecordsError, UnsupportedCompressionError, UpstreamError
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway._fetch_ahead import AheadBudget, FetchAhead, Prefetched, last_complete_batch
+from lazyconv.gateway._fetch_splice import SPLICE_AVAILABLE, SplicedFetchSend, SpliceLane
 from lazyconv.gateway._metrics import fetch_written, session_metrics
 from lazyconv.gateway._routing import ask_leaders, route_to_leaders
 from lazyconv.gateway._upstream import (
@@ -50,6 +56,7 @@ from lazyconv.protocol._decision import (
     zstd_readable,
 )
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse
+from lazyconv.protocol._fetch_scan import FIRST_SCANNED_VERSION, FetchResponseScanner, ScanStep
 from lazyconv.protocol._grouping import group_by_topic
 from lazyconv.protocol._schema import ZERO_UUID
 from lazyconv.records import Compression, MemoryRecords
@@ -69,6 +76,11 @@ DEFAULT_FETCH_AHEAD_BYTES = 32 << 20
 _INT32_MAX = 0x7FFFFFFF
 _ROTATION = "fetch rotation"  # a connection's count of fetches, in its session's extras
 _FIRST_TOPIC_ID_VERSION = 13
+# Fetch v16 and v17 answers are v15's plus the node_endpoints tag, which a broker adds only
+# when a partition's leader moved (and which would name upstream brokers): v15 is asked for them.
+_LAST_SPLICED_UPSTREAM_VERSION = 15
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
 
 
 @dataclass
@@ -90,10 +102,12 @@ class FetchRelay:
                  upstream_fetch_max_bytes: int = DEFAULT_UPSTREAM_FETCH_MAX_BYTES,
                  max_decompressed_batch: int = 32 << 20,
                  workers: ConversionWorkers | None = None,
-                 fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES) -> None:
+                 fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES, splice: bool = True) -> None:
         """``workers``: where the first converted batch of each partition is made (the rest is
         converted while the response is written, on the same pool); ``fetch_ahead_bytes``: what
-        the prefetched answers of every connection may hold together (0: no fetch-ahead)."""
+        the prefetched answers of every connection may hold together (0: no fetch-ahead);
+        ``splice``: pass the records of the v12+ fetches that allow it from socket to socket."""
+        self.splice = splice and SPLICE_AVAILABLE
         self.cluster = cluster
         self.ahead_budget = AheadBudget(fetch_ahead_bytes) if fetch_ahead_bytes > 0 else None
         self.workers = workers
@@ -104,12 +118,17 @@ class FetchRelay:
         self.relayed_partitions = 0
         self.ahead_hits = 0  # partitions answered from their answer fetched ahead
         self.ahead_misses = 0  # fetched ahead and not used (a seek, an error, nothing new)
+        self.spliced_fetches = 0  # answered from socket to socket
 
     async def fetch(self, session: UpstreamSession, version: int, correlation_id: int,
                     body: memoryview) -> Response:
         request = FetchRequest.decode(version, body)
         view = session.cluster  # the topics as this client's identity sees them
         wanted = await self._resolve(view, version, request)
+        if self.splice and version >= FIRST_SCANNED_VERSION:
+            spliced = await self._spliced(session, version, correlation_id, request, wanted)
+            if spliced is not None:
+                return spliced
 
         def fail(item: _Wanted, code: int) -> None:
             item.entry = error_partition(item.partition["partition"],
@@ -152,6 +171,83 @@ class FetchRelay:
         session_, metrics = session_metrics()
         if metrics is not None and session_ is not None:  # counted once written
             answer.written = fetch_written(session_, metrics, [w.entry for w in wanted if w.entry])
+        return answer
+
+    # -- spliced responses ---------------------------------------------------------------------
+
+    async def _spliced(self, session: UpstreamSession, version: int, correlation_id: int,
+                       request: dict[str, Any], wanted: list[_Wanted]) -> Response | None:
+        """The answer passed on from the leader's socket (see :mod:`~lazyconv.gateway.
+        _fetch_splice`), or ``None`` when this fetch cannot be (then answered the usual way):
+        a partition unknown or led by another broker, TLS or SASL upstream, a broker without
+        the version, a lane that cannot be opened or that fails before the answer's size."""
+        view = session.cluster
+        if not wanted or self.cluster.security.protocol != "PLAINTEXT" or \
+                any(w.entry is not None for w in wanted):
+            return None
+        leaders = {view.leader(w.name, w.partition["partition"]) for w in wanted}
+        node = leaders.pop() if len(leaders) == 1 else None
+        if node is None:
+            return None
+        upstream_version = min(version, _LAST_SPLICED_UPSTREAM_VERSION)
+        net_session, metrics = session_metrics()
+        wait = max(0, request.get("max_wait_ms", 0)) / 1000
+        key = (SpliceLane, node)
+        try:
+            conn = await session.connection(node)
+            if not conn.serves(fetch.SPEC.key, upstream_version):
+                return None
+            lane: SpliceLane | None = session.extras.get(key)
+            if lane is None or lane.closed:
+                lane = SpliceLane(view.address_of(node), session.client_id)
+                await lane.open(self.cluster.request_timeout)
+                session.extras[key] = lane
+            body = self._upstream_request(view, upstream_version, version, request, wanted,
+                                          capped=False)
+            pending, data = lane.encoder.send_request(fetch.SPEC, upstream_version, body,
+                                                      expect_response=False)
+            started = time.perf_counter()
+            size = await lane.ask(data, pending.correlation_id, self.cluster.request_timeout + wait)
+        except UpstreamError as exc:
+            log.debug("fetch: not spliced (answered the usual way): %s", exc)
+            return None
+        if metrics is not None:
+            metrics.upstream_sent(fetch.SPEC.key, upstream_version, len(data))
+            metrics.upstream_answered(fetch.SPEC.key, time.perf_counter() - started)
+            metrics.upstream_received_bytes += size + 4
+        self.spliced_fetches += 1
+        self.relayed_partitions += len(wanted)
+        me = net_session.listener.node_id if net_session is not None else -1
+
+        def rewrite(step: ScanStep, framing: bytearray) -> None:
+            if step.error_code:
+                _INT16.pack_into(framing, step.error_at,
+                                 downstream_error(fetch.SPEC.key, version, step.error_code))
+            for part in step.partitions:
+                if part.error_code:
+                    if part.error_code in RETRIABLE_ROUTING_ERRORS:
+                        name = part.topic if isinstance(part.topic, str) else \
+                            view.topic_name(uuid.UUID(bytes=part.topic))
+                        if name:
+                            view.invalidate(name)
+                    _INT16.pack_into(framing, part.error_at,
+                                     downstream_error(fetch.SPEC.key, version, part.error_code))
+                if part.preferred_read_replica >= 0:  # another upstream broker: not ours to name
+                    _INT32.pack_into(framing, part.preferred_read_replica_at, -1)
+            for at in step.leader_ids_at:  # the gateway leads every partition it names
+                if _INT32.unpack_from(framing, at)[0] >= 0:
+                    _INT32.pack_into(framing, at, me)
+
+        send = SplicedFetchSend(lane, FetchResponseScanner(version, size), size, correlation_id,
+                                rewrite, self.cluster.request_timeout)
+        answer = Response(send, resources=[send])
+        if metrics is not None and net_session is not None:
+            counted = net_session
+
+            def written() -> None:
+                counted.records_out += send.records_out
+
+            answer.written = written
         return answer
 
     @staticmethod
@@ -330,8 +426,11 @@ class FetchRelay:
                 item.upstream = None
 
     def _upstream_request(self, view: ClusterView, upstream_version: int, version: int,
-                          request: dict[str, Any], items: list[_Wanted]) -> dict[str, Any]:
-        cap = self.upstream_fetch_max_bytes
+                          request: dict[str, Any], items: list[_Wanted], *,
+                          capped: bool = True) -> dict[str, Any]:
+        """The upstream Fetch for ``items``; ``capped``: its sizes within
+        ``upstream_fetch_max_bytes`` (what the gateway holds of it), else the client's own."""
+        cap = self.upstream_fetch_max_bytes if capped else _INT32_MAX
         max_bytes = request.get("max_bytes", _INT32_MAX) if version >= 3 else _INT32_MAX
         topics = []
         for name, parts in group_by_topic((item.name, item.partition) for item in items):

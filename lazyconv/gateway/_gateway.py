@@ -69,7 +69,7 @@ class Gateway:
                  port: int = 9092, advertised_host: str | None = None,
                  chunk_size: int = 131072,
                  upstream_fetch_max_bytes: int = DEFAULT_UPSTREAM_FETCH_MAX_BYTES,
-                 fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES,
+                 fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES, fetch_splice: bool = True,
                  request_timeout_ms: int = 30000, metadata_max_age_ms: int = 30000,
                  limits: ConnectionLimits | None = None, workers: int | None = None,
                  advertised_port: int | None = None, metrics_port: int | None = None,
@@ -80,6 +80,9 @@ class Gateway:
         ``upstream_fetch_max_bytes``: the most one upstream Fetch response may hold (what a
         connection holds besides one chunk); ``fetch_ahead_bytes``: what the answers fetched ahead
         for sequential consumers may hold over every connection (0: none fetched ahead);
+        ``fetch_splice``: a Fetch v12+ that one upstream leader answers is passed on with
+        splice(2) where nothing is TLS and the upstream is PLAINTEXT (see
+        :mod:`~lazyconv.gateway._fetch_splice`);
         ``workers``: conversion threads (default: one per core); ``limits``: request sizes and
         timeouts of client connections;
         ``advertised_host``/``advertised_port``: what Metadata names (default: ``host`` and the
@@ -90,7 +93,7 @@ class Gateway:
         ``client_id_prefix`` (``gateway.client.id.prefix``): put before each client's own
         client id in the requests sent upstream. With ``settings``, the listeners, the
         timeouts, the fetch size, the limits, the metrics listener, the clients kept, the drain
-        timeout, the client id prefix and the fetch-ahead budget come from them."""
+        timeout, the client id prefix, the fetch-ahead budget and the splicing come from them."""
         if settings is not None:
             upstream = upstream or ",".join(settings.upstream.bootstrap_servers)
             upstream_fetch_max_bytes = settings.upstream.fetch_max_bytes
@@ -103,6 +106,7 @@ class Gateway:
             drain_timeout_ms = settings.drain_timeout_ms
             client_id_prefix = settings.client_id_prefix
             fetch_ahead_bytes = settings.fetch_ahead_bytes
+            fetch_splice = settings.fetch_splice
         if not upstream:
             raise ConfigurationError("no upstream brokers given")
         if settings is None and advertised_host is None and host in WILDCARD_HOSTS:
@@ -143,6 +147,7 @@ class Gateway:
         self._upstream_fetch_max_bytes = upstream_fetch_max_bytes
         self._client_id_prefix = client_id_prefix
         self._fetch_ahead_bytes = fetch_ahead_bytes
+        self._fetch_splice = fetch_splice
         self.handler: GatewayHandler | None = None
         #: every client seen (the clients report), the server's observer
         self.clients = ClientRegistry(max_clients, self.metrics)
@@ -164,6 +169,7 @@ class Gateway:
         self.handler = GatewayHandler(self.cluster, listeners, chunk_size=self._chunk_size,
                                       upstream_fetch_max_bytes=self._upstream_fetch_max_bytes,
                                       fetch_ahead_bytes=self._fetch_ahead_bytes,
+                                      fetch_splice=self._fetch_splice,
                                       workers=self.workers, identities=self.identities,
                                       client_id_prefix=self._client_id_prefix)
         return self.handler

@@ -80,10 +80,11 @@ class GatewayHandler:
     def __init__(self, cluster: UpstreamCluster, listeners: list[Listener], *,
                  chunk_size: int = 131072,
                  upstream_fetch_max_bytes: int = DEFAULT_UPSTREAM_FETCH_MAX_BYTES,
-                 fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES,
+                 fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES, fetch_splice: bool = True,
                  workers: ConversionWorkers | None = None,
                  identities: GatewayIdentities | None = None, client_id_prefix: str = "") -> None:
         """``fetch_ahead_bytes``: the budget of fetch-ahead over every connection (0: off);
+        ``fetch_splice``: splice the records of the v12+ fetches that allow it;
         ``identities``: who each client is upstream (default: everyone connects as the
         cluster's anonymous or TLS identity, the gateway's own); ``client_id_prefix``: put
         before each client's id upstream. The table of what it answers is built from the
@@ -99,7 +100,7 @@ class GatewayHandler:
         self.apis = gateway_api_table(self._cluster_versions, cluster.features)
         self.fetches = FetchRelay(cluster, chunk_size=chunk_size,
                                   upstream_fetch_max_bytes=upstream_fetch_max_bytes, workers=workers,
-                                  fetch_ahead_bytes=fetch_ahead_bytes)
+                                  fetch_ahead_bytes=fetch_ahead_bytes, splice=fetch_splice)
         self.produces = ProduceRelay(cluster, workers=workers)
         self.metadata = MetadataRelay(cluster)
         self.offsets = ListOffsetsRelay(cluster)

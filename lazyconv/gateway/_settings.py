@@ -183,6 +183,10 @@ GATEWAY_KEYS: tuple[Setting, ...] = (
             "for consumers reading the same records (--conversion-cache; 0: off)"),
     Setting("gateway.fetch.ahead.bytes", "int", 32 << 20, "what the ranges fetched ahead for "
             "sequential consumers may hold over every connection (--fetch-ahead-bytes; 0: off)"),
+    Setting("gateway.fetch.splice", "choice", "true", "pass the records of a v12+ fetch that "
+            "one upstream leader answers from its socket to the client's with splice(2), "
+            "without copying them through the gateway, where neither side is TLS and the "
+            "upstream is PLAINTEXT (--fetch-splice)", ("true", "false")),
     Setting("gateway.request.read.timeout.ms", "int", 30000, "a client whose request bytes stop "
             "arriving for this long is closed (--request-read-timeout-ms)"),
     Setting("gateway.write.timeout.ms", "int", 30000, "a client that reads none of its response "
@@ -288,6 +292,7 @@ class GatewaySettings:
     request_read_timeout_ms: int
     write_timeout_ms: int
     fetch_ahead_bytes: int
+    fetch_splice: bool
     metrics_listener: tuple[str, int] | None
     max_clients: int
     drain_timeout_ms: int
@@ -403,6 +408,7 @@ class GatewaySettings:
             request_read_timeout_ms=_int(gateway, "gateway.request.read.timeout.ms", _GATEWAY_BY_KEY, 1),
             write_timeout_ms=_int(gateway, "gateway.write.timeout.ms", _GATEWAY_BY_KEY, 1),
             fetch_ahead_bytes=_int(gateway, "gateway.fetch.ahead.bytes", _GATEWAY_BY_KEY, 0),
+            fetch_splice=_choice(gateway, "gateway.fetch.splice", _GATEWAY_BY_KEY) == "true",
             metrics_listener=_host_port(gateway, "gateway.metrics.listener"),
             max_clients=_int(gateway, "gateway.clients.max", _GATEWAY_BY_KEY, 1),
             drain_timeout_ms=_int(gateway, "gateway.drain.timeout.ms", _GATEWAY_BY_KEY, 1),

@@ -653,7 +653,12 @@ async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket | Tls
             break
         # A send's write_to returns before it is complete only once the socket would block, so
         # the next step waits for room instead of first running a step that finds none: half
-        # the trips through the pool (and the loop's wake-ups) of a converting response.
+        # the trips through the pool (and the loop's wake-ups) of a converting response. A send
+        # that relays bytes may wait for them instead (its source's readability).
+        source = send.source_fileno()
+        if source is not None:
+            await _from_source(_wait_readable(loop, source), send.source_timeout)
+            continue
         await _within(_wait_writable(loop, conn), timeout)
         if tls is not None:
             tls.flush()
@@ -668,6 +673,25 @@ async def _within(waiting: Awaitable[None], timeout: float | None) -> None:
     except asyncio.TimeoutError:
         raise _ConnectionClosed(f"the client read nothing for {timeout:.0f} s",
                                 "write_timeout") from None
+
+
+async def _from_source(waiting: Awaitable[None], timeout: float) -> None:
+    """``waiting`` for a relayed response's next bytes, or the connection ends (its committed
+    size can no longer be honoured) after ``timeout`` seconds."""
+    try:
+        await asyncio.wait_for(waiting, timeout)
+    except asyncio.TimeoutError:
+        raise _ConnectionClosed(f"the bytes of a relayed response stopped for {timeout:.0f} s",
+                                "response_error") from None
+
+
+async def _wait_readable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    future: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, _set_done, future)
+    try:
+        await future
+    finally:
+        loop.remove_reader(fd)
 
 
 async def _wait_writable(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel) -> None:

@@ -137,7 +137,7 @@ def test_gateway_vs_kafka_pairs_the_metrics_cost_by_round() -> None:
     slow = {0: 1.0, 1: 1.5, 2: 2.0}  # the machine's speed by round
     cost = {"gw": 1.0, "gw+metrics": 1.02, "gw+twin": 1.0}
     for round_, factor in slow.items():
-        for kind in ("old", "old-conc"):
+        for kind in ("old", "old-conc", "v12"):
             for side, c in cost.items():
                 # the metered gateway's first read alone got a slow start
                 extra = 1.3 if (side == "gw+metrics" and round_ == 0) else 1.0
@@ -148,6 +148,7 @@ def test_gateway_vs_kafka_pairs_the_metrics_cost_by_round() -> None:
     row = gateway_vs_kafka.summarize(run, args)["rows"][0]
     assert round(row["metrics_cpu_paired"], 6) == 1.02
     assert round(row["metrics_cpu_paired_conc"], 6) == 1.02
-    assert row["variant_gateway_cpu_paired"]["twin"] == (1.0, 1.0)
+    assert row["variant_gateway_cpu_paired"]["twin"] == (1.0, 1.0, 1.0)  # old, 8 old, v12
     out = gateway_vs_kafka.format_tables(gateway_vs_kafka.summarize(run, args), run, args)
     assert "| on / off | paired |" in out and "| × gateway CPU, paired |" in out
+    assert "| none | 1 (v12) | 100.0 | 100.0 | 1.00 |" in out  # the variant's v2 client reads

@@ -1,0 +1,340 @@
+"""Spliced fetches (:mod:`lazyconv.gateway._fetch_splice`): a Fetch v12+ that one upstream leader
+answers goes from the broker's socket to the client's; the client reads what the usual path
+answers, every record, whatever the upstream's pieces, and a response cut short ends only its
+own connection."""
+
+from __future__ import annotations
+
+import os
+import random
+import selectors
+import socket
+import struct
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from lazyconv.errors import UpstreamError
+from lazyconv.gateway._fetch_splice import SPLICE_AVAILABLE, SplicedFetchSend, SpliceLane
+from lazyconv.gateway._upstream import BrokerAddress
+from lazyconv.protocol import _fetch as fetch
+from lazyconv.protocol import _metadata as metadata
+from lazyconv.protocol._fetch import FetchResponse
+from lazyconv.protocol._fetch_scan import FetchResponseScanner
+from lazyconv.records import Compression, RecordsBuilder
+from tests.serve.wire import WireClient
+
+pytestmark = pytest.mark.skipif(not SPLICE_AVAILABLE, reason="os.splice is Linux-only")
+
+TOPICS = [("codecs", 2), ("nulls", 2), ("headers", 2), ("compacted", 2), ("transactions", 2),
+          ("tiny", 2)]
+
+
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    """Two ends of one loopback TCP connection."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        a = socket.create_connection(server.getsockname())
+        b, _ = server.accept()
+    return a, b
+
+
+def batches(count: int, per_batch: int = 5, codec: Compression = Compression.NONE) -> bytes:
+    out = bytearray()
+    offset = 0
+    for _ in range(count):
+        builder = RecordsBuilder(magic=2, compression=codec, base_offset=offset)
+        for i in range(per_batch):
+            builder.append(key=b"k%d" % (offset + i), value=os.urandom(300), timestamp=1000 + i)
+        out += builder.build()
+        offset += per_batch
+    return bytes(out)
+
+
+def response_frame(version: int, correlation_id: int = 99) -> tuple[bytes, int]:
+    """An upstream Fetch response (size first) of two topics, and how many records it holds."""
+    first, second = batches(4), batches(3, codec=Compression.GZIP)
+    partial = batches(1)[:-17]  # a last batch cut by the broker's size limit
+    body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": "a", "topic_id": __import__("uuid").UUID(int=1), "partitions": [
+            {"partition_index": 0, "error_code": 0, "high_watermark": 20, "records": first,
+             "preferred_read_replica": 3},
+            {"partition_index": 1, "error_code": 6, "high_watermark": -1, "records": None,
+             "current_leader": {"leader_id": 2, "leader_epoch": 7}}]},
+        {"topic": "b", "topic_id": __import__("uuid").UUID(int=2), "partitions": [
+            {"partition_index": 0, "error_code": 0, "high_watermark": 20,
+             "records": second + partial}]}]}
+    return FetchResponse(version, body).to_send(correlation_id).to_bytes(), 20 + 15
+
+
+def rewrite_nothing(step, framing) -> None:  # noqa: ANN001
+    pass
+
+
+def drive(send: SplicedFetchSend, channel: Any, reader: socket.socket | None) -> bytes:
+    """Write ``send`` to ``channel`` as a server loop would, waiting on the source or the channel
+    as it says; returns what ``reader`` (the channel's other end) received."""
+    got = bytearray()
+    selector = selectors.DefaultSelector()
+    deadline = time.monotonic() + 20
+    while not send.completed:
+        assert time.monotonic() < deadline, "the send stalled"
+        send.write_to(channel)
+        if reader is not None:  # keep the channel drained
+            try:
+                while True:
+                    piece = reader.recv(1 << 20)
+                    if not piece:
+                        break
+                    got += piece
+            except BlockingIOError:
+                pass
+        if send.completed:
+            break
+        fd = send.source_fileno()
+        if fd is not None:
+            selector.register(fd, selectors.EVENT_READ)
+            selector.select(1)
+            selector.unregister(fd)
+    if reader is not None:
+        reader.settimeout(5)
+        while len(got) < send.size:
+            got += reader.recv(1 << 20)
+    return bytes(got)
+
+
+def feed(sock: socket.socket, data: bytes, seed: int) -> threading.Thread:
+    """Write ``data`` to ``sock`` in random pieces with pauses, from a thread."""
+    rnd = random.Random(seed)
+
+    def run() -> None:
+        position = 0
+        while position < len(data):
+            n = rnd.choice([1, 7, 61, 500, 4096, 70000])
+            sock.sendall(data[position:position + n])
+            position += n
+            if rnd.random() < 0.3:
+                time.sleep(0.001)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("version", [12, 13, 15])
+@pytest.mark.parametrize("to_socket", [True, False], ids=["spliced", "copied"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_response_reaches_the_client_byte_for_byte(version: int, to_socket: bool,
+                                                       seed: int) -> None:
+    frame, records = response_frame(version)
+    upstream_broker, upstream_gateway = tcp_pair()
+    client, gateway_side = tcp_pair()
+    upstream_gateway.setblocking(False)
+    client.setblocking(False)
+    lane = SpliceLane(BrokerAddress("127.0.0.1", 1), "test")
+    lane.sock = upstream_gateway
+    lane._pipe = os.pipe2(os.O_NONBLOCK)
+    # the lane has read the size and the correlation id (SpliceLane.ask)
+    size = struct.unpack(">i", frame[:4])[0]
+    thread = feed(upstream_broker, frame[8:], seed)
+    send = SplicedFetchSend(lane, FetchResponseScanner(version, size), size, 1234,
+                            rewrite_nothing, 5.0)
+    if to_socket:
+        gateway_side.setblocking(False)
+        got = drive(send, gateway_side, client)
+    else:
+        sink = _Sink()
+        drive(send, sink, None)
+        got = bytes(sink.data)
+    thread.join(5)
+    assert got == frame[:4] + struct.pack(">i", 1234) + frame[8:]
+    assert send.records_out == records
+    send.close()
+    assert not lane.closed  # the whole response went through: the lane is kept
+    lane.close()
+    for s in (upstream_broker, client, gateway_side):
+        s.close()
+
+
+class _Sink:
+    """A channel that is not a socket, taking a few bytes at a time."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes | memoryview) -> int:
+        n = min(len(data), 3000)
+        self.data += data[:n]
+        return n
+
+
+def test_an_upstream_that_closes_inside_the_records_fails_the_response_and_the_lane() -> None:
+    frame, _ = response_frame(12)
+    upstream_broker, upstream_gateway = tcp_pair()
+    client, gateway_side = tcp_pair()
+    for s in (upstream_gateway, gateway_side, client):
+        s.setblocking(False)
+    lane = SpliceLane(BrokerAddress("127.0.0.1", 1), "test")
+    lane.sock = upstream_gateway
+    lane._pipe = os.pipe2(os.O_NONBLOCK)
+    size = struct.unpack(">i", frame[:4])[0]
+    upstream_broker.sendall(frame[8:600])
+    upstream_broker.close()
+    send = SplicedFetchSend(lane, FetchResponseScanner(12, size), size, 1, rewrite_nothing, 5.0)
+    with pytest.raises(UpstreamError, match="closed the connection inside a response"):
+        drive(send, gateway_side, client)
+    send.close()
+    assert lane.closed
+
+
+def test_framing_that_does_not_parse_fails_the_response() -> None:
+    upstream_broker, upstream_gateway = tcp_pair()
+    client, gateway_side = tcp_pair()
+    for s in (upstream_gateway, gateway_side, client):
+        s.setblocking(False)
+    lane = SpliceLane(BrokerAddress("127.0.0.1", 1), "test")
+    lane.sock = upstream_gateway
+    lane._pipe = os.pipe2(os.O_NONBLOCK)
+    # header tags 0, throttle, error, session, then 100 topics in a 40-byte response
+    body = b"\x00" + bytes(10) + bytes([101]) + bytes(30)
+    upstream_broker.sendall(body)
+    send = SplicedFetchSend(lane, FetchResponseScanner(12, 4 + len(body)), 4 + len(body), 1,
+                            rewrite_nothing, 5.0)
+    with pytest.raises(UpstreamError, match="does not parse"):
+        drive(send, gateway_side, client)
+    send.close()
+    assert lane.closed
+    upstream_broker.close()
+
+
+# -- through the gateway, in front of lazyconv serve ------------------------------------------
+
+
+def topic_ids(port: int) -> dict[str, Any]:
+    with WireClient(port) as client:
+        answer = client.call(metadata.SPEC, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False})
+    return {t["name"]: t["topic_id"] for t in answer["topics"]}
+
+
+def fetch_request(version: int, topics: list[tuple[str, Any, list[int]]], offset: int,
+                  partition_max_bytes: int) -> dict[str, Any]:
+    # max_bytes within the usual path's cap on what it holds of an upstream response (1 MiB),
+    # which the spliced path, holding none of it, does not apply
+    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": name, "topic_id": topic_id, "partitions": [
+                {"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max_bytes,
+                 "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}
+                for p in partitions]} for name, topic_id, partitions in topics],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def read_all(port: int, version: int, ids: dict[str, Any], partition_max_bytes: int
+             ) -> list[dict[str, Any]]:
+    """Every answer to fetches of all the topics' partitions from offsets 0, 3, 6, ... 39. No
+    aborted transactions reads the same as null (a broker sends null to read_uncommitted
+    consumers, which the spliced path passes on, and the usual path writes as none)."""
+    answers = []
+    topics = [(name, ids[name], list(range(n))) for name, n in TOPICS]
+    with WireClient(port) as client:
+        for offset in range(0, 40, 3):
+            answer = client.call(fetch.SPEC, version,
+                                 fetch_request(version, topics, offset, partition_max_bytes))
+            for topic in answer["responses"]:
+                for part in topic["partitions"]:
+                    part["aborted_transactions"] = part["aborted_transactions"] or []
+            answers.append(answer)
+    return answers
+
+
+def raw_answers(port: int, version: int, ids: dict[str, Any], partition_max_bytes: int,
+                max_bytes: int) -> list[bytes]:
+    """The response frames (size first) of fetches of every topic's partitions from offsets 0,
+    3, 6, ... 39, on one connection."""
+    from lazyconv.protocol._headers import encode_request_header
+    topics = [(name, ids[name], list(range(n))) for name, n in TOPICS]
+    frames = []
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        for correlation_id, offset in enumerate(range(0, 40, 3)):
+            body = fetch_request(version, topics, offset, partition_max_bytes)
+            body["max_bytes"] = max_bytes
+            header = encode_request_header(fetch.SPEC.request_header_version(version),
+                                           fetch.SPEC.key, version, correlation_id, "raw")
+            payload = header + fetch.SPEC.encode_request(version, body)
+            sock.sendall(len(payload).to_bytes(4, "big") + payload)
+            size = int.from_bytes(_recv(sock, 4), "big")
+            frames.append(size.to_bytes(4, "big") + _recv(sock, size))
+    return frames
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        piece = sock.recv(n - len(data))
+        assert piece, "closed"
+        data += piece
+    return bytes(data)
+
+
+@pytest.mark.parametrize("version", [12, 13, 15, 16, 17])
+def test_a_spliced_fetch_is_the_broker_s_own_answer_byte_for_byte(serve_upstream, gateway_factory,
+                                                                  version: int) -> None:
+    gateway = gateway_factory(serve_upstream.bootstrap)
+    ids = topic_ids(gateway.port)
+    for partition_max_bytes, max_bytes in ((1 << 20, 50 << 20), (700, 50 << 20), (1 << 20, 300_000)):
+        through = raw_answers(gateway.port, version, ids, partition_max_bytes, max_bytes)
+        direct = raw_answers(serve_upstream.port, version, ids, partition_max_bytes, max_bytes)
+        assert through == direct
+        assert sum(len(f) for f in through) > 100_000
+    assert gateway.handler.fetches.spliced_fetches == 3 * 14
+
+
+@pytest.mark.parametrize("version", [12, 13, 16, 17])
+def test_a_spliced_fetch_answers_what_the_usual_path_answers(serve_upstream, gateway_factory,
+                                                             version: int) -> None:
+    spliced = gateway_factory(serve_upstream.bootstrap)
+    usual = gateway_factory(serve_upstream.bootstrap, fetch_splice=False)
+    ids = topic_ids(spliced.port)
+    # 12 partitions of 64 KiB: within the usual path's cap, and no partition's first batch is
+    # larger than its limit (which only the first partition a broker fills may return, and the
+    # usual path asks them in turn)
+    got = read_all(spliced.port, version, ids, 64 << 10)
+    expected = read_all(usual.port, version, ids, 64 << 10)
+    assert got == expected
+    assert sum(len(p["records"] or b"") for a in got for t in a["responses"]
+               for p in t["partitions"]) > 0
+    assert spliced.handler.fetches.spliced_fetches > 0
+    assert usual.handler.fetches.spliced_fetches == 0
+
+
+def test_a_fetch_with_an_unknown_topic_is_answered_the_usual_way(serve_upstream,
+                                                                 gateway_factory) -> None:
+    gateway = gateway_factory(serve_upstream.bootstrap)
+    with WireClient(gateway.port) as client:
+        answer = client.call(fetch.SPEC, 12, fetch_request(12, [("codecs", None, [0]),
+                                                                ("no-such-topic", None, [0])],
+                                                           0, 1 << 20))
+    parts = [p for t in answer["responses"] for p in t["partitions"]]
+    assert parts[0]["error_code"] == 0 and parts[0]["records"]
+    assert parts[1]["error_code"] != 0
+    assert gateway.handler.fetches.spliced_fetches == 0
+
+
+def test_a_client_that_leaves_inside_a_spliced_response_harms_no_one(serve_upstream,
+                                                                     gateway_factory) -> None:
+    gateway = gateway_factory(serve_upstream.bootstrap)
+    ids = topic_ids(gateway.port)
+    topics = [(name, ids[name], list(range(n))) for name, n in TOPICS]
+    from lazyconv.protocol._headers import encode_request_header
+    for _ in range(5):
+        sock = socket.create_connection(("127.0.0.1", gateway.port))
+        header = encode_request_header(fetch.SPEC.request_header_version(12), fetch.SPEC.key, 12,
+                                       1, "leaver")
+        payload = header + fetch.SPEC.encode_request(12, fetch_request(12, topics, 0, 1 << 20))
+        sock.sendall(len(payload).to_bytes(4, "big") + payload)
+        sock.recv(100)  # the response has begun
+        sock.close()
+    assert raw_answers(gateway.port, 12, ids, 1 << 20, 50 << 20) == \
+        raw_answers(serve_upstream.port, 12, ids, 1 << 20, 50 << 20)
