@@ -238,8 +238,10 @@ class FetchRelay:
                 if _INT32.unpack_from(framing, at)[0] >= 0:
                     _INT32.pack_into(framing, at, me)
 
+        # the records are counted (their batch headers peeked) only for the metrics
         send = SplicedFetchSend(lane, FetchResponseScanner(version, size), size, correlation_id,
-                                rewrite, self.cluster.request_timeout)
+                                rewrite, self.cluster.request_timeout,
+                                count_records=metrics is not None)
         answer = Response(send, resources=[send])
         if metrics is not None and net_session is not None:
             counted = net_session

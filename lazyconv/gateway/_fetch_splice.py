@@ -10,9 +10,12 @@ only when a partition's leader moved) on a connection of the client's own, a
 upstream's, known from its first four bytes; its framing is read (peeked, then taken) and
 rewritten in place (:class:`~lazyconv.protocol._fetch_scan.FetchResponseScanner` says where); the
 record bytes between go from the upstream socket through a pipe into the client's socket with
-``os.splice``, each batch's header peeked on the way to count its records. So a MiB of records
-costs the gateway a few system calls instead of two copies through its own buffers, and it
-holds none of them: a lane holds a pipe (the kernel's 64 KiB) and a socket.
+``os.splice``. So a MiB of records costs the gateway a few system calls instead of two copies
+through its own buffers, and it holds none of them: a lane is a socket, and the pipes (of 1 MiB:
+a splice through the default 64 KiB pipe costs several times more per byte) are lent from a
+small pool for as long as they hold bytes. When metrics are on, each batch's header is peeked
+where it lies in the socket's queue (``SO_PEEK_OFF``; one batch per splice where the kernel
+lacks it) to count the records passed on.
 
 Only where the bytes are plain on both sides: the upstream cluster reached over PLAINTEXT
 (TLS and SASL upstream use the gateway's own connections), and the client's socket not TLS
@@ -25,10 +28,13 @@ cannot finish.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import socket
 import struct
+import sys
+import threading
 from collections.abc import Callable
 
 from lazyconv._send import Channel, Send, write_to_channel
@@ -49,7 +55,12 @@ log = logging.getLogger(__name__)
 __all__ = ["SPLICE_AVAILABLE", "SpliceLane", "SplicedFetchSend"]
 
 SPLICE_AVAILABLE = hasattr(os, "splice")
-_PIPE_CAPACITY = 64 << 10  # a pipe's default size: not raised (it counts against a user's limit)
+_PIPE_SIZE = 1 << 20  # asked of the kernel (fs.pipe-max-size); what it grants is used
+_PIPES_KEPT = 16  # idle pipes kept for the next response (each counts in fs.pipe-user-pages-soft)
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+_F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
+# Peeking at an offset into a socket's queue (Linux 6.9+ for TCP; not in Python's socket module)
+_SO_PEEK_OFF = getattr(socket, "SO_PEEK_OFF", 42) if sys.platform.startswith("linux") else None
 _FIRST_PEEK = 16 << 10
 _MAX_PEEK = 1 << 20  # the framing between two partitions' records that one step may need
 _COPY_PIECE = 64 << 10  # what one read takes when the client's channel is not a socket
@@ -58,6 +69,45 @@ _MORE = getattr(os, "SPLICE_F_MORE", 4)
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)
 _I32 = struct.Struct(">i")
 _HEAD = struct.Struct(">ii")  # a response's size and correlation id
+
+
+class _PipePool:
+    """Pipes lent to spliced responses while they hold bytes (a response waiting for its client
+    keeps its pipe; one waiting for the upstream has none), the idle ones kept for the next.
+    Shared by the process's event loops."""
+
+    def __init__(self) -> None:
+        self._idle: list[tuple[int, int, int]] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[int, int, int]:
+        """(read end, write end, capacity) of an empty pipe."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            fcntl.fcntl(write, _F_SETPIPE_SZ, _PIPE_SIZE)
+        except OSError:  # over the user's pipe pages or fs.pipe-max-size: the default then
+            pass
+        return read, write, fcntl.fcntl(write, _F_GETPIPE_SZ)
+
+    def give(self, pipe: tuple[int, int, int]) -> None:
+        """An empty pipe back."""
+        with self._lock:
+            if len(self._idle) < _PIPES_KEPT:
+                self._idle.append(pipe)
+                return
+        self.discard(pipe)
+
+    @staticmethod
+    def discard(pipe: tuple[int, int, int]) -> None:
+        """A pipe that may still hold bytes: closed."""
+        os.close(pipe[0])
+        os.close(pipe[1])
+
+
+PIPES = _PipePool()
 
 
 class SpliceLane:
@@ -70,7 +120,8 @@ class SpliceLane:
         self.address = address
         self.encoder = ClientConnection(client_id, max_response_size=MAX_RESPONSE_SIZE)
         self.sock: socket.socket | None = None
-        self._pipe: tuple[int, int] | None = None
+        #: whether its socket peeks at an offset (SO_PEEK_OFF): None until first tried
+        self.peeks_ahead: bool | None = None if _SO_PEEK_OFF is not None else False
 
     @property
     def closed(self) -> bool:
@@ -90,17 +141,35 @@ class SpliceLane:
         try:
             await asyncio.wait_for(loop.sock_connect(sock, where), timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._pipe = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         except (OSError, asyncio.TimeoutError) as exc:
             sock.close()
             raise UpstreamError(f"cannot reach upstream broker {self.address}: "
                                 f"{exc or 'timed out'}") from None
         self.sock = sock
 
-    @property
-    def pipe(self) -> tuple[int, int]:
-        assert self._pipe is not None
-        return self._pipe
+    def peek(self, offset: int, n: int) -> bytes | None:
+        """Up to ``n`` bytes at ``offset`` into the socket's queue, left there (``None``: none
+        there yet); raises :class:`UpstreamError` when the upstream closed. An ``offset`` past
+        0 needs :attr:`peeks_ahead`."""
+        sock = self.sock
+        assert sock is not None
+        if self.peeks_ahead is not False:
+            assert _SO_PEEK_OFF is not None
+            try:  # once set, every peek starts at the offset: it is set before each
+                sock.setsockopt(socket.SOL_SOCKET, _SO_PEEK_OFF, offset)
+                self.peeks_ahead = True
+            except OSError:
+                self.peeks_ahead = False
+        if offset and not self.peeks_ahead:
+            raise UpstreamError("this kernel does not peek into a TCP socket at an offset")
+        try:
+            data = sock.recv(n, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return None
+        if not data:
+            raise UpstreamError(f"upstream broker {self.address} closed the connection inside "
+                                f"a response")
+        return data
 
     async def ask(self, request: bytes, correlation_id: int, timeout: float) -> int:
         """Send a request and wait for its answer's first bytes: the answer's frame size
@@ -140,32 +209,31 @@ class SpliceLane:
         sock, self.sock = self.sock, None
         if sock is not None:
             sock.close()
-        pipe, self._pipe = self._pipe, None
-        if pipe is not None:
-            for fd in pipe:
-                os.close(fd)
 
 
 class SplicedFetchSend(Send):
     """A Fetch response of ``frame_size`` bytes (after the size), whose upstream size and
     correlation id the ``lane`` has read: written with the client's ``correlation_id``, its
     framing rewritten by ``rewrite(step, framing)`` (same size), its records spliced (see the
-    module docstring). ``records_out``: the records of the whole batches passed on."""
+    module docstring). ``count_records``: :attr:`records_out` counts the records of the whole
+    batches passed on (their headers peeked)."""
 
     def __init__(self, lane: SpliceLane, scanner: FetchResponseScanner, frame_size: int,
                  correlation_id: int, rewrite: Callable[[ScanStep, bytearray], None],
-                 source_timeout: float) -> None:
+                 source_timeout: float, *, count_records: bool = False) -> None:
         self.lane = lane
         self.scanner = scanner
         self.rewrite = rewrite
         self.source_timeout = source_timeout
+        self.count_records = count_records
         self.records_out = 0
         self._size = 4 + frame_size
         self._written = 0
         self._out = memoryview(_HEAD.pack(frame_size, correlation_id))
         self._records_left = 0  # of the partition whose records are being passed on
-        self._batch_left = 0  # of its batch whose header was peeked
-        self._piped = 0  # in the lane's pipe, not yet in the client's socket
+        self._known = 0  # of those, the bytes whose batches were counted (all: not counting)
+        self._pipe: tuple[int, int, int] | None = None  # lent while it holds bytes
+        self._piped = 0  # in the pipe, not yet in the client's socket
         self._peek = _FIRST_PEEK
         self._waiting_source = False
 
@@ -198,7 +266,10 @@ class SplicedFetchSend(Send):
                     if not self._from_pipe(channel):
                         break
                 elif self._records_left:
-                    if not self._batch_left and not self._next_batch(sock):
+                    if self._known < self._records_left:
+                        self._walk_batches()
+                    if not self._known:  # the next batch's header has not arrived
+                        self._waiting_source = True
                         break
                     if not (self._to_pipe(sock) if splice else self._copy(sock)):
                         break
@@ -226,18 +297,24 @@ class SplicedFetchSend(Send):
         return not self._out
 
     def _from_pipe(self, channel: Channel) -> bool:
+        pipe = self._pipe
+        assert pipe is not None
         flags = _MOVE | (_MORE if self._more_follows(self._piped) else 0)
-        n = os.splice(self.lane.pipe[0], channel.fileno(), self._piped, flags=flags)  # type: ignore[union-attr]
+        n = os.splice(pipe[0], channel.fileno(), self._piped, flags=flags)  # type: ignore[union-attr]
         if n <= 0:
-            raise UpstreamError("the spliced lane's pipe gave back nothing")
+            raise UpstreamError("a spliced response's pipe gave back nothing")
         self._written += n
         self._piped -= n
-        return not self._piped
+        if self._piped:
+            return False
+        self._pipe = None
+        PIPES.give(pipe)
+        return True
 
     def _to_pipe(self, sock: socket.socket) -> bool:
+        pipe = self._pipe = self._pipe or PIPES.take()
         try:
-            n = os.splice(sock.fileno(), self.lane.pipe[1], min(self._batch_left, _PIPE_CAPACITY),
-                          flags=_MOVE)
+            n = os.splice(sock.fileno(), pipe[1], min(self._known, pipe[2]), flags=_MOVE)
         except (BlockingIOError, InterruptedError):
             self._waiting_source = True
             return False
@@ -250,7 +327,7 @@ class SplicedFetchSend(Send):
 
     def _copy(self, sock: socket.socket) -> bool:
         try:
-            data = sock.recv(min(self._batch_left, _COPY_PIECE))
+            data = sock.recv(min(self._known, _COPY_PIECE))
         except (BlockingIOError, InterruptedError):
             self._waiting_source = True
             return False
@@ -263,32 +340,37 @@ class SplicedFetchSend(Send):
 
     def _took(self, n: int) -> None:
         self._records_left -= n
-        self._batch_left -= n
+        self._known -= n
         self.scanner.records_read(n)
 
-    def _next_batch(self, sock: socket.socket) -> bool:
-        """Peek at the next batch's header: its records are counted, and it is passed on whole
-        (a partial last batch, or bytes that are not a batch, are passed on as they are)."""
-        want = min(RECORD_BATCH_OVERHEAD, self._records_left)
-        header = self._peek_at(sock, want)
-        if header is None:
-            return False
-        self._batch_left = self._records_left
-        if len(header) >= RECORD_BATCH_OVERHEAD:
-            length = _I32.unpack_from(header, SIZE_OFFSET)[0]
-            whole = LOG_OVERHEAD + length
-            if RECORD_BATCH_OVERHEAD <= whole <= self._records_left:
-                self._batch_left = whole
-                if header[MAGIC_OFFSET] == 2:
-                    self.records_out += _I32.unpack_from(header, RECORDS_COUNT_OFFSET)[0]
-        return True
+    def _walk_batches(self) -> None:
+        """Count the batches whose headers have arrived past those counted (only the next one
+        where the socket cannot peek at an offset); a partial last batch, or bytes that are not
+        a batch, are passed on as they are, uncounted."""
+        lane = self.lane
+        while self._known < self._records_left:
+            if self._known and lane.peeks_ahead is False:
+                return
+            want = min(RECORD_BATCH_OVERHEAD, self._records_left - self._known)
+            header = lane.peek(self._known, want)
+            if header is None or len(header) < want:
+                return  # not arrived yet
+            whole = self._records_left - self._known
+            if len(header) >= RECORD_BATCH_OVERHEAD:
+                length = LOG_OVERHEAD + _I32.unpack_from(header, SIZE_OFFSET)[0]
+                if RECORD_BATCH_OVERHEAD <= length <= whole:
+                    whole = length
+                    if header[MAGIC_OFFSET] == 2:
+                        self.records_out += _I32.unpack_from(header, RECORDS_COUNT_OFFSET)[0]
+            self._known += whole
 
     def _next_framing(self, sock: socket.socket) -> bool:
         scanner = self.scanner
         while True:
             window = min(self._peek, scanner.remaining)
-            data = self._peek_at(sock, window, at_least=1)
+            data = self.lane.peek(0, window)
             if data is None:
+                self._waiting_source = True
                 return False
             try:
                 step = scanner.scan(data)
@@ -316,27 +398,18 @@ class SplicedFetchSend(Send):
         self.rewrite(step, framing)
         self._out = view
         self._records_left = step.records
-        self._batch_left = 0
+        self._known = 0 if self.count_records else step.records
         return True
-
-    def _peek_at(self, sock: socket.socket, n: int, at_least: int | None = None) -> bytes | None:
-        """The next ``n`` bytes of the response left where they are (fewer when ``at_least``
-        of them are there); ``None``: they have not all arrived yet (wait for the socket)."""
-        try:
-            data = sock.recv(n, socket.MSG_PEEK)
-        except (BlockingIOError, InterruptedError):
-            data = None
-        if data == b"":
-            raise UpstreamError(f"upstream broker {self.lane.address} closed the connection "
-                                f"inside a response")
-        if data is None or len(data) < (n if at_least is None else at_least):
-            self._waiting_source = True
-            return None
-        return data
 
     def close(self) -> None:
         """Give the lane up unless the whole response went through it (an abandoned response
-        leaves its rest in the socket and the pipe)."""
+        leaves its rest in the socket, and in its pipe, which is closed too)."""
+        pipe, self._pipe = self._pipe, None
+        if pipe is not None:
+            if self._piped:
+                PIPES.discard(pipe)
+            else:
+                PIPES.give(pipe)
         if self._written < self._size or self._piped:
             self.lane.close()
 

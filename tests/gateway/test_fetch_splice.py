@@ -124,9 +124,10 @@ def feed(sock: socket.socket, data: bytes, seed: int) -> threading.Thread:
 
 @pytest.mark.parametrize("version", [12, 13, 15])
 @pytest.mark.parametrize("to_socket", [True, False], ids=["spliced", "copied"])
+@pytest.mark.parametrize("counting", ["no", "peek-ahead", "batch-by-batch"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_response_reaches_the_client_byte_for_byte(version: int, to_socket: bool,
-                                                       seed: int) -> None:
+                                                       counting: str, seed: int) -> None:
     frame, records = response_frame(version)
     upstream_broker, upstream_gateway = tcp_pair()
     client, gateway_side = tcp_pair()
@@ -134,12 +135,13 @@ def test_the_response_reaches_the_client_byte_for_byte(version: int, to_socket: 
     client.setblocking(False)
     lane = SpliceLane(BrokerAddress("127.0.0.1", 1), "test")
     lane.sock = upstream_gateway
-    lane._pipe = os.pipe2(os.O_NONBLOCK)
+    if counting == "batch-by-batch":  # a kernel without SO_PEEK_OFF for TCP
+        lane.peeks_ahead = False
     # the lane has read the size and the correlation id (SpliceLane.ask)
     size = struct.unpack(">i", frame[:4])[0]
     thread = feed(upstream_broker, frame[8:], seed)
     send = SplicedFetchSend(lane, FetchResponseScanner(version, size), size, 1234,
-                            rewrite_nothing, 5.0)
+                            rewrite_nothing, 5.0, count_records=counting != "no")
     if to_socket:
         gateway_side.setblocking(False)
         got = drive(send, gateway_side, client)
@@ -149,12 +151,20 @@ def test_the_response_reaches_the_client_byte_for_byte(version: int, to_socket: 
         got = bytes(sink.data)
     thread.join(5)
     assert got == frame[:4] + struct.pack(">i", 1234) + frame[8:]
-    assert send.records_out == records
+    assert send.records_out == (records if counting != "no" else 0)
+    if counting == "peek-ahead" and _kernel() >= (6, 9):  # TCP's SO_PEEK_OFF came with 6.9
+        assert lane.peeks_ahead is True
     send.close()
     assert not lane.closed  # the whole response went through: the lane is kept
     lane.close()
     for s in (upstream_broker, client, gateway_side):
         s.close()
+
+
+def _kernel() -> tuple[int, ...]:
+    import platform
+    release = platform.release().split("-")[0].split(".")
+    return tuple(int(p) for p in release[:2] if p.isdigit())
 
 
 class _Sink:
@@ -177,7 +187,6 @@ def test_an_upstream_that_closes_inside_the_records_fails_the_response_and_the_l
         s.setblocking(False)
     lane = SpliceLane(BrokerAddress("127.0.0.1", 1), "test")
     lane.sock = upstream_gateway
-    lane._pipe = os.pipe2(os.O_NONBLOCK)
     size = struct.unpack(">i", frame[:4])[0]
     upstream_broker.sendall(frame[8:600])
     upstream_broker.close()
@@ -195,7 +204,6 @@ def test_framing_that_does_not_parse_fails_the_response() -> None:
         s.setblocking(False)
     lane = SpliceLane(BrokerAddress("127.0.0.1", 1), "test")
     lane.sock = upstream_gateway
-    lane._pipe = os.pipe2(os.O_NONBLOCK)
     # header tags 0, throttle, error, session, then 100 topics in a 40-byte response
     body = b"\x00" + bytes(10) + bytes([101]) + bytes(30)
     upstream_broker.sendall(body)
