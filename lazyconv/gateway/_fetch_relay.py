@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
-from lazyconv.errors import ErrorCode, RecordsError, UnsupportedCompressionError, UpstreamError
+from lazyconv.errors import (
+    ErrorCode,
+    RecordsError,
+    RemoteProtocolError,
+    UnsupportedCompressionError,
+    UpstreamError,
+)
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway._fetch_ahead import AheadBudget, FetchAhead, Prefetched, last_complete_batch
 from lazyconv.gateway._fetch_splice import SPLICE_AVAILABLE, SplicedFetchSend, SpliceLane
@@ -193,38 +199,68 @@ class FetchRelay:
         net_session, metrics = session_metrics()
         wait = max(0, request.get("max_wait_ms", 0)) / 1000
         key = (SpliceLane, node)
+        timeout = self.cluster.request_timeout + wait
+        body = self._upstream_request(view, upstream_version, version, request, wanted,
+                                      capped=False)
+        asked = _asked(upstream_version, body)
+        data = b""
         try:
             conn = await session.connection(node)
             if not conn.serves(fetch.SPEC.key, upstream_version):
                 return None
             lane: SpliceLane | None = session.extras.get(key)
-            if lane is None or lane.closed:
-                lane = SpliceLane(view.address_of(node), session.client_id)
-                await lane.open(self.cluster.request_timeout)
-                session.extras[key] = lane
-            body = self._upstream_request(view, upstream_version, version, request, wanted,
-                                          capped=False)
-            pending, data = lane.encoder.send_request(fetch.SPEC, upstream_version, body,
-                                                      expect_response=False)
             started = time.perf_counter()
-            size = await lane.ask(data, pending.correlation_id, self.cluster.request_timeout + wait)
+            size = None
+            if lane is not None and lane.ahead is not None:
+                min_bytes = request.get("min_bytes", 0)
+                waiting = lane
+
+                async def usable(n: int) -> bool:
+                    # an eager answer (asked with no wait) serves a client that would not wait,
+                    # or that would wait for a first byte and has records; one that waits for
+                    # more is asked as it asks
+                    if min_bytes > 1:
+                        return False
+                    return wait <= 0 or min_bytes <= 0 or \
+                        not await _answer_is_empty(waiting, version, n, timeout)
+
+                size = await lane.take_ahead(asked, timeout, usable)
+                if size is not None:
+                    self.ahead_hits += 1
+                else:
+                    self.ahead_misses += 1
+            if size is None:
+                if lane is None or lane.closed:
+                    lane = SpliceLane(view.address_of(node), session.client_id,
+                                      budget=self.ahead_budget)
+                    await lane.open(self.cluster.request_timeout)
+                    session.extras[key] = lane
+                pending, data = lane.encoder.send_request(fetch.SPEC, upstream_version, body,
+                                                          expect_response=False)
+                size = await lane.ask(data, pending.correlation_id, timeout)
         except UpstreamError as exc:
             log.debug("fetch: not spliced (answered the usual way): %s", exc)
             return None
+        assert lane is not None
+        lane_ = lane
         if metrics is not None:
-            metrics.upstream_sent(fetch.SPEC.key, upstream_version, len(data))
+            if data:
+                metrics.upstream_sent(fetch.SPEC.key, upstream_version, len(data))
             metrics.upstream_answered(fetch.SPEC.key, time.perf_counter() - started)
             metrics.upstream_received_bytes += size + 4
         self.spliced_fetches += 1
         self.relayed_partitions += len(wanted)
         me = net_session.listener.node_id if net_session is not None else -1
+        errors = []
 
         def rewrite(step: ScanStep, framing: bytearray) -> None:
             if step.error_code:
+                errors.append(step.error_code)
                 _INT16.pack_into(framing, step.error_at,
                                  downstream_error(fetch.SPEC.key, version, step.error_code))
             for part in step.partitions:
                 if part.error_code:
+                    errors.append(part.error_code)
                     if part.error_code in RETRIABLE_ROUTING_ERRORS:
                         name = part.topic if isinstance(part.topic, str) else \
                             view.topic_name(uuid.UUID(bytes=part.topic))
@@ -238,10 +274,22 @@ class FetchRelay:
                 if _INT32.unpack_from(framing, at)[0] >= 0:
                     _INT32.pack_into(framing, at, me)
 
-        # the records are counted (their batch headers peeked) only for the metrics
-        send = SplicedFetchSend(lane, FetchResponseScanner(version, size), size, correlation_id,
-                                rewrite, self.cluster.request_timeout,
-                                count_records=metrics is not None)
+        def ahead(done: SplicedFetchSend) -> None:
+            """The client's next fetch, as a sequential consumer asks it, sent now (see
+            :meth:`SpliceLane.send_ahead`): each partition from after its last whole batch."""
+            if self.ahead_budget is None or errors or lane_.closed:
+                return
+            nxt = _predicted(body, done.next_offsets, upstream_version)
+            pending, data = lane_.encoder.send_request(fetch.SPEC, upstream_version, nxt,
+                                                       expect_response=False)
+            reserve = min(nxt["max_bytes"], sum(p["partition_max_bytes"] for t in nxt["topics"]
+                                                for p in t["partitions"]))
+            if lane_.send_ahead(data, _asked(upstream_version, nxt), pending.correlation_id,
+                                reserve) and metrics is not None:
+                metrics.upstream_sent(fetch.SPEC.key, upstream_version, len(data))
+
+        send = SplicedFetchSend(lane_, FetchResponseScanner(version, size), size, correlation_id,
+                                rewrite, self.cluster.request_timeout, on_done=ahead)
         answer = Response(send, resources=[send])
         if metrics is not None and net_session is not None:
             counted = net_session
@@ -519,6 +567,47 @@ class FetchRelay:
             log.error("fetch %s-%d at %d: upstream records do not decode: %s", name, index,
                       fetch_offset, exc)
             return error_partition(index, ErrorCode.CORRUPT_MESSAGE)
+
+
+def _asked(upstream_version: int, body: dict[str, Any]) -> tuple[Any, ...]:
+    """What an upstream Fetch asks, but for how long it waits: an answer fetched ahead serves
+    the client's fetch only when this is the same."""
+    return (upstream_version, body["max_bytes"], body["isolation_level"],
+            tuple((t["topic"], t["topic_id"], tuple(
+                (p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+                for p in t["partitions"])) for t in body["topics"]))
+
+
+def _predicted(body: dict[str, Any], next_offsets: dict[tuple[str | bytes, int], int],
+               upstream_version: int) -> dict[str, Any]:
+    """``body`` asked again from each partition's next offset (unchanged where its answer had
+    no whole batch), without waiting."""
+    topics = []
+    for topic in body["topics"]:
+        named: str | bytes = topic["topic"] if upstream_version < _FIRST_TOPIC_ID_VERSION \
+            else topic["topic_id"].bytes
+        topics.append(dict(topic, partitions=[
+            dict(p, fetch_offset=next_offsets.get((named, p["partition"]), p["fetch_offset"]))
+            for p in topic["partitions"]]))
+    return dict(body, topics=topics, max_wait_ms=0, min_bytes=0)
+
+
+async def _answer_is_empty(lane: SpliceLane, version: int, size: int, timeout: float) -> bool:
+    """Whether the answer of ``size`` bytes the lane is reading (its head read) holds no
+    records, from its framing peeked; undecided (more framing than one peek) counts as not."""
+    data = await lane.peek_within(min(size - 4, 16 << 10), timeout)
+    scanner = FetchResponseScanner(version, size)
+    position = 0
+    while True:
+        try:
+            step = scanner.scan(memoryview(data)[position:])
+        except RemoteProtocolError:  # the send that passes it on says so, and ends the response
+            return False
+        if step is None or step.records:
+            return False
+        if step.done:
+            return True
+        position += step.framing
 
 
 def _before_first_zstd(records: bytes | memoryview) -> int | None:

@@ -35,14 +35,16 @@ import socket
 import struct
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Hashable
 
 from lazyconv._send import Channel, Send, write_to_channel
 from lazyconv.errors import RemoteProtocolError, UpstreamError
+from lazyconv.gateway._fetch_ahead import AheadBudget
 from lazyconv.gateway._upstream import MAX_RESPONSE_SIZE, BrokerAddress
 from lazyconv.protocol._connection import ClientConnection
 from lazyconv.protocol._fetch_scan import FetchResponseScanner, ScanStep
 from lazyconv.records._format import (
+    LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -68,7 +70,9 @@ _MOVE = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
 _MORE = getattr(os, "SPLICE_F_MORE", 4)
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _HEAD = struct.Struct(">ii")  # a response's size and correlation id
+_DROP_AT_MOST = 64 << 10  # an answer sent ahead and not used: read and dropped, else the lane closed
 
 
 class _PipePool:
@@ -113,15 +117,25 @@ PIPES = _PipePool()
 class SpliceLane:
     """A downstream connection's own plain connection to one upstream broker, for spliced
     fetches: one request at a time, its answer read by the :class:`SplicedFetchSend` that
-    passes it on. Closed with the client's connection (it lives in the session's extras), and
-    whenever a response through it could not be read to its end."""
+    passes it on, and at most one more sent ahead (:meth:`send_ahead`: the client's next fetch
+    as a sequential consumer asks it, whose answer waits in the socket's queue, its bytes
+    reserved in ``budget`` and the lane closed if the client does not ask within ``keep_s``).
+    Closed with the client's connection (it lives in the session's extras), and whenever a
+    response through it could not be read to its end."""
 
-    def __init__(self, address: BrokerAddress, client_id: str | None) -> None:
+    def __init__(self, address: BrokerAddress, client_id: str | None, *,
+                 budget: AheadBudget | None = None, keep_s: float = 2.0) -> None:
         self.address = address
         self.encoder = ClientConnection(client_id, max_response_size=MAX_RESPONSE_SIZE)
         self.sock: socket.socket | None = None
         #: whether its socket peeks at an offset (SO_PEEK_OFF): None until first tried
         self.peeks_ahead: bool | None = None if _SO_PEEK_OFF is not None else False
+        self.budget = budget
+        self.keep_s = keep_s
+        #: the request sent ahead: what it asked (a key) and its correlation id
+        self.ahead: tuple[Hashable, int] | None = None
+        self._reserved = 0
+        self._expiry: asyncio.TimerHandle | None = None
 
     @property
     def closed(self) -> bool:
@@ -205,33 +219,132 @@ class SpliceLane:
                                 f"{answered} with {size} bytes to request {correlation_id}")
         return size
 
+    # -- the request sent ahead ------------------------------------------------------------
+
+    def send_ahead(self, request: bytes, key: Hashable, correlation_id: int, reserve: int) -> bool:
+        """Send ``request`` now, without waiting (False, nothing sent: over the budget, or a
+        socket that does not take it whole, which closes the lane)."""
+        sock = self.sock
+        if sock is None or self.ahead is not None:
+            return False
+        if self.budget is not None and not self.budget.reserve(reserve):
+            return False
+        self._reserved = reserve
+        try:
+            sent = sock.send(request)
+        except OSError:
+            sent = -1
+        if sent != len(request):
+            self.close()
+            return False
+        self.ahead = (key, correlation_id)
+        self._expiry = asyncio.get_running_loop().call_later(self.keep_s, self._expire)
+        return True
+
+    def _expire(self) -> None:
+        if self.ahead is not None:  # the client stopped fetching: its answer is let go
+            self.close()
+
+    def _release(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        if self.budget is not None and self._reserved:
+            self.budget.release(self._reserved)
+        self._reserved = 0
+
+    async def take_ahead(self, key: Hashable, timeout: float,
+                         usable: Callable[[int], Awaitable[bool]]) -> int | None:
+        """The size of the answer sent ahead when it asked ``key`` and ``usable(size)`` says
+        so; else ``None``, that answer read and dropped (or the lane closed, for a large
+        one)."""
+        assert self.ahead is not None
+        asked, correlation_id = self.ahead
+        self.ahead = None
+        self._release()
+        size = await self.ask(b"", correlation_id, timeout)
+        if asked == key and await usable(size):
+            return size
+        await self._drop(size - 4, timeout)
+        return None
+
+    async def _drop(self, n: int, timeout: float) -> None:
+        """Read and forget the rest of an answer: a small one; a large one closes the lane."""
+        sock = self.sock
+        if sock is None:
+            return
+        if n > _DROP_AT_MOST:
+            self.close()
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            while n > 0:
+                piece = await asyncio.wait_for(loop.sock_recv(sock, n), timeout)
+                if not piece:
+                    raise OSError("closed")
+                n -= len(piece)
+        except (OSError, asyncio.TimeoutError):
+            self.close()
+
+    async def peek_within(self, n: int, timeout: float) -> bytes:
+        """At least one and up to ``n`` bytes of the answer being read, left in the queue."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            data = self.peek(0, n)
+            if data is not None and (len(data) >= n or loop.time() >= deadline):
+                return data
+            sock = self.sock
+            assert sock is not None
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(sock.fileno(), _set_ready, ready)
+            try:
+                await asyncio.wait_for(ready, max(0.001, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                loop.remove_reader(sock.fileno())
+
     def close(self) -> None:
+        self.ahead = None
+        self._release()
         sock, self.sock = self.sock, None
         if sock is not None:
             sock.close()
+
+
+def _set_ready(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class SplicedFetchSend(Send):
     """A Fetch response of ``frame_size`` bytes (after the size), whose upstream size and
     correlation id the ``lane`` has read: written with the client's ``correlation_id``, its
     framing rewritten by ``rewrite(step, framing)`` (same size), its records spliced (see the
-    module docstring). ``count_records``: :attr:`records_out` counts the records of the whole
-    batches passed on (their headers peeked)."""
+    module docstring). Each batch's header is peeked on the way: :attr:`records_out` counts the
+    records of the whole batches passed on, :attr:`next_offsets` the offset after each
+    partition's last whole batch (its next fetch, as a sequential consumer asks it), and
+    ``on_done`` is called once the response is written whole."""
 
     def __init__(self, lane: SpliceLane, scanner: FetchResponseScanner, frame_size: int,
                  correlation_id: int, rewrite: Callable[[ScanStep, bytearray], None],
-                 source_timeout: float, *, count_records: bool = False) -> None:
+                 source_timeout: float, *, on_done: Callable[[SplicedFetchSend], None] | None = None
+                 ) -> None:
         self.lane = lane
         self.scanner = scanner
         self.rewrite = rewrite
         self.source_timeout = source_timeout
-        self.count_records = count_records
+        self.on_done = on_done
+        #: (topic name or id bytes, partition) → the offset after its last whole batch
+        self.next_offsets: dict[tuple[str | bytes, int], int] = {}
+        self._partition: tuple[str | bytes, int] | None = None  # whose records are passed on
         self.records_out = 0
         self._size = 4 + frame_size
         self._written = 0
         self._out = memoryview(_HEAD.pack(frame_size, correlation_id))
         self._records_left = 0  # of the partition whose records are being passed on
-        self._known = 0  # of those, the bytes whose batches were counted (all: not counting)
+        self._known = 0  # of those, the bytes whose batch headers were read
         self._pipe: tuple[int, int, int] | None = None  # lent while it holds bytes
         self._piped = 0  # in the pipe, not yet in the client's socket
         self._peek = _FIRST_PEEK
@@ -279,6 +392,9 @@ class SplicedFetchSend(Send):
                     break  # let the loop serve the others; called again at once
         except (BlockingIOError, InterruptedError):
             pass
+        if self._written >= self._size and self.on_done is not None:
+            done, self.on_done = self.on_done, None
+            done(self)
         return self._written - start
 
     # -- the steps (each False when it has to wait) -------------------------------------------
@@ -360,8 +476,12 @@ class SplicedFetchSend(Send):
                 length = LOG_OVERHEAD + _I32.unpack_from(header, SIZE_OFFSET)[0]
                 if RECORD_BATCH_OVERHEAD <= length <= whole:
                     whole = length
-                    if header[MAGIC_OFFSET] == 2:
+                    last = _I64.unpack_from(header, 0)[0]  # a legacy entry's offset is its last
+                    if header[MAGIC_OFFSET] >= 2:
+                        last += _I32.unpack_from(header, LAST_OFFSET_DELTA_OFFSET)[0]
                         self.records_out += _I32.unpack_from(header, RECORDS_COUNT_OFFSET)[0]
+                    if self._partition is not None:
+                        self.next_offsets[self._partition] = last + 1
             self._known += whole
 
     def _next_framing(self, sock: socket.socket) -> bool:
@@ -398,7 +518,9 @@ class SplicedFetchSend(Send):
         self.rewrite(step, framing)
         self._out = view
         self._records_left = step.records
-        self._known = 0 if self.count_records else step.records
+        self._known = 0
+        part = step.partition
+        self._partition = (part.topic, part.partition) if part is not None else None
         return True
 
     def close(self) -> None:

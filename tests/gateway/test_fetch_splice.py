@@ -23,7 +23,7 @@ from lazyconv.protocol import _fetch as fetch
 from lazyconv.protocol import _metadata as metadata
 from lazyconv.protocol._fetch import FetchResponse
 from lazyconv.protocol._fetch_scan import FetchResponseScanner
-from lazyconv.records import Compression, RecordsBuilder
+from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
 from tests.serve.wire import WireClient
 
 pytestmark = pytest.mark.skipif(not SPLICE_AVAILABLE, reason="os.splice is Linux-only")
@@ -124,7 +124,7 @@ def feed(sock: socket.socket, data: bytes, seed: int) -> threading.Thread:
 
 @pytest.mark.parametrize("version", [12, 13, 15])
 @pytest.mark.parametrize("to_socket", [True, False], ids=["spliced", "copied"])
-@pytest.mark.parametrize("counting", ["no", "peek-ahead", "batch-by-batch"])
+@pytest.mark.parametrize("counting", ["peek-ahead", "batch-by-batch"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_response_reaches_the_client_byte_for_byte(version: int, to_socket: bool,
                                                        counting: str, seed: int) -> None:
@@ -141,7 +141,7 @@ def test_the_response_reaches_the_client_byte_for_byte(version: int, to_socket: 
     size = struct.unpack(">i", frame[:4])[0]
     thread = feed(upstream_broker, frame[8:], seed)
     send = SplicedFetchSend(lane, FetchResponseScanner(version, size), size, 1234,
-                            rewrite_nothing, 5.0, count_records=counting != "no")
+                            rewrite_nothing, 5.0)
     if to_socket:
         gateway_side.setblocking(False)
         got = drive(send, gateway_side, client)
@@ -151,7 +151,10 @@ def test_the_response_reaches_the_client_byte_for_byte(version: int, to_socket: 
         got = bytes(sink.data)
     thread.join(5)
     assert got == frame[:4] + struct.pack(">i", 1234) + frame[8:]
-    assert send.records_out == (records if counting != "no" else 0)
+    assert send.records_out == records
+    import uuid
+    a, b = ("a", "b") if version < 13 else (uuid.UUID(int=1).bytes, uuid.UUID(int=2).bytes)
+    assert send.next_offsets == {(a, 0): 20, (b, 0): 15}  # b's last batch is cut: asked again
     if counting == "peek-ahead" and _kernel() >= (6, 9):  # TCP's SO_PEEK_OFF came with 6.9
         assert lane.peeks_ahead is True
     send.close()
@@ -346,3 +349,76 @@ def test_a_client_that_leaves_inside_a_spliced_response_harms_no_one(serve_upstr
         sock.close()
     assert raw_answers(gateway.port, 12, ids, 1 << 20, 50 << 20) == \
         raw_answers(serve_upstream.port, 12, ids, 1 << 20, 50 << 20)
+
+
+def _read_partition(port: int, version: int, topic: tuple[str, Any], partition: int,
+                    limit: int, max_wait_ms: int = 0) -> list[tuple[int, bytes | None]]:
+    """A sequential consumer: every record of one partition, each fetch from the offset after
+    the last whole batch of the answer before."""
+    name, topic_id = topic
+    out: list[tuple[int, bytes | None]] = []
+    offset = 0
+    with WireClient(port) as client:
+        while True:
+            body = fetch_request(version, [(name, topic_id, [partition])], offset, limit)
+            body["max_wait_ms"] = max_wait_ms
+            part = client.call(fetch.SPEC, version, body)["responses"][0]["partitions"][0]
+            assert part["error_code"] == 0, part
+            after = offset
+            for batch in MemoryRecords(part["records"] or b"").batches():
+                out += [(r.offset, r.value) for r in batch if r.offset >= offset]
+                after = batch.last_offset + 1
+            if after == offset:
+                return out
+            offset = after
+
+
+@pytest.mark.parametrize("version", [12, 13])
+def test_a_sequential_consumer_is_answered_from_the_fetch_sent_ahead(serve_upstream,
+                                                                     gateway_factory,
+                                                                     version: int) -> None:
+    gateway = gateway_factory(serve_upstream.bootstrap)
+    ids = topic_ids(gateway.port)
+    relay = gateway.handler.fetches
+    for name in ("codecs", "headers", "transactions"):
+        for partition in (0, 1):
+            got = _read_partition(gateway.port, version, (name, ids[name]), partition, 4096)
+            want = _read_partition(serve_upstream.port, version, (name, ids[name]), partition, 4096)
+            assert got == want and got
+    assert relay.ahead_hits > 10 and relay.spliced_fetches > 10
+    assert relay.ahead_budget.used <= 8 * 4096  # what the lanes' answers waiting now hold
+
+
+def test_a_consumer_at_the_end_still_waits_as_it_asked(serve_upstream, gateway_factory) -> None:
+    # what was fetched ahead of it (without waiting) is empty: the client's own fetch, which
+    # waits up to max_wait_ms for records, is asked instead of answering at once
+    gateway = gateway_factory(serve_upstream.bootstrap)
+    ids = topic_ids(gateway.port)
+    records = _read_partition(gateway.port, 12, ("tiny", ids["tiny"]), 0, 1 << 20)
+    end = records[-1][0] + 1
+    with WireClient(gateway.port) as client:
+        for _ in range(3):
+            body = fetch_request(12, [("tiny", None, [0])], end, 1 << 20)
+            body["max_wait_ms"], body["min_bytes"] = 300, 1
+            started = time.monotonic()
+            part = client.call(fetch.SPEC, 12, body)["responses"][0]["partitions"][0]
+            assert time.monotonic() - started >= 0.25
+            assert part["error_code"] == 0 and not part["records"]
+
+
+def test_an_answer_sent_ahead_and_never_asked_for_is_let_go(serve_upstream,
+                                                            gateway_factory) -> None:
+    gateway = gateway_factory(serve_upstream.bootstrap)
+    ids = topic_ids(gateway.port)
+    relay = gateway.handler.fetches
+    with WireClient(gateway.port) as client:
+        client.call(fetch.SPEC, 12, fetch_request(12, [("codecs", ids["codecs"], [0])], 0, 4096))
+        assert relay.ahead_budget.used > 0  # the next range, asked ahead
+        deadline = time.monotonic() + 10
+        while relay.ahead_budget.used and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert relay.ahead_budget.used == 0  # the client did not ask within keep_s
+        # and the connection goes on as before
+        part = client.call(fetch.SPEC, 12, fetch_request(12, [("codecs", ids["codecs"], [0])],
+                                                         0, 4096))["responses"][0]["partitions"][0]
+        assert part["error_code"] == 0 and part["records"]
