@@ -43,7 +43,12 @@ from lazyconv.errors import (
 )
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway._fetch_ahead import AheadBudget, FetchAhead, Prefetched, last_complete_batch
-from lazyconv.gateway._fetch_splice import SPLICE_AVAILABLE, SplicedFetchSend, SpliceLane
+from lazyconv.gateway._fetch_splice import (
+    SPLICE_AVAILABLE,
+    SplicedFetchSend,
+    SpliceLane,
+    SpliceLanes,
+)
 from lazyconv.gateway._metrics import fetch_written, session_metrics
 from lazyconv.gateway._routing import ask_leaders, route_to_leaders
 from lazyconv.gateway._upstream import (
@@ -198,7 +203,7 @@ class FetchRelay:
         upstream_version = min(version, _LAST_SPLICED_UPSTREAM_VERSION)
         net_session, metrics = session_metrics()
         wait = max(0, request.get("max_wait_ms", 0)) / 1000
-        key = (SpliceLane, node)
+        key = (SpliceLanes, node)
         timeout = self.cluster.request_timeout + wait
         body = self._upstream_request(view, upstream_version, version, request, wanted,
                                       capped=False)
@@ -208,10 +213,14 @@ class FetchRelay:
             conn = await session.connection(node)
             if not conn.serves(fetch.SPEC.key, upstream_version):
                 return None
-            lane: SpliceLane | None = session.extras.get(key)
+            lanes: SpliceLanes | None = session.extras.get(key)
+            if lanes is None:
+                lanes = session.extras[key] = SpliceLanes(view.address_of(node), session.client_id,
+                                                          budget=self.ahead_budget)
             started = time.perf_counter()
             size = None
-            if lane is not None and lane.ahead is not None:
+            lane = lanes.with_ahead()
+            if lane is not None:
                 min_bytes = request.get("min_bytes", 0)
                 waiting = lane
 
@@ -230,19 +239,23 @@ class FetchRelay:
                 else:
                     self.ahead_misses += 1
             if size is None:
-                if lane is None or lane.closed:
-                    lane = SpliceLane(view.address_of(node), session.client_id,
-                                      budget=self.ahead_budget)
+                lane = next((each for each in lanes.lanes if not each.closed), lanes.lanes[0])
+                if lane.closed:
                     await lane.open(self.cluster.request_timeout)
-                    session.extras[key] = lane
                 pending, data = lane.encoder.send_request(fetch.SPEC, upstream_version, body,
                                                           expect_response=False)
                 size = await lane.ask(data, pending.correlation_id, timeout)
+            assert lane is not None
+            lane_ = lane
+            other = lanes.other(lane_)
+            if self.ahead_budget is not None and other.closed:
+                try:
+                    await other.open(self.cluster.request_timeout)
+                except UpstreamError as exc:  # no fetch ahead then
+                    log.debug("fetch: no second lane to %s: %s", other.address, exc)
         except UpstreamError as exc:
             log.debug("fetch: not spliced (answered the usual way): %s", exc)
             return None
-        assert lane is not None
-        lane_ = lane
         if metrics is not None:
             if data:
                 metrics.upstream_sent(fetch.SPEC.key, upstream_version, len(data))
@@ -277,19 +290,19 @@ class FetchRelay:
         def ahead(done: SplicedFetchSend) -> None:
             """The client's next fetch, as a sequential consumer asks it, sent now (see
             :meth:`SpliceLane.send_ahead`): each partition from after its last whole batch."""
-            if self.ahead_budget is None or errors or lane_.closed:
+            if self.ahead_budget is None or errors or other.closed:
                 return
             nxt = _predicted(body, done.next_offsets, upstream_version)
-            pending, data = lane_.encoder.send_request(fetch.SPEC, upstream_version, nxt,
+            pending, data = other.encoder.send_request(fetch.SPEC, upstream_version, nxt,
                                                        expect_response=False)
             reserve = min(nxt["max_bytes"], sum(p["partition_max_bytes"] for t in nxt["topics"]
                                                 for p in t["partitions"]))
-            if lane_.send_ahead(data, _asked(upstream_version, nxt), pending.correlation_id,
+            if other.send_ahead(data, _asked(upstream_version, nxt), pending.correlation_id,
                                 reserve) and metrics is not None:
                 metrics.upstream_sent(fetch.SPEC.key, upstream_version, len(data))
 
         send = SplicedFetchSend(lane_, FetchResponseScanner(version, size), size, correlation_id,
-                                rewrite, self.cluster.request_timeout, on_done=ahead)
+                                rewrite, self.cluster.request_timeout, on_known=ahead)
         answer = Response(send, resources=[send])
         if metrics is not None and net_session is not None:
             counted = net_session

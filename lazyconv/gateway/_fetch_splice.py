@@ -54,7 +54,7 @@ from lazyconv.records._format import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SPLICE_AVAILABLE", "SpliceLane", "SplicedFetchSend"]
+__all__ = ["SPLICE_AVAILABLE", "SpliceLane", "SpliceLanes", "SplicedFetchSend"]
 
 SPLICE_AVAILABLE = hasattr(os, "splice")
 _PIPE_SIZE = 1 << 20  # asked of the kernel (fs.pipe-max-size); what it grants is used
@@ -313,6 +313,28 @@ class SpliceLane:
             sock.close()
 
 
+class SpliceLanes:
+    """A client's two lanes to one broker: while one passes an answer on, the client's next
+    fetch is asked ahead on the other, so that the broker reads it while the first answer's
+    tail is still on its way (a broker answers one connection's requests one after another)."""
+
+    def __init__(self, address: BrokerAddress, client_id: str | None, *,
+                 budget: AheadBudget | None = None) -> None:
+        self.lanes = (SpliceLane(address, client_id, budget=budget),
+                      SpliceLane(address, client_id, budget=budget))
+
+    def with_ahead(self) -> SpliceLane | None:
+        """The lane that holds a request sent ahead, if one does."""
+        return next((lane for lane in self.lanes if lane.ahead is not None), None)
+
+    def other(self, lane: SpliceLane) -> SpliceLane:
+        return self.lanes[1] if lane is self.lanes[0] else self.lanes[0]
+
+    def close(self) -> None:
+        for lane in self.lanes:
+            lane.close()
+
+
 def _set_ready(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -325,17 +347,20 @@ class SplicedFetchSend(Send):
     module docstring). Each batch's header is peeked on the way: :attr:`records_out` counts the
     records of the whole batches passed on, :attr:`next_offsets` the offset after each
     partition's last whole batch (its next fetch, as a sequential consumer asks it), and
-    ``on_done`` is called once the response is written whole."""
+    ``on_known`` is called as soon as they are all known: once the last partition's last batch
+    header has arrived (else once the response is written whole), while its tail may still be
+    on its way."""
 
     def __init__(self, lane: SpliceLane, scanner: FetchResponseScanner, frame_size: int,
                  correlation_id: int, rewrite: Callable[[ScanStep, bytearray], None],
-                 source_timeout: float, *, on_done: Callable[[SplicedFetchSend], None] | None = None
-                 ) -> None:
+                 source_timeout: float, *,
+                 on_known: Callable[[SplicedFetchSend], None] | None = None) -> None:
         self.lane = lane
         self.scanner = scanner
         self.rewrite = rewrite
         self.source_timeout = source_timeout
-        self.on_done = on_done
+        self.on_known = on_known
+        self._last = False  # the records being passed on are the response's last
         #: (topic name or id bytes, partition) → the offset after its last whole batch
         self.next_offsets: dict[tuple[str | bytes, int], int] = {}
         self._partition: tuple[str | bytes, int] | None = None  # whose records are passed on
@@ -392,10 +417,14 @@ class SplicedFetchSend(Send):
                     break  # let the loop serve the others; called again at once
         except (BlockingIOError, InterruptedError):
             pass
-        if self._written >= self._size and self.on_done is not None:
-            done, self.on_done = self.on_done, None
-            done(self)
+        if self._written >= self._size:
+            self._known_all()
         return self._written - start
+
+    def _known_all(self) -> None:
+        known, self.on_known = self.on_known, None
+        if known is not None:
+            known(self)
 
     # -- the steps (each False when it has to wait) -------------------------------------------
 
@@ -483,6 +512,8 @@ class SplicedFetchSend(Send):
                     if self._partition is not None:
                         self.next_offsets[self._partition] = last + 1
             self._known += whole
+        if self._last and self._known >= self._records_left:
+            self._known_all()
 
     def _next_framing(self, sock: socket.socket) -> bool:
         scanner = self.scanner
@@ -521,6 +552,7 @@ class SplicedFetchSend(Send):
         self._known = 0
         part = step.partition
         self._partition = (part.topic, part.partition) if part is not None else None
+        self._last = step.last
         return True
 
     def close(self) -> None:

@@ -53,6 +53,7 @@ class ScanStep:
     records: int
     done: bool
     partition: ScannedPartition | None = None  # whose records follow the framing
+    last: bool = False  # they are the last partition's of the response
     error_at: int = -1  # the response's own error code, when this step read it
     error_code: int = 0
     partitions: list[ScannedPartition] = field(default_factory=list)  # read in this step
@@ -204,6 +205,7 @@ class FetchResponseScanner:
             step.partitions.append(part)
             if size > 0:
                 step.partition, step.records = part, size
+                step.last = self._parts_left == 1 and self._topics_left == 1
                 return True
         elif phase == "partition tags":
             leader_at = _tagged_section(r, _CURRENT_LEADER_TAG)

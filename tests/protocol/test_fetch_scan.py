@@ -66,6 +66,11 @@ def test_every_response_is_cut_where_its_records_are(data: st.DataObject) -> Non
     assert [bytes(p) for kind, p in parts if kind == "records"] == [bytes(r) for r in wanted if r]
     scanned = [p for s in steps for p in s.partitions]
     flat = [(t, p) for t in body["responses"] for p in t["partitions"]]
+    # only the records of the response's very last partition are marked last
+    with_records = [s for s in steps if s.records]
+    last_has_records = bool(flat) and bool(flat[-1][1]["records"])
+    assert [s.last for s in with_records] == [False] * len(with_records) if not last_has_records \
+        else [False] * (len(with_records) - 1) + [True]
     assert [(p.partition, p.error_code, p.records_size) for p in scanned] == [
         (p["partition_index"], p["error_code"], -1 if p["records"] is None else len(p["records"]))
         for _, p in flat]
