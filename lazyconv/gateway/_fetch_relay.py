@@ -607,20 +607,26 @@ def _predicted(body: dict[str, Any], next_offsets: dict[tuple[str | bytes, int],
 
 async def _answer_is_empty(lane: SpliceLane, version: int, size: int, timeout: float) -> bool:
     """Whether the answer of ``size`` bytes the lane is reading (its head read) holds no
-    records, from its framing peeked; undecided (more framing than one peek) counts as not."""
-    data = await lane.peek_within(min(size - 4, 16 << 10), timeout)
-    scanner = FetchResponseScanner(version, size)
-    position = 0
-    while True:
-        try:
-            step = scanner.scan(memoryview(data)[position:])
-        except RemoteProtocolError:  # the send that passes it on says so, and ends the response
-            return False
-        if step is None or step.records:
-            return False
-        if step.done:
-            return True
-        position += step.framing
+    records, from its framing peeked as soon as it shows; undecided (more framing than one
+    peek) counts as not."""
+
+    def decide(data: bytes) -> bool | None:
+        scanner = FetchResponseScanner(version, size)
+        position = 0
+        while True:
+            try:
+                step = scanner.scan(memoryview(data)[position:])
+            except RemoteProtocolError:  # the send that passes it on says so, and ends it
+                return False
+            if step is None:
+                return None
+            if step.records:
+                return False
+            if step.done:
+                return True
+            position += step.framing
+
+    return await lane.peek_until(min(size - 4, 16 << 10), timeout, decide)
 
 
 def _before_first_zstd(records: bytes | memoryview) -> int | None:

@@ -286,14 +286,23 @@ class SpliceLane:
         except (OSError, asyncio.TimeoutError):
             self.close()
 
-    async def peek_within(self, n: int, timeout: float) -> bytes:
-        """At least one and up to ``n`` bytes of the answer being read, left in the queue."""
+    async def peek_until(self, n: int, timeout: float,
+                         decide: Callable[[bytes], bool | None]) -> bool:
+        """``decide(bytes)`` over the first bytes of the answer being read (left in the queue),
+        as soon as it decides (``None``: not from these bytes), on up to ``n`` bytes; False when
+        it cannot or ``timeout`` passes first."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             data = self.peek(0, n)
-            if data is not None and (len(data) >= n or loop.time() >= deadline):
-                return data
+            if data is not None:
+                decided = decide(data)
+                if decided is not None:
+                    return decided
+                if len(data) >= n:
+                    return False
+            if loop.time() >= deadline:
+                return False
             sock = self.sock
             assert sock is not None
             ready: asyncio.Future[None] = loop.create_future()
@@ -367,7 +376,8 @@ class SplicedFetchSend(Send):
         self.records_out = 0
         self._size = 4 + frame_size
         self._written = 0
-        self._out = memoryview(_HEAD.pack(frame_size, correlation_id))
+        self._out = memoryview(b"")
+        self._head = _HEAD.pack(frame_size, correlation_id)  # sent with the first framing
         self._records_left = 0  # of the partition whose records are being passed on
         self._known = 0  # of those, the bytes whose batch headers were read
         self._pipe: tuple[int, int, int] | None = None  # lent while it holds bytes
@@ -547,6 +557,9 @@ class SplicedFetchSend(Send):
                                     f"inside a response")
             got += n
         self.rewrite(step, framing)
+        if self._head:  # one send for the size, the correlation id and the first framing
+            view = memoryview(self._head + framing)
+            self._head = b""
         self._out = view
         self._records_left = step.records
         self._known = 0

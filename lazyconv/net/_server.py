@@ -657,9 +657,15 @@ async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket | Tls
         # that relays bytes may wait for them instead (its source's readability).
         source = send.source_fileno()
         if source is not None:
-            await _from_source(_wait_readable(loop, source), send.source_timeout)
+            await _ready(loop, source, False, send.source_timeout,
+                         f"the bytes of a relayed response stopped for {send.source_timeout:.0f} s",
+                         "response_error")
             continue
-        await _within(_wait_writable(loop, conn), timeout)
+        if timeout is None or tls is not None:
+            await _within(_wait_writable(loop, conn), timeout)
+        else:
+            await _ready(loop, conn.fileno(), True, timeout,
+                         f"the client read nothing for {timeout:.0f} s", "write_timeout")
         if tls is not None:
             tls.flush()
     if tls is not None and not tls.flush():
@@ -675,23 +681,28 @@ async def _within(waiting: Awaitable[None], timeout: float | None) -> None:
                                 "write_timeout") from None
 
 
-async def _from_source(waiting: Awaitable[None], timeout: float) -> None:
-    """``waiting`` for a relayed response's next bytes, or the connection ends (its committed
-    size can no longer be honoured) after ``timeout`` seconds."""
-    try:
-        await asyncio.wait_for(waiting, timeout)
-    except asyncio.TimeoutError:
-        raise _ConnectionClosed(f"the bytes of a relayed response stopped for {timeout:.0f} s",
-                                "response_error") from None
-
-
-async def _wait_readable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+async def _ready(loop: asyncio.AbstractEventLoop, fd: int, writable: bool, timeout: float,
+                 message: str, reason: str) -> None:
+    """Until ``fd`` is writable (else readable); after ``timeout`` seconds the connection ends
+    with ``message``. A timer, not ``wait_for``: no task per wait (a response waits many times)."""
+    if fd < 0:
+        raise _ConnectionClosed("socket closed")
     future: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(fd, _set_done, future)
+    if writable:
+        loop.add_writer(fd, _set_done, future)
+    else:
+        loop.add_reader(fd, _set_done, future)
+    timer = loop.call_later(timeout, _set_timed_out, future)
     try:
         await future
+    except asyncio.TimeoutError:
+        raise _ConnectionClosed(message, reason) from None
     finally:
-        loop.remove_reader(fd)
+        timer.cancel()
+        if writable:
+            loop.remove_writer(fd)
+        else:
+            loop.remove_reader(fd)
 
 
 async def _wait_writable(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel) -> None:
