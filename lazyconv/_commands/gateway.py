@@ -116,7 +116,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "consumer's next fetch is asked of the broker while its answer is "
                              "written; 0 turns fetch-ahead off")
     parser.add_argument("--fetch-splice", choices=("true", "false"), default=None,
-                        help="pass the records of a Fetch v12+ that one upstream leader answers "
+                        help="pass the records of a Fetch v10+ that one upstream leader answers "
                              "from the broker's socket to the client's with splice(2), never "
                              "copied through the gateway (default true; gateway.fetch.splice; "
                              "used where neither side is TLS and the upstream is PLAINTEXT)")

@@ -6,7 +6,7 @@ asked once, concurrently (Fetch ≥ v4, topic ids from v13, no fetch session, th
 isolation level, MaxBytes capped by ``upstream_fetch_max_bytes`` so that one upstream response
 is the most a connection holds). The answers are reassembled in the client's order:
 
-- a client that reads magic 2 with a flexible version (Fetch v12+) whose partitions one leader
+- a client that reads magic 2 and every codec (Fetch v10+) whose partitions one leader
   leads gets the leader's answer to its own request passed on from socket to socket
   (:mod:`~lazyconv.gateway._fetch_splice`) where nothing is TLS and the upstream is PLAINTEXT;
 - any other client that reads magic 2 (Fetch v4+) gets the record bytes as the broker sent them, except
@@ -117,7 +117,7 @@ class FetchRelay:
         """``workers``: where the first converted batch of each partition is made (the rest is
         converted while the response is written, on the same pool); ``fetch_ahead_bytes``: what
         the prefetched answers of every connection may hold together (0: no fetch-ahead);
-        ``splice``: pass the records of the v12+ fetches that allow it from socket to socket."""
+        ``splice``: pass the records of the v10+ fetches that allow it from socket to socket."""
         self.splice = splice and SPLICE_AVAILABLE
         self.cluster = cluster
         self.ahead_budget = AheadBudget(fetch_ahead_bytes) if fetch_ahead_bytes > 0 else None

@@ -1,11 +1,11 @@
 """Fetch responses passed from the upstream broker's socket to the client's without entering the
 gateway's memory (docs/guide/gateway.md, "Fetch": "Spliced responses").
 
-A client that reads magic 2 with a flexible Fetch version (v12+) needs the broker's answer as it
-is but for its correlation id, and for a few same-size fields that name brokers or errors. When
-its request goes to one upstream leader whole, the gateway asks that leader the client's own
-request (Fetch v12-15: v16 and v17 answers are v15's with one more tagged field the broker sends
-only when a partition's leader moved) on a connection of the client's own, a
+A client that reads magic 2 with Fetch v10+ (every codec, zstd included) needs the broker's
+answer as it is but for its correlation id, and for a few same-size fields that name brokers or
+errors. When its request goes to one upstream leader whole, the gateway asks that leader the
+client's own request (Fetch v10-15: v16 and v17 answers are v15's with one more tagged field the
+broker sends only when a partition's leader moved) on a connection of the client's own, a
 :class:`SpliceLane`, and answers with a :class:`SplicedFetchSend`: the response's size is the
 upstream's, known from its first four bytes; its framing is read (peeked, then taken) and
 rewritten in place (:class:`~lazyconv.protocol._fetch_scan.FetchResponseScanner` says where); the

@@ -80,7 +80,7 @@ class Gateway:
         ``upstream_fetch_max_bytes``: the most one upstream Fetch response may hold (what a
         connection holds besides one chunk); ``fetch_ahead_bytes``: what the answers fetched ahead
         for sequential consumers may hold over every connection (0: none fetched ahead);
-        ``fetch_splice``: a Fetch v12+ that one upstream leader answers is passed on with
+        ``fetch_splice``: a Fetch v10+ that one upstream leader answers is passed on with
         splice(2) where nothing is TLS and the upstream is PLAINTEXT (see
         :mod:`~lazyconv.gateway._fetch_splice`);
         ``workers``: conversion threads (default: one per core); ``limits``: request sizes and

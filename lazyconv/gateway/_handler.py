@@ -84,7 +84,7 @@ class GatewayHandler:
                  workers: ConversionWorkers | None = None,
                  identities: GatewayIdentities | None = None, client_id_prefix: str = "") -> None:
         """``fetch_ahead_bytes``: the budget of fetch-ahead over every connection (0: off);
-        ``fetch_splice``: splice the records of the v12+ fetches that allow it;
+        ``fetch_splice``: splice the records of the v10+ fetches that allow it;
         ``identities``: who each client is upstream (default: everyone connects as the
         cluster's anonymous or TLS identity, the gateway's own); ``client_id_prefix``: put
         before each client's id upstream. The table of what it answers is built from the

@@ -183,7 +183,7 @@ GATEWAY_KEYS: tuple[Setting, ...] = (
             "for consumers reading the same records (--conversion-cache; 0: off)"),
     Setting("gateway.fetch.ahead.bytes", "int", 32 << 20, "what the ranges fetched ahead for "
             "sequential consumers may hold over every connection (--fetch-ahead-bytes; 0: off)"),
-    Setting("gateway.fetch.splice", "choice", "true", "pass the records of a v12+ fetch that "
+    Setting("gateway.fetch.splice", "choice", "true", "pass the records of a v10+ fetch that "
             "one upstream leader answers from its socket to the client's with splice(2), "
             "without copying them through the gateway, where neither side is TLS and the "
             "upstream is PLAINTEXT (--fetch-splice)", ("true", "false")),

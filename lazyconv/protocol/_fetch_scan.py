@@ -7,8 +7,9 @@ its size and correlation id) and answers with a :class:`ScanStep`: so many bytes
 records; the caller passes both on, and gives it the bytes that follow. It never needs the
 records themselves. The fields are read with the response's schema
 (:data:`~lazyconv.protocol._fetch.FETCH_RESPONSE_SCHEMA`): the fields before each array or
-records field, then the struct's tagged section. Flexible versions only (Fetch v12+), whose
-framing differs from the older ones in every length prefix.
+records field, then (flexible versions, v12+) the struct's tagged section. Fetch v10+: the
+versions whose clients read every codec Kafka 4 stores (zstd since v10), so that no batch
+is ever held back from them.
 
 A step also says where, inside its framing bytes, the fields a relay may rewrite in place are
 (the error codes, the partitions' preferred read replicas and the leader ids of their
@@ -26,7 +27,8 @@ from lazyconv.protocol._schema import ArrayOf, Field, ScalarType, Struct, walk_d
 
 __all__ = ["FetchResponseScanner", "ScanStep", "ScannedPartition", "FIRST_SCANNED_VERSION"]
 
-FIRST_SCANNED_VERSION = 12  # the first flexible Fetch version
+FIRST_SCANNED_VERSION = 10  # the first Fetch version whose clients read zstd
+_FIRST_FLEXIBLE_VERSION = 12
 _CURRENT_LEADER_TAG = 1
 
 
@@ -92,15 +94,16 @@ class _Malformed(RemoteProtocolError):
 
 
 class FetchResponseScanner:
-    """Reads one flexible Fetch response of ``version`` whose frame (after the size) is
+    """Reads one Fetch response of ``version`` (v10+) whose frame (after the size) is
     ``frame_size`` bytes, starting right after the correlation id (see the module docstring).
     Raises :class:`~lazyconv.errors.RemoteProtocolError` for a response that does not parse or
     whose lengths run past its size."""
 
     def __init__(self, version: int, frame_size: int) -> None:
         if version < FIRST_SCANNED_VERSION:
-            raise ValueError(f"Fetch v{version} is not flexible: only v12+ is scanned")
+            raise ValueError(f"Fetch v{version} is not scanned: only v{FIRST_SCANNED_VERSION}+")
         self.version = version
+        self.flexible = version >= _FIRST_FLEXIBLE_VERSION
         self.remaining = frame_size - 4  # after the correlation id
         if self.remaining < 0:
             raise RemoteProtocolError(f"a response of {frame_size} bytes has no correlation id", 0)
@@ -163,17 +166,18 @@ class FetchResponseScanner:
 
     # Each unit is all-or-nothing: the walk's state changes only once it is read whole.
     def _unit(self, r: Reader, step: ScanStep) -> bool:
-        version = self.version
+        version, flexible = self.version, self.flexible
         phase = self._phase
         if phase == "header":  # the header's tagged section, the fields before the topics
-            _tagged_section(r, -1)
+            if flexible:
+                _tagged_section(r, -1)
             error_at, error_code = -1, 0
             for f in self._top_before:
                 if f.name == "error_code":
                     error_at = r.pos
                     error_code = r.int16("error_code")
                 else:
-                    _scalar(f, r, version)
+                    _scalar(f, r, version, flexible)
             topics = self._count(r, "responses")
             step.error_at, step.error_code = error_at, error_code
             self._topics_left = topics
@@ -181,7 +185,7 @@ class FetchResponseScanner:
         elif phase == "topic":
             topic: str | bytes = ""
             for f in self._topic_before:
-                value = _scalar(f, r, version)
+                value = _scalar(f, r, version, flexible)
                 if f.name in ("topic", "topic_id"):
                     topic = value if isinstance(value, str) else value.bytes  # type: ignore[attr-defined]
             parts = self._count(r, "partitions")
@@ -193,10 +197,11 @@ class FetchResponseScanner:
             for f in self._part_before:
                 positions[f.name] = r.pos
                 if isinstance(f.type, ArrayOf):  # aborted transactions: passed on as they are
-                    _skip_array(f, r, version)
+                    _skip_array(f, r, version, flexible)
                 else:
-                    values[f.name] = _scalar(f, r, version)
-            size = r.uvarint("records length") - 1
+                    values[f.name] = _scalar(f, r, version, flexible)
+            length = r.length_prefix("records", compact=flexible)
+            size = -1 if length is None else length
             part = ScannedPartition(self._topic, int(values["partition_index"]),  # type: ignore[call-overload]
                                     int(values["error_code"]), positions["error_code"], size,  # type: ignore[call-overload]
                                     int(values.get("preferred_read_replica", -1)),  # type: ignore[call-overload]
@@ -208,17 +213,19 @@ class FetchResponseScanner:
                 step.last = self._parts_left == 1 and self._topics_left == 1
                 return True
         elif phase == "partition tags":
-            leader_at = _tagged_section(r, _CURRENT_LEADER_TAG)
+            leader_at = _tagged_section(r, _CURRENT_LEADER_TAG) if flexible else -1
             if leader_at >= 0:
                 step.leader_ids_at.append(leader_at)
             self._parts_left -= 1
             self._phase = "partition" if self._parts_left else "topic end"
         elif phase == "topic end":
-            _tagged_section(r, -1)
+            if flexible:
+                _tagged_section(r, -1)
             self._topics_left -= 1
             self._phase = "topic" if self._topics_left else "trailer"
         elif phase == "trailer":
-            _tagged_section(r, -1)
+            if flexible:
+                _tagged_section(r, -1)
             self._phase = "end"
         return False
 
@@ -226,22 +233,22 @@ class FetchResponseScanner:
         """An array's length, bounded by what is left of the response (the bytes in hand may
         be only its beginning)."""
         at = r.pos
-        n = r.length_prefix(what, compact=True)
+        n = r.length_prefix(what, compact=self.flexible)
         if n is None or n > self.remaining:
             raise _Malformed(f"{what} claims {n} elements in the last {self.remaining} "
                                       f"bytes of the response", at)
         return n
 
 
-def _skip_array(f: Field, r: Reader, version: int) -> None:
+def _skip_array(f: Field, r: Reader, version: int, flexible: bool) -> None:
     """Read past an array field of structs (its values are not needed)."""
     element = _element(f)
-    n = r.array_length(f.name, compact=True, nullable=f.nullable_in(version))
+    n = r.array_length(f.name, compact=flexible, nullable=f.nullable_in(version))
     for _ in range(n or 0):
-        walk_decode(element, r, version, True)
+        walk_decode(element, r, version, flexible)
 
 
-def _scalar(f: Field, r: Reader, version: int) -> object:
+def _scalar(f: Field, r: Reader, version: int, flexible: bool) -> object:
     t = f.type
     assert isinstance(t, ScalarType), f"{f.name} is not a scalar"
     name = t.name
@@ -254,7 +261,7 @@ def _scalar(f: Field, r: Reader, version: int) -> object:
     if name == "uuid":
         return r.uuid(f.name)
     if name == "string":
-        return r.string(f.name, compact=True, nullable=f.nullable_in(version))
+        return r.string(f.name, compact=flexible, nullable=f.nullable_in(version))
     raise RemoteProtocolError(f"{f.name}: a {name} field is not expected here", r.pos)  # pragma: no cover
 
 

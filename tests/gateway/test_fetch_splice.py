@@ -122,7 +122,7 @@ def feed(sock: socket.socket, data: bytes, seed: int) -> threading.Thread:
     return thread
 
 
-@pytest.mark.parametrize("version", [12, 13, 15])
+@pytest.mark.parametrize("version", [10, 11, 12, 13, 15])
 @pytest.mark.parametrize("to_socket", [True, False], ids=["spliced", "copied"])
 @pytest.mark.parametrize("counting", ["peek-ahead", "batch-by-batch"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -289,7 +289,7 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     return bytes(data)
 
 
-@pytest.mark.parametrize("version", [12, 13, 15, 16, 17])
+@pytest.mark.parametrize("version", [10, 11, 12, 13, 15, 16, 17])
 def test_a_spliced_fetch_is_the_broker_s_own_answer_byte_for_byte(serve_upstream, gateway_factory,
                                                                   version: int) -> None:
     gateway = gateway_factory(serve_upstream.bootstrap)
@@ -373,7 +373,7 @@ def _read_partition(port: int, version: int, topic: tuple[str, Any], partition: 
             offset = after
 
 
-@pytest.mark.parametrize("version", [12, 13])
+@pytest.mark.parametrize("version", [11, 12, 13])
 def test_a_sequential_consumer_is_answered_from_the_fetch_sent_ahead(serve_upstream,
                                                                      gateway_factory,
                                                                      version: int) -> None:

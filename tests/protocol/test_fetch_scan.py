@@ -16,7 +16,7 @@ from lazyconv.protocol._fetch import FETCH_RESPONSE_SCHEMA, FetchResponse
 from lazyconv.protocol._fetch_scan import FetchResponseScanner
 from tests.protocol.schema_values import after_round_trip, message_values
 
-VERSIONS = range(12, 18)
+VERSIONS = range(10, 18)
 
 
 def frame(version: int, body: dict[str, Any], correlation_id: int = 7) -> bytes:
@@ -102,9 +102,13 @@ def test_the_rewritable_fields_are_where_the_step_says(version: int) -> None:
     assert _field_at(framing0, first.error_at, ">h") == 0x0102
     p0, = first.partitions
     assert _field_at(framing0, p0.error_at, ">h") == 6
-    assert _field_at(framing0, p0.preferred_read_replica_at, ">i") == 0x01020304
+    if version >= 11:  # the field came with v11
+        assert _field_at(framing0, p0.preferred_read_replica_at, ">i") == 0x01020304
+    else:
+        assert p0.preferred_read_replica_at == -1
     assert first.leader_ids_at == []  # its tags come after its records
-    assert [_field_at(framing1, at, ">i") for at in second.leader_ids_at] == [0x0A0B0C0D, 0x11121314]
+    leaders = [_field_at(framing1, at, ">i") for at in second.leader_ids_at]
+    assert leaders == ([0x0A0B0C0D, 0x11121314] if version >= 12 else [])  # tags: v12+
     p1, = second.partitions
     assert _field_at(framing1, p1.error_at, ">h") == 0 and p1.records_size == -1
 
