@@ -181,7 +181,13 @@ class FetchAhead:
                     if not entry.future.done():
                         entry.future.set_result(answers.get((entry.topic, entry.partition)))
 
+        def answered(_: asyncio.Task[None]) -> None:  # cancelled before it ran too
+            for entry in entries:
+                if not entry.future.done():
+                    entry.future.set_result(None)
+
         task = asyncio.get_running_loop().create_task(ask())
+        task.add_done_callback(answered)
         for entry in entries:
             entry.task = task
             entry.siblings = entries

@@ -290,7 +290,8 @@ class FetchRelay:
         def ahead(done: SplicedFetchSend) -> None:
             """The client's next fetch, as a sequential consumer asks it, sent now (see
             :meth:`SpliceLane.send_ahead`): each partition from after its last whole batch."""
-            if self.ahead_budget is None or errors or other.closed:
+            if self.ahead_budget is None or errors or other.closed or \
+                    request.get("min_bytes", 0) > 1:  # an answer without waiting would not do
                 return
             nxt = _predicted(body, done.next_offsets, upstream_version)
             pending, data = other.encoder.send_request(fetch.SPEC, upstream_version, nxt,

@@ -31,6 +31,7 @@ import asyncio
 import fcntl
 import logging
 import os
+import select
 import socket
 import struct
 import sys
@@ -64,7 +65,7 @@ _F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
 # Peeking at an offset into a socket's queue (Linux 6.9+ for TCP; not in Python's socket module)
 _SO_PEEK_OFF = getattr(socket, "SO_PEEK_OFF", 42) if sys.platform.startswith("linux") else None
 _FIRST_PEEK = 16 << 10
-_MAX_PEEK = 1 << 20  # the framing between two partitions' records that one step may need
+_MAX_PEEK = 8 << 20  # the framing between two partitions' records that one step may need
 _COPY_PIECE = 64 << 10  # what one read takes when the client's channel is not a socket
 _MOVE = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
 _MORE = getattr(os, "SPLICE_F_MORE", 4)
@@ -72,6 +73,7 @@ _MSG_MORE = getattr(socket, "MSG_MORE", 0)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _HEAD = struct.Struct(">ii")  # a response's size and correlation id
+_POLLRDHUP = getattr(select, "POLLRDHUP", 0x2000)
 _DROP_AT_MOST = 64 << 10  # an answer sent ahead and not used: read and dropped, else the lane closed
 
 
@@ -134,6 +136,7 @@ class SpliceLane:
         self.keep_s = keep_s
         #: the request sent ahead: what it asked (a key) and its correlation id
         self.ahead: tuple[Hashable, int] | None = None
+        self._lowat = 1  # the socket's SO_RCVLOWAT
         self._reserved = 0
         self._expiry: asyncio.TimerHandle | None = None
 
@@ -159,7 +162,29 @@ class SpliceLane:
             sock.close()
             raise UpstreamError(f"cannot reach upstream broker {self.address}: "
                                 f"{exc or 'timed out'}") from None
+        except BaseException:  # cancelled
+            sock.close()
+            raise
         self.sock = sock
+        self._lowat = 1
+
+    def want(self, n: int) -> None:
+        """The socket is readable once ``n`` bytes are in its queue (``SO_RCVLOWAT``): a wait
+        for bytes a peek found too few of must not wake at once on the few already there."""
+        sock = self.sock
+        if sock is not None and n != self._lowat:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, max(1, n))
+            self._lowat = n
+
+    def hung_up(self) -> bool:
+        """Whether the peer closed its side (the bytes it sent may still be queued)."""
+        sock = self.sock
+        if sock is None:
+            return True
+        poller = select.poll()
+        poller.register(sock.fileno(), _POLLRDHUP)
+        return any(events & (_POLLRDHUP | select.POLLHUP | select.POLLERR)
+                   for _, events in poller.poll(0))
 
     def peek(self, offset: int, n: int) -> bytes | None:
         """Up to ``n`` bytes at ``offset`` into the socket's queue, left there (``None``: none
@@ -180,6 +205,9 @@ class SpliceLane:
             data = sock.recv(n, socket.MSG_PEEK)
         except (BlockingIOError, InterruptedError):
             return None
+        except OSError as exc:  # reset: before the size is written the fetch goes the usual way
+            self.close()
+            raise UpstreamError(f"upstream broker {self.address}: {exc}") from None
         if not data:
             raise UpstreamError(f"upstream broker {self.address} closed the connection inside "
                                 f"a response")
@@ -193,6 +221,7 @@ class SpliceLane:
         sock = self.sock
         if sock is None:
             raise UpstreamError(f"the spliced lane to {self.address} is closed")
+        self.want(1)
         head = bytearray(_HEAD.size)
         try:
             await asyncio.wait_for(loop.sock_sendall(sock, request), timeout)
@@ -276,6 +305,7 @@ class SpliceLane:
         if n > _DROP_AT_MOST:
             self.close()
             return
+        self.want(1)
         loop = asyncio.get_running_loop()
         try:
             while n > 0:
@@ -293,16 +323,25 @@ class SpliceLane:
         it cannot or ``timeout`` passes first."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        seen = -1
         while True:
             data = self.peek(0, n)
+            if data is not None and len(data) == seen and self.hung_up():
+                self.want(1)
+                return False  # no more will come: whoever reads on finds the end
+            seen = len(data) if data is not None else -1
             if data is not None:
                 decided = decide(data)
                 if decided is not None:
+                    self.want(1)
                     return decided
                 if len(data) >= n:
+                    self.want(1)
                     return False
             if loop.time() >= deadline:
+                self.want(1)
                 return False
+            self.want(len(data) + 1 if data else 1)
             sock = self.sock
             assert sock is not None
             ready: asyncio.Future[None] = loop.create_future()
@@ -384,6 +423,8 @@ class SplicedFetchSend(Send):
         self._piped = 0  # in the pipe, not yet in the client's socket
         self._peek = _FIRST_PEEK
         self._waiting_source = False
+        self._need = 1
+        self._last_wait: tuple[int, int, int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -395,10 +436,27 @@ class SplicedFetchSend(Send):
 
     def source_fileno(self) -> int | None:
         sock = self.lane.sock
-        return sock.fileno() if self._waiting_source and sock is not None else None
+        if not self._waiting_source or sock is None:
+            return None
+        self.lane.want(self._need)
+        return sock.fileno()
+
+    def _wait_source(self, need: int = 1) -> bool:
+        """Wait until ``need`` bytes (from where the response is read) are in the socket's
+        queue: fewer are there now. A socket that woke the last wait without a byte more is
+        one whose peer hung up (readable at its end whatever ``SO_RCVLOWAT`` says)."""
+        progress = (self._written, self.scanner.remaining, self._known, need)
+        if progress == self._last_wait and self.lane.hung_up():
+            raise UpstreamError(f"upstream broker {self.lane.address} closed the connection "
+                                f"inside a response")
+        self._last_wait = progress
+        self._waiting_source = True
+        self._need = need
+        return False
 
     def write_to(self, channel: Channel) -> int:
         self._waiting_source = False
+        self._need = 1
         sock = self.lane.sock
         if sock is None:
             raise UpstreamError(f"the connection to upstream broker {self.lane.address} closed "
@@ -416,8 +474,8 @@ class SplicedFetchSend(Send):
                 elif self._records_left:
                     if self._known < self._records_left:
                         self._walk_batches()
-                    if not self._known:  # the next batch's header has not arrived
-                        self._waiting_source = True
+                    if not self._known:  # the next batch's header has not arrived whole
+                        self._wait_source(min(RECORD_BATCH_OVERHEAD, self._records_left))
                         break
                     if not (self._to_pipe(sock) if splice else self._copy(sock)):
                         break
@@ -471,8 +529,9 @@ class SplicedFetchSend(Send):
         try:
             n = os.splice(sock.fileno(), pipe[1], min(self._known, pipe[2]), flags=_MOVE)
         except (BlockingIOError, InterruptedError):
-            self._waiting_source = True
-            return False
+            return self._wait_source()
+        except OSError as exc:
+            raise UpstreamError(f"upstream broker {self.lane.address}: {exc}") from None
         if n == 0:
             raise UpstreamError(f"upstream broker {self.lane.address} closed the connection "
                                 f"inside a response")
@@ -484,8 +543,9 @@ class SplicedFetchSend(Send):
         try:
             data = sock.recv(min(self._known, _COPY_PIECE))
         except (BlockingIOError, InterruptedError):
-            self._waiting_source = True
-            return False
+            return self._wait_source()
+        except OSError as exc:
+            raise UpstreamError(f"upstream broker {self.lane.address}: {exc}") from None
         if not data:
             raise UpstreamError(f"upstream broker {self.lane.address} closed the connection "
                                 f"inside a response")
@@ -531,8 +591,7 @@ class SplicedFetchSend(Send):
             window = min(self._peek, scanner.remaining)
             data = self.lane.peek(0, window)
             if data is None:
-                self._waiting_source = True
-                return False
+                return self._wait_source()
             try:
                 step = scanner.scan(data)
             except RemoteProtocolError as exc:
@@ -541,8 +600,7 @@ class SplicedFetchSend(Send):
             if step is not None:
                 break
             if len(data) < window:  # the rest has not arrived
-                self._waiting_source = True
-                return False
+                return self._wait_source(len(data) + 1)
             if window >= _MAX_PEEK:
                 raise UpstreamError(f"upstream broker {self.lane.address} sent a Fetch response "
                                     f"with more than {_MAX_PEEK} bytes between two records")

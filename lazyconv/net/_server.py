@@ -657,6 +657,8 @@ async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket | Tls
         # that relays bytes may wait for them instead (its source's readability).
         source = send.source_fileno()
         if source is not None:
+            if tls is not None:  # what it has encrypted goes out while the source is awaited
+                tls.flush()
             await _ready(loop, source, False, send.source_timeout,
                          f"the bytes of a relayed response stopped for {send.source_timeout:.0f} s",
                          "response_error")

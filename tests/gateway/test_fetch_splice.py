@@ -200,6 +200,68 @@ def test_an_upstream_that_closes_inside_the_records_fails_the_response_and_the_l
     assert lane.closed
 
 
+def _lane_and_send(frame: bytes, version: int = 12) -> tuple[Any, ...]:
+    upstream_broker, upstream_gateway = tcp_pair()
+    client, gateway_side = tcp_pair()
+    for s in (upstream_gateway, gateway_side, client):
+        s.setblocking(False)
+    lane = SpliceLane(BrokerAddress("127.0.0.1", 1), "test")
+    lane.sock = upstream_gateway
+    size = struct.unpack(">i", frame[:4])[0]
+    send = SplicedFetchSend(lane, FetchResponseScanner(version, size), size, 1, rewrite_nothing, 5.0)
+    return upstream_broker, client, gateway_side, lane, send
+
+
+class _Counting:
+    """Counts the write_to calls of a send (each wake of the writer)."""
+
+    def __init__(self, send: SplicedFetchSend) -> None:
+        self.send, self.calls = send, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.send, name)
+
+    def write_to(self, channel: Any) -> int:
+        self.calls += 1
+        return self.send.write_to(channel)
+
+
+@pytest.mark.parametrize("cut", [8 + 3, 8 + 40, 8 + 90], ids=["framing", "first-header", "batch"])
+def test_bytes_that_stop_inside_a_field_are_awaited_not_spun_on(cut: int) -> None:
+    # the upstream sends the response up to inside the framing or a batch header, pauses, then
+    # the rest: the writer sleeps until enough bytes are there (SO_RCVLOWAT), a few wakes, not
+    # one per loop turn for the whole pause
+    frame, _ = response_frame(12)
+    upstream_broker, client, gateway_side, lane, send = _lane_and_send(frame)
+    upstream_broker.sendall(frame[8:cut])
+
+    def rest() -> None:
+        time.sleep(0.4)
+        upstream_broker.sendall(frame[cut:])
+
+    thread = threading.Thread(target=rest, daemon=True)
+    thread.start()
+    counting = _Counting(send)
+    got = drive(counting, gateway_side, client)  # type: ignore[arg-type]
+    thread.join(5)
+    assert got[8:] == frame[8:]
+    assert counting.calls < 200, counting.calls
+    lane.close()
+
+
+def test_an_upstream_that_closes_inside_a_field_fails_at_once() -> None:
+    frame, _ = response_frame(12)
+    upstream_broker, client, gateway_side, lane, send = _lane_and_send(frame)
+    upstream_broker.sendall(frame[8:8 + 40])  # inside the first batch's header
+    upstream_broker.close()
+    started = time.monotonic()
+    with pytest.raises(UpstreamError, match="closed the connection inside a response"):
+        drive(send, gateway_side, client)
+    assert time.monotonic() - started < 2
+    send.close()
+    assert lane.closed
+
+
 def test_framing_that_does_not_parse_fails_the_response() -> None:
     upstream_broker, upstream_gateway = tcp_pair()
     client, gateway_side = tcp_pair()
