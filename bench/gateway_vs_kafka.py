@@ -408,8 +408,8 @@ def pass_4(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int,
                 if (i + k + round_) % 2:
                     sides.reverse()
                 for case, port, gw in sides:
-                    run.add(timed_read(case, codec, port, NEW_VERSION, args.fetch_size, n, 1,
-                                       broker, gw, n), round_)
+                    run.add(timed_read(case, codec, port, NEW_VERSION, args.fetch_size, n,
+                                       args.v12_consumers, broker, gw, n), round_)
         if round_ == args.rounds - 1 and args.memory_size and not args.only_gateway:
             gateway.stop()
             gateway = None
@@ -627,7 +627,7 @@ def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -
                     continue
                 row = next(r for r in summary["rows"] if r["codec"] == codec)
                 gw_paired = row["variant_gateway_cpu_paired"][name][index]
-                label = f"{consumers}" if kind != "v12" else "1 (v12)"
+                label = f"{consumers}" if kind != "v12" else f"{args.v12_consumers} (v12)"
                 out.append(f"| {codec} | {label} | {_fmt(base_t)} | {_fmt(var_t)} | {_fmt(var_t / base_t, 2)} "
                            f"| {_fmt(base_c, 2)} | {_fmt(var_c, 2)} | {_fmt(var_c / base_c, 2)} "
                            f"| {_fmt(gw_paired, 3)} |")
@@ -656,6 +656,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     p.add_argument("--consumers", type=int, default=8,
                    help="concurrent old consumers (default 8; 1 skips that part)")
+    p.add_argument("--v12-consumers", type=int, default=1,
+                   help="v2 clients reading at once in each v12 read (default 1)")
     p.add_argument("--v12-repeat", type=int, default=3,
                    help="v12 reads per codec and round, through the gateway and direct in turn "
                         "(default 3: they are short)")
