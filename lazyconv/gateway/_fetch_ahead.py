@@ -37,12 +37,23 @@ from lazyconv.records._format import LOG_HEADER, LOG_OVERHEAD
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AheadBudget", "FetchAhead", "Prefetched", "last_complete_batch"]
+__all__ = ["AheadBudget", "FetchAhead", "Prefetched", "last_complete_batch", "offset_after"]
 
 _BASE_AND_LENGTH = LOG_HEADER  # an entry starts with its base offset (int64) and length (int32)
 # the last offset delta of a v2 batch: int32 at byte 23; legacy entries' offset is their last
 _LAST_OFFSET_DELTA_AT = 23
 _MAGIC_AT = 16
+
+
+def offset_after(view: bytes | bytearray | memoryview, pos: int, size: int) -> int:
+    """The offset after the entry of ``size`` bytes at ``pos`` (a batch, or a legacy message),
+    from its header alone: a v2 batch's base offset plus its last offset delta, else the
+    entry's own offset (a legacy message's, or wrapper's, offset is its last), plus one."""
+    last = int.from_bytes(view[pos:pos + 8], "big", signed=True)
+    if view[pos + _MAGIC_AT] >= 2 and size > _LAST_OFFSET_DELTA_AT + 4:
+        last += int.from_bytes(view[pos + _LAST_OFFSET_DELTA_AT:pos + _LAST_OFFSET_DELTA_AT + 4],
+                               "big", signed=True)
+    return last + 1
 
 
 def last_complete_batch(records: bytes | bytearray | memoryview) -> tuple[int, int, int] | None:
@@ -54,16 +65,11 @@ def last_complete_batch(records: bytes | bytearray | memoryview) -> tuple[int, i
     pos = 0
     found: tuple[int, int, int] | None = None
     while end - pos >= LOG_OVERHEAD:
-        base, length = _BASE_AND_LENGTH.unpack_from(view, pos)
+        length = _BASE_AND_LENGTH.unpack_from(view, pos)[1]
         size = LOG_OVERHEAD + length
         if length < 0 or pos + size > end:
             break
-        if view[pos + _MAGIC_AT] >= 2 and size > _LAST_OFFSET_DELTA_AT + 4:
-            last = base + int.from_bytes(view[pos + _LAST_OFFSET_DELTA_AT:pos + _LAST_OFFSET_DELTA_AT + 4],
-                                         "big", signed=True)
-        else:
-            last = base  # a legacy message's (or wrapper's) offset is its last
-        found = (pos, size, last + 1)
+        found = (pos, size, offset_after(view, pos, size))
         pos += size
     return found
 

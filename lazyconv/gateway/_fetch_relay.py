@@ -246,8 +246,7 @@ class FetchRelay:
                                                           expect_response=False)
                 size = await lane.ask(data, pending.correlation_id, timeout)
             assert lane is not None
-            lane_ = lane
-            other = lanes.other(lane_)
+            other = lanes.other(lane)
             if self.ahead_budget is not None and other.closed:
                 try:
                     await other.open(self.cluster.request_timeout)
@@ -302,7 +301,7 @@ class FetchRelay:
                                 reserve) and metrics is not None:
                 metrics.upstream_sent(fetch.SPEC.key, upstream_version, len(data))
 
-        send = SplicedFetchSend(lane_, FetchResponseScanner(version, size), size, correlation_id,
+        send = SplicedFetchSend(lane, FetchResponseScanner(version, size), size, correlation_id,
                                 rewrite, self.cluster.request_timeout, on_known=ahead)
         answer = Response(send, resources=[send])
         if metrics is not None and net_session is not None:

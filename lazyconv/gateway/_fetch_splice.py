@@ -40,12 +40,11 @@ from collections.abc import Awaitable, Callable, Hashable
 
 from lazyconv._send import Channel, Send, write_to_channel
 from lazyconv.errors import RemoteProtocolError, UpstreamError
-from lazyconv.gateway._fetch_ahead import AheadBudget
+from lazyconv.gateway._fetch_ahead import AheadBudget, offset_after
 from lazyconv.gateway._upstream import MAX_RESPONSE_SIZE, BrokerAddress
 from lazyconv.protocol._connection import ClientConnection
 from lazyconv.protocol._fetch_scan import FetchResponseScanner, ScanStep
 from lazyconv.records._format import (
-    LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -71,7 +70,6 @@ _MOVE = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
 _MORE = getattr(os, "SPLICE_F_MORE", 4)
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _HEAD = struct.Struct(">ii")  # a response's size and correlation id
 _POLLRDHUP = getattr(select, "POLLRDHUP", 0x2000)
 _DROP_AT_MOST = 64 << 10  # an answer sent ahead and not used: read and dropped, else the lane closed
@@ -575,12 +573,10 @@ class SplicedFetchSend(Send):
                 length = LOG_OVERHEAD + _I32.unpack_from(header, SIZE_OFFSET)[0]
                 if RECORD_BATCH_OVERHEAD <= length <= whole:
                     whole = length
-                    last = _I64.unpack_from(header, 0)[0]  # a legacy entry's offset is its last
                     if header[MAGIC_OFFSET] >= 2:
-                        last += _I32.unpack_from(header, LAST_OFFSET_DELTA_OFFSET)[0]
                         self.records_out += _I32.unpack_from(header, RECORDS_COUNT_OFFSET)[0]
                     if self._partition is not None:
-                        self.next_offsets[self._partition] = last + 1
+                        self.next_offsets[self._partition] = offset_after(header, 0, length)
             self._known += whole
         if self._last and self._known >= self._records_left:
             self._known_all()

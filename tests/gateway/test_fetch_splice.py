@@ -182,24 +182,6 @@ class _Sink:
         return n
 
 
-def test_an_upstream_that_closes_inside_the_records_fails_the_response_and_the_lane() -> None:
-    frame, _ = response_frame(12)
-    upstream_broker, upstream_gateway = tcp_pair()
-    client, gateway_side = tcp_pair()
-    for s in (upstream_gateway, gateway_side, client):
-        s.setblocking(False)
-    lane = SpliceLane(BrokerAddress("127.0.0.1", 1), "test")
-    lane.sock = upstream_gateway
-    size = struct.unpack(">i", frame[:4])[0]
-    upstream_broker.sendall(frame[8:600])
-    upstream_broker.close()
-    send = SplicedFetchSend(lane, FetchResponseScanner(12, size), size, 1, rewrite_nothing, 5.0)
-    with pytest.raises(UpstreamError, match="closed the connection inside a response"):
-        drive(send, gateway_side, client)
-    send.close()
-    assert lane.closed
-
-
 def _lane_and_send(frame: bytes, version: int = 12) -> tuple[Any, ...]:
     upstream_broker, upstream_gateway = tcp_pair()
     client, gateway_side = tcp_pair()
@@ -210,6 +192,17 @@ def _lane_and_send(frame: bytes, version: int = 12) -> tuple[Any, ...]:
     size = struct.unpack(">i", frame[:4])[0]
     send = SplicedFetchSend(lane, FetchResponseScanner(version, size), size, 1, rewrite_nothing, 5.0)
     return upstream_broker, client, gateway_side, lane, send
+
+
+def test_an_upstream_that_closes_inside_the_records_fails_the_response_and_the_lane() -> None:
+    frame, _ = response_frame(12)
+    upstream_broker, client, gateway_side, lane, send = _lane_and_send(frame)
+    upstream_broker.sendall(frame[8:600])
+    upstream_broker.close()
+    with pytest.raises(UpstreamError, match="closed the connection inside a response"):
+        drive(send, gateway_side, client)
+    send.close()
+    assert lane.closed
 
 
 class _Counting:
@@ -263,17 +256,11 @@ def test_an_upstream_that_closes_inside_a_field_fails_at_once() -> None:
 
 
 def test_framing_that_does_not_parse_fails_the_response() -> None:
-    upstream_broker, upstream_gateway = tcp_pair()
-    client, gateway_side = tcp_pair()
-    for s in (upstream_gateway, gateway_side, client):
-        s.setblocking(False)
-    lane = SpliceLane(BrokerAddress("127.0.0.1", 1), "test")
-    lane.sock = upstream_gateway
     # header tags 0, throttle, error, session, then 100 topics in a 40-byte response
     body = b"\x00" + bytes(10) + bytes([101]) + bytes(30)
+    upstream_broker, client, gateway_side, lane, send = _lane_and_send(
+        struct.pack(">ii", 4 + len(body), 1) + body)
     upstream_broker.sendall(body)
-    send = SplicedFetchSend(lane, FetchResponseScanner(12, 4 + len(body)), 4 + len(body), 1,
-                            rewrite_nothing, 5.0)
     with pytest.raises(UpstreamError, match="does not parse"):
         drive(send, gateway_side, client)
     send.close()
@@ -326,29 +313,14 @@ def raw_answers(port: int, version: int, ids: dict[str, Any], partition_max_byte
                 max_bytes: int) -> list[bytes]:
     """The response frames (size first) of fetches of every topic's partitions from offsets 0,
     3, 6, ... 39, on one connection."""
-    from lazyconv.protocol._headers import encode_request_header
     topics = [(name, ids[name], list(range(n))) for name, n in TOPICS]
     frames = []
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        for correlation_id, offset in enumerate(range(0, 40, 3)):
+    with WireClient(port, client_id="raw") as client:
+        for offset in range(0, 40, 3):
             body = fetch_request(version, topics, offset, partition_max_bytes)
             body["max_bytes"] = max_bytes
-            header = encode_request_header(fetch.SPEC.request_header_version(version),
-                                           fetch.SPEC.key, version, correlation_id, "raw")
-            payload = header + fetch.SPEC.encode_request(version, body)
-            sock.sendall(len(payload).to_bytes(4, "big") + payload)
-            size = int.from_bytes(_recv(sock, 4), "big")
-            frames.append(size.to_bytes(4, "big") + _recv(sock, size))
+            frames.append(client.call_frame(fetch.SPEC, version, body))
     return frames
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        piece = sock.recv(n - len(data))
-        assert piece, "closed"
-        data += piece
-    return bytes(data)
 
 
 @pytest.mark.parametrize("version", [10, 11, 12, 13, 15, 16, 17])

@@ -19,16 +19,20 @@ class WireClient:
         self.correlation_id = 0
 
     def call(self, spec: ApiSpec, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        reader = Reader(self.call_frame(spec, version, body)[4:])
+        got = decode_response_header(reader, spec.response_header_version(version))
+        assert got["correlation_id"] == self.correlation_id
+        return spec.decode_response(version, reader)
+
+    def call_frame(self, spec: ApiSpec, version: int, body: dict[str, Any]) -> bytes:
+        """The response to one request as it came, its size first."""
         self.correlation_id += 1
         header = encode_request_header(spec.request_header_version(version), spec.key, version,
                                        self.correlation_id, self.client_id)
         payload = header + spec.encode_request(version, body)
         self.sock.sendall(len(payload).to_bytes(4, "big") + payload)
-        size = int.from_bytes(self._recv(4), "big")
-        reader = Reader(self._recv(size))
-        got = decode_response_header(reader, spec.response_header_version(version))
-        assert got["correlation_id"] == self.correlation_id
-        return spec.decode_response(version, reader)
+        size = self._recv(4)
+        return size + self._recv(int.from_bytes(size, "big"))
 
     def _recv(self, n: int) -> bytes:
         data = bytearray()
