@@ -7,6 +7,7 @@ with what must be released once it is written (or abandoned). What answers the r
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from lazyconv.protocol._connection import Request, response_frame
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Listener", "Response", "reply", "reply_frame", "response_frame"]
+__all__ = ["Deferred", "Listener", "Response", "reply", "reply_frame", "response_frame"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,21 @@ class Response:
             except Exception:  # closing must never mask the error that ended the response
                 log.exception("closing %r failed", resource)
         self.resources.clear()
+
+
+@dataclass
+class Deferred:
+    """A response still being worked out after its request was acted on (a Produce sent
+    upstream, its answer awaited): the connection loop may read and act on the client's next
+    request meanwhile, and writes the responses in request order, as the client expects.
+
+    A handler returns one only for the API keys it lists in ``deferrable_keys`` and only to a
+    session with ``may_defer`` set (the connection loop's), so a caller that answers one
+    request at a time never sees one. ``answer`` ends with the response (``None``: none is
+    due) or raises what would have ended the connection.
+    """
+
+    answer: asyncio.Future[Response | None]
 
 
 def reply(request: Request, body: dict[str, Any]) -> Response:

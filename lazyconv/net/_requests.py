@@ -22,7 +22,7 @@ from collections import Counter
 from typing import Protocol
 
 from lazyconv.errors import LazyconvError
-from lazyconv.net._model import Response, reply, reply_frame
+from lazyconv.net._model import Deferred, Response, reply, reply_frame
 from lazyconv.net._session import Session
 from lazyconv.protocol import _api_versions as api_versions
 from lazyconv.protocol import _sasl_authenticate, _sasl_handshake
@@ -54,10 +54,13 @@ class RequestHandler(Protocol):
         """A client connected: attach what the handler keeps per connection to
         ``session.state`` (released with :meth:`Session.close` when it ends)."""
 
-    async def handle(self, request: Request, session: Session) -> Response | None:
+    async def handle(self, request: Request, session: Session) -> Response | Deferred | None:
         """Answer one request; ``None`` when no response is due (acks=0 Produce). Raises a
         :class:`~lazyconv.errors.LazyconvError` for a request that must close the
-        connection."""
+        connection. A handler with a ``deferrable_keys`` attribute (a set of API keys) may
+        answer those with a :class:`~lazyconv.net._model.Deferred` when ``session.may_defer``
+        is set: the connection loop then goes on with the client's next request of those keys
+        and writes the answers in order."""
 
 
 class FrontDoor:
@@ -83,14 +86,14 @@ class FrontDoor:
                                          _sasl_authenticate.SPEC], table.max_versions)
         return self._sasl_table
 
-    async def answer(self, frame: bytes | bytearray | memoryview, session: Session) -> Response | None:
+    async def answer(self, frame: bytes | bytearray | memoryview,
+                     session: Session) -> Response | Deferred | None:
         """The response to one request frame (``None``: none is due). Raises
         :class:`~lazyconv.errors.RemoteProtocolError` (or another
         :class:`~lazyconv.errors.LazyconvError`) when the connection must end."""
         table = self.handler.apis
         request = parse_request(frame, table)
         if isinstance(request, ApiVersionsFallback):
-            session.client_id = request.client_id
             session.client_id = request.client_id
             session.request = (api_versions.API_KEY, request.api_version)
             return reply_frame(request.reply(self.table_for(session)))

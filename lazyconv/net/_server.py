@@ -55,7 +55,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -71,7 +71,7 @@ from lazyconv.net._limits import (
     Reservation,
     release_free_memory,
 )
-from lazyconv.net._model import Listener, Response, reply_frame
+from lazyconv.net._model import Deferred, Listener, Response, reply_frame
 from lazyconv.net._observer import ServerObserver
 from lazyconv.net._remote_send import DONE, NOT_STARTED, PEER_GONE, TIMED_OUT
 from lazyconv.net._requests import FrontDoor, RequestHandler
@@ -104,6 +104,9 @@ _RECV_PIECE = 65536
 # per connection outside queued.max.request.bytes, which counts a request once its size is read.
 _READ_AHEAD = 8192
 _LARGE_REQUEST = 1 << 20  # a connection that read one this large gives memory back when it ends
+# Answers a connection may owe at once while it acts on the next request (Deferred): Kafka's
+# clients keep at most max.in.flight.requests.per.connection (5 by default) unanswered.
+MAX_DEFERRED = 5
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,18 @@ class ListenerSpec:
 
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+class _Ended(Exception):
+    """The connection ends for ``reason`` (what ended it is logged already)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+#: an answer a connection owes, in request order: (it, when its request was read, request size)
+_Owed = tuple[Response | Deferred, float, int]
 
 
 class _ConnectionClosed(Exception):
@@ -333,6 +348,11 @@ class KafkaServer:
         # sends it once its response is in), read without a reader, a future and a timer.
         waited = False
         first = b""  # a plaintext listener's first bytes: a TLS client is named as such
+        # Requests the handler may act on before the earlier ones are answered (a Produce sent
+        # upstream while the previous one's answer is on its way), and the answers owed.
+        deferrable = frozenset(getattr(self.handler, "deferrable_keys", ()))
+        session.may_defer = bool(deferrable)
+        owed: deque[_Owed] = deque()
         try:
             if secure is not None:
                 await secure.open(loop)
@@ -345,8 +365,26 @@ class KafkaServer:
                     low, high = secure.frame_bounds()
                     frames.min_size, frames.max_size = low, min(high or self.max_request_size,
                                                                 self.max_request_size)
+                while len(owed) >= MAX_DEFERRED or owed and self.draining:
+                    waited = await self._write_owed(loop, conn, peer, session, owed.popleft())
                 size = frames.next_size()
                 while size is None:
+                    if owed:  # the next request, if it is there, else the oldest answer
+                        if not frames.buffered and not self.draining:
+                            data = _recv_now(conn)
+                            if data is None:
+                                head = owed[0][0]
+                                if isinstance(head, Deferred) and \
+                                        not await _answered_or_readable(loop, conn, head.answer):
+                                    continue
+                            elif not data:
+                                return  # the client left without waiting for its answers
+                            else:
+                                frames.feed(data)
+                                size = frames.next_size()
+                                continue
+                        waited = await self._write_owed(loop, conn, peer, session, owed.popleft())
+                        continue
                     wait = idle_timeout if deadline is None else \
                         max(0.0, min(idle_timeout, deadline - loop.time()))
                     if frames.buffered:  # the rest of the size field: idle as much as reading
@@ -396,6 +434,12 @@ class KafkaServer:
                         assert frame is not None
                     reservation.read()  # answering it (a Produce's append, an fsync) is no stall
                     session.bytes_in += size + SIZE_LENGTH
+                    if owed and not (
+                            len(frame) >= 2 and int.from_bytes(frame[:2], "big") in deferrable
+                            and not (secure is not None and secure.needs_exchange(frame, loop.time()))):
+                        # any other request waits for the answers before it, as on a broker
+                        while owed:
+                            waited = await self._write_owed(loop, conn, peer, session, owed.popleft())
                     if secure is not None and secure.needs_exchange(frame, loop.time()):
                         was_authenticated = secure.authenticated
                         outcome = await secure.receive(frame, loop.time())
@@ -433,30 +477,13 @@ class KafkaServer:
                 if response is None:
                     observer.request_done(session, time.perf_counter() - started, size + SIZE_LENGTH, 0)
                     continue
-                try:
-                    if response.remote is not None and self.senders is not None and \
-                            type(conn) is socket.socket and \
-                            await self._write_remote(conn, peer, response):
-                        session.bytes_out += response.send.size
-                        observer.request_done(session, time.perf_counter() - started,
-                                              size + SIZE_LENGTH, response.send.size)
-                        waited = True
-                        continue
-                    await _write_send(loop, conn, response, limits.write_timeout_ms / 1000,
-                                      self.workers if response.off_loop else None)
-                    session.bytes_out += response.send.size
-                    if response.written is not None:
-                        response.written()
-                    observer.request_done(session, time.perf_counter() - started,
-                                          size + SIZE_LENGTH, response.send.size)
-                except LazyconvError as exc:
-                    # e.g. a segment truncated under a zero-copy send: the committed size can no
-                    # longer be honoured, so the connection must end.
-                    log.error("aborting the response to %s: %s", peer, exc)
-                    reason = "response_error"
-                    return
-                finally:
-                    response.close()
+                if owed or isinstance(response, Deferred):
+                    owed.append((response, started, size + SIZE_LENGTH))
+                    continue
+                waited = await self._write_answer(loop, conn, peer, session, response, started,
+                                                  size + SIZE_LENGTH)
+        except _Ended as exc:
+            reason = exc.reason
         except RemoteProtocolError as exc:  # a request size outside the bounds
             if looks_like_tls(first):
                 log.warning("closing %s: the client speaks TLS to a PLAINTEXT listener", where)
@@ -489,6 +516,7 @@ class KafkaServer:
             log.exception("internal error serving %s; closing the connection", peer)
             reason = "internal_error"
         finally:
+            _abandon(owed)
             del self.sessions[task]
             session.close()
             with contextlib.suppress(OSError, LazyconvError):
@@ -502,6 +530,56 @@ class KafkaServer:
                 log.exception("the server's observer failed on a closed connection")
             if large:
                 release_free_memory()
+
+    async def _write_owed(self, loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel,
+                          peer: object, session: Session, owed: _Owed) -> bool:
+        """Write the oldest answer a connection owes, once it is known (see
+        :meth:`_write_answer`); raises :class:`_Ended` when working it out failed."""
+        answer, started, request_size = owed
+        if isinstance(answer, Deferred):
+            try:
+                response = await answer.answer
+            except LocalProtocolError as exc:
+                log.error("closing %s: the answer to its request could not be encoded "
+                          "(a lazyconv bug, please report it): %s", peer, exc)
+                raise _Ended("internal_error") from None
+            except LazyconvError as exc:
+                log.warning("closing %s: invalid request: %s", peer, exc)
+                raise _Ended("invalid_request") from None
+            if response is None:
+                self.observer.request_done(session, time.perf_counter() - started, request_size, 0)
+                return False
+        else:
+            response = answer
+        return await self._write_answer(loop, conn, peer, session, response, started, request_size)
+
+    async def _write_answer(self, loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel,
+                            peer: object, session: Session, response: Response, started: float,
+                            request_size: int) -> bool:
+        """Write one response (a sender process's, where one takes it: then True) and count it;
+        raises :class:`_Ended` when it had to be abandoned midway."""
+        try:
+            if response.remote is not None and self.senders is not None and \
+                    type(conn) is socket.socket and await self._write_remote(conn, peer, response):
+                session.bytes_out += response.send.size
+                self.observer.request_done(session, time.perf_counter() - started, request_size,
+                                           response.send.size)
+                return True
+            await _write_send(loop, conn, response, self.limits.write_timeout_ms / 1000,
+                              self.workers if response.off_loop else None)
+            session.bytes_out += response.send.size
+            if response.written is not None:
+                response.written()
+            self.observer.request_done(session, time.perf_counter() - started, request_size,
+                                       response.send.size)
+            return False
+        except LazyconvError as exc:
+            # e.g. a segment truncated under a zero-copy send: the committed size can no longer
+            # be honoured, so the connection must end.
+            log.error("aborting the response to %s: %s", peer, exc)
+            raise _Ended("response_error") from None
+        finally:
+            response.close()
 
     async def _write_remote(self, conn: socket.socket, peer: object, response: Response) -> bool:
         """Have a sender process write ``response``; False when none took it (nothing was
@@ -566,6 +644,56 @@ async def _recv_when_readable(loop: asyncio.AbstractEventLoop, conn: socket.sock
             return conn.recv(limit)
         except (BlockingIOError, InterruptedError):
             continue  # woken without data after all: wait again
+
+
+def _recv_now(conn: socket.socket | TlsChannel) -> bytes | None:
+    """What the client has sent already (``b""``: it closed), or ``None`` without waiting."""
+    if conn.fileno() < 0:
+        raise _ConnectionClosed("socket closed")
+    try:
+        return conn.recv(_READ_AHEAD)
+    except (BlockingIOError, InterruptedError):
+        return None
+
+
+async def _answered_or_readable(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel,
+                                answer: asyncio.Future[Any]) -> bool:
+    """Until ``answer`` is done (True) or the client sent more (False), whichever is first."""
+    if answer.done():
+        return True
+    fd = conn.fileno()
+    if fd < 0:
+        raise _ConnectionClosed("socket closed")
+    woken: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object) -> None:
+        _set_done(woken)
+
+    loop.add_reader(fd, _set_done, woken)
+    answer.add_done_callback(wake)
+    try:
+        await woken
+    finally:
+        loop.remove_reader(fd)
+        answer.remove_done_callback(wake)
+    return answer.done()
+
+
+def _abandon(owed: deque[_Owed]) -> None:
+    """Let go of the answers a closing connection still owed."""
+    while owed:
+        answer = owed.popleft()[0]
+        if isinstance(answer, Response):
+            answer.close()
+            continue
+        future = answer.answer
+        if not future.done():
+            future.cancel()
+        elif not future.cancelled():
+            if future.exception() is None:
+                response = future.result()
+                if response is not None:
+                    response.close()
 
 
 def _set_done(future: asyncio.Future[None]) -> None:

@@ -66,6 +66,9 @@ class Session:
     last_seen: float = field(default_factory=time.time)
     #: waiting for its next request (nothing of one read yet): a draining server may close it
     idle: bool = False
+    #: the caller writes :class:`~lazyconv.net._model.Deferred` answers in order (the
+    #: connection loop): a handler may act on the next request before answering this one
+    may_defer: bool = False
     #: the server's observer (lazyconv.net._observer), for code that has the session only
     observer: Any = None
     #: what the server's observer keeps for this connection (the gateway: the client's record)

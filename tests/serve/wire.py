@@ -26,11 +26,26 @@ class WireClient:
 
     def call_frame(self, spec: ApiSpec, version: int, body: dict[str, Any]) -> bytes:
         """The response to one request as it came, its size first."""
+        self.send(spec, version, body)
+        return self.receive_frame()
+
+    def send(self, spec: ApiSpec, version: int, body: dict[str, Any]) -> int:
+        """Send one request without waiting for its answer; its correlation id."""
         self.correlation_id += 1
         header = encode_request_header(spec.request_header_version(version), spec.key, version,
                                        self.correlation_id, self.client_id)
         payload = header + spec.encode_request(version, body)
         self.sock.sendall(len(payload).to_bytes(4, "big") + payload)
+        return self.correlation_id
+
+    def receive(self, spec: ApiSpec, version: int) -> tuple[int, dict[str, Any]]:
+        """The next response: (its correlation id, its decoded body)."""
+        reader = Reader(self.receive_frame()[4:])
+        got = decode_response_header(reader, spec.response_header_version(version))
+        return got["correlation_id"], spec.decode_response(version, reader)
+
+    def receive_frame(self) -> bytes:
+        """The next response frame as it came, its size first."""
         size = self._recv(4)
         return size + self._recv(int.from_bytes(size, "big"))
 

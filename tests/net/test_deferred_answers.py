@@ -1,0 +1,159 @@
+"""Answers a handler defers (lazyconv.net._model.Deferred): the connection loop acts on a
+client's next request of the same kind while an earlier answer is worked out (the gateway sends
+a producer's next Produce upstream while the previous one's answer is on its way), writes the
+answers in request order, owes at most MAX_DEFERRED at once, makes any other request wait for
+the answers before it, and lets go of what a departing client was owed."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+
+import pytest
+
+from lazyconv.net import Listener
+from lazyconv.net._model import Deferred, reply
+from lazyconv.net._server import MAX_DEFERRED, KafkaServer, ListenerSpec
+from lazyconv.protocol import _api_versions as api_versions
+from lazyconv.protocol import _heartbeat as heartbeat
+from lazyconv.protocol._connection import ApiTable
+from tests.serve.wire import WireClient
+
+HEARTBEAT = {"group_id": "g", "generation_id": 1, "member_id": "m"}
+
+
+class DeferringHandler:
+    """Heartbeats are answered later: each answer waits for its own release (``release(i)``)."""
+
+    apis = ApiTable([api_versions.SPEC, heartbeat.SPEC])
+    deferrable_keys = frozenset({heartbeat.SPEC.key})
+
+    def __init__(self, listeners: list[Listener]) -> None:
+        self.seen: list[int] = []  # correlation ids, as the handler acted on them
+        self.releases: dict[int, asyncio.Event] = {}
+        self.answers: list[asyncio.Future] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, loop): self.loop = loop
+    def close(self): ...
+    def open_session(self, session): ...
+
+    def release(self, index: int) -> None:
+        """Let the answer to the ``index``-th heartbeat (from 0) go, from any thread."""
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self._event(index).set)
+
+    def _event(self, index: int) -> asyncio.Event:
+        return self.releases.setdefault(index, asyncio.Event())
+
+    async def handle(self, request, session):
+        index = len(self.seen)
+        self.seen.append(request.correlation_id)
+
+        async def later():
+            await self._event(index).wait()
+            return reply(request, {"error_code": 0})
+
+        assert session.may_defer
+        answer = asyncio.ensure_future(later())
+        self.answers.append(answer)
+        return Deferred(answer)
+
+
+@pytest.fixture
+def server():
+    """(the server, its handler) on a loop of its own."""
+    handlers: list[DeferringHandler] = []
+
+    def factory(listeners):
+        handlers.append(DeferringHandler(listeners))
+        return handlers[0]
+
+    kafka = KafkaServer(factory, [ListenerSpec("127.0.0.1", 0)])
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def run():
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(kafka.start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(10)
+    yield kafka, handlers[0]
+    asyncio.run_coroutine_threadsafe(kafka.close(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+def _until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_the_next_request_is_acted_on_while_an_answer_is_owed(server) -> None:
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        sent = [client.send(heartbeat.SPEC, 1, HEARTBEAT) for _ in range(3)]
+        _until(lambda: len(handler.seen) == 3)  # none answered yet: all three acted on
+        for index in (2, 1, 0):  # worked out last to first ...
+            handler.release(index)
+        # ... and answered first to last
+        assert [client.receive(heartbeat.SPEC, 1)[0] for _ in sent] == sent
+
+
+def test_at_most_max_deferred_answers_are_owed(server) -> None:
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        sent = [client.send(heartbeat.SPEC, 1, HEARTBEAT) for _ in range(MAX_DEFERRED + 2)]
+        _until(lambda: len(handler.seen) == MAX_DEFERRED)
+        time.sleep(0.2)
+        assert len(handler.seen) == MAX_DEFERRED  # the rest wait in the socket
+        handler.release(0)
+        assert client.receive(heartbeat.SPEC, 1)[0] == sent[0]
+        _until(lambda: len(handler.seen) == MAX_DEFERRED + 1)
+        for index in range(1, MAX_DEFERRED + 2):
+            handler.release(index)
+        assert [client.receive(heartbeat.SPEC, 1)[0] for _ in sent[1:]] == sent[1:]
+
+
+def test_another_api_waits_for_the_answers_before_it(server) -> None:
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        first = client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        versions = client.send(api_versions.SPEC, 0, {})
+        then = client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        _until(lambda: len(handler.seen) == 1)
+        time.sleep(0.2)
+        assert handler.seen == [first]  # the heartbeat after ApiVersions is not read yet
+        client.sock.settimeout(0.2)
+        with pytest.raises(socket.timeout):  # nor ApiVersions answered before the heartbeat
+            client.sock.recv(1, socket.MSG_PEEK)
+        client.sock.settimeout(10)
+        handler.release(0)
+        assert client.receive(heartbeat.SPEC, 1)[0] == first
+        assert client.receive(api_versions.SPEC, 0)[0] == versions
+        handler.release(1)
+        assert client.receive(heartbeat.SPEC, 1)[0] == then
+        assert handler.seen == [first, then]
+
+
+def test_a_client_that_leaves_owed_answers_is_let_go(server) -> None:
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        _until(lambda: len(handler.seen) == 2)
+    _until(lambda: kafka.open_connections == 0)
+    assert all(answer.cancelled() for answer in handler.answers)
+    with WireClient(kafka.bound_port()) as client:  # the server goes on
+        sent = client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        handler.release(2)
+        assert client.receive(heartbeat.SPEC, 1)[0] == sent
