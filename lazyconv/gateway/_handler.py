@@ -45,7 +45,7 @@ from lazyconv.gateway._list_offsets_relay import ListOffsetsRelay
 from lazyconv.gateway._metadata_relay import MetadataRelay
 from lazyconv.gateway._produce_relay import ProduceRelay
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
-from lazyconv.net._model import Listener, Response, reply
+from lazyconv.net._model import Deferred, Listener, Response, reply
 from lazyconv.net._session import Session
 from lazyconv.net._workers import ConversionWorkers
 from lazyconv.protocol import _fetch as fetch
@@ -71,7 +71,11 @@ def upstream_client_id(prefix: str, client_id: str | None) -> str | None:
         return None
     return prefix + (client_id or "")
 
-_Handler = Callable[[Request, Session], Awaitable[Response | None]]
+_Handler = Callable[[Request, Session], Awaitable[Response | Deferred | None]]
+
+
+async def _replied(request: Request, body: Awaitable[dict[str, Any]]) -> Response:
+    return reply(request, await body)
 
 
 class GatewayHandler:
@@ -108,6 +112,9 @@ class GatewayHandler:
         self.groups = GroupRelay(cluster, self.coordinators)
         self.relay = ApiRelay(cluster, self.coordinators)
         self._handlers = self._handler_table()
+        #: answered by a Deferred (see RequestHandler.handle): a producer's requests in flight
+        #: stay in flight upstream
+        self.deferrable_keys = frozenset({produce.SPEC.key})
         self._watch: asyncio.Task[None] | None = None
 
     def _handler_table(self) -> dict[int, _Handler]:
@@ -144,7 +151,7 @@ class GatewayHandler:
         upstream.identify(upstream_client_id(self.client_id_prefix, session.client_id))
         session.state = upstream
 
-    async def handle(self, request: Request, session: Session) -> Response | None:
+    async def handle(self, request: Request, session: Session) -> Response | Deferred | None:
         """Answer one request; raises :class:`~lazyconv.errors.RemoteProtocolError` for a
         request that must close the connection."""
         if session.state is None:  # a caller without a connection loop: one for this request
@@ -155,7 +162,7 @@ class GatewayHandler:
                 session.close()
         return await self._answer(request, session)
 
-    async def _answer(self, request: Request, session: Session) -> Response | None:
+    async def _answer(self, request: Request, session: Session) -> Response | Deferred | None:
         key, version = request.api_key, request.api_version
         upstream = self._upstream(session)
         upstream.identify(upstream_client_id(self.client_id_prefix, session.client_id))
@@ -178,10 +185,14 @@ class GatewayHandler:
         return await self.fetches.fetch(self._upstream(session), request.api_version,
                                         request.correlation_id, request.body)
 
-    async def _produce(self, request: Request, session: Session) -> Response | None:
-        answer = await self.produces.produce(self._upstream(session), request.api_version,
-                                             request.decode())
-        return None if answer is None else reply(request, answer)
+    async def _produce(self, request: Request, session: Session) -> Response | Deferred | None:
+        answer = await self.produces.send(self._upstream(session), request.api_version,
+                                          request.decode())
+        if answer is None:
+            return None
+        if session.may_defer:  # the connection loop goes on with the next Produce meanwhile
+            return Deferred(asyncio.ensure_future(_replied(request, answer)))
+        return await _replied(request, answer)
 
     async def _metadata(self, request: Request, session: Session) -> Response:
         return reply(request, await self.metadata.metadata(

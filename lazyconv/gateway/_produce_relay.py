@@ -12,6 +12,9 @@ client's own version where the leader serves it.
 
 The partitions are grouped by their upstream leader and each leader gets one request (the
 client's acks and timeout kept; acks=0 requests are sent and not answered, as a broker does).
+:meth:`ProduceRelay.send` returns once those are written, so the connection loop can send a
+client's next Produce upstream while this one's answers are on their way (a producer's
+requests in flight stay in flight through the gateway); the answers go back in order.
 Every upstream error reaches the client as a code its version knows
 (:mod:`lazyconv.gateway._error_map`); a leader that cannot be reached answers
 NOT_LEADER_OR_FOLLOWER, which every client retries after asking for metadata again.
@@ -19,7 +22,9 @@ NOT_LEADER_OR_FOLLOWER, which every client retries after asking for metadata aga
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +32,7 @@ from lazyconv.conversion._up import kafka_error_code, up_convert
 from lazyconv.errors import ErrorCode, LazyconvError, UpstreamError
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway._metrics import count_v2_records, session_metrics
-from lazyconv.gateway._routing import ask_leaders, route_to_leaders
+from lazyconv.gateway._routing import leader_unreachable, route_to_leaders
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamConnection, UpstreamSession
 from lazyconv.net._workers import ConversionWorkers
 from lazyconv.protocol import _produce as produce
@@ -51,6 +56,14 @@ class _Part:
     answered: bool = False  # answered by the gateway itself, not sent upstream
 
 
+def _compressed(records: bytes | None) -> bool:
+    """Whether a partition's message set starts with a compressed entry (its codec bits; a
+    v0/v1 message keeps them at byte 17, a v2 batch at byte 22)."""
+    if records is None or len(records) < 23:
+        return False
+    return bool(records[17 if records[16] < 2 else 22] & 0x07)
+
+
 class ProduceRelay:
     """Answers downstream Produce requests through the upstream cluster."""
 
@@ -67,6 +80,15 @@ class ProduceRelay:
     async def produce(self, session: UpstreamSession, version: int,
                       request: dict[str, Any]) -> dict[str, Any] | None:
         """The downstream response body (``None`` for acks=0)."""
+        answer = await self.send(session, version, request)
+        return None if answer is None else await answer
+
+    async def send(self, session: UpstreamSession, version: int,
+                   request: dict[str, Any]) -> Awaitable[dict[str, Any]] | None:
+        """Up-convert and send the request's partitions to their leaders; returns once every
+        upstream request is written (so a next Produce of this client reaches each leader
+        after this one, as its sequence numbers require), with what waits for the answers and
+        is the downstream response body; ``None`` for acks=0, which has no answer."""
         parts = [_Part(t["name"], p["index"], p["records"])
                  for t in request["topic_data"] for p in t["partition_data"]]
         for part in parts:
@@ -77,11 +99,10 @@ class ProduceRelay:
             session_, metrics = session_metrics()
             if metrics is not None and session_ is not None:  # the client's records, for its report
                 session_.records_in += sum(count_v2_records(p.records)[1] for p in parts if p.records)
-        else:
-            if self.workers is not None:
-                await self.workers.run(self._up_convert_all, parts, version)
-            else:
-                self._up_convert_all(parts, version)
+        elif self.workers is not None and any(_compressed(p.records) for p in parts):
+            await self.workers.run(self._up_convert_all, parts, version)
+        else:  # the kernel's pass over plain messages is quicker than a trip to a worker
+            self._up_convert_all(parts, version)
         pending = [p for p in parts if not p.answer["error_code"] and not p.answered]
         names = list(dict.fromkeys(p.topic for p in pending))
         if names:
@@ -93,13 +114,40 @@ class ProduceRelay:
         def fail(part: _Part, code: int) -> None:
             part.answer["error_code"] = downstream_error(produce.SPEC.key, version, code)
 
-        async def ask(conn: UpstreamConnection, items: list[_Part]) -> None:
-            await self._produce_to(session, conn, items, version, request)
+        asked: list[tuple[int, list[_Part], Awaitable[dict[str, Any]]]] = []
+
+        async def ask(node: int, items: list[_Part]) -> None:
+            try:
+                answer = await self._send_to(await session.connection(node), items, version,
+                                             request)
+            except UpstreamError as exc:
+                leader_unreachable(session, node, items, fail, "produce", exc)
+                return
+            if answer is not None:
+                asked.append((node, items, answer))
 
         by_leader = route_to_leaders(session.cluster, pending, lambda p: (p.topic, p.index), fail)
-        await ask_leaders(session, by_leader, ask, fail, "produce")
+        if len(by_leader) == 1:  # the common case: no task of its own
+            await ask(*next(iter(by_leader.items())))
+        else:
+            await asyncio.gather(*(ask(node, items) for node, items in by_leader.items()))
         if request["acks"] == 0:
             return None
+        return self._answers(session, version, parts, asked, fail)
+
+    async def _answers(self, session: UpstreamSession, version: int, parts: list[_Part],
+                       asked: list[tuple[int, list[_Part], Awaitable[dict[str, Any]]]],
+                       fail: Callable[[_Part, int], None]) -> dict[str, Any]:
+        async def one(node: int, items: list[_Part], answer: Awaitable[dict[str, Any]]) -> None:
+            try:
+                self._answered(session, items, version, await answer)
+            except UpstreamError as exc:
+                leader_unreachable(session, node, items, fail, "produce", exc)
+
+        if len(asked) == 1:
+            await one(*asked[0])
+        else:
+            await asyncio.gather(*(one(*leader) for leader in asked))
         return {"responses": [{"name": topic, "partition_responses": answers}
                               for topic, answers in group_by_topic((p.topic, p.answer) for p in parts)],
                 "throttle_time_ms": 0}
@@ -131,8 +179,9 @@ class ProduceRelay:
         if not converted.record_count:
             part.answered = True  # Kafka appended nothing and answered NONE, base offset -1
 
-    async def _produce_to(self, session: UpstreamSession, conn: UpstreamConnection,
-                          items: list[_Part], version: int, request: dict[str, Any]) -> None:
+    async def _send_to(self, conn: UpstreamConnection, items: list[_Part], version: int,
+                       request: dict[str, Any]) -> Awaitable[dict[str, Any]] | None:
+        """Send ``items`` to their leader; what waits for its answer (``None`` for acks=0)."""
         acks = request["acks"]
         topics = [{"name": topic, "partition_data": data} for topic, data in group_by_topic(
             (part.topic, {"index": part.index, "records": part.records}) for part in items)]
@@ -146,10 +195,17 @@ class ProduceRelay:
                 "timeout_ms": request["timeout_ms"], "topic_data": topics}
         if acks == 0:
             await conn.send_only(produce.KAFKA_SPEC, upstream_version, body)
-            return
-        answer = await conn.request(
+            return None
+        answer = await conn.ask(
             produce.KAFKA_SPEC, upstream_version, body,
             timeout=self.cluster.request_timeout + max(0, request["timeout_ms"]) / 1000)
+        for part in items:
+            part.records = None  # written upstream: not kept while the answer is awaited
+        return answer
+
+    @staticmethod
+    def _answered(session: UpstreamSession, items: list[_Part], version: int,
+                  answer: dict[str, Any]) -> None:
         results = {(t["name"], p["index"]): p for t in answer["responses"]
                    for p in t["partition_responses"]}
         for part in items:

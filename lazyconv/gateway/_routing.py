@@ -23,7 +23,7 @@ from lazyconv.gateway._upstream import ClusterView, UpstreamConnection, Upstream
 
 log = logging.getLogger(__name__)
 
-__all__ = ["route_to_leaders", "ask_leaders"]
+__all__ = ["route_to_leaders", "ask_leaders", "leader_unreachable"]
 
 T = TypeVar("T")
 _UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -61,9 +61,16 @@ async def ask_leaders(session: UpstreamSession, by_leader: dict[int, list[T]],
         try:
             await ask(await session.connection(node), items)
         except UpstreamError as exc:
-            session.cluster.state.broker_failed(node, what, exc)
-            session.cluster.invalidate()
-            for item in items:
-                fail(item, UNREACHABLE)
+            leader_unreachable(session, node, items, fail, what, exc)
 
     await asyncio.gather(*(one(node, items) for node, items in by_leader.items()))
+
+
+def leader_unreachable(session: UpstreamSession, node: int, items: Iterable[T],
+                       fail: Callable[[T, int], None], what: str, exc: UpstreamError) -> None:
+    """Leader ``node`` could not be asked (or answer): its items fail with
+    :data:`UNREACHABLE` and the cluster's metadata is asked again."""
+    session.cluster.state.broker_failed(node, what, exc)
+    session.cluster.invalidate()
+    for item in items:
+        fail(item, UNREACHABLE)

@@ -32,7 +32,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +126,11 @@ def _shared_versions(entries: tuple[tuple[int, int, int], ...]) -> dict[int, tup
             _VERSION_TABLES.clear()
         table = _VERSION_TABLES[entries] = {key: (low, high) for key, low, high in entries}
     return table
+
+
+def _time_out(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(asyncio.TimeoutError())
 
 
 class _UpstreamProtocol(asyncio.BufferedProtocol):
@@ -323,22 +328,35 @@ class UpstreamConnection:
     async def request(self, spec: ApiSpec, version: int, body: Mapping[str, Any], *,
                       timeout: float | None = None) -> dict[str, Any]:
         """Send one request and wait for its decoded response body."""
-        metrics = self.metrics
-        started = time.perf_counter() if metrics is not None else 0.0
+        return await (await self.ask(spec, version, body, timeout=timeout))
+
+    async def ask(self, spec: ApiSpec, version: int, body: Mapping[str, Any], *,
+                  timeout: float | None = None) -> Awaitable[dict[str, Any]]:
+        """Send one request; returns once it is written (a later request on this connection
+        reaches the broker after it), with what waits for its decoded response body."""
+        started = time.perf_counter() if self.metrics is not None else 0.0
         future = await self._send(spec, version, body, expect_response=True)
         assert future is not None
+        return self._answer(spec, version, future, started, timeout)
+
+    async def _answer(self, spec: ApiSpec, version: int, future: asyncio.Future[Any],
+                      started: float, timeout: float | None) -> dict[str, Any]:
+        wait = timeout if timeout is not None else self.request_timeout
+        # a timer rather than wait_for: no task of its own for every request
+        timer = asyncio.get_running_loop().call_later(wait, _time_out, future)
         try:
-            answer: dict[str, Any] = await asyncio.wait_for(
-                future, timeout if timeout is not None else self.request_timeout)
-            if metrics is not None:
-                metrics.upstream_answered(spec.key, time.perf_counter() - started)
-            return answer
-        except asyncio.TimeoutError:
+            answer: dict[str, Any] = await future
+        except asyncio.TimeoutError:  # set by the timer
             # its answer could still come and be taken for the next request's: the connection
             # ends, as Kafka's clients end it
             self.close()
             raise UpstreamError(f"{spec.name} v{version} to {self.address} got no answer within "
-                                f"{timeout or self.request_timeout:.0f} s") from None
+                                f"{wait:.0f} s") from None
+        finally:
+            timer.cancel()
+        if self.metrics is not None:
+            self.metrics.upstream_answered(spec.key, time.perf_counter() - started)
+        return answer
 
     async def relay(self, spec: ApiSpec, version: int, body: bytes | memoryview, *,
                     timeout: float | None = None) -> bytes | bytearray:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import pytest
 
@@ -241,6 +242,41 @@ def test_old_produce_is_up_converted(served_fixtures, gateway_factory, version: 
         assert counts, "the upstream saw no request"
         for (key, v), _n in counts.items():
             assert v >= upstream_floor(key), f"api {key} v{v} sent upstream"
+    finally:
+        upstream.stop()
+
+
+def test_a_producers_requests_in_flight_stay_in_flight_upstream(served_fixtures,
+                                                                 gateway_factory) -> None:
+    """Old producers keep several Produce requests in flight: the gateway sends each upstream
+    before the previous one is answered (the upstream here takes 300 ms per Produce), answers
+    them in order, and the records land in the order they were sent."""
+    (served_fixtures / "sink-0").mkdir()
+    upstream = ServerThread(served_fixtures, produce_delays=(300,))
+    try:
+        gateway = gateway_factory(upstream.bootstrap)
+        server = gateway.gateway.server
+        counts = [5, 3, 4, 2]
+        with WireClient(gateway.port) as client:
+            sent = [client.send(produce.SPEC, 2, produce_request(
+                2, "sink", legacy_set(1, Compression.NONE, n, ts0=1_700_000_000_000 + 100 * i)))
+                for i, n in enumerate(counts)]
+            in_flight = 0
+            deadline = time.monotonic() + 0.25  # before the first answer
+            while time.monotonic() < deadline:
+                for session in list(server.sessions.values()):
+                    for conn in list(getattr(session.state, "_connections", {}).values()):
+                        in_flight = max(in_flight, conn._client.pending)
+                time.sleep(0.005)
+            answers = [client.receive(produce.SPEC, 2) for _ in sent]
+        assert in_flight == len(counts)
+        assert [corr for corr, _ in answers] == sent
+        bases = [a["responses"][0]["partition_responses"][0] for _, a in answers]
+        assert [(b["error_code"], b["base_offset"]) for b in bases] == [(0, 0), (0, 5), (0, 8), (0, 12)]
+        got = consume(upstream.port, 12, "sink", 0)[0]
+        assert [(o, ts) for o, _k, _v, ts, _m in got] == [
+            (o, 1_700_000_000_000 + 100 * i + j)
+            for o, (i, j) in enumerate((i, j) for i, n in enumerate(counts) for j in range(n))]
     finally:
         upstream.stop()
 
