@@ -63,6 +63,7 @@ from bench.kafka_bench_common import (  # noqa: E402
     value_pool,
 )
 from lazyconv._commands._common import parse_size  # noqa: E402
+from lazyconv.conversion._up import up_convert  # noqa: E402
 from lazyconv.protocol import _produce as produce  # noqa: E402
 from lazyconv.protocol._headers import decode_response_header, encode_request_header  # noqa: E402
 from lazyconv.protocol._primitives import Reader  # noqa: E402
@@ -71,6 +72,9 @@ from tests.kafka_broker import KafkaBroker, create_topic, dist_version  # noqa: 
 
 _I32 = struct.Struct(">i")
 PRODUCE_VERSION = {1: 2, 0: 0}  # magic -> the Produce version an old producer sends it with
+# --direct-4: the sets up-converted before the clock starts, sent straight to Kafka 4 (the
+# version the gateway forwards with, Kafka 4.0's highest non-flexible one)
+DIRECT_4_PRODUCE_VERSION = 8
 ACKS = {"1": 1, "all": -1}
 TARGETS = {"throughput_vs_39": (">=", 1.0), "cpu_vs_39": ("<=", 1.2)}
 
@@ -201,6 +205,7 @@ class Measure:
 def timed_produce(side: str, port: int, broker: KafkaBroker, gateway: Gateway | None, magic: int,
                   codec: str, acks: str, producers: int, requests: int, args: argparse.Namespace,
                   sets: list[bytes]) -> tuple[Measure, str, list[int]]:
+    version = DIRECT_4_PRODUCE_VERSION if side == "4.0" else PRODUCE_VERSION[magic]
     topic = f"produce-{side.replace('.', '')}-{magic}-{codec}-{acks}-{uuid.uuid4().hex[:6]}"
     create_topic(broker.bootstrap, topic, partitions=producers)
     # a new topic's partitions answer NOT_LEADER_OR_FOLLOWER until their leader is in place:
@@ -217,7 +222,7 @@ def timed_produce(side: str, port: int, broker: KafkaBroker, gateway: Gateway | 
     barrier = context.Barrier(producers + 1)
     queue = context.Queue()
     children = [context.Process(target=_producer_child, daemon=True, args=(
-        port, topic, p, PRODUCE_VERSION[magic], ACKS[acks], sets, requests, args.in_flight,
+        port, topic, p, version, ACKS[acks], sets, requests, args.in_flight,
         barrier, queue)) for p in range(producers)]
     for child in children:
         child.start()
@@ -272,6 +277,9 @@ def run_side(side: str, broker: KafkaBroker, args: argparse.Namespace, workdir: 
              results: list[dict[str, Any]], round_: int) -> None:
     broker.start()
     gateway = Gateway(broker.bootstrap, workdir / "gateway.log", args.gateway_arg) if side == "gw" else None
+    if side == "4.0":  # what the gateway would forward, sent without it
+        all_sets = {case: ([up_convert(m, produce_version=PRODUCE_VERSION[case[0]]).batch for m in sets],
+                           records) for case, (sets, records) in all_sets.items()}
     port = gateway.port if gateway is not None else broker.port
     try:
         for magic in args.magics:  # warm-up (the JVM's JIT, the gateway's codecs), not measured
@@ -342,6 +350,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--heap", default="1g")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--direct-4", action="store_true",
+                        help="a third side, \"4.0\": the same sets up-converted before the clock "
+                             "starts and sent straight to the Kafka 4 broker (Produce v8): what the "
+                             "broker alone costs of the gateway's side")
     args = parser.parse_args(argv)
     if not args.kafka_dist or not args.kafka_dist_3:
         parser.error("--kafka-dist and --kafka-dist-3 (or the environment variables) are needed")
@@ -363,13 +375,14 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{dist_version(Path(args.kafka_dist))}", flush=True)
     results: list[dict[str, Any]] = []
     for round_ in range(args.rounds):
-        sides = [("3.9", b39), ("gw", b4)]
+        sides = [("3.9", b39), ("gw", b4)] + ([("4.0", b4)] if args.direct_4 else [])
         if round_ % 2:
             sides.reverse()
         for side, broker in sides:
             print(f"  round {round_ + 1}: {side}", flush=True)
             run_side(side, broker, args, workdir, all_sets, results, round_)
     rows = []
+    direct: list[tuple[tuple[Any, ...], float, float]] = []
     print("\n| magic | codec | acks | producers | 3.9 MiB/s | gateway MiB/s | × thr | 3.9 CPU s/GiB | (gw + 4.0.1) CPU s/GiB | × CPU |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for magic in args.magics:
@@ -383,8 +396,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     rows.append({"magic": magic, "codec": codec, "acks": acks, "producers": producers,
                                  "mib_s_39": t39, "mib_s_gw": tgw, "throughput_vs_39": tgw / t39,
                                  "cpu_39": c39, "cpu_gw": cgw, "cpu_vs_39": cgw / c39})
+                    if args.direct_4:
+                        direct.append((case, _median(results, "4.0", case, "mib_s"),
+                                       _median(results, "4.0", case, "cpu_s_per_gib")))
                     print(f"| {magic} | {codec} | {acks} | {producers} | {t39:.1f} | {tgw:.1f} | "
                           f"{tgw / t39:.2f} | {c39:.2f} | {cgw:.2f} | {cgw / c39:.2f} |")
+    if direct:
+        print("\n| magic | codec | acks | producers | 4.0.1 direct MiB/s | × 3.9 | 4.0.1 CPU s/GiB | × 3.9 |")
+        print("|---|---|---|---:|---:|---:|---:|---:|")
+        for row, (case, t4, c4) in zip(rows, direct, strict=True):
+            print(f"| {' | '.join(map(str, case))} | {t4:.1f} | {t4 / row['mib_s_39']:.2f} | "
+                  f"{c4:.2f} | {c4 / row['cpu_39']:.2f} |")
     met = sum(1 for r in rows for k, (op, want) in TARGETS.items()
               if (r[k] >= want if op == ">=" else r[k] <= want))
     print(f"\ntargets met: {met} of {len(rows) * len(TARGETS)}")
