@@ -74,9 +74,6 @@ def upstream_client_id(prefix: str, client_id: str | None) -> str | None:
 _Handler = Callable[[Request, Session], Awaitable[Response | Deferred | None]]
 
 
-async def _replied(request: Request, body: Awaitable[dict[str, Any]]) -> Response:
-    return reply(request, await body)
-
 
 class GatewayHandler:
     """Answers downstream requests through an :class:`UpstreamCluster`."""
@@ -190,9 +187,11 @@ class GatewayHandler:
                                           request.decode())
         if answer is None:
             return None
+        header = request.without_body()  # the frame is not kept while the answer is awaited
+        deferred = Deferred.when_done(answer, functools.partial(reply, header))
         if session.may_defer:  # the connection loop goes on with the next Produce meanwhile
-            return Deferred(asyncio.ensure_future(_replied(request, answer)))
-        return await _replied(request, answer)
+            return deferred
+        return await deferred.answer
 
     async def _metadata(self, request: Request, session: Session) -> Response:
         return reply(request, await self.metadata.metadata(

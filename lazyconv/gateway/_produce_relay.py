@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,11 +100,12 @@ class ProduceRelay:
         return None if answer is None else await answer
 
     async def send(self, session: UpstreamSession, version: int,
-                   request: dict[str, Any]) -> Awaitable[dict[str, Any]] | None:
+                   request: dict[str, Any]) -> asyncio.Future[dict[str, Any]] | None:
         """Up-convert and send the request's partitions to their leaders; returns once every
         upstream request is written (so a next Produce of this client reaches each leader
-        after this one, as its sequence numbers require), with what waits for the answers and
-        is the downstream response body; ``None`` for acks=0, which has no answer."""
+        after this one, as its sequence numbers require), with the future of the downstream
+        response body (cancelling it abandons the answers); ``None`` for acks=0, which has no
+        answer."""
         parts = [_Part(t["name"], p["index"], p["records"])
                  for t in request["topic_data"] for p in t["partition_data"]]
         for part in parts:
@@ -130,7 +131,7 @@ class ProduceRelay:
         def fail(part: _Part, code: int) -> None:
             part.answer["error_code"] = downstream_error(produce.SPEC.key, version, code)
 
-        asked: list[tuple[int, list[_Part], Awaitable[dict[str, Any]]]] = []
+        asked: list[tuple[int, list[_Part], asyncio.Future[dict[str, Any]]]] = []
 
         async def ask(node: int, items: list[_Part]) -> None:
             try:
@@ -149,12 +150,12 @@ class ProduceRelay:
             await asyncio.gather(*(ask(node, items) for node, items in by_leader.items()))
         if request["acks"] == 0:
             return None
-        return self._answers(session, version, parts, asked, fail)
+        return asyncio.ensure_future(self._answers(session, version, parts, asked, fail))
 
     async def _answers(self, session: UpstreamSession, version: int, parts: list[_Part],
-                       asked: list[tuple[int, list[_Part], Awaitable[dict[str, Any]]]],
+                       asked: list[tuple[int, list[_Part], asyncio.Future[dict[str, Any]]]],
                        fail: Callable[[_Part, int], None]) -> dict[str, Any]:
-        async def one(node: int, items: list[_Part], answer: Awaitable[dict[str, Any]]) -> None:
+        async def one(node: int, items: list[_Part], answer: asyncio.Future[dict[str, Any]]) -> None:
             try:
                 self._answered(session, items, version, await answer)
             except UpstreamError as exc:
@@ -196,8 +197,8 @@ class ProduceRelay:
             part.answered = True  # Kafka appended nothing and answered NONE, base offset -1
 
     async def _send_to(self, conn: UpstreamConnection, items: list[_Part], version: int,
-                       request: dict[str, Any]) -> Awaitable[dict[str, Any]] | None:
-        """Send ``items`` to their leader; what waits for its answer (``None`` for acks=0)."""
+                       request: dict[str, Any]) -> asyncio.Future[dict[str, Any]] | None:
+        """Send ``items`` to their leader; the future of its answer (``None`` for acks=0)."""
         acks = request["acks"]
         topics = [{"name": topic, "partition_data": data} for topic, data in group_by_topic(
             (part.topic, {"index": part.index, "records": part.records}) for part in items)]

@@ -32,7 +32,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -126,11 +126,6 @@ def _shared_versions(entries: tuple[tuple[int, int, int], ...]) -> dict[int, tup
             _VERSION_TABLES.clear()
         table = _VERSION_TABLES[entries] = {key: (low, high) for key, low, high in entries}
     return table
-
-
-def _time_out(future: asyncio.Future[Any]) -> None:
-    if not future.done():
-        future.set_exception(asyncio.TimeoutError())
 
 
 class _UpstreamProtocol(asyncio.BufferedProtocol):
@@ -331,32 +326,38 @@ class UpstreamConnection:
         return await (await self.ask(spec, version, body, timeout=timeout))
 
     async def ask(self, spec: ApiSpec, version: int, body: Mapping[str, Any], *,
-                  timeout: float | None = None) -> Awaitable[dict[str, Any]]:
+                  timeout: float | None = None) -> asyncio.Future[dict[str, Any]]:
         """Send one request; returns once it is written (a later request on this connection
-        reaches the broker after it), with what waits for its decoded response body."""
-        started = time.perf_counter() if self.metrics is not None else 0.0
+        reaches the broker after it), with the future of its decoded response body. Without
+        an answer within ``timeout`` seconds (default: the request timeout) the future fails
+        with :class:`UpstreamError` and the connection ends, as Kafka's clients end it: a late
+        answer could be taken for the next request's. Cancelling the future abandons the
+        answer."""
+        started = time.perf_counter()
         future = await self._send(spec, version, body, expect_response=True)
         assert future is not None
-        return self._answer(spec, version, future, started, timeout)
-
-    async def _answer(self, spec: ApiSpec, version: int, future: asyncio.Future[Any],
-                      started: float, timeout: float | None) -> dict[str, Any]:
         wait = timeout if timeout is not None else self.request_timeout
         # a timer rather than wait_for: no task of its own for every request
-        timer = asyncio.get_running_loop().call_later(wait, _time_out, future)
-        try:
-            answer: dict[str, Any] = await future
-        except asyncio.TimeoutError:  # set by the timer
-            # its answer could still come and be taken for the next request's: the connection
-            # ends, as Kafka's clients end it
-            self.close()
-            raise UpstreamError(f"{spec.name} v{version} to {self.address} got no answer within "
-                                f"{wait:.0f} s") from None
-        finally:
+        timer = asyncio.get_running_loop().call_later(wait, self._timed_out, future, spec,
+                                                      version, wait)
+
+        def answered(done: asyncio.Future[dict[str, Any]]) -> None:
             timer.cancel()
-        if self.metrics is not None:
-            self.metrics.upstream_answered(spec.key, time.perf_counter() - started)
-        return answer
+            if done.cancelled() or done.exception() is not None:  # read: never "unretrieved"
+                return
+            if self.metrics is not None:
+                self.metrics.upstream_answered(spec.key, time.perf_counter() - started)
+
+        future.add_done_callback(answered)
+        return future
+
+    def _timed_out(self, future: asyncio.Future[Any], spec: ApiSpec, version: int,
+                   wait: float) -> None:
+        if future.done():
+            return
+        future.set_exception(UpstreamError(
+            f"{spec.name} v{version} to {self.address} got no answer within {wait:.0f} s"))
+        self.close()
 
     async def relay(self, spec: ApiSpec, version: int, body: bytes | memoryview, *,
                     timeout: float | None = None) -> bytes | bytearray:

@@ -137,8 +137,9 @@ class _Ended(Exception):
         self.reason = reason
 
 
-#: an answer a connection owes, in request order: (it, when its request was read, request size)
-_Owed = tuple[Response | Deferred, float, int]
+#: an answer a connection owes, in request order: (it, when its request was read, the request's
+#: size and (API key, version))
+_Owed = tuple[Response | Deferred, float, int, "tuple[int, int] | None"]
 
 
 class _ConnectionClosed(Exception):
@@ -366,7 +367,7 @@ class KafkaServer:
                     frames.min_size, frames.max_size = low, min(high or self.max_request_size,
                                                                 self.max_request_size)
                 while len(owed) >= MAX_DEFERRED or owed and self.draining:
-                    waited = await self._write_owed(loop, conn, peer, session, owed.popleft())
+                    waited = await self._write_owed(loop, conn, peer, session, owed)
                 size = frames.next_size()
                 while size is None:
                     if owed:  # the next request, if it is there, else the oldest answer
@@ -377,13 +378,14 @@ class KafkaServer:
                                 if isinstance(head, Deferred) and \
                                         not await _answered_or_readable(loop, conn, head.answer):
                                     continue
-                            elif not data:
-                                return  # the client left without waiting for its answers
+                            elif not data:  # it sends no more: what it is owed, then the end
+                                await self._write_owed_if_possible(loop, conn, peer, session, owed)
+                                return
                             else:
                                 frames.feed(data)
                                 size = frames.next_size()
                                 continue
-                        waited = await self._write_owed(loop, conn, peer, session, owed.popleft())
+                        waited = await self._write_owed(loop, conn, peer, session, owed)
                         continue
                     wait = idle_timeout if deadline is None else \
                         max(0.0, min(idle_timeout, deadline - loop.time()))
@@ -434,13 +436,15 @@ class KafkaServer:
                         assert frame is not None
                     reservation.read()  # answering it (a Produce's append, an fsync) is no stall
                     session.bytes_in += size + SIZE_LENGTH
-                    if owed and not (
-                            len(frame) >= 2 and int.from_bytes(frame[:2], "big") in deferrable
-                            and not (secure is not None and secure.needs_exchange(frame, loop.time()))):
+                    exchange = secure is not None and secure.needs_exchange(frame, loop.time())
+                    if owed and (exchange or len(frame) < 2 or
+                                 int.from_bytes(frame[:2], "big") not in deferrable):
                         # any other request waits for the answers before it, as on a broker
                         while owed:
-                            waited = await self._write_owed(loop, conn, peer, session, owed.popleft())
-                    if secure is not None and secure.needs_exchange(frame, loop.time()):
+                            waited = await self._write_owed(loop, conn, peer, session, owed)
+                        exchange = secure is not None and secure.needs_exchange(frame, loop.time())
+                    if exchange:
+                        assert secure is not None
                         was_authenticated = secure.authenticated
                         outcome = await secure.receive(frame, loop.time())
                         if outcome.reply is not None:
@@ -465,10 +469,14 @@ class KafkaServer:
                         log.error("closing %s: the answer to its request could not be encoded "
                                   "(a lazyconv bug, please report it): %s", peer, exc)
                         reason = "internal_error"
+                        await self._write_owed_if_possible(loop, conn, peer, session, owed)
                         return
                     except LazyconvError as exc:
                         log.warning("closing %s: invalid request: %s", peer, exc)
                         reason = "invalid_request"
+                        # the requests before it were acted on: their answers first, as a
+                        # broker (one request at a time) gave them
+                        await self._write_owed_if_possible(loop, conn, peer, session, owed)
                         return
                     finally:
                         del frame
@@ -478,10 +486,10 @@ class KafkaServer:
                     observer.request_done(session, time.perf_counter() - started, size + SIZE_LENGTH, 0)
                     continue
                 if owed or isinstance(response, Deferred):
-                    owed.append((response, started, size + SIZE_LENGTH))
+                    owed.append((response, started, size + SIZE_LENGTH, session.request))
                     continue
                 waited = await self._write_answer(loop, conn, peer, session, response, started,
-                                                  size + SIZE_LENGTH)
+                                                  size + SIZE_LENGTH, session.request)
         except _Ended as exc:
             reason = exc.reason
         except RemoteProtocolError as exc:  # a request size outside the bounds
@@ -532,10 +540,10 @@ class KafkaServer:
                 release_free_memory()
 
     async def _write_owed(self, loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel,
-                          peer: object, session: Session, owed: _Owed) -> bool:
-        """Write the oldest answer a connection owes, once it is known (see
+                          peer: object, session: Session, owed: deque[_Owed]) -> bool:
+        """Write the oldest answer a connection owes, once it is known, and let it go (see
         :meth:`_write_answer`); raises :class:`_Ended` when working it out failed."""
-        answer, started, request_size = owed
+        answer, started, request_size, request = owed[0]
         if isinstance(answer, Deferred):
             try:
                 response = await answer.answer
@@ -547,31 +555,55 @@ class KafkaServer:
                 log.warning("closing %s: invalid request: %s", peer, exc)
                 raise _Ended("invalid_request") from None
             if response is None:
-                self.observer.request_done(session, time.perf_counter() - started, request_size, 0)
+                owed.popleft()
+                self._request_done(session, request, started, request_size, 0)
                 return False
+            # kept in the queue while it is written: closed by _abandon if the connection ends
+            owed[0] = (response, started, request_size, request)
         else:
             response = answer
-        return await self._write_answer(loop, conn, peer, session, response, started, request_size)
+        try:
+            return await self._write_answer(loop, conn, peer, session, response, started,
+                                            request_size, request)
+        finally:
+            owed.popleft()
+
+    async def _write_owed_if_possible(self, loop: asyncio.AbstractEventLoop,
+                                      conn: socket.socket | TlsChannel, peer: object,
+                                      session: Session, owed: deque[_Owed]) -> None:
+        """What a closing connection owes, as far as it still can be written."""
+        with contextlib.suppress(_Ended, _ConnectionClosed, OSError, LazyconvError):
+            while owed:
+                await self._write_owed(loop, conn, peer, session, owed)
+
+    def _request_done(self, session: Session, request: tuple[int, int] | None, started: float,
+                      request_size: int, response_size: int) -> None:
+        """Tell the observer of an answered request (of ``request``'s API and version, which may
+        be earlier than the request the session reads now)."""
+        current, session.request = session.request, request
+        try:
+            self.observer.request_done(session, time.perf_counter() - started, request_size,
+                                       response_size)
+        finally:
+            session.request = current
 
     async def _write_answer(self, loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel,
                             peer: object, session: Session, response: Response, started: float,
-                            request_size: int) -> bool:
+                            request_size: int, request: tuple[int, int] | None) -> bool:
         """Write one response (a sender process's, where one takes it: then True) and count it;
         raises :class:`_Ended` when it had to be abandoned midway."""
         try:
             if response.remote is not None and self.senders is not None and \
                     type(conn) is socket.socket and await self._write_remote(conn, peer, response):
                 session.bytes_out += response.send.size
-                self.observer.request_done(session, time.perf_counter() - started, request_size,
-                                           response.send.size)
+                self._request_done(session, request, started, request_size, response.send.size)
                 return True
             await _write_send(loop, conn, response, self.limits.write_timeout_ms / 1000,
                               self.workers if response.off_loop else None)
             session.bytes_out += response.send.size
             if response.written is not None:
                 response.written()
-            self.observer.request_done(session, time.perf_counter() - started, request_size,
-                                       response.send.size)
+            self._request_done(session, request, started, request_size, response.send.size)
             return False
         except LazyconvError as exc:
             # e.g. a segment truncated under a zero-copy send: the committed size can no longer

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lazyconv.errors import LocalProtocolError, RemoteProtocolError
@@ -214,6 +214,9 @@ class ApiTable:
                 **self.features}
 
 
+_NO_BODY = memoryview(b"")
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """One request frame, parsed: its API, version and header; ``body`` is a view of the frame
@@ -241,6 +244,11 @@ class Request:
         """The body decoded with the API's schema (``exact``: no bytes may follow it)."""
         return self.spec.decode_request(self.api_version, Reader(self.body, base=self.body_at),
                                         exact=exact)
+
+    def without_body(self) -> Request:
+        """This request without its body: enough to :meth:`reply` to it later without keeping
+        the frame's memory."""
+        return replace(self, body=_NO_BODY)
 
     def reply(self, body: Mapping[str, Any]) -> bytes:
         """A whole response frame (size, header, ``body`` encoded) answering this request."""

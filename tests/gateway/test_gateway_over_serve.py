@@ -4,6 +4,7 @@ it produces arrives as v2 batches, and no request reaches the upstream below Kaf
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
@@ -249,33 +250,39 @@ def test_old_produce_is_up_converted(served_fixtures, gateway_factory, version: 
 def test_a_producers_requests_in_flight_stay_in_flight_upstream(served_fixtures,
                                                                  gateway_factory) -> None:
     """Old producers keep several Produce requests in flight: the gateway sends each upstream
-    before the previous one is answered (the upstream here takes 300 ms per Produce), answers
+    before the previous one is answered (the upstream here takes 400 ms per Produce), answers
     them in order, and the records land in the order they were sent."""
     (served_fixtures / "sink-0").mkdir()
-    upstream = ServerThread(served_fixtures, produce_delays=(300,))
+    upstream = ServerThread(served_fixtures, produce_delays=(400,))
     try:
         gateway = gateway_factory(upstream.bootstrap)
         server = gateway.gateway.server
+
+        async def upstream_in_flight() -> int:  # read on the gateway's loop
+            return max((conn._client.pending for session in server.sessions.values()
+                        for conn in getattr(session.state, "_connections", {}).values()), default=0)
+
         counts = [5, 3, 4, 2]
         with WireClient(gateway.port) as client:
+            # the first one opens the upstream connection and learns the leader
+            client.call(produce.SPEC, 2, produce_request(2, "sink", legacy_set(1, Compression.NONE, 1)))
             sent = [client.send(produce.SPEC, 2, produce_request(
                 2, "sink", legacy_set(1, Compression.NONE, n, ts0=1_700_000_000_000 + 100 * i)))
                 for i, n in enumerate(counts)]
             in_flight = 0
-            deadline = time.monotonic() + 0.25  # before the first answer
-            while time.monotonic() < deadline:
-                for session in list(server.sessions.values()):
-                    for conn in list(getattr(session.state, "_connections", {}).values()):
-                        in_flight = max(in_flight, conn._client.pending)
+            deadline = time.monotonic() + 0.3  # before the first answer
+            while time.monotonic() < deadline and in_flight < len(counts):
+                in_flight = max(in_flight, asyncio.run_coroutine_threadsafe(
+                    upstream_in_flight(), gateway.loop).result(5))
                 time.sleep(0.005)
             answers = [client.receive(produce.SPEC, 2) for _ in sent]
         assert in_flight == len(counts)
         assert [corr for corr, _ in answers] == sent
         bases = [a["responses"][0]["partition_responses"][0] for _, a in answers]
-        assert [(b["error_code"], b["base_offset"]) for b in bases] == [(0, 0), (0, 5), (0, 8), (0, 12)]
-        got = consume(upstream.port, 12, "sink", 0)[0]
+        assert [(b["error_code"], b["base_offset"]) for b in bases] == [(0, 1), (0, 6), (0, 9), (0, 13)]
+        got = consume(upstream.port, 12, "sink", 0)[0][1:]
         assert [(o, ts) for o, _k, _v, ts, _m in got] == [
-            (o, 1_700_000_000_000 + 100 * i + j)
+            (o + 1, 1_700_000_000_000 + 100 * i + j)
             for o, (i, j) in enumerate((i, j) for i, n in enumerate(counts) for j in range(n))]
     finally:
         upstream.stop()

@@ -2,17 +2,21 @@
 client's next request of the same kind while an earlier answer is worked out (the gateway sends
 a producer's next Produce upstream while the previous one's answer is on its way), writes the
 answers in request order, owes at most MAX_DEFERRED at once, makes any other request wait for
-the answers before it, and lets go of what a departing client was owed."""
+the answers before it (a bad one closes the connection after them), writes what it owes a
+client that stops sending or a draining server, and lets go of what a client that resets its
+connection was owed."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 import threading
 import time
 
 import pytest
 
+from lazyconv.errors import RecordsError
 from lazyconv.net import Listener
 from lazyconv.net._model import Deferred, reply
 from lazyconv.net._server import MAX_DEFERRED, KafkaServer, ListenerSpec
@@ -22,6 +26,12 @@ from lazyconv.protocol._connection import ApiTable
 from tests.serve.wire import WireClient
 
 HEARTBEAT = {"group_id": "g", "generation_id": 1, "member_id": "m"}
+# generation ids that make the handler answer at once, answer nothing, or fail later
+NOW, NO_ANSWER, FAILS = 100, 101, 102
+
+
+def heartbeat_of(generation: int) -> dict:
+    return {**HEARTBEAT, "generation_id": generation}
 
 
 class DeferringHandler:
@@ -51,9 +61,16 @@ class DeferringHandler:
     async def handle(self, request, session):
         index = len(self.seen)
         self.seen.append(request.correlation_id)
+        body = request.decode()
+        if body["generation_id"] == NOW:
+            return reply(request, {"error_code": 0})
+        if body["generation_id"] == NO_ANSWER:
+            return None
 
         async def later():
             await self._event(index).wait()
+            if body["generation_id"] == FAILS:
+                raise RecordsError("the records of this request do not decode", 7)
             return reply(request, {"error_code": 0})
 
         assert session.may_defer
@@ -145,15 +162,88 @@ def test_another_api_waits_for_the_answers_before_it(server) -> None:
         assert handler.seen == [first, then]
 
 
-def test_a_client_that_leaves_owed_answers_is_let_go(server) -> None:
+def test_a_client_that_resets_its_connection_lets_go_of_its_owed_answers(server) -> None:
     kafka, handler = server
     with WireClient(kafka.bound_port()) as client:
         client.send(heartbeat.SPEC, 1, HEARTBEAT)
         client.send(heartbeat.SPEC, 1, HEARTBEAT)
         _until(lambda: len(handler.seen) == 2)
-    _until(lambda: kafka.open_connections == 0)
+        client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    _until(lambda: kafka.open_connections == 0)  # the reset ends it without waiting
     assert all(answer.cancelled() for answer in handler.answers)
     with WireClient(kafka.bound_port()) as client:  # the server goes on
         sent = client.send(heartbeat.SPEC, 1, HEARTBEAT)
         handler.release(2)
         assert client.receive(heartbeat.SPEC, 1)[0] == sent
+
+
+def test_answers_given_at_once_wait_behind_the_owed_ones(server) -> None:
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        first = client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        client.send(heartbeat.SPEC, 1, heartbeat_of(NO_ANSWER))  # acks=0-like: nothing due
+        now = client.send(heartbeat.SPEC, 1, heartbeat_of(NOW))
+        _until(lambda: len(handler.seen) == 3)
+        client.sock.settimeout(0.2)
+        with pytest.raises(socket.timeout):  # the answer known at once waits for the first
+            client.sock.recv(1, socket.MSG_PEEK)
+        client.sock.settimeout(10)
+        handler.release(0)
+        assert [client.receive(heartbeat.SPEC, 1)[0] for _ in range(2)] == [first, now]
+
+
+def test_an_answer_that_fails_ends_the_connection_after_the_ones_before_it(server) -> None:
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        first = client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        client.send(heartbeat.SPEC, 1, heartbeat_of(FAILS))
+        client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        _until(lambda: len(handler.seen) == 3)
+        for index in range(3):
+            handler.release(index)
+        assert client.receive(heartbeat.SPEC, 1)[0] == first
+        assert client.sock.recv(1) == b""  # closed, the third never answered
+    _until(lambda: kafka.open_connections == 0)
+    with WireClient(kafka.bound_port()) as client:  # the server goes on
+        sent = client.send(heartbeat.SPEC, 1, heartbeat_of(NOW))
+        assert client.receive(heartbeat.SPEC, 1)[0] == sent
+
+
+def test_a_client_that_stops_sending_still_gets_what_it_is_owed(server) -> None:
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        sent = [client.send(heartbeat.SPEC, 1, HEARTBEAT) for _ in range(2)]
+        _until(lambda: len(handler.seen) == 2)
+        client.sock.shutdown(socket.SHUT_WR)
+        time.sleep(0.1)
+        handler.release(0)
+        handler.release(1)
+        assert [client.receive(heartbeat.SPEC, 1)[0] for _ in sent] == sent
+        assert client.sock.recv(1) == b""
+
+
+def test_a_bad_request_behind_owed_answers_gets_them_written_first(server) -> None:
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        first = client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        _until(lambda: len(handler.seen) == 1)
+        client.sock.sendall(b"\x00\x00\x00\x08" + b"\x7f\x7f" + b"\x00" * 6)  # API 32639
+        time.sleep(0.1)
+        handler.release(0)
+        assert client.receive(heartbeat.SPEC, 1)[0] == first
+        assert client.sock.recv(1) == b""
+
+
+def test_draining_writes_what_is_owed_then_closes(server) -> None:
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        sent = [client.send(heartbeat.SPEC, 1, HEARTBEAT) for _ in range(2)]
+        _until(lambda: len(handler.seen) == 2)
+        drained = asyncio.run_coroutine_threadsafe(kafka.drain(10), handler.loop)
+        time.sleep(0.2)
+        assert not drained.done()  # it waits for the answers it owes
+        handler.release(0)
+        handler.release(1)
+        assert [client.receive(heartbeat.SPEC, 1)[0] for _ in sent] == sent
+        assert drained.result(10) is True
+        assert client.sock.recv(1) == b""
