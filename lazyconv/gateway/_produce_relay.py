@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lazyconv._futures import chained
 from lazyconv.conversion._up import kafka_error_code, up_convert
 from lazyconv.errors import ErrorCode, LazyconvError, UpstreamError
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
@@ -62,6 +63,13 @@ class _Part:
 # hand-off cost the loop about as much as its conversion cost the worker).
 _QUICK_BYTES = 256 << 10
 _QUICK_CODECS = (int(Compression.NONE), int(Compression.SNAPPY), int(Compression.LZ4))
+
+
+def _response_body(parts: list[_Part]) -> dict[str, Any]:
+    """The downstream Produce response body: every partition's answer, by topic."""
+    return {"responses": [{"name": topic, "partition_responses": answers}
+                          for topic, answers in group_by_topic((p.topic, p.answer) for p in parts)],
+            "throttle_time_ms": 0}
 
 
 def _quick_to_convert(parts: list[_Part]) -> bool:
@@ -150,6 +158,24 @@ class ProduceRelay:
             await asyncio.gather(*(ask(node, items) for node, items in by_leader.items()))
         if request["acks"] == 0:
             return None
+        if len(asked) == 1:  # the common case: worked out from the leader's answer, no task
+            node, items, answer = asked[0]
+
+            def settle(got: dict[str, Any]) -> dict[str, Any]:
+                self._answered(session, items, version, got)
+                return _response_body(parts)
+
+            def unanswered(error: Exception) -> dict[str, Any]:
+                if not isinstance(error, UpstreamError):
+                    raise error
+                leader_unreachable(session, node, items, fail, "produce", error)
+                return _response_body(parts)
+
+            return chained(answer, settle, on_error=unanswered)
+        if not asked:  # every partition answered here
+            known: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            known.set_result(_response_body(parts))
+            return known
         return asyncio.ensure_future(self._answers(session, version, parts, asked, fail))
 
     async def _answers(self, session: UpstreamSession, version: int, parts: list[_Part],
@@ -161,13 +187,8 @@ class ProduceRelay:
             except UpstreamError as exc:
                 leader_unreachable(session, node, items, fail, "produce", exc)
 
-        if len(asked) == 1:
-            await one(*asked[0])
-        else:
-            await asyncio.gather(*(one(*leader) for leader in asked))
-        return {"responses": [{"name": topic, "partition_responses": answers}
-                              for topic, answers in group_by_topic((p.topic, p.answer) for p in parts)],
-                "throttle_time_ms": 0}
+        await asyncio.gather(*(one(*leader) for leader in asked))
+        return _response_body(parts)
 
     def _up_convert_all(self, parts: list[_Part], version: int) -> None:
         for part in parts:

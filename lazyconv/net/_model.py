@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from lazyconv._futures import chained
 from lazyconv._send import BytesSend, Send
 from lazyconv.net._remote_send import RemoteJob, SendReport
 from lazyconv.protocol._connection import Request, response_frame
@@ -94,30 +95,7 @@ class Deferred:
                   respond: Callable[[T], Response | None]) -> Deferred:
         """The response ``respond(result)`` once ``worked_out`` has its result (its error, if it
         fails); letting the Deferred go (cancelling it) cancels ``worked_out``."""
-        answer: asyncio.Future[Response | None] = worked_out.get_loop().create_future()
-
-        def settle(done: asyncio.Future[T]) -> None:
-            if done.cancelled():
-                answer.cancel()
-                return
-            error = done.exception()  # read even when nobody waits any more: never "unretrieved"
-            if answer.done():
-                return
-            if error is not None:
-                answer.set_exception(error)
-                return
-            try:
-                answer.set_result(respond(done.result()))
-            except Exception as exc:  # e.g. the response does not encode: the loop says so
-                answer.set_exception(exc)
-
-        def let_go(settled: asyncio.Future[Response | None]) -> None:
-            if settled.cancelled():
-                worked_out.cancel()
-
-        worked_out.add_done_callback(settle)
-        answer.add_done_callback(let_go)
-        return cls(answer)
+        return cls(chained(worked_out, respond))
 
 
 def reply(request: Request, body: dict[str, Any]) -> Response:

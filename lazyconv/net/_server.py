@@ -103,6 +103,7 @@ _RECV_PIECE = 65536
 # timer each per Fetch). Bytes of a next request read along are kept for it: at most this much
 # per connection outside queued.max.request.bytes, which counts a request once its size is read.
 _READ_AHEAD = 8192
+_READ_AT_ONCE = 1 << 20  # request bytes read without waiting on the loop, per request
 _LARGE_REQUEST = 1 << 20  # a connection that read one this large gives memory back when it ends
 # Answers a connection may owe at once while it acts on the next request (Deferred): Kafka's
 # clients keep at most max.in.flight.requests.per.connection (5 by default) unanswered.
@@ -762,9 +763,29 @@ async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsC
     connection closes)."""
     watch = reservation.large
     last = time.monotonic()
+    # what is in the socket already is read at once (the rest of a 64 KiB Produce usually is):
+    # no task, future or timer for it; up to a budget, so a client that never stops sending
+    # still lets the loop serve the others
+    budget = _READ_AT_ONCE
     while frames.missing:
         wait = min(timeout, STALL_CHECK_S) if watch else timeout
         view = frames.buffer_for_rest()
+        if budget > 0:
+            try:
+                n = conn.recv_into(view[:_RECV_PIECE])
+            except (BlockingIOError, InterruptedError):
+                budget = 0
+            else:
+                del view
+                if not n:
+                    raise _ConnectionClosed(
+                        f"peer closed with {frames.missing} bytes of its request unread")
+                budget -= n
+                frames.received(n)
+                if watch:
+                    reservation.progressed()
+                    last = reservation.last_progress
+                continue
         try:
             n = await asyncio.wait_for(
                 loop.sock_recv_into(conn, view[:_RECV_PIECE]) if type(conn) is socket.socket
@@ -787,6 +808,7 @@ async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsC
         if not n:
             raise _ConnectionClosed(f"peer closed with {frames.missing} bytes of its request unread")
         frames.received(n)
+        budget = _READ_AT_ONCE  # the loop served the others meanwhile
         if watch:
             reservation.progressed()
             last = reservation.last_progress
