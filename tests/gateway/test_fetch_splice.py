@@ -26,7 +26,9 @@ from lazyconv.protocol._fetch_scan import FetchResponseScanner
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
 from tests.serve.wire import WireClient
 
-pytestmark = pytest.mark.skipif(not SPLICE_AVAILABLE, reason="os.splice is Linux-only")
+# servers, upstream sockets and timed waits (12 s in all): the full suite runs them, the quick look does not
+pytestmark = [pytest.mark.skipif(not SPLICE_AVAILABLE, reason="os.splice is Linux-only"),
+              pytest.mark.slow]
 
 TOPICS = [("codecs", 2), ("nulls", 2), ("headers", 2), ("compacted", 2), ("transactions", 2),
           ("tiny", 2)]

@@ -25,6 +25,8 @@ from lazyconv.protocol import _heartbeat as heartbeat
 from lazyconv.protocol._connection import ApiTable
 from tests.serve.wire import WireClient
 
+pytestmark = pytest.mark.slow  # a server on real sockets with timed waits: the full suite runs them
+
 HEARTBEAT = {"group_id": "g", "generation_id": 1, "member_id": "m"}
 # generation ids that make the handler answer at once, answer nothing, or fail later
 NOW, NO_ANSWER, FAILS = 100, 101, 102
