@@ -33,12 +33,18 @@ from lazyconv.conversion._up import kafka_error_code, up_convert
 from lazyconv.errors import ErrorCode, LazyconvError, UpstreamError
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway._metrics import count_v2_records, session_metrics
-from lazyconv.gateway._routing import leader_unreachable, route_to_leaders
+from lazyconv.gateway._routing import ask_leaders, leader_unreachable, route_to_leaders
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamConnection, UpstreamSession
 from lazyconv.net._workers import ConversionWorkers
 from lazyconv.protocol import _produce as produce
 from lazyconv.protocol._grouping import group_by_topic
 from lazyconv.records import Compression
+from lazyconv.records._format import (
+    ATTRIBUTES_LOW_BYTE_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    LEGACY_ENTRY_ATTRIBUTES_OFFSET,
+    MAGIC_OFFSET,
+)
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +86,12 @@ def _quick_to_convert(parts: list[_Part]) -> bool:
     total = 0
     for part in parts:
         records = part.records
-        if records is None or len(records) < 23:
+        if records is None or len(records) <= ATTRIBUTES_LOW_BYTE_OFFSET:
             continue
         total += len(records)
-        if records[17 if records[16] < 2 else 22] & 0x07 not in _QUICK_CODECS:
+        attributes = LEGACY_ENTRY_ATTRIBUTES_OFFSET if records[MAGIC_OFFSET] < 2 else \
+            ATTRIBUTES_LOW_BYTE_OFFSET
+        if records[attributes] & COMPRESSION_CODEC_MASK not in _QUICK_CODECS:
             return False
     return total <= _QUICK_BYTES
 
@@ -100,12 +108,6 @@ class ProduceRelay:
         self.max_decompressed_batch = max_decompressed_batch
         self.up_converted_partitions = 0
         self.refused_partitions = 0
-
-    async def produce(self, session: UpstreamSession, version: int,
-                      request: dict[str, Any]) -> dict[str, Any] | None:
-        """The downstream response body (``None`` for acks=0)."""
-        answer = await self.send(session, version, request)
-        return None if answer is None else await answer
 
     async def send(self, session: UpstreamSession, version: int,
                    request: dict[str, Any]) -> asyncio.Future[dict[str, Any]] | None:
@@ -139,56 +141,33 @@ class ProduceRelay:
         def fail(part: _Part, code: int) -> None:
             part.answer["error_code"] = downstream_error(produce.SPEC.key, version, code)
 
-        asked: list[tuple[int, list[_Part], asyncio.Future[dict[str, Any]]]] = []
+        applied: list[asyncio.Future[None]] = []
 
-        async def ask(node: int, items: list[_Part]) -> None:
-            try:
-                answer = await self._send_to(await session.connection(node), items, version,
-                                             request)
-            except UpstreamError as exc:
-                leader_unreachable(session, node, items, fail, "produce", exc)
-                return
+        async def ask(conn: UpstreamConnection, items: list[_Part]) -> None:
+            answer = await self._send_to(conn, items, version, request)
             if answer is not None:
-                asked.append((node, items, answer))
+                applied.append(self._applied(session, conn, items, version, answer, fail))
 
         by_leader = route_to_leaders(session.cluster, pending, lambda p: (p.topic, p.index), fail)
-        if len(by_leader) == 1:  # the common case: no task of its own
-            await ask(*next(iter(by_leader.items())))
-        else:
-            await asyncio.gather(*(ask(node, items) for node, items in by_leader.items()))
+        await ask_leaders(session, by_leader, ask, fail, "produce")
         if request["acks"] == 0:
             return None
-        if len(asked) == 1:  # the common case: worked out from the leader's answer, no task
-            node, items, answer = asked[0]
+        # every leader's answer applied to its partitions, then the response: callbacks, no task
+        return chained(asyncio.gather(*applied), lambda _: _response_body(parts))
 
-            def settle(got: dict[str, Any]) -> dict[str, Any]:
-                self._answered(session, items, version, got)
-                return _response_body(parts)
+    def _applied(self, session: UpstreamSession, conn: UpstreamConnection, items: list[_Part],
+                 version: int, answer: asyncio.Future[dict[str, Any]],
+                 fail: Callable[[_Part, int], None]) -> asyncio.Future[None]:
+        """``answer`` applied to ``items`` once it comes; a leader that does not answer fails
+        them as unreachable."""
+        def unanswered(error: Exception) -> None:
+            if not isinstance(error, UpstreamError):
+                raise error
+            assert conn.node_id is not None  # a session's connections know their broker
+            leader_unreachable(session, conn.node_id, items, fail, "produce", error)
 
-            def unanswered(error: Exception) -> dict[str, Any]:
-                if not isinstance(error, UpstreamError):
-                    raise error
-                leader_unreachable(session, node, items, fail, "produce", error)
-                return _response_body(parts)
-
-            return chained(answer, settle, on_error=unanswered)
-        if not asked:  # every partition answered here
-            known: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            known.set_result(_response_body(parts))
-            return known
-        return asyncio.ensure_future(self._answers(session, version, parts, asked, fail))
-
-    async def _answers(self, session: UpstreamSession, version: int, parts: list[_Part],
-                       asked: list[tuple[int, list[_Part], asyncio.Future[dict[str, Any]]]],
-                       fail: Callable[[_Part, int], None]) -> dict[str, Any]:
-        async def one(node: int, items: list[_Part], answer: asyncio.Future[dict[str, Any]]) -> None:
-            try:
-                self._answered(session, items, version, await answer)
-            except UpstreamError as exc:
-                leader_unreachable(session, node, items, fail, "produce", exc)
-
-        await asyncio.gather(*(one(*leader) for leader in asked))
-        return _response_body(parts)
+        return chained(answer, lambda got: self._answered(session, items, version, got),
+                       on_error=unanswered)
 
     def _up_convert_all(self, parts: list[_Part], version: int) -> None:
         for part in parts:

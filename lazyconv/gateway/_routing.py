@@ -63,7 +63,10 @@ async def ask_leaders(session: UpstreamSession, by_leader: dict[int, list[T]],
         except UpstreamError as exc:
             leader_unreachable(session, node, items, fail, what, exc)
 
-    await asyncio.gather(*(one(node, items) for node, items in by_leader.items()))
+    if len(by_leader) == 1:  # the common case: no task of its own
+        await one(*next(iter(by_leader.items())))
+    else:
+        await asyncio.gather(*(one(node, items) for node, items in by_leader.items()))
 
 
 def leader_unreachable(session: UpstreamSession, node: int, items: Iterable[T],

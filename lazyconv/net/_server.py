@@ -465,20 +465,12 @@ class KafkaServer:
                     started = time.perf_counter()
                     try:
                         response = await self.front_door.answer(frame, session)
-                    except LocalProtocolError as exc:
-                        # our answer could not be encoded: a lazyconv bug, not the client's
-                        log.error("closing %s: the answer to its request could not be encoded "
-                                  "(a lazyconv bug, please report it): %s", peer, exc)
-                        reason = "internal_error"
-                        await self._write_owed_if_possible(loop, conn, peer, session, owed)
-                        return
                     except LazyconvError as exc:
-                        log.warning("closing %s: invalid request: %s", peer, exc)
-                        reason = "invalid_request"
+                        ended = _unanswerable(peer, exc)
                         # the requests before it were acted on: their answers first, as a
                         # broker (one request at a time) gave them
                         await self._write_owed_if_possible(loop, conn, peer, session, owed)
-                        return
+                        raise ended from None
                     finally:
                         del frame
                 finally:
@@ -548,13 +540,8 @@ class KafkaServer:
         if isinstance(answer, Deferred):
             try:
                 response = await answer.answer
-            except LocalProtocolError as exc:
-                log.error("closing %s: the answer to its request could not be encoded "
-                          "(a lazyconv bug, please report it): %s", peer, exc)
-                raise _Ended("internal_error") from None
             except LazyconvError as exc:
-                log.warning("closing %s: invalid request: %s", peer, exc)
-                raise _Ended("invalid_request") from None
+                raise _unanswerable(peer, exc) from None
             if response is None:
                 owed.popleft()
                 self._request_done(session, request, started, request_size, 0)
@@ -679,6 +666,16 @@ async def _recv_when_readable(loop: asyncio.AbstractEventLoop, conn: socket.sock
             continue  # woken without data after all: wait again
 
 
+def _unanswerable(peer: object, exc: LazyconvError) -> _Ended:
+    """Say why a request got no answer; the connection ends for it."""
+    if isinstance(exc, LocalProtocolError):  # our answer did not encode: our bug, not the client's
+        log.error("closing %s: the answer to its request could not be encoded "
+                  "(a lazyconv bug, please report it): %s", peer, exc)
+        return _Ended("internal_error")
+    log.warning("closing %s: invalid request: %s", peer, exc)
+    return _Ended("invalid_request")
+
+
 def _recv_now(conn: socket.socket | TlsChannel) -> bytes | None:
     """What the client has sent already (``b""``: it closed), or ``None`` without waiting."""
     if conn.fileno() < 0:
@@ -768,47 +765,41 @@ async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsC
     # still lets the loop serve the others
     budget = _READ_AT_ONCE
     while frames.missing:
-        wait = min(timeout, STALL_CHECK_S) if watch else timeout
-        view = frames.buffer_for_rest()
+        view = frames.buffer_for_rest()[:_RECV_PIECE]
+        n = -1
         if budget > 0:
             try:
-                n = conn.recv_into(view[:_RECV_PIECE])
+                n = conn.recv_into(view)
+                budget -= n
             except (BlockingIOError, InterruptedError):
                 budget = 0
-            else:
-                del view
-                if not n:
+        if n < 0:
+            wait = min(timeout, STALL_CHECK_S) if watch else timeout
+            try:
+                n = await asyncio.wait_for(
+                    loop.sock_recv_into(conn, view) if type(conn) is socket.socket
+                    else tls_recv_into(loop, conn, view), wait)  # type: ignore[arg-type]
+            except asyncio.TimeoutError:
+                size = frames.next_size() or 0
+                got = size - frames.missing
+                if reservation.reclaimed:
                     raise _ConnectionClosed(
-                        f"peer closed with {frames.missing} bytes of its request unread")
-                budget -= n
-                frames.received(n)
-                if watch:
-                    reservation.progressed()
-                    last = reservation.last_progress
+                        f"its request stalled after {got} of {size} bytes while others waited "
+                        "for queued.max.request.bytes; its room was given to them",
+                        "request_memory") from None
+                if not watch or time.monotonic() - last >= timeout:
+                    raise _ConnectionClosed(
+                        f"no request bytes for {timeout:.0f} s after {got} of {size}",
+                        "read_timeout") from None
                 continue
-        try:
-            n = await asyncio.wait_for(
-                loop.sock_recv_into(conn, view[:_RECV_PIECE]) if type(conn) is socket.socket
-                else tls_recv_into(loop, conn, view[:_RECV_PIECE]), wait)  # type: ignore[arg-type]
-        except asyncio.TimeoutError:
-            size = frames.next_size() or 0
-            got = size - frames.missing
-            if reservation.reclaimed:
-                raise _ConnectionClosed(
-                    f"its request stalled after {got} of {size} bytes while others waited for "
-                    "queued.max.request.bytes; its room was given to them",
-                    "request_memory") from None
-            if not watch or time.monotonic() - last >= timeout:
-                raise _ConnectionClosed(
-                    f"no request bytes for {timeout:.0f} s after {got} of {size}",
-                    "read_timeout") from None
-            continue
-        finally:
+            finally:
+                del view
+            budget = _READ_AT_ONCE  # the loop served the others meanwhile
+        else:
             del view
         if not n:
             raise _ConnectionClosed(f"peer closed with {frames.missing} bytes of its request unread")
         frames.received(n)
-        budget = _READ_AT_ONCE  # the loop served the others meanwhile
         if watch:
             reservation.progressed()
             last = reservation.last_progress
