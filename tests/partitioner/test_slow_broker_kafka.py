@@ -109,13 +109,24 @@ def _create_topic(bootstrap: str) -> None:
     takes a replica assignment)."""
     from confluent_kafka.admin import AdminClient
     from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import NodeNotReadyError, TopicAlreadyExistsError, UnknownBrokerIdError
 
-    kafka_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        kafka_admin.create_topics([NewTopic(TOPIC, replica_assignments={
-            p: [leader] for p, leader in enumerate(LEADERS)})], timeout_ms=60000)
-    finally:
-        kafka_admin.close()
+    deadline = time.monotonic() + 60
+    while True:
+        # right after the start, the first metadata may not list every broker yet (the
+        # controller the request must go to among them): asked again until it does
+        kafka_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            kafka_admin.create_topics([NewTopic(TOPIC, replica_assignments={
+                p: [leader] for p, leader in enumerate(LEADERS)})], timeout_ms=60000)
+            break
+        except TopicAlreadyExistsError:
+            break  # an earlier attempt went through after all
+        except (UnknownBrokerIdError, NodeNotReadyError):
+            assert time.monotonic() < deadline, "the cluster's brokers were not all known in 60 s"
+            time.sleep(0.5)
+        finally:
+            kafka_admin.close()
     admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
     deadline = time.monotonic() + 60
     while True:
