@@ -62,16 +62,19 @@ def last_complete_batch(records: bytes | bytearray | memoryview) -> tuple[int, i
     headers are read (offset, size, magic, last offset delta)."""
     view = memoryview(records)
     end = len(view)
+    unpack = _BASE_AND_LENGTH.unpack_from
     pos = 0
-    found: tuple[int, int, int] | None = None
+    last = -1
     while end - pos >= LOG_OVERHEAD:
-        length = _BASE_AND_LENGTH.unpack_from(view, pos)[1]
-        size = LOG_OVERHEAD + length
-        if length < 0 or pos + size > end:
+        length = unpack(view, pos)[1]
+        if length < 0 or pos + LOG_OVERHEAD + length > end:
             break
-        found = (pos, size, offset_after(view, pos, size))
-        pos += size
-    return found
+        last = pos
+        pos += LOG_OVERHEAD + length
+    if last < 0:
+        return None
+    size = pos - last  # the offset after it is read from the last entry only
+    return last, size, offset_after(view, last, size)
 
 
 class AheadBudget:

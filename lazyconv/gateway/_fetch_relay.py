@@ -370,7 +370,9 @@ class FetchRelay:
         if fetch_offset < entry.start:
             records = part.get("records") or b""
             limit = max(len(entry.tail), item.partition["partition_max_bytes"])
-            part = dict(part, records=(entry.tail + bytes(records))[:limit])
+            # one copy: the client's cut-off last batch, then as much of the answer as fits
+            part = dict(part, records=b"".join((entry.tail,
+                                                memoryview(records)[:limit - len(entry.tail)])))
         item.upstream = part
 
     def _fetch_next(self, session: UpstreamSession, ahead: FetchAhead, version: int,
