@@ -6,8 +6,10 @@ upstream request or converted partition, never per record or per byte: the serve
 (:class:`~lazyconv.gateway._clients.ClientRegistry` forwards connections and answered requests),
 the upstream connections (requests, latency, bytes), the relays (records and batches down- and
 up-converted, via the connection's :data:`~lazyconv.net._session.current_session`) and the
-error map (upstream error codes, and the ones rewritten for old clients). What already exists as
-plain numbers (the front door's request counts, the open sessions, the conversion cache's and
+error map (upstream error codes, and the ones rewritten for old clients). What the hooks add to
+once per request is kept as plain numbers (:mod:`lazyconv.gateway._tallies`: the hooks and the
+scrape all run on the event loop) and becomes Prometheus families when scraped; the rest are
+prometheus_client's own counters. What already exists as plain numbers (the front door's request counts, the open sessions, the conversion cache's and
 the worker pool's counters, the cluster's state) is read when Prometheus scrapes, by a
 collector, at no cost in between. Every label has a bounded set of values: API names and
 versions, listeners, error codes, codecs, magic values, close reasons, and client software
@@ -22,12 +24,11 @@ from __future__ import annotations
 import logging
 import struct
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client import Counter as PromCounter
-from prometheus_client import Histogram as PromHistogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -37,6 +38,7 @@ from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.errors import ErrorCode
 from lazyconv.gateway._clients import software_label
 from lazyconv.gateway._releases import implied_release
+from lazyconv.gateway._tallies import LatencyTally, Tally, families
 from lazyconv.net._session import Session, current_session
 from lazyconv.protocol._kafka_apis import KAFKA_API_BY_KEY
 from lazyconv.records import Compression
@@ -76,6 +78,19 @@ def _api(key: int) -> str:
     """The name of API ``key``: every API Kafka 4 serves (relayed ones too), else the key."""
     spec = KAFKA_API_BY_KEY.get(key)
     return spec.name if spec is not None else str(key)
+
+
+def _api_labels(key: Hashable) -> tuple[str]:
+    return (_api(cast(int, key)),)
+
+
+def _magic_labels(magic: Hashable) -> tuple[str]:
+    return (str(magic),)
+
+
+def _magic_codec_labels(key: Hashable) -> tuple[str, str]:
+    magic, codec = cast(tuple[int, str], key)
+    return str(magic), codec
 
 
 def _error(code: int) -> str:
@@ -151,39 +166,42 @@ class GatewayMetrics:
         self.connections_closed = PromCounter(
             f"{PREFIX}_connections_closed", "Client connections ended, by why", ["listener", "reason"],
             registry=r)
-        self.request_seconds = PromHistogram(
+        # What the per-request hooks add to: plain numbers (lazyconv.gateway._tallies), keyed by
+        # the raw values the hooks have (API keys, magic values), named at scrape time.
+        self.request_seconds = LatencyTally(
             f"{PREFIX}_request_duration_seconds",
             "Downstream requests: from the whole request read to its response written",
-            ["api"], buckets=LATENCY_BUCKETS, registry=r)
-        self.request_bytes = PromCounter(
+            ["api"], _api_labels, LATENCY_BUCKETS)
+        self.request_bytes = Tally(
             f"{PREFIX}_request_bytes", "Bytes of downstream requests (size fields included)",
-            ["api"], registry=r)
-        self.response_bytes = PromCounter(
+            ["api"], _api_labels)
+        self.response_bytes = Tally(
             f"{PREFIX}_response_bytes", "Bytes of downstream responses (size fields included)",
-            ["api"], registry=r)
-        self.upstream_seconds = PromHistogram(
+            ["api"], _api_labels)
+        self.upstream_seconds = LatencyTally(
             f"{PREFIX}_upstream_request_duration_seconds",
-            "Upstream requests: from sent to answered", ["api"], buckets=LATENCY_BUCKETS,
-            registry=r)
-        self.down_records = PromCounter(
+            "Upstream requests: from sent to answered", ["api"], _api_labels, LATENCY_BUCKETS)
+        self.down_records = Tally(
             f"{PREFIX}_down_converted_records", "Records down-converted for old consumers",
-            ["to_magic", "codec"], registry=r)
-        self.down_batches = PromCounter(
+            ["to_magic", "codec"], _magic_codec_labels)
+        self.down_batches = Tally(
             f"{PREFIX}_down_converted_batches",
             "Upstream v2 batches handed to down-conversion (a batch cut at a response's end and "
-            "fetched again counts again)", ["to_magic", "codec"], registry=r)
-        self.down_bytes = PromCounter(
+            "fetched again counts again)", ["to_magic", "codec"], _magic_codec_labels)
+        self.down_bytes = Tally(
             f"{PREFIX}_down_converted_bytes", "Converted bytes written to old consumers",
-            ["to_magic"], registry=r)
-        self.up_records = PromCounter(
+            ["to_magic"], _magic_labels)
+        self.up_records = Tally(
             f"{PREFIX}_up_converted_records", "Records of old producers up-converted to v2",
-            ["from_magic", "codec"], registry=r)
-        self.up_batches = PromCounter(
+            ["from_magic", "codec"], _magic_codec_labels)
+        self.up_batches = Tally(
             f"{PREFIX}_up_converted_batches", "v2 batches made from old producers' message sets",
-            ["from_magic", "codec"], registry=r)
-        self.up_bytes = PromCounter(
+            ["from_magic", "codec"], _magic_codec_labels)
+        self.up_bytes = Tally(
             f"{PREFIX}_up_converted_bytes", "Bytes of old producers' message sets up-converted",
-            ["from_magic"], registry=r)
+            ["from_magic"], _magic_labels)
+        # Errors are rare and may be counted on a conversion worker's thread: prometheus_client's
+        # own (locked) counters.
         self.upstream_errors = PromCounter(
             f"{PREFIX}_upstream_errors", "Error codes in upstream answers (per partition)",
             ["api", "error"], registry=r)
@@ -198,10 +216,6 @@ class GatewayMetrics:
         self.upstream_requests: Counter[tuple[int, int]] = Counter()
         self.upstream_sent_bytes = 0
         self.upstream_received_bytes = 0
-        self._request_children: dict[int, tuple[Any, Any, Any]] = {}
-        self._upstream_children: dict[int, Any] = {}
-        self._down_children: dict[tuple[int, str], tuple[Any, Any, Any]] = {}
-        self._up_children: dict[tuple[int, str], tuple[Any, Any, Any]] = {}
         self._error_children: dict[tuple[int, int, int], tuple[Any, Any]] = {}
         self._server: KafkaServer | None = None
         self._cluster: UpstreamCluster | None = None
@@ -226,16 +240,9 @@ class GatewayMetrics:
     def request_done(self, session: Session, seconds: float, request_bytes: int,
                      response_bytes: int) -> None:
         key = session.request[0] if session.request is not None else -1
-        children = self._request_children.get(key)
-        if children is None:
-            api = _api(key)
-            children = self._request_children[key] = (
-                self.request_seconds.labels(api), self.request_bytes.labels(api),
-                self.response_bytes.labels(api))
-        children[0].observe(seconds)
-        children[1].inc(request_bytes)
-        if response_bytes:
-            children[2].inc(response_bytes)
+        self.request_seconds.observe(key, seconds)
+        self.request_bytes.add(key, request_bytes)
+        self.response_bytes.add(key, response_bytes)  # a series at 0 for acks=0, as it was
 
     def connection_closed(self, session: Session, reason: str) -> None:
         self.connections_closed.labels(session.listener.label, reason).inc()
@@ -252,38 +259,22 @@ class GatewayMetrics:
         self.upstream_sent_bytes += nbytes
 
     def upstream_answered(self, api_key: int, seconds: float) -> None:
-        child = self._upstream_children.get(api_key)
-        if child is None:
-            child = self._upstream_children[api_key] = self.upstream_seconds.labels(_api(api_key))
-        child.observe(seconds)
+        self.upstream_seconds.observe(api_key, seconds)
 
-    # -- the relays -------------------------------------------------------------------------
-
-    # Each labelled child is looked up once (labels() validates and locks: several times the
-    # cost of the increment) and kept by its label values.
+    # -- the relays (on the event loop) -----------------------------------------------------
 
     def down_converted(self, to_magic: int, codec: str, records: int, batches: int,
                        nbytes: int) -> None:
-        children = self._down_children.get((to_magic, codec))
-        if children is None:
-            magic = str(to_magic)
-            children = self._down_children[(to_magic, codec)] = (
-                self.down_records.labels(magic, codec), self.down_batches.labels(magic, codec),
-                self.down_bytes.labels(magic))
-        children[0].inc(records)
-        children[1].inc(batches)
-        children[2].inc(nbytes)
+        key = (to_magic, codec)
+        self.down_records.add(key, records)
+        self.down_batches.add(key, batches)
+        self.down_bytes.add(to_magic, nbytes)
 
     def up_converted(self, from_magic: int, codec: str, records: int, nbytes: int) -> None:
-        children = self._up_children.get((from_magic, codec))
-        if children is None:
-            magic = str(from_magic)
-            children = self._up_children[(from_magic, codec)] = (
-                self.up_records.labels(magic, codec), self.up_batches.labels(magic, codec),
-                self.up_bytes.labels(magic))
-        children[0].inc(records)
-        children[1].inc()
-        children[2].inc(nbytes)
+        key = (from_magic, codec)
+        self.up_records.add(key, records)
+        self.up_batches.add(key)
+        self.up_bytes.add(from_magic, nbytes)
 
     def upstream_error(self, api_key: int, upstream: int, downstream: int) -> None:
         key = (api_key, upstream, downstream)
@@ -417,6 +408,9 @@ class _ScrapeCollector(Collector):
             known = GaugeMetricFamily(f"{PREFIX}_clients", "Clients in the clients report")
             known.add_metric([], len(clients))
             yield known
+        yield from families(m.request_seconds, m.request_bytes, m.response_bytes,
+                            m.upstream_seconds, m.down_records, m.down_batches, m.down_bytes,
+                            m.up_records, m.up_batches, m.up_bytes)
 
 
 def fetch_written(session: Session, metrics: GatewayMetrics,

@@ -62,6 +62,8 @@ class _Part:
     records: bytes | None
     answer: dict[str, Any] = field(default_factory=dict)
     answered: bool = False  # answered by the gateway itself, not sent upstream
+    # what its up-conversion made: (source magic, source codec, records, message set bytes)
+    converted: tuple[int, str, int, int] | None = None
 
 
 # Up-converting sets of at most this many bytes with a quick codec takes the kernel (and lz4 or
@@ -130,6 +132,8 @@ class ProduceRelay:
             await self.workers.run(self._up_convert_all, parts, version)
         else:  # quicker than the trip to a worker and back (two wake-ups of a thread)
             self._up_convert_all(parts, version)
+        if version < _FIRST_V2_PRODUCE_VERSION:
+            self._count_up_converted(parts)
         pending = [p for p in parts if not p.answer["error_code"] and not p.answered]
         names = list(dict.fromkeys(p.topic for p in pending))
         if names:
@@ -169,6 +173,18 @@ class ProduceRelay:
         return chained(answer, lambda got: self._answered(session, items, version, got),
                        on_error=unanswered)
 
+    def _count_up_converted(self, parts: list[_Part]) -> None:
+        """What the parts' up-conversions made, counted on the event loop (the conversions may
+        have run on a worker's thread; the metrics' plain numbers are the loop's alone)."""
+        session, metrics = session_metrics()
+        for part in parts:
+            if part.converted is None:
+                continue
+            self.up_converted_partitions += 1
+            if metrics is not None and session is not None:
+                metrics.up_converted(*part.converted)
+                session.records_in += part.converted[2]
+
     def _up_convert_all(self, parts: list[_Part], version: int) -> None:
         for part in parts:
             self._up_convert(part, version)
@@ -186,12 +202,8 @@ class ProduceRelay:
                                                          kafka_error_code(exc))
             log.warning("refused produce to %s-%d: %s", part.topic, part.index, exc)
             return
-        self.up_converted_partitions += 1
-        session, metrics = session_metrics()
-        if metrics is not None and session is not None:
-            metrics.up_converted(converted.source_magic or 0, converted.source_compression.name.lower(),
-                                 converted.record_count, len(part.records))
-            session.records_in += converted.record_count
+        part.converted = (converted.source_magic or 0, converted.source_compression.name.lower(),
+                          converted.record_count, len(part.records))
         part.records = converted.batch
         if not converted.record_count:
             part.answered = True  # Kafka appended nothing and answered NONE, base offset -1
