@@ -42,6 +42,7 @@ from lazyconv.gateway._tallies import LatencyTally, Tally, families
 from lazyconv.net._session import Session, current_session
 from lazyconv.protocol._kafka_apis import KAFKA_API_BY_KEY
 from lazyconv.records import Compression
+from lazyconv.records._entries import summarize_entries
 from lazyconv.records._format import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
@@ -133,22 +134,8 @@ def count_v2_records(records: bytes | bytearray | memoryview) -> tuple[int, int,
 def count_v2_batches(records: bytes | bytearray | memoryview) -> tuple[int, str]:
     """(batches, codec of the first batch) of record bytes: :func:`count_v2_records` without
     the records, at half its cost (one field read per batch)."""
-    view = memoryview(records)
-    end = len(view)
-    if end < RECORD_BATCH_OVERHEAD:
-        return 0, "none"
-    codec = "none"
-    if view[MAGIC_OFFSET] == 2:
-        codec = _CODECS.get(view[_CODEC_BYTE] & COMPRESSION_CODEC_MASK, "none")
-    unpack = _I32.unpack_from
-    batches = position = 0
-    while position + RECORD_BATCH_OVERHEAD <= end:
-        nxt = position + LOG_OVERHEAD + unpack(view, position + SIZE_OFFSET)[0]
-        if nxt > end or nxt <= position + LOG_OVERHEAD:
-            break
-        batches += 1
-        position = nxt
-    return batches, codec
+    summary = summarize_entries(records)
+    return summary.entries, _CODECS.get(summary.first_codec, "none")
 
 
 class GatewayMetrics:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from lazyconv.errors import CorruptRecordError, TruncatedDataError, UnknownMagicError
 from lazyconv.records._batch import DefaultBatch
-from lazyconv.records._format import LOG_HEADER, MAGIC_OFFSET, SIZE_OFFSET
+from lazyconv.records._format import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    LEGACY_ENTRY_ATTRIBUTES_OFFSET,
+    LOG_HEADER,
+    MAGIC_OFFSET,
+    SIZE_OFFSET,
+)
 from lazyconv.records._legacy import LegacyBatch
 from lazyconv.records._types import (
     HEADER_SIZE_UP_TO_MAGIC,
@@ -17,7 +26,8 @@ from lazyconv.records._types import (
     RecordBatch,
 )
 
-__all__ = ["iter_batches", "BatchIterator", "ReadAheadSource", "read_ahead", "MAX_ENTRY_SIZE"]
+__all__ = ["iter_batches", "BatchIterator", "ReadAheadSource", "read_ahead", "MAX_ENTRY_SIZE",
+           "EntriesSummary", "summarize_entries"]
 
 MAX_ENTRY_SIZE = 2**31 - 1  # the consumer's limit: none beyond int32
 
@@ -152,3 +162,51 @@ def read_ahead(batches: Iterator[RecordBatch], window_size: int) -> Iterator[Rec
         return batches
     source = ReadAheadSource(batches.source, batches.end, window_size)
     return BatchIterator(source, batches.start, batches.end, batches.max_decompressed_size)
+
+
+_SIZE = struct.Struct(">i")
+_CODEC_BYTE = ATTRIBUTES_OFFSET + 1  # the low byte of a v2 batch's attributes (an int16)
+
+
+class EntriesSummary(NamedTuple):
+    """What the headers of a record set's complete entries say (:func:`summarize_entries`)."""
+
+    #: complete entries (batches or legacy wrappers and messages)
+    entries: int
+    #: the first entry's compression codec (0: none, also when there is no entry)
+    first_codec: int
+    #: every complete entry is a v2 batch without compression (also true when there is none)
+    plain_v2: bool
+
+
+def summarize_entries(records: bytes | bytearray | memoryview) -> EntriesSummary:
+    """The complete entries at the start of ``records`` counted from their headers alone (one
+    size field, magic and attributes byte per entry, never a record): the count, the first
+    one's codec, whether all are uncompressed v2 batches. A partial last entry, or a size that
+    cannot be one, ends the walk; nothing is validated (a CRC is not read)."""
+    view = memoryview(records)
+    end = len(view)
+    unpack = _SIZE.unpack_from
+    entries = position = first_codec = 0
+    plain = True
+    while position + HEADER_SIZE_UP_TO_MAGIC <= end:
+        length = unpack(view, position + SIZE_OFFSET)[0]
+        nxt = position + LOG_OVERHEAD + length
+        if length <= 0 or nxt > end:
+            break
+        if view[position + MAGIC_OFFSET] >= 2:
+            if length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
+                break  # too short for a v2 batch: not an entry a reader would take
+            codec = view[position + _CODEC_BYTE] & COMPRESSION_CODEC_MASK
+        else:
+            if length < RECORD_OVERHEAD_V0:
+                break  # too short for a legacy message
+            codec = view[position + LEGACY_ENTRY_ATTRIBUTES_OFFSET] & COMPRESSION_CODEC_MASK
+            plain = False
+        if not entries:
+            first_codec = codec
+        if codec:
+            plain = False
+        entries += 1
+        position = nxt
+    return EntriesSummary(entries, first_codec, plain)
