@@ -71,6 +71,7 @@ from lazyconv.protocol._fetch_scan import FIRST_SCANNED_VERSION, FetchResponseSc
 from lazyconv.protocol._grouping import group_by_topic
 from lazyconv.protocol._schema import ZERO_UUID
 from lazyconv.records import Compression, MemoryRecords
+from lazyconv.records._entries import summarize_entries
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ class FetchRelay:
                  workers: ConversionWorkers | None = None,
                  fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES, splice: bool = True) -> None:
         """``workers``: where the first converted batch of each partition is made (the rest is
-        converted while the response is written, on the same pool); ``fetch_ahead_bytes``: what
+        converted while the response is written, on the same pool), unless every batch of the
+        response is uncompressed (then on the loop); ``fetch_ahead_bytes``: what
         the prefetched answers of every connection may hold together (0: no fetch-ahead);
         ``splice``: pass the records of the v10+ fetches that allow it from socket to socket."""
         self.splice = splice and SPLICE_AVAILABLE
@@ -164,12 +166,19 @@ class FetchRelay:
             await ask_leaders(session, by_leader, ask, fail, "fetch")
         if ahead is not None:
             self._fetch_next(session, ahead, version, request, isolation, wanted)
-        if self.workers is not None and readable_magic(version) < 2:
-            await self.workers.run(self._finish, view, version, wanted)
+        # Uncompressed v2 batches are down-converted on the loop: the kernel's copy and CRC of
+        # a chunk cost less than two trips through the worker pool per step (measured: the
+        # gateway's CPU per GiB 0.70-0.75x with 1 and 8 consumers; docs/guide/benchmarks.md).
+        workers = self.workers
+        off_loop = (workers is not None and readable_magic(version) < 2
+                    and not all(summarize_entries(w.upstream.get("records") or b"").plain_v2
+                                for w in wanted if w.entry is None and w.upstream is not None))
+        if off_loop and workers is not None:
+            await workers.run(self._finish, view, version, wanted)
         else:
             self._finish(view, version, wanted)
-        converted = any(isinstance(w.entry and w.entry.get("records"), LazyDownConvertedRecords)
-                        for w in wanted)
+        converted = off_loop and any(
+            isinstance(w.entry and w.entry.get("records"), LazyDownConvertedRecords) for w in wanted)
         topics = []
         for (name, topic_id), entries in group_by_topic(((w.name, w.topic_id), w.entry) for w in wanted):
             topic: dict[str, Any] = {"topic": name, "partitions": entries}
