@@ -128,6 +128,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "metadata.max.age.ms)")
     parser.add_argument("--workers", type=int, default=None,
                         help="conversion threads (default: one per core; gateway.workers)")
+    parser.add_argument("--convert-on-loop", choices=("quick", "never"), default=None,
+                        help="quick (the default): records of none, snappy and lz4 are converted "
+                             "on the event loop and only gzip on the conversion threads, which "
+                             "costs less CPU where the gateway shares its cores; never: every "
+                             "conversion on the threads (gateway.convert.on.loop)")
     parser.add_argument("--conversion-cache", type=parse_size, default=None, metavar="SIZE",
                         help="recent down-conversions of compressed batches kept for consumers "
                              "reading the same records, reused only where the upstream's bytes "
@@ -226,7 +231,8 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]
                         ("log_format", "gateway.log.format"), ("log_file", "gateway.log.file"),
                         ("client_id_prefix", "gateway.client.id.prefix"),
                         ("fetch_ahead_bytes", "gateway.fetch.ahead.bytes"),
-                        ("fetch_splice", "gateway.fetch.splice")):
+                        ("fetch_splice", "gateway.fetch.splice"),
+                        ("convert_on_loop", "gateway.convert.on.loop")):
         if getattr(args, option) is not None:
             gateway[key] = str(getattr(args, option))
     for option, key in (("upstream", "bootstrap.servers"),

@@ -50,6 +50,7 @@ from lazyconv.gateway._fetch_splice import (
     SpliceLanes,
 )
 from lazyconv.gateway._metrics import fetch_written, session_metrics
+from lazyconv.gateway._on_loop import quick_to_down_convert
 from lazyconv.gateway._routing import ask_leaders, route_to_leaders
 from lazyconv.gateway._upstream import (
     ClusterView,
@@ -71,7 +72,6 @@ from lazyconv.protocol._fetch_scan import FIRST_SCANNED_VERSION, FetchResponseSc
 from lazyconv.protocol._grouping import group_by_topic
 from lazyconv.protocol._schema import ZERO_UUID
 from lazyconv.records import Compression, MemoryRecords
-from lazyconv.records._entries import summarize_entries
 
 log = logging.getLogger(__name__)
 
@@ -114,16 +114,19 @@ class FetchRelay:
                  upstream_fetch_max_bytes: int = DEFAULT_UPSTREAM_FETCH_MAX_BYTES,
                  max_decompressed_batch: int = 32 << 20,
                  workers: ConversionWorkers | None = None,
-                 fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES, splice: bool = True) -> None:
+                 fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES, splice: bool = True,
+                 quick_on_loop: bool = True) -> None:
         """``workers``: where the first converted batch of each partition is made (the rest is
         converted while the response is written, on the same pool), unless every batch of the
-        response is uncompressed (then on the loop); ``fetch_ahead_bytes``: what
+        response has a quick codec and ``quick_on_loop`` (then on the loop:
+        :mod:`~lazyconv.gateway._on_loop`); ``fetch_ahead_bytes``: what
         the prefetched answers of every connection may hold together (0: no fetch-ahead);
         ``splice``: pass the records of the v10+ fetches that allow it from socket to socket."""
         self.splice = splice and SPLICE_AVAILABLE
         self.cluster = cluster
         self.ahead_budget = AheadBudget(fetch_ahead_bytes) if fetch_ahead_bytes > 0 else None
         self.workers = workers
+        self.quick_on_loop = quick_on_loop
         self.chunk_size = chunk_size
         self.upstream_fetch_max_bytes = upstream_fetch_max_bytes
         self.max_decompressed_batch = max_decompressed_batch
@@ -166,13 +169,11 @@ class FetchRelay:
             await ask_leaders(session, by_leader, ask, fail, "fetch")
         if ahead is not None:
             self._fetch_next(session, ahead, version, request, isolation, wanted)
-        # Uncompressed v2 batches are down-converted on the loop: the kernel's copy and CRC of
-        # a chunk cost less than two trips through the worker pool per step (measured: the
-        # gateway's CPU per GiB 0.70-0.75x with 1 and 8 consumers; docs/guide/benchmarks.md).
-        workers = self.workers
+        workers = self.workers  # lazyconv.gateway._on_loop: which conversions go to them
         off_loop = (workers is not None and readable_magic(version) < 2
-                    and not all(summarize_entries(w.upstream.get("records") or b"").plain_v2
-                                for w in wanted if w.entry is None and w.upstream is not None))
+                    and not (self.quick_on_loop and quick_to_down_convert(
+                        w.upstream.get("records") or b"" for w in wanted
+                        if w.entry is None and w.upstream is not None)))
         if off_loop and workers is not None:
             await workers.run(self._finish, view, version, wanted)
         else:

@@ -75,7 +75,7 @@ class Gateway:
                  advertised_port: int | None = None, metrics_port: int | None = None,
                  metrics_host: str = "127.0.0.1", max_clients: int = DEFAULT_MAX_CLIENTS,
                  drain_timeout_ms: int = DEFAULT_DRAIN_TIMEOUT_MS,
-                 client_id_prefix: str = "") -> None:
+                 client_id_prefix: str = "", convert_on_loop: str = "quick") -> None:
         """``chunk_size``: input bytes down-converted per step (16 KiB – 1 MiB);
         ``upstream_fetch_max_bytes``: the most one upstream Fetch response may hold (what a
         connection holds besides one chunk); ``fetch_ahead_bytes``: what the answers fetched ahead
@@ -83,7 +83,9 @@ class Gateway:
         ``fetch_splice``: a Fetch v10+ that one upstream leader answers is passed on with
         splice(2) where nothing is TLS and the upstream is PLAINTEXT (see
         :mod:`~lazyconv.gateway._fetch_splice`);
-        ``workers``: conversion threads (default: one per core); ``limits``: request sizes and
+        ``workers``: conversion threads (default: one per core); ``convert_on_loop``:
+        ``quick`` converts records of a quick codec on the event loop, ``never`` every
+        conversion on the threads (see :mod:`~lazyconv.gateway._on_loop`); ``limits``: request sizes and
         timeouts of client connections;
         ``advertised_host``/``advertised_port``: what Metadata names (default: ``host`` and the
         port listened on; a wildcard ``host`` needs ``advertised_host``); ``metrics_port``: the
@@ -93,7 +95,8 @@ class Gateway:
         ``client_id_prefix`` (``gateway.client.id.prefix``): put before each client's own
         client id in the requests sent upstream. With ``settings``, the listeners, the
         timeouts, the fetch size, the limits, the metrics listener, the clients kept, the drain
-        timeout, the client id prefix, the fetch-ahead budget and the splicing come from them."""
+        timeout, the client id prefix, the fetch-ahead budget, the splicing and where conversions
+        run come from them."""
         if settings is not None:
             upstream = upstream or ",".join(settings.upstream.bootstrap_servers)
             upstream_fetch_max_bytes = settings.upstream.fetch_max_bytes
@@ -107,6 +110,7 @@ class Gateway:
             client_id_prefix = settings.client_id_prefix
             fetch_ahead_bytes = settings.fetch_ahead_bytes
             fetch_splice = settings.fetch_splice
+            convert_on_loop = settings.convert_on_loop
         if not upstream:
             raise ConfigurationError("no upstream brokers given")
         if settings is None and advertised_host is None and host in WILDCARD_HOSTS:
@@ -148,6 +152,9 @@ class Gateway:
         self._client_id_prefix = client_id_prefix
         self._fetch_ahead_bytes = fetch_ahead_bytes
         self._fetch_splice = fetch_splice
+        if convert_on_loop not in ("quick", "never"):
+            raise ConfigurationError(f"convert_on_loop must be quick or never, not {convert_on_loop!r}")
+        self._quick_on_loop = convert_on_loop == "quick"
         self.handler: GatewayHandler | None = None
         #: every client seen (the clients report), the server's observer
         self.clients = ClientRegistry(max_clients, self.metrics)
@@ -170,6 +177,7 @@ class Gateway:
                                       upstream_fetch_max_bytes=self._upstream_fetch_max_bytes,
                                       fetch_ahead_bytes=self._fetch_ahead_bytes,
                                       fetch_splice=self._fetch_splice,
+                                      quick_on_loop=self._quick_on_loop,
                                       workers=self.workers, identities=self.identities,
                                       client_id_prefix=self._client_id_prefix)
         return self.handler

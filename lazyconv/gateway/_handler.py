@@ -83,12 +83,14 @@ class GatewayHandler:
                  upstream_fetch_max_bytes: int = DEFAULT_UPSTREAM_FETCH_MAX_BYTES,
                  fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES, fetch_splice: bool = True,
                  workers: ConversionWorkers | None = None,
-                 identities: GatewayIdentities | None = None, client_id_prefix: str = "") -> None:
+                 identities: GatewayIdentities | None = None, client_id_prefix: str = "",
+                 quick_on_loop: bool = True) -> None:
         """``fetch_ahead_bytes``: the budget of fetch-ahead over every connection (0: off);
         ``fetch_splice``: splice the records of the v10+ fetches that allow it;
         ``identities``: who each client is upstream (default: everyone connects as the
         cluster's anonymous or TLS identity, the gateway's own); ``client_id_prefix``: put
-        before each client's id upstream. The table of what it answers is built from the
+        before each client's id upstream; ``quick_on_loop``: records of a quick codec are
+        converted on the event loop (:mod:`~lazyconv.gateway._on_loop`). The table of what it answers is built from the
         cluster's ApiVersions answer: start the cluster first."""
         if not listeners:
             raise ValueError("a gateway needs at least one listener")
@@ -101,8 +103,9 @@ class GatewayHandler:
         self.apis = gateway_api_table(self._cluster_versions, cluster.features)
         self.fetches = FetchRelay(cluster, chunk_size=chunk_size,
                                   upstream_fetch_max_bytes=upstream_fetch_max_bytes, workers=workers,
-                                  fetch_ahead_bytes=fetch_ahead_bytes, splice=fetch_splice)
-        self.produces = ProduceRelay(cluster, workers=workers)
+                                  fetch_ahead_bytes=fetch_ahead_bytes, splice=fetch_splice,
+                                  quick_on_loop=quick_on_loop)
+        self.produces = ProduceRelay(cluster, workers=workers, quick_on_loop=quick_on_loop)
         self.metadata = MetadataRelay(cluster)
         self.offsets = ListOffsetsRelay(cluster)
         self.coordinators = Coordinators(cluster)

@@ -33,18 +33,12 @@ from lazyconv.conversion._up import kafka_error_code, up_convert
 from lazyconv.errors import ErrorCode, LazyconvError, UpstreamError
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway._metrics import count_v2_records, session_metrics
+from lazyconv.gateway._on_loop import quick_to_up_convert
 from lazyconv.gateway._routing import ask_leaders, leader_unreachable, route_to_leaders
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamConnection, UpstreamSession
 from lazyconv.net._workers import ConversionWorkers
 from lazyconv.protocol import _produce as produce
 from lazyconv.protocol._grouping import group_by_topic
-from lazyconv.records import Compression
-from lazyconv.records._format import (
-    ATTRIBUTES_LOW_BYTE_OFFSET,
-    COMPRESSION_CODEC_MASK,
-    LEGACY_ENTRY_ATTRIBUTES_OFFSET,
-    MAGIC_OFFSET,
-)
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +60,6 @@ class _Part:
     converted: tuple[int, str, int, int] | None = None
 
 
-# Up-converting sets of at most this many bytes with a quick codec takes the kernel (and lz4 or
-# snappy) less time than handing them to a worker thread and back (measured: a 64 KiB lz4 set's
-# hand-off cost the loop about as much as its conversion cost the worker).
-_QUICK_BYTES = 256 << 10
-_QUICK_CODECS = (int(Compression.NONE), int(Compression.SNAPPY), int(Compression.LZ4))
-
-
 def _response_body(parts: list[_Part]) -> dict[str, Any]:
     """The downstream Produce response body: every partition's answer, by topic."""
     return {"responses": [{"name": topic, "partition_responses": answers}
@@ -80,33 +67,18 @@ def _response_body(parts: list[_Part]) -> dict[str, Any]:
             "throttle_time_ms": 0}
 
 
-def _quick_to_convert(parts: list[_Part]) -> bool:
-    """Whether the request's message sets are small and plain, lz4 or snappy (the codec bits of
-    each set's first entry: byte 17 of a v0/v1 message, byte 22 of a v2 batch): converted on the
-    loop. gzip and zstd (whose libraries let other threads run meanwhile) and large sets go to
-    the workers."""
-    total = 0
-    for part in parts:
-        records = part.records
-        if records is None or len(records) <= ATTRIBUTES_LOW_BYTE_OFFSET:
-            continue
-        total += len(records)
-        attributes = LEGACY_ENTRY_ATTRIBUTES_OFFSET if records[MAGIC_OFFSET] < 2 else \
-            ATTRIBUTES_LOW_BYTE_OFFSET
-        if records[attributes] & COMPRESSION_CODEC_MASK not in _QUICK_CODECS:
-            return False
-    return total <= _QUICK_BYTES
-
-
 class ProduceRelay:
     """Answers downstream Produce requests through the upstream cluster."""
 
     def __init__(self, cluster: UpstreamCluster, *, max_decompressed_batch: int = 32 << 20,
-                 workers: ConversionWorkers | None = None) -> None:
+                 workers: ConversionWorkers | None = None, quick_on_loop: bool = True) -> None:
         """``workers``: where message sets are up-converted (decompressing and compressing
-        them is the costly part), so the event loop keeps serving other clients."""
+        them is the costly part), so the event loop keeps serving other clients; with
+        ``quick_on_loop`` small sets of a quick codec are up-converted on the loop
+        (:mod:`~lazyconv.gateway._on_loop`)."""
         self.cluster = cluster
         self.workers = workers
+        self.quick_on_loop = quick_on_loop
         self.max_decompressed_batch = max_decompressed_batch
         self.up_converted_partitions = 0
         self.refused_partitions = 0
@@ -128,7 +100,7 @@ class ProduceRelay:
             session_, metrics = session_metrics()
             if metrics is not None and session_ is not None:  # the client's records, for its report
                 session_.records_in += sum(count_v2_records(p.records)[1] for p in parts if p.records)
-        elif self.workers is not None and not _quick_to_convert(parts):
+        elif self.workers is not None and not (self.quick_on_loop and quick_to_up_convert(p.records for p in parts)):
             await self.workers.run(self._up_convert_all, parts, version)
         else:  # quicker than the trip to a worker and back (two wake-ups of a thread)
             self._up_convert_all(parts, version)

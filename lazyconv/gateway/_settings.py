@@ -179,6 +179,10 @@ GATEWAY_KEYS: tuple[Setting, ...] = (
     Setting("gateway.chunk.size", "int", 131072, "input bytes down-converted per step, 16384 to "
             "1048576 (--chunk-size)"),
     Setting("gateway.workers", "int", None, "conversion threads (--workers; unset: one per core)"),
+    Setting("gateway.convert.on.loop", "choice", "quick", "quick: records of none, snappy and lz4 "
+            "are converted on the event loop, only gzip on the conversion threads (cheaper where "
+            "the cores are shared); never: every conversion on the threads (--convert-on-loop)",
+            ("quick", "never")),
     Setting("gateway.conversion.cache", "int", 16 << 20, "bytes of recent down-conversions kept "
             "for consumers reading the same records (--conversion-cache; 0: off)"),
     Setting("gateway.fetch.ahead.bytes", "int", 32 << 20, "what the ranges fetched ahead for "
@@ -285,6 +289,7 @@ class GatewaySettings:
     authentication_timeout_ms: int
     chunk_size: int
     workers: int | None
+    convert_on_loop: str
     conversion_cache_bytes: int
     connections_max_idle_ms: int
     socket_request_max_bytes: int
@@ -409,6 +414,7 @@ class GatewaySettings:
             write_timeout_ms=_int(gateway, "gateway.write.timeout.ms", _GATEWAY_BY_KEY, 1),
             fetch_ahead_bytes=_int(gateway, "gateway.fetch.ahead.bytes", _GATEWAY_BY_KEY, 0),
             fetch_splice=_choice(gateway, "gateway.fetch.splice", _GATEWAY_BY_KEY) == "true",
+            convert_on_loop=_choice(gateway, "gateway.convert.on.loop", _GATEWAY_BY_KEY),
             metrics_listener=_host_port(gateway, "gateway.metrics.listener"),
             max_clients=_int(gateway, "gateway.clients.max", _GATEWAY_BY_KEY, 1),
             drain_timeout_ms=_int(gateway, "gateway.drain.timeout.ms", _GATEWAY_BY_KEY, 1),

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from lazyconv.errors import CorruptRecordError, TruncatedDataError, UnknownMagicError
 from lazyconv.records._batch import DefaultBatch
 from lazyconv.records._format import (
-    ATTRIBUTES_OFFSET,
+    ATTRIBUTES_LOW_BYTE_OFFSET,
     COMPRESSION_CODEC_MASK,
     LEGACY_ENTRY_ATTRIBUTES_OFFSET,
     LOG_HEADER,
@@ -165,7 +165,6 @@ def read_ahead(batches: Iterator[RecordBatch], window_size: int) -> Iterator[Rec
 
 
 _SIZE = struct.Struct(">i")
-_CODEC_BYTE = ATTRIBUTES_OFFSET + 1  # the low byte of a v2 batch's attributes (an int16)
 
 
 class EntriesSummary(NamedTuple):
@@ -175,20 +174,27 @@ class EntriesSummary(NamedTuple):
     entries: int
     #: the first entry's compression codec (0: none, also when there is no entry)
     first_codec: int
-    #: every complete entry is a v2 batch without compression (also true when there is none)
-    plain_v2: bool
+    #: the codecs of every complete entry, as a mask (bit ``1 << codec``; 0 when there is none)
+    codecs: int
+    #: whether any complete entry is a legacy (magic 0 or 1) message or wrapper
+    legacy: bool
+
+    @property
+    def plain_v2(self) -> bool:
+        """Every complete entry is a v2 batch without compression (also true when there is none)."""
+        return not self.legacy and self.codecs in (0, 1)
 
 
 def summarize_entries(records: bytes | bytearray | memoryview) -> EntriesSummary:
-    """The complete entries at the start of ``records`` counted from their headers alone (one
-    size field, magic and attributes byte per entry, never a record): the count, the first
-    one's codec, whether all are uncompressed v2 batches. A partial last entry, or a size that
+    """The complete entries at the start of ``records`` read from their headers alone (one
+    size field, magic and attributes byte per entry, never a record): their count, the first
+    one's codec, every codec seen, whether any is legacy. A partial last entry, or a size that
     cannot be one, ends the walk; nothing is validated (a CRC is not read)."""
     view = memoryview(records)
     end = len(view)
     unpack = _SIZE.unpack_from
-    entries = position = first_codec = 0
-    plain = True
+    entries = position = first_codec = codecs = 0
+    legacy = False
     while position + HEADER_SIZE_UP_TO_MAGIC <= end:
         length = unpack(view, position + SIZE_OFFSET)[0]
         nxt = position + LOG_OVERHEAD + length
@@ -197,16 +203,15 @@ def summarize_entries(records: bytes | bytearray | memoryview) -> EntriesSummary
         if view[position + MAGIC_OFFSET] >= 2:
             if length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
                 break  # too short for a v2 batch: not an entry a reader would take
-            codec = view[position + _CODEC_BYTE] & COMPRESSION_CODEC_MASK
+            codec = view[position + ATTRIBUTES_LOW_BYTE_OFFSET] & COMPRESSION_CODEC_MASK
         else:
             if length < RECORD_OVERHEAD_V0:
                 break  # too short for a legacy message
             codec = view[position + LEGACY_ENTRY_ATTRIBUTES_OFFSET] & COMPRESSION_CODEC_MASK
-            plain = False
+            legacy = True
         if not entries:
             first_codec = codec
-        if codec:
-            plain = False
+        codecs |= 1 << codec
         entries += 1
         position = nxt
-    return EntriesSummary(entries, first_codec, plain)
+    return EntriesSummary(entries, first_codec, codecs, legacy)

@@ -514,3 +514,36 @@ def test_a_transaction_is_relayed_to_its_coordinator_and_leader(
               for r in b]
     assert values == [b"committed"]
     assert part["last_stable_offset"] == written["base_offset"] + 2  # the record and the marker
+
+
+@pytest.mark.parametrize("convert_on_loop", ["quick", "never"])
+def test_quick_codecs_are_converted_on_the_loop_and_gzip_on_the_pool(
+        serve_upstream: ServerThread, gateway_factory, monkeypatch: pytest.MonkeyPatch,
+        convert_on_loop: str) -> None:
+    """``--convert-on-loop quick`` (the default) down-converts uncompressed and lz4 batches on
+    the event loop and gzip ones on the worker pool; ``never`` sends every conversion to the
+    pool. The records are those a down-converting broker gives either way."""
+    gateway = gateway_factory(serve_upstream.bootstrap, convert_on_loop=convert_on_loop)
+    workers = gateway.gateway.workers
+    steps: list[object] = []
+    run = workers.run
+
+    async def counted(fn, *args):  # type: ignore[no-untyped-def]
+        steps.append(fn)
+        return await run(fn, *args)
+
+    monkeypatch.setattr(workers, "run", counted)
+    for topic, on_the_pool in (("headers", convert_on_loop == "never"), ("nulls", True)):
+        steps.clear()
+        relayed = consume(gateway.port, 2, topic, 0, partition_max_bytes=64 << 10)
+        assert relayed == consume(serve_upstream.port, 2, topic, 0, partition_max_bytes=64 << 10)
+        assert relayed[0] and relayed[2] == 0
+        assert bool(steps) == on_the_pool, f"{topic}: {len(steps)} steps on the pool"
+
+
+def test_convert_on_loop_takes_only_quick_or_never(serve_upstream: ServerThread) -> None:
+    from lazyconv.errors import ConfigurationError
+    from lazyconv.gateway import Gateway
+
+    with pytest.raises(ConfigurationError, match="quick or never"):
+        Gateway(serve_upstream.bootstrap, port=0, convert_on_loop="always")
