@@ -129,10 +129,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--workers", type=int, default=None,
                         help="conversion threads (default: one per core; gateway.workers)")
     parser.add_argument("--convert-on-loop", choices=("quick", "never"), default=None,
-                        help="quick (the default): records of none, snappy and lz4 are converted "
-                             "on the event loop and only gzip on the conversion threads, which "
-                             "costs less CPU where the gateway shares its cores; never: every "
-                             "conversion on the threads (gateway.convert.on.loop)")
+                        help="quick (the default): fetches of uncompressed records, and small "
+                             "none, snappy and lz4 message sets of old producers, are converted "
+                             "on the event loop (cheaper than a trip to a thread), the rest on "
+                             "the conversion threads; never: every conversion on the threads "
+                             "(gateway.convert.on.loop)")
     parser.add_argument("--conversion-cache", type=parse_size, default=None, metavar="SIZE",
                         help="recent down-conversions of compressed batches kept for consumers "
                              "reading the same records, reused only where the upstream's bytes "

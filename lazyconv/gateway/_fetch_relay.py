@@ -118,7 +118,7 @@ class FetchRelay:
                  quick_on_loop: bool = True) -> None:
         """``workers``: where the first converted batch of each partition is made (the rest is
         converted while the response is written, on the same pool), unless every batch of the
-        response has a quick codec and ``quick_on_loop`` (then on the loop:
+        response is uncompressed and ``quick_on_loop`` (then on the loop:
         :mod:`~lazyconv.gateway._on_loop`); ``fetch_ahead_bytes``: what
         the prefetched answers of every connection may hold together (0: no fetch-ahead);
         ``splice``: pass the records of the v10+ fetches that allow it from socket to socket."""

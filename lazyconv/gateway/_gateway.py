@@ -84,8 +84,8 @@ class Gateway:
         splice(2) where nothing is TLS and the upstream is PLAINTEXT (see
         :mod:`~lazyconv.gateway._fetch_splice`);
         ``workers``: conversion threads (default: one per core); ``convert_on_loop``:
-        ``quick`` converts records of a quick codec on the event loop, ``never`` every
-        conversion on the threads (see :mod:`~lazyconv.gateway._on_loop`); ``limits``: request sizes and
+        ``quick`` converts what is cheaper to convert than to hand to a thread on the event
+        loop, ``never`` every conversion on the threads (see :mod:`~lazyconv.gateway._on_loop`); ``limits``: request sizes and
         timeouts of client connections;
         ``advertised_host``/``advertised_port``: what Metadata names (default: ``host`` and the
         port listened on; a wildcard ``host`` needs ``advertised_host``); ``metrics_port``: the

@@ -89,8 +89,8 @@ class GatewayHandler:
         ``fetch_splice``: splice the records of the v10+ fetches that allow it;
         ``identities``: who each client is upstream (default: everyone connects as the
         cluster's anonymous or TLS identity, the gateway's own); ``client_id_prefix``: put
-        before each client's id upstream; ``quick_on_loop``: records of a quick codec are
-        converted on the event loop (:mod:`~lazyconv.gateway._on_loop`). The table of what it answers is built from the
+        before each client's id upstream; ``quick_on_loop``: what is cheaper to convert than to
+        hand to a thread is converted on the event loop (:mod:`~lazyconv.gateway._on_loop`). The table of what it answers is built from the
         cluster's ApiVersions answer: start the cluster first."""
         if not listeners:
             raise ValueError("a gateway needs at least one listener")

@@ -1,14 +1,18 @@
 """Which conversions the gateway runs on its event loop and which on the worker pool.
 
 Handing a step to a worker thread and back costs the loop two wake-ups of a thread and the
-pool's queue; for records of a quick codec (none, snappy, lz4) that costs more than the
-conversion itself, which the kernel does with the interpreter lock released. Measured on two
-cores shared with the broker and the clients (docs/guide/benchmarks.md, "Conversions on the
-event loop"): fetches of uncompressed or lz4 records down-converted on the loop cost the gateway
-0.63-0.89x the CPU per GiB of the same fetches on the pool, and 8 old consumers read them
-1.1-1.3x faster. gzip (and zstd, which old clients never get) stay on the pool: a 1 MiB gzip
-conversion takes milliseconds, long enough to hold up every other connection of the loop, and
-zlib lets the pool's threads run beside it.
+pool's queue. Where the conversion itself is cheaper than that, it runs on the loop:
+
+- **Down-conversion of uncompressed records** (a fetch whose entries are all uncompressed):
+  the kernel's copy and CRC of a chunk. On two cores shared with the broker and the clients,
+  8 old consumers read 1.19× faster at 0.82× the CPU per GiB of the same fetches on the pool,
+  one consumer as fast at 0.88× (docs/guide/benchmarks.md, "Conversions on the event loop").
+  Compressed records stay on the pool: their decompression is where the pool's threads, which
+  convert with the GIL released, use every core (8 lz4 consumers read 1.18× faster on the
+  pool, the conversion cache off, though at 1.2× the CPU).
+- **Up-conversion of small message sets of a quick codec** (none, snappy, lz4, at most
+  ``QUICK_UP_BYTES`` per request): a 64 KiB lz4 set's hand-off to a worker cost the loop about
+  as much as its conversion cost the worker.
 """
 
 from __future__ import annotations
@@ -26,21 +30,20 @@ from lazyconv.records._format import (
 
 __all__ = ["QUICK_CODECS", "QUICK_UP_BYTES", "quick_to_down_convert", "quick_to_up_convert"]
 
-#: codecs whose conversions run on the loop
+#: codecs whose small message sets are up-converted on the loop
 QUICK_CODECS = frozenset({int(Compression.NONE), int(Compression.SNAPPY), int(Compression.LZ4)})
-_QUICK_MASK = sum(1 << codec for codec in QUICK_CODECS)
 
 #: an old producer's request is up-converted on the loop up to this many bytes of message sets
-#: (a 64 KiB lz4 set's hand-off to a worker cost the loop about as much as its conversion cost
-#: the worker)
 QUICK_UP_BYTES = 256 << 10
+
+_UNCOMPRESSED = 1 << int(Compression.NONE)
 
 
 def quick_to_down_convert(record_sets: Iterable[bytes | bytearray | memoryview]) -> bool:
-    """Whether every entry of these upstream record sets has a quick codec (read from the
-    entries' headers): a fetch answered from them is down-converted on the loop. Its size
-    needs no bound: a response converts one chunk per step as the client's socket takes it."""
-    return all(not summarize_entries(records).codecs & ~_QUICK_MASK for records in record_sets)
+    """Whether every entry of these upstream record sets is uncompressed (read from the
+    entries' headers): a fetch answered from them is down-converted on the loop. Its size needs
+    no bound: a response converts one chunk per step as the client's socket takes it."""
+    return all(not summarize_entries(records).codecs & ~_UNCOMPRESSED for records in record_sets)
 
 
 def quick_to_up_convert(record_sets: Iterable[bytes | None]) -> bool:

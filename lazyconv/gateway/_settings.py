@@ -179,9 +179,10 @@ GATEWAY_KEYS: tuple[Setting, ...] = (
     Setting("gateway.chunk.size", "int", 131072, "input bytes down-converted per step, 16384 to "
             "1048576 (--chunk-size)"),
     Setting("gateway.workers", "int", None, "conversion threads (--workers; unset: one per core)"),
-    Setting("gateway.convert.on.loop", "choice", "quick", "quick: records of none, snappy and lz4 "
-            "are converted on the event loop, only gzip on the conversion threads (cheaper where "
-            "the cores are shared); never: every conversion on the threads (--convert-on-loop)",
+    Setting("gateway.convert.on.loop", "choice", "quick", "quick: uncompressed fetches, and "
+            "small none, snappy and lz4 message sets, are converted on the event loop, the rest "
+            "on the conversion threads; never: every conversion on the threads "
+            "(--convert-on-loop)",
             ("quick", "never")),
     Setting("gateway.conversion.cache", "int", 16 << 20, "bytes of recent down-conversions kept "
             "for consumers reading the same records (--conversion-cache; 0: off)"),

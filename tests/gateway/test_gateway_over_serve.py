@@ -517,12 +517,12 @@ def test_a_transaction_is_relayed_to_its_coordinator_and_leader(
 
 
 @pytest.mark.parametrize("convert_on_loop", ["quick", "never"])
-def test_quick_codecs_are_converted_on_the_loop_and_gzip_on_the_pool(
+def test_uncompressed_fetches_are_converted_on_the_loop_and_the_others_on_the_pool(
         serve_upstream: ServerThread, gateway_factory, monkeypatch: pytest.MonkeyPatch,
         convert_on_loop: str) -> None:
-    """``--convert-on-loop quick`` (the default) down-converts uncompressed and lz4 batches on
-    the event loop and gzip ones on the worker pool; ``never`` sends every conversion to the
-    pool. The records are those a down-converting broker gives either way."""
+    """``--convert-on-loop quick`` (the default) down-converts fetches of uncompressed records
+    on the event loop and the others on the worker pool; ``never`` sends every conversion to
+    the pool. The records are those a down-converting broker gives either way."""
     gateway = gateway_factory(serve_upstream.bootstrap, convert_on_loop=convert_on_loop)
     workers = gateway.gateway.workers
     steps: list[object] = []
@@ -533,7 +533,8 @@ def test_quick_codecs_are_converted_on_the_loop_and_gzip_on_the_pool(
         return await run(fn, *args)
 
     monkeypatch.setattr(workers, "run", counted)
-    for topic, on_the_pool in (("headers", convert_on_loop == "never"), ("nulls", True)):
+    for topic, on_the_pool in (("tiny", convert_on_loop == "never"), ("headers", True),
+                               ("nulls", True)):
         steps.clear()
         relayed = consume(gateway.port, 2, topic, 0, partition_max_bytes=64 << 10)
         assert relayed == consume(serve_upstream.port, 2, topic, 0, partition_max_bytes=64 << 10)
