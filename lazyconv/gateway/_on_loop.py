@@ -5,8 +5,9 @@ pool's queue. Where the conversion itself is cheaper than that, it runs on the l
 
 - **Down-conversion of uncompressed records** (a fetch whose entries are all uncompressed):
   the kernel's copy and CRC of a chunk. On two cores shared with the broker and the clients,
-  8 old consumers read 1.19× faster at 0.82× the CPU per GiB of the same fetches on the pool,
-  one consumer as fast at 0.88× (docs/guide/benchmarks.md, "Conversions on the event loop").
+  8 old consumers read 1.07–1.19× faster at 0.81–0.82× the gateway's CPU per GiB of the same
+  fetches on the pool, one 1.03–1.10× at 0.68–0.88× (docs/guide/benchmarks.md, "Conversions
+  on the event loop").
   Compressed records stay on the pool: their decompression is where the pool's threads, which
   convert with the GIL released, use every core (8 lz4 consumers read 1.18× faster on the
   pool, the conversion cache off, though at 1.2× the CPU).
