@@ -9,9 +9,9 @@ up-converted, via the connection's :data:`~lazyconv.net._session.current_session
 error map (upstream error codes, and the ones rewritten for old clients). What the hooks add to
 once per request is kept as plain numbers (:mod:`lazyconv.gateway._tallies`: the hooks and the
 scrape all run on the event loop) and becomes Prometheus families when scraped; the rest are
-prometheus_client's own counters. What already exists as plain numbers (the front door's request counts, the open sessions, the conversion cache's and
-the worker pool's counters, the cluster's state) is read when Prometheus scrapes, by a
-collector, at no cost in between. Every label has a bounded set of values: API names and
+prometheus_client's own counters. What already exists as plain numbers (the front door's
+request counts, the open sessions, the conversion cache's and the worker pool's counters, the
+cluster's state) is read when Prometheus scrapes, by a collector, at no cost in between. Every label has a bounded set of values: API names and
 versions, listeners, error codes, codecs, magic values, close reasons, and client software
 names and versions as Kafka accepts them (at most ``MAX_SOFTWARE_SERIES`` series, the rest
 ``other``); no client id or topic.

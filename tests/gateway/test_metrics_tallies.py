@@ -45,6 +45,7 @@ durations = st.one_of(st.sampled_from([b for b in LATENCY_BUCKETS if b != float(
                       st.floats(0, 100, allow_nan=False))
 
 
+@pytest.mark.slow  # hundreds of hypothesis examples: the full suite runs them
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(keys, durations), max_size=40))
 def test_a_latency_tally_is_exposed_as_prometheus_clients_histogram(observed: Iterable[tuple[tuple[int, int], float]]) -> None:
@@ -62,6 +63,7 @@ def test_a_latency_tally_is_exposed_as_prometheus_clients_histogram(observed: It
     assert _texts(ours) == _texts(theirs)
 
 
+@pytest.mark.slow  # hundreds of hypothesis examples: the full suite runs them
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(keys, st.integers(0, 1 << 40)), max_size=40))
 def test_a_tally_is_exposed_as_prometheus_clients_counter(added: Iterable[tuple[tuple[int, int], int]]) -> None:

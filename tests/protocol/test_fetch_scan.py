@@ -52,6 +52,7 @@ def scan_all(version: int, data: bytes, pieces: list[int]) -> tuple[list[tuple[s
     return parts, steps
 
 
+@pytest.mark.slow  # hundreds of hypothesis examples: the full suite runs them
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_every_response_is_cut_where_its_records_are(data: st.DataObject) -> None:

@@ -46,6 +46,7 @@ def test_a_partial_last_batch_is_not_counted_nor_looked_at() -> None:
     assert summarize_entries(whole + cut[:16]) == EntriesSummary(1, 0, 1, False)
 
 
+@pytest.mark.slow  # hundreds of hypothesis examples: the full suite runs them
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from([(2, Compression.NONE), (2, Compression.LZ4), (2, Compression.GZIP),
                                  (1, Compression.NONE), (0, Compression.SNAPPY)]), max_size=6),
@@ -65,6 +66,7 @@ def test_it_agrees_with_reading_the_batches(kinds: list[tuple[int, Compression]]
     assert summary.legacy == any(b.magic < 2 for b in batches)
 
 
+@pytest.mark.slow  # hundreds of hypothesis examples: the full suite runs them
 @settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=200))
 def test_any_bytes_are_walked_without_error(junk: bytes) -> None:
