@@ -4,8 +4,8 @@ Fetch runs when ``--metrics-port`` is on, timed in a loop, as CPU seconds per Gi
 One downstream Fetch v2 of one partition answered from one upstream Fetch: the server's
 observer (the clients registry, then the metrics: latency histogram, bytes), the upstream
 connection's counters (request count and bytes, latency histogram, bytes received), the fetch's
-``written`` callback (records converted, the upstream batches counted from their headers, bytes)
-and the error map's lookup, over a response of ``--fetch-size`` bytes of ``--batch-size``
+``written`` callback (records converted, the upstream batches from the summary of their headers
+that the relay read for its choice of loop or pool, bytes) and the error map's lookup, over a response of ``--fetch-size`` bytes of ``--batch-size``
 batches, as in ``bench/gateway_vs_kafka.py``'s reads. With metrics off none of this runs but
 the clients registry's per-request step, which is timed alone too. The CPU per GiB is the
 per-request CPU times the requests a GiB of records takes, to set beside the gateway's whole CPU
@@ -32,6 +32,7 @@ from lazyconv.gateway._metrics import GatewayMetrics, fetch_written  # noqa: E40
 from lazyconv.net._model import Listener  # noqa: E402
 from lazyconv.net._session import Session, current_session  # noqa: E402
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder  # noqa: E402
+from lazyconv.records._entries import summarize_entries  # noqa: E402
 
 GIB = 1 << 30
 
@@ -80,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plain = Session(listener, "/127.0.0.1", client_id="bench", observer=plain_registry)
     session.request = plain.request = (1, 2)
     lazy = LazyDownConvertedRecords(MemoryRecords(records), 1, 0)
+    summary = summarize_entries(records)  # read by the relay with metrics on or off
     current_session.set(session)
 
     def with_metrics() -> None:
@@ -87,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics.upstream_sent(1, 17, 150)
         metrics.upstream_answered(1, 0.005)
         metrics.upstream_received_bytes += len(records)
-        fetch_written(session, metrics, [{"records": lazy}])()
+        fetch_written(session, metrics, [({"records": lazy}, summary)])()
 
     def without_metrics() -> None:
         plain_registry.request_done(plain, 0.01, 120, len(records))

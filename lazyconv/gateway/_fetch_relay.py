@@ -72,6 +72,7 @@ from lazyconv.protocol._fetch_scan import FIRST_SCANNED_VERSION, FetchResponseSc
 from lazyconv.protocol._grouping import group_by_topic
 from lazyconv.protocol._schema import ZERO_UUID
 from lazyconv.records import Compression, MemoryRecords
+from lazyconv.records._entries import EntriesSummary, summarize_entries
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,15 @@ class _Wanted:
     entry: dict[str, Any] | None = None  # the downstream partition, once known
     upstream: dict[str, Any] | None = None  # the upstream partition it is built from
     ahead: Prefetched | None = None  # its answer, fetched ahead (see _fetch_ahead)
+    summary: EntriesSummary | None = None  # its upstream records' headers, once read
+
+    def entries_summary(self) -> EntriesSummary:
+        """What the headers of the upstream records say (:func:`summarize_entries`), read
+        once per fetch for both the choice of loop or pool and the metrics."""
+        if self.summary is None:
+            records = self.upstream.get("records") if self.upstream is not None else None
+            self.summary = summarize_entries(records or b"")
+        return self.summary
 
 
 class FetchRelay:
@@ -172,7 +182,7 @@ class FetchRelay:
         workers = self.workers  # lazyconv.gateway._on_loop: which conversions go to them
         off_loop = (workers is not None and readable_magic(version) < 2
                     and not (self.quick_on_loop and quick_to_down_convert(
-                        w.upstream.get("records") or b"" for w in wanted
+                        w.entries_summary() for w in wanted
                         if w.entry is None and w.upstream is not None)))
         if off_loop and workers is not None:
             await workers.run(self._finish, view, version, wanted)
@@ -191,7 +201,8 @@ class FetchRelay:
         answer = Response(response.to_send(correlation_id), off_loop=converted)
         session_, metrics = session_metrics()
         if metrics is not None and session_ is not None:  # counted once written
-            answer.written = fetch_written(session_, metrics, [w.entry for w in wanted if w.entry])
+            answer.written = fetch_written(session_, metrics,
+                                           [(w.entry, w.summary) for w in wanted if w.entry])
         return answer
 
     # -- spliced responses ---------------------------------------------------------------------

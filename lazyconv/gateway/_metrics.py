@@ -42,7 +42,7 @@ from lazyconv.gateway._tallies import LatencyTally, Tally, families
 from lazyconv.net._session import Session, current_session
 from lazyconv.protocol._kafka_apis import KAFKA_API_BY_KEY
 from lazyconv.records import Compression
-from lazyconv.records._entries import summarize_entries
+from lazyconv.records._entries import EntriesSummary, summarize_entries
 from lazyconv.records._format import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
@@ -401,24 +401,25 @@ class _ScrapeCollector(Collector):
 
 
 def fetch_written(session: Session, metrics: GatewayMetrics,
-                  partitions: list[dict[str, Any]]) -> Callable[[], None]:
+                  partitions: list[tuple[dict[str, Any], EntriesSummary | None]]) -> Callable[[], None]:
     """What a Fetch response counts once it is written: for each down-converted partition its
     records (the conversion's own count), upstream batches and bytes, by target magic and the
     codec of its first batch; for the others the records handed over as they are (their batch
-    headers). The client's record gets the records either way."""
+    headers). The client's record gets the records either way. Each partition comes with the
+    summary of its upstream records when the relay already read one (else it is read here)."""
 
     def written() -> None:
         records_out = 0
-        for entry in partitions:
+        for entry, summary in partitions:
             records = entry.get("records")
             if records is None:
                 continue
             if isinstance(records, LazyDownConvertedRecords):
                 converted = records.stats.records_converted
-                source = getattr(records.records, "buffer", b"")
-                batches, codec = count_v2_batches(source)
-                metrics.down_converted(records.to_magic, codec, converted, batches,
-                                       records.size_in_bytes)
+                if summary is None:
+                    summary = summarize_entries(getattr(records.records, "buffer", b""))
+                metrics.down_converted(records.to_magic, _CODECS.get(summary.first_codec, "none"),
+                                       converted, summary.entries, records.size_in_bytes)
                 records_out += converted
             elif isinstance(records, (bytes, bytearray, memoryview)):
                 records_out += count_v2_records(records)[1]

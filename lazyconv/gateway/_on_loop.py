@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from lazyconv.records import Compression
-from lazyconv.records._entries import summarize_entries
+from lazyconv.records._entries import EntriesSummary
 from lazyconv.records._format import (
     ATTRIBUTES_LOW_BYTE_OFFSET,
     COMPRESSION_CODEC_MASK,
@@ -40,11 +40,12 @@ QUICK_UP_BYTES = 256 << 10
 _UNCOMPRESSED = 1 << int(Compression.NONE)
 
 
-def quick_to_down_convert(record_sets: Iterable[bytes | bytearray | memoryview]) -> bool:
-    """Whether every entry of these upstream record sets is uncompressed (read from the
-    entries' headers): a fetch answered from them is down-converted on the loop. Its size needs
-    no bound: a response converts one chunk per step as the client's socket takes it."""
-    return all(not summarize_entries(records).codecs & ~_UNCOMPRESSED for records in record_sets)
+def quick_to_down_convert(summaries: Iterable[EntriesSummary]) -> bool:
+    """Whether every entry of the upstream record sets these summaries (of
+    :func:`~lazyconv.records._entries.summarize_entries`) describe is uncompressed: a fetch
+    answered from them is down-converted on the loop. Its size needs no bound: a response
+    converts one chunk per step as the client's socket takes it."""
+    return all(not summary.codecs & ~_UNCOMPRESSED for summary in summaries)
 
 
 def quick_to_up_convert(record_sets: Iterable[bytes | None]) -> bool:

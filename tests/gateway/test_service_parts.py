@@ -13,16 +13,23 @@ import time
 import pytest
 
 from lazyconv._commands._log_format import JsonFormatter, SessionContext, TextFormatter
+from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.gateway import _cluster_state
 from lazyconv.gateway._clients import ClientRegistry, software_label
 from lazyconv.gateway._cluster_state import ClusterState
-from lazyconv.gateway._metrics import GatewayMetrics, count_v2_batches, count_v2_records
+from lazyconv.gateway._metrics import (
+    GatewayMetrics,
+    count_v2_batches,
+    count_v2_records,
+    fetch_written,
+)
 from lazyconv.gateway._metrics import _api as metrics_api_name
 from lazyconv.gateway._releases import FIRST_RELEASE, implied_release, kafka_4_refuses
 from lazyconv.net._model import Listener
 from lazyconv.net._session import Session, current_session
 from lazyconv.net._workers import ConversionWorkers
-from lazyconv.records import Compression, RecordsBuilder
+from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
+from lazyconv.records._entries import summarize_entries
 
 
 @pytest.mark.slow  # importing kafka-python takes most of a second
@@ -123,6 +130,26 @@ def test_batch_headers_are_counted_without_reading_records() -> None:
     assert count_v2_records(b"") == (0, 0, "none")
     assert count_v2_batches(data) == (2, "lz4") and count_v2_batches(data[:-1]) == (1, "lz4")
     assert count_v2_batches(b"") == (0, "none")
+
+
+def test_a_fetch_counts_the_same_with_the_relays_summary_or_its_own() -> None:
+    data = b""
+    for codec, n, base in ((Compression.LZ4, 5, 0), (Compression.NONE, 3, 5), (Compression.NONE, 2, 8)):
+        builder = RecordsBuilder(2, codec, base_offset=base)
+        for i in range(n):
+            builder.append(timestamp=1, key=None, value=b"v%d" % i)
+        data += builder.build()
+    counted = []
+    for summary in (None, summarize_entries(data)):
+        metrics = GatewayMetrics()
+        session = Session(Listener(0, "127.0.0.1", 9092), "/10.0.0.1", client_id="c")
+        lazy = LazyDownConvertedRecords(MemoryRecords(data), 1, 0)
+        fetch_written(session, metrics, [({"records": lazy}, summary), ({"records": None}, None)])()
+        counted.append((dict(metrics.down_batches.values), dict(metrics.down_bytes.values),
+                        session.records_out))
+    assert counted[0] == counted[1]
+    assert counted[0][0] == {(1, "lz4"): 3}  # three upstream batches, named by the first's codec
+    assert counted[0][1] == {1: lazy.size_in_bytes}
 
 
 def test_software_names_are_labels_only_as_kafka_accepts_them() -> None:
