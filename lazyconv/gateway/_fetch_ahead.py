@@ -108,8 +108,11 @@ class Prefetched:
     reserved: int
     future: asyncio.Future[dict[str, Any] | None] = field(repr=False)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
-    #: every entry the same upstream ask answers (this one included)
-    siblings: list[Prefetched] = field(default_factory=list, repr=False)
+    #: the futures of every entry the same upstream ask answers (this one's included). Not the
+    #: entries: a list of them that each entry held would put the entries in a reference cycle,
+    #: and their answers (a whole upstream response each) would wait for the cyclic collector.
+    ask_futures: list[asyncio.Future[dict[str, Any] | None]] = field(default_factory=list,
+                                                                      repr=False)
     expiry: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
@@ -197,9 +200,10 @@ class FetchAhead:
 
         task = asyncio.get_running_loop().create_task(ask())
         task.add_done_callback(answered)
+        futures = [entry.future for entry in entries]
         for entry in entries:
             entry.task = task
-            entry.siblings = entries
+            entry.ask_futures = futures
 
     def _drop(self, entry: Prefetched) -> None:
         if entry.expiry is not None:
@@ -209,7 +213,7 @@ class FetchAhead:
             entry.future.cancel()
         # The ask is cancelled once no entry waits for it: the siblings a fetch has taken (no
         # longer in _entries) still wait for their answers.
-        if entry.task is not None and all(e.future.done() for e in entry.siblings):
+        if entry.task is not None and all(future.done() for future in entry.ask_futures):
             entry.task.cancel()
 
     def close(self) -> None:

@@ -88,6 +88,51 @@ def test_an_entry_taken_by_a_fetch_gets_its_answer_when_its_sibling_is_dropped()
     asyncio.run(scenario())
 
 
+def test_an_answer_fetched_ahead_is_freed_once_used_without_the_cyclic_collector():
+    # Each answer holds a whole upstream response. The entries of one ask used to share a list
+    # of themselves: a reference cycle, so every used answer waited for the cyclic collector,
+    # and 8 consumers left the gateway 100+ MiB above idle.
+    import asyncio
+    import gc
+    import weakref
+
+    class Records:  # stands in for an upstream response's records (which cannot be weakly referenced)
+        pass
+
+    freed: list[weakref.ref[Records]] = []
+
+    async def scenario() -> None:
+        ahead = FetchAhead(AheadBudget(10_000))
+        entries = [ahead.start("t", p, 10, (500, 0), b"tail", 6, 500) for p in (0, 1, 2)]
+
+        async def fetch(asked: list) -> dict:
+            answers = {}
+            for e in asked:
+                records = Records()
+                freed.append(weakref.ref(records))
+                answers[("t", e.partition)] = {"error_code": 0, "records": records}
+            return answers
+
+        ahead.run(entries, fetch)
+        del entries
+        for partition in (0, 1):  # two used, the third dropped by a seek
+            entry, answer = ahead.take("t", partition, 10, (500, 0))
+            assert (await answer)["records"] is not None
+            ahead.release(entry)
+            del entry, answer
+        assert ahead.take("t", 2, 99, (500, 0)) is None
+        await asyncio.sleep(0)  # the ask's task finishes and lets go of its callbacks
+        ahead.close()
+
+    gc.collect()
+    gc.disable()
+    try:
+        asyncio.run(scenario())
+        assert len(freed) == 3 and all(ref() is None for ref in freed)
+    finally:
+        gc.enable()
+
+
 def test_a_cancelled_ask_still_answers_every_entry_it_had():
     import asyncio
 
