@@ -38,6 +38,7 @@ def _peak(fn: Callable[[], Any]) -> tuple[int, Any]:
         tracemalloc.stop()
 
 
+@pytest.mark.slow  # about a second: kept out of the quick look
 @pytest.mark.parametrize("twin", TWINS)
 def test_eager_conversion_of_a_file_holds_its_output_and_a_bounded_piece_of_input(tmp_path: Path, twin: str) -> None:
     path = tmp_path / "00000000000000000000.log"

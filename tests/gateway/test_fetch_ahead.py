@@ -154,6 +154,7 @@ def test_a_cancelled_ask_still_answers_every_entry_it_had():
     asyncio.run(scenario())
 
 
+@pytest.mark.slow  # most of a second each: kept out of the quick look
 @pytest.mark.parametrize("version", [2, 11])
 def test_a_fetch_of_many_partitions_some_read_ahead_and_some_sought_never_waits(
         serve_upstream: ServerThread, gateway_factory, version: int) -> None:

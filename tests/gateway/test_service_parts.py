@@ -204,6 +204,7 @@ def test_conversion_steps_run_in_their_connection_context() -> None:
         workers.close()
 
 
+@pytest.mark.slow  # over half a second: kept out of the quick look
 def test_the_pools_cpu_seconds_are_its_threads_cpu_time() -> None:
     """The pool's threads' CPU clocks, read when asked: a busy step adds its CPU time, an idle
     pool adds nothing, and the total survives the pool's close."""

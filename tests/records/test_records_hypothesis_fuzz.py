@@ -11,6 +11,7 @@ import os
 import struct
 import tempfile
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,6 +92,7 @@ def mutated(draw: st.DrawFn) -> bytes:
     return bytes(data[: len(data) - cut] if draw(st.booleans()) else data)
 
 
+@pytest.mark.slow  # 300 examples: kept out of the quick look
 @settings(max_examples=300)
 @given(mutated())
 def test_mutated_record_sets(data: bytes) -> None:

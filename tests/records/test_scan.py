@@ -66,6 +66,7 @@ def test_stops(tail: bytes, stop: str) -> None:
     assert (result.stop_error() is not None) == (stop == "bad_size")
 
 
+@pytest.mark.slow  # over half a second: kept out of the quick look
 @pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
 def test_scan_is_one_call_over_many_entries() -> None:
     from bench.bench_common import make_v2_batches
