@@ -226,6 +226,7 @@ def test_empty_segment_is_not_a_mistake(
     assert (tmp_path / "o").read_bytes() == b""
 
 
+@pytest.mark.slow  # about half a second: kept out of the quick look
 def test_python_dash_m_runs_the_cli() -> None:
     import subprocess
 

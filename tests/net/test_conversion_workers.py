@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import pytest
+
 from lazyconv.net._workers import ConversionWorkers
 from lazyconv.protocol import FetchResponse
 from lazyconv.protocol._fetch import response_header_version
@@ -120,6 +122,7 @@ def test_converting_fetches_are_planned_and_written_on_the_pool_zero_copy_ones_a
     assert {name.split("_")[0] for name, _ in workers.submitted} == {"lazyconv-convert"}
 
 
+@pytest.mark.slow  # about half a second: kept out of the quick look
 def test_connections_convert_at_once_and_each_keeps_its_order(serve_logdir, tmp_path):
     """Six connections each pipeline three converting fetches (of two lz4 topics and an
     uncompressed one) and a Metadata request without waiting for answers."""

@@ -131,6 +131,7 @@ def run_kafka_python(serve_logdir, root, api_version, chunk_size, max_partition_
     return server
 
 
+@pytest.mark.slow  # about half a second: kept out of the quick look
 def test_fixture_through_kafka_python_quick(serve_logdir, fixture_dir):
     """The quick run's end-to-end check: an 0.9 consumer (Fetch v1, everything converted to v0)."""
     run_kafka_python(serve_logdir, fixture_dir, (0, 9), 16384)
