@@ -7,6 +7,7 @@
     python bench/validate.py floor  --size 1G     # the job's CPU against the decompression floor
     python bench/validate.py driver --segments 10000   # the driver's peak RSS, many segments
     python bench/validate.py driver --segments 20000 --spread   # ... many partitions
+    python bench/validate.py standalone --size 256M --runs 3   # a standalone cluster vs local
 
 ``scan`` runs :func:`lazyconv.spark._segment_check.check_segment` over every segment of a
 ``mixed`` fixture (``--segment-bytes 16M``, target magics 0 and 1) with one chunk size and then
@@ -20,7 +21,13 @@ one range for comparison. ``floor`` decompresses every compressed entry of the f
 printing the CPU seconds of all its processes (Python driver, JVM, Python workers; sampled with
 psutil) as a multiple of that floor, and the driver's peak RSS. ``driver`` runs the defaults on
 one partition of ``--segments`` 8 KiB segments (with ``--spread``: one segment in each of
-``--segments`` partitions) and prints the Python driver's peak RSS (and the other processes'). Fixtures are generated under ``--workdir`` once and reused. The
+``--segments`` partitions) and prints the Python driver's peak RSS (and the other processes').
+``standalone`` starts a Spark standalone cluster on 127.0.0.1 (one worker, 2 cores; see
+``bench/spark_cluster.py``) and runs ``lazyconv validate --chunk-sizes 128K --to-magic 0,1`` on
+a ``mixed`` fixture (seed 0, one partition per topic, 16 MiB segments) ``--runs`` times on the
+cluster and in ``local[2]``, alternating which goes first: the CPU seconds of the worker's
+processes (worker JVM, executor JVM, Python workers) against those of the whole local run
+(driver, JVM, Python workers), and their ratio (issue 26: at most 1.3x). Fixtures are generated under ``--workdir`` once and reused. The
 machine's load average is printed with every figure.
 """
 
@@ -297,20 +304,70 @@ def driver(args: argparse.Namespace) -> None:
     print(" ".join(command[1:]), flush=True)
 
 
+def standalone(args: argparse.Namespace) -> None:
+    from bench.proc_cpu import TreeCPU
+    from bench.spark_cluster import cluster_env, standalone_cluster, wait_for_executors_to_end
+
+    workdir = Path(args.workdir)
+    root = workdir / f"standalone-mixed-{args.size}"
+    if not _current(root):
+        shutil.rmtree(root, ignore_errors=True)
+        generate(root, parse_size(args.size), partitions=1, seed=0,
+                 segment_bytes=parse_size("16M"))
+    lazyconv = str(Path(sys.executable).parent / "lazyconv")
+    common = ["--chunk-sizes", "128K", "--to-magic", "0,1", "--quiet", "--driver-memory", "512m"]
+    ratios: list[float] = []
+    with standalone_cluster(workdir / "standalone-cluster") as cluster:
+        def run(master: str) -> float:
+            out = workdir / "standalone-out"
+            shutil.rmtree(out, ignore_errors=True)
+            proc = subprocess.Popen([lazyconv, "validate", str(root), "--master", master,
+                                     "--out", str(out), *common], env=cluster_env(),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            on_cluster = master.startswith("spark")
+            meter = TreeCPU(cluster.worker_pid if on_cluster else proc.pid)
+            try:
+                stdout, stderr = proc.communicate(timeout=900)
+            finally:
+                if on_cluster:
+                    wait_for_executors_to_end(cluster)
+                cpu = meter.stop()
+            if proc.returncode != 0 or "no violations" not in stdout:
+                raise SystemExit(f"validate --master {master} failed (exit {proc.returncode}):\n"
+                                 f"{stdout}{stderr}")
+            return cpu
+
+        for number in range(args.runs):
+            if number % 2 == 0:
+                on_cluster, local = run(cluster.url), run("local[2]")
+            else:
+                local, on_cluster = run("local[2]"), run(cluster.url)
+            ratios.append(on_cluster / local)
+            print(f"run {number + 1}/{args.runs}: the worker's processes {on_cluster:.1f} CPU s, "
+                  f"the whole local run {local:.1f} CPU s: {ratios[-1]:.2f}x; {_load()}",
+                  flush=True)
+    median = statistics.median(ratios)
+    print(f"standalone / local: median {median:.2f}x over {len(ratios)} runs (range "
+          f"{min(ratios):.2f}-{max(ratios):.2f}); target at most 1.3x: "
+          f"{'met' if median <= 1.3 else 'missed'}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("scan", "codecs", "job", "memory", "floor", "driver"))
+    parser.add_argument("what", choices=("scan", "codecs", "job", "memory", "floor", "driver",
+                                             "standalone"))
     parser.add_argument("--size", default="512M")
     parser.add_argument("--workdir", default="/tmp/lazyconv-bench-validate")
     parser.add_argument("--runs", type=int, default=1,
-                        help="job: run the command this many times and print the median")
+                        help="job, standalone: run the command(s) this many times and print "
+                        "the median")
     parser.add_argument("--segments", type=int, default=10_000,
                         help="driver: segments in the one partition (default 10000)")
     parser.add_argument("--spread", action="store_true",
                         help="driver: one segment in each of --segments partitions instead")
     args = parser.parse_args()
     {"scan": scan, "codecs": codecs, "job": job, "memory": memory, "floor": floor,
-     "driver": driver}[args.what](args)
+     "driver": driver, "standalone": standalone}[args.what](args)
 
 
 if __name__ == "__main__":
