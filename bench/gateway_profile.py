@@ -6,7 +6,9 @@ in front of it with that benchmark's settings, and has ``--consumers`` old consu
 records down-converted to magic 1, 1 MiB per partition; ``--fetch-version 12`` for clients that
 read magic 2, whose records are relayed) read each topic again and again while
 ``py-spy record`` samples the gateway (every thread, and its worker processes) for
-``--seconds``. Prints, per codec, the share of the samples each function was running in
+``--seconds``. ``--security sasl_ssl`` secures both sides as ``gateway_vs_kafka.py
+--security sasl_ssl`` does (the broker's SASL_SSL listener, the gateway's SASL_SSL listener
+reaching it over SASL_SSL, SCRAM-SHA-512). Prints, per codec, the share of the samples each function was running in
 itself, grouped by what it does, and writes py-spy's collapsed stacks beside (``--out``) for a
 flame graph (``flamegraph.pl`` or speedscope read them as they are).
 
@@ -31,7 +33,14 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
-from bench.gateway_vs_kafka import Gateway, start  # noqa: E402
+from bench.gateway_vs_kafka import (  # noqa: E402
+    Gateway,
+    Secured,
+    gateway_configs,
+    grant_reads,
+    secured_broker,
+    start,
+)
 from bench.kafka_bench_common import (  # noqa: E402
     LIVE_PROCESSES,
     MIB,
@@ -102,10 +111,11 @@ def summarize(collapsed: Path, top: int = 15) -> str:
 
 
 def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Namespace,
-                  workdir: Path, py_spy: str) -> Path:
+                  workdir: Path, py_spy: str, secured: Secured) -> Path:
     out = args.out / f"gateway-{codec}.collapsed"
     gateway = Gateway(broker.bootstrap, workdir / f"gateway-profile-{codec}.log",
-                      ["--chunk-size", str(args.chunk_size), *args.gateway_arg])
+                      ["--chunk-size", str(args.chunk_size), *args.gateway_arg],
+                      configs=secured.gateway_configs)
     try:
         processes = {"broker": psutil.Process(broker.pid), "gateway": gateway.process}
         concurrent_reads(gateway.port, topic_name(codec), args.fetch_version, MIB, count,
@@ -161,6 +171,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="the py-spy executable (pip install py-spy)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results",
                    help="where the collapsed stacks go (default bench/results)")
+    p.add_argument("--security", choices=("plaintext", "sasl_ssl"), default="plaintext",
+                   help="plaintext (default), or sasl_ssl: TLS and SCRAM-SHA-512 between the "
+                        "consumers and the gateway and between the gateway and Kafka")
     p.add_argument("--workdir", type=Path, default=None,
                    help="the broker's data (kept; gateway_vs_kafka's --workdir reuses the same topics)")
     args = p.parse_args(argv)
@@ -181,12 +194,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="gateway-profile-")) if owned else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    broker = KafkaBroker(args.kafka_dist, workdir / "kafka-4")
+    secured = Secured()
+    if args.security == "sasl_ssl":
+        broker, secured = secured_broker(args.kafka_dist, workdir / "kafka-4", "1G")
+        assert secured.kafka is not None
+        secured.gateway_configs = gateway_configs(secured.kafka, workdir / "gateway-config")
+    else:
+        broker = KafkaBroker(args.kafka_dist, workdir / "kafka-4")
     try:
         start(broker, args.codecs)
         fill(broker, count, args.codecs)
+        grant_reads(secured, args.codecs)
+        secured.use()
         for codec in args.codecs:
-            collapsed = profile_codec(broker, codec, count, args, workdir, args.py_spy)
+            collapsed = profile_codec(broker, codec, count, args, workdir, args.py_spy, secured)
             what = "Fetch v2 -> magic 1" if args.fetch_version == OLD_VERSION else \
                 f"Fetch v{args.fetch_version}, relayed"
             print(f"\n## {codec}: {args.consumers} consumers ({what}), "
