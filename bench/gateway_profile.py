@@ -56,8 +56,10 @@ from tests.kafka_broker import KafkaBroker  # noqa: E402
 
 # What a leaf frame does, by where it is (first match wins): the rows of the summary.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("TLS: encrypting and decrypting", ("SSLObject.", "sslproto.py")),
     ("socket I/O (send, recv)", ("write_to_channel (", "_SelectorSocketTransport.write (", "_read_ready",
-                                 "sock_recv", "sock_send", "recv_into", "_write_send (", "_write_ready (")),
+                                 "sock_recv", "sock_send", "recv_into", "_write_send (", "_write_ready (",
+                                 "TlsChannel._flush (", "TlsChannel._read_socket (")),
     ("down-conversion (kernel and its Python driver)", ("conversion/", "records/", "_ckernel")),
     ("lz4 / compression", ("lz4", "compress", "zstd", "snappy", "gzip", "zlib")),
     ("fetch relay and fetch-ahead", ("gateway/_fetch", "gateway/_relay", "_fetch_ahead")),

@@ -491,7 +491,10 @@ class HandshakeStatus(enum.Enum):
 
 DEFAULT_MAX_BUFFERED = 256 * 1024
 DEFAULT_READ_SIZE = 64 * 1024
-_WRITE_CHUNK = 64 * 1024
+# Plaintext per SSLObject.write: at most 256 KiB (64 KiB cost the gateway 9-12 % more CPU per
+# GiB over TLS), at most what fits under max_buffered, at least one TLS record.
+_WRITE_CHUNK = 256 * 1024
+_TLS_RECORD = 16 * 1024
 
 
 class TlsChannel:
@@ -507,7 +510,8 @@ class TlsChannel:
       else. It never times out: the loop bounds the handshake.
     - :meth:`send` encrypts and returns how many plaintext bytes it took (the rest is the
       caller's, as with a socket). Ciphertext the socket could not take stays buffered; once
-      that exceeds ``max_buffered`` it raises ``BlockingIOError`` without taking anything.
+      that exceeds ``max_buffered`` it raises ``BlockingIOError`` without taking anything
+      (one call takes at most what fits under ``max_buffered``, and at least one TLS record).
       After the last ``send`` of a response, call :meth:`flush` until it returns True (wait
       for writability between calls): :attr:`wants_write` says whether ciphertext is waiting.
     - :meth:`recv` / :meth:`recv_into` return decrypted bytes, ``b""`` / 0 at the end of the
@@ -624,7 +628,8 @@ class TlsChannel:
             if not view.nbytes:
                 return 0
             try:
-                taken = self._ssl.write(view[:_WRITE_CHUNK])
+                room = self.max_buffered - self.buffered_output
+                taken = self._ssl.write(view[:min(_WRITE_CHUNK, max(_TLS_RECORD, room))])
             except ssl.SSLWantReadError:  # a post-handshake message must be read first
                 self._flush()
                 raise BlockingIOError(errno.EAGAIN, "TLS wants to read first") from None
