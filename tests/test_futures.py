@@ -65,6 +65,7 @@ def test_cancelling_either_cancels_the_other() -> None:
     assert run(go()) == (True, True)
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_a_source_error_nobody_waits_for_is_never_logged_as_unretrieved(caplog) -> None:
     async def go():
         source = asyncio.get_running_loop().create_future()

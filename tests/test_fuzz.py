@@ -16,12 +16,14 @@ def test_the_corpus_covers_every_target() -> None:
     assert all(any((CORPUS / name).glob("*.bin")) for name in TARGETS)
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_the_saved_corpus_raises_only_lazyconv_errors() -> None:
     count, findings = replay_corpus(CORPUS)
     assert count >= len(TARGETS) * 5
     assert findings == [], "\n".join(str(f) for f in findings)
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_the_oracle_reports_foreign_exceptions_hangs_and_memory(tmp_path: Path) -> None:
     target = make_target("records", tmp_path)
 
@@ -69,6 +71,7 @@ def test_a_running_alarm_timer_survives_the_oracle() -> None:
         signal.signal(signal.SIGALRM, previous)
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_fuzzing_gives_the_library_loggers_level_back(tmp_path: Path) -> None:
     """A fuzz run silences the library's logs while it runs, and leaves the level as it was: the
     CLI's warnings in the same process (another test, a later command) are still printed."""

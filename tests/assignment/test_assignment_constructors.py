@@ -80,6 +80,7 @@ def test_balance_graph_structure_after_max_flow():
 
 
 @pytest.mark.parametrize("name", ["min_traffic", "balance_subtopology"])
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_solved_graph_gives_a_valid_assignment(name):
     clients = _clients(1)
     counts = [len(c.active) for c in clients]

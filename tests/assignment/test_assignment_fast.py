@@ -34,6 +34,7 @@ def _generic(tasks, clients, owners, costs):
 
 
 @pytest.mark.parametrize("block", range(4))
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_small_graphs_identical(block):
     for seed in range(100 * block, 100 * block + 100):
         tasks, clients, owners, costs = _case(seed, 15, 5)
@@ -93,6 +94,7 @@ def test_balance_max_flow_and_min_cost_flow_identical(block):
         assert _flows(fast.graph) == _flows(generic.graph), ("min-cost flow", seed)
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_vectorized_passes_without_the_shortcut_match_too(monkeypatch):
     """The fallback (all |V| passes, used when the shortcut's last check fails) is exact too."""
     from lazyconv.assignment import _fast_balance as fast_balance

@@ -145,6 +145,7 @@ def shuffled(problem: AssignmentInput, seed: int) -> AssignmentInput:
 
 @pytest.mark.parametrize("strategy", ["min_traffic", "balance_subtopology"])
 @pytest.mark.parametrize("seed", range(8))
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_result_does_not_depend_on_input_order(strategy, seed):
     problem = problem_from_case(seed)
     expected = assign(problem, strategy)

@@ -63,6 +63,7 @@ def test_a_server_that_closes_mid_response_is_an_error() -> None:
             kafka_bench_common._recv_frame(client, memoryview(bytearray(4000)))
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_the_rss_sampler_counts_a_child_started_before_the_read() -> None:
     psutil = pytest.importorskip("psutil")
     child = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
@@ -81,6 +82,7 @@ def test_the_rss_sampler_counts_a_child_started_before_the_read() -> None:
         child.wait()
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_the_host_probe_measures_copies_and_the_interpreter() -> None:
     from bench.bench_common import host_probe
 

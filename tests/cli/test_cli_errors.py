@@ -141,6 +141,7 @@ _LISTED = list(_cases(_FileNames(), Path("TMP")))
 @pytest.mark.parametrize(
     "index", range(len(_LISTED)), ids=[" ".join(argv)[:70] for _, argv, *_ in _LISTED]
 )
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_mistake_gives_one_line_and_the_right_status(
     index: int, files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

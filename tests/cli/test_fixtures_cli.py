@@ -44,6 +44,7 @@ def test_size_zero_is_refused(capsys, tmp_path) -> None:
     assert not (tmp_path / "fx").exists()
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_an_overshoot_is_said(caplog, tmp_path, capsys) -> None:
     assert main(["fixtures", "generate", str(tmp_path / "fx"), "--size", "1M", "--quiet"]) == 0
     total = int(capsys.readouterr().out.splitlines()[-1].split()[1])

@@ -78,6 +78,7 @@ def test_bad_topic_configs_are_exit_2_with_one_line(capsys, value: str, says: st
     assert err.count("\n") == 1 and says in err, err
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_out_that_is_a_file_is_exit_2_before_spark(tmp_path: Path, capsys) -> None:
     target = tmp_path / "report"
     target.write_text("not a folder")

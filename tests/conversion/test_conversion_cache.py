@@ -145,6 +145,7 @@ def test_sends_from_other_fetch_offsets_keep_their_own_conversions(
         assert _send(path, first_offset=offset) == _uncached(path, first_offset=offset)
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_the_cache_stays_within_its_size(tmp_path: Path, cache: ConversionCache) -> None:
     cache.resize(256 << 10)
     rng = random.Random(7)

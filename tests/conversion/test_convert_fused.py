@@ -341,6 +341,7 @@ def test_malformed_first_record_is_reported_like_the_generic_path(records: bytes
     assert fused == generic and fused[0] == "error"
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_a_compressed_batch_converted_from_its_decompressed_records_equals_down_convert() -> None:
     """convert_compressed_v2_entry (records decompressed once, by the caller) and the kernel's
     append_compressed_v2_entry give the bytes and statistics of down_convert_bytes for every

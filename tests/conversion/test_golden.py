@@ -92,6 +92,7 @@ def test_eager_down_conversion(case: dict, conv: dict) -> None:
     [(c, v) for c, v in CASES if "error" not in v["downconvert"]],
     ids=[f"{c['name']}-{v['name']}" for c, v in CASES if "error" not in v["downconvert"]],
 )
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_file_down_conversion(case: dict, conv: dict) -> None:
     """``FileRecords.downConvert`` returns the input itself when nothing was converted,
     otherwise the same as ``RecordsUtil.downConvert``."""

@@ -188,6 +188,7 @@ def test_lazy_send_equals_eager_conversion_up_to_the_committed_size(
 
 @settings(max_examples=10)
 @given(case=inputs(), to_magic=st.sampled_from([0, 1]))
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_one_byte_at_a_time_channel(case, to_magic) -> None:
     """A non-blocking channel that takes one byte per call (and often none) still gets the
     exact stream."""
@@ -218,6 +219,7 @@ def test_lazy_send_equals_eager_conversion_many_examples(case, to_magic, chunk_s
 
 @settings(max_examples=10)
 @given(case=inputs(), to_magic=st.sampled_from([0, 1, 2]), chunk_size=st.just(MIN_CHUNK_SIZE))
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_file_backed_input_sends_the_same_bytes(case, to_magic, chunk_size) -> None:
     """A ``FileRecords`` input (headers read with pread, batches loaded when converted) gives
     the same committed size and bytes as the same data in memory."""

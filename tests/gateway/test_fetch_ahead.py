@@ -88,6 +88,7 @@ def test_an_entry_taken_by_a_fetch_gets_its_answer_when_its_sibling_is_dropped()
     asyncio.run(scenario())
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_an_answer_fetched_ahead_is_freed_once_used_without_the_cyclic_collector():
     # Each answer holds a whole upstream response. The entries of one ask used to share a list
     # of themselves: a reference cycle, so every used answer waited for the cyclic collector,
@@ -198,6 +199,7 @@ def _records(answer: dict, offset: int) -> tuple[list[tuple], int | None]:
 
 
 @pytest.mark.parametrize("version", [2, 12])
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_sequential_reads_through_the_gateway_equal_the_upstream_s_and_come_from_memory(
         serve_upstream: ServerThread, gateway_factory, version: int) -> None:
     gateway: GatewayThread = gateway_factory(serve_upstream.bootstrap, fetch_splice=False)  # v12 is spliced otherwise

@@ -231,6 +231,7 @@ def _burn(seconds: float) -> float:
     return time.thread_time() - started
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_the_cluster_watch_ends_after_close_even_when_its_cancel_is_lost(monkeypatch) -> None:
     """Python 3.11's asyncio.wait_for can swallow a cancel that arrives as the awaited request
     fails; the watch must still end once the cluster is closed, or asyncio.run's shutdown waits

@@ -142,6 +142,7 @@ def _metadata_frame(correlation_id: int, topics: list[str] | None = None) -> byt
 
 
 @pytest.mark.parametrize("how", ["byte by byte", "size split", "many at once", "larger than a read"])
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_requests_are_framed_however_their_bytes_arrive(serve_logdir, tmp_path, how):
     """Requests come in one piece, byte by byte, with the size field split, several in one
     write, or larger than what the server reads at once: each is answered, in order."""

@@ -65,6 +65,7 @@ def test_large_requests_are_admitted_in_arrival_order():
     asyncio.run(main())
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_a_stalled_request_above_its_fair_share_is_reclaimed_when_another_waits():
     async def main() -> None:
         pool = RequestMemoryPool(1000, max_request_size=600, small_request_bytes=10, stall_s=0.2)

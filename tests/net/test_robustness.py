@@ -139,6 +139,7 @@ def test_unknown_api_versions_version_gets_the_fallback_answer(serve_logdir, tmp
     assert len(answer) == 10 + 6 * count  # v0 layout: no throttle time, no tagged fields
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_random_request_bodies_never_stop_the_server(serve_logdir, tmp_path):
     (tmp_path / "t-0").mkdir()
     server = serve_logdir(tmp_path, max_request_size=4096)

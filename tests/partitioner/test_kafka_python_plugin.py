@@ -41,6 +41,7 @@ def stints(partitions):
 
 
 @pytest.mark.parametrize("brokers", [3, 1])
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_deferred_rule_lands_two_full_batches_per_partition_in_turn(mini_kafka_factory, brokers):
     """100-byte values (108-byte records), batch_size 1024: 8 records per kafka-python batch.
 

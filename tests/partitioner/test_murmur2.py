@@ -62,6 +62,7 @@ def test_partition_count_must_be_positive(n):
 
 @settings(max_examples=200)
 @given(key=st.binary(max_size=64), n=st.integers(min_value=1, max_value=1000))
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_matches_kafka_python_on_random_keys(key, n):
     theirs = kafka_python_murmur2(key)  # same bits, unsigned
     assert murmur2(key) & 0xFFFFFFFF == theirs

@@ -101,6 +101,7 @@ def test_every_record_completes_and_bytes_cover_the_records():
     assert r.p50_latency_ms <= r.p99_latency_ms <= r.p999_latency_ms <= r.max_latency_ms
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_same_seed_same_result_and_seed_changes_choices():
     a = run("uniform", 2048, 3000, seed=7)
     assert a == run("uniform", 2048, 3000, seed=7)

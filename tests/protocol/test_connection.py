@@ -43,6 +43,7 @@ def _request(spec, version: int, body: dict, correlation_id: int = 7, client_id:
 @given(st.lists(st.binary(min_size=8, max_size=300), min_size=1, max_size=6),
        st.lists(st.integers(1, 50), min_size=1, max_size=40))
 @settings(max_examples=80)
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_frames_come_out_whole_whatever_the_pieces_they_arrive_in(frames, cuts):
     stream = b"".join(_frame(f) for f in frames)
     reader = FrameReader(1 << 20)

@@ -114,6 +114,7 @@ def test_the_rewritable_fields_are_where_the_step_says(version: int) -> None:
     assert _field_at(framing1, p1.error_at, ">h") == 0 and p1.records_size == -1
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_records_running_past_the_response_are_refused() -> None:
     body = {"responses": [{"topic": "t", "partitions": [
         {"partition_index": 0, "error_code": 0, "high_watermark": 1, "records": b"y" * 40}]}]}

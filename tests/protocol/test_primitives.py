@@ -54,6 +54,7 @@ def test_uvarint_round_trip(value: int) -> None:
     st.integers(-128, 127), st.integers(-(2**15), 2**15 - 1), st.integers(-(2**31), 2**31 - 1),
     st.integers(-(2**63), 2**63 - 1), st.uuids(),
 )
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_fixed_width_round_trip(i8: int, i16: int, i32: int, i64: int, u: uuid.UUID) -> None:
     w = Writer()
     w.int8(i8)
@@ -150,6 +151,7 @@ _LIST = Struct("List", (Field("items", ArrayOf(_ITEM), nullable_versions="0+"),
     st.lists(st.integers(-(2**31), 2**31 - 1), max_size=6),
     st.booleans(),
 )
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_arrays_round_trip(items, ints, flexible: bool) -> None:
     encoded = encode_message(_LIST, {"items": items, "ints": ints}, 0, flexible).to_bytes()
     r = Reader(encoded)
@@ -184,6 +186,7 @@ def test_overlong_64_bit_uvarint_is_rejected() -> None:
 
 @EXAMPLES
 @given(st.integers(128, 2**32 - 1), st.data())
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_truncated_uvarint_reports_where_it_started(value: int, data) -> None:
     encoded = encode_uvarint(value)
     cut = data.draw(st.integers(1, len(encoded) - 1))

@@ -58,6 +58,7 @@ def decode(kind: str, version: int, data: bytes) -> None:
 
 @settings(max_examples=150)
 @given(st.sampled_from(["request", "response"]), st.sampled_from(VERSIONS), st.binary(max_size=120))
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_random_bytes_raise_only_positioned_protocol_errors(kind: str, version: int, data: bytes) -> None:
     decode(kind, version, data)
 

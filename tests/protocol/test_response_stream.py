@@ -260,6 +260,7 @@ def _records_strategy():
                      st.sampled_from([1, 2]))
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_written_bytes_always_equal_the_declared_size() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st

@@ -99,6 +99,7 @@ def test_zstd_needs_magic_2() -> None:
     assert check_codec_allowed(4, 2) is Compression.ZSTD
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_levels_follow_kafka_ranges() -> None:
     for codec, level in [(1, 0), (1, 10), (3, 0), (3, 18), (4, 23)]:
         with pytest.raises(ConfigurationError):

@@ -139,6 +139,7 @@ def _legacy(magic: int, fields: list[Any], base: int) -> bytes:
 @given(st.sampled_from([0, 1]), legacy_records, st.integers(0, 1 << 40), st.integers(0, 12),
        st.integers(0, 1 << 20), st.none() | st.integers(0, 1 << 41))
 @settings(max_examples=60, deadline=None)
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_legacy_runs_digest_the_records_a_consumer_reads(
     magic: int, fields: list[Any], base: int, skip: int, shift: int, override: int | None
 ) -> None:

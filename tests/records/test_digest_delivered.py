@@ -67,6 +67,7 @@ def _by_records(data: bytes, min_offset: int) -> tuple[int, int, int]:
     return last, count, total & MASK64
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_a_whole_converted_stream_digests_as_its_decoded_records() -> None:
     wrappers = 0
     for _to_magic, data in STREAMS:

@@ -105,6 +105,7 @@ def kernel_calls() -> Iterator[list[str]]:
 
 
 @pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_the_reference_twin_calls_no_kernel_function() -> None:
     with _impl.using(_impl.REFERENCE), kernel_calls() as reference_calls:
         workload()

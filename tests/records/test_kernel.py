@@ -59,6 +59,7 @@ def test_implementation_is_reported() -> None:
     assert _impl.IMPLEMENTATION in _impl.describe()
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_version_shows_the_implementation() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "lazyconv._cli", "--version"], capture_output=True, text=True, check=True
@@ -66,6 +67,7 @@ def test_version_shows_the_implementation() -> None:
     assert done.stdout.startswith("lazyconv ") and f"implementation: {_impl.IMPLEMENTATION}" in done.stdout
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_no_extensions_env_forces_pure_python() -> None:
     code = "from lazyconv.records import _impl; import zlib; print(_impl.IMPLEMENTATION, _impl.crc32 is zlib.crc32)"
     env = {**os.environ, "LAZYCONV_NO_EXTENSIONS": "1"}
@@ -138,6 +140,7 @@ def test_select_crc_refuses_unknown_names() -> None:
 
 
 @native_only
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_kernel_calls_run_in_threads() -> None:
     """The GIL is released while the kernel works: threads converting at once get the same bytes."""
     from bench.bench_common import make_v2_batches

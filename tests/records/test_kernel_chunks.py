@@ -102,6 +102,7 @@ def assert_same(make_records: Callable[[], Any], to_magic: int, first_offset: in
     first_offset=st.sampled_from([0, 1005, 2**62]),
     chunk_size=st.sampled_from([MIN_CHUNK_SIZE, MIN_CHUNK_SIZE + 1, 40_000]),
 )
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_kernel_chunks_equal_the_reference_policy(seed, kinds, mutate, to_magic, first_offset, chunk_size) -> None:
     data = make_input(seed, kinds, mutate)
     assert_same(lambda: MemoryRecords(data), to_magic, first_offset, chunk_size)

@@ -136,6 +136,7 @@ def _runs() -> Iterator[bytes]:
 
 @pytest.mark.parametrize("to_magic", [0, 1])
 @pytest.mark.parametrize("first_offset", [0, 7, 1 << 70, -(1 << 70)])
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_kernel_equals_reference_on_producer_batches(to_magic: int, first_offset: int) -> None:
     for data in _runs():
         native, reference = both(data, to_magic, first_offset)

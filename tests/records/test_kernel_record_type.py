@@ -67,6 +67,7 @@ class Other(NamedTuple):
     headers: tuple
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_a_second_record_type_gets_its_own_kernel_type() -> None:
     """The record type was process-global: a second base (lazyconv.records._types reloaded, so a
     new Record class, or another NamedTuple) made make_record_type raise ValueError, and with it
@@ -99,6 +100,7 @@ def test_deeply_nested_records_made_by_python_code_are_freed_without_overflow() 
     gc.collect()
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_decoded_records_are_freed_and_reused() -> None:
     builder = RecordsBuilder(2, 0)
     for index in range(200):

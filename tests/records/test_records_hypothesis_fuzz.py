@@ -59,6 +59,7 @@ def check(data: bytes) -> None:
 
 @settings(max_examples=150)
 @given(st.binary(max_size=200))
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_random_bytes(data: bytes) -> None:
     check(data)
 
@@ -68,6 +69,7 @@ def test_random_bytes(data: bytes) -> None:
     st.binary(min_size=17, max_size=120),
     st.sampled_from([0, 1, 2]),
 )
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_random_bytes_behind_a_plausible_frame(body: bytes, magic: int) -> None:
     # Size field and magic made consistent, so the fuzz reaches the batch parsers.
     data = bytearray(body)

@@ -206,6 +206,7 @@ def _segment_states(base_offset: int, entry: Any, index: int) -> list[State]:
 
 @needs_kernel
 @pytest.mark.parametrize("segment", SEGMENTS, ids=lambda p: f"{p.parent.name}/{p.stem.lstrip('0') or '0'}")
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_kernel_equals_reference_on_fixture_segments(segment: Path) -> None:
     data = segment.read_bytes()
     view = memoryview(data)
@@ -348,6 +349,7 @@ states = st.builds(
 @needs_kernel
 @settings(max_examples=60, deadline=None)
 @given(sound_logs(), states, st.integers(0, 1 << 40))
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_kernel_equals_reference_on_built_logs(log: tuple[list[bytes], int], state: State, position_base: int) -> None:
     data = b"".join(log[0])
     run = both_runs(data, position_base, state)

@@ -176,6 +176,7 @@ def small_tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_a_full_disk_is_a_produce_error_and_the_partition_recovers(small_tmpfs, serve_logdir):
     """ENOSPC while appending: the producer gets KAFKA_STORAGE_ERROR (NOT_LEADER_OR_FOLLOWER
     before Produce v4), the partial write is removed, reads are unaffected, and once space is

@@ -141,6 +141,7 @@ def test_zstd_batches_in_a_producer_topic_fail_only_on_conversion(serve_logdir, 
     assert v3["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE and v3["records"] == b""
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_no_downconversion_gives_old_consumers_unsupported_version(serve_logdir, logs):
     root, expected, _ = logs
     server = serve_logdir(root, downconversion_enable=False)

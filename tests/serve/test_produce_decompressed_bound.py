@@ -72,6 +72,7 @@ def test_the_issues_gzip_bomb_is_refused_with_the_default_bound(serve_logdir, tw
     (Compression.GZIP, 2, 3), (Compression.LZ4, 2, 3), (Compression.SNAPPY, 2, 3),
     (Compression.ZSTD, 2, 7), (Compression.GZIP, 1, 2), (Compression.LZ4, 1, 2),
 ])
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_one_setting_bounds_produce_and_fetch_conversion(serve_logdir, tmp_path, codec, magic, version):
     """With a 4 MiB bound: a batch inflating to 3 MiB is appended and an old consumer reads it
     down-converted; one inflating to 5 MiB is refused. Both fit max.message.bytes compressed."""

@@ -184,6 +184,7 @@ def test_an_entry_without_its_marker_is_still_a_fault(tmp_path: Path) -> None:
     assert "has no ABORT marker at that offset" in found[0][2]
 
 
+@pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
 def test_range_cuts_do_not_change_the_findings(tmp_path: Path) -> None:
     """Every cut between batches: the cleaned states pass, each fault is found once, the same
     way (a horizon marker's transaction may begin in an earlier range: the reduce decides)."""
