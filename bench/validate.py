@@ -27,8 +27,9 @@ one partition of ``--segments`` 8 KiB segments (with ``--spread``: one segment i
 a ``mixed`` fixture (seed 0, one partition per topic, 16 MiB segments) ``--runs`` times on the
 cluster and in ``local[2]``, alternating which goes first: the CPU seconds of the worker's
 processes (worker JVM, executor JVM, Python workers) against those of the whole local run
-(driver, JVM, Python workers), and their ratio (issue 26: at most 1.3x). Fixtures are generated under ``--workdir`` once and reused. The
-machine's load average is printed with every figure.
+(driver, JVM, Python workers), and their ratio (issue 26: at most 1.3x). Fixtures are
+generated under ``--workdir`` once and reused. The machine's load average is printed with every
+figure.
 """
 
 from __future__ import annotations
@@ -66,12 +67,13 @@ def _current(root: Path) -> bool:
     return manifest.exists() and json.loads(manifest.read_text()).get("format") == MANIFEST_FORMAT
 
 
-def _fixture(workdir: Path, size: str, partitions: int, segment_bytes: str) -> Path:
-    root = workdir / f"mixed-{size}-p{partitions}-s{segment_bytes}"
+def _fixture(workdir: Path, size: str, partitions: int, segment_bytes: str, seed: int = 13) -> Path:
+    root = workdir / (f"mixed-{size}-p{partitions}-s{segment_bytes}"
+                      + ("" if seed == 13 else f"-seed{seed}"))
     if not _current(root):
         shutil.rmtree(root, ignore_errors=True)
         started = time.perf_counter()
-        generate(root, parse_size(size), partitions=partitions, seed=13,
+        generate(root, parse_size(size), partitions=partitions, seed=seed,
                  segment_bytes=parse_size(segment_bytes))
         print(f"generated {root} in {time.perf_counter() - started:.0f} s", flush=True)
     return root
@@ -309,11 +311,9 @@ def standalone(args: argparse.Namespace) -> None:
     from bench.spark_cluster import cluster_env, standalone_cluster, wait_for_executors_to_end
 
     workdir = Path(args.workdir)
-    root = workdir / f"standalone-mixed-{args.size}"
-    if not _current(root):
-        shutil.rmtree(root, ignore_errors=True)
-        generate(root, parse_size(args.size), partitions=1, seed=0,
-                 segment_bytes=parse_size("16M"))
+    # what `lazyconv fixtures generate --size SIZE --segment-bytes 16M` writes (seed 0, one
+    # partition per topic), as the standalone test reads
+    root = _fixture(workdir, args.size, 1, "16M", seed=0)
     lazyconv = str(Path(sys.executable).parent / "lazyconv")
     common = ["--chunk-sizes", "128K", "--to-magic", "0,1", "--quiet", "--driver-memory", "512m"]
     ratios: list[float] = []
@@ -324,12 +324,12 @@ def standalone(args: argparse.Namespace) -> None:
             proc = subprocess.Popen([lazyconv, "validate", str(root), "--master", master,
                                      "--out", str(out), *common], env=cluster_env(),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            on_cluster = master.startswith("spark")
-            meter = TreeCPU(cluster.worker_pid if on_cluster else proc.pid)
+            is_cluster = master.startswith("spark")
+            meter = TreeCPU(cluster.worker_pid if is_cluster else proc.pid)
             try:
                 stdout, stderr = proc.communicate(timeout=900)
             finally:
-                if on_cluster:
+                if is_cluster:
                     wait_for_executors_to_end(cluster)
                 cpu = meter.stop()
             if proc.returncode != 0 or "no violations" not in stdout:
