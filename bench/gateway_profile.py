@@ -164,8 +164,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         f"the default) or {NEW_VERSION} (magic 2, relayed)")
     p.add_argument("--seconds", type=int, default=30, help="how long py-spy samples (default 30)")
     p.add_argument("--rate", type=int, default=200, help="py-spy's samples per second (default 200)")
-    p.add_argument("--chunk-size", type=parse_size, default=128 * 1024,
-                   help="the gateway's --chunk-size (default 128K, as gateway_vs_kafka)")
+    p.add_argument("--chunk-size", type=parse_size, default=1 << 20,
+                   help="the gateway's --chunk-size (default 1M, its own default, as gateway_vs_kafka)")
     p.add_argument("--gateway-arg", action="append", default=[],
                    help="one more argument for lazyconv gateway (repeatable), e.g. "
                         "--gateway-arg=--metrics-port=0 to see what the metrics cost")

@@ -674,8 +674,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--memory-size", type=parse_size, default=None,
                    help="records each consumer reads per topic in the memory pass (default: "
                         "--size, at most 64M; 0 skips the memory pass)")
-    p.add_argument("--chunk-size", type=parse_size, default=128 * 1024,
-                   help="the gateway's --chunk-size (default 128K)")
+    p.add_argument("--chunk-size", type=parse_size, default=1 << 20,
+                   help="the gateway's --chunk-size (default 1M, its own default)")
     add_client_options(p)
     p.add_argument("--security", choices=("plaintext", "sasl_ssl"), default="plaintext",
                    help="how consumers connect: plaintext (default), or sasl_ssl: TLS and "

@@ -104,7 +104,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="port Metadata advertises (default: the port listened on); behind "
                              "a TCP load balancer, its host and port")
     parser.add_argument("--chunk-size", type=parse_size, default=None,
-                        help="input bytes down-converted per step, 16K-1M (default 128K; "
+                        help="input bytes down-converted per step, 16K-1M (default 1M; "
                              "gateway.chunk.size)")
     parser.add_argument("--upstream-fetch-max-bytes", type=parse_size, default=None,
                         help="the most one upstream Fetch response may hold (default 1M; "

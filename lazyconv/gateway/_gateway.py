@@ -36,7 +36,7 @@ from lazyconv.gateway._fetch_relay import (
 from lazyconv.gateway._handler import GatewayHandler
 from lazyconv.gateway._identity import GatewayIdentities
 from lazyconv.gateway._metrics import GatewayMetrics
-from lazyconv.gateway._settings import GatewaySettings
+from lazyconv.gateway._settings import DEFAULT_GATEWAY_CHUNK_SIZE, GatewaySettings
 from lazyconv.gateway._upstream import BrokerAddress, UpstreamCluster, parse_bootstrap
 from lazyconv.gateway._upstream_security import (
     ANONYMOUS_IDENTITY,
@@ -67,7 +67,7 @@ class Gateway:
     def __init__(self, upstream: str | Sequence[BrokerAddress] | None = None, *,
                  settings: GatewaySettings | None = None, host: str = "127.0.0.1",
                  port: int = 9092, advertised_host: str | None = None,
-                 chunk_size: int = 131072,
+                 chunk_size: int = DEFAULT_GATEWAY_CHUNK_SIZE,
                  upstream_fetch_max_bytes: int = DEFAULT_UPSTREAM_FETCH_MAX_BYTES,
                  fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES, fetch_splice: bool = True,
                  request_timeout_ms: int = 30000, metadata_max_age_ms: int = 30000,

@@ -44,6 +44,7 @@ from lazyconv.gateway._identity import GatewayIdentities
 from lazyconv.gateway._list_offsets_relay import ListOffsetsRelay
 from lazyconv.gateway._metadata_relay import MetadataRelay
 from lazyconv.gateway._produce_relay import ProduceRelay
+from lazyconv.gateway._settings import DEFAULT_GATEWAY_CHUNK_SIZE
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
 from lazyconv.net._model import Deferred, Listener, Response, reply
 from lazyconv.net._session import Session
@@ -79,7 +80,7 @@ class GatewayHandler:
     """Answers downstream requests through an :class:`UpstreamCluster`."""
 
     def __init__(self, cluster: UpstreamCluster, listeners: list[Listener], *,
-                 chunk_size: int = 131072,
+                 chunk_size: int = DEFAULT_GATEWAY_CHUNK_SIZE,
                  upstream_fetch_max_bytes: int = DEFAULT_UPSTREAM_FETCH_MAX_BYTES,
                  fetch_ahead_bytes: int = DEFAULT_FETCH_AHEAD_BYTES, fetch_splice: bool = True,
                  workers: ConversionWorkers | None = None,

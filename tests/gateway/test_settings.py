@@ -218,7 +218,7 @@ def test_every_command_line_option_has_a_key(tmp_path: Path) -> None:
             limits.queued_max_request_bytes) == (5000, 2048, 4096)
     defaults = GatewaySettings.load(None, None, upstream_overrides={"bootstrap.servers": "b:1"})
     assert (defaults.chunk_size, defaults.workers, defaults.conversion_cache_bytes) == (
-        131072, None, 16 << 20)
+        1 << 20, None, 16 << 20)
 
 
 def test_the_property_reference_in_the_docs_is_the_tables() -> None:
