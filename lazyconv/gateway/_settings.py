@@ -85,8 +85,8 @@ IDENTITY_MODES = ("passthrough", "gateway")
 
 # The gateway converts up to 1 MiB of input per step, not Kafka's 128 KiB: every step costs it a
 # fixed hand-off (to a conversion thread and back, and the Python that drives the kernel), and
-# 8 consumers of compressed records read 1.18-1.26x faster at 0.88-0.90x the CPU with 1 MiB
-# (docs/guide/benchmarks.md, "The conversion step"); the bytes sent do not depend on it.
+# 8 consumers of lz4 or snappy records cost it 3-12 % less CPU per GiB with 1 MiB (three runs,
+# docs/guide/benchmarks.md, "The conversion step"); the bytes sent do not depend on it.
 DEFAULT_GATEWAY_CHUNK_SIZE = MAX_CHUNK_SIZE
 
 
