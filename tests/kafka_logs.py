@@ -221,6 +221,7 @@ def _write_cleaned_txn(broker: KafkaBroker, admin: Any, topic: str, passes: int)
     def records(first: int, count: int) -> list[tuple[Any, ...]]:
         return [(0, b"key-%02d" % (i % 6), values[i], T0 + i, None) for i in range(first, first + count)]
 
+    end = 0
     for producer, first, count, commit in ((p, 0, 30, True), (q, 30, 10, False),
                                            (p, 40, 30, False), (p, 70, 30, True)):
         producer.begin_transaction()
@@ -229,6 +230,10 @@ def _write_cleaned_txn(broker: KafkaBroker, admin: Any, topic: str, passes: int)
             producer.commit_transaction(30)
         else:
             producer.abort_transaction(30)
+        # the coordinator writes the marker after EndTxn has answered: without this wait the
+        # next producer's batches can land before it and the offsets above shift
+        end += count + 1
+        _wait_end_offset(bootstrap, topic, end)
     for n in range(passes):
         # segment.ms: the record rolls a new segment (the cleaner's limit); a segment rolls on
         # the timestamps of its batches, and the markers' are the broker's clock
@@ -239,6 +244,21 @@ def _write_cleaned_txn(broker: KafkaBroker, admin: Any, topic: str, passes: int)
             _set_policy(admin, topic, "compact")
         _wait_cleaned(broker, topic, 104 + n)
     _set_policy(admin, topic, "delete")
+
+
+def _wait_end_offset(bootstrap: str, topic: str, offset: int) -> None:
+    """Until partition 0 of ``topic`` has ``offset`` as its high watermark."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
+                         "group.id": "oracle-watermarks"})
+    try:
+        deadline = time.monotonic() + 30
+        while consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1] < offset:
+            assert time.monotonic() < deadline, f"{topic} did not reach offset {offset}"
+            time.sleep(0.05)
+    finally:
+        consumer.close()
 
 
 def _wait_cleaned(broker: KafkaBroker, topic: str, offset: int) -> None:

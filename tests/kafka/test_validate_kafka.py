@@ -78,6 +78,8 @@ def test_the_cleaned_transactional_logs_hold_the_states_the_rules_are_for(oracle
     offsets = {o for _, b in batches(once.with_suffix(".log")) for o in range(b.base_offset, b.last_offset + 1)}
     gone = [e for e in entries if e.first_offset not in offsets]
     assert len(entries) == 2 and len(gone) == 1  # P's aborted batches were removed whole
+    # the offsets kafka_logs writes (each marker in before the next transaction begins)
+    assert [(e.first_offset, e.last_offset) for e in entries] == [(31, 41), (42, 72)]
     empty = [b for _, b in batches(once.with_suffix(".log")) if not b.is_control and b.record_count == 0]
     assert len(empty) == 1 and empty[0].is_transactional  # Q's, kept for its producer state
     markers = abort_markers(once.with_suffix(".log"))
