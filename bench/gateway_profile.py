@@ -49,6 +49,7 @@ from bench.kafka_bench_common import (  # noqa: E402
     VALUE_SIZE,
     concurrent_reads,
     fill,
+    legacy_magic,
     topic_name,
 )
 from lazyconv._commands._common import parse_size  # noqa: E402
@@ -159,9 +160,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--size", type=parse_size, default=128 * MIB, help="values per topic (default 128M)")
     p.add_argument("--codecs", default="none,lz4", help="comma-separated, of lz4, gzip, snappy, none")
     p.add_argument("--consumers", type=int, default=8, help="concurrent old consumers (default 8)")
-    p.add_argument("--fetch-version", type=int, choices=(OLD_VERSION, NEW_VERSION), default=OLD_VERSION,
+    p.add_argument("--fetch-version", type=int, choices=(0, OLD_VERSION, NEW_VERSION), default=OLD_VERSION,
                    help=f"the consumers' Fetch version: {OLD_VERSION} (magic 1, down-converted; "
-                        f"the default) or {NEW_VERSION} (magic 2, relayed)")
+                        f"the default), 0 (magic 0, down-converted) or {NEW_VERSION} (magic 2, relayed)")
     p.add_argument("--seconds", type=int, default=30, help="how long py-spy samples (default 30)")
     p.add_argument("--rate", type=int, default=200, help="py-spy's samples per second (default 200)")
     p.add_argument("--chunk-size", type=parse_size, default=1 << 20,
@@ -210,8 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         secured.use()
         for codec in args.codecs:
             collapsed = profile_codec(broker, codec, count, args, workdir, args.py_spy, secured)
-            what = "Fetch v2 -> magic 1" if args.fetch_version == OLD_VERSION else \
-                f"Fetch v{args.fetch_version}, relayed"
+            what = (f"Fetch v{args.fetch_version} -> magic {legacy_magic(args.fetch_version)}"
+                    if args.fetch_version < 4 else f"Fetch v{args.fetch_version}, relayed")
             print(f"\n## {codec}: {args.consumers} consumers ({what}), "
                   f"{args.seconds} s at {args.rate} samples/s ({collapsed})\n")
             print(summarize(collapsed), flush=True)

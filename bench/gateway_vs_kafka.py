@@ -5,7 +5,8 @@ Old consumers cannot read from Kafka 4 (it refuses Fetch v0–3); Kafka 3.9 stil
 down-converting in the broker. This benchmark reads the same topics both ways, with one broker
 up at a time so that the machine's cores are shared alike:
 
-- **old consumer**: raw Fetch v2 requests (records down-converted to magic 1) to the gateway in
+- **old consumer**: raw Fetch v2 requests (records down-converted to magic 1; ``--old-version 0``:
+  Fetch v0, magic 0) to the gateway in
   front of Kafka 4 (``4.x + gw``), and to Kafka 3.9 itself (``3.9``), one consumer, then
   ``--consumers`` concurrent ones (each its own connection, each reading the whole topic from
   offset 0);
@@ -76,7 +77,6 @@ from bench.kafka_bench_common import (  # noqa: E402
     LIVE_PROCESSES,
     MIB,
     NEW_VERSION,
-    OLD_VERSION,
     RECORD_PAYLOAD,
     VALUE_SIZE,
     ClientAuth,
@@ -88,6 +88,7 @@ from bench.kafka_bench_common import (  # noqa: E402
     fill,
     high_watermark,
     least_disturbed,
+    legacy_magic,
     read_topic,
     set_client_auth,
     topic_name,
@@ -343,13 +344,13 @@ def pass_39(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int
     start(broker, args.codecs)
     secured.use()
     try:
-        warm_up(port, OLD_VERSION, args.codecs, args.warm_records)
+        warm_up(port, args.old_version, args.codecs, args.warm_records)
         for codec in args.codecs:
-            run.add(timed_read("old/3.9", codec, port, OLD_VERSION, args.fetch_size, n,
+            run.add(timed_read("old/3.9", codec, port, args.old_version, args.fetch_size, n,
                                1, broker, None, n), round_)
         if args.consumers > 1:
             for codec in args.codecs:
-                run.add(timed_read("old-conc/3.9", codec, port, OLD_VERSION,
+                run.add(timed_read("old-conc/3.9", codec, port, args.old_version,
                                    args.fetch_size, n, args.consumers, broker, None, n), round_)
     finally:
         broker.stop()
@@ -369,7 +370,7 @@ def pass_4(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int,
     try:
         gateway = Gateway(broker.bootstrap, workdir / "gateway.log", args.gateway_arg,
                           secured.gateway_configs)
-        warm_up(gateway.port, OLD_VERSION, args.codecs, args.warm_records)
+        warm_up(gateway.port, args.old_version, args.codecs, args.warm_records)
         if not args.only_gateway:
             warm_up(gateway.port, NEW_VERSION, args.codecs, args.warm_records)
             warm_up(direct, NEW_VERSION, args.codecs, args.warm_records)
@@ -379,12 +380,12 @@ def pass_4(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int,
                               [*args.gateway_arg, "--metrics-port", "0"], secured.gateway_configs)
             assert metered.metrics_url is not None
             scraper = Scraper(metered.metrics_url, args.scrape_interval)
-            warm_up(metered.port, OLD_VERSION, args.codecs, args.warm_records)
+            warm_up(metered.port, args.old_version, args.codecs, args.warm_records)
             sides.append(("gw+metrics", metered))
         for name, extra in args.variant:  # another gateway, read in turn in the same rounds
             variant = Gateway(broker.bootstrap, workdir / f"gateway-{name}.log", [*args.gateway_arg, *extra])
             variants.append(variant)
-            warm_up(variant.port, OLD_VERSION, args.codecs, args.warm_records)
+            warm_up(variant.port, args.old_version, args.codecs, args.warm_records)
             sides.append((f"gw+{name}", variant))
         for consumers, kind in ((1, "old"), (args.consumers, "old-conc")):
             if consumers == 1 and kind == "old-conc":
@@ -395,7 +396,7 @@ def pass_4(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int,
                     if gw is metered and scraper is not None:
                         scraper.start()
                     try:
-                        run.add(timed_read(f"{kind}/{name}", codec, gw.port, OLD_VERSION,
+                        run.add(timed_read(f"{kind}/{name}", codec, gw.port, args.old_version,
                                            args.fetch_size, n, consumers, broker, gw, n), round_)
                     finally:
                         if gw is metered and scraper is not None:
@@ -440,7 +441,7 @@ def memory_pass(run: Run, broker: KafkaBroker, args: argparse.Namespace, workdir
                 idle = gateway.process.memory_info().rss
                 peak = idle
                 for codec in args.codecs:
-                    m = timed_read("memory/gw", codec, gateway.port, OLD_VERSION, fetch_size,
+                    m = timed_read("memory/gw", codec, gateway.port, args.old_version, fetch_size,
                                    until, consumers, broker, gateway, run.records_per_topic)
                     peak = max(peak, m.gateway_rss_peak)
                     d = m.as_dict()
@@ -562,7 +563,8 @@ def format_tables(summary: dict[str, Any], run: Run, args: argparse.Namespace) -
     host = host_probes_line(run.host_probe)
     if host is not None:
         out[-1:-1] = [host]
-    out.append("old consumer (Fetch v2 -> magic 1), one connection; CPU in s per GiB of records")
+    out.append(f"old consumer (Fetch v{args.old_version} -> magic {legacy_magic(args.old_version)}), "
+               "one connection; CPU in s per GiB of records")
     out.append("")
     out.append("| codec | 3.9 MiB/s | gw MiB/s | × thr | 3.9 broker CPU | gw CPU | 4.x broker CPU "
                "| (gw+4.x) / 3.9 | gw / 3.9 |")
@@ -667,6 +669,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--retries", type=int, default=RETRIES,
                    help=f"at most this many more reads then; the least disturbed counts "
                         f"(default {RETRIES})")
+    p.add_argument("--old-version", type=int, choices=(0, 1, 2, 3), default=2,
+                   help="the old consumers' Fetch version: 2 (the default; magic 1, what "
+                        "0.10.0-0.10.1 consumers send) or 0 (magic 0, 0.8-0.9 consumers)")
     p.add_argument("--fetch-size", type=parse_size, default=MIB,
                    help="partition max bytes of the timed reads (default 1M)")
     p.add_argument("--memory-fetch-sizes", default="1M,50M",

@@ -71,6 +71,11 @@ CLIENT_WAKE_BYTES = MIB
 SOCKET_TIMEOUT_S = 120.0
 
 
+def legacy_magic(fetch_version: int) -> int:
+    """The message format a Fetch v0-3 answer carries: magic 0 for v0-1, magic 1 for v2-3."""
+    return 0 if fetch_version < 2 else 1
+
+
 def topic_name(codec: str) -> str:
     return f"bench-{codec}"
 
@@ -290,7 +295,7 @@ class ReadResult:
 def read_topic(port: int, topic: str, version: int, fetch_size: int, until: int,
                client_id: str = "bench") -> ReadResult:
     """Reads partition 0 of ``topic`` from offset 0 up to offset ``until`` (or its end)."""
-    expect_magic = 1 if version in (2, 3) else (0 if version < 2 else 2)
+    expect_magic = legacy_magic(version) if version < 4 else 2
     scan = next_offset_v2 if expect_magic == 2 else next_offset_legacy
     header_version = response_header_version(version)
     result = ReadResult()

@@ -126,6 +126,23 @@ def test_gateway_vs_kafka_prints_the_host_probes_below_its_heading() -> None:
                                    "25 ns/iteration / copy 4.0 GiB/s, Python loop 41 ns/iteration")
 
 
+def test_gateway_vs_kafka_names_the_old_consumers_fetch_version() -> None:
+    """``--old-version 0`` reads as 0.8-0.9 consumers do (magic 0) and its table says so."""
+    from bench import gateway_vs_kafka
+    from bench.kafka_bench_common import legacy_magic
+
+    assert [legacy_magic(v) for v in range(4)] == [0, 0, 1, 1]
+    for argv, heading in (([], "old consumer (Fetch v2 -> magic 1)"),
+                          (["--old-version", "0"], "old consumer (Fetch v0 -> magic 0)")):
+        args = gateway_vs_kafka.parse_args(["--kafka-dist", "k4", "--kafka-dist-3", "k3", *argv])
+        run = gateway_vs_kafka.Run(args={}, versions={"kafka_4": "4.0.1", "kafka_3": "3.9.0"},
+                                   records_per_topic=10)
+        out = gateway_vs_kafka.format_tables(gateway_vs_kafka.summarize(run, args), run, args)
+        assert heading in out
+    with pytest.raises(SystemExit):
+        gateway_vs_kafka.parse_args(["--kafka-dist", "k4", "--kafka-dist-3", "k3", "--old-version", "4"])
+
+
 def test_gateway_vs_kafka_pairs_the_metrics_cost_by_round() -> None:
     """A round where the whole machine ran slower moves both reads of that round: the paired
     median divides it out, where the ratio of medians of unpaired reads does not."""
