@@ -383,7 +383,8 @@ def pass_4(run: Run, broker: KafkaBroker, args: argparse.Namespace, round_: int,
             warm_up(metered.port, args.old_version, args.codecs, args.warm_records)
             sides.append(("gw+metrics", metered))
         for name, extra in args.variant:  # another gateway, read in turn in the same rounds
-            variant = Gateway(broker.bootstrap, workdir / f"gateway-{name}.log", [*args.gateway_arg, *extra])
+            variant = Gateway(broker.bootstrap, workdir / f"gateway-{name}.log", [*args.gateway_arg, *extra],
+                              secured.gateway_configs)
             variants.append(variant)
             warm_up(variant.port, args.old_version, args.codecs, args.warm_records)
             sides.append((f"gw+{name}", variant))
