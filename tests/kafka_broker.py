@@ -953,6 +953,23 @@ def consume_all(
         consumer.close()
 
 
+def wait_high_watermark(bootstrap: str, topic: str, partition: int, offset: int,
+                        timeout: float = 30.0) -> None:
+    """Until ``topic``'s ``partition`` has a high watermark of at least ``offset``."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
+                         "group.id": f"watermark-{uuid.uuid4().hex}"})
+    try:
+        deadline = time.monotonic() + timeout
+        while _high_watermark(consumer, topic, partition, deadline) < offset:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{topic}-{partition} did not reach offset {offset} in {timeout:.0f} s")
+            time.sleep(0.05)
+    finally:
+        consumer.close()
+
+
 def _high_watermark(consumer: Any, topic: str, partition: int, deadline: float) -> int:
     """The partition's high watermark, asked again until ``deadline`` while its leader moves
     (librdkafka's ListOffsets to a dead leader fails instead of following the new one)."""

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kafka_broker import KafkaBroker, create_topic, produce_records
+from kafka_broker import KafkaBroker, create_topic, produce_records, wait_high_watermark
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 T0 = 1_650_000_000_000  # explicit timestamps (old: the broker keeps them, retention is off)
@@ -233,7 +233,7 @@ def _write_cleaned_txn(broker: KafkaBroker, admin: Any, topic: str, passes: int)
         # the coordinator writes the marker after EndTxn has answered: without this wait the
         # next producer's batches can land before it and the offsets above shift
         end += count + 1
-        _wait_end_offset(bootstrap, topic, end)
+        wait_high_watermark(bootstrap, topic, 0, end)
     for n in range(passes):
         # segment.ms: the record rolls a new segment (the cleaner's limit); a segment rolls on
         # the timestamps of its batches, and the markers' are the broker's clock
@@ -244,21 +244,6 @@ def _write_cleaned_txn(broker: KafkaBroker, admin: Any, topic: str, passes: int)
             _set_policy(admin, topic, "compact")
         _wait_cleaned(broker, topic, 104 + n)
     _set_policy(admin, topic, "delete")
-
-
-def _wait_end_offset(bootstrap: str, topic: str, offset: int) -> None:
-    """Until partition 0 of ``topic`` has ``offset`` as its high watermark."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
-                         "group.id": "oracle-watermarks"})
-    try:
-        deadline = time.monotonic() + 30
-        while consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1] < offset:
-            assert time.monotonic() < deadline, f"{topic} did not reach offset {offset}"
-            time.sleep(0.05)
-    finally:
-        consumer.close()
 
 
 def _wait_cleaned(broker: KafkaBroker, topic: str, offset: int) -> None:
