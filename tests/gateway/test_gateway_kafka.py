@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -194,8 +195,9 @@ def test_no_upstream_request_below_the_kafka_4_floor(kafka_broker_3: KafkaBroker
     """Every old request version through the gateway in front of Kafka 3.9 (which would
     accept them), then the broker's request log: the gateway's requests are all ≥ the floor."""
     bootstrap = kafka_broker_3.bootstrap
-    create_topic(bootstrap, "gw-floor", 1)
-    produce_records(bootstrap, "gw-floor", [(0, b"k", b"v" * 100, 1_700_000_000_000, None)] * 20)
+    topic = f"gw-floor-{uuid.uuid4().hex[:8]}"  # a rerun's own (tests/conftest.py)
+    create_topic(bootstrap, topic, 1)
+    produce_records(bootstrap, topic, [(0, b"k", b"v" * 100, 1_700_000_000_000, None)] * 20)
     gateway = GatewayThread(bootstrap)
     try:
         with WireClient(gateway.port, "old-client") as client:
@@ -204,25 +206,25 @@ def test_no_upstream_request_below_the_kafka_4_floor(kafka_broker_3: KafkaBroker
                 builder.append(timestamp=-1 if version < 2 else 1_700_000_000_000, key=b"o",
                                value=b"old")
                 answer = client.call(produce.SPEC, version, {"acks": -1, "timeout_ms": 10000,
-                                                             "topic_data": [{"name": "gw-floor", "partition_data": [
+                                                             "topic_data": [{"name": topic, "partition_data": [
                                                                  {"index": 0, "records": builder.build()}]}]})
                 assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
             for version in range(0, 4):
                 answer = client.call(fetch.SPEC, version, {
                     "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
-                    "topics": [{"topic": "gw-floor", "partitions": [
+                    "topics": [{"topic": topic, "partitions": [
                         {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
                 part = answer["responses"][0]["partitions"][0]
                 assert part["error_code"] == 0 and part["records"]
             answer = client.call(list_offsets.SPEC, 0, {"replica_id": -1, "topics": [
-                {"name": "gw-floor", "partitions": [{"partition_index": 0, "timestamp": -1,
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1,
                                                      "max_num_offsets": 1}]}]})
             assert answer["topics"][0]["partitions"][0]["old_style_offsets"] == [23]
-            client.call(metadata.SPEC, 0, {"topics": [{"name": "gw-floor"}]})
+            client.call(metadata.SPEC, 0, {"topics": [{"name": topic}]})
         # a group at 0.9's versions: JoinGroup v0, OffsetCommit v2, OffsetFetch v1, ...
         kafka = pytest.importorskip("kafka")
-        consumer = kafka.KafkaConsumer("gw-floor", bootstrap_servers=gateway.bootstrap,
-                                       api_version=(0, 9), group_id="gw-floor",
+        consumer = kafka.KafkaConsumer(topic, bootstrap_servers=gateway.bootstrap,
+                                       api_version=(0, 9), group_id=topic,
                                        client_id="old-group",
                                        enable_auto_commit=False, auto_offset_reset="earliest",
                                        consumer_timeout_ms=5000)
@@ -315,26 +317,31 @@ def test_broker_restart_mid_consume_and_mid_produce_loses_nothing(
 def test_a_batch_the_cluster_refuses_is_refused_with_the_same_meaning(
         kafka_broker: KafkaBroker, gateway: GatewayThread) -> None:
     bootstrap = kafka_broker.bootstrap
-    create_topic(bootstrap, "gw-small", 1, {"max.message.bytes": "2000"})
-    create_topic(bootstrap, "gw-compacted", 1, {"cleanup.policy": "compact"})
-    create_topic(bootstrap, "gw-fine", 1)
+    # names of this try's own: a rerun (tests/conftest.py) must not meet the last try's topics
+    suffix = uuid.uuid4().hex[:8]
+    small, compacted, fine = (f"gw-{what}-{suffix}" for what in ("small", "compacted", "fine"))
+    create_topic(bootstrap, small, 1, {"max.message.bytes": "2000"})
+    create_topic(bootstrap, compacted, 1, {"cleanup.policy": "compact"})
+    create_topic(bootstrap, fine, 1)
 
     def message_set(magic: int, key: bytes | None, value: bytes) -> bytes:
         builder = RecordsBuilder(magic, Compression.NONE)
         builder.append(timestamp=1_700_000_000_000 if magic else -1, key=key, value=value)
         return builder.build()
 
-    with WireClient(gateway.port, "old-client") as client:
+    # the produce's own timeout is 10 s: the socket's is longer, so a slow broker on a loaded
+    # machine answers with a code rather than the test timing out first
+    with WireClient(gateway.port, "old-client", timeout=60.0) as client:
         for version, magic in ((0, 0), (2, 1)):
             answer = client.call(produce.SPEC, version, {"acks": 1, "timeout_ms": 10000, "topic_data": [
-                {"name": "gw-small", "partition_data": [{"index": 0, "records": message_set(magic, b"k", b"x" * 10000)}]},
-                {"name": "gw-compacted", "partition_data": [{"index": 0, "records": message_set(magic, None, b"v")}]},
-                {"name": "gw-fine", "partition_data": [{"index": 0, "records": message_set(magic, b"k", b"v")}]},
+                {"name": small, "partition_data": [{"index": 0, "records": message_set(magic, b"k", b"x" * 10000)}]},
+                {"name": compacted, "partition_data": [{"index": 0, "records": message_set(magic, None, b"v")}]},
+                {"name": fine, "partition_data": [{"index": 0, "records": message_set(magic, b"k", b"v")}]},
             ]})
             codes = {t["name"]: t["partition_responses"][0]["error_code"] for t in answer["responses"]}
             # too large: the same code; a null key on a compacted topic: Kafka 4's INVALID_RECORD
             # is CORRUPT_MESSAGE for these versions (what a 0.10 broker answered)
-            assert codes == {"gw-small": 10, "gw-compacted": 2, "gw-fine": 0}, (version, codes)
-    stored = consume_all(bootstrap, "gw-fine", [0])
+            assert codes == {small: 10, compacted: 2, fine: 0}, (version, codes)
+    stored = consume_all(bootstrap, fine, [0])
     assert [(r[2], r[3]) for r in stored] == [(b"k", b"v")] * 2
-    assert consume_all(bootstrap, "gw-small", [0]) == []
+    assert consume_all(bootstrap, small, [0]) == []

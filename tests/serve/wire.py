@@ -13,8 +13,8 @@ from lazyconv.protocol._primitives import Reader
 class WireClient:
     """One connection; :meth:`call` sends a request and returns the decoded response body."""
 
-    def __init__(self, port: int, client_id: str = "wire-test") -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    def __init__(self, port: int, client_id: str = "wire-test", *, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.client_id = client_id
         self.correlation_id = 0
 
