@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 
@@ -105,8 +106,9 @@ def test_a_gateway_drained_and_restarted_behind_haproxy_cuts_no_client(
     (tmp_path / "haproxy.cfg").write_text(_substitute(config, ports, kafka_broker.bootstrap))
     gateways = [Gateway(_substitute(c, ports, kafka_broker.bootstrap), tmp_path / f"gw{i}.log")
                 for i, c in enumerate(commands)]
-    create_topic(kafka_broker.bootstrap, "lb", PARTITIONS)
-    produce_records(kafka_broker.bootstrap, "lb", [(i % PARTITIONS, b"pre-%d" % i, b"x" * 200, None, None)
+    topic = f"lb-{uuid.uuid4().hex[:8]}"  # this try's own: a rerun (tests/conftest.py) makes its own
+    create_topic(kafka_broker.bootstrap, topic, PARTITIONS)
+    produce_records(kafka_broker.bootstrap, topic, [(i % PARTITIONS, b"pre-%d" % i, b"x" * 200, None, None)
                                                    for i in range(PREFILL)])
     balancer = None
     stop_producing = threading.Event()
@@ -147,7 +149,7 @@ def test_a_gateway_drained_and_restarted_behind_haproxy_cuts_no_client(
                     with lock:
                         acked.add(key)
 
-                producer.send("lb", key=key, value=b"y" * 200).add_callback(done)
+                producer.send(topic, key=key, value=b"y" * 200).add_callback(done)
                 time.sleep(0.02)
             producer.flush(60)
             producer.close(30)
@@ -167,7 +169,7 @@ def test_a_gateway_drained_and_restarted_behind_haproxy_cuts_no_client(
                                            fetch_max_wait_ms=200, request_timeout_ms=20000,
                                            session_timeout_ms=10000, heartbeat_interval_ms=1000,
                                            reconnect_backoff_ms=200, max_partition_fetch_bytes=64 << 10)
-            consumer.subscribe(["lb"], listener=Listener())
+            consumer.subscribe([topic], listener=Listener())
             while not stop_consuming.is_set():
                 try:
                     batches = consumer.poll(timeout_ms=200)
@@ -214,7 +216,7 @@ def test_a_gateway_drained_and_restarted_behind_haproxy_cuts_no_client(
         for t in threads[:2]:
             t.join(90)
         assert len(acked) > 100, f"only {len(acked)} records acknowledged"
-        stored = consume_all(kafka_broker.bootstrap, "lb", PARTITIONS)
+        stored = consume_all(kafka_broker.bootstrap, topic, PARTITIONS)
         wanted = {(p, o) for p, o, *_ in stored}
         deadline = time.monotonic() + 120
         while any(not wanted <= set(deliveries[g]) for g in GROUPS):

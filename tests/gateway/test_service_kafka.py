@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -80,20 +81,22 @@ def test_metrics_and_the_clients_report_follow_four_old_client_families(
         tools: OldClientTools, kafka_broker: KafkaBroker, gateway: GatewayThread,
         capsys: pytest.CaptureFixture[str]) -> None:
     port = gateway.gateway.metrics_port
-    create_topic(kafka_broker.bootstrap, "svc-read", 1)
-    produce_records(kafka_broker.bootstrap, "svc-read",
+    suffix = uuid.uuid4().hex[:8]  # this try's own topics: a rerun (tests/conftest.py) makes new ones
+    read_topic = f"svc-read-{suffix}"
+    create_topic(kafka_broker.bootstrap, read_topic, 1)
+    produce_records(kafka_broker.bootstrap, read_topic,
                     [(0, b"k%d" % i, VALUE, 1_700_000_000_000 + i, None) for i in range(RECORDS)])
     seen_clients: set[str] = set()
     for driver_id, read_magic, produce_magic, release in FAMILIES:
         driver = BY_ID[driver_id]
         _require(tools, driver)
-        topic = f"svc-write-{driver_id.replace('.', '_')}"
+        topic = f"svc-write-{driver_id.replace('.', '_')}-{suffix}"
         create_topic(kafka_broker.bootstrap, topic, 1)
         before = scrape(port)
         events = driver.run(tools, gateway.bootstrap, {
-            "action": "consume", "mode": "assign", "partitions": [["svc-read", 0]],
-            "last": {"svc-read/0": RECORDS - 1}})
-        got = received(events.events).get(("svc-read", 0), [])
+            "action": "consume", "mode": "assign", "partitions": [[read_topic, 0]],
+            "last": {f"{read_topic}/0": RECORDS - 1}})
+        got = received(events.events).get((read_topic, 0), [])
         assert len(got) == RECORDS, driver_id
         records = [{"partition": 0, "key": base64.b64encode(b"p%d" % i).decode(),
                     "value": base64.b64encode(b"w" * 300).decode()} for i in range(PRODUCED)]
