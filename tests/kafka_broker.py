@@ -44,6 +44,7 @@ __all__ = [
     "random_cluster_id",
     "create_topic",
     "delete_topic",
+    "unique_topic",
     "produce_records",
     "consume_all",
 ]
@@ -794,6 +795,12 @@ def _admin(bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+
+
+def unique_topic(prefix: str) -> str:
+    """``prefix`` and a random suffix: a topic of this try's own on a broker that outlives it
+    (a session broker; the live tests' rerun, tests/conftest.py, must not meet the last try's)."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def create_topic(

@@ -18,12 +18,11 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from kafka_broker import KafkaBroker, consume_all, create_topic, produce_records
+from kafka_broker import KafkaBroker, consume_all, create_topic, produce_records, unique_topic
 
 from tests.docs.blocks import REPO, page_blocks
 from tests.gateway.test_service import http_get
@@ -106,7 +105,7 @@ def test_a_gateway_drained_and_restarted_behind_haproxy_cuts_no_client(
     (tmp_path / "haproxy.cfg").write_text(_substitute(config, ports, kafka_broker.bootstrap))
     gateways = [Gateway(_substitute(c, ports, kafka_broker.bootstrap), tmp_path / f"gw{i}.log")
                 for i, c in enumerate(commands)]
-    topic = f"lb-{uuid.uuid4().hex[:8]}"  # this try's own: a rerun (tests/conftest.py) makes its own
+    topic = unique_topic("lb")
     create_topic(kafka_broker.bootstrap, topic, PARTITIONS)
     produce_records(kafka_broker.bootstrap, topic, [(i % PARTITIONS, b"pre-%d" % i, b"x" * 200, None, None)
                                                    for i in range(PREFILL)])

@@ -8,12 +8,11 @@ from __future__ import annotations
 import base64
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from kafka_broker import KafkaBroker, consume_all, create_topic, produce_records
+from kafka_broker import KafkaBroker, consume_all, create_topic, produce_records, unique_topic
 
 from lazyconv.gateway._floor import upstream_floor
 from lazyconv.protocol import (
@@ -195,7 +194,7 @@ def test_no_upstream_request_below_the_kafka_4_floor(kafka_broker_3: KafkaBroker
     """Every old request version through the gateway in front of Kafka 3.9 (which would
     accept them), then the broker's request log: the gateway's requests are all ≥ the floor."""
     bootstrap = kafka_broker_3.bootstrap
-    topic = f"gw-floor-{uuid.uuid4().hex[:8]}"  # a rerun's own (tests/conftest.py)
+    topic = unique_topic("gw-floor")
     create_topic(bootstrap, topic, 1)
     produce_records(bootstrap, topic, [(0, b"k", b"v" * 100, 1_700_000_000_000, None)] * 20)
     gateway = GatewayThread(bootstrap)
@@ -317,9 +316,7 @@ def test_broker_restart_mid_consume_and_mid_produce_loses_nothing(
 def test_a_batch_the_cluster_refuses_is_refused_with_the_same_meaning(
         kafka_broker: KafkaBroker, gateway: GatewayThread) -> None:
     bootstrap = kafka_broker.bootstrap
-    # names of this try's own: a rerun (tests/conftest.py) must not meet the last try's topics
-    suffix = uuid.uuid4().hex[:8]
-    small, compacted, fine = (f"gw-{what}-{suffix}" for what in ("small", "compacted", "fine"))
+    small, compacted, fine = (unique_topic(f"gw-{what}") for what in ("small", "compacted", "fine"))
     create_topic(bootstrap, small, 1, {"max.message.bytes": "2000"})
     create_topic(bootstrap, compacted, 1, {"cleanup.policy": "compact"})
     create_topic(bootstrap, fine, 1)

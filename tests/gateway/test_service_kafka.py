@@ -15,11 +15,10 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from kafka_broker import KafkaBroker, create_topic, produce_records
+from kafka_broker import KafkaBroker, create_topic, produce_records, unique_topic
 
 from lazyconv._cli import main
 from lazyconv.gateway._releases import release_key
@@ -81,8 +80,7 @@ def test_metrics_and_the_clients_report_follow_four_old_client_families(
         tools: OldClientTools, kafka_broker: KafkaBroker, gateway: GatewayThread,
         capsys: pytest.CaptureFixture[str]) -> None:
     port = gateway.gateway.metrics_port
-    suffix = uuid.uuid4().hex[:8]  # this try's own topics: a rerun (tests/conftest.py) makes new ones
-    read_topic = f"svc-read-{suffix}"
+    read_topic = unique_topic("svc-read")
     create_topic(kafka_broker.bootstrap, read_topic, 1)
     produce_records(kafka_broker.bootstrap, read_topic,
                     [(0, b"k%d" % i, VALUE, 1_700_000_000_000 + i, None) for i in range(RECORDS)])
@@ -90,7 +88,7 @@ def test_metrics_and_the_clients_report_follow_four_old_client_families(
     for driver_id, read_magic, produce_magic, release in FAMILIES:
         driver = BY_ID[driver_id]
         _require(tools, driver)
-        topic = f"svc-write-{driver_id.replace('.', '_')}-{suffix}"
+        topic = unique_topic(f"svc-write-{driver_id.replace('.', '_')}")
         create_topic(kafka_broker.bootstrap, topic, 1)
         before = scrape(port)
         events = driver.run(tools, gateway.bootstrap, {

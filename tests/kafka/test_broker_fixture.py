@@ -20,16 +20,13 @@ from kafka_broker import (
     delete_topic,
     parse_request_log_line,
     produce_records,
+    unique_topic,
 )
 
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITIONS = 3
-
-
-def _topic(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _records(codec: str, count: int = 30) -> list[tuple]:
@@ -68,7 +65,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 def test_kafka_4_round_trips_every_codec(kafka_broker: KafkaBroker) -> None:
     assert kafka_broker.version_info[0] >= 4
     assert kafka_broker.is_running()
-    topic = _topic("fixture-codecs")
+    topic = unique_topic("fixture-codecs")
     create_topic(kafka_broker.bootstrap, topic, partitions=PARTITIONS)
     try:
         written = []
@@ -91,7 +88,7 @@ def test_kafka_4_round_trips_every_codec(kafka_broker: KafkaBroker) -> None:
 def test_kafka_4_closes_the_connection_on_fetch_v2(kafka_broker: KafkaBroker) -> None:
     """Kafka 4 refuses Fetch v0–3 without an answer: it closes the connection (an old client
     sees a disconnection, reconnects and tries again forever)."""
-    topic = _topic("fixture-fetch-v2")
+    topic = unique_topic("fixture-fetch-v2")
     create_topic(kafka_broker.bootstrap, topic)
     try:
         produce_records(kafka_broker.bootstrap, topic, [(0, b"k", b"v", None, None)])
@@ -111,7 +108,7 @@ def test_kafka_3_answers_fetch_v2_and_logs_it(kafka_broker_3: KafkaBroker) -> No
     """Kafka 3.9 still serves Fetch v2 (down-converting to magic v1); the request log shows
     it, parsed by request_log_entries()."""
     assert kafka_broker_3.version_info[0] == 3
-    topic = _topic("fixture-fetch-v2")
+    topic = unique_topic("fixture-fetch-v2")
     client_id = f"fixture-{uuid.uuid4().hex[:6]}"
     create_topic(kafka_broker_3.bootstrap, topic)
     try:
