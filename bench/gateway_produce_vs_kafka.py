@@ -68,7 +68,7 @@ from lazyconv.protocol import _produce as produce  # noqa: E402
 from lazyconv.protocol._headers import decode_response_header, encode_request_header  # noqa: E402
 from lazyconv.protocol._primitives import Reader  # noqa: E402
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder  # noqa: E402
-from tests.kafka_broker import KafkaBroker, create_topic, dist_version  # noqa: E402
+from tests.kafka_broker import KafkaBroker, create_topic, delete_topic, dist_version  # noqa: E402
 
 _I32 = struct.Struct(">i")
 PRODUCE_VERSION = {1: 2, 0: 0}  # magic -> the Produce version an old producer sends it with
@@ -286,7 +286,9 @@ def run_side(side: str, broker: KafkaBroker, args: argparse.Namespace, workdir: 
             for codec in args.codecs:
                 sets, _ = all_sets[(magic, codec)]
                 warm = max(1, args.warm_up // (args.batch_records * RECORD_PAYLOAD))
-                timed_produce(side, port, broker, gateway, magic, codec, "1", 1, warm, args, sets)
+                _, topic, _ = timed_produce(side, port, broker, gateway, magic, codec, "1", 1, warm,
+                                            args, sets)
+                delete_topic(broker.bootstrap, topic)
         for magic in args.magics:
             for codec in args.codecs:
                 sets, sets_records = all_sets[(magic, codec)]
@@ -299,6 +301,9 @@ def run_side(side: str, broker: KafkaBroker, args: argparse.Namespace, workdir: 
                             measure, topic, acked = timed_produce(side, port, broker, gateway, magic, codec,
                                                                   acks, producers, requests, args, sets)
                             check_topic(broker.bootstrap, topic, acked, sets_records)
+                            # checked: its log is let go (the broker unlinks a deleted topic's
+                            # files a minute later), so many GiB of cases do not fill the disk
+                            delete_topic(broker.bootstrap, topic)
                             if best is None or measure.other_cpu < best.other_cpu:
                                 best = measure
                             if measure.other_cpu / measure.seconds <= args.max_other_cores:
