@@ -12,7 +12,15 @@ reaching it over SASL_SSL, SCRAM-SHA-512). Prints, per codec, the share of the s
 itself, grouped by what it does, and writes py-spy's collapsed stacks beside (``--out``) for a
 flame graph (``flamegraph.pl`` or speedscope read them as they are).
 
+``--sampler perf`` samples with Linux ``perf record`` instead, which sees what py-spy cannot:
+the time spent in the OS kernel (socket copies, TCP), in libc (memcpy, memset, malloc) and in
+the interpreter itself, apart from lazyconv's compiled kernel. It prints the share of each
+library, the most sampled symbols, and the gateway's user and system CPU seconds over the
+window (``perf`` from the distribution's linux-tools; ``kernel.perf_event_paranoid`` at 1 or
+lower, or root).
+
     python bench/gateway_profile.py --kafka-dist $LAZYCONV_KAFKA_DIST --codecs none,lz4
+    python bench/gateway_profile.py --kafka-dist $LAZYCONV_KAFKA_DIST --codecs none --sampler perf
 """
 
 from __future__ import annotations
@@ -113,8 +121,70 @@ def summarize(collapsed: Path, top: int = 15) -> str:
     return "\n".join(lines)
 
 
+# What a shared object is, by its name (first match wins): the rows of the perf summary.
+PERF_GROUPS = (
+    ("the interpreter (libpython: bytecode, objects, asyncio in Python)", ("libpython", "python3")),
+    ("the OS kernel (socket copies, TCP, scheduling, system calls)", ("[kernel", "kallsyms")),
+    ("libc (memcpy, memset, malloc)", ("libc.so", "libc-")),
+    ("lazyconv's compiled kernel (conversion, CRC)", ("_ckernel",)),
+    # python-lz4's C modules are lz4/block/_block and lz4/frame/_frame; cramjam holds the lz4
+    # compressor and snappy
+    ("compression libraries", ("lz4", "cramjam", "_block.", "_frame.", "snappy", "zstd", "libz",
+                               "_zlib")),
+    ("TLS (libssl, libcrypto)", ("libssl", "libcrypto", "_ssl")),
+)
+
+
+def perf_group(dso: str) -> str:
+    for name, marks in PERF_GROUPS:
+        if any(mark in dso for mark in marks):
+            return name
+    return "other extension modules"
+
+
+def _perf_rows(perf: str, data: Path, sort: str) -> list[tuple[float, list[str]]]:
+    """``perf report``'s lines for ``sort``: (share %, the columns after it)."""
+    done = subprocess.run([perf, "report", "-i", str(data), "--stdio", "--no-children", "-g", "none",
+                           "--sort", sort], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"perf report failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    rows = []
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and not line.lstrip().startswith("#") and parts[0].endswith("%"):
+            try:
+                rows.append((float(parts[0][:-1]), parts[1:]))
+            except ValueError:
+                continue
+    return rows
+
+
+def summarize_perf(perf: str, data: Path, cpu: tuple[float, float], seconds: float,
+                   top: int = 20) -> str:
+    """The share of ``perf record``'s samples per kind of library and per symbol, and the
+    gateway's (user, system) CPU seconds ``cpu`` over the ``seconds`` sampled."""
+    by_dso = _perf_rows(perf, data, "dso")
+    if not by_dso:
+        return "no samples (may perf read the gateway? see kernel.perf_event_paranoid)"
+    groups: collections.Counter[str] = collections.Counter()
+    for share, cols in by_dso:
+        groups[perf_group(" ".join(cols))] += share
+    user, system = cpu
+    lines = [f"the gateway used {user:.2f} s of user and {system:.2f} s of system CPU in the "
+             f"{seconds:.0f} s sampled ({(user + system) / seconds:.2f} cores)", "",
+             "| where the samples were | share |", "|---|---:|"]
+    lines += [f"| {name} | {share:.1f} % |" for name, share in groups.most_common()]
+    lines += ["", f"| the {top} symbols most often running | where | share |", "|---|---|---:|"]
+    for share, cols in _perf_rows(perf, data, "dso,sym")[:top]:
+        dso, symbol = cols[0], " ".join(c for c in cols[1:] if c not in ("[.]", "[k]"))
+        lines.append(f"| `{symbol}` | {dso} | {share:.1f} % |")
+    return "\n".join(lines)
+
+
 def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Namespace,
-                  workdir: Path, py_spy: str, secured: Secured) -> Path:
+                  workdir: Path, py_spy: str, secured: Secured) -> tuple[Path, tuple[float, float]]:
+    """Samples the gateway while the consumers read ``codec``'s topic: where the samples went,
+    and the gateway's (user, system) CPU seconds meanwhile."""
     out = args.out / f"gateway-{codec}.collapsed"
     gateway = Gateway(broker.bootstrap, workdir / f"gateway-profile-{codec}.log",
                       ["--chunk-size", str(args.chunk_size), *args.gateway_arg],
@@ -123,11 +193,17 @@ def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Na
         processes = {"broker": psutil.Process(broker.pid), "gateway": gateway.process}
         concurrent_reads(gateway.port, topic_name(codec), args.fetch_version, MIB, count,
                          args.consumers, processes, "bench-profile-warm-up")
-        sampler = subprocess.Popen(
-            [py_spy, "record", "--pid", str(gateway.process.pid), "--subprocesses",
-             "--rate", str(args.rate), "--duration", str(args.seconds), "--format", "raw",
-             "--output", str(out)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if args.sampler == "perf":
+            out = args.out / f"gateway-{codec}.perf.data"
+            command = [args.perf, "record", "-F", str(args.rate), "-p", str(gateway.process.pid),
+                       "-o", str(out), "--", "sleep", str(args.seconds)]
+        else:
+            command = [py_spy, "record", "--pid", str(gateway.process.pid), "--subprocesses",
+                       "--rate", str(args.rate), "--duration", str(args.seconds), "--format", "raw",
+                       "--output", str(out)]
+        before = gateway.process.cpu_times()
+        sampler = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True)
         reads = 0
         stop = threading.Event()
 
@@ -141,12 +217,13 @@ def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Na
         reader = threading.Thread(target=keep_reading, daemon=True)
         reader.start()
         output, _ = sampler.communicate(timeout=args.seconds + 120)
+        after = gateway.process.cpu_times()
         stop.set()
         reader.join(600)
         if sampler.returncode != 0:
-            raise RuntimeError(f"py-spy failed ({sampler.returncode}): {output.strip()[-500:]}")
+            raise RuntimeError(f"{args.sampler} failed ({sampler.returncode}): {output.strip()[-500:]}")
         print(f"{codec}: {reads} reads of {args.consumers} consumers while sampling", flush=True)
-        return out
+        return out, (after.user - before.user, after.system - before.system)
     finally:
         gateway.stop()
 
@@ -163,8 +240,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--fetch-version", type=int, choices=(0, OLD_VERSION, NEW_VERSION), default=OLD_VERSION,
                    help=f"the consumers' Fetch version: {OLD_VERSION} (magic 1, down-converted; "
                         f"the default), 0 (magic 0, down-converted) or {NEW_VERSION} (magic 2, relayed)")
-    p.add_argument("--seconds", type=int, default=30, help="how long py-spy samples (default 30)")
-    p.add_argument("--rate", type=int, default=200, help="py-spy's samples per second (default 200)")
+    p.add_argument("--seconds", type=int, default=30, help="how long the sampler samples (default 30)")
+    p.add_argument("--rate", type=int, default=200, help="samples per second (default 200)")
+    p.add_argument("--sampler", choices=("py-spy", "perf"), default="py-spy",
+                   help="py-spy (default: Python functions) or perf (libraries and symbols, the "
+                        "OS kernel's share included)")
+    p.add_argument("--perf", default=shutil.which("perf") or "perf",
+                   help="the perf executable, for --sampler perf")
     p.add_argument("--chunk-size", type=parse_size, default=1 << 20,
                    help="the gateway's --chunk-size (default 1M, its own default, as gateway_vs_kafka)")
     p.add_argument("--gateway-arg", action="append", default=[],
@@ -182,8 +264,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.kafka_dist is None:
         p.error("a Kafka 4.x distribution is needed: --kafka-dist or LAZYCONV_KAFKA_DIST")
-    if not Path(args.py_spy).exists():
+    if args.sampler == "py-spy" and not Path(args.py_spy).exists():
         p.error(f"py-spy not found at {args.py_spy}: pip install py-spy, or --py-spy PATH")
+    if args.sampler == "perf" and shutil.which(args.perf) is None:
+        p.error(f"perf not found ({args.perf}): install linux-tools (perf), or --perf PATH")
     args.codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     if args.consumers < 1 or args.seconds < 1 or args.rate < 1:
         p.error("--consumers, --seconds and --rate must be at least 1")
@@ -210,12 +294,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         grant_reads(secured, args.codecs)
         secured.use()
         for codec in args.codecs:
-            collapsed = profile_codec(broker, codec, count, args, workdir, args.py_spy, secured)
+            collapsed, cpu = profile_codec(broker, codec, count, args, workdir, args.py_spy, secured)
             what = (f"Fetch v{args.fetch_version} -> magic {legacy_magic(args.fetch_version)}"
                     if args.fetch_version < 4 else f"Fetch v{args.fetch_version}, relayed")
             print(f"\n## {codec}: {args.consumers} consumers ({what}), "
                   f"{args.seconds} s at {args.rate} samples/s ({collapsed})\n")
-            print(summarize(collapsed), flush=True)
+            print(summarize_perf(args.perf, collapsed, cpu, args.seconds) if args.sampler == "perf"
+                  else summarize(collapsed), flush=True)
     finally:
         for process in list(LIVE_PROCESSES):
             process.stop()

@@ -15,7 +15,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 # the benchmarks moved out of the package (lazyconv/benchmarks/) into bench/
 SCRIPTS = ["peers", "lazy_sink", "chunk_sizes", "memory", "codecs", "decode", "lz4_overhead",
-           "fuzz", "fuzz_kernel", "serve_reads", "message_codec", "gateway_profile"]
+           "fuzz", "fuzz_kernel", "serve_reads", "message_codec", "gateway_profile",
+           "relay_floor"]
 
 
 def test_the_package_holds_no_benchmarks() -> None:
@@ -90,3 +91,61 @@ def test_the_profile_summary_counts_work_and_leaves_waiting_threads_out(tmp_path
     assert "| down-conversion (kernel and its Python driver) | 20.0 % |" in summary
     assert "| request and response framing | 20.0 % |" in summary
     assert "_worker" not in summary
+
+
+def test_the_perf_summary_groups_libraries_and_names_the_symbols(tmp_path: Path) -> None:
+    """``--sampler perf``: ``perf report``'s shares by library become the summary's rows (a
+    stand-in perf prints what the real one does for ``--sort dso`` and ``--sort dso,sym``)."""
+    from bench.gateway_profile import perf_group, summarize_perf
+
+    fake = tmp_path / "perf"
+    fake.write_text("""#!/bin/sh
+case "$*" in
+  *"dso,sym"*) printf '# Overhead  Shared Object  Symbol\\n    17.41%%  libpython3.11.so.1.0  [.] _PyEval_EvalFrameDefault\\n     8.59%%  [kernel.kallsyms]  [k] _copy_to_iter\\n' ;;
+  *) printf '# Overhead  Shared Object\\n#\\n    40.50%%  libpython3.11.so.1.0\\n    33.70%%  [kernel.kallsyms]\\n    14.44%%  libc.so.6\\n    10.23%%  _ckernel.cpython-311-x86_64-linux-gnu.so\\n     0.67%%  _struct.cpython-311-x86_64-linux-gnu.so\\n' ;;
+esac
+""")
+    fake.chmod(0o755)
+    summary = summarize_perf(str(fake), tmp_path / "x.perf.data", (12.0, 6.0), 20.0)
+    assert summary.startswith("the gateway used 12.00 s of user and 6.00 s of system CPU in the "
+                              "20 s sampled (0.90 cores)")
+    assert "| the interpreter (libpython: bytecode, objects, asyncio in Python) | 40.5 % |" in summary
+    assert "| the OS kernel (socket copies, TCP, scheduling, system calls) | 33.7 % |" in summary
+    assert "| libc (memcpy, memset, malloc) | 14.4 % |" in summary
+    assert "| lazyconv's compiled kernel (conversion, CRC) | 10.2 % |" in summary
+    assert "| other extension modules | 0.7 % |" in summary
+    assert perf_group("cramjam.cpython-311-x86_64-linux-gnu.so") == "compression libraries"
+    assert perf_group("_block.cpython-311-x86_64-linux-gnu.so") == "compression libraries"
+    assert "| `_PyEval_EvalFrameDefault` | libpython3.11.so.1.0 | 17.4 % |" in summary
+    assert "| `_copy_to_iter` | [kernel.kallsyms] | 8.6 % |" in summary
+
+
+def test_the_relay_floor_moves_every_byte_both_ways(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Each stream's bytes reach its sink whole through a copying and a splicing relay (the
+    script raises when a sink received fewer), and each side's CPU is reported."""
+    import json
+
+    from bench import relay_floor
+
+    modes = "copy,splice" if hasattr(__import__("os"), "splice") else "copy"
+    out_json = tmp_path / "floor.json"
+    assert relay_floor.main(["--size", "3M", "--file-size", "1M", "--streams", "1,2",
+                             "--buffer", "64K", "--rounds", "1", "--modes", modes,
+                             "--json", str(out_json)]) == 0
+    runs = json.loads(out_json.read_text())["runs"]
+    assert {(r["mode"], r["streams"]) for r in runs} == {
+        (m, s) for m in modes.split(",") for s in (1, 2)}
+    for run in runs:  # 3 MiB per stream: the 1 MiB file sent three times over
+        assert run["bytes"] == run["streams"] * 3 * (1 << 20)
+        assert run["relay_s_per_gib"] >= 0 and run["sink_s_per_gib"] >= 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert "relay CPU s/GiB" in table[0] and len(table) == 1 + len(runs)  # one round: a row a run
+
+
+def test_the_relay_floor_refuses_an_unknown_mode() -> None:
+    from bench import relay_floor
+
+    with pytest.raises(SystemExit) as exit_:
+        relay_floor.main(["--modes", "copy,teleport"])
+    assert exit_.value.code == 2
