@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -130,12 +131,14 @@ PERF_GROUPS = (
     # python-lz4's C modules are lz4/block/_block and lz4/frame/_frame; cramjam holds the lz4
     # compressor and snappy
     ("compression libraries", ("lz4", "cramjam", "_block.", "_frame.", "snappy", "zstd", "libz",
-                               "_zlib")),
+                               "zlib")),
     ("TLS (libssl, libcrypto)", ("libssl", "libcrypto", "_ssl")),
 )
 
 
 def perf_group(dso: str) -> str:
+    if dso.startswith("[") and dso not in ("[unknown]", "[vdso]"):  # [kernel.kallsyms], modules
+        return PERF_GROUPS[1][0]
     for name, marks in PERF_GROUPS:
         if any(mark in dso for mark in marks):
             return name
@@ -171,7 +174,7 @@ def summarize_perf(perf: str, data: Path, cpu: tuple[float, float], seconds: flo
         groups[perf_group(" ".join(cols))] += share
     user, system = cpu
     lines = [f"the gateway used {user:.2f} s of user and {system:.2f} s of system CPU in the "
-             f"{seconds:.0f} s sampled ({(user + system) / seconds:.2f} cores)", "",
+             f"{seconds:.1f} s sampled ({(user + system) / seconds:.2f} cores)", "",
              "| where the samples were | share |", "|---|---:|"]
     lines += [f"| {name} | {share:.1f} % |" for name, share in groups.most_common()]
     lines += ["", f"| the {top} symbols most often running | where | share |", "|---|---|---:|"]
@@ -182,9 +185,10 @@ def summarize_perf(perf: str, data: Path, cpu: tuple[float, float], seconds: flo
 
 
 def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Namespace,
-                  workdir: Path, py_spy: str, secured: Secured) -> tuple[Path, tuple[float, float]]:
+                  workdir: Path, py_spy: str,
+                  secured: Secured) -> tuple[Path, tuple[float, float], float]:
     """Samples the gateway while the consumers read ``codec``'s topic: where the samples went,
-    and the gateway's (user, system) CPU seconds meanwhile."""
+    the gateway's (user, system) CPU seconds meanwhile, and the seconds that took."""
     out = args.out / f"gateway-{codec}.collapsed"
     gateway = Gateway(broker.bootstrap, workdir / f"gateway-profile-{codec}.log",
                       ["--chunk-size", str(args.chunk_size), *args.gateway_arg],
@@ -195,13 +199,15 @@ def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Na
                          args.consumers, processes, "bench-profile-warm-up")
         if args.sampler == "perf":
             out = args.out / f"gateway-{codec}.perf.data"
-            command = [args.perf, "record", "-F", str(args.rate), "-p", str(gateway.process.pid),
-                       "-o", str(out), "--", "sleep", str(args.seconds)]
+            # one event (a hybrid CPU's default is one per core type: two tables)
+            command = [args.perf, "record", "-e", "cpu-clock", "-F", str(args.rate),
+                       "-p", str(gateway.process.pid), "-o", str(out), "--", "sleep", str(args.seconds)]
         else:
             command = [py_spy, "record", "--pid", str(gateway.process.pid), "--subprocesses",
                        "--rate", str(args.rate), "--duration", str(args.seconds), "--format", "raw",
                        "--output", str(out)]
         before = gateway.process.cpu_times()
+        started = time.monotonic()
         sampler = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True)
         reads = 0
@@ -218,12 +224,13 @@ def profile_codec(broker: KafkaBroker, codec: str, count: int, args: argparse.Na
         reader.start()
         output, _ = sampler.communicate(timeout=args.seconds + 120)
         after = gateway.process.cpu_times()
+        wall = time.monotonic() - started  # the sampler's start and end included, as in the CPU
         stop.set()
         reader.join(600)
         if sampler.returncode != 0:
             raise RuntimeError(f"{args.sampler} failed ({sampler.returncode}): {output.strip()[-500:]}")
         print(f"{codec}: {reads} reads of {args.consumers} consumers while sampling", flush=True)
-        return out, (after.user - before.user, after.system - before.system)
+        return out, (after.user - before.user, after.system - before.system), wall
     finally:
         gateway.stop()
 
@@ -266,8 +273,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("a Kafka 4.x distribution is needed: --kafka-dist or LAZYCONV_KAFKA_DIST")
     if args.sampler == "py-spy" and not Path(args.py_spy).exists():
         p.error(f"py-spy not found at {args.py_spy}: pip install py-spy, or --py-spy PATH")
-    if args.sampler == "perf" and shutil.which(args.perf) is None:
-        p.error(f"perf not found ({args.perf}): install linux-tools (perf), or --perf PATH")
+    if args.sampler == "perf":
+        if shutil.which(args.perf) is None:
+            p.error(f"perf not found ({args.perf}): install linux-tools (perf), or --perf PATH")
+        paranoid = Path("/proc/sys/kernel/perf_event_paranoid")
+        level = int(paranoid.read_text()) if paranoid.exists() else 2
+        if level > 1 and os.geteuid() != 0:  # perf would drop the kernel's samples silently
+            p.error(f"kernel.perf_event_paranoid is {level}: perf would leave the OS kernel's "
+                    "share out; run as root or sysctl kernel.perf_event_paranoid=1")
     args.codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     if args.consumers < 1 or args.seconds < 1 or args.rate < 1:
         p.error("--consumers, --seconds and --rate must be at least 1")
@@ -294,12 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         grant_reads(secured, args.codecs)
         secured.use()
         for codec in args.codecs:
-            collapsed, cpu = profile_codec(broker, codec, count, args, workdir, args.py_spy, secured)
+            collapsed, cpu, wall = profile_codec(broker, codec, count, args, workdir, args.py_spy, secured)
             what = (f"Fetch v{args.fetch_version} -> magic {legacy_magic(args.fetch_version)}"
                     if args.fetch_version < 4 else f"Fetch v{args.fetch_version}, relayed")
             print(f"\n## {codec}: {args.consumers} consumers ({what}), "
                   f"{args.seconds} s at {args.rate} samples/s ({collapsed})\n")
-            print(summarize_perf(args.perf, collapsed, cpu, args.seconds) if args.sampler == "perf"
+            print(summarize_perf(args.perf, collapsed, cpu, wall) if args.sampler == "perf"
                   else summarize(collapsed), flush=True)
     finally:
         for process in list(LIVE_PROCESSES):

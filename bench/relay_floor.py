@@ -46,6 +46,10 @@ from lazyconv._commands._common import parse_size  # noqa: E402
 GIB = 1 << 30
 MIB = 1 << 20
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+_F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
+# how long the processes of one run wait for each other at the start, and for a report
+START_TIMEOUT_S = 60.0
+REPORT_TIMEOUT_S = 3600.0
 MODES = ("copy", "splice")
 
 
@@ -58,7 +62,7 @@ def _source(port: int, path: str, size: int, go: Any, out: Connection) -> None:
     """Sends ``size`` bytes of ``path`` (the file again and again) with sendfile, then reports
     its CPU seconds."""
     sock = socket.create_connection(("127.0.0.1", port))
-    go.wait()
+    go.wait(START_TIMEOUT_S)
     start = _cpu()
     with open(path, "rb") as file:
         length = os.fstat(file.fileno()).st_size
@@ -94,12 +98,26 @@ def _copy(a: socket.socket, b: socket.socket, buffer: int) -> None:
     b.close()
 
 
-def _splice(a: socket.socket, b: socket.socket, buffer: int) -> None:
+def pipe_of(buffer: int) -> tuple[int, int]:
+    """A pipe of ``buffer`` bytes (read end, write end); ``ValueError`` when the kernel grants
+    less (``fs.pipe-max-size``, the user's pipe pages): a smaller pipe would be measured under
+    the larger one's name."""
     read, write = os.pipe()
     try:
         fcntl.fcntl(write, _F_SETPIPE_SZ, buffer)
-    except OSError:  # over fs.pipe-max-size: the default pipe then
+    except OSError:
         pass
+    granted = fcntl.fcntl(write, _F_GETPIPE_SZ)
+    if granted < buffer:
+        os.close(read)
+        os.close(write)
+        raise ValueError(f"the kernel grants a pipe of {granted} bytes, not {buffer} "
+                         "(fs.pipe-max-size): a smaller --buffer")
+    return read, write
+
+
+def _splice(a: socket.socket, b: socket.socket, buffer: int) -> None:
+    read, write = pipe_of(buffer)
     try:
         while True:
             n = os.splice(a.fileno(), write, buffer)
@@ -123,7 +141,7 @@ def _relay(mode: str, streams: int, buffer: int, ports: Any, go: Any, out: Conne
     sources = [into.accept()[0] for _ in range(streams)]
     pump = _copy if mode == "copy" else _splice
     threads = [threading.Thread(target=pump, args=(a, b, buffer)) for a, b in zip(sources, sinks, strict=True)]
-    go.wait()
+    go.wait(START_TIMEOUT_S)
     start = _cpu()
     for thread in threads:
         thread.start()
@@ -132,33 +150,56 @@ def _relay(mode: str, streams: int, buffer: int, ports: Any, go: Any, out: Conne
     out.send(_cpu() - start)
 
 
+def _report(pipe: Connection, who: str) -> Any:
+    """What a child sent, or ``RuntimeError`` when it ended without (the pipe's sending end is
+    the child's alone, so its end is the pipe's end) or sent nothing for REPORT_TIMEOUT_S."""
+    try:
+        if not pipe.poll(REPORT_TIMEOUT_S):
+            raise RuntimeError(f"the {who} reported nothing for {REPORT_TIMEOUT_S:.0f} s")
+        return pipe.recv()
+    except EOFError:
+        raise RuntimeError(f"the {who} ended without reporting (see its traceback above)") from None
+
+
 def one_run(mode: str, streams: int, size: int, buffer: int, path: str) -> dict[str, Any]:
-    """One relay of ``size`` bytes per stream: seconds, bytes and each side's CPU seconds."""
+    """One relay of ``size`` bytes per stream: seconds, bytes and each side's CPU seconds.
+    Raises ``RuntimeError`` when a process of the run fails, or the sinks miss bytes."""
     context = multiprocessing.get_context("fork")
     go = context.Barrier(streams + 2)  # the relay, the sources and this process
     ports_in, ports_out = context.Pipe(False)
     relay_in, relay_out = context.Pipe(False)
-    relay = context.Process(target=_relay, args=(mode, streams, buffer, ports_out, go, relay_out))
-    relay.start()
-    into, onto = ports_in.recv()
     sink_pipes = [context.Pipe(False) for _ in range(streams)]
     source_pipes = [context.Pipe(False) for _ in range(streams)]
-    sinks = [context.Process(target=_sink, args=(onto, buffer, w)) for _, w in sink_pipes]
-    for process in sinks:
-        process.start()
-    sources = [context.Process(target=_source, args=(into, path, size, go, w))
-               for _, w in source_pipes]
-    for process in sources:
-        process.start()
-    # the sinks do not wait at the barrier: they block in recv until bytes come
-    go.wait()
-    started = time.perf_counter()
-    received = [r.recv() for r, _ in sink_pipes]
-    seconds = time.perf_counter() - started
-    source_cpu = sum(r.recv() for r, _ in source_pipes)
-    relay_cpu = relay_in.recv()
-    for process in (relay, *sinks, *sources):
-        process.join()
+    children: list[Any] = []
+
+    def start(target: Any, args: tuple[Any, ...], *mine: Connection) -> None:
+        child = context.Process(target=target, args=args, daemon=True)
+        child.start()
+        children.append(child)
+        for end in mine:  # the child's sending ends: closed here, so its exit ends the pipe
+            end.close()
+
+    try:
+        start(_relay, (mode, streams, buffer, ports_out, go, relay_out), ports_out, relay_out)
+        into, onto = _report(ports_in, "relay")
+        for (_, sending) in sink_pipes:
+            start(_sink, (onto, buffer, sending), sending)
+        for (_, sending) in source_pipes:
+            start(_source, (into, path, size, go, sending), sending)
+        try:  # the sinks do not wait at the barrier: they block in recv until bytes come
+            go.wait(START_TIMEOUT_S)
+        except threading.BrokenBarrierError:
+            raise RuntimeError(f"{mode}: the relay or a source did not start") from None
+        started = time.perf_counter()
+        received = [_report(r, "sink") for r, _ in sink_pipes]
+        seconds = time.perf_counter() - started
+        source_cpu = sum(_report(r, "source") for r, _ in source_pipes)
+        relay_cpu = _report(relay_in, "relay")
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.terminate()
+            child.join()
     moved = sum(got for got, _ in received)
     if moved != streams * size:
         raise RuntimeError(f"{mode}: the sinks received {moved} bytes of {streams * size}")
@@ -186,14 +227,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the page-cached file the sources send from, again and again")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
-    modes = [m for m in args.modes.split(",") if m]
+    modes = list(dict.fromkeys(m.strip() for m in args.modes.split(",") if m.strip()))
+    if not modes:
+        parser.error(f"--modes: none given (of {', '.join(MODES)})")
     if unknown := set(modes) - set(MODES):
         parser.error(f"--modes: unknown {', '.join(sorted(unknown))} (of {', '.join(MODES)})")
-    streams = [int(s) for s in args.streams.split(",") if s]
-    if args.size < 1 or args.buffer < 4096 or args.rounds < 1 or not streams or min(streams) < 1:
-        parser.error("--size, --streams and --rounds must be positive, --buffer at least 4K")
-    if modes.count("splice") and not hasattr(os, "splice"):
-        parser.error("--modes splice: this Python has no os.splice (Linux, Python 3.10+)")
+    try:
+        streams = list(dict.fromkeys(int(s) for s in args.streams.split(",") if s.strip()))
+    except ValueError:
+        parser.error(f"--streams {args.streams!r}: comma-separated whole numbers, e.g. 1,8")
+    if not streams or min(streams) < 1:
+        parser.error(f"--streams {args.streams!r}: at least one, each at least 1")
+    if args.size < 1 or args.rounds < 1:
+        parser.error("--size and --rounds must be positive")
+    if args.buffer < 4096 or args.file_size < MIB:
+        parser.error("--buffer must be at least 4K, --file-size at least 1M")
+    if "splice" in modes:
+        if not hasattr(os, "splice"):
+            parser.error("--modes splice: this Python has no os.splice (Linux, Python 3.10+)")
+        try:
+            for end in pipe_of(args.buffer):
+                os.close(end)
+        except ValueError as exc:
+            parser.error(f"--buffer {args.buffer}: {exc}")
     print(machine_line(), flush=True)
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="relay-floor-") as tmp:

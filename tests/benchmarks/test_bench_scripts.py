@@ -108,7 +108,7 @@ esac
     fake.chmod(0o755)
     summary = summarize_perf(str(fake), tmp_path / "x.perf.data", (12.0, 6.0), 20.0)
     assert summary.startswith("the gateway used 12.00 s of user and 6.00 s of system CPU in the "
-                              "20 s sampled (0.90 cores)")
+                              "20.0 s sampled (0.90 cores)")
     assert "| the interpreter (libpython: bytecode, objects, asyncio in Python) | 40.5 % |" in summary
     assert "| the OS kernel (socket copies, TCP, scheduling, system calls) | 33.7 % |" in summary
     assert "| libc (memcpy, memset, malloc) | 14.4 % |" in summary
@@ -116,6 +116,9 @@ esac
     assert "| other extension modules | 0.7 % |" in summary
     assert perf_group("cramjam.cpython-311-x86_64-linux-gnu.so") == "compression libraries"
     assert perf_group("_block.cpython-311-x86_64-linux-gnu.so") == "compression libraries"
+    assert perf_group("zlib.cpython-311-x86_64-linux-gnu.so") == "compression libraries"
+    assert perf_group("[nf_conntrack]").startswith("the OS kernel")
+    assert perf_group("[unknown]") == "other extension modules"
     assert "| `_PyEval_EvalFrameDefault` | libpython3.11.so.1.0 | 17.4 % |" in summary
     assert "| `_copy_to_iter` | [kernel.kallsyms] | 8.6 % |" in summary
 
@@ -138,14 +141,40 @@ def test_the_relay_floor_moves_every_byte_both_ways(tmp_path: Path,
         (m, s) for m in modes.split(",") for s in (1, 2)}
     for run in runs:  # 3 MiB per stream: the 1 MiB file sent three times over
         assert run["bytes"] == run["streams"] * 3 * (1 << 20)
-        assert run["relay_s_per_gib"] >= 0 and run["sink_s_per_gib"] >= 0
+        assert {"relay_s_per_gib", "source_s_per_gib", "sink_s_per_gib"} <= run.keys()
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     assert "relay CPU s/GiB" in table[0] and len(table) == 1 + len(runs)  # one round: a row a run
 
 
-def test_the_relay_floor_refuses_an_unknown_mode() -> None:
+@pytest.mark.parametrize("args", [["--modes", "copy,teleport"], ["--modes", ","],
+                                  ["--streams", "x"], ["--streams", "0"], ["--buffer", "1K"]])
+def test_the_relay_floor_refuses_bad_options_in_one_line(
+        args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     from bench import relay_floor
 
     with pytest.raises(SystemExit) as exit_:
-        relay_floor.main(["--modes", "copy,teleport"])
+        relay_floor.main(args)
     assert exit_.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("bench/relay_floor.py: error: ")
+
+
+def test_a_relay_floor_source_that_dies_fails_the_run_instead_of_hanging(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import socket
+
+    from bench import relay_floor
+
+    def dying_source(port, path, size, go, out) -> None:
+        sock = socket.create_connection(("127.0.0.1", port))
+        go.wait(relay_floor.START_TIMEOUT_S)
+        sock.sendall(b"x" * 1000)
+        sock.close()
+        os._exit(0)  # no report: as a source killed mid-run
+
+    monkeypatch.setattr(relay_floor, "_source", dying_source)
+    path = tmp_path / "source.bin"
+    path.write_bytes(b"y" * (1 << 20))
+    with pytest.raises(RuntimeError, match="source ended without reporting"):
+        relay_floor.one_run("copy", 1, 1 << 20, 65536, str(path))
