@@ -123,9 +123,10 @@ def summarize(collapsed: Path, top: int = 15) -> str:
 
 
 # What a shared object is, by its name (first match wins): the rows of the perf summary.
+# perf names the kernel and its modules in brackets ([kernel.kallsyms], [nf_conntrack]).
+PERF_KERNEL = "the OS kernel (socket copies, TCP, scheduling, system calls)"
 PERF_GROUPS = (
     ("the interpreter (libpython: bytecode, objects, asyncio in Python)", ("libpython", "python3")),
-    ("the OS kernel (socket copies, TCP, scheduling, system calls)", ("[kernel", "kallsyms")),
     ("libc (memcpy, memset, malloc)", ("libc.so", "libc-")),
     ("lazyconv's compiled kernel (conversion, CRC)", ("_ckernel",)),
     # python-lz4's C modules are lz4/block/_block and lz4/frame/_frame; cramjam holds the lz4
@@ -137,8 +138,8 @@ PERF_GROUPS = (
 
 
 def perf_group(dso: str) -> str:
-    if dso.startswith("[") and dso not in ("[unknown]", "[vdso]"):  # [kernel.kallsyms], modules
-        return PERF_GROUPS[1][0]
+    if dso.startswith("[") and dso not in ("[unknown]", "[vdso]"):
+        return PERF_KERNEL
     for name, marks in PERF_GROUPS:
         if any(mark in dso for mark in marks):
             return name
