@@ -11,6 +11,7 @@ import time
 import pytest
 
 from lazyconv._cli import main
+from tests.docs.blocks import default_sigint
 
 
 @pytest.mark.slow
@@ -18,7 +19,8 @@ def test_an_interrupted_run_leaves_no_half_fixture(tmp_path) -> None:
     out = tmp_path / "fx"
     proc = subprocess.Popen([sys.executable, "-m", "lazyconv._cli", "fixtures", "generate",
                              str(out), "--size", "2G", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=default_sigint)  # Ctrl-C as a terminal delivers it
     # interrupted once it is writing (its partial folder is there), not while Python starts:
     # a busy machine can take seconds to get there
     deadline = time.monotonic() + 120

@@ -258,8 +258,11 @@ def shell_env() -> dict[str, str]:
 # -- servers -------------------------------------------------------------------------------
 
 
-def _default_sigint() -> None:
-    """In a server's child process before it runs: SIGINT back to its default action."""
+def default_sigint() -> None:
+    """In a child process before it runs (``preexec_fn``): SIGINT back to its default action,
+    as a terminal gives it. A suite started in the background (``&`` without job control, as
+    CI jobs and nohup runs are) hands SIGINT down ignored, and a Python program that inherits it
+    ignored installs no KeyboardInterrupt handler: Ctrl-C tests would then test nothing."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
@@ -278,7 +281,7 @@ class Server:
         # handler, and asyncio.run then never stops on SIGINT).
         self.process = subprocess.Popen(argv, cwd=cwd, env={**env, "PYTHONFAULTHANDLER": "1"},
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        start_new_session=True, preexec_fn=_default_sigint)
+                                        start_new_session=True, preexec_fn=default_sigint)
         self.lines: Queue[str | None] = Queue()
         self.stderr: list[str | None] = []
         threading.Thread(target=self._pump, args=(self.process.stdout, self.lines.put),
