@@ -21,7 +21,7 @@ SOURCES = [
         "crc.c", "convert.c", "digest.c", "lz4frame.c", "segment_run.c",
         "module.c", "crc_py.c", "convert_py.c", "compressed_py.c", "record_py.c", "record_iterator.c",
         "plain_iterator.c", "lz4_py.c", "builder_py.c", "digest_py.c", "segment_run_py.c", "chunk_send_py.c",
-        "upconvert_py.c",
+        "upconvert_py.c", "buffer_py.c",
     )
 ]
 

@@ -54,6 +54,7 @@ from lazyconv.gateway._upstream_security import (
     authenticate,
     handshake_error,
 )
+from lazyconv.net._server import frame_buffer
 from lazyconv.protocol import _api_versions as api_versions
 from lazyconv.protocol import _metadata as metadata
 from lazyconv.protocol._api import ApiSpec
@@ -177,7 +178,8 @@ class UpstreamConnection:
         self.versions: dict[int, tuple[int, int]] = {}
         #: ApiVersions v3+'s feature fields as the broker answered them (tagged: maybe empty)
         self.features: dict[str, Any] = {}
-        self._client = ClientConnection(client_id, max_response_size=MAX_RESPONSE_SIZE)
+        self._client = ClientConnection(client_id, max_response_size=MAX_RESPONSE_SIZE,
+                                        allocate_frame=frame_buffer)
         self._transport: asyncio.Transport | None = None
         self._writable = asyncio.Event()
         self._writable.set()

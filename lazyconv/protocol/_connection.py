@@ -25,7 +25,7 @@ send something invalid.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -72,13 +72,17 @@ class FrameReader:
     frame (:meth:`buffer_for_rest`, then :meth:`received`).
     """
 
-    __slots__ = ("max_size", "min_size", "what", "_ahead", "_size", "_frame", "_filled")
+    __slots__ = ("max_size", "min_size", "what", "_allocate", "_ahead", "_size", "_frame", "_filled")
 
     def __init__(self, max_size: int, *, min_size: int = MIN_REQUEST_SIZE,
-                 what: str = "request") -> None:
+                 what: str = "request", allocate: Callable[[int], bytearray] = bytearray) -> None:
+        """``allocate(size)``: the buffer a frame that did not arrive with its size field is
+        received into. It need not be zeroed: every byte of it is written before the frame is
+        handed out, and a frame is never handed out before that."""
         self.max_size = max_size
         self.min_size = min_size
         self.what = what
+        self._allocate = allocate
         self._ahead = b""  # received bytes not yet in a frame
         self._size: int | None = None  # the next frame's size, once read
         self._frame: bytearray | None = None  # the frame being filled
@@ -132,7 +136,7 @@ class FrameReader:
                 frame, self._ahead = self._ahead[SIZE_LENGTH:end], self._ahead[end:]
                 self._size = None
                 return frame
-            self._frame = bytearray(size)
+            self._frame = self._allocate(size)
             have = len(self._ahead) - SIZE_LENGTH
             self._frame[:have] = self._ahead[SIZE_LENGTH:]
             self._filled = have
@@ -329,9 +333,12 @@ class ClientConnection:
     correlation id each; response frames (:attr:`frames`) are matched to what is pending, in
     any order the peer answers them."""
 
-    def __init__(self, client_id: str | None, *, max_response_size: int) -> None:
+    def __init__(self, client_id: str | None, *, max_response_size: int,
+                 allocate_frame: Callable[[int], bytearray] = bytearray) -> None:
+        """``allocate_frame``: :class:`FrameReader`'s ``allocate``."""
         self.client_id = client_id
-        self.frames = FrameReader(max_response_size, min_size=MIN_RESPONSE_SIZE, what="response")
+        self.frames = FrameReader(max_response_size, min_size=MIN_RESPONSE_SIZE, what="response",
+                                  allocate=allocate_frame)
         # None: abandoned by its requester (its response is read and dropped)
         self._pending: dict[int, Pending | None] = {}
         self._next_correlation = 1

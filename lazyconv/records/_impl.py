@@ -7,30 +7,32 @@ This module is the only one that knows about the kernel. It loads it once (unles
 ``LAZYCONV_NO_EXTENSIONS=1``, or it was not built: then a :class:`RuntimeWarning` says so once)
 and binds each hot function below to the kernel's version or to the reference's:
 
-=========================  ==================================================================
-name                       the reference twin
-=========================  ==================================================================
-``crc32``, ``crc32c``      zlib's and the ``crc32c`` package's
-``append_legacy_message``  ``_codec.append_legacy_message_reference``
-``record_type``            :class:`~lazyconv.records._types.Record` (the kernel: a faster subclass)
-``iter_v2_records``        hands the whole payload to its ``fallback`` (the reference parser)
-``iter_plain_v2``          hands each batch to its ``fallback``
-``scan_plain_v2``          ``-1``: "iterate the batches"
-``convert_v2_run``         ``(0, 0, 0, STOP_INVALID)``: "convert the first entry yourself"
-``convert_v2_chunk``       ``(0, CHUNK_MIXED, 0, 0)``: "group and convert this chunk yourself"
-``send_plain_chunk``       ``(SEND_DECLINED, ...)``: "read, convert and write this chunk yourself"
-``convert_v2_records``,    ``None``: "convert these yourself"
+=============================  ==============================================================
+name                           the reference twin
+=============================  ==============================================================
+``crc32``, ``crc32c``          zlib's and the ``crc32c`` package's
+``append_legacy_message``      ``_codec.append_legacy_message_reference``
+``record_type``                :class:`~lazyconv.records._types.Record` (the kernel: a faster subclass)
+``iter_v2_records``            hands the whole payload to its ``fallback`` (the reference parser)
+``iter_plain_v2``              hands each batch to its ``fallback``
+``scan_plain_v2``              ``-1``: "iterate the batches"
+``convert_v2_run``             ``(0, 0, 0, STOP_INVALID)``: "convert the first entry yourself"
+``convert_v2_chunk``           ``(0, CHUNK_MIXED, 0, 0)``: "group and convert this chunk yourself"
+``send_plain_chunk``           ``(SEND_DECLINED, ...)``: "read, convert and write this chunk yourself"
+``convert_v2_records``,        ``None``: "convert these yourself"
 ``convert_v2_compressed``
-``encode_v2_records``      ``False``: "encode these yourself"
-``legacy_set_to_v2``       ``None``: "up-convert this set yourself"
-``lz4_frame_blocks``       ``None``: "walk the frame yourself"
-``scan_entries``,          ``None``: the calling module's own reference does the whole job
-``segment_run``,           (``scan_batches_reference``, ``segment_run_reference``,
-``convert_v2_run_ends``,   ``convert_run_ends_reference``, ``digest_*_reference``), as it is
-``digest_v2_records``,     written in terms of the records layer
+``encode_v2_records``          ``False``: "encode these yourself"
+``legacy_set_to_v2``           ``None``: "up-convert this set yourself"
+``lz4_frame_blocks``           ``None``: "walk the frame yourself"
+``uninitialized_bytearray``    ``bytearray(size)``, zeroed (the kernel's is not: a received frame
+                               is written whole before any byte is read, so zeroing it is waste)
+``scan_entries``,              ``None``: the calling module's own reference does the whole job
+``segment_run``,               (``scan_batches_reference``, ``segment_run_reference``,
+``convert_v2_run_ends``,       ``convert_run_ends_reference``, ``digest_*_reference``), as it is
+``digest_v2_records``,         written in terms of the records layer
 ``digest_legacy_run``,
 ``digest_delivered``
-=========================  ==================================================================
+=============================  ==============================================================
 
 So every kernel entry point may decline, and the reference code the caller runs then is the
 one that runs with the kernel absent: callers never ask whether the kernel is there. One
@@ -56,6 +58,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import operator
 import os
 import warnings
 import zlib
@@ -141,7 +144,7 @@ _ENTRY_POINTS = (
     "iter_v2_records", "iter_plain_v2", "scan_plain_v2", "convert_v2_run", "convert_v2_chunk",
     "send_plain_chunk", "convert_v2_records", "convert_v2_compressed", "encode_v2_records",
     "legacy_set_to_v2", "lz4_frame_blocks", "scan_entries", "segment_run", "convert_v2_run_ends",
-    "digest_v2_records", "digest_legacy_run", "digest_delivered",
+    "digest_v2_records", "digest_legacy_run", "digest_delivered", "uninitialized_bytearray",
 )
 _kernel: ModuleType | None = _load()  # the extension module: named nowhere else
 IMPLEMENTATION: Literal["native", "python"] = "native" if _kernel is not None else "python"
@@ -171,6 +174,15 @@ def _reference_iter_plain_v2(
         position += LOG_OVERHEAD + LOG_HEADER.unpack_from(view, position)[1]  # offset, length
 
 
+def _reference_uninitialized_bytearray(size: int) -> bytearray:
+    """``size`` zero bytes: the kernel's twin leaves them unspecified. The same errors: an int
+    only (TypeError), at least 0 (ValueError)."""
+    size = operator.index(size)
+    if size < 0:
+        raise ValueError(f"a buffer size must be >= 0, got {size}")
+    return bytearray(size)
+
+
 def _decline(answer: Any) -> Callable[..., Any]:
     def declined(*args: Any) -> Any:
         return answer
@@ -197,6 +209,7 @@ REFERENCE = SimpleNamespace(
     encode_v2_records=_decline(False),
     legacy_set_to_v2=_decline(None),
     lz4_frame_blocks=_decline(None),
+    uninitialized_bytearray=_reference_uninitialized_bytearray,
     scan_entries=None,
     segment_run=None,
     convert_v2_run_ends=None,
@@ -247,6 +260,7 @@ def _native(kernel: ModuleType) -> SimpleNamespace:
         encode_v2_records=kernel.encode_v2_records,
         legacy_set_to_v2=kernel.legacy_set_to_v2,
         lz4_frame_blocks=kernel.lz4_frame_blocks,
+        uninitialized_bytearray=kernel.uninitialized_bytearray,
         scan_entries=kernel.scan_entries,
         segment_run=kernel.segment_run,
         convert_v2_run_ends=kernel.convert_v2_run_ends,
@@ -277,6 +291,7 @@ convert_v2_compressed: Callable[..., Any]
 encode_v2_records: Callable[..., bool]
 legacy_set_to_v2: Callable[..., tuple[int, int, int, int, int] | None]
 lz4_frame_blocks: Callable[..., Any]
+uninitialized_bytearray: Callable[[int], bytearray]
 scan_entries: Callable[..., Any] | None
 segment_run: Callable[..., Any] | None
 convert_v2_run_ends: Callable[..., Any] | None

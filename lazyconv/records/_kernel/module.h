@@ -14,6 +14,7 @@
  *   segment_run_py.c  segment_run
  *   chunk_send_py.c   send_plain_chunk
  *   upconvert_py.c    legacy_set_to_v2
+ *   buffer_py.c       uninitialized_bytearray
  *
  * The C they call works on plain buffers and knows nothing of Python: crc.c, convert.c,
  * lz4frame.c, digest.c, segment_run.c, records_walk.h, legacy_message.h, wire.h. */
@@ -39,5 +40,6 @@ int lc_py_digest_init(PyObject *module);
 int lc_py_segment_run_init(PyObject *module);
 int lc_py_chunk_send_init(PyObject *module);
 int lc_py_upconvert_init(PyObject *module);
+int lc_py_buffer_init(PyObject *module);
 
 #endif
