@@ -120,6 +120,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "from the broker's socket to the client's with splice(2), never "
                              "copied through the gateway (default true; gateway.fetch.splice; "
                              "used where neither side is TLS and the upstream is PLAINTEXT)")
+    parser.add_argument("--socket-send-buffer", type=_send_buffer, default=None, metavar="SIZE",
+                        help="SO_SNDBUF of client connections (default 1M, where Kafka's "
+                             "socket.send.buffer.bytes is 100K: a converted 1 MiB chunk goes out "
+                             "in one write; -1: the OS default)")
     parser.add_argument("--request-timeout-ms", type=int, default=None,
                         help="how long an upstream request may take (default 30000; "
                              "request.timeout.ms)")
@@ -200,6 +204,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     scram.set_defaults(handler=run_scram_credentials)
 
 
+def _send_buffer(text: str) -> int:
+    """``--socket-send-buffer``: -1 (the OS default) or a positive size (16K, 1M, ...)."""
+    if text.strip() == "-1":
+        return -1
+    value = parse_size(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not -1 (the OS default) or a positive size")
+    return value
+
+
 def run_scram_credentials(args: argparse.Namespace) -> int:
     from lazyconv.net._scram_credentials import read_password, scram_credentials_command
 
@@ -224,6 +238,7 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]
                         ("conversion_cache", "gateway.conversion.cache"),
                         ("max_request_size", "socket.request.max.bytes"),
                         ("queued_max_request_bytes", "queued.max.request.bytes"),
+                        ("socket_send_buffer", "socket.send.buffer.bytes"),
                         ("connections_max_idle_ms", "connections.max.idle.ms"),
                         ("request_read_timeout_ms", "gateway.request.read.timeout.ms"),
                         ("write_timeout_ms", "gateway.write.timeout.ms"),

@@ -36,7 +36,11 @@ from lazyconv.gateway._fetch_relay import (
 from lazyconv.gateway._handler import GatewayHandler
 from lazyconv.gateway._identity import GatewayIdentities
 from lazyconv.gateway._metrics import GatewayMetrics
-from lazyconv.gateway._settings import DEFAULT_GATEWAY_CHUNK_SIZE, GatewaySettings
+from lazyconv.gateway._settings import (
+    DEFAULT_GATEWAY_CHUNK_SIZE,
+    DEFAULT_GATEWAY_SEND_BUFFER,
+    GatewaySettings,
+)
 from lazyconv.gateway._upstream import BrokerAddress, UpstreamCluster, parse_bootstrap
 from lazyconv.gateway._upstream_security import (
     ANONYMOUS_IDENTITY,
@@ -75,7 +79,8 @@ class Gateway:
                  advertised_port: int | None = None, metrics_port: int | None = None,
                  metrics_host: str = "127.0.0.1", max_clients: int = DEFAULT_MAX_CLIENTS,
                  drain_timeout_ms: int = DEFAULT_DRAIN_TIMEOUT_MS,
-                 client_id_prefix: str = "", convert_on_loop: str = "quick") -> None:
+                 client_id_prefix: str = "", convert_on_loop: str = "quick",
+                 socket_send_buffer_bytes: int = DEFAULT_GATEWAY_SEND_BUFFER) -> None:
         """``chunk_size``: input bytes down-converted per step (16 KiB – 1 MiB);
         ``upstream_fetch_max_bytes``: the most one upstream Fetch response may hold (what a
         connection holds besides one chunk); ``fetch_ahead_bytes``: what the answers fetched ahead
@@ -93,10 +98,12 @@ class Gateway:
         (``None``: none, and no metrics are kept; 0 picks a free port); ``max_clients``: clients
         the report keeps; ``drain_timeout_ms``: how long :meth:`drain` lets requests finish;
         ``client_id_prefix`` (``gateway.client.id.prefix``): put before each client's own
-        client id in the requests sent upstream. With ``settings``, the listeners, the
+        client id in the requests sent upstream; ``socket_send_buffer_bytes``
+        (``socket.send.buffer.bytes``): SO_SNDBUF of client connections, -1 for the OS default.
+        With ``settings``, the listeners, the
         timeouts, the fetch size, the limits, the metrics listener, the clients kept, the drain
-        timeout, the client id prefix, the fetch-ahead budget, the splicing and where conversions
-        run come from them."""
+        timeout, the client id prefix, the fetch-ahead budget, the splicing, where conversions
+        run and the send buffer come from them."""
         if settings is not None:
             upstream = upstream or ",".join(settings.upstream.bootstrap_servers)
             upstream_fetch_max_bytes = settings.upstream.fetch_max_bytes
@@ -111,6 +118,7 @@ class Gateway:
             fetch_ahead_bytes = settings.fetch_ahead_bytes
             fetch_splice = settings.fetch_splice
             convert_on_loop = settings.convert_on_loop
+            socket_send_buffer_bytes = settings.socket_send_buffer_bytes
         if not upstream:
             raise ConfigurationError("no upstream brokers given")
         if settings is None and advertised_host is None and host in WILDCARD_HOSTS:
@@ -127,6 +135,9 @@ class Gateway:
         if not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
             raise ConfigurationError(f"chunk size must be between {MIN_CHUNK_SIZE} and "
                                      f"{MAX_CHUNK_SIZE} bytes, got {chunk_size}")
+        if socket_send_buffer_bytes < -1 or socket_send_buffer_bytes == 0:
+            raise ConfigurationError("socket send buffer must be -1 (the OS default) or a positive "
+                                     f"byte count, got {socket_send_buffer_bytes}")
         if fetch_ahead_bytes < 0:
             raise ConfigurationError(f"fetch-ahead bytes must be 0 or more, got {fetch_ahead_bytes}")
         if upstream_fetch_max_bytes < 1024:
@@ -161,7 +172,8 @@ class Gateway:
         specs = (_listener_specs(settings, advertised_host, advertised_port) if settings is not None
                  else [ListenerSpec(host, port, 0, advertised_host, advertised_port)])
         self.server = KafkaServer(self._make_handler, specs, limits=limits, workers=self.workers,
-                                  observer=self.clients, authenticator=self.identities)
+                                  observer=self.clients, authenticator=self.identities,
+                                  send_buffer_bytes=socket_send_buffer_bytes)
         self.drain_timeout = drain_timeout_ms / 1000
         self.metrics_host = metrics_host
         self.admin: AdminServer | None = None

@@ -77,6 +77,7 @@ __all__ = [
     "GatewaySettings",
     "IDENTITY_MODES",
     "DEFAULT_GATEWAY_CHUNK_SIZE",
+    "DEFAULT_GATEWAY_SEND_BUFFER",
     "check_materials",
     "settings_reference",
 ]
@@ -88,6 +89,13 @@ IDENTITY_MODES = ("passthrough", "gateway")
 # 8 consumers of lz4 or snappy records cost it 3-12 % less CPU per GiB with 1 MiB (three runs,
 # docs/guide/benchmarks.md, "The conversion step"); the bytes sent do not depend on it.
 DEFAULT_GATEWAY_CHUNK_SIZE = MAX_CHUNK_SIZE
+
+# SO_SNDBUF of client connections: 1 MiB, not Kafka's 100 KiB (socket.send.buffer.bytes). A
+# converted 1 MiB chunk then goes to the client's socket in one write instead of several, each
+# after a wait for writability (a turn of the event loop); 100 KiB cost the gateway 1.04-1.09x the
+# CPU per GiB for 8 consumers of uncompressed records (docs/guide/benchmarks.md, "The client
+# socket's send buffer"). The kernel keeps these bytes, not the gateway's heap.
+DEFAULT_GATEWAY_SEND_BUFFER = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -168,6 +176,9 @@ GATEWAY_KEYS: tuple[Setting, ...] = (
             kafka=True),
     Setting("queued.max.request.bytes", "int", 209715200, "bytes of requests held at once, over "
             "every connection", kafka=True),
+    Setting("socket.send.buffer.bytes", "int", DEFAULT_GATEWAY_SEND_BUFFER, "SO_SNDBUF of client "
+            "connections; -1: the OS default (Kafka's default is 102400; --socket-send-buffer)",
+            kafka=True),
     *_ssl_keys(kafka_client=False),
     Setting("gateway.identity", "choice", "gateway", "passthrough: clients' own PLAIN credentials "
             "upstream; gateway: the gateway authenticates clients and maps principals to "
@@ -303,6 +314,7 @@ class GatewaySettings:
     connections_max_idle_ms: int
     socket_request_max_bytes: int
     queued_max_request_bytes: int
+    socket_send_buffer_bytes: int
     request_read_timeout_ms: int
     write_timeout_ms: int
     fetch_ahead_bytes: int
@@ -419,6 +431,7 @@ class GatewaySettings:
             connections_max_idle_ms=_int(gateway, "connections.max.idle.ms", _GATEWAY_BY_KEY, 1),
             socket_request_max_bytes=_int(gateway, "socket.request.max.bytes", _GATEWAY_BY_KEY, 1024),
             queued_max_request_bytes=_int(gateway, "queued.max.request.bytes", _GATEWAY_BY_KEY, -1),
+            socket_send_buffer_bytes=_send_buffer(gateway),
             request_read_timeout_ms=_int(gateway, "gateway.request.read.timeout.ms", _GATEWAY_BY_KEY, 1),
             write_timeout_ms=_int(gateway, "gateway.write.timeout.ms", _GATEWAY_BY_KEY, 1),
             fetch_ahead_bytes=_int(gateway, "gateway.fetch.ahead.bytes", _GATEWAY_BY_KEY, 0),
@@ -506,6 +519,15 @@ def _int(props: Properties, key: str, table: Mapping[str, Setting], minimum: int
         raise ConfigurationError(f"{_where(props, key)}: {props[key]!r} is not a whole number") from None
     if value < minimum:
         raise ConfigurationError(f"{_where(props, key)}: must be at least {minimum}")
+    return value
+
+
+def _send_buffer(props: Properties) -> int:
+    """``socket.send.buffer.bytes``: -1 (the OS default) or a positive byte count, as Kafka."""
+    value = _int(props, "socket.send.buffer.bytes", _GATEWAY_BY_KEY, -1)
+    if value == 0:
+        raise ConfigurationError(f"{_where(props, 'socket.send.buffer.bytes')}: must be -1 (the OS "
+                                 "default) or a positive byte count")
     return value
 
 

@@ -205,7 +205,8 @@ def test_every_command_line_option_has_a_key(tmp_path: Path) -> None:
     fetch size and timeouts in --upstream-config; the connection limits under Kafka's names."""
     config = write(tmp_path, "gateway.properties", "gateway.chunk.size=65536\ngateway.workers=3\n"
                    "gateway.conversion.cache=0\nconnections.max.idle.ms=5000\n"
-                   "socket.request.max.bytes=2048\nqueued.max.request.bytes=4096\n")
+                   "socket.request.max.bytes=2048\nqueued.max.request.bytes=4096\n"
+                   "socket.send.buffer.bytes=65536\n")
     upstream = write(tmp_path, "upstream.properties", "bootstrap.servers=b:9092\n"
                      "fetch.max.bytes=65536\nrequest.timeout.ms=1000\nmetadata.max.age.ms=500\n")
     settings = GatewaySettings.load(config, upstream)
@@ -216,9 +217,26 @@ def test_every_command_line_option_has_a_key(tmp_path: Path) -> None:
     limits = settings.connection_limits()
     assert (limits.connections_max_idle_ms, limits.max_request_size,
             limits.queued_max_request_bytes) == (5000, 2048, 4096)
+    assert settings.socket_send_buffer_bytes == 65536
     defaults = GatewaySettings.load(None, None, upstream_overrides={"bootstrap.servers": "b:1"})
     assert (defaults.chunk_size, defaults.workers, defaults.conversion_cache_bytes) == (
         1 << 20, None, 16 << 20)
+    assert defaults.socket_send_buffer_bytes == 1 << 20  # not Kafka's 102400: see its Setting
+
+
+@pytest.mark.parametrize("value, expected", [("-1", -1), ("102400", 102400), ("0", None),
+                                             ("-2", None), ("1M", None)])
+def test_the_send_buffer_is_the_os_default_or_a_positive_count(value: str, expected: int | None) -> None:
+    def load() -> GatewaySettings:
+        return GatewaySettings.load(None, None, overrides={"socket.send.buffer.bytes": value},
+                                    upstream_overrides={"bootstrap.servers": "b:1"})
+
+    if expected is not None:
+        assert load().socket_send_buffer_bytes == expected
+        return
+    with pytest.raises(ConfigurationError, match="socket.send.buffer.bytes") as caught:
+        load()
+    assert "\n" not in str(caught.value)
 
 
 def test_the_property_reference_in_the_docs_is_the_tables() -> None:
@@ -246,3 +264,34 @@ def test_the_tables_defaults_are_the_gateways_own() -> None:
     assert upstream["fetch.max.bytes"] == DEFAULT_UPSTREAM_FETCH_MAX_BYTES == 1 << 20
     assert gateway["gateway.fetch.ahead.bytes"] == DEFAULT_FETCH_AHEAD_BYTES
     assert gateway["gateway.conversion.cache"] == GATEWAY_CONVERSION_CACHE_BYTES
+
+
+def test_the_gateway_gives_its_client_sockets_the_send_buffer() -> None:
+    from lazyconv.gateway import Gateway
+
+    assert Gateway("127.0.0.1:9").server.send_buffer_bytes == 1 << 20
+    assert Gateway("127.0.0.1:9", socket_send_buffer_bytes=-1).server.send_buffer_bytes == -1
+    settings = GatewaySettings.load(None, None, overrides={"socket.send.buffer.bytes": "65536"},
+                                    upstream_overrides={"bootstrap.servers": "127.0.0.1:9"})
+    assert Gateway(settings=settings).server.send_buffer_bytes == 65536
+    with pytest.raises(ConfigurationError, match="socket send buffer"):
+        Gateway("127.0.0.1:9", socket_send_buffer_bytes=0)
+
+
+@pytest.mark.parametrize("argument, expected", [("1M", 1 << 20), ("-1", -1), ("64K", 65536)])
+def test_the_command_line_sets_the_send_buffer(argument: str, expected: int) -> None:
+    from lazyconv._cli import build_parser
+    from lazyconv._commands.gateway import load_settings
+
+    args = build_parser().parse_args(["gateway", "--upstream", "b:1", f"--socket-send-buffer={argument}"])
+    assert load_settings(args).socket_send_buffer_bytes == expected
+
+
+@pytest.mark.parametrize("argument", ["0", "-2", "lots"])
+def test_the_command_line_refuses_a_send_buffer_that_is_not_one(argument: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from lazyconv._cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["gateway", "--upstream", "b:1", f"--socket-send-buffer={argument}"])
+    assert "--socket-send-buffer" in capsys.readouterr().err
