@@ -23,6 +23,7 @@ from lazyconv._commands._common import (
     parse_size,
     port_number,
     positive_int,
+    send_buffer_type,
 )
 from lazyconv.conversion._cache import GATEWAY_CONVERSION_CACHE_BYTES
 from lazyconv.errors import ConfigurationError
@@ -120,7 +121,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "from the broker's socket to the client's with splice(2), never "
                              "copied through the gateway (default true; gateway.fetch.splice; "
                              "used where neither side is TLS and the upstream is PLAINTEXT)")
-    parser.add_argument("--socket-send-buffer", type=_send_buffer, default=None, metavar="SIZE",
+    parser.add_argument("--socket-send-buffer", type=send_buffer_type(zero_is_default=False), default=None,
+                        metavar="SIZE",
                         help="SO_SNDBUF of client connections (default 1M, where Kafka's "
                              "socket.send.buffer.bytes is 100K: a converted 1 MiB chunk goes out "
                              "in one write; -1: the OS default)")
@@ -202,16 +204,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="where add reads the password: - (one line of stdin, the default), "
                             "env:NAME, or a file's first line")
     scram.set_defaults(handler=run_scram_credentials)
-
-
-def _send_buffer(text: str) -> int:
-    """``--socket-send-buffer``: -1 (the OS default) or a positive size (16K, 1M, ...)."""
-    if text.strip() == "-1":
-        return -1
-    value = parse_size(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not -1 (the OS default) or a positive size")
-    return value
 
 
 def run_scram_credentials(args: argparse.Namespace) -> int:

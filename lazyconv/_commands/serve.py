@@ -18,6 +18,7 @@ from lazyconv._commands._common import (
     port_number,
     positive_int,
     run_until_stopped,
+    send_buffer_type,
 )
 from lazyconv.conversion._cache import DEFAULT_CONVERSION_CACHE_BYTES, conversion_cache
 from lazyconv.errors import ConfigurationError
@@ -115,9 +116,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="processes that down-convert and write the responses of Fetch v0-3, "
                              "started when the first one is due (default: one per core); 0: "
                              "threads of this process instead, which share one interpreter lock")
-    parser.add_argument("--socket-send-buffer", type=_size, default=102400,
+    parser.add_argument("--socket-send-buffer", type=send_buffer_type(zero_is_default=True),
+                        default=102400, metavar="SIZE",
                         help="SO_SNDBUF of client connections (default 100K, Kafka's "
-                             "socket.send.buffer.bytes; 0 keeps the OS default)")
+                             "socket.send.buffer.bytes; -1 or 0 keep the OS default)")
     parser.add_argument("--segment-bytes", type=_size, default=1 << 30,
                         help="roll the partition to a new segment when an append would take the "
                              "active one past this size (Kafka's log.segment.bytes, default 1G)")

@@ -66,6 +66,7 @@ from lazyconv.net._properties import (
 )
 from lazyconv.net._sasl import PLAIN, SUPPORTED_MECHANISMS
 from lazyconv.net._scram_credentials import SCRAM_MECHANISMS
+from lazyconv.net._server import MAX_SEND_BUFFER
 from lazyconv.net._tls import SslClientSettings
 
 __all__ = [
@@ -94,7 +95,8 @@ DEFAULT_GATEWAY_CHUNK_SIZE = MAX_CHUNK_SIZE
 # converted 1 MiB chunk then goes to the client's socket in one write instead of several, each
 # after a wait for writability (a turn of the event loop); 100 KiB cost the gateway 1.04-1.09x the
 # CPU per GiB for 8 consumers of uncompressed records (docs/guide/benchmarks.md, "The client
-# socket's send buffer"). The kernel keeps these bytes, not the gateway's heap.
+# socket's send buffer"). The kernel keeps these bytes, not the gateway's heap; Linux caps the
+# size at net.core.wmem_max and doubles it.
 DEFAULT_GATEWAY_SEND_BUFFER = 1 << 20
 
 
@@ -524,11 +526,15 @@ def _int(props: Properties, key: str, table: Mapping[str, Setting], minimum: int
 
 def _send_buffer(props: Properties) -> int:
     """``socket.send.buffer.bytes``: -1 (the OS default) or a positive byte count, as Kafka."""
-    value = _int(props, "socket.send.buffer.bytes", _GATEWAY_BY_KEY, -1)
-    if value == 0:
-        raise ConfigurationError(f"{_where(props, 'socket.send.buffer.bytes')}: must be -1 (the OS "
-                                 "default) or a positive byte count")
-    return value
+    key = "socket.send.buffer.bytes"
+    if key not in props:
+        return int(_GATEWAY_BY_KEY[key].default)
+    text = props[key].strip()
+    value = int(text) if text.lstrip("-").isdigit() else 0
+    if value == -1 or 0 < value <= MAX_SEND_BUFFER:
+        return value
+    raise ConfigurationError(f"{_where(props, key)}: {props[key]!r} is not -1 (the OS default) or a "
+                             f"byte count from 1 to {MAX_SEND_BUFFER}")
 
 
 def _host_port(props: Properties, key: str) -> tuple[str, int] | None:

@@ -61,7 +61,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from lazyconv._send import Send
-from lazyconv.errors import LazyconvError, LocalProtocolError, RemoteProtocolError, TlsError
+from lazyconv.errors import (
+    ConfigurationError,
+    LazyconvError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    TlsError,
+)
 from lazyconv.net._limits import (
     DEFAULT_MAX_REQUEST_SIZE,
     DEFAULT_QUEUED_MAX_REQUEST_BYTES,
@@ -94,10 +100,13 @@ from lazyconv.records import _impl
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KafkaServer", "ListenerSpec", "ConnectionLimits", "DEFAULT_MAX_REQUEST_SIZE", "frame_buffer"]
+__all__ = ["KafkaServer", "ListenerSpec", "ConnectionLimits", "DEFAULT_MAX_REQUEST_SIZE", "MAX_SEND_BUFFER",
+           "frame_buffer"]
 
 # Kafka's socket.send.buffer.bytes default; -1 leaves the OS default (autotuned, often MBs).
 DEFAULT_SEND_BUFFER = 102400
+# the most SO_SNDBUF takes (an int), as Kafka's int setting
+MAX_SEND_BUFFER = (1 << 31) - 1
 _RECV_PIECE = 65536
 # Read at once when a connection becomes readable: the size field and, for most requests, the
 # whole request (one recv, one future and one timer; before, 3 recv calls and two tasks with a
@@ -188,7 +197,11 @@ class KafkaServer:
                         "socket.request.max.bytes (%d): small requests have no room of their own "
                         "and may wait behind large ones", limits.queued_max_request_bytes,
                         self.request_memory.reserved, limits.max_request_size)
+        if send_buffer_bytes > MAX_SEND_BUFFER:
+            raise ConfigurationError(f"send buffer {send_buffer_bytes} is more than the socket option "
+                                     f"takes ({MAX_SEND_BUFFER})")
         self.send_buffer_bytes = send_buffer_bytes
+        self._send_buffer_checked = False
         self.handler: RequestHandler | None = None
         self.front_door: FrontDoor | None = None
         self.workers = workers if workers is not None else ConversionWorkers()
@@ -318,11 +331,29 @@ class KafkaServer:
             conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.send_buffer_bytes > 0:
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+                self._set_send_buffer(conn)
             self.connections_served += 1
             task = loop.create_task(self._serve_connection(conn, peer, listener, security))
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
+
+    def _set_send_buffer(self, conn: socket.socket) -> None:
+        """SO_SNDBUF as configured; the first time, say so if the OS gave less (Linux caps the
+        size at net.core.wmem_max, then doubles it for its bookkeeping)."""
+        try:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+            got = conn.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        except OSError as exc:
+            if not self._send_buffer_checked:
+                self._send_buffer_checked = True
+                log.warning("could not set the send buffer of client connections to %d bytes: %s",
+                            self.send_buffer_bytes, exc)
+            return
+        if not self._send_buffer_checked:
+            self._send_buffer_checked = True
+            if got < self.send_buffer_bytes:
+                log.info("client connections get a %d-byte send buffer, not the %d asked: the OS "
+                         "caps it (net.core.wmem_max)", got, self.send_buffer_bytes)
 
     async def _serve_connection(self, raw: socket.socket, peer: Any, listener: Listener,
                                 security: ListenerSecurity | None) -> None:

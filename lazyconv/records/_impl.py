@@ -60,6 +60,7 @@ import importlib
 import logging
 import operator
 import os
+import sys
 import warnings
 import zlib
 from collections.abc import Callable, Iterator
@@ -178,6 +179,8 @@ def _reference_uninitialized_bytearray(size: int) -> bytearray:
     """``size`` zero bytes: the kernel's twin leaves them unspecified. The same errors: an int
     only (TypeError), at least 0 (ValueError)."""
     size = operator.index(size)
+    if size < -sys.maxsize - 1:  # as the kernel's conversion to Py_ssize_t
+        raise OverflowError("cannot fit 'int' into an index-sized integer")
     if size < 0:
         raise ValueError(f"a buffer size must be >= 0, got {size}")
     return bytearray(size)

@@ -225,7 +225,7 @@ def test_every_command_line_option_has_a_key(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value, expected", [("-1", -1), ("102400", 102400), ("0", None),
-                                             ("-2", None), ("1M", None)])
+                                             ("-2", None), ("1M", None), ("2147483648", None)])
 def test_the_send_buffer_is_the_os_default_or_a_positive_count(value: str, expected: int | None) -> None:
     def load() -> GatewaySettings:
         return GatewaySettings.load(None, None, overrides={"socket.send.buffer.bytes": value},
@@ -236,7 +236,7 @@ def test_the_send_buffer_is_the_os_default_or_a_positive_count(value: str, expec
         return
     with pytest.raises(ConfigurationError, match="socket.send.buffer.bytes") as caught:
         load()
-    assert "\n" not in str(caught.value)
+    assert "\n" not in str(caught.value) and "-1 (the OS default)" in str(caught.value)
 
 
 def test_the_property_reference_in_the_docs_is_the_tables() -> None:
@@ -274,8 +274,9 @@ def test_the_gateway_gives_its_client_sockets_the_send_buffer() -> None:
     settings = GatewaySettings.load(None, None, overrides={"socket.send.buffer.bytes": "65536"},
                                     upstream_overrides={"bootstrap.servers": "127.0.0.1:9"})
     assert Gateway(settings=settings).server.send_buffer_bytes == 65536
-    with pytest.raises(ConfigurationError, match="socket send buffer"):
-        Gateway("127.0.0.1:9", socket_send_buffer_bytes=0)
+    for bad in (0, -2, 1 << 31):
+        with pytest.raises(ConfigurationError, match="socket send buffer"):
+            Gateway("127.0.0.1:9", socket_send_buffer_bytes=bad)
 
 
 @pytest.mark.parametrize("argument, expected", [("1M", 1 << 20), ("-1", -1), ("64K", 65536)])
@@ -287,11 +288,12 @@ def test_the_command_line_sets_the_send_buffer(argument: str, expected: int) -> 
     assert load_settings(args).socket_send_buffer_bytes == expected
 
 
-@pytest.mark.parametrize("argument", ["0", "-2", "lots"])
+@pytest.mark.parametrize("argument", ["0", "-2", "lots", "2G"])
 def test_the_command_line_refuses_a_send_buffer_that_is_not_one(argument: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     from lazyconv._cli import build_parser
 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["gateway", "--upstream", "b:1", f"--socket-send-buffer={argument}"])
-    assert "--socket-send-buffer" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "--socket-send-buffer" in error and "-1 (the OS default)" in error
