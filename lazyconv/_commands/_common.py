@@ -90,20 +90,19 @@ def parse_size(text: str) -> int:
 def send_buffer_type(*, zero_is_default: bool) -> Any:
     """An argparse ``type`` for a socket send buffer: ``-1`` (the OS default, Kafka's spelling),
     a positive size up to 2 GiB - 1 (``100K``, ``1M``), and ``0`` where ``zero_is_default``."""
-    low = "-1 or 0" if zero_is_default else "-1"
 
     def parse(text: str) -> int:
-        from lazyconv.net._server import MAX_SEND_BUFFER  # not imported for --help
+        from lazyconv.net._server import send_buffer_problem  # not imported for --help
 
         if text.strip() == "-1":
             return -1
         try:
             value = parse_size(text)
         except argparse.ArgumentTypeError:
-            value = None
-        if value is None or value > MAX_SEND_BUFFER or (value == 0 and not zero_is_default):
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not {low} (the OS default) or a size from 1 to 2G-1 (100K, 1M)")
+            value = -2  # not a size: refused below, with the rule in the message
+        problem = send_buffer_problem(value, zero_is_default=zero_is_default)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(f"{text!r} {problem} (or a size: 100K, 1M)")
         return value
 
     return parse

@@ -50,7 +50,7 @@ from lazyconv.gateway._upstream_security import (
 from lazyconv.net._limits import ConnectionLimits
 from lazyconv.net._model import Listener
 from lazyconv.net._secure_connection import ListenerSecurity
-from lazyconv.net._server import MAX_SEND_BUFFER, WILDCARD_HOSTS, KafkaServer, ListenerSpec
+from lazyconv.net._server import WILDCARD_HOSTS, KafkaServer, ListenerSpec, send_buffer_problem
 from lazyconv.net._workers import ConversionWorkers
 
 log = logging.getLogger(__name__)
@@ -135,9 +135,9 @@ class Gateway:
         if not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
             raise ConfigurationError(f"chunk size must be between {MIN_CHUNK_SIZE} and "
                                      f"{MAX_CHUNK_SIZE} bytes, got {chunk_size}")
-        if not (socket_send_buffer_bytes == -1 or 0 < socket_send_buffer_bytes <= MAX_SEND_BUFFER):
-            raise ConfigurationError("socket send buffer must be -1 (the OS default) or a byte "
-                                     f"count from 1 to {MAX_SEND_BUFFER}, got {socket_send_buffer_bytes}")
+        problem = send_buffer_problem(socket_send_buffer_bytes)
+        if problem is not None:
+            raise ConfigurationError(f"socket send buffer {socket_send_buffer_bytes} {problem}")
         if fetch_ahead_bytes < 0:
             raise ConfigurationError(f"fetch-ahead bytes must be 0 or more, got {fetch_ahead_bytes}")
         if upstream_fetch_max_bytes < 1024:

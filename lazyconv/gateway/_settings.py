@@ -66,7 +66,7 @@ from lazyconv.net._properties import (
 )
 from lazyconv.net._sasl import PLAIN, SUPPORTED_MECHANISMS
 from lazyconv.net._scram_credentials import SCRAM_MECHANISMS
-from lazyconv.net._server import MAX_SEND_BUFFER
+from lazyconv.net._server import send_buffer_problem
 from lazyconv.net._tls import SslClientSettings
 
 __all__ = [
@@ -529,12 +529,14 @@ def _send_buffer(props: Properties) -> int:
     key = "socket.send.buffer.bytes"
     if key not in props:
         return int(_GATEWAY_BY_KEY[key].default)
-    text = props[key].strip()
-    value = int(text) if text.lstrip("-").isdigit() else 0
-    if value == -1 or 0 < value <= MAX_SEND_BUFFER:
-        return value
-    raise ConfigurationError(f"{_where(props, key)}: {props[key]!r} is not -1 (the OS default) or a "
-                             f"byte count from 1 to {MAX_SEND_BUFFER}")
+    try:
+        value = int(props[key].strip())
+    except ValueError:
+        value = -2  # not a whole number: refused below, with the rule in the message
+    problem = send_buffer_problem(value)
+    if problem is not None:
+        raise ConfigurationError(f"{_where(props, key)}: {props[key]!r} {problem}")
+    return value
 
 
 def _host_port(props: Properties, key: str) -> tuple[str, int] | None:

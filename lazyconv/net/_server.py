@@ -101,12 +101,24 @@ from lazyconv.records import _impl
 log = logging.getLogger(__name__)
 
 __all__ = ["KafkaServer", "ListenerSpec", "ConnectionLimits", "DEFAULT_MAX_REQUEST_SIZE", "MAX_SEND_BUFFER",
-           "frame_buffer"]
+           "frame_buffer", "send_buffer_problem"]
 
 # Kafka's socket.send.buffer.bytes default; -1 leaves the OS default (autotuned, often MBs).
 DEFAULT_SEND_BUFFER = 102400
 # the most SO_SNDBUF takes (an int), as Kafka's int setting
 MAX_SEND_BUFFER = (1 << 31) - 1
+
+
+def send_buffer_problem(value: int, *, zero_is_default: bool = False) -> str | None:
+    """``None`` when ``value`` is a send buffer size (``socket.send.buffer.bytes``), else the
+    rule it breaks, to follow the value in a message ("is not -1 ..."): -1 (the OS default,
+    Kafka's spelling), a byte count from 1 to :data:`MAX_SEND_BUFFER`, and 0 (the OS default
+    too) where ``zero_is_default``. The one rule the commands and the gateway's settings check
+    (:class:`KafkaServer` itself takes any size up to the bound, at most 0 meaning the OS's)."""
+    if value == -1 or 0 < value <= MAX_SEND_BUFFER or (value == 0 and zero_is_default):
+        return None
+    low = "-1 or 0" if zero_is_default else "-1"
+    return f"is not {low} (the OS default) or a byte count from 1 to {MAX_SEND_BUFFER}"
 _RECV_PIECE = 65536
 # Read at once when a connection becomes readable: the size field and, for most requests, the
 # whole request (one recv, one future and one timer; before, 3 recv calls and two tasks with a
@@ -197,7 +209,7 @@ class KafkaServer:
                         "socket.request.max.bytes (%d): small requests have no room of their own "
                         "and may wait behind large ones", limits.queued_max_request_bytes,
                         self.request_memory.reserved, limits.max_request_size)
-        if send_buffer_bytes > MAX_SEND_BUFFER:
+        if send_buffer_bytes > MAX_SEND_BUFFER:  # at most 0: the OS default
             raise ConfigurationError(f"send buffer {send_buffer_bytes} is more than the socket option "
                                      f"takes ({MAX_SEND_BUFFER})")
         self.send_buffer_bytes = send_buffer_bytes
@@ -340,17 +352,17 @@ class KafkaServer:
     def _set_send_buffer(self, conn: socket.socket) -> None:
         """SO_SNDBUF as configured; the first time, say so if the OS gave less (Linux caps the
         size at net.core.wmem_max, then doubles it for its bookkeeping)."""
+        first = not self._send_buffer_checked
+        self._send_buffer_checked = True
         try:
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
-            got = conn.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            got = conn.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) if first else 0
         except OSError as exc:
-            if not self._send_buffer_checked:
-                self._send_buffer_checked = True
+            if first:
                 log.warning("could not set the send buffer of client connections to %d bytes: %s",
                             self.send_buffer_bytes, exc)
             return
-        if not self._send_buffer_checked:
-            self._send_buffer_checked = True
+        if first:
             if got < self.send_buffer_bytes:
                 log.info("client connections get a %d-byte send buffer, not the %d asked: the OS "
                          "caps it (net.core.wmem_max)", got, self.send_buffer_bytes)

@@ -225,7 +225,8 @@ def test_every_command_line_option_has_a_key(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value, expected", [("-1", -1), ("102400", 102400), ("0", None),
-                                             ("-2", None), ("1M", None), ("2147483648", None)])
+                                             ("-2", None), ("1M", None), ("2147483648", None),
+                                             ("--5", None)])
 def test_the_send_buffer_is_the_os_default_or_a_positive_count(value: str, expected: int | None) -> None:
     def load() -> GatewaySettings:
         return GatewaySettings.load(None, None, overrides={"socket.send.buffer.bytes": value},
