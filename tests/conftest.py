@@ -116,6 +116,15 @@ _LIVE_MARKERS = frozenset({"kafka", "interop"})
 LIVE_RERUNS = 1
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The first try's traceback in the "rerun test summary info" section (pytest-rerunfailures
+    # 16.3+): a rerun that passes still says why the first try failed, and one that fails
+    # again shows both causes, not only the second try's (which may fail only because the
+    # first left something behind).
+    if hasattr(config.option, "rerun_show_tracebacks"):
+        config.option.rerun_show_tracebacks = True
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     # as each test is collected: before xdist's own collection hook reads the groups
     config = item.config

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka_broker import KafkaCluster, consume_all, delete_topic, produce_records
+from kafka_broker import KafkaCluster, consume_all, delete_topic, produce_records, unique_topic
 
 from lazyconv.errors import ErrorCode
 from lazyconv.protocol import _fetch as fetch
@@ -43,7 +43,7 @@ def _fetch(client: WireClient, topic: str, partition: int, offset: int) -> tuple
 def test_a_partial_seeking_consumer_through_a_leader_stop_reads_what_kafka_holds(
         kafka_cluster: KafkaCluster) -> None:
     bootstrap = kafka_cluster.bootstrap
-    topic = "gw-fetch-ahead"
+    topic = unique_topic("gw-fetch-ahead")
     create_topic_retrying(bootstrap, topic, PARTITIONS, replication_factor=3)
     produce_records(bootstrap, topic, [(i % PARTITIONS, b"k%d" % i, b"v%d-" % i + b"x" * 200, None, None)
                                        for i in range(PARTITIONS * PER_PARTITION)],
@@ -94,7 +94,7 @@ def test_a_partial_seeking_consumer_through_a_leader_stop_reads_what_kafka_holds
 
 def test_a_deleted_topic_is_not_answered_from_what_was_fetched_ahead(kafka_cluster: KafkaCluster) -> None:
     bootstrap = kafka_cluster.bootstrap
-    topic = "gw-fetch-ahead-deleted"
+    topic = unique_topic("gw-fetch-ahead-deleted")
     create_topic_retrying(bootstrap, topic, 1, replication_factor=3)
     produce_records(bootstrap, topic, [(0, b"k%d" % i, b"x" * 500, None, None) for i in range(300)])
     gateway = GatewayThread(bootstrap, metadata_max_age_ms=2000)

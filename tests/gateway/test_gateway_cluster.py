@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from kafka_broker import KafkaCluster, consume_all, produce_records
+from kafka_broker import KafkaCluster, consume_all, produce_records, unique_topic
 
 from lazyconv.gateway._upstream_security import ANONYMOUS_IDENTITY
 from tests.gateway.conftest import GatewayThread, create_topic_retrying
@@ -33,7 +33,7 @@ def _leaders(gateway: GatewayThread, topic: str) -> dict[int, int]:
 def test_a_leader_stopped_mid_consume_and_mid_produce(kafka_cluster: KafkaCluster) -> None:
     kafka = pytest.importorskip("kafka")
     bootstrap = kafka_cluster.bootstrap
-    topic = group = "gw-failover"
+    topic = group = unique_topic("gw-failover")
     _create(bootstrap, topic, PARTITIONS)
     produce_records(bootstrap, topic, [(i % PARTITIONS, b"%d" % i, b"x" * 300, None, None)
                                        for i in range(TOTAL)], "snappy")
@@ -102,21 +102,22 @@ def test_every_partition_is_routed_to_its_own_leader(kafka_cluster: KafkaCluster
     from tests.serve.wire import WireClient
 
     bootstrap = kafka_cluster.bootstrap
-    _create(bootstrap, "gw-spread", 6)
-    produce_records(bootstrap, "gw-spread", [(p, b"k%d" % p, b"v", None, None) for p in range(6)])
+    spread = unique_topic("gw-spread")
+    _create(bootstrap, spread, 6)
+    produce_records(bootstrap, spread, [(p, b"k%d" % p, b"v", None, None) for p in range(6)])
     gateway = GatewayThread(bootstrap)
     try:
         with WireClient(gateway.port) as client:
             order = [5, 0, 3, 1, 4, 2]
             answer = client.call(fetch.SPEC, 2, {
                 "replica_id": -1, "max_wait_ms": 100, "min_bytes": 0, "topics": [
-                    {"topic": "gw-spread", "partitions": [
+                    {"topic": spread, "partitions": [
                         {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
                         for p in order]}]})
         parts = answer["responses"][0]["partitions"]
         assert [p["partition_index"] for p in parts] == order
         assert all(p["error_code"] == 0 and p["records"] for p in parts)
-        assert len(set(_leaders(gateway, "gw-spread").values())) == 3
+        assert len(set(_leaders(gateway, spread).values())) == 3
     finally:
         gateway.stop()
 
@@ -161,7 +162,7 @@ def _consume_through_a_stop(kafka_cluster: KafkaCluster, tools, driver_id: str,
         except Unavailable as exc:
             pytest.skip(str(exc))
     bootstrap = kafka_cluster.bootstrap
-    topic = f"gw-{what}-stop-{driver_id.replace('.', '_')}"
+    topic = unique_topic(f"gw-{what}-stop-{driver_id.replace('.', '_')}")
     per_partition = 300
     _create(bootstrap, topic, PARTITIONS)
     offsets = produce_records(bootstrap, topic, [(p, b"k%d" % i, b"v" * 200, None, None)

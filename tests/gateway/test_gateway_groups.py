@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka_broker import KafkaCluster, produce_records
+from kafka_broker import KafkaCluster, produce_records, unique_topic
 
 from lazyconv.protocol import _find_coordinator as find_coordinator
 from tests.gateway.clients import BY_ID, Driver
@@ -103,7 +103,7 @@ def test_old_and_modern_members_share_a_group_commit_and_resume(
     driver = BY_ID[driver_id]
     _require(tools, driver)
     safe = driver.id.replace(".", "_")
-    topic, group = f"gw-group-{safe}", f"gw-group-{safe}"
+    topic = group = unique_topic(f"gw-group-{safe}")
     wants = _topic(kafka_cluster.bootstrap, topic)
     mid = {tp: rows[PER_PARTITION // 2][0] for tp, rows in wants.items()}
     key = {tp: f"{tp[0]}/{tp[1]}" for tp in wants}

@@ -146,7 +146,7 @@ def test_old_client_produces_through_the_gateway(tools: OldClientTools, kafka_br
                                                  gateway: GatewayThread, driver_id: str) -> None:
     driver = BY_ID[driver_id]
     _require(tools, driver)
-    topic = f"gw-produced-{driver.id.replace('.', '_')}"
+    topic = unique_topic(f"gw-produced-{driver.id.replace('.', '_')}")
     create_topic(kafka_broker.bootstrap, topic, PARTITIONS)
     records = []
     for p in range(PARTITIONS):
