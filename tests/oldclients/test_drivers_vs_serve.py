@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import re
 import time
 
 import pytest
@@ -186,7 +187,8 @@ def test_gzip_produce_then_read_back(request: pytest.FixtureRequest, served: Ser
             {"action": "produce", "topic": topic, "records": records_for(client)},
             timeout=CLIENT_TIMEOUT_S)
     log = bytes(served.server.child.stderr).decode(errors="replace")
-    assert f"rejected produce to {topic}-0: INVALID_RECORD" in log, (
+    # either partition's set may be the first sent and refused; the client gives up after it
+    assert re.search(rf"rejected produce to {re.escape(topic)}-[01]: INVALID_RECORD", log), (
         f"{client.id}: the produce failed, but not by serve's INVALID_RECORD")
     pytest.xfail(why)
 
