@@ -60,6 +60,7 @@ from bench.kafka_bench_common import (  # noqa: E402
     LazyconvProcess,
     busy_seconds,
     high_watermark,
+    parse_variants,
     value_pool,
 )
 from lazyconv._commands._common import parse_size  # noqa: E402
@@ -206,7 +207,7 @@ def timed_produce(side: str, port: int, broker: KafkaBroker, gateway: Gateway | 
                   codec: str, acks: str, producers: int, requests: int, args: argparse.Namespace,
                   sets: list[bytes]) -> tuple[Measure, str, list[int]]:
     version = DIRECT_4_PRODUCE_VERSION if side == "4.0" else PRODUCE_VERSION[magic]
-    topic = f"produce-{side.replace('.', '')}-{magic}-{codec}-{acks}-{uuid.uuid4().hex[:6]}"
+    topic = f"produce-{side.replace('.', '').replace('+', '-')}-{magic}-{codec}-{acks}-{uuid.uuid4().hex[:6]}"
     # its files go as soon as it is deleted (after its check), not a minute later inside
     # another case's timed run (Kafka's default file.delete.delay.ms)
     create_topic(broker.bootstrap, topic, partitions=producers, configs={"file.delete.delay.ms": "0"})
@@ -278,7 +279,11 @@ def run_side(side: str, broker: KafkaBroker, args: argparse.Namespace, workdir: 
              all_sets: dict[tuple[int, str], tuple[list[bytes], list[list[tuple[bytes, bytes]]]]],
              results: list[dict[str, Any]], round_: int) -> None:
     broker.start()
-    gateway = Gateway(broker.bootstrap, workdir / "gateway.log", args.gateway_arg) if side == "gw" else None
+    gateway = None
+    if side.startswith("gw"):  # "gw", or "gw+NAME": a --variant's gateway
+        extra = dict(args.variant).get(side.removeprefix("gw+"), []) if side != "gw" else []
+        gateway = Gateway(broker.bootstrap, workdir / f"gateway{side.removeprefix('gw')}.log",
+                          [*args.gateway_arg, *extra])
     if side == "4.0":  # what the gateway would forward, sent without it
         all_sets = {case: ([up_convert(m, produce_version=PRODUCE_VERSION[case[0]]).batch for m in sets],
                            records) for case, (sets, records) in all_sets.items()}
@@ -325,11 +330,14 @@ def run_side(side: str, broker: KafkaBroker, args: argparse.Namespace, workdir: 
         broker.stop()
 
 
-def _median(results: list[dict[str, Any]], side: str, case: tuple[Any, ...], key: str) -> float:
+def _of(results: list[dict[str, Any]], side: str, case: tuple[Any, ...]) -> list[dict[str, Any]]:
     magic, codec, acks, producers = case
-    return statistics.median(r[key] for r in results if r["side"] == side and r["magic"] == magic
-                             and r["codec"] == codec and r["acks"] == acks
-                             and r["producers"] == producers)
+    return [r for r in results if r["side"] == side and r["magic"] == magic and r["codec"] == codec
+            and r["acks"] == acks and r["producers"] == producers]
+
+
+def _median(results: list[dict[str, Any]], side: str, case: tuple[Any, ...], key: str) -> float:
+    return statistics.median(r[key] for r in _of(results, side, case))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -357,13 +365,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--heap", default="1g")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=ARG[,ARG...]",
+                        help="also produce through a second gateway started with these extra "
+                             "arguments, in turn with the first, same rounds: an A/B of a gateway "
+                             "setting; repeatable")
+    parser.add_argument("--only-gateway", action="store_true",
+                        help="no Kafka 3.9 side: the gateway and its --variant gateways only")
     parser.add_argument("--direct-4", action="store_true",
                         help="a third side, \"4.0\": the same sets up-converted before the clock "
                              "starts and sent straight to the Kafka 4 broker (Produce v8): what the "
                              "broker alone costs of the gateway's side")
     args = parser.parse_args(argv)
-    if not args.kafka_dist or not args.kafka_dist_3:
+    if not args.kafka_dist or not (args.kafka_dist_3 or args.only_gateway):
         parser.error("--kafka-dist and --kafka-dist-3 (or the environment variables) are needed")
+    try:
+        args.variant = parse_variants(args.variant)
+    except ValueError as exc:
+        parser.error(str(exc))
     args.magics = [int(m) for m in args.magics.split(",")]
     args.codecs = args.codecs.split(",")
     args.acks = args.acks.split(",")
@@ -376,44 +394,59 @@ def main(argv: Sequence[str] | None = None) -> int:
             sets = message_sets(magic, codec, args.sets, args.batch_records)
             records = [[(r.key or b"", r.value or b"") for b in MemoryRecords(s).batches() for r in b] for s in sets]
             all_sets[(magic, codec)] = (sets, records)
-    b39 = KafkaBroker(Path(args.kafka_dist_3), workdir / "kafka-3", heap=args.heap)
+    b39 = None if args.only_gateway else KafkaBroker(Path(args.kafka_dist_3), workdir / "kafka-3", heap=args.heap)
     b4 = KafkaBroker(Path(args.kafka_dist), workdir / "kafka-4", heap=args.heap)
-    print(f"Kafka {dist_version(Path(args.kafka_dist_3))} direct vs lazyconv gateway + Kafka "
-          f"{dist_version(Path(args.kafka_dist))}", flush=True)
+    print(f"Kafka {dist_version(Path(args.kafka_dist_3)) if b39 else '3.x (not run)'} direct vs lazyconv "
+          f"gateway + Kafka {dist_version(Path(args.kafka_dist))}", flush=True)
     results: list[dict[str, Any]] = []
     for round_ in range(args.rounds):
-        sides = [("3.9", b39), ("gw", b4)] + ([("4.0", b4)] if args.direct_4 else [])
+        sides = ([("3.9", b39)] if b39 is not None else []) + [("gw", b4)] + \
+            [(f"gw+{name}", b4) for name, _ in args.variant] + ([("4.0", b4)] if args.direct_4 else [])
         if round_ % 2:
             sides.reverse()
         for side, broker in sides:
             print(f"  round {round_ + 1}: {side}", flush=True)
             run_side(side, broker, args, workdir, all_sets, results, round_)
+    cases = [(magic, codec, acks, producers) for magic in args.magics for codec in args.codecs
+             for acks in args.acks for producers in args.producers]
     rows = []
-    direct: list[tuple[tuple[Any, ...], float, float]] = []
-    print("\n| magic | codec | acks | producers | 3.9 MiB/s | gateway MiB/s | × thr | 3.9 CPU s/GiB | (gw + 4.0.1) CPU s/GiB | × CPU |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for magic in args.magics:
-        for codec in args.codecs:
-            for acks in args.acks:
-                for producers in args.producers:
-                    case = (magic, codec, acks, producers)
-                    t39, tgw = _median(results, "3.9", case, "mib_s"), _median(results, "gw", case, "mib_s")
-                    c39 = _median(results, "3.9", case, "cpu_s_per_gib")
-                    cgw = _median(results, "gw", case, "cpu_s_per_gib")
-                    rows.append({"magic": magic, "codec": codec, "acks": acks, "producers": producers,
-                                 "mib_s_39": t39, "mib_s_gw": tgw, "throughput_vs_39": tgw / t39,
-                                 "cpu_39": c39, "cpu_gw": cgw, "cpu_vs_39": cgw / c39})
-                    if args.direct_4:
-                        direct.append((case, _median(results, "4.0", case, "mib_s"),
-                                       _median(results, "4.0", case, "cpu_s_per_gib")))
-                    print(f"| {magic} | {codec} | {acks} | {producers} | {t39:.1f} | {tgw:.1f} | "
-                          f"{tgw / t39:.2f} | {c39:.2f} | {cgw:.2f} | {cgw / c39:.2f} |")
-    if direct:
+    if b39 is not None:
+        print("\n| magic | codec | acks | producers | 3.9 MiB/s | gateway MiB/s | × thr | 3.9 CPU s/GiB | (gw + 4.0.1) CPU s/GiB | × CPU |")
+        print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for case in cases:
+            magic, codec, acks, producers = case
+            t39, tgw = _median(results, "3.9", case, "mib_s"), _median(results, "gw", case, "mib_s")
+            c39 = _median(results, "3.9", case, "cpu_s_per_gib")
+            cgw = _median(results, "gw", case, "cpu_s_per_gib")
+            rows.append({"magic": magic, "codec": codec, "acks": acks, "producers": producers,
+                         "mib_s_39": t39, "mib_s_gw": tgw, "throughput_vs_39": tgw / t39,
+                         "cpu_39": c39, "cpu_gw": cgw, "cpu_vs_39": cgw / c39})
+            print(f"| {magic} | {codec} | {acks} | {producers} | {t39:.1f} | {tgw:.1f} | "
+                  f"{tgw / t39:.2f} | {c39:.2f} | {cgw:.2f} | {cgw / c39:.2f} |")
+    if args.direct_4:
         print("\n| magic | codec | acks | producers | 4.0.1 direct MiB/s | × 3.9 | 4.0.1 CPU s/GiB | × 3.9 |")
         print("|---|---|---|---:|---:|---:|---:|---:|")
-        for row, (case, t4, c4) in zip(rows, direct, strict=True):
-            print(f"| {' | '.join(map(str, case))} | {t4:.1f} | {t4 / row['mib_s_39']:.2f} | "
-                  f"{c4:.2f} | {c4 / row['cpu_39']:.2f} |")
+        for index, case in enumerate(cases):
+            t4, c4 = _median(results, "4.0", case, "mib_s"), _median(results, "4.0", case, "cpu_s_per_gib")
+            vs = ((f"{t4 / rows[index]['mib_s_39']:.2f}", f"{c4 / rows[index]['cpu_39']:.2f}") if rows
+                  else ("n/a", "n/a"))
+            print(f"| {' | '.join(map(str, case))} | {t4:.1f} | {vs[0]} | {c4:.2f} | {vs[1]} |")
+    for name, extra in args.variant:
+        side = f"gw+{name}"
+        print(f"\nvariant {name} ({' '.join(extra)}): the same sets through a second gateway, in turn "
+              f"with the first, same rounds (medians; the gateway's own CPU per GiB, and its ratio "
+              f"paired by round)\n")
+        print(f"| magic | codec | acks | producers | gw MiB/s | {name} MiB/s | × thr | gw's own CPU s/GiB "
+              f"| {name}'s own CPU s/GiB | × gateway CPU, paired |")
+        print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for case in cases:
+            tgw, tv = _median(results, "gw", case, "mib_s"), _median(results, side, case, "mib_s")
+            own = {k: [r["gateway_cpu"] / (r["records"] * RECORD_PAYLOAD / GIB)
+                       for r in sorted(_of(results, k, case), key=lambda r: r["round"])]
+                   for k in ("gw", side)}
+            paired = statistics.median(v / g for g, v in zip(own["gw"], own[side], strict=True))
+            print(f"| {' | '.join(map(str, case))} | {tgw:.1f} | {tv:.1f} | {tv / tgw:.2f} | "
+                  f"{statistics.median(own['gw']):.2f} | {statistics.median(own[side]):.2f} | {paired:.3f} |")
     met = sum(1 for r in rows for k, (op, want) in TARGETS.items()
               if (r[k] >= want if op == ">=" else r[k] <= want))
     print(f"\ntargets met: {met} of {len(rows) * len(TARGETS)}")

@@ -89,6 +89,7 @@ from bench.kafka_bench_common import (  # noqa: E402
     high_watermark,
     least_disturbed,
     legacy_magic,
+    parse_variants,
     read_topic,
     set_client_auth,
     topic_name,
@@ -711,13 +712,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         if getattr(args, name) is None:
             p.error(f"--{name.replace('_', '-')} is needed (or $LAZYCONV_"
                     f"{name.upper()})")
-    variants = []
-    for item in args.variant:
-        name, sep, extra = item.partition("=")
-        if not sep or not name:
-            p.error(f"--variant {item!r} is not NAME=ARG[,ARG...]")
-        variants.append((name, [a for a in extra.split(",") if a]))
-    args.variant = variants
+    try:
+        args.variant = parse_variants(args.variant)
+    except ValueError as exc:
+        p.error(str(exc))
     args.codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     if unknown := set(args.codecs) - set(CODECS):
         p.error(f"unknown codecs: {sorted(unknown)}")

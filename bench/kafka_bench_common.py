@@ -25,6 +25,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import re
 import signal
 import socket
 import struct
@@ -69,6 +70,19 @@ RSS_RELIST_S = 0.5
 # woken once: docs/guide/benchmarks.md). 0: at every arrival, as without SO_RCVLOWAT. Forked clients inherit it; the benchmarks' options set it.
 CLIENT_WAKE_BYTES = MIB
 SOCKET_TIMEOUT_S = 120.0
+
+
+def parse_variants(items: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """``--variant NAME=ARG[,ARG...]`` values as (name, extra gateway arguments); ValueError
+    names the first that is not of that form (the name also names a topic: letters, digits,
+    ``-`` and ``_``)."""
+    variants = []
+    for item in items:
+        name, sep, extra = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            raise ValueError(f"--variant {item!r} is not NAME=ARG[,ARG...] (NAME of letters, digits, - and _)")
+        variants.append((name, [a for a in extra.split(",") if a]))
+    return variants
 
 
 def legacy_magic(fetch_version: int) -> int:

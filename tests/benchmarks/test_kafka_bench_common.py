@@ -171,3 +171,15 @@ def test_gateway_vs_kafka_pairs_the_metrics_cost_by_round() -> None:
     out = gateway_vs_kafka.format_tables(gateway_vs_kafka.summarize(run, args), run, args)
     assert "| on / off | paired |" in out and "| × gateway CPU, paired |" in out
     assert "| none | 1 (v12) | 100.0 | 100.0 | 1.00 |" in out  # the variant's v2 client reads
+
+
+def test_variants_are_a_name_and_the_gateway_arguments_it_adds() -> None:
+    parse = kafka_bench_common.parse_variants
+    assert parse(["noahead=--fetch-ahead-bytes=0", "two=--workers=2,--fetch-splice=false", "plain="]) == [
+        ("noahead", ["--fetch-ahead-bytes=0"]), ("two", ["--workers=2", "--fetch-splice=false"]),
+        ("plain", [])]
+    # the name is also part of a topic's name (the produce benchmark's), so only letters,
+    # digits, - and _
+    for bad in ("noequals", "=--workers=2", "a b=--workers=2", "a+b=--workers=2"):
+        with pytest.raises(ValueError, match="is not NAME=ARG"):
+            parse([bad])
