@@ -377,7 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "broker alone costs of the gateway's side")
     args = parser.parse_args(argv)
     if not args.kafka_dist or not (args.kafka_dist_3 or args.only_gateway):
-        parser.error("--kafka-dist and --kafka-dist-3 (or the environment variables) are needed")
+        parser.error("--kafka-dist and, unless --only-gateway, --kafka-dist-3 (or $LAZYCONV_KAFKA_DIST "
+                     "and $LAZYCONV_KAFKA_DIST_3) are needed")
     try:
         args.variant = parse_variants(args.variant)
     except ValueError as exc:

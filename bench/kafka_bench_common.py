@@ -75,12 +75,14 @@ SOCKET_TIMEOUT_S = 120.0
 def parse_variants(items: Sequence[str]) -> list[tuple[str, list[str]]]:
     """``--variant NAME=ARG[,ARG...]`` values as (name, extra gateway arguments); ValueError
     names the first that is not of that form (the name also names a topic: letters, digits,
-    ``-`` and ``_``)."""
+    ``-`` and ``_``) or whose name is taken."""
     variants = []
     for item in items:
         name, sep, extra = item.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z0-9_-]+", name):
             raise ValueError(f"--variant {item!r} is not NAME=ARG[,ARG...] (NAME of letters, digits, - and _)")
+        if any(name == seen for seen, _ in variants):
+            raise ValueError(f"--variant {name!r} is given twice")
         variants.append((name, [a for a in extra.split(",") if a]))
     return variants
 

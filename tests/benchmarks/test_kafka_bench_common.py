@@ -183,3 +183,5 @@ def test_variants_are_a_name_and_the_gateway_arguments_it_adds() -> None:
     for bad in ("noequals", "=--workers=2", "a b=--workers=2", "a+b=--workers=2"):
         with pytest.raises(ValueError, match="is not NAME=ARG"):
             parse([bad])
+    with pytest.raises(ValueError, match="given twice"):
+        parse(["a=--workers=1", "a=--workers=2"])
