@@ -109,16 +109,6 @@ DEFAULT_SEND_BUFFER = 102400
 MAX_SEND_BUFFER = (1 << 31) - 1
 
 
-def send_buffer_problem(value: int, *, zero_is_default: bool = False) -> str | None:
-    """``None`` when ``value`` is a send buffer size (``socket.send.buffer.bytes``), else the
-    rule it breaks, to follow the value in a message ("is not -1 ..."): -1 (the OS default,
-    Kafka's spelling), a byte count from 1 to :data:`MAX_SEND_BUFFER`, and 0 (the OS default
-    too) where ``zero_is_default``. The one rule the commands and the gateway's settings check
-    (:class:`KafkaServer` itself takes any size up to the bound, at most 0 meaning the OS's)."""
-    if value == -1 or 0 < value <= MAX_SEND_BUFFER or (value == 0 and zero_is_default):
-        return None
-    low = "-1 or 0" if zero_is_default else "-1"
-    return f"is not {low} (the OS default) or a byte count from 1 to {MAX_SEND_BUFFER}"
 _RECV_PIECE = 65536
 # Read at once when a connection becomes readable: the size field and, for most requests, the
 # whole request (one recv, one future and one timer; before, 3 recv calls and two tasks with a
@@ -130,6 +120,18 @@ _LARGE_REQUEST = 1 << 20  # a connection that read one this large gives memory b
 # Answers a connection may owe at once while it acts on the next request (Deferred): Kafka's
 # clients keep at most max.in.flight.requests.per.connection (5 by default) unanswered.
 MAX_DEFERRED = 5
+
+
+def send_buffer_problem(value: int, *, zero_is_default: bool = False) -> str | None:
+    """``None`` when ``value`` is a send buffer size (``socket.send.buffer.bytes``), else the
+    rule it breaks, to follow the value in a message ("is not -1 ..."): -1 (the OS default,
+    Kafka's spelling), a byte count from 1 to :data:`MAX_SEND_BUFFER`, and 0 (the OS default
+    too) where ``zero_is_default``. The one rule the commands and the gateway's settings check
+    (:class:`KafkaServer` itself takes any size up to the bound, at most 0 meaning the OS's)."""
+    if value == -1 or 0 < value <= MAX_SEND_BUFFER or (value == 0 and zero_is_default):
+        return None
+    low = "-1 or 0" if zero_is_default else "-1"
+    return f"is not {low} (the OS default) or a byte count from 1 to {MAX_SEND_BUFFER}"
 
 
 @dataclass(frozen=True)
@@ -362,10 +364,9 @@ class KafkaServer:
                 log.warning("could not set the send buffer of client connections to %d bytes: %s",
                             self.send_buffer_bytes, exc)
             return
-        if first:
-            if got < self.send_buffer_bytes:
-                log.info("client connections get a %d-byte send buffer, not the %d asked: the OS "
-                         "caps it (net.core.wmem_max)", got, self.send_buffer_bytes)
+        if first and got < self.send_buffer_bytes:
+            log.info("client connections get a %d-byte send buffer, not the %d asked: the OS "
+                     "caps it (net.core.wmem_max)", got, self.send_buffer_bytes)
 
     async def _serve_connection(self, raw: socket.socket, peer: Any, listener: Listener,
                                 security: ListenerSecurity | None) -> None:
