@@ -167,6 +167,10 @@ class ClientRegistry(ServerObserver):
         if self.metrics is not None:
             self.metrics.request_done(session, seconds, request_bytes, response_bytes)
 
+    def authenticated(self, session: Session, mechanism: str, ok: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.authenticated(session, mechanism, ok)
+
     def connection_closed(self, session: Session, reason: str) -> None:
         record = session.record
         if record is not None:

@@ -190,8 +190,9 @@ class GatewayMetrics:
             "Upstream error codes the gateway rewrote for old clients' versions",
             ["api", "upstream_error", "downstream_error"], registry=r)
         self.authentications = PromCounter(
-            f"{PREFIX}_authentications", "Client authentications, by mechanism and result",
-            ["mechanism", "result"], registry=r)
+            f"{PREFIX}_authentications",
+            "Client authentications (re-authentications included), by listener, mechanism and result",
+            ["listener", "mechanism", "result"], registry=r)
         # plain numbers, read at scrape time
         self.upstream_requests: Counter[tuple[int, int]] = Counter()
         self.upstream_sent_bytes = 0
@@ -228,9 +229,10 @@ class GatewayMetrics:
         self.connections_closed.labels(session.listener.label, reason).inc()
 
     def authenticated(self, session: Session, mechanism: str, ok: bool) -> None:
-        """An authentication of ``session`` with ``mechanism`` (``PLAIN``, ``SCRAM-SHA-256``,
-        ``mTLS`` ...) succeeded or failed: the hook TLS/SASL listeners call."""
-        self.authentications.labels(mechanism, "success" if ok else "failure").inc()
+        """An authentication of ``session`` with ``mechanism`` (one of
+        :data:`~lazyconv.net._observer.AUTHENTICATION_MECHANISMS`) succeeded or failed."""
+        self.authentications.labels(session.listener.label, mechanism,
+                                    "success" if ok else "failure").inc()
 
     # -- upstream connections ---------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """What a server tells about its connections and requests, for metrics and per-client records.
 
 :class:`~lazyconv.net._server.KafkaServer` calls a :class:`ServerObserver` when a connection
-opens, after each request is answered (its response written) and when a connection ends, with
+opens, when it authenticates or fails to (TLS listeners, SASL listeners), after each request is
+answered (its response written) and when a connection ends, with
 the connection's :class:`~lazyconv.net._session.Session` and, at the end, why it ended (one of
 :data:`CLOSE_REASONS`: a bounded set, fit for a metric's label). The base class does nothing;
 the gateway's observer (:mod:`lazyconv.gateway._metrics`) keeps its Prometheus metrics and its
@@ -11,9 +12,10 @@ request, never per record: they must stay cheap.
 
 from __future__ import annotations
 
+from lazyconv.net._sasl import SUPPORTED_MECHANISMS
 from lazyconv.net._session import Session
 
-__all__ = ["ServerObserver", "CLOSE_REASONS"]
+__all__ = ["ServerObserver", "CLOSE_REASONS", "AUTHENTICATION_MECHANISMS"]
 
 #: Why a connection ended:
 #: ``client`` (the client closed it), ``idle`` (connections.max.idle.ms), ``read_timeout`` (its
@@ -25,6 +27,14 @@ __all__ = ["ServerObserver", "CLOSE_REASONS"]
 #: lazyconv bug), ``draining`` (the server is draining), ``shutdown`` (the server stopped).
 CLOSE_REASONS = ("client", "idle", "read_timeout", "write_timeout", "request_memory",
                  "authentication", "invalid_request", "response_error", "internal_error", "draining", "shutdown")
+
+
+#: What authenticated a connection (or failed to), a bounded set fit for a metric's label: a SASL
+#: mechanism the listener enables; ``SASL`` when a SASL listener's client failed before naming
+#: one (a mechanism not enabled, another API first, a stall); ``TLS`` for the TLS handshake (its
+#: failure, or a TLS-only listener's client without a certificate); ``mTLS`` for a TLS-only
+#: listener's client that presented a certificate.
+AUTHENTICATION_MECHANISMS = (*SUPPORTED_MECHANISMS, "SASL", "TLS", "mTLS")
 
 
 class ServerObserver:
@@ -39,6 +49,12 @@ class ServerObserver:
         version), ``session.bytes_in``/``bytes_out`` already count it (``request_bytes`` and
         ``response_bytes``, size fields included; 0 for no response, acks=0); ``seconds`` from
         the whole request read to its response written."""
+
+    def authenticated(self, session: Session, mechanism: str, ok: bool) -> None:
+        """``session`` authenticated (``ok``; a KIP-368 re-authentication too, its principal
+        already on the session) or failed to (then its connection is closing, with reason
+        ``authentication``). ``mechanism`` is one of :data:`AUTHENTICATION_MECHANISMS`, never
+        what the client named."""
 
     def connection_closed(self, session: Session, reason: str) -> None:
         """The connection ended; ``reason`` is one of :data:`CLOSE_REASONS`."""

@@ -167,6 +167,7 @@ class SecureConnection:
         self.exchange = (SaslServerExchange(security.sasl, self._started)
                          if security.sasl is not None else None)
         self._authenticated = self.exchange is None and security.context is None
+        self._tls_done = security.context is None
 
     def __repr__(self) -> str:
         return f"SecureConnection({self.security.name} {self.security.protocol}, {self.session!r})"
@@ -175,6 +176,19 @@ class SecureConnection:
     def authenticated(self) -> bool:
         """Whether the connection has authenticated (a re-authentication in progress aside)."""
         return self._authenticated
+
+    @property
+    def mechanism(self) -> str:
+        """What authenticates this connection, or failed to, as a metric's label
+        (:data:`~lazyconv.net._observer.AUTHENTICATION_MECHANISMS`): the TLS handshake until it
+        is done, then the SASL mechanism the handshake chose (``SASL`` before one was chosen), or
+        on a TLS-only listener ``mTLS`` with a client certificate and ``TLS`` without."""
+        if not self._tls_done:
+            return "TLS"
+        if self.exchange is not None:
+            return self.exchange.mechanism or "SASL"
+        channel = self.channel
+        return "mTLS" if isinstance(channel, TlsChannel) and channel.peer_certificate() else "TLS"
 
     def deadline(self) -> float | None:
         """When the client must have authenticated (monotonic), None once it has."""
@@ -230,6 +244,7 @@ class SecureConnection:
         except ConnectionError as exc:
             raise ConnectionRefused(f"the connection failed during the TLS handshake "
                                     f"({exc.strerror or type(exc).__name__})") from None
+        self._tls_done = True
         mapper = self.security.principal_mapper
         if mapper is not None and channel.peer_certificate() is not None:
             try:

@@ -404,6 +404,8 @@ class KafkaServer:
             if secure is not None:
                 await secure.open(loop)
                 conn = secure.channel
+                if secure.authenticated:  # a TLS-only listener: the handshake authenticates
+                    observer.authenticated(session, secure.mechanism, True)
             if secure is None or secure.authenticated:
                 self.handler.open_session(session)
             while True:
@@ -500,11 +502,13 @@ class KafkaServer:
                             raise ConnectionRefused(outcome.reason)
                         if secure.authenticated and not was_authenticated:
                             log.debug("%s authenticated as %s (%s)", where, session.principal,
-                                      secure.exchange.mechanism if secure.exchange else "TLS")
+                                      secure.mechanism)
+                            observer.authenticated(session, secure.mechanism, True)
                             self.handler.open_session(session)
                         elif outcome.authenticated is not None:
                             log.debug("%s re-authenticated as %s (KIP-368)", where,
                                       session.principal)
+                            observer.authenticated(session, secure.mechanism, True)
                         if not outcome.forward:
                             continue
                     started = time.perf_counter()
@@ -571,6 +575,8 @@ class KafkaServer:
                 with contextlib.suppress(OSError):
                     raw.close()
             try:
+                if reason == "authentication" and secure is not None:
+                    observer.authenticated(session, secure.mechanism, False)
                 observer.connection_closed(session, reason)
             except Exception:  # an observer's bug must not hide the connection's end
                 log.exception("the server's observer failed on a closed connection")

@@ -313,3 +313,48 @@ def test_the_metrics_reference_lists_every_metric(serve_upstream: ServerThread, 
                                    "lazyconv_gateway_up_converted_bytes",
                                    "lazyconv_gateway_connections_closed"}, sorted(documented - served)
     assert "process_resident_memory_bytes" in text
+
+
+def test_authentications_are_counted_by_listener_mechanism_and_result(
+        sink_upstream: ServerThread, tmp_path) -> None:
+    """A SASL_PLAINTEXT listener in front of serve: one good PLAIN login, one wrong password and
+    one client that sends Metadata first are three samples of
+    ``lazyconv_gateway_authentications_total``; the failures are also connections closed for
+    ``authentication``."""
+    from lazyconv.gateway._settings import GatewaySettings
+    from tests.net.secure_support import RawClient
+
+    config = tmp_path / "gateway.properties"
+    config.write_text(
+        "listeners=SASL_PLAINTEXT://127.0.0.1:0\n"
+        "sasl.enabled.mechanisms=PLAIN\n"
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security."
+        'plain.PlainLoginModule required user_alice="alice-secret";\n'
+        "gateway.identity=gateway\n"
+        "gateway.metrics.listener=127.0.0.1:0\n")
+    upstream = tmp_path / "upstream.properties"
+    upstream.write_text(f"bootstrap.servers={sink_upstream.bootstrap}\nsecurity.protocol=PLAINTEXT\n")
+    gateway = GatewayThread(None, settings=GatewaySettings.load(config, upstream))
+    try:
+        server, port = gateway.gateway.server, gateway.gateway.listeners[0].port
+        with RawClient(port) as client:
+            assert client.authenticate("PLAIN", "alice", "alice-secret")
+        with RawClient(port) as client:
+            assert not client.authenticate("PLAIN", "alice", "not-her-password")
+        with RawClient(port) as client:
+            assert client.metadata() is None
+        deadline = time.monotonic() + 5
+        while server.open_connections and time.monotonic() < deadline:
+            time.sleep(0.01)
+        samples = scrape(gateway.gateway.metrics_port)
+        label = gateway.gateway.listeners[0].label
+        counted = {labels: v for (name, labels), v in samples.items()
+                   if name == "lazyconv_gateway_authentications_total"}
+        assert counted == {
+            (("listener", label), ("mechanism", "PLAIN"), ("result", "success")): 1,
+            (("listener", label), ("mechanism", "PLAIN"), ("result", "failure")): 1,
+            (("listener", label), ("mechanism", "SASL"), ("result", "failure")): 1}
+        assert value(samples, "lazyconv_gateway_connections_closed_total",
+                     listener=label, reason="authentication") == 2
+    finally:
+        gateway.stop()

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from lazyconv.errors import ErrorCode
+from lazyconv.net import ServerObserver
+from lazyconv.net._observer import AUTHENTICATION_MECHANISMS
 from lazyconv.net._sasl import plain_token
 from lazyconv.protocol import _metadata
 from tests.net.secure_support import (
@@ -38,12 +40,21 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> Material:
 
 
 class Recorder:
-    """What reached serve's broker: sessions opened and requests handled, with principals."""
+    """What reached serve's broker: sessions opened and requests handled, with principals; and
+    what the server told its observer of each authentication."""
 
     def __init__(self, server: ServerThread) -> None:
         broker = server.server.handler
         self.opened: list[tuple[int, str]] = []
         self.handled: list[tuple[int, str, int]] = []
+        self.authentications: list[tuple[str, bool]] = []
+        recorder = self
+
+        class Observer(ServerObserver):
+            def authenticated(self, session, mechanism: str, ok: bool) -> None:
+                recorder.authentications.append((mechanism, ok))
+
+        server.server.observer = Observer()
         open_session, handle = broker.open_session, broker.handle
 
         def opened(session):
@@ -261,6 +272,62 @@ def test_stalled_handshake_is_cut_at_the_deadline(served: tuple, material: Mater
     sock.close()
     lines = _closed_log(caplog, started)
     assert len(lines) == 1, lines
+
+
+def _sasl(mechanism: str, password: str):
+    def run(client: RawClient) -> None:
+        if client.authenticate(mechanism, "alice", password):
+            assert client.metadata() is not None
+    return run
+
+
+def _handshake(mechanism: str):
+    def run(client: RawClient) -> None:
+        client.handshake(mechanism)
+    return run
+
+
+# (case, listener, the client's certificate on a TLS listener: None, "bob", "foreign", or
+# "plaintext" for no TLS at all; what the client does; what the observer hears)
+AUTHENTICATIONS = [
+    ("scram ok", SASL_PLAINTEXT, None, _sasl("SCRAM-SHA-512", USERS["alice"]), ("SCRAM-SHA-512", True)),
+    ("plain ok over tls", SASL_SSL, None, _sasl("PLAIN", USERS["alice"]), ("PLAIN", True)),
+    ("wrong password", SASL_PLAINTEXT, None, _sasl("PLAIN", "wrong-secret"), ("PLAIN", False)),
+    ("mechanism not enabled", SASL_PLAINTEXT, None, _handshake("GSSAPI"), ("SASL", False)),
+    ("metadata first", SASL_PLAINTEXT, None, lambda c: c.metadata(), ("SASL", False)),
+    ("client certificate", SSL, "bob", lambda c: c.metadata(), ("mTLS", True)),
+    ("certificate of an unknown CA", SSL, "foreign", lambda c: c.metadata(), ("TLS", False)),
+    ("plaintext to a TLS port", SASL_SSL, "plaintext", lambda c: c.api_versions(), ("TLS", False)),
+]
+
+
+@pytest.mark.parametrize(("case", "listener", "cert", "act", "expected"), AUTHENTICATIONS,
+                         ids=[a[0] for a in AUTHENTICATIONS])
+def test_each_authentication_is_told_to_the_observer_once(served: tuple, material: Material,
+                                                          case: str, listener: int, cert: str | None,
+                                                          act, expected: tuple[str, bool]) -> None:
+    """The server's observer hears of every authentication, good or failed, once, with a
+    mechanism from the bounded set (the gateway's ``authentications_total`` counts them)."""
+    server, recorder = served
+    before = len(recorder.authentications)
+    if listener == SSL or listener == SASL_SSL and cert != "plaintext":
+        pair = (material.certs["bob"] if cert == "bob" else material.foreign if cert == "foreign"
+                else (None, None))
+        tls: ssl.SSLContext | None = client_context(material, *pair)
+    else:
+        tls = None
+    try:
+        with RawClient(port(served, listener), tls=tls) as client:
+            act(client)
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+        pass  # a refused certificate may end the handshake on the client's side
+    deadline = time.monotonic() + 5  # a failure is told when its connection has ended
+    while len(recorder.authentications) == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    while server.server.open_connections and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert recorder.authentications[before:] == [expected]
+    assert expected[0] in AUTHENTICATION_MECHANISMS
 
 
 def test_other_connections_unaffected_by_a_stall(served: tuple) -> None:
