@@ -66,7 +66,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "SIGTERM or SIGINT, which drain it: /health/ready answers 503, the listener closes, "
             "each connection closes once its request is answered (--drain-timeout-ms at most), "
             "exit 0; a second signal stops it at once. SIGHUP reloads (the upstream metadata, "
-            "the --log-file) without closing a connection."
+            "the --log-file, and from the two files the listeners' certificates, SASL users, "
+            "SCRAM credentials and the principals' upstream credentials, for new connections) "
+            "without closing a connection."
         ),
         epilog="'lazyconv gateway clients URL' prints the clients report of a gateway started "
                "with --metrics-port (URL: http://HOST:PORT of its metrics listener).",
@@ -292,6 +294,9 @@ def run(args: argparse.Namespace) -> int:
                       workers=settings.workers)
     if isinstance(handler, ReopenableFileHandler):
         gateway.on_reload(handler.reopen)
+    if args.config is not None or args.upstream_config is not None:
+        # the files read again: renewed certificates, SASL users, upstream credentials
+        gateway.on_reload(lambda: gateway.apply_settings(load_settings(args)))
     tune_allocator()  # chunk-sized buffers stay in the heap, as for serve
     conversion_cache.resize(settings.conversion_cache_bytes)
     bootstrap = ",".join(settings.upstream.bootstrap_servers)

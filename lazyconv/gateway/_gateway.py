@@ -22,11 +22,12 @@ runs the reload hooks (SIGHUP).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
 from lazyconv.conversion._chunks import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
-from lazyconv.errors import ConfigurationError
+from lazyconv.errors import ConfigurationError, LazyconvError
 from lazyconv.gateway._admin import AdminServer
 from lazyconv.gateway._clients import DEFAULT_MAX_CLIENTS, ClientRegistry
 from lazyconv.gateway._fetch_relay import (
@@ -48,6 +49,7 @@ from lazyconv.gateway._upstream_security import (
     UpstreamSecurity,
 )
 from lazyconv.net._limits import ConnectionLimits
+from lazyconv.net._listener_config import ListenerConfig
 from lazyconv.net._model import Listener
 from lazyconv.net._secure_connection import ListenerSecurity
 from lazyconv.net._server import WILDCARD_HOSTS, KafkaServer, ListenerSpec, send_buffer_problem
@@ -256,21 +258,68 @@ class Gateway:
         return clean
 
     def on_reload(self, hook: Callable[[], object]) -> None:
-        """Call ``hook()`` on each :meth:`reload` (SIGHUP): where TLS certificates and SASL
-        credentials are read again, without dropping a connection."""
+        """Call ``hook()`` on each :meth:`reload` (SIGHUP), e.g. one that reads the settings'
+        files again and gives them to :meth:`apply_settings`."""
         self._reload_hooks.append(hook)
 
     def reload(self) -> None:
         """What SIGHUP does: forget the upstream metadata (read again at the next request) and
         run every hook given to :meth:`on_reload`; connections stay open. A hook that fails is
-        logged and the others still run."""
+        logged (one line for a :class:`~lazyconv.errors.LazyconvError`: a settings file that
+        no longer loads keeps the settings in use) and the others still run."""
         self.cluster.invalidate()
+        failed = 0
         for hook in self._reload_hooks:
             try:
                 hook()
+            except LazyconvError as exc:
+                failed += 1
+                log.error("reload: %s", exc.message)
             except Exception:
+                failed += 1
                 log.exception("a reload hook failed")
-        log.warning("reloaded (%d hook(s))", len(self._reload_hooks))
+        log.warning("reloaded (%d hook(s)%s)", len(self._reload_hooks),
+                    f", {failed} failed" if failed else "")
+
+    def apply_settings(self, settings: GatewaySettings) -> None:
+        """Apply what a reload changes without a restart, from ``settings`` read again: each
+        listener's TLS key material and trust, its PLAIN users, the SCRAM credentials, the
+        authentication bound, and the principals' upstream credentials (gateway identity
+        mode). Connections accepted afterwards get them; open ones keep what they were
+        accepted with until they reconnect. The listeners themselves (names, security
+        protocols, addresses, SASL mechanisms, client authentication) must be as they were:
+        otherwise nothing is applied and :class:`~lazyconv.errors.ConfigurationError` says
+        what changed. Any other setting that differs is named in one warning: it takes a
+        restart."""
+        current = self.settings
+        if current is None:
+            raise ConfigurationError("this gateway was not started from settings: there is no "
+                                     "security to reload")
+        before, after = ([_listener_shape(c) for c in s.listeners] for s in (current, settings))
+        if before != after:
+            raise ConfigurationError(f"the listeners changed ({_shape_text(before)} -> "
+                                     f"{_shape_text(after)}): that takes a restart; nothing was "
+                                     "reloaded")
+        securities = [_listener_security(settings, config) for config in settings.listeners]
+        for index, security in enumerate(securities):
+            if security is not None:
+                self.server.replace_security(index, security)
+        if settings.upstream.uses_sasl:
+            self.identities.replace_credentials(settings.principal_credentials)
+        reloadable = {"listeners", "principal_credentials", "scram_credentials_file",
+                      "authentication_timeout_ms", "gateway_properties", "upstream_properties",
+                      "log_file"}
+        fixed = [f.name for f in dataclasses.fields(settings)
+                 if f.name not in reloadable and getattr(settings, f.name) != getattr(current, f.name)]
+        self.settings = dataclasses.replace(
+            current, listeners=settings.listeners, principal_credentials=settings.principal_credentials,
+            scram_credentials_file=settings.scram_credentials_file,
+            authentication_timeout_ms=settings.authentication_timeout_ms)
+        log.warning("reloaded the security of %d listener(s)%s", sum(s is not None for s in securities),
+                    f" and the upstream credentials of {self.identities.mapped_principals} principal(s)"
+                    if settings.upstream.uses_sasl and self.identities.mode == "gateway" else "")
+        if fixed:
+            log.warning("changed settings that take a restart, not applied: %s", ", ".join(fixed))
 
     async def close(self) -> None:
         """Stop accepting, end every connection, close the upstream connections."""
@@ -294,11 +343,29 @@ def _listener_specs(settings: GatewaySettings, advertised_host: str | None,
                     advertised_port: int | None) -> list[ListenerSpec]:
     """The settings' listeners; ``advertised_host``/``advertised_port`` (the command line's)
     stand in where advertised.listeners names none."""
-    timeout = settings.authentication_timeout_ms / 1000
     specs = []
     for config in settings.listeners:
-        security = ListenerSecurity.from_config(config).with_handshake_timeout(timeout)
+        security = _listener_security(settings, config)
         specs.append(ListenerSpec(config.host or "0.0.0.0", config.port, 0,
                                   config.advertised_host or advertised_host,
                                   config.advertised_port or advertised_port, security=security))
     return specs
+
+
+def _listener_security(settings: GatewaySettings, config: ListenerConfig) -> ListenerSecurity:
+    """A listener's security as the settings give it (certificates and SCRAM credentials read
+    now)."""
+    return ListenerSecurity.from_config(config).with_handshake_timeout(
+        settings.authentication_timeout_ms / 1000)
+
+
+def _listener_shape(config: ListenerConfig) -> tuple[object, ...]:
+    """What a reload may not change in a listener."""
+    return (config.name, config.security_protocol, config.host, config.port,
+            config.advertised_host, config.advertised_port,
+            config.sasl.mechanisms if config.sasl is not None else (),
+            config.ssl.client_auth if config.ssl is not None else "none")
+
+
+def _shape_text(shapes: list[tuple[object, ...]]) -> str:
+    return ", ".join(f"{s[0]} {s[1]} {s[2] or '0.0.0.0'}:{s[3]}" for s in shapes) or "none"

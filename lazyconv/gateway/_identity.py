@@ -80,6 +80,17 @@ class GatewayIdentities:
     def __repr__(self) -> str:
         return f"GatewayIdentities({self.mode}, {len(self._credentials)} principals mapped)"
 
+    def replace_credentials(self, principal_credentials: Mapping[str, UpstreamCredentials]) -> None:
+        """The principals' upstream credentials from now on (a reload): clients that
+        authenticate afterwards get them; a connected client keeps the upstream identity it
+        got (its connections are already authenticated upstream)."""
+        self._credentials = dict(principal_credentials)
+
+    @property
+    def mapped_principals(self) -> int:
+        """How many principals have upstream credentials of their own."""
+        return len(self._credentials)
+
     # -- the connection loop's ClientAuthenticator -------------------------------------------
 
     async def check_plain(self, credentials: PlainCredentials, session: Session,

@@ -196,6 +196,8 @@ class KafkaServer:
         self._handler_factory = handler_factory
         self.authenticator: ClientAuthenticator = authenticator or ListenerUsers()
         self._specs = listeners
+        # each listener's security as new connections get it (replace_security swaps it)
+        self._security: list[ListenerSecurity | None] = [spec.security for spec in listeners]
         if limits is None:
             limits = ConnectionLimits(max_request_size=max_request_size,
                                       queued_max_request_bytes=max(DEFAULT_QUEUED_MAX_REQUEST_BYTES,
@@ -263,8 +265,8 @@ class KafkaServer:
         self.front_door = FrontDoor(self.handler)
         loop = asyncio.get_running_loop()
         self.handler.start(loop)
-        for sock, listener, spec in zip(self._sockets, self.listeners, self._specs, strict=True):
-            self._accept_tasks.append(loop.create_task(self._accept_loop(sock, listener, spec.security)))
+        for index, (sock, listener) in enumerate(zip(self._sockets, self.listeners, strict=True)):
+            self._accept_tasks.append(loop.create_task(self._accept_loop(sock, listener, index)))
         for listener, port in zip(self.listeners, self.bound_ports, strict=True):
             log.info("listening on port %d (%s), advertised as %s:%d (node %d)", port,
                      listener.security_protocol, listener.host, listener.port, listener.node_id)
@@ -332,8 +334,23 @@ class KafkaServer:
         may differ)."""
         return int(self._sockets[index].getsockname()[1])
 
+    def security(self, index: int) -> ListenerSecurity | None:
+        """Listener ``index``'s security as a new connection gets it (None: PLAINTEXT)."""
+        return self._security[index]
+
+    def replace_security(self, index: int, security: ListenerSecurity) -> None:
+        """New connections to listener ``index`` get ``security`` (renewed certificates, SASL
+        users, SCRAM credentials); open ones keep what they were accepted with. The security
+        protocol cannot change (raises :class:`~lazyconv.errors.ConfigurationError`)."""
+        current = self._security[index]
+        protocol = current.protocol if current is not None else "PLAINTEXT"
+        if security.protocol != protocol:
+            raise ConfigurationError(f"listener {index} is {protocol}, not {security.protocol}: "
+                                     "a listener's security protocol changes with a restart")
+        self._security[index] = security
+
     async def _accept_loop(self, server_sock: socket.socket, listener: Listener,
-                           security: ListenerSecurity | None) -> None:
+                           index: int) -> None:
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -347,7 +364,8 @@ class KafkaServer:
             if self.send_buffer_bytes > 0:
                 self._set_send_buffer(conn)
             self.connections_served += 1
-            task = loop.create_task(self._serve_connection(conn, peer, listener, security))
+            task = loop.create_task(self._serve_connection(conn, peer, listener,
+                                                           self._security[index]))
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 

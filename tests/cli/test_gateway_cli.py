@@ -137,3 +137,55 @@ def test_an_upstream_certificate_that_does_not_verify_stops_the_gateway(tmp_path
     lines = err.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, err
     assert "certificate does not verify" in lines[0]
+
+
+def test_sighup_reopens_the_log_and_reloads_the_users(served_fixtures, tmp_path) -> None:
+    """logrotate moves the log file and a user's password changes in --config: after SIGHUP the
+    gateway writes to a new file at the old path, new connections check the new password, and
+    the process goes on (then stops cleanly on SIGTERM)."""
+    import time
+
+    from tests.net.secure_support import RawClient
+
+    port = _unused_port()
+    config, log_file = tmp_path / "gateway.properties", tmp_path / "gateway.log"
+
+    def write(password: str) -> None:
+        config.write_text(
+            f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}\nsasl.enabled.mechanisms=PLAIN\n"
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security."
+            f'plain.PlainLoginModule required user_alice="{password}";\n'
+            "gateway.identity=gateway\n")
+
+    def logs_in(password: str) -> bool:
+        with RawClient(port) as client:
+            return client.authenticate("PLAIN", "alice", password)
+
+    write("first-secret")
+    upstream = ServerThread(served_fixtures)
+    proc = run_cli("gateway", "--upstream", upstream.bootstrap, "--config", str(config),
+                   "--log-file", str(log_file))
+    try:
+        assert proc.stdout.readline().startswith("gateway to ")
+        assert logs_in("first-secret")
+        log_file.rename(tmp_path / "gateway.log.1")
+        write("second-secret")
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+                log_file.exists() and "reloaded (2 hook(s))" in log_file.read_text()):
+            time.sleep(0.05)
+        text = log_file.read_text()
+        assert "reloaded the security of 1 listener(s)" in text and "reloaded (2 hook(s))" in text
+        assert "listening on port" in (tmp_path / "gateway.log.1").read_text()
+        assert not logs_in("first-secret")
+        assert logs_in("second-secret")
+        every_line = log_file.read_text() + (tmp_path / "gateway.log.1").read_text()
+        assert "first-secret" not in every_line and "second-secret" not in every_line
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        upstream.stop()
