@@ -108,6 +108,28 @@ def short_module_name(class_name: str) -> str:
     return class_name.rsplit(".", 1)[-1]
 
 
+# Option names an error may quote: a malformed line can put a value (a password) where a name
+# or a class is expected, so anything else is named by its position only.
+_QUOTABLE_OPTION = re.compile(r"(user_[\w.@-]+|username|password|serviceName|tokenauth)")
+_QUOTABLE_MODULE = re.compile(r"([A-Za-z_$][\w$]*\.)+[A-Za-z_$][\w$]*LoginModule")
+
+
+def _option_name(token: _Token) -> str:
+    if token.kind == "word" and _QUOTABLE_OPTION.fullmatch(token.text):
+        return f"option {token.text!r}"
+    return f"the option at character {token.start + 1}"
+
+
+def _module_name(token: _Token) -> str:
+    if token.kind == "word" and _QUOTABLE_MODULE.fullmatch(token.text):
+        return f"the login module {short_module_name(token.text)}"
+    return f"the login module at character {token.start + 1}"
+
+
+def _found(token: _Token) -> str:
+    return repr(token.text) if token.kind not in ("word", "quoted") else f"a {token.kind} value"
+
+
 def _tokens(text: str, where: str) -> Iterator[_Token]:
     i, n = 0, len(text)
     while i < n:
@@ -184,31 +206,32 @@ def parse_jaas_config(text: str, where: str = "sasl.jaas.config") -> JaasLoginMo
         module = tokens[i]
         if module.kind not in ("word", "quoted"):
             raise ConfigurationError(f"{where}: expected a login module class at character "
-                                     f"{module.start + 1}, found {module.text!r}")
+                                     f"{module.start + 1}, found {_found(module)}")
         if i + 1 >= len(tokens) or tokens[i + 1].kind not in ("word", "quoted"):
-            raise ConfigurationError(f"{where}: the login module {module.text} has no control "
+            raise ConfigurationError(f"{where}: {_module_name(module)} has no control "
                                      "flag (required, requisite, sufficient or optional)")
         flag = tokens[i + 1].text
         if flag.lower() not in CONTROL_FLAGS:
-            raise ConfigurationError(f"{where}: invalid login module control flag {flag!r} "
-                                     "(required, requisite, sufficient or optional)")
+            raise ConfigurationError(f"{where}: invalid login module control flag at character "
+                                     f"{tokens[i + 1].start + 1} (required, requisite, "
+                                     "sufficient or optional)")
         i += 2
         options: dict[str, str] = {}
         while i < len(tokens) and tokens[i].kind != ";":
             key = tokens[i]
             if key.kind not in ("word", "quoted"):
                 raise ConfigurationError(f"{where}: expected an option name at character "
-                                         f"{key.start + 1}, found {key.text!r}")
+                                         f"{key.start + 1}, found {_found(key)}")
             if (i + 2 >= len(tokens) or tokens[i + 1].kind != "="
                     or tokens[i + 2].kind not in ("word", "quoted")):
-                raise ConfigurationError(f"{where}: value not specified for option {key.text!r}")
+                raise ConfigurationError(f"{where}: value not specified for {_option_name(key)}")
             if key.text in options:
-                raise ConfigurationError(f"{where}: option {key.text!r} is given twice")
+                raise ConfigurationError(f"{where}: {_option_name(key)} is given twice")
             options[key.text] = tokens[i + 2].text
             i += 3
         if i >= len(tokens):
-            raise ConfigurationError(f"{where}: the {short_module_name(module.text)} entry is "
-                                     "not terminated by a semicolon")
+            raise ConfigurationError(f"{where}: the entry of {_module_name(module)} is not "
+                                     "terminated by a semicolon")
         i += 1  # the ";"
         entries.append(JaasLoginModule(module.text, flag.lower(), options))
     if len(entries) != 1:

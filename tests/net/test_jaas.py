@@ -50,6 +50,15 @@ def test_unquoted_words_and_no_options() -> None:
     (f'{PLAIN_LOGIN_MODULE} required password="a" password="s3cret";', "given twice"),
     (f"{PLAIN_LOGIN_MODULE} required; {PLAIN_LOGIN_MODULE} required;", "2 login modules"),
     (f"{PLAIN_LOGIN_MODULE} required /* password=s3cret", "never closed"),
+    # a malformed line puts a value where a class, a flag or an option name belongs: named by
+    # its position, never quoted
+    ("s3cret", "the login module at character 1 has no control flag"),
+    ("user_alice=my s3cret;", "no control flag"),
+    (f"{PLAIN_LOGIN_MODULE} required user_alice=pa;s3cret;", "login module at character 80 has no"),
+    (f"{PLAIN_LOGIN_MODULE} required user_alice=my s3cret;", "value not specified for the option at"),
+    (f"{PLAIN_LOGIN_MODULE} s3cret;", "invalid login module control flag at character 57"),
+    (f'{PLAIN_LOGIN_MODULE} required s3cret="a" s3cret="b";', "the option at character 77 is given"),
+    (f'{PLAIN_LOGIN_MODULE} required user_bob="a" user_bob="b";', "option 'user_bob' is given twice"),
 ])
 def test_errors_name_the_option_never_the_value(text: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message) as info:
