@@ -300,24 +300,32 @@ class Gateway:
             raise ConfigurationError(f"the listeners changed ({_shape_text(before)} -> "
                                      f"{_shape_text(after)}): that takes a restart; nothing was "
                                      "reloaded")
+        # what the new users and credentials mean depends on these: applied under the old ones
+        # they would refuse everyone, or map principals to an upstream that is not there
+        grounds = [name for name in ("identity", "credentials_fallback")
+                   if getattr(settings, name) != getattr(current, name)]
+        if settings.upstream.security_protocol != current.upstream.security_protocol:
+            grounds.append("the upstream's security.protocol")
+        if grounds:
+            raise ConfigurationError(f"{', '.join(grounds)} changed: that takes a restart; "
+                                     "nothing was reloaded")
         securities = [_listener_security(settings, config) for config in settings.listeners]
         for index, security in enumerate(securities):
-            if security is not None:
-                self.server.replace_security(index, security)
-        if settings.upstream.uses_sasl:
+            self.server.replace_security(index, security)
+        if current.upstream.uses_sasl:
             self.identities.replace_credentials(settings.principal_credentials)
         reloadable = {"listeners", "principal_credentials", "scram_credentials_file",
-                      "authentication_timeout_ms", "gateway_properties", "upstream_properties",
-                      "log_file"}
+                      "authentication_timeout_ms", "gateway_properties", "upstream_properties"}
         fixed = [f.name for f in dataclasses.fields(settings)
                  if f.name not in reloadable and getattr(settings, f.name) != getattr(current, f.name)]
         self.settings = dataclasses.replace(
             current, listeners=settings.listeners, principal_credentials=settings.principal_credentials,
             scram_credentials_file=settings.scram_credentials_file,
             authentication_timeout_ms=settings.authentication_timeout_ms)
-        log.warning("reloaded the security of %d listener(s)%s", sum(s is not None for s in securities),
+        log.warning("reloaded the security of %d listener(s)%s",
+                    sum(s.protocol != "PLAINTEXT" for s in securities),
                     f" and the upstream credentials of {self.identities.mapped_principals} principal(s)"
-                    if settings.upstream.uses_sasl and self.identities.mode == "gateway" else "")
+                    if current.upstream.uses_sasl and self.identities.mode == "gateway" else "")
         if fixed:
             log.warning("changed settings that take a restart, not applied: %s", ", ".join(fixed))
 

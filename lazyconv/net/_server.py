@@ -418,6 +418,7 @@ class KafkaServer:
         deferrable = frozenset(getattr(self.handler, "deferrable_keys", ()))
         session.may_defer = bool(deferrable)
         owed: deque[_Owed] = deque()
+        refused = False
         try:
             if secure is not None:
                 await secure.open(loop)
@@ -564,6 +565,7 @@ class KafkaServer:
         except ConnectionRefused as exc:
             log.warning("closing %s: %s", where, exc.reason)
             reason = "authentication"
+            refused = True
         except TlsError as exc:
             log.warning("closing %s: %s", where, exc.message)
             reason = "authentication"
@@ -593,7 +595,10 @@ class KafkaServer:
                 with contextlib.suppress(OSError):
                     raw.close()
             try:
-                if reason == "authentication" and secure is not None:
+                # an authentication (or re-authentication) refused, or a client gone before it
+                # authenticated; not a TLS error on an authenticated connection
+                if reason == "authentication" and secure is not None and (
+                        refused or not secure.authenticated):
                     observer.authenticated(session, secure.mechanism, False)
                 observer.connection_closed(session, reason)
             except Exception:  # an observer's bug must not hide the connection's end

@@ -195,3 +195,32 @@ def test_a_principal_given_upstream_credentials_is_admitted_after_a_reload(
     finally:
         thread.stop()
         upstream_server.stop()
+
+
+@pytest.mark.parametrize("change", ["fallback", "upstream protocol"])
+def test_a_change_the_credentials_depend_on_changes_nothing(
+        gateway: tuple[GatewayThread, Path, Path], material: Material,
+        caplog: pytest.LogCaptureFixture, change: str) -> None:
+    """New users or upstream credentials applied under another fallback, or for an upstream
+    that is not SASL yet, would admit or refuse the wrong principals: the reload is refused
+    whole. (A change of identity mode changes the listeners too: refused as such.)"""
+    thread, config, upstream = gateway
+    caplog.set_level(logging.INFO, logger="lazyconv")
+    if change == "fallback":
+        write_config(config, material, {"alice": "second-secret"},
+                     extra="gateway.upstream.credentials.fallback=none\n")
+        expected = "credentials_fallback changed"
+    else:
+        write_config(config, material, {"alice": "second-secret"}, extra=(
+            "gateway.upstream.credentials.bob.sasl.mechanism=PLAIN\n"
+            "gateway.upstream.credentials.bob.username=bob\n"
+            "gateway.upstream.credentials.bob.password=bob-upstream\n"))
+        upstream.write_text(upstream.read_text() + "security.protocol=SASL_PLAINTEXT\n"
+                            "sasl.mechanism=PLAIN\n")
+        expected = "the upstream's security.protocol changed"
+    reload(thread, config, upstream)
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and expected in errors[0], errors
+    assert errors[0].endswith("that takes a restart; nothing was reloaded")
+    assert logs_in(thread, "alice", "first-secret")
+    assert not logs_in(thread, "alice", "second-secret")

@@ -5,7 +5,9 @@ before authentication) and the one log line it leaves (never a secret)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import socket
 import ssl
 import struct
@@ -281,6 +283,19 @@ def _sasl(mechanism: str, password: str):
     return run
 
 
+def _tls_error_after_authenticating(client: RawClient) -> None:
+    assert client.authenticate("PLAIN", "alice", USERS["alice"])
+    raw = socket.socket(fileno=os.dup(client.sock.fileno()))
+    try:  # an application-data record that does not decrypt: the server ends the connection
+        raw.sendall(b"\x17\x03\x03\x00\x20" + bytes(32))
+        raw.settimeout(5)
+        with contextlib.suppress(OSError):
+            while raw.recv(4096):
+                pass
+    finally:
+        raw.close()
+
+
 def _handshake(mechanism: str):
     def run(client: RawClient) -> None:
         client.handshake(mechanism)
@@ -298,6 +313,9 @@ AUTHENTICATIONS = [
     ("client certificate", SSL, "bob", lambda c: c.metadata(), ("mTLS", True)),
     ("certificate of an unknown CA", SSL, "foreign", lambda c: c.metadata(), ("TLS", False)),
     ("plaintext to a TLS port", SASL_SSL, "plaintext", lambda c: c.api_versions(), ("TLS", False)),
+    # a TLS error once authenticated ends the connection, but is no failed authentication
+    ("tls error after authenticating", SASL_SSL, None, _tls_error_after_authenticating,
+     ("PLAIN", True)),
 ]
 
 
