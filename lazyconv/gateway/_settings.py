@@ -40,14 +40,20 @@ secrets masked.
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lazyconv.conversion._chunks import MAX_CHUNK_SIZE
-from lazyconv.errors import ConfigurationError
-from lazyconv.net._jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
+from lazyconv.errors import AuthenticationError, ConfigurationError
+from lazyconv.net._jaas import (
+    OAUTHBEARER_LOGIN_MODULE,
+    PLAIN_LOGIN_MODULE,
+    SCRAM_LOGIN_MODULE,
+    parse_jaas_config,
+)
 from lazyconv.net._limits import ConnectionLimits
 from lazyconv.net._listener_config import (
     LISTENER_LEVEL_SETTINGS,
@@ -64,7 +70,13 @@ from lazyconv.net._properties import (
     load_properties,
     mask_value,
 )
-from lazyconv.net._sasl import PLAIN, SUPPORTED_MECHANISMS
+from lazyconv.net._sasl import (
+    CLIENT_MECHANISMS,
+    MAX_BEARER_TOKEN,
+    OAUTHBEARER,
+    PLAIN,
+    SUPPORTED_MECHANISMS,
+)
 from lazyconv.net._scram_credentials import SCRAM_MECHANISMS
 from lazyconv.net._server import send_buffer_problem
 from lazyconv.net._tls import SslClientSettings
@@ -188,8 +200,8 @@ GATEWAY_KEYS: tuple[Setting, ...] = (
     Setting("gateway.scram.credentials.file", "path", None, "SCRAM users of the SASL listeners "
             "(salted hashes, written by 'lazyconv gateway scram-credentials')"),
     Setting("gateway.upstream.credentials.file", "path", None, "a properties file of "
-            "<principal>.sasl.mechanism/.username/.password: the upstream credentials of each "
-            "principal (gateway identity mode)"),
+            "<principal>.sasl.mechanism/.username/.password (or .token.file): the upstream "
+            "credentials of each principal (gateway identity mode)"),
     Setting("gateway.upstream.credentials.fallback", "choice", None, "a principal without "
             "credentials: service (the --upstream-config identity) or none (refused); default: "
             "service when no principal has credentials, else none", ("service", "none")),
@@ -235,10 +247,18 @@ UPSTREAM_KEYS: tuple[Setting, ...] = (
             kafka=True),
     Setting("security.protocol", "choice", "PLAINTEXT", "how to reach the cluster",
             SECURITY_PROTOCOLS, True),
-    Setting("sasl.mechanism", "choice", "GSSAPI", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
-            (*SUPPORTED_MECHANISMS, "GSSAPI", "OAUTHBEARER"), True),
+    Setting("sasl.mechanism", "choice", "GSSAPI", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or "
+            "OAUTHBEARER (a token from a file)", (*SUPPORTED_MECHANISMS, "GSSAPI", OAUTHBEARER), True),
     Setting("sasl.jaas.config", "str", None, "the gateway's own identity: PlainLoginModule or "
-            "ScramLoginModule with username= and password=", kafka=True),
+            "ScramLoginModule with username= and password=; OAuthBearerLoginModule (no options) "
+            "with sasl.oauthbearer.token.endpoint.url", kafka=True),
+    Setting("sasl.oauthbearer.token.endpoint.url", "str", None, "OAUTHBEARER: file:///PATH of a "
+            "file holding the bearer token (a JWT), read again at each authentication, so a "
+            "token refreshed in place is used from the next one on; no HTTP token endpoint",
+            kafka=True),
+    Setting("sasl.login.callback.handler.class", "str", None, "accepted for OAUTHBEARER as Kafka's "
+            "clients set it (OAuthBearerLoginCallbackHandler); the token comes from the file",
+            kafka=True),
     Setting("client.id", "str", None, "accepted; client ids come from the clients "
             "(gateway.client.id.prefix)", kafka=True),
     Setting("request.timeout.ms", "int", 30000, "how long an upstream request may take", kafka=True),
@@ -251,7 +271,10 @@ UPSTREAM_KEYS: tuple[Setting, ...] = (
 
 _GATEWAY_BY_KEY = {s.key: s for s in GATEWAY_KEYS}
 _UPSTREAM_BY_KEY = {s.key: s for s in UPSTREAM_KEYS}
-_CREDENTIAL_FIELDS = ("sasl.mechanism", "username", "password")
+_CREDENTIAL_FIELDS = ("sasl.mechanism", "username", "password", "token.file")
+_LOGIN_CALLBACK_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler")
 _CREDENTIALS_PREFIX = "gateway.upstream.credentials."
 
 
@@ -260,19 +283,58 @@ _CREDENTIALS_PREFIX = "gateway.upstream.credentials."
 
 @dataclass(frozen=True)
 class UpstreamCredentials:
-    """SASL credentials for upstream connections (the password kept out of repr)."""
+    """SASL credentials for upstream connections (the password kept out of repr): a user name
+    and password, or for OAUTHBEARER the file that holds the bearer token."""
 
     mechanism: str
     username: str
     password: str = field(repr=False)
+    token_file: Path | None = None
 
     def __post_init__(self) -> None:
-        if self.mechanism not in SUPPORTED_MECHANISMS:
+        if self.mechanism not in CLIENT_MECHANISMS:
             raise ConfigurationError(f"upstream SASL mechanism {self.mechanism!r} is not supported "
-                                     f"({', '.join(SUPPORTED_MECHANISMS)})")
-        if not self.username or not self.password:
+                                     f"({', '.join(CLIENT_MECHANISMS)})")
+        if self.mechanism == OAUTHBEARER:
+            if self.token_file is None or self.username or self.password:
+                raise ConfigurationError("upstream OAUTHBEARER credentials are a token file "
+                                         "(no username or password)")
+        elif not self.username or not self.password or self.token_file is not None:
             raise ConfigurationError(f"upstream {self.mechanism} credentials need a username and a "
-                                     "password")
+                                     "password (a token file is for OAUTHBEARER)")
+
+    def token(self) -> str:
+        """OAUTHBEARER: the bearer token, read from its file now. Raises
+        :class:`~lazyconv.errors.AuthenticationError` naming the file, never its content."""
+        assert self.token_file is not None
+        return read_token_file(self.token_file)
+
+    def describe(self, masked: bool = True) -> str:
+        """``SCRAM-SHA-512 as 'alice' (password [hidden])``, or ``OAUTHBEARER, token from PATH``."""
+        if self.mechanism == OAUTHBEARER:
+            return f"{self.mechanism}, token from {self.token_file}"
+        password = "[hidden]" if masked else self.password
+        return f"{self.mechanism} as {self.username!r} (password {password})"
+
+
+def read_token_file(path: Path) -> str:
+    """A bearer token file's token (surrounding white space stripped); an
+    :class:`~lazyconv.errors.AuthenticationError` naming the file when it cannot be read or
+    holds no token."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_BEARER_TOKEN + 2)
+    except OSError as exc:
+        raise AuthenticationError(f"the OAUTHBEARER token file {path} cannot be read "
+                                  f"({exc.strerror or type(exc).__name__})") from None
+    try:
+        token = data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        token = ""
+    if not token or len(data) > MAX_BEARER_TOKEN + 1:
+        raise AuthenticationError(f"the OAUTHBEARER token file {path} holds no token (empty, "
+                                  f"not ASCII, or more than {MAX_BEARER_TOKEN} bytes)")
+    return token
 
 
 @dataclass(frozen=True)
@@ -358,9 +420,7 @@ class GatewaySettings:
         lines.append(f"gateway.upstream.credentials.fallback={self.credentials_fallback}"
                      + ("" if "gateway.upstream.credentials.fallback" in given else "  # default"))
         for principal, creds in sorted(self.principal_credentials.items()):
-            password = "[hidden]" if masked else creds.password
-            lines.append(f"# principal {principal}: {creds.mechanism} as {creds.username!r} "
-                         f"(password {password})")
+            lines.append(f"# principal {principal}: {creds.describe(masked)}")
         lines.append("# listeners")
         lines += [f"#   {listener.describe()}" for listener in self.listeners]
         lines.append("# upstream (--upstream-config)")
@@ -562,6 +622,12 @@ def _path(props: Properties, key: str) -> Path | None:
 
 def _jaas_credentials(props: Properties, mechanism: str) -> UpstreamCredentials | None:
     key = "sasl.jaas.config"
+    if mechanism == OAUTHBEARER:
+        return _oauthbearer_credentials(props)
+    for other in ("sasl.oauthbearer.token.endpoint.url", "sasl.login.callback.handler.class"):
+        if other in props:
+            raise ConfigurationError(f"{_where(props, other)}: for sasl.mechanism=OAUTHBEARER, "
+                                     f"not {mechanism}")
     if key not in props:
         return None
     module = parse_jaas_config(props[key], _where(props, key))
@@ -571,6 +637,48 @@ def _jaas_credentials(props: Properties, mechanism: str) -> UpstreamCredentials 
                                  f"{expected}, not {module.class_name}")
     return UpstreamCredentials(mechanism, module.require_option("username", _where(props, key)),
                                module.require_option("password", _where(props, key)))
+
+
+def _oauthbearer_credentials(props: Properties) -> UpstreamCredentials:
+    """OAUTHBEARER's token file: ``sasl.oauthbearer.token.endpoint.url=file:///PATH`` (Kafka's
+    clients read a token from a file: URL the same way), checked readable now."""
+    key = "sasl.jaas.config"
+    if key in props:
+        module = parse_jaas_config(props[key], _where(props, key))
+        if module.class_name != OAUTHBEARER_LOGIN_MODULE:
+            raise ConfigurationError(f"{_where(props, key)}: sasl.mechanism=OAUTHBEARER needs "
+                                     f"{OAUTHBEARER_LOGIN_MODULE}, not {module.class_name}")
+        if module.options:
+            raise ConfigurationError(
+                f"{_where(props, key)}: the gateway takes no OAuthBearerLoginModule options "
+                f"({', '.join(sorted(module.options))}): unsecured test tokens are made by Kafka's "
+                "own login handler; give the token in a file")
+    handler = "sasl.login.callback.handler.class"
+    if handler in props and props[handler] not in _LOGIN_CALLBACK_HANDLERS:
+        raise ConfigurationError(f"{_where(props, handler)}: only Kafka's "
+                                 "OAuthBearerLoginCallbackHandler is accepted (the gateway reads "
+                                 "the token from the file of sasl.oauthbearer.token.endpoint.url)")
+    url_key = "sasl.oauthbearer.token.endpoint.url"
+    url = props.get(url_key, "")
+    if not url.startswith("file:"):
+        raise ConfigurationError(
+            f"{_where(props, url_key)}: sasl.mechanism=OAUTHBEARER needs "
+            "sasl.oauthbearer.token.endpoint.url=file:///PATH, a file holding the token (the "
+            "gateway fetches none from an HTTP endpoint: refresh the file from outside)"
+            if not url else
+            f"{_where(props, url_key)}: {url.split(':', 1)[0]}: URLs are not supported, only "
+            "file:///PATH (refresh the token file from outside)")
+    parsed = urllib.parse.urlparse(url)
+    if parsed.netloc not in ("", "localhost") or not parsed.path:
+        raise ConfigurationError(f"{_where(props, url_key)}: expected file:///PATH (an absolute "
+                                 "path on this machine)")
+    path = Path(urllib.parse.unquote(parsed.path))
+    credentials = UpstreamCredentials(OAUTHBEARER, "", "", token_file=path)
+    try:
+        credentials.token()
+    except AuthenticationError as exc:
+        raise ConfigurationError(f"{_where(props, url_key)}: {exc.message}") from None
+    return credentials
 
 
 def _upstream(props: Properties) -> UpstreamSettings:
@@ -589,11 +697,12 @@ def _upstream(props: Properties) -> UpstreamSettings:
     mechanism = credentials = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         mechanism = _choice(props, "sasl.mechanism", _UPSTREAM_BY_KEY)
-        if mechanism not in SUPPORTED_MECHANISMS:
+        if mechanism not in CLIENT_MECHANISMS:
             raise ConfigurationError(f"{_where(props, 'sasl.mechanism')}: {mechanism} is not "
-                                     f"supported upstream ({', '.join(SUPPORTED_MECHANISMS)})")
+                                     f"supported upstream ({', '.join(CLIENT_MECHANISMS)})")
         credentials = _jaas_credentials(props, mechanism)
-    elif "sasl.jaas.config" in props or "sasl.mechanism" in props:
+    elif any(k in props for k in ("sasl.jaas.config", "sasl.mechanism",
+                                  "sasl.oauthbearer.token.endpoint.url")):
         raise ConfigurationError(f"{_where(props, 'security.protocol')}: SASL settings are given "
                                  f"but security.protocol is {protocol} (SASL_SSL or SASL_PLAINTEXT?)")
     return UpstreamSettings(servers, protocol, ssl_settings, mechanism, credentials,
@@ -619,7 +728,8 @@ def _principal_credentials(props: Properties,
             for name in _CREDENTIAL_FIELDS:
                 if rest.endswith("." + name) and len(rest) > len(name) + 1:
                     principal = rest[:-len(name) - 1]
-                    fields.setdefault(principal, {})[name] = source[key]
+                    value = str(_path(source, key) or "") if name == "token.file" else source[key]
+                    fields.setdefault(principal, {})[name] = value
                     break
             else:
                 raise ConfigurationError(f"{_where(source, key)}: expected <principal>."
@@ -627,10 +737,14 @@ def _principal_credentials(props: Properties,
     out = {}
     for principal, values in fields.items():
         mechanism = values.get("sasl.mechanism", PLAIN).upper()
+        token_file = Path(values["token.file"]) if values.get("token.file") else None
         try:
-            out[principal] = UpstreamCredentials(mechanism, values.get("username", ""),
-                                                 values.get("password", ""))
-        except ConfigurationError as exc:
+            out[principal] = credentials = UpstreamCredentials(
+                mechanism, values.get("username", ""), values.get("password", ""),
+                token_file=token_file)
+            if token_file is not None:
+                credentials.token()  # readable now, or the gateway does not start
+        except (ConfigurationError, AuthenticationError) as exc:
             raise ConfigurationError(f"upstream credentials of principal {principal!r}: "
                                      f"{exc.message}") from None
     return out
@@ -694,11 +808,15 @@ def settings_reference() -> str:
         "`gateway.scram.credentials.file`) |",
         "| `listener.name.<listener>.<mechanism>.connections.max.reauth.ms` | a mechanism's session "
         "lifetime on a listener |",
-        "| `gateway.upstream.credentials.<principal>.sasl.mechanism` | PLAIN, SCRAM-SHA-256 or "
-        "SCRAM-SHA-512 (default PLAIN): how the principal's upstream connections authenticate |",
+        "| `gateway.upstream.credentials.<principal>.sasl.mechanism` | PLAIN, SCRAM-SHA-256, "
+        "SCRAM-SHA-512 or OAUTHBEARER (default PLAIN): how the principal's upstream connections "
+        "authenticate |",
         "| `gateway.upstream.credentials.<principal>.username`, `.password` | the principal's "
         "upstream credentials (`<principal>` without `User:`; `=`, `:` and spaces escaped with a "
         "backslash) |",
+        "| `gateway.upstream.credentials.<principal>.token.file` | OAUTHBEARER: the file holding "
+        "the principal's bearer token, read at each authentication (relative: to the file that "
+        "names it) |",
     ]
     return "\n".join(["**`--config`** (the gateway's own settings):", "", *rows(GATEWAY_KEYS), "",
                       "**Per listener, per principal** (`--config`):", "", *forms, "",

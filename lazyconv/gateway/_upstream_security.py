@@ -74,10 +74,17 @@ class UpstreamIdentity:
 
     @property
     def key(self) -> str:
-        """What the cluster sees this identity as: ``User:<name>`` for SASL (every mechanism
-        gives Kafka's default principal builder the same name), ``-`` for the connection's
-        own (TLS subject or ANONYMOUS)."""
-        return f"User:{self.credentials.username}" if self.credentials is not None else "-"
+        """What the cluster sees this identity as: ``User:<name>`` for SASL with a user name
+        (every such mechanism gives Kafka's default principal builder the same name); for
+        OAUTHBEARER the token file's path (the principal is in the token, which may change: two
+        files are two identities, never one); ``-`` for the connection's own (TLS subject or
+        ANONYMOUS)."""
+        credentials = self.credentials
+        if credentials is None:
+            return "-"
+        if credentials.token_file is not None:
+            return f"OAUTHBEARER:{credentials.token_file}"
+        return f"User:{credentials.username}"
 
     def __repr__(self) -> str:
         return f"UpstreamIdentity({self.key})"
@@ -113,7 +120,8 @@ async def authenticate(conn: UpstreamConnection, credentials: UpstreamCredential
     version = min(low_high[1], _MAX_AUTHENTICATE_VERSION)
     exchange = SaslClientExchange(credentials.mechanism, credentials.username, credentials.password,
                                   authenticate_version=version, client_id=conn.client_id,
-                                  correlation_ids=conn.correlation_ids())
+                                  correlation_ids=conn.correlation_ids(),
+                                  token=credentials.token if credentials.token_file else None)
     try:
         frame: bytes | None = exchange.start(time.monotonic())
         while frame is not None:

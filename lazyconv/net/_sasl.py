@@ -66,9 +66,11 @@ import enum
 import hashlib
 import hmac
 import itertools
+import json
 import logging
 import os
 import random
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -105,6 +107,9 @@ __all__ = [
     "SCRAM_SHA_256",
     "SCRAM_SHA_512",
     "SUPPORTED_MECHANISMS",
+    "OAUTHBEARER",
+    "CLIENT_MECHANISMS",
+    "oauthbearer_initial_response",
     "DEFAULT_MAX_RECEIVE_SIZE",
     "PlainCredentials",
     "PlainUsers",
@@ -124,6 +129,12 @@ PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
 SUPPORTED_MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+OAUTHBEARER = "OAUTHBEARER"
+#: what the client side speaks: the listeners' mechanisms, and OAUTHBEARER with a token given
+CLIENT_MECHANISMS = (*SUPPORTED_MECHANISMS, OAUTHBEARER)
+# RFC 6750's b64token: what a bearer token may hold (never the 0x01 separators of RFC 7628)
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+MAX_BEARER_TOKEN = 65536
 
 DEFAULT_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size
 DEFAULT_AUTHENTICATION_TIMEOUT_S = 10.0
@@ -648,9 +659,22 @@ class SaslClientStep:
     reauthenticate_at: float | None = None
 
 
+def oauthbearer_initial_response(token: str) -> bytes:
+    """The client's first (and only) OAUTHBEARER message (RFC 7628, as Kafka's client sends it:
+    no authorization id, no extensions) for a bearer token. Raises
+    :class:`AuthenticationError` for a token that is not one (it never quotes it)."""
+    if not token or len(token) > MAX_BEARER_TOKEN or not _BEARER_TOKEN.fullmatch(token):
+        raise AuthenticationError(f"the OAUTHBEARER token is not a bearer token (empty, longer "
+                                  f"than {MAX_BEARER_TOKEN} characters, or characters other than "
+                                  "letters, digits and -._~+/=)")
+    return b"n,,\x01auth=Bearer " + token.encode("ascii") + b"\x01\x01"
+
+
 class SaslClientExchange:
     """Authenticate one connection to a Kafka broker: SaslHandshake v1, then SaslAuthenticate
     (``authenticate_version``: the highest both sides speak, from ApiVersions, at most 2).
+    OAUTHBEARER takes ``token`` instead of a user name and password: called at each
+    (re-)authentication, it gives the bearer token to send (read afresh, e.g. from a file).
 
     ``start(now)`` gives the first frame; every response frame (the bytes after its size) goes
     to :meth:`receive`, which raises :class:`AuthenticationError` when the broker refuses (with
@@ -660,17 +684,23 @@ class SaslClientExchange:
     def __init__(self, mechanism: str, username: str, password: str, *,
                  authenticate_version: int = 2, client_id: str | None = None,
                  correlation_ids: Iterable[int] | None = None,
-                 rng: random.Random | None = None) -> None:
-        if mechanism not in SUPPORTED_MECHANISMS:
+                 rng: random.Random | None = None,
+                 token: Callable[[], str] | None = None) -> None:
+        if mechanism not in CLIENT_MECHANISMS:
             raise ConfigurationError(f"sasl.mechanism {mechanism!r} is not supported (supported: "
-                                     f"{', '.join(SUPPORTED_MECHANISMS)})")
+                                     f"{', '.join(CLIENT_MECHANISMS)})")
         if not AUTHENTICATE.supports(authenticate_version):
             raise ConfigurationError(f"SaslAuthenticate v{authenticate_version} does not exist")
-        if not username or not password:
+        if mechanism == OAUTHBEARER:
+            if token is None:
+                raise ConfigurationError("OAUTHBEARER needs a token")
+        elif not username or not password:
             raise ConfigurationError(f"{mechanism} needs a user name and a password")
         self.mechanism = mechanism
         self.username = username
         self._password = password
+        self._token = token
+        self._oauth_status: str | None = None  # the broker's refusal, before its error
         self.authenticate_version = authenticate_version
         self.client_id = client_id
         self._ids = iter(correlation_ids) if correlation_ids is not None else itertools.count(1)
@@ -685,6 +715,10 @@ class SaslClientExchange:
     def __repr__(self) -> str:
         return f"SaslClientExchange({self.mechanism}, user={self.username!r})"
 
+    @property
+    def _as_whom(self) -> str:
+        return f" as {self.username!r}" if self.username else ""
+
     def _request(self, spec: ApiSpec, version: int, body: dict[str, object]) -> bytes:
         correlation_id = next(self._ids)
         payload = (encode_request_header(spec.request_header_version(version), spec.key, version,
@@ -698,11 +732,15 @@ class SaslClientExchange:
         self.authenticated = False
         self._scram = None
         self._scram_stage = 0
+        self._oauth_status = None
         return self._request(HANDSHAKE, 1, {"mechanism": self.mechanism})
 
     def _first_token(self) -> bytes:
         if self.mechanism == PLAIN:
             return plain_token(self.username, self._password)
+        if self.mechanism == OAUTHBEARER:
+            assert self._token is not None
+            return oauthbearer_initial_response(self._token())
         self._scram = scramp.ScramClient([self.mechanism], self.username, self._password)
         self._scram_stage = 1
         return self._scram.get_client_first().encode()
@@ -734,12 +772,33 @@ class SaslClientExchange:
         error = body["error_code"]
         if error != NONE:
             message = body.get("error_message") or ""
-            raise AuthenticationError(f"the broker refused {self.mechanism} authentication as "
-                                      f"{self.username!r} (error {error}: {message})")
+            if self._oauth_status is not None:
+                raise AuthenticationError(f"the broker refused the OAUTHBEARER token "
+                                          f"({self._oauth_status})")
+            raise AuthenticationError(f"the broker refused {self.mechanism} authentication"
+                                      f"{self._as_whom} (error {error}: {message})")
         return self._authenticated_or_next(body["auth_bytes"], body.get("session_lifetime_ms", 0), now)
 
+    def _oauth_refused(self, answer: bytes) -> SaslClientStep:
+        """The broker's error challenge (RFC 7628 3.2.2: a JSON status): the client answers
+        with a single separator, and the broker then fails the authentication."""
+        if self._oauth_status is not None:
+            raise ProtocolError("a second OAUTHBEARER challenge after the client's separator")
+        try:
+            status = str(json.loads(answer.decode("utf-8")).get("status", "?"))[:64]
+        except (UnicodeDecodeError, ValueError, AttributeError):
+            status = "an error challenge that is not JSON"
+        self._oauth_status = status if status.isprintable() else "?"
+        return SaslClientStep(send=self._request(AUTHENTICATE, self.authenticate_version,
+                                                 {"auth_bytes": b"\x01"}))
+
     def _authenticated_or_next(self, token: bytes, lifetime_ms: int, now: float) -> SaslClientStep:
-        if self.mechanism != PLAIN:
+        if self.mechanism == OAUTHBEARER:
+            if token:
+                return self._oauth_refused(bytes(token))
+            if self._oauth_status is not None:
+                raise ProtocolError("the broker accepted an OAUTHBEARER exchange it had refused")
+        elif self.mechanism != PLAIN:
             assert self._scram is not None
             try:
                 text = token.decode("utf-8")

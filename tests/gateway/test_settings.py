@@ -4,6 +4,7 @@ never in --check-config's listing."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,76 @@ def test_the_command_line_refuses_a_send_buffer_that_is_not_one(argument: str,
         build_parser().parse_args(["gateway", "--upstream", "b:1", f"--socket-send-buffer={argument}"])
     error = capsys.readouterr().err
     assert "--socket-send-buffer" in error and "-1 (the OS default)" in error
+
+
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+TOKEN = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJzdmMifQ."
+
+
+def oauth_upstream(folder: Path, *extra: str, url: str | None = None) -> Path:
+    token = write(folder, "svc.jwt", TOKEN + "\n")
+    return write(folder, "up.properties", "\n".join([
+        "bootstrap.servers=h:1", "security.protocol=SASL_SSL", "sasl.mechanism=OAUTHBEARER",
+        f"sasl.jaas.config={OAUTH_MODULE} required;",
+        "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer."
+        "OAuthBearerLoginCallbackHandler",
+        f"sasl.oauthbearer.token.endpoint.url={url or token.as_uri()}", *extra]) + "\n")
+
+
+def test_oauthbearer_token_file_upstream(tmp_path: Path) -> None:
+    """Kafka's client settings for a token read from a file: the gateway's own identity is
+    that file, read at each authentication; --check-config shows the path, not the token."""
+    config = write(tmp_path, "gw.properties", "listeners=PLAINTEXT://127.0.0.1:9092\n")
+    settings = GatewaySettings.load(config, oauth_upstream(tmp_path))
+    credentials = settings.upstream.credentials
+    assert credentials is not None and credentials.mechanism == "OAUTHBEARER"
+    assert credentials.token_file == tmp_path / "svc.jwt" and credentials.token() == TOKEN
+    (tmp_path / "svc.jwt").write_text(TOKEN + "refreshed\n")  # refreshed in place
+    assert credentials.token() == TOKEN + "refreshed"
+    assert TOKEN not in settings.describe(masked=True)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"url": "https://idp.example.com/token"}, "https: URLs are not supported, only file:///PATH"),
+    ({"url": "file://otherhost/x.jwt"}, "expected file:///PATH"),
+    ({"url": "file:///nonexistent/x.jwt"}, "token file /nonexistent/x.jwt cannot be read"),
+    ({"extra": (f"sasl.jaas.config={OAUTH_MODULE} required unsecuredLoginStringClaim_sub=\"a\";",)},
+     "takes no OAuthBearerLoginModule options"),
+    ({"extra": ("sasl.login.callback.handler.class=com.example.Handler",)},
+     "only Kafka's OAuthBearerLoginCallbackHandler"),
+])
+def test_oauthbearer_settings_refused_in_one_line(tmp_path: Path, change: dict, message: str) -> None:
+    config = write(tmp_path, "gw.properties", "listeners=PLAINTEXT://127.0.0.1:9092\n")
+    upstream = oauth_upstream(tmp_path, *change.get("extra", ()), url=change.get("url"))
+    with pytest.raises(ConfigurationError, match=re.escape(message)) as info:
+        GatewaySettings.load(config, upstream)
+    assert TOKEN not in str(info.value)
+
+
+def test_oauthbearer_token_file_that_holds_no_token(tmp_path: Path) -> None:
+    config = write(tmp_path, "gw.properties", "listeners=PLAINTEXT://127.0.0.1:9092\n")
+    upstream = oauth_upstream(tmp_path)
+    (tmp_path / "svc.jwt").write_text("\n")
+    with pytest.raises(ConfigurationError, match="svc.jwt holds no token"):
+        GatewaySettings.load(config, upstream)
+
+
+def test_oauthbearer_upstream_credentials_per_principal(tmp_path: Path, certs: dict[str, Path]) -> None:
+    """Gateway identity mode: a principal's upstream identity may be a token file (a relative
+    path is the config file's folder's)."""
+    write(tmp_path, "alice.jwt", TOKEN + "\n")
+    config = write(tmp_path, "gw.properties", f"""
+listeners=SASL_PLAINTEXT://127.0.0.1:9094
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_MODULE} required user_alice="a";
+gateway.identity=gateway
+gateway.upstream.credentials.alice.sasl.mechanism=OAUTHBEARER
+gateway.upstream.credentials.alice.token.file=alice.jwt
+""")
+    settings = GatewaySettings.load(config, oauth_upstream(tmp_path))
+    alice = settings.principal_credentials["alice"]
+    assert alice.token_file == tmp_path / "alice.jwt" and alice.token() == TOKEN
+    assert "# principal alice: OAUTHBEARER, token from " in settings.describe()
+    config.write_text(config.read_text().replace("OAUTHBEARER", "PLAIN"))
+    with pytest.raises(ConfigurationError, match="a token file is for OAUTHBEARER"):
+        GatewaySettings.load(config, oauth_upstream(tmp_path))

@@ -22,6 +22,7 @@ from lazyconv.net._sasl import (
     reauthentication_delay_s,
 )
 from lazyconv.net._scram_credentials import ScramCredentialStore, scram_credential
+from lazyconv.protocol._primitives import Reader
 from tests.net.sasl_frames import (
     AUTHENTICATE,
     HANDSHAKE,
@@ -490,3 +491,79 @@ def test_reauthentication_delay_is_kafkas() -> None:
     delays = [reauthentication_delay_s(100000, rng) for _ in range(2000)]
     assert all(85.0 <= d <= 95.0 for d in delays)
     assert min(delays) < 86 and max(delays) > 94
+
+
+# -- OAUTHBEARER, the client side (the gateway's upstream): a broker played from recorded
+# answers of Kafka 4.0.1's unsecured validator (tests/security has the live broker)
+
+
+def _request(frame: bytes) -> tuple[object, int, dict, dict]:
+    """The client's ``frame`` (size-prefixed): its spec, version, header and body."""
+    from lazyconv.protocol._headers import decode_request_header
+
+    data = unframe(frame)
+    key, version = int.from_bytes(data[:2], "big"), int.from_bytes(data[2:4], "big")
+    spec = {HANDSHAKE.key: HANDSHAKE, AUTHENTICATE.key: AUTHENTICATE}[key]
+    reader = Reader(data)
+    header = decode_request_header(reader, spec.request_header_version(version))
+    return spec, version, header, spec.decode_request(version, reader)
+
+
+def _broker_answer(frame: bytes, body: dict) -> bytes:
+    """What a broker answers to the client's ``frame`` with ``body``."""
+    from lazyconv.protocol._headers import encode_response_header
+
+    spec, version, header, _ = _request(frame)
+    return (encode_response_header(spec.response_header_version(version), header["correlation_id"])
+            + spec.encode_response(version, body))
+
+
+def _sent_token(frame: bytes) -> bytes:
+    return _request(frame)[3]["auth_bytes"]
+
+
+JWT = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSIsImV4cCI6OTk5OTk5OTk5OX0."
+
+
+def test_oauthbearer_client_sends_the_token_read_at_each_authentication() -> None:
+    tokens = iter([JWT, JWT + "x"])
+    client = SaslClientExchange("OAUTHBEARER", "", "", token=lambda: next(tokens))
+    for expected in (JWT, JWT + "x"):  # the second: a re-authentication reads the file again
+        frame = client.start(0.0)
+        step = client.receive(_broker_answer(frame, {"error_code": 0, "mechanisms": ["OAUTHBEARER"]}), 0.0)
+        assert step.send is not None
+        assert _sent_token(step.send) == f"n,,\x01auth=Bearer {expected}\x01\x01".encode()
+        done = client.receive(_broker_answer(step.send, {
+            "error_code": 0, "error_message": "", "auth_bytes": b"", "session_lifetime_ms": 60000}), 0.0)
+        assert done.done and client.session_lifetime_ms == 60000
+
+
+def test_oauthbearer_refusal_sends_the_separator_then_names_the_status_never_the_token() -> None:
+    client = SaslClientExchange("OAUTHBEARER", "", "", token=lambda: JWT)
+    frame = client.start(0.0)
+    step = client.receive(_broker_answer(frame, {"error_code": 0, "mechanisms": ["OAUTHBEARER"]}), 0.0)
+    assert step.send is not None
+    challenge = client.receive(_broker_answer(step.send, {
+        "error_code": 0, "error_message": "", "auth_bytes": b'{"status":"invalid_token"}',
+        "session_lifetime_ms": 0}), 0.0)
+    assert challenge.send is not None and _sent_token(challenge.send) == b"\x01"  # RFC 7628 3.2.3
+    with pytest.raises(AuthenticationError) as info:
+        client.receive(_broker_answer(challenge.send, {
+            "error_code": 58, "error_message": '{"status":"invalid_token"}', "auth_bytes": b"",
+            "session_lifetime_ms": 0}), 0.0)
+    assert str(info.value) == "the broker refused the OAUTHBEARER token (invalid_token)"
+
+
+@pytest.mark.parametrize("token", ["", "has space", "a\x01b", "ä", "x" * 70000],
+                         ids=["empty", "space", "separator", "not-ascii", "too-long"])
+def test_oauthbearer_token_that_is_not_one_is_refused_without_quoting_it(token: str) -> None:
+    client = SaslClientExchange("OAUTHBEARER", "", "", token=lambda: token)
+    frame = client.start(0.0)
+    with pytest.raises(AuthenticationError, match="not a bearer token") as info:
+        client.receive(_broker_answer(frame, {"error_code": 0, "mechanisms": ["OAUTHBEARER"]}), 0.0)
+    assert token[:20] not in str(info.value) or not token
+
+
+def test_oauthbearer_needs_a_token() -> None:
+    with pytest.raises(ConfigurationError, match="OAUTHBEARER needs a token"):
+        SaslClientExchange("OAUTHBEARER", "", "")
