@@ -72,6 +72,9 @@ Where we differ on purpose
 - **Timestamps below −1** are refused with :class:`~lazyconv.errors.InvalidTimestampError`
   (INVALID_TIMESTAMP); 3.9 answered UNKNOWN_SERVER_ERROR (``MemoryRecordsBuilder`` throws
   IllegalArgumentException after validation).
+- **A timestamp too far above the set's first** for a v2 record's int64 timestamp delta (−1
+  then ``Long.MAX_VALUE``) is refused with :class:`~lazyconv.errors.InvalidTimestampError`
+  (INVALID_TIMESTAMP) for its partition; Kafka's Java wraps the delta around and stores it.
 - **Decompressed data is bounded** (``max_decompressed_size`` per wrapper, the records layer's
   default 128 MiB): beyond it :class:`~lazyconv.errors.DecompressionBombError`, answered as
   MESSAGE_TOO_LARGE. Kafka has no such bound (it checks ``max.message.bytes`` on compressed sizes
@@ -164,6 +167,7 @@ __all__ = ["UpConverted", "up_convert", "kafka_error_code", "INVALID_TIMESTAMP"]
 INVALID_TIMESTAMP: int = ErrorCode.INVALID_TIMESTAMP
 
 _NO_TIMESTAMP = -1
+_INT64_MAX = (1 << 63) - 1
 _CRC_START = LOG_OVERHEAD + 4  # a legacy message's CRC-32 covers magic .. end
 # the plain path's reads: the entry's header up to the attributes, then a v1 message's timestamp
 # and key length (or a v0 message's key length) after them
@@ -295,9 +299,14 @@ def up_convert(
 def _v2_batch(source: Compression, rows: list[_Row]) -> bytes:
     """MemoryRecordsBuilder's batch: offsets 0..n-1, CreateTime, no producer state."""
     builder = RecordsBuilder(2, source)
+    first = rows[0][0] if rows else 0
     for index, (timestamp, key, value, position) in enumerate(rows):
         if timestamp < _NO_TIMESTAMP:
             raise InvalidTimestampError(f"record {index} has the negative timestamp {timestamp}", position)
+        if timestamp - first > _INT64_MAX:  # timestamps are int64 and first >= -1: only upward
+            raise InvalidTimestampError(
+                f"record {index}'s timestamp {timestamp} is too far from the first record's "
+                f"({first}) for a v2 batch (its timestamp delta would not fit an int64)", position)
         builder.append(index, timestamp, key, value)
     return builder.build()
 

@@ -112,6 +112,14 @@ class RecordsBuilder:
             raise ConfigurationError(f"offset {offset} is below the base offset {self.base_offset}")
         if timestamp < 0 and timestamp != -1:
             raise ConfigurationError(f"invalid negative timestamp {timestamp}")
+        if timestamp > _INT64_MAX:
+            raise ConfigurationError(f"timestamp {timestamp} is beyond int64")
+        if self.magic == 2 and self._records and not (
+                _INT64_MIN <= timestamp - self._records[0][1] <= _INT64_MAX):
+            # Kafka's Java wraps the delta around; a batch holds exact deltas or refuses
+            raise ConfigurationError(f"timestamp {timestamp} is too far from the batch's first "
+                                     f"timestamp {self._records[0][1]} (a v2 record's timestamp "
+                                     "delta is an int64)")
         if headers and self.magic < 2:
             raise ConfigurationError(f"magic v{self.magic} does not support record headers")
         if self.magic == 2 and offset - self.base_offset > _INT32_MAX:

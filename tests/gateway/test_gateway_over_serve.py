@@ -312,6 +312,32 @@ def test_a_refused_message_set_gets_the_brokers_error_and_others_go_through(
         upstream.stop()
 
 
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP])
+def test_a_timestamp_delta_beyond_int64_refuses_only_its_partition(
+        served_fixtures, gateway_factory, codec: Compression) -> None:
+    """Timestamps -1 then INT64_MAX in one magic 1 set: a v2 batch's timestamp delta cannot hold
+    the difference (Kafka's Java wraps it around), so that partition gets INVALID_TIMESTAMP; the
+    other partition is written and the connection goes on."""
+    (served_fixtures / "sink-0").mkdir()
+    upstream = ServerThread(served_fixtures)
+    try:
+        gateway = gateway_factory(upstream.bootstrap)
+        builder = RecordsBuilder(1, codec, base_offset=0)
+        builder.append(timestamp=-1, key=b"a", value=b"b")
+        builder.append(timestamp=(1 << 63) - 1, key=b"c", value=b"d")
+        far = builder.build()
+        with WireClient(gateway.port) as client:
+            answer = client.call(produce.SPEC, 2, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+                {"name": "sink", "partition_data": [{"index": 0, "records": far}]},
+                {"name": "nulls", "partition_data": [{"index": 0, "records": legacy_set(1, codec, 2)}]}]})
+            codes = [t["partition_responses"][0]["error_code"] for t in answer["responses"]]
+            assert codes == [ErrorCode.INVALID_TIMESTAMP, 0]
+            assert client.call(produce.SPEC, 2, produce_request(2, "sink", legacy_set(1, codec, 1)))[
+                "responses"][0]["partition_responses"][0]["error_code"] == 0
+    finally:
+        upstream.stop()
+
+
 def test_acks_zero_gets_no_answer_but_is_written(served_fixtures, gateway_factory) -> None:
     (served_fixtures / "sink-0").mkdir()
     upstream = ServerThread(served_fixtures)

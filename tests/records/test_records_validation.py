@@ -296,3 +296,12 @@ def test_builder_argument_errors() -> None:
     with pytest.raises(ConfigurationError):
         RecordsBuilder(1, timestamp_type=TimestampType.LOG_APPEND_TIME)
     assert RecordsBuilder(2).build() == b""
+    # a v2 record's timestamp delta is an int64: no wrap-around as in Kafka's Java
+    far = RecordsBuilder(2)
+    far.append(0, -1)
+    with pytest.raises(ConfigurationError, match="too far from the batch's first timestamp -1"):
+        far.append(1, (1 << 63) - 1)
+    far.append(1, (1 << 63) - 2)  # the largest delta there is
+    assert [r.timestamp for b in MemoryRecords(far.build()).batches() for r in b] == [-1, (1 << 63) - 2]
+    with pytest.raises(ConfigurationError, match="beyond int64"):
+        RecordsBuilder(1).append(0, 1 << 63)
