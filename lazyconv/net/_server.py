@@ -539,6 +539,12 @@ class KafkaServer:
                         # broker (one request at a time) gave them
                         await self._write_owed_if_possible(loop, conn, peer, session, owed)
                         raise ended from None
+                    except Exception:
+                        # a bug ends this connection only; the answers owed are of requests
+                        # already acted on (a Produce written upstream), so they go out first
+                        log.exception("internal error serving %s; closing the connection", peer)
+                        await self._write_owed_if_possible(loop, conn, peer, session, owed)
+                        raise _Ended("internal_error") from None
                     finally:
                         del frame
                 finally:

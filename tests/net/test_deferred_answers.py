@@ -28,8 +28,9 @@ from tests.serve.wire import WireClient
 pytestmark = pytest.mark.slow  # a server on real sockets with timed waits: the full suite runs them
 
 HEARTBEAT = {"group_id": "g", "generation_id": 1, "member_id": "m"}
-# generation ids that make the handler answer at once, answer nothing, or fail later
-NOW, NO_ANSWER, FAILS = 100, 101, 102
+# generation ids that make the handler answer at once, answer nothing, fail later, or fail at
+# once with a bug (an exception that is not lazyconv's)
+NOW, NO_ANSWER, FAILS, BUG = 100, 101, 102, 103
 
 
 def heartbeat_of(generation: int) -> dict:
@@ -68,6 +69,8 @@ class DeferringHandler:
             return reply(request, {"error_code": 0})
         if body["generation_id"] == NO_ANSWER:
             return None
+        if body["generation_id"] == BUG:
+            raise OverflowError("a bug in the handler")
 
         async def later():
             await self._event(index).wait()
@@ -231,6 +234,20 @@ def test_a_bad_request_behind_owed_answers_gets_them_written_first(server) -> No
         _until(lambda: len(handler.seen) == 1)
         client.sock.sendall(b"\x00\x00\x00\x08" + b"\x7f\x7f" + b"\x00" * 6)  # API 32639
         time.sleep(0.1)
+        handler.release(0)
+        assert client.receive(heartbeat.SPEC, 1)[0] == first
+        assert client.sock.recv(1) == b""
+
+
+def test_a_handler_bug_behind_owed_answers_gets_them_written_first(server) -> None:
+    """A request the handler fails on with a bug ends the connection, but only after the answers
+    owed for the requests before it, which were acted on (a Produce written upstream)."""
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        first = client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        _until(lambda: len(handler.seen) == 1)
+        client.send(heartbeat.SPEC, 1, heartbeat_of(BUG))
+        _until(lambda: len(handler.seen) == 2)
         handler.release(0)
         assert client.receive(heartbeat.SPEC, 1)[0] == first
         assert client.sock.recv(1) == b""
