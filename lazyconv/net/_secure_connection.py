@@ -246,7 +246,9 @@ class SecureConnection:
                                     f"({exc.strerror or type(exc).__name__})") from None
         self._tls_done = True
         mapper = self.security.principal_mapper
-        if mapper is not None and channel.peer_certificate() is not None:
+        # on SASL_SSL the principal is SASL's: Kafka's principal builder never maps the
+        # certificate there, so a subject no rule maps must not refuse the client
+        if self.exchange is None and mapper is not None and channel.peer_certificate() is not None:
             try:
                 self.session.principal = str(channel.principal(mapper))
             except AuthenticationError as exc:

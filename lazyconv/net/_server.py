@@ -496,9 +496,7 @@ class KafkaServer:
                 try:
                     frame = frames.next_frame()
                     if frame is None:
-                        rest_timeout = read_timeout if deadline is None else \
-                            max(0.001, min(read_timeout, deadline - loop.time()))
-                        await _recv_rest(loop, conn, frames, rest_timeout, reservation)
+                        await _recv_rest(loop, conn, frames, read_timeout, reservation, deadline)
                         frame = frames.next_frame()
                         assert frame is not None
                     reservation.read()  # answering it (a Produce's append, an fsync) is no stall
@@ -839,12 +837,15 @@ async def _recv_within(loop: asyncio.AbstractEventLoop, conn: socket.socket | Tl
 
 
 async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel,
-                     frames: FrameReader, timeout: float, reservation: Reservation) -> None:
+                     frames: FrameReader, timeout: float, reservation: Reservation,
+                     deadline: float | None = None) -> None:
     """The rest of the frame ``frames`` is filling, read straight into it; each piece must
-    arrive within ``timeout`` seconds of the previous one (else the connection is closed). A
-    large request's ``reservation`` learns of every piece, and while the bytes stop the loop
-    looks every ``STALL_CHECK_S`` whether the pool took the reservation back (then the
-    connection closes)."""
+    arrive within ``timeout`` seconds of the previous one (else the connection is closed), and
+    all of it by ``deadline`` (the loop's clock; a client that has not authenticated yet: a
+    frame trickled byte by byte must not outlast the authentication bound). A large request's
+    ``reservation`` learns of every piece, and while the bytes stop the loop looks every
+    ``STALL_CHECK_S`` whether the pool took the reservation back (then the connection
+    closes)."""
     watch = reservation.large
     last = time.monotonic()
     # what is in the socket already is read at once (the rest of a 64 KiB Produce usually is):
@@ -852,6 +853,11 @@ async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsC
     # still lets the loop serve the others
     budget = _READ_AT_ONCE
     while frames.missing:
+        left = None if deadline is None else deadline - loop.time()
+        if left is not None and left <= 0:
+            size = frames.next_size() or 0
+            raise _ConnectionClosed(f"its authentication deadline passed with {size - frames.missing} "
+                                    f"of {size} bytes of a request read", "authentication")
         view = frames.buffer_for_rest()[:_RECV_PIECE]
         n = -1
         if budget > 0:
@@ -862,6 +868,9 @@ async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsC
                 budget = 0
         if n < 0:
             wait = min(timeout, STALL_CHECK_S) if watch else timeout
+            deadline_bound = left is not None and left < wait
+            if left is not None and deadline_bound:
+                wait = max(0.001, left)
             try:
                 n = await asyncio.wait_for(
                     loop.sock_recv_into(conn, view) if type(conn) is socket.socket
@@ -874,6 +883,8 @@ async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsC
                         f"its request stalled after {got} of {size} bytes while others waited "
                         "for queued.max.request.bytes; its room was given to them",
                         "request_memory") from None
+                if deadline_bound:
+                    continue  # the deadline's own message, at the top of the loop
                 if not watch or time.monotonic() - last >= timeout:
                     raise _ConnectionClosed(
                         f"no request bytes for {timeout:.0f} s after {got} of {size}",

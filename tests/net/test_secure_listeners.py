@@ -22,6 +22,7 @@ from lazyconv.net import ServerObserver
 from lazyconv.net._observer import AUTHENTICATION_MECHANISMS
 from lazyconv.net._sasl import plain_token
 from lazyconv.protocol import _metadata
+from tests.net.sasl_frames import handshake
 from tests.net.secure_support import (
     USERS,
     Material,
@@ -346,6 +347,56 @@ def test_each_authentication_is_told_to_the_observer_once(served: tuple, materia
         time.sleep(0.01)
     assert recorder.authentications[before:] == [expected]
     assert expected[0] in AUTHENTICATION_MECHANISMS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("listener", [SASL_PLAINTEXT, SASL_SSL])
+def test_a_frame_trickled_byte_by_byte_is_cut_at_the_deadline(served: tuple, material: Material,
+                                                              caplog: pytest.LogCaptureFixture,
+                                                              listener: int) -> None:
+    """Each byte well within the read timeout, the whole frame not within the listener's 1 s
+    authentication bound: the connection is closed at the bound, not when the frame ends."""
+    caplog.set_level(logging.INFO, logger="lazyconv")
+    started = time.time()
+    tls = client_context(material) if listener == SASL_SSL else None
+    body = handshake("PLAIN")
+    frame = struct.pack(">i", len(body)) + body
+    with RawClient(port(served, listener), tls=tls, timeout=10) as client:
+        t0 = time.monotonic()
+        client.send(frame[:5])  # the size and a byte: the request's body has begun
+        closed_at = None
+        for byte in frame[5:]:
+            time.sleep(0.3)
+            try:
+                client.send(bytes([byte]))
+            except OSError:
+                closed_at = time.monotonic() - t0
+                break
+        if closed_at is None:
+            assert client.read_frame() is None, "a trickled frame was answered past the deadline"
+            closed_at = time.monotonic() - t0
+    assert closed_at < 3, closed_at
+    lines = _closed_log(caplog, started)
+    assert len(lines) == 1 and "authentication deadline passed" in lines[0], lines
+
+
+def test_sasl_ssl_takes_the_principal_from_sasl_not_the_certificate(material: Material,
+                                                                     tmp_path: Path) -> None:
+    """A client certificate on a SASL_SSL listener that requests one is not mapped (Kafka's
+    principal builder uses SASL's principal there): a subject no rule maps is no refusal."""
+    specs = listener_specs(material, timeout_s=2.0, **{
+        "listener.name.sasl_ssl.ssl.client.auth": "requested",
+        "listener.name.sasl_ssl.ssl.principal.mapping.rules": "RULE:^CN=([^,]+),O=other$/$1/"})
+    server = ServerThread(tmp_path, specs=specs)
+    try:
+        recorder = Recorder(server)
+        with RawClient(server.server.bound_port(SASL_SSL),
+                       tls=client_context(material, *material.certs["bob"])) as client:
+            assert client.authenticate("PLAIN", "alice", USERS["alice"])
+            assert client.metadata() is not None
+        assert recorder.opened[-1][1] == "User:alice"
+    finally:
+        server.stop()
 
 
 def test_other_connections_unaffected_by_a_stall(served: tuple) -> None:
