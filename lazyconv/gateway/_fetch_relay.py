@@ -160,23 +160,27 @@ class FetchRelay:
             item.entry = error_partition(item.partition["partition"],
                                          downstream_error(fetch.SPEC.key, version, code))
 
-        async def ask(conn: UpstreamConnection, items: list[_Wanted]) -> None:
-            await self._fetch_from(view, conn, items, version, request)
-
+        # A broker answers once it has records (min_bytes) or max_wait_ms has passed. The
+        # answers fetched ahead come first (quick: an ask ahead never waits upstream); records
+        # among them make the partitions still to ask go upstream without waiting, and those are
+        # asked in one round, so the client's wait is spent once
         ahead = self._fetch_ahead(session)
         isolation = request.get("isolation_level", 0) if version >= 4 else 0
         prefetched = [w for w in wanted if w.entry is None and ahead is not None
                       and self._take_ahead(ahead, w, isolation)]
-        by_leader = route_to_leaders(view, self._rotated(session, [w for w in wanted if w.entry is None
-                                                                   and w.ahead is None]),
-                                     lambda w: (w.name, w.partition["partition"]), fail)
-        await asyncio.gather(ask_leaders(session, by_leader, ask, fail, "fetch"),
-                             *(self._use_ahead(ahead, item) for item in prefetched if ahead is not None))
-        missed = [w for w in prefetched if w.entry is None and w.upstream is None]
-        if missed:  # an ahead answer that cannot be used: the fetch goes upstream after all
-            by_leader = route_to_leaders(view, missed,
-                                         lambda w: (w.name, w.partition["partition"]), fail)
-            await ask_leaders(session, by_leader, ask, fail, "fetch")
+        if prefetched and ahead is not None:
+            await asyncio.gather(*(self._use_ahead(ahead, item) for item in prefetched))
+        has_records = any(w.upstream is not None and w.upstream.get("records") for w in prefetched)
+        # the rest, and any answer fetched ahead that cannot be used (it goes upstream after all)
+        to_ask = self._rotated(session, [w for w in wanted if w.entry is None and w.ahead is None]) + \
+            [w for w in prefetched if w.entry is None and w.upstream is None]
+        with_request = dict(request, max_wait_ms=0) if has_records else request
+
+        async def ask(conn: UpstreamConnection, items: list[_Wanted]) -> None:
+            await self._fetch_from(view, conn, items, version, with_request)
+
+        by_leader = route_to_leaders(view, to_ask, lambda w: (w.name, w.partition["partition"]), fail)
+        await ask_leaders(session, by_leader, ask, fail, "fetch")
         if ahead is not None:
             self._fetch_next(session, ahead, version, request, isolation, wanted)
         workers = self.workers  # lazyconv.gateway._on_loop: which conversions go to them

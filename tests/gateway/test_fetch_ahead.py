@@ -5,6 +5,8 @@ answer) gets that batch again first; a seek drops what was fetched ahead."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from lazyconv.gateway._fetch_ahead import AheadBudget, FetchAhead, last_complete_batch
@@ -260,3 +262,51 @@ def test_an_old_client_s_partitions_all_get_records_under_the_upstream_cap(
                     answered[part["partition_index"]] += 1
                     offsets[part["partition_index"]] = batches[-1].last_offset + 1
     assert answered[0] >= 1 and answered[1] >= 1, answered
+
+
+def _high_watermark(port: int, topic: str) -> int:
+    with WireClient(port) as client:
+        part = client.call(fetch.SPEC, 4, _fetch_body(topic, 0, 100))["responses"][0]["partitions"][0]
+    return int(part["high_watermark"])
+
+
+@pytest.mark.slow  # fetches that wait out the client's max_wait_ms
+@pytest.mark.parametrize("version", [2, 4])
+@pytest.mark.parametrize("shape", ["one busy, one idle", "both caught up"])
+def test_a_long_poll_waits_only_while_nothing_is_in_hand(serve_upstream: ServerThread,
+                                                         gateway_factory, version: int,
+                                                         shape: str) -> None:
+    """A broker answers once it has records or max_wait_ms has passed. Through fetch-ahead, a
+    consumer of a busy and an idle partition got every other answer after the whole wait (the
+    idle one was asked with it while the busy one's records were in hand), and a caught-up
+    consumer waited twice (the answers fetched ahead that were empty were asked again, with a
+    wait of their own)."""
+    gateway = gateway_factory(serve_upstream.bootstrap, fetch_splice=False)
+    busy = "codecs" if shape == "one busy, one idle" else "headers"
+    end = _high_watermark(serve_upstream.port, busy)
+    offsets = {busy: 0 if shape == "one busy, one idle" else end - 1,
+               "tiny": _high_watermark(serve_upstream.port, "tiny")}
+    times = []
+    with WireClient(gateway.port) as client:
+        client.sock.settimeout(30)
+        for _ in range(4 if shape == "one busy, one idle" else 2):
+            body = _fetch_body(busy, 0, 8192)
+            body["topics"] = [{"topic": name, "partitions": [
+                {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 8192}]}
+                for name, offset in offsets.items()]
+            body["max_wait_ms"], body["min_bytes"] = 1000, 1
+            started = time.monotonic()
+            answer = client.call(fetch.SPEC, version, body)
+            times.append(time.monotonic() - started)
+            for topic in answer["responses"]:
+                part = topic["partitions"][0]
+                assert part["error_code"] == 0
+                batches = list(MemoryRecords(part["records"] or b"").batches())
+                if batches:
+                    offsets[topic["topic"]] = batches[-1].last_offset + 1
+                elif topic["topic"] == busy and shape == "one busy, one idle":
+                    raise AssertionError("the busy partition had records to give")
+    if shape == "one busy, one idle":
+        assert max(times) < 0.5, times  # records in hand every time: no wait
+    else:
+        assert 0.9 < times[1] < 1.5, times  # nothing new: the client's wait, once
