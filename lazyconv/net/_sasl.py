@@ -223,6 +223,19 @@ class PlainUsers:
 ScramLookup = Callable[[str, str], "ScramCredential | None"]  # (mechanism, user)
 
 
+def _client_first_username(text: str) -> str | None:
+    """The user name of a SCRAM client-first message (``n,,n=<name>,r=<nonce>``) with RFC 5802's
+    ``=2C`` and ``=3D`` unescaped, and nothing else done to it (Kafka's server does only that);
+    None when the message does not have that shape (scramp then refuses it)."""
+    bare = text[3:]
+    if not bare.startswith("n="):
+        return None
+    name, comma, _rest = bare[2:].partition(",")
+    if not comma:
+        return None
+    return name.replace("=2C", ",").replace("=3D", "=")
+
+
 class _ScramServer:
     """One SCRAM exchange (client-first, client-final) over scramp."""
 
@@ -234,9 +247,13 @@ class _ScramServer:
         self._fake_iterations = fake_iterations
         self._server: scramp.core.ScramServer | None = None
         self._username: str | None = None
+        self._raw_username: str | None = None
         self._genuine = False
 
     def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
+        # the name as the client wrote it, as Kafka looks it up: scramp gives it SASLprep'd
+        # (a soft hyphen dropped, "Ⅸ" made "IX"), which Kafka's server does not do
+        username = self._raw_username if self._raw_username is not None else username
         self._username = username
         try:
             credential = self._lookup(self.mechanism, username)
@@ -267,6 +284,7 @@ class _ScramServer:
                     raise _Failed("gs2 header")
                 if "tokenauth=" in text:  # delegation tokens: not served here
                     raise _Failed("token authentication")
+                self._raw_username = _client_first_username(text)
                 mech = scramp.ScramMechanism(self.mechanism)
                 self._server = mech.make_server(self._auth_info)
                 self._server.set_client_first(text)

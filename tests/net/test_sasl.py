@@ -14,6 +14,7 @@ from lazyconv.net._sasl import (
     PlainCredentials,
     PlainUsers,
     SaslClientExchange,
+    SaslOutcome,
     SaslServerConfig,
     SaslServerExchange,
     SaslState,
@@ -567,3 +568,37 @@ def test_oauthbearer_token_that_is_not_one_is_refused_without_quoting_it(token: 
 def test_oauthbearer_needs_a_token() -> None:
     with pytest.raises(ConfigurationError, match="OAUTHBEARER needs a token"):
         SaslClientExchange("OAUTHBEARER", "", "")
+
+
+def _scram_as_kafka_s_client(exchange: SaslServerExchange, user: str, password: str) -> SaslOutcome:
+    """SCRAM-SHA-256 as Kafka's Java client does it: the user name only escaped (``=2C``,
+    ``=3D``), never SASLprep'd (scramp's client would normalise it)."""
+    import base64
+    import hashlib
+    import hmac
+
+    exchange.receive(handshake("SCRAM-SHA-256"), 0.0)
+    bare = f"n={user.replace('=', '=3D').replace(',', '=2C')},r=clientnonce"
+    out = exchange.receive(authenticate(f"n,,{bare}".encode()), 0.0)
+    server_first = response(AUTHENTICATE, 2, out.reply)["auth_bytes"].decode()
+    fields = dict(item.split("=", 1) for item in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(fields["s"]),
+                                 int(fields["i"]))
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    without_proof = f"c=biws,r={fields['r']}"
+    message = f"{bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), message, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+    return exchange.receive(authenticate(f"{without_proof},p={proof}".encode(), correlation_id=3), 0.0)
+
+
+@pytest.mark.parametrize("user", ["al\u00adice", "\u2168", "a,b=c"])
+def test_scram_user_names_are_looked_up_as_written_as_kafka_does(user: str) -> None:
+    """Kafka's server unescapes =2C and =3D in a SCRAM user name and does nothing else (no
+    SASLprep): a user stored under a name SASLprep would change logs in, as that name."""
+    store = ScramCredentialStore({user: {"SCRAM-SHA-256": scram_credential("SCRAM-SHA-256", "pw",
+                                                                           iterations=4096)}})
+    exchange = SaslServerExchange(SaslServerConfig(("SCRAM-SHA-256",), scram_lookup=store.lookup),
+                                  now=0.0)
+    out = _scram_as_kafka_s_client(exchange, user, "pw")
+    assert out.authenticated == KafkaPrincipal.user(user), out
