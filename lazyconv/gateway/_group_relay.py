@@ -260,6 +260,10 @@ def _upstream_request(spec: ApiSpec, version: int, upstream_version: int,
 
 def _downstream_response(spec: ApiSpec, version: int, upstream_version: int,
                          request: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    if spec.key == offset_fetch.SPEC.key and version < 2 and answer.get("error_code"):
+        # v2+ carries a group's error (a coordinator moved, the group refused) at the top only,
+        # which v0-1 do not have: on every partition asked, as Kafka answered those versions
+        return _error_response(spec, version, request, answer["error_code"])
     if spec.key == join_group.SPEC.key and answer.get("protocol_name") is None and version < 7:
         # null from v7 on (an error answer); an empty string before
         return {**answer, "protocol_name": ""}
