@@ -98,10 +98,11 @@ _IMMUTABLE = (int, str, bytes, bool, uuid.UUID, type(None))
 
 
 class _Bail(Exception):
-    """Raised inside a generated codec: the walker must do this message."""
+    """Raised inside a generated codec: the walker must do this message. A new one each time:
+    one instance raised again and again would chain every raise's traceback onto it, keeping
+    each failed message's frames (and the request's buffer) alive for ever."""
 
 
-_BAIL = _Bail()
 _MISSING: Any = object()  # what a generated encoder's value.get() gives for a field left out
 
 
@@ -116,7 +117,7 @@ class _Source:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {
-            "FALLBACK": FALLBACK, "_BAIL": _BAIL, "_MISSING": _MISSING,
+            "FALLBACK": FALLBACK, "_Bail": _Bail, "_MISSING": _MISSING,
             "_encode_uvarint": encode_uvarint, "_UUID": uuid.UUID, "_is_int": _is_int,
             "_records_size": records_size, "_RecordsSlot": RecordsSlot,
             "_EncodedMessage": EncodedMessage,
@@ -211,7 +212,7 @@ def _decode_struct(src: _Source, struct_: Struct, version: int, flexible: bool, 
     if flexible:  # a tagged field present: the walker knows them all
         count = src.var("n")
         _decode_uvarint(src, ind, count)
-        src.emit(ind, f"if {count}: raise _BAIL")
+        src.emit(ind, f"if {count}: raise _Bail")
     out = src.var("d")
     src.emit(ind, f"{out} = {{{', '.join(f'{key!r}: {value}' for key, value in values)}}}")
     return out
@@ -233,18 +234,18 @@ def _decode_length(src: _Source, ind: int, target: str, flexible: bool, nullable
     if flexible:
         _decode_uvarint(src, ind, target)
         src.emit(ind, f"if {target} == 0:")
-        src.emit(ind + 1, f"{target} = None" if nullable else "raise _BAIL")
+        src.emit(ind + 1, f"{target} = None" if nullable else "raise _Bail")
         src.emit(ind, "else:")
         src.emit(ind + 1, f"{target} -= 1")
         if int16:
-            src.emit(ind + 1, f"if {target} > 0x7FFF: raise _BAIL")
+            src.emit(ind + 1, f"if {target} > 0x7FFF: raise _Bail")
         return
     packer = src.const(struct.Struct(">h" if int16 else ">i"), "S")
     src.emit(ind, f"{target}, = {packer}.unpack_from(view, pos)")
     src.emit(ind, f"pos += {2 if int16 else 4}")
     src.emit(ind, f"if {target} < 0:")
-    src.emit(ind + 1, f"if {target} != -1: raise _BAIL")
-    src.emit(ind + 1, f"{target} = None" if nullable else "raise _BAIL")
+    src.emit(ind + 1, f"if {target} != -1: raise _Bail")
+    src.emit(ind + 1, f"{target} = None" if nullable else "raise _Bail")
 
 
 def _decode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: bool, ind: int,
@@ -267,7 +268,7 @@ def _decode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
         src.emit(ind, f"if {count} is None:")
         src.emit(ind + 1, f"{target} = None")
         src.emit(ind, "else:")
-        src.emit(ind + 1, f"if {count} > end - pos: raise _BAIL")
+        src.emit(ind + 1, f"if {count} > end - pos: raise _Bail")
         src.emit(ind + 1, f"{target} = []")
         src.emit(ind + 1, f"for _ in range({count}):")
         item = src.var("e")
@@ -286,7 +287,7 @@ def _decode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
         if name == "bool":
             src.emit(ind, f"{target} = {target} != 0")
     elif name == "uuid":
-        src.emit(ind, "if pos + 16 > end: raise _BAIL")
+        src.emit(ind, "if pos + 16 > end: raise _Bail")
         src.emit(ind, f"{target} = _UUID(bytes=bytes(view[pos:pos + 16]))")
         src.emit(ind, "pos += 16")
     elif name in ("string", "bytes", "records"):
@@ -295,7 +296,7 @@ def _decode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
         src.emit(ind, f"if {length} is None:")
         src.emit(ind + 1, f"{target} = None")
         src.emit(ind, "else:")
-        src.emit(ind + 1, f"if {length} > end - pos: raise _BAIL")
+        src.emit(ind + 1, f"if {length} > end - pos: raise _Bail")
         piece = f"view[pos:pos + {length}]"
         if name == "string":
             src.emit(ind + 1, f"{target} = str({piece}, 'utf-8')")
@@ -305,7 +306,7 @@ def _decode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
             src.emit(ind + 1, f"{target} = bytes({piece})")
         src.emit(ind + 1, f"pos += {length}")
     else:  # pragma: no cover - schema definitions only use the types above
-        src.emit(ind, "raise _BAIL")
+        src.emit(ind, "raise _Bail")
 
 
 # -- encoding ------------------------------------------------------------------------------
@@ -339,7 +340,7 @@ def _encode_struct(src: _Source, struct_: Struct, version: int, flexible: bool, 
     names = src.const(struct_.field_names, "N")
     src.emit(ind, f"if {value} is None:")
     src.emit(ind + 1, f"{value} = {{}}")
-    src.emit(ind, f"elif type({value}) is not dict or not {names}.issuperset({value}): raise _BAIL")
+    src.emit(ind, f"elif type({value}) is not dict or not {names}.issuperset({value}): raise _Bail")
     run: list[tuple[Field, str]] = []
 
     def flush_run() -> None:
@@ -359,9 +360,9 @@ def _encode_struct(src: _Source, struct_: Struct, version: int, flexible: bool, 
                 src.emit(ind, f"{got} = {value}.get({key}, _MISSING)")
                 if isinstance(f.type, ScalarType):
                     check = src.const(lambda v, f=f: is_default(f, v, version), "T")
-                    src.emit(ind, f"if {got} is not _MISSING and not {check}({got}): raise _BAIL")
+                    src.emit(ind, f"if {got} is not _MISSING and not {check}({got}): raise _Bail")
                 else:  # comparing a struct or array with its default could use up an iterable
-                    src.emit(ind, f"if {got} is not _MISSING: raise _BAIL")
+                    src.emit(ind, f"if {got} is not _MISSING: raise _Bail")
             continue
         got = src.var()
         src.emit(ind, f"{got} = {value}.get({key}, _MISSING)")
@@ -369,9 +370,9 @@ def _encode_struct(src: _Source, struct_: Struct, version: int, flexible: bool, 
         fmt = _int_format(f)
         if fmt is not None and f.type.name != "bool":  # type: ignore[union-attr]
             if fmt == "d":  # an int (or a bool, which the walker refuses) is the walker's
-                src.emit(ind, f"if type({got}) is not float: raise _BAIL")
+                src.emit(ind, f"if type({got}) is not float: raise _Bail")
             else:
-                src.emit(ind, f"if type({got}) is not int and not _is_int({got}): raise _BAIL")
+                src.emit(ind, f"if type({got}) is not int and not _is_int({got}): raise _Bail")
             run.append((f, got))
             continue
         flush_run()
@@ -394,7 +395,7 @@ def _encode_length(src: _Source, ind: int, length: str, flexible: bool, int16: b
 
 def _encode_null(src: _Source, ind: int, flexible: bool, nullable: bool, int16: bool = False) -> None:
     if not nullable:
-        src.emit(ind, "raise _BAIL")
+        src.emit(ind, "raise _Bail")
     elif flexible:
         src.emit(ind, "buf.append(0)")
     else:
@@ -406,7 +407,7 @@ def _encode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
                   ind: int, value: str) -> None:
     if isinstance(t, Struct):
         src.emit(ind, f"if {value} is None:")
-        src.emit(ind + 1, "buf.append(255)" if nullable else "raise _BAIL")
+        src.emit(ind + 1, "buf.append(255)" if nullable else "raise _Bail")
         src.emit(ind, "else:")
         if nullable:
             src.emit(ind + 1, "buf.append(1)")
@@ -417,7 +418,7 @@ def _encode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
         _encode_null(src, ind + 1, flexible, nullable)
         src.emit(ind, "else:")
         # Another iterable (a generator) would be used up here and found empty by the walker.
-        src.emit(ind + 1, f"if type({value}) is not list and type({value}) is not tuple: raise _BAIL")
+        src.emit(ind + 1, f"if type({value}) is not list and type({value}) is not tuple: raise _Bail")
         count = src.var("n")
         src.emit(ind + 1, f"{count} = len({value})")
         _encode_length(src, ind + 1, count, flexible)
@@ -431,25 +432,25 @@ def _encode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
     name = t.name
     if name in ("int8", "int16", "int32", "int64", "uint16", "float64"):
         if name == "float64":
-            src.emit(ind, f"if type({value}) is not float: raise _BAIL")
+            src.emit(ind, f"if type({value}) is not float: raise _Bail")
         else:
-            src.emit(ind, f"if type({value}) is not int and not _is_int({value}): raise _BAIL")
+            src.emit(ind, f"if type({value}) is not int and not _is_int({value}): raise _Bail")
         packer = struct.Struct(">" + _INT_FORMATS[name])
         src.emit(ind, f"buf += {src.const(packer, 'S')}.pack({value})")
     elif name == "bool":
         src.emit(ind, f"buf.append(1 if {value} else 0)")
     elif name == "uuid":
-        src.emit(ind, f"if type({value}) is not _UUID: raise _BAIL")
+        src.emit(ind, f"if type({value}) is not _UUID: raise _Bail")
         src.emit(ind, f"buf += {value}.bytes")
     elif name == "string":
         src.emit(ind, f"if {value} is None:")
         _encode_null(src, ind + 1, flexible, nullable, int16=True)
         src.emit(ind, "else:")
-        src.emit(ind + 1, f"if type({value}) is not str: raise _BAIL")
+        src.emit(ind + 1, f"if type({value}) is not str: raise _Bail")
         data, length = src.var("s"), src.var("n")
         src.emit(ind + 1, f"{data} = {value}.encode('utf-8')")
         src.emit(ind + 1, f"{length} = len({data})")
-        src.emit(ind + 1, f"if {length} > 0x7FFF: raise _BAIL")
+        src.emit(ind + 1, f"if {length} > 0x7FFF: raise _Bail")
         _encode_length(src, ind + 1, length, flexible, int16=True)
         src.emit(ind + 1, f"buf += {data}")
     elif name == "bytes":
@@ -468,7 +469,7 @@ def _encode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
         src.emit(ind + 1, f"{length} = _records_size({value})")
         _encode_length(src, ind + 1, length, flexible)
         if not slots:
-            src.emit(ind + 1, f"if not isinstance({value}, (bytes, bytearray, memoryview)): raise _BAIL")
+            src.emit(ind + 1, f"if not isinstance({value}, (bytes, bytearray, memoryview)): raise _Bail")
             src.emit(ind + 1, f"buf += {value}")
         else:  # the records stay a slot: the send streams them in place
             src.emit(ind + 1, "if buf:")
@@ -478,4 +479,4 @@ def _encode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
             src.emit(ind + 1, f"parts.append(_RecordsSlot({value}, {length}))")
             src.emit(ind + 1, f"size += {length}")
     else:  # pragma: no cover - schema definitions only use the types above
-        src.emit(ind, "raise _BAIL")
+        src.emit(ind, "raise _Bail")

@@ -340,3 +340,25 @@ def test_a_tagged_array_given_as_an_iterator_reaches_the_walker_whole() -> None:
     walker = walk_encode(_ITEMS, {"items": [], "tags": iter([1, 2])}, 0, True,
                          allow_records_slots=False).to_bytes()
     assert fast == walker
+
+
+def test_a_message_left_to_the_walker_is_not_kept_alive_by_the_codec() -> None:
+    """Each generated decoder that gives up leaves nothing behind: the bail used to be one
+    exception raised again and again, which chained every raise's traceback onto it and so kept
+    each message's frames, and the request's buffer, alive (a remote client grew the gateway's
+    memory by a request's size per request)."""
+    import gc
+    import weakref
+
+    class Buffer(bytearray):
+        pass
+
+    schema = _STRING  # a string longer than int16 allows: the generated decoder bails
+    data = Buffer(struct.pack(">h", 0x7FFF) + b"x" * 10)
+    alive = weakref.ref(data)
+    decoder = codegen.decoder(schema, 0, False)
+    for _ in range(3):
+        assert decoder(Reader(memoryview(data))) is codegen.FALLBACK
+    del data
+    gc.collect()
+    assert alive() is None
