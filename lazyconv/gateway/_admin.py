@@ -100,7 +100,10 @@ class AdminServer:
             for line in header_lines:
                 name, _, value = line.partition(":")
                 headers[name.strip().lower()] = value.strip()
-            encoder, content_type = choose_encoder(headers.get("accept", ""))
+            try:
+                encoder, content_type = choose_encoder(headers.get("accept", ""))
+            except (TypeError, ValueError):  # a malformed Accept: the text format, not a 500
+                encoder, content_type = choose_encoder("")
             return 200, content_type, encoder(self.metrics.registry), method
         if path == "/health/live":
             return 200, "text/plain", b"live\n", method

@@ -135,6 +135,17 @@ class ClientRecord:
         }
 
 
+# What the report keeps of a client's own strings (client id, software name and version: up to
+# 32 KiB each on the wire): the report is bounded by its size, not only by its record count.
+MAX_REPORTED_CHARS = 256
+
+
+def _capped(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_REPORTED_CHARS:
+        return text
+    return text[:MAX_REPORTED_CHARS - 1] + "…"
+
+
 class ClientRegistry(ServerObserver):
     """The gateway's observer: the clients report, and the metrics when they are on."""
 
@@ -160,8 +171,8 @@ class ClientRegistry(ServerObserver):
                      response_bytes: int) -> None:
         session.last_seen = time.time()
         record = session.record
-        if (record is None or record.client_id != session.client_id
-                or record.software_name != session.client_software_name
+        if (record is None or record.client_id != _capped(session.client_id)
+                or record.software_name != _capped(session.client_software_name)
                 or record.principal != session.principal):
             self._attach(session)
         if self.metrics is not None:
@@ -187,16 +198,16 @@ class ClientRegistry(ServerObserver):
         previous = session.record
         if previous is not None:
             previous.live.discard(session)
-        key: _Key = (session.client_id, session.client_software_name,
-                     session.client_software_version, session.principal,
+        key: _Key = (_capped(session.client_id), _capped(session.client_software_name),
+                     _capped(session.client_software_version), session.principal,
                      session.peer.lstrip("/") or "?")
         record = self._records.get(key)
         if record is None:
             record = ClientRecord(*key, listener=session.listener.label)
             self._records[key] = record
-            software = (f"{session.client_software_name} {session.client_software_version}"
-                        if session.client_software_name else "no software name (ApiVersions < v3)")
-            log.info("new client %r: %s, from %s as %s", session.client_id, software,
+            software = (f"{record.software_name} {record.software_version}"
+                        if record.software_name else "no software name (ApiVersions < v3)")
+            log.info("new client %r: %s, from %s as %s", record.client_id, software,
                      record.host, record.principal)
         else:
             self._records.move_to_end(key)

@@ -358,3 +358,18 @@ def test_authentications_are_counted_by_listener_mechanism_and_result(
                      listener=label, reason="authentication") == 2
     finally:
         gateway.stop()
+
+
+def test_a_malformed_accept_header_gets_the_text_format(serve_upstream: ServerThread,
+                                                        gateway_factory, caplog) -> None:
+    """prometheus_client's content negotiation raises on a malformed OpenMetrics version: the
+    scrape is answered in the text format, not closed with a traceback in the log."""
+    gateway = gateway_factory(serve_upstream.bootstrap, metrics_port=0)
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{gateway.gateway.metrics_port}/metrics",
+        headers={"Accept": "application/openmetrics-text; version=x"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 200
+        assert answer.headers["Content-Type"].startswith("text/plain")
+        assert b"lazyconv_gateway_upstream_up" in answer.read()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]

@@ -179,6 +179,24 @@ def test_client_records_are_bounded_and_open_ones_kept() -> None:
     assert c5["connections_open"] == 1 and c5["requests"][0]["kafka_4_refuses"]
 
 
+def test_a_clients_long_strings_are_cut_in_the_report(caplog: pytest.LogCaptureFixture) -> None:
+    """A client id and software name of 32 KiB (what the wire allows): the record keeps 256
+    characters of each, so 10,000 records stay a few MiB, and is found again at each request."""
+    from lazyconv.gateway._clients import MAX_REPORTED_CHARS
+
+    caplog.set_level(logging.INFO, logger="lazyconv")
+    registry = ClientRegistry(max_clients=3)
+    session = Session(Listener(0, "127.0.0.1", 9092), "/10.0.0.1", client_id="c" * 32767)
+    session.client_software_name, session.client_software_version = "s" * 32767, "1" * 32767
+    for _ in range(3):
+        registry.request_done(session, 0.001, 10, 20)
+    (record,) = registry.records()
+    assert record.connections == 1
+    assert record.client_id == "c" * (MAX_REPORTED_CHARS - 1) + "…"
+    assert len(record.software_name or "") == len(record.software_version or "") == MAX_REPORTED_CHARS
+    assert max(len(r.getMessage()) for r in caplog.records) < 4 * MAX_REPORTED_CHARS
+
+
 def test_relayed_apis_are_named_in_the_report_and_the_metrics() -> None:
     """The APIs the gateway only relays (serve does not declare them) are named, not numbered."""
     registry = ClientRegistry(max_clients=3, metrics=GatewayMetrics())
