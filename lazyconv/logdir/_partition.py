@@ -136,6 +136,7 @@ class PartitionLog:
         self._dirty: set[Path] = set()
         self._directory_dirty = False
         self.unflushed_messages = 0
+        self.unflushed_at_last_append = 0  # unflushed_messages right after the last append
         self.first_unflushed_at: float | None = None  # time.monotonic() of the oldest unflushed append
         # whether this process changed the directory (appends, repairs): a directory that was
         # only read gets no recovery-point checkpoint written into it
@@ -367,6 +368,9 @@ class PartitionLog:
                 segment = self._roll(base)
             self._write(segment, pieces)
             self.unflushed_messages += next_offset - base
+            # read by the appender right after, unlike unflushed_messages, which a flush
+            # starting on the flusher thread may zero before its fsync is done
+            self.unflushed_at_last_append = self.unflushed_messages
             if self.first_unflushed_at is None:
                 self.first_unflushed_at = time.monotonic()
             return base, self.log_start_offset

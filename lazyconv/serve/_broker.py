@@ -466,8 +466,12 @@ class Broker:
                 else:
                     answer.update(self._append(version, topic["name"], plog, part["records"], now_ms))
                     flush_messages = self.logdir.config.flush_messages
-                    if (to_flush is not None and flush_messages is not None
-                            and plog.unflushed_messages >= flush_messages and answer["error_code"] == 0):
+                    # the count as this append left it: a flush that started since may have zeroed
+                    # unflushed_messages with its fsync still running, and the flush asked here
+                    # runs after it (the flusher runs its jobs in order)
+                    if (to_flush is not None and flush_messages is not None and answer["error_code"] == 0
+                            and answer["base_offset"] >= 0
+                            and plog.unflushed_at_last_append >= flush_messages):
                         to_flush.setdefault(plog, []).append(answer)
                 partitions.append(answer)
             responses.append({"name": topic["name"], "partition_responses": partitions})

@@ -308,3 +308,46 @@ def test_an_abort_marker_gets_its_txnindex_entry(serve_logdir, tmp_path):
                                              "producer_epoch": epoch, "committed": False})["error_code"] == 0
     path = tmp_path / "t-0" / f"{0:020d}.txnindex"
     assert parse_txnindex(path.read_bytes()) == [AbortedTxn(pid, 0, 2, 3)]
+
+
+def test_flush_messages_waits_for_a_flush_that_started_between_the_append_and_the_answer(
+        tmp_path, monkeypatch):
+    """A flush that began on the flusher thread just after an append (another request's, a
+    roll's) zeroes the unflushed count before its fsync is done: the Produce still waits for a
+    flush of its own, which the flusher runs after that one (found by a review: the answer went
+    out while the fsync was running)."""
+    import threading
+
+    import lazyconv.logdir._partition as partition_module
+    from lazyconv.logdir._directory import LogDirectory
+    from lazyconv.net._model import Listener
+    from lazyconv.serve._broker import Broker
+
+    (tmp_path / "t-0").mkdir()
+    logdir = LogDirectory(tmp_path, LogConfig(flush_messages=1))
+    broker = Broker(logdir, [Listener(0, "127.0.0.1", 9092)], offsets_in_memory=True)
+    plog = logdir.partition("t", 0)
+    in_fsync, release = threading.Event(), threading.Event()
+    real_fsync = partition_module.fsync_path
+
+    def slow_fsync(path):
+        in_fsync.set()
+        release.wait(10)
+        real_fsync(path)
+
+    monkeypatch.setattr(partition_module, "fsync_path", slow_fsync)
+    real_append = plog.append
+
+    def append_then_a_flush_starts(entries):
+        out = real_append(entries)
+        logdir.flusher.submit(plog.flush)  # another request's flush, now on the flusher thread
+        assert in_fsync.wait(10)
+        return out
+
+    monkeypatch.setattr(plog, "append", append_then_a_flush_starts)
+    to_flush: dict = {}
+    answer = answers(broker.produce(9, produce_body({0: idem(0, count=1)}, 9), to_flush))[0]
+    assert answer["error_code"] == 0
+    assert plog in to_flush, "answered without waiting for the fsync of its records"
+    release.set()
+    logdir.flusher.drain()
