@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lazyconv.errors import CorruptRecordError
 from lazyconv.logdir._entry import entry_crc_ok
 from lazyconv.logdir._index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE, expected_indexes
 from lazyconv.logdir._txnindex import trim_txnindex
+from lazyconv.records._format import LOG_OVERHEAD
 
 if TYPE_CHECKING:
     from lazyconv.logdir._partition import PartitionLog
@@ -85,11 +87,13 @@ def recover_partition(plog: PartitionLog) -> RecoveryReport:
                 if segment is last and j == len(segment.entries) - 1:
                     truncate_at = entry.position  # the last entry was torn: cut it off
                 else:
+                    # kept, entries follow it; fenced: read up to it, never from or past it, and
+                    # nothing appended after it (logged once, with the other corruption, below)
                     message = (f"{segment.path}: entry at byte {entry.position} (offsets "
                                f"{entry.first_offset}-{entry.last_offset}) fails its CRC check")
-                    log.error("%s; kept (entries follow it): fetches reaching it are answered with "
-                              "a storage error", message)
                     report.corrupt.append(message)
+                    segment.fence(j, CorruptRecordError(message))
+                    break
 
     try:
         file_size = os.stat(last.path).st_size
@@ -97,8 +101,11 @@ def recover_partition(plog: PartitionLog) -> RecoveryReport:
         log.error("cannot recover %s: %s", last.path, exc)
         return report
     if truncate_at is None and last.scanned_bytes < file_size:
-        if last.corruption is None or _all_zero(last.path, last.scanned_bytes, file_size):
-            truncate_at = last.scanned_bytes  # a partial entry, or never-written zeros
+        if (last.corruption is None or _all_zero(last.path, last.scanned_bytes, file_size)
+                or _all_zero(last.path, last.scanned_bytes + LOG_OVERHEAD, file_size)):
+            # a partial entry, never-written zeros, or a header torn by a power loss (its first
+            # bytes written, zeros from its size field on: no entry was ever acknowledged there)
+            truncate_at = last.scanned_bytes
         else:
             report.corrupt.append(f"{last.path}: {file_size - last.scanned_bytes} bytes after the "
                                   f"corrupt data at byte {last.scanned_bytes} are kept")
@@ -131,7 +138,7 @@ def recover_partition(plog: PartitionLog) -> RecoveryReport:
             log.error("%s; the %d bytes after it are kept but cannot be read: fetches reaching them "
                       "are answered with a storage error%s", segment.corruption, kept,
                       ", appends are refused until it is repaired" if segment is last else "")
-            if segment is not last:
+            if segment is not last and str(segment.corruption) not in report.corrupt:
                 report.corrupt.append(str(segment.corruption))
         rolled = segment is not last
         if segment in checked:

@@ -99,6 +99,15 @@ class Segment:
         finally:
             os.close(fd)
 
+    def fence(self, index: int, error: CorruptRecordError) -> None:
+        """Entry ``index`` and those after it cannot be trusted (log recovery found its CRC
+        bad): they are forgotten as if the scan had stopped there, and :attr:`corruption` says
+        why, so a fetch reaching it is answered with an error and nothing is appended after it.
+        The bytes stay in the file, for whoever repairs it."""
+        del self.entries[index:], self.last_offsets[index:], self.positions[index:]
+        self.scanned_bytes = (self.positions[-1] + self.entries[-1].size) if self.entries else 0
+        self.corruption = error
+
     def _forget_beyond(self, file_size: int) -> None:
         """The file shrank (truncated under us): drop the entries that are no longer in it."""
         keep = bisect.bisect_right(self.positions, file_size)

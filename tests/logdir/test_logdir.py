@@ -82,7 +82,9 @@ def test_corrupt_data_stops_the_partition_there_with_its_position(tmp_path):
     part = tmp_path / "t-0"
     part.mkdir()
     good = batch(2, 0, 2)
-    (part / f"{0:020d}.log").write_bytes(good + b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x00" * 20)
+    # a size no broker writes, then bytes that are not zeros (zeros would be a torn header,
+    # cut off by recovery: tests/logdir/test_log_recovery.py)
+    (part / f"{0:020d}.log").write_bytes(good + b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x01" * 20)
     plog = LogDirectory(tmp_path).partition("t", 0)
     assert plog.high_watermark == 2 and plog.locate(1).position == 0  # what precedes is served
     with pytest.raises(CorruptRecordError) as info:
