@@ -731,6 +731,11 @@ async def _recv_when_readable(loop: asyncio.AbstractEventLoop, conn: socket.sock
     if fd < 0:
         raise _ConnectionClosed("socket closed")
     if try_now or type(conn) is not socket.socket:  # TLS: bytes may be decrypted already
+        if not try_now:
+            # epoll cannot tell of bytes TLS decrypted already, so they are read at once; but
+            # after a turn of the loop: a TLS client that never stops sending must not keep the
+            # loop from the others (a plaintext one waits on the loop below)
+            await asyncio.sleep(0)
         try:
             return conn.recv(limit)
         except (BlockingIOError, InterruptedError):

@@ -399,6 +399,30 @@ def test_sasl_ssl_takes_the_principal_from_sasl_not_the_certificate(material: Ma
         server.stop()
 
 
+@pytest.mark.slow
+def test_a_tls_client_that_never_stops_sending_leaves_the_loop_to_the_others(
+        served: tuple, material: Material) -> None:
+    """Bytes TLS has decrypted already are read without waiting on the loop (epoll cannot tell
+    of them); a client pipelining small requests without pause kept the loop to itself for as
+    long as it sent (found by a review). Another client is answered in the meantime."""
+    import threading
+
+    # Produce v3, acks=0, no topics: no answer is due; 32 bytes, so frames never straddle reads
+    produce = struct.pack(">ihhih6shhii", 28, 0, 3, 1, 6, b"abcdef", -1, 0, 1000, 0)
+    count = 250000
+    context = client_context(material, *material.certs["bob"])
+    with RawClient(port(served, SSL), tls=context, timeout=30) as flooder:
+        sender = threading.Thread(target=flooder.send, args=(produce * count,), daemon=True)
+        sender.start()
+        time.sleep(0.2)
+        with RawClient(port(served, PLAINTEXT)) as other:
+            started = time.monotonic()
+            assert other.api_versions() is not None
+            waited = time.monotonic() - started
+        sender.join(30)
+    assert waited < 0.5, f"another client waited {waited:.2f} s behind a TLS flood"
+
+
 def test_other_connections_unaffected_by_a_stall(served: tuple) -> None:
     stalled = socket.create_connection(("127.0.0.1", port(served, SASL_PLAINTEXT)))
     try:
