@@ -33,9 +33,10 @@ request only after answering the previous one, so it holds at most one reservati
   never overtaken by a later one, so a stream of medium requests cannot starve a big one);
 - *fair share*: while a large request waits for room, each of the *n* connections holding or
   waiting for large room is entitled to (*C* minus the slice) / *n*. A connection holding more
-  than that whose request, not yet read whole, has received no byte for ``request_stall_ms`` is
-  closed and its reservation given back (it was stalled, so nothing it sent was answered; a client retries on
-  a new connection). Requests within their share, requests whose bytes keep arriving and
+  than that whose request, not yet read whole, has received no byte for ``request_stall_ms``, or
+  whose bytes arrive too slowly for it to be whole within ``request_read_timeout_ms`` of its
+  grant (bytes trickled one at a time), is closed and its reservation given back (it was stalled, so nothing it sent was answered; a client retries on
+  a new connection). Requests within their share, requests whose bytes keep arriving at that pace and
   requests read whole and being answered (an append, an fsync) are never cut; a stalled request nobody waits behind keeps its room until
   ``request_read_timeout_ms``.
 
@@ -113,10 +114,13 @@ class Reservation:
     reclaimed: bool = False
     released: bool = False
     reading: bool = True  # False once the whole request arrived (it is being answered)
+    granted_at: float = field(default_factory=time.monotonic)
+    received: int = 0  # bytes of the request read since it was granted
 
-    def progressed(self) -> None:
-        """Bytes of the request arrived: it is not stalled."""
+    def progressed(self, nbytes: int = 0) -> None:
+        """``nbytes`` of the request arrived: it is not stalled."""
         self.last_progress = time.monotonic()
+        self.received += nbytes
 
     def read(self) -> None:
         """The whole request arrived: from now on it is being answered, never stalled."""
@@ -142,12 +146,16 @@ class RequestMemoryPool:
     """
 
     def __init__(self, capacity: int, *, max_request_size: int | None = None,
-                 small_request_bytes: int = SMALL_REQUEST_BYTES, stall_s: float = 1.0) -> None:
+                 small_request_bytes: int = SMALL_REQUEST_BYTES, stall_s: float = 1.0,
+                 pace_s: float | None = None) -> None:
         """``max_request_size``: the largest request that will be reserved; the slice is cut so
         that one such request still fits beside it (none when the pool is no larger)."""
         self.capacity = capacity
         self.small_request_bytes = small_request_bytes
         self.stall_s = stall_s
+        # a large request read at a pace that would not bring it whole within this many seconds
+        # (the request read timeout) counts as stalled too: trickling bytes must not hold room
+        self.pace_s = pace_s
         if capacity > 0:
             reserved = capacity // RESERVED_FRACTION
             if max_request_size is not None:
@@ -268,7 +276,7 @@ class RequestMemoryPool:
         now = time.monotonic()
         stalled = sorted((h for h in self._holders
                           if h.reading and not h.reclaimed and h.size > share
-                          and now - h.last_progress >= self.stall_s),
+                          and (now - h.last_progress >= self.stall_s or self._too_slow(h, now))),
                          key=lambda h: (-h.size, h.last_progress))
         for holder in stalled:
             if lacking <= 0:
@@ -276,10 +284,22 @@ class RequestMemoryPool:
             holder.reclaimed = True
             self.reclaimed += 1
             lacking -= holder.size
-            log.warning("reclaiming the %d-byte request of %s: no bytes for %.1f s, above its fair "
-                        "share of %d bytes of queued.max.request.bytes while %d request(s) wait",
-                        holder.size, holder.owner or "a connection", now - holder.last_progress,
-                        int(share), len(self._large_waiters))
+            why = (f"no bytes for {now - holder.last_progress:.1f} s"
+                   if now - holder.last_progress >= self.stall_s else
+                   f"{holder.received} bytes in {now - holder.granted_at:.1f} s, too slow to arrive "
+                   f"within {self.pace_s:g} s")
+            log.warning("reclaiming the %d-byte request of %s: %s, above its fair share of %d "
+                        "bytes of queued.max.request.bytes while %d request(s) wait",
+                        holder.size, holder.owner or "a connection", why, int(share),
+                        len(self._large_waiters))
+
+    def _too_slow(self, holder: Reservation, now: float) -> bool:
+        """Whether ``holder``'s bytes arrive too slowly for it to be whole within ``pace_s`` of
+        its grant (judged once it has had ``stall_s`` to show its pace)."""
+        if self.pace_s is None or self.pace_s <= 0:
+            return False
+        elapsed = now - holder.granted_at
+        return elapsed >= self.stall_s and holder.received < holder.size * elapsed / self.pace_s
 
 
 _libc: ctypes.CDLL | None = None

@@ -206,7 +206,8 @@ class KafkaServer:
         self.max_request_size = limits.max_request_size
         self.request_memory = RequestMemoryPool(limits.queued_max_request_bytes,
                                                 max_request_size=limits.max_request_size,
-                                                stall_s=limits.request_stall_ms / 1000)
+                                                stall_s=limits.request_stall_ms / 1000,
+                                                pace_s=limits.request_read_timeout_ms / 1000)
         if 0 < self.request_memory.capacity and \
                 self.request_memory.reserved < self.request_memory.small_request_bytes:
             log.warning("queued.max.request.bytes (%d) leaves %d bytes beside one request of "
@@ -904,7 +905,7 @@ async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsC
             raise _ConnectionClosed(f"peer closed with {frames.missing} bytes of its request unread")
         frames.received(n)
         if watch:
-            reservation.progressed()
+            reservation.progressed(n)
             last = reservation.last_progress
 
 

@@ -106,6 +106,40 @@ def test_holders_within_their_share_or_still_receiving_keep_their_room():
     asyncio.run(main())
 
 
+@pytest.mark.slow  # timed waits for reclaimed room: kept out of the quick look
+def test_a_request_trickled_too_slowly_to_arrive_in_time_is_reclaimed_when_another_waits():
+    """Bytes trickled one at a time are progress, but at that pace the request would not be
+    whole within the read timeout (``pace_s``): above its fair share while another waits, it is
+    taken back like a stalled one (found by a review: two tricklers kept every large request
+    out for good). One that keeps the pace keeps its room."""
+    async def main() -> None:
+        pool = RequestMemoryPool(1000, max_request_size=600, small_request_bytes=10,
+                                 stall_s=0.05, pace_s=1.0)
+        trickler = await pool.reserve(600, 1, owner="trickler")
+        assert trickler is not None
+        waiting = asyncio.ensure_future(pool.reserve(500, 5))
+        for _ in range(30):  # a byte every 10 ms: 100 B/s, where 600 B/s keeps the pace
+            trickler.progressed(1)
+            await asyncio.sleep(0.01)
+            if trickler.reclaimed:
+                break
+        assert trickler.reclaimed and pool.reclaimed == 1
+        pool.release(trickler)
+        granted = await waiting
+        assert granted is not None
+        pool.release(granted)
+
+        keeping_pace = await pool.reserve(500, 1)
+        assert keeping_pace is not None
+        waiter = asyncio.ensure_future(pool.reserve(500, 0.3))
+        while not waiter.done():
+            keeping_pace.progressed(10)  # 1,000 B/s
+            await asyncio.sleep(0.01)
+        assert not keeping_pace.reclaimed
+
+    asyncio.run(main())
+
+
 @pytest.mark.slow
 def test_a_request_being_answered_is_never_reclaimed():
     """A 600-byte request read whole and being answered (a Produce waiting for its append or
