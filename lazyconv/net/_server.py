@@ -360,10 +360,15 @@ class KafkaServer:
                 log.warning("accept failed on port %d: %s", listener.port, exc)
                 await asyncio.sleep(0.1)
                 continue
-            conn.setblocking(False)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.send_buffer_bytes > 0:
-                self._set_send_buffer(conn)
+            try:
+                conn.setblocking(False)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.send_buffer_bytes > 0:
+                    self._set_send_buffer(conn)
+            except OSError as exc:  # the peer reset already (BSD and macOS say so here)
+                log.info("connection from %s ended before it was served: %s", peer, exc)
+                conn.close()
+                continue
             self.connections_served += 1
             task = loop.create_task(self._serve_connection(conn, peer, listener,
                                                            self._security[index]))
