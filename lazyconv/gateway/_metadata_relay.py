@@ -47,10 +47,14 @@ class MetadataRelay:
                 elif topic.get("topic_id") is not None:
                     asked_ids.append(topic["topic_id"])
         auto_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
+        id_names: dict[Any, str | None] = {}
         try:
             if asked_ids:
                 await cluster.topics_for(None)
-                names = (names or []) + [cluster.topic_name(i) or "" for i in asked_ids]
+                if any(cluster.topic_name(i) is None for i in asked_ids):
+                    await cluster.refresh(None)  # a topic created since the last listing
+                id_names = {i: cluster.topic_name(i) for i in asked_ids}
+                names = (names or []) + [n for n in id_names.values() if n]
             if names is not None:
                 names = list(dict.fromkeys(names))  # a topic asked twice is answered once
             known = await cluster.topics_for(names, allow_auto_create=auto_create)
@@ -79,6 +83,10 @@ class MetadataRelay:
             topics.append({"error_code": downstream_error(metadata.SPEC.key, version, info.error_code),
                            "name": name, "topic_id": info.topic_id, "is_internal": info.is_internal,
                            "partitions": partitions})
+        for topic_id, found in id_names.items():  # ids nobody knows: never asked by an empty name
+            if found is None:
+                topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None,
+                               "topic_id": topic_id, "partitions": []})
         return {"throttle_time_ms": 0,
                 "brokers": [{"node_id": me, "host": listener.host, "port": listener.port}],
                 "cluster_id": cluster.cluster_id, "controller_id": me, "topics": topics}

@@ -495,6 +495,11 @@ class TopicInfo:
     fetched_at: float = 0.0
 
 
+# what a lookup by name answers for a topic that is not there for this identity
+_NOT_A_TOPIC = frozenset({int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), int(ErrorCode.INVALID_TOPIC_EXCEPTION),
+                          int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), int(ErrorCode.UNKNOWN_TOPIC_ID)})
+
+
 class UpstreamCluster:
     """The upstream cluster as every downstream client shares it: the bootstrap list, how to
     connect (TLS, SASL), the brokers and the cluster id. What topics exist is *not* shared:
@@ -797,7 +802,10 @@ class ClusterView:
         if names is None:
             if time.monotonic() - self._all_topics_at >= self.metadata_max_age:
                 await self.refresh(None)
-            return dict(self.topics)
+            # not the names looked up since that the cluster said do not exist (or may not be
+            # described): a topic list never holds them
+            return {name: info for name, info in self.topics.items()
+                    if name and info.error_code not in _NOT_A_TOPIC}
         missing = [n for n in dict.fromkeys(names) if not self._fresh(n)]
         if missing:
             await self.refresh(missing, allow_auto_create=allow_auto_create)

@@ -188,6 +188,45 @@ def test_metadata_v0_with_no_topic_lists_every_topic(gateway_over_serve: Gateway
     assert [t["name"] for t in twice["topics"]] == ["tiny"]
 
 
+def test_a_topic_list_holds_no_topic_a_lookup_found_missing(gateway_over_serve: GatewayThread) -> None:
+    """A Metadata lookup of a topic that does not exist, between two listings of every topic:
+    the second listing does not name it (nor an empty name), as a broker's does not (found by a
+    review: `kafka-topics --list` would have shown them)."""
+    with WireClient(gateway_over_serve.port) as client:
+        first = client.call(metadata.SPEC, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False})
+        missing = client.call(metadata.SPEC, 12, {"topics": [{"name": "nope"}],
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False})
+        again = client.call(metadata.SPEC, 1, {"topics": None})
+    assert missing["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert {t["name"] for t in again["topics"]} == {t["name"] for t in first["topics"]}
+    assert "nope" not in {t["name"] for t in again["topics"]}
+
+
+def test_metadata_by_an_unknown_topic_id_is_unknown_topic_id(gateway_over_serve: GatewayThread) -> None:
+    """Metadata v12 by a topic id nobody knows: UNKNOWN_TOPIC_ID with the id asked and no name,
+    as a broker answers (it was looked up upstream by an empty name and answered
+    UNKNOWN_TOPIC_OR_PARTITION with a zero id, which Java's client cannot read); a known id next
+    to it is answered with its name."""
+    import uuid
+
+    with WireClient(gateway_over_serve.port) as client:
+        listing = client.call(metadata.SPEC, 12, {"topics": [{"name": "tiny"}],
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False})
+        tiny_id = listing["topics"][0]["topic_id"]
+        unknown = uuid.uuid4()
+        answer = client.call(metadata.SPEC, 12, {
+            "topics": [{"name": None, "topic_id": unknown}, {"name": None, "topic_id": tiny_id}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    by_id = {t["topic_id"]: t for t in answer["topics"]}
+    assert by_id[unknown]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
+    assert by_id[unknown]["name"] is None and by_id[unknown]["partitions"] == []
+    assert by_id[tiny_id]["name"] == "tiny" and by_id[tiny_id]["error_code"] == 0
+    assert len(answer["topics"]) == 2
+
+
 def test_list_offsets_v0_answers_from_v1(serve_upstream: ServerThread,
                                          gateway_over_serve: GatewayThread) -> None:
     with WireClient(gateway_over_serve.port) as client:
