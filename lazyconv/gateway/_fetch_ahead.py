@@ -85,7 +85,9 @@ class AheadBudget:
         self.used = 0
 
     def reserve(self, size: int) -> bool:
-        if self.used + size > self.max_bytes:
+        # a negative size (a client's negative partition_max_bytes) would lift the bound for
+        # every connection while it is held
+        if size < 0 or self.used + size > self.max_bytes:
             return False
         self.used += size
         return True

@@ -251,12 +251,13 @@ class FetchRelay:
 
                 async def usable(n: int) -> bool:
                     # an eager answer (asked with no wait) serves a client that would not wait,
-                    # or that would wait for a first byte and has records; one that waits for
-                    # more is asked as it asks
+                    # or that would wait for a first byte and is seen to have records (framing
+                    # too long to tell is not: an empty answer would make it spin without its
+                    # wait); one that waits for more is asked as it asks
                     if min_bytes > 1:
                         return False
                     return wait <= 0 or min_bytes <= 0 or \
-                        not await _answer_is_empty(waiting, version, n, timeout)
+                        await _answer_shows_records(waiting, version, n, timeout)
 
                 size = await lane.take_ahead(asked, timeout, usable)
                 if size is not None:
@@ -632,10 +633,10 @@ def _predicted(body: dict[str, Any], next_offsets: dict[tuple[str | bytes, int],
     return dict(body, topics=topics, max_wait_ms=0, min_bytes=0)
 
 
-async def _answer_is_empty(lane: SpliceLane, version: int, size: int, timeout: float) -> bool:
-    """Whether the answer of ``size`` bytes the lane is reading (its head read) holds no
-    records, from its framing peeked as soon as it shows; undecided (more framing than one
-    peek) counts as not."""
+async def _answer_shows_records(lane: SpliceLane, version: int, size: int, timeout: float) -> bool:
+    """Whether the answer of ``size`` bytes the lane is reading (its head read) is seen to hold
+    records, from its framing peeked as soon as it shows; empty, undecided (more framing than
+    one peek) or unreadable is not."""
 
     def decide(data: bytes) -> bool | None:
         scanner = FetchResponseScanner(version, size)
@@ -648,9 +649,9 @@ async def _answer_is_empty(lane: SpliceLane, version: int, size: int, timeout: f
             if step is None:
                 return None
             if step.records:
-                return False
-            if step.done:
                 return True
+            if step.done:
+                return False
             position += step.framing
 
     return await lane.peek_until(min(size - 4, 16 << 10), timeout, decide)

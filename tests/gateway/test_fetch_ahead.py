@@ -62,6 +62,14 @@ def test_entries_are_bounded_and_matched_by_offset_and_shape():
     asyncio.run(scenario())
 
 
+def test_a_negative_size_reserves_nothing():
+    """A client's negative partition_max_bytes must not lift the bound every connection shares
+    (found by a review: the budget went to -2**31 while the entry was held)."""
+    budget = AheadBudget(1000)
+    assert not budget.reserve(-(1 << 31)) and budget.used == 0
+    assert budget.reserve(1000) and not budget.reserve(1)
+
+
 def test_an_entry_taken_by_a_fetch_gets_its_answer_when_its_sibling_is_dropped():
     # Two partitions asked ahead in one upstream fetch; the client's next fetch takes the first
     # (a hit) and seeks on the second (dropped). The shared ask must go on for the first: it

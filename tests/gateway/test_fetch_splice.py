@@ -458,3 +458,26 @@ def test_an_answer_sent_ahead_and_never_asked_for_is_let_go(serve_upstream,
         part = client.call(fetch.SPEC, 12, fetch_request(12, [("codecs", ids["codecs"], [0])],
                                                          0, 4096))["responses"][0]["partitions"][0]
         assert part["error_code"] == 0 and part["records"]
+
+
+@pytest.mark.slow  # fetches that wait out max_wait_ms
+def test_a_waiting_client_at_the_log_end_waits_even_when_the_framing_is_long(
+        serve_upstream, gateway_factory) -> None:
+    """A client at the high watermark that waits for a first byte: an answer fetched ahead whose
+    framing is too long to see whether it holds records (here 500 partition entries) is not
+    handed over, so the client waits as a broker would make it wait, instead of being answered
+    at once, empty, again and again (found by a review)."""
+    import time
+
+    gateway = gateway_factory(serve_upstream.bootstrap)
+    with WireClient(gateway.port) as client:
+        first = client.call(fetch.SPEC, 12, fetch_request(12, [("tiny", None, [0])], 0, 1 << 20))
+        end = first["responses"][0]["partitions"][0]["high_watermark"]
+        body = fetch_request(12, [("tiny", None, [0])] * 500, end, 1 << 20)
+        body["max_wait_ms"], body["min_bytes"] = 300, 1
+        waited = []
+        for _ in range(4):
+            started = time.monotonic()
+            client.call(fetch.SPEC, 12, body)
+            waited.append(time.monotonic() - started)
+    assert min(waited) > 0.25, waited
