@@ -378,12 +378,16 @@ def _values(value: Any, path: FieldPath) -> list[Any]:
     return _values(value.get(path[0]), path[1:])
 
 
+_CODE_FIELDS = frozenset({"error_code", "partition_error_code"})
+
+
 def _codes(value: Any) -> set[int]:
-    """Every error code in a decoded answer."""
+    """Every error code in a decoded answer (``error_code`` fields, and AddPartitionsToTxn
+    v0-3's ``partition_error_code``)."""
     found: set[int] = set()
     if isinstance(value, dict):
         for name, item in value.items():
-            if name == "error_code" and isinstance(item, int):
+            if name in _CODE_FIELDS and isinstance(item, int):
                 found.add(item)
             elif isinstance(item, (dict, list)):
                 found |= _codes(item)

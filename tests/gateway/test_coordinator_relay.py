@@ -1,0 +1,75 @@
+"""Requests relayed to a transaction's coordinator, against a stand-in broker (no cluster): a
+coordinator that moved is forgotten whatever field of the answer says so."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from lazyconv.errors import ErrorCode
+from lazyconv.gateway._api_relay import ApiRelay
+from lazyconv.gateway._coordinators import Coordinators
+from lazyconv.gateway._relayed import Relayed
+from lazyconv.gateway._upstream_security import ANONYMOUS_IDENTITY
+from lazyconv.protocol import _add_partitions_to_txn as add_partitions_to_txn
+from lazyconv.protocol import _end_txn as end_txn
+from lazyconv.protocol._connection import Request, response_frame
+
+NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
+TRANSACTION = 1  # FindCoordinator's key type of a transactional id
+
+
+class _Broker:
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.answer = answer
+
+    async def relay(self, spec: Any, version: int, payload: Any, timeout: float | None = None) -> bytes:
+        return response_frame(1, spec.response_header_version(version),
+                              spec.encode_response(version, self.answer))[4:]
+
+
+class _Session:
+    identity = ANONYMOUS_IDENTITY
+
+    def __init__(self, broker: _Broker) -> None:
+        self.broker = broker
+        self.cluster = SimpleNamespace(request_timeout=30, state=None)
+
+    async def connection(self, node: int) -> _Broker:
+        return self.broker
+
+
+def _relay(spec: Any, version: int, body: dict[str, Any], answer: dict[str, Any]) -> Coordinators:
+    """``body`` relayed to the coordinator of transaction "txn" (cached: broker 1), which
+    answers ``answer``; the coordinators cache afterwards."""
+    cluster = SimpleNamespace(brokers={1: "a", 2: "b"}, state=SimpleNamespace(warn=lambda *a: None))
+    coordinators = Coordinators(cluster)
+    coordinators._nodes[(ANONYMOUS_IDENTITY.key, TRANSACTION, "txn")] = 1
+    request = Request(spec, version, {"correlation_id": 7, "client_id": "c"},
+                      memoryview(spec.encode_request(version, body)), 0)
+    relayed = Relayed(request, body, _Session(_Broker(answer)), None)
+    asyncio.run(ApiRelay(cluster, coordinators)._to_coordinator(relayed, TRANSACTION, "txn"))
+    return coordinators
+
+
+@pytest.mark.parametrize("api", ["AddPartitionsToTxn v3 (per partition)", "EndTxn v3 (top level)"])
+def test_a_coordinator_that_moved_is_forgotten(api: str) -> None:
+    """NOT_COORDINATOR from the cached coordinator: the gateway asks the cluster again at the
+    client's next FindCoordinator. AddPartitionsToTxn v0-3 says it per partition only
+    (``partition_error_code``), which was missed, so the producer was sent back to the old
+    coordinator until its transaction timed out (found by a review)."""
+    if api.startswith("AddPartitionsToTxn"):
+        coordinators = _relay(add_partitions_to_txn.SPEC, 3, {
+            "v3_and_below_transactional_id": "txn", "v3_and_below_producer_id": 5,
+            "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": "t", "partitions": [0]}]},
+            {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+                {"name": "t", "results_by_partition": [
+                    {"partition_index": 0, "partition_error_code": NOT_COORDINATOR}]}]})
+    else:
+        coordinators = _relay(end_txn.SPEC, 3, {"transactional_id": "txn", "producer_id": 5,
+                                                "producer_epoch": 0, "committed": True},
+                              {"throttle_time_ms": 0, "error_code": NOT_COORDINATOR})
+    assert coordinators.cached(TRANSACTION, "txn") is None
