@@ -10,12 +10,15 @@ validation). :mod:`lazyconv._cli` turns the exceptions below into that line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import re
-from collections.abc import Awaitable, Callable
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lazyconv.errors import ConfigurationError, LazyconvError
 
@@ -280,6 +283,43 @@ def output_file(path: str, *, create_parent: bool = False) -> Path:
     if (p.exists() and not os.access(p, os.W_OK)) or not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write {path}: Permission denied")
     return p
+
+
+def not_the_input(output: Path, input_path: Path) -> None:
+    """Refuse OUT when it is IN (written over, it would be emptied before it is read)."""
+    try:
+        same = output.exists() and os.path.samefile(output, input_path)
+    except OSError:
+        same = False
+    if same:
+        raise UsageError(f"{output} is the input file too: write the output somewhere else")
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path) -> Iterator[BinaryIO]:
+    """A file to write ``path``'s content into: a hidden temporary file beside it, renamed to
+    ``path`` once the block ends normally, removed otherwise (an error, Ctrl-C, SIGTERM), so an
+    interrupted command leaves the old OUT (or none), never a partial one."""
+    temporary = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM as Ctrl-C while writing: the temporary file is removed on the way out
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with open(temporary, "wb") as out:
+            yield out
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def progress_bar(total: int, desc: str, *, quiet: bool, **options: Any) -> Any:

@@ -7,7 +7,14 @@ import json
 import sys
 from typing import Any
 
-from lazyconv._commands._common import check_complete, input_file, int_choice, output_file
+from lazyconv._commands._common import (
+    atomic_output,
+    check_complete,
+    input_file,
+    int_choice,
+    not_the_input,
+    output_file,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -52,14 +59,15 @@ def run(args: argparse.Namespace) -> int:
     from lazyconv.conversion._down import down_convert
     from lazyconv.records import FileRecords
 
-    input_file(args.input)
-    output_file(args.output)
+    source = input_file(args.input)
+    target = output_file(args.output)
+    not_the_input(target, source)
     with FileRecords.open(args.input) as records:
         input_size = records.size_in_bytes
         check_complete(records, strict=args.strict, what=args.input)
         result = down_convert(records.batches(), args.to_magic, args.first_offset)
     data = result.records.buffer
-    with open(args.output, "wb") as out:
+    with atomic_output(target) as out:
         out.write(data)
     line: dict[str, int] = {
         "input_bytes": input_size,

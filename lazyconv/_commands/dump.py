@@ -152,6 +152,11 @@ def run(args: argparse.Namespace) -> int:
                 "(--type sets the type)"
             )
         kinds.append(kind)
+    if args.json and (args.verify_index_only or args.index_sanity_check):
+        # the checks print their findings as text and set the exit status; JSON lines would
+        # list the entries and exit 0, whatever the index holds
+        raise UsageError("--json cannot be combined with --verify-index-only or "
+                         "--index-sanity-check")
     if args.hex:
         args.print_data_log = True
     if args.print_data_log or args.headers:

@@ -371,18 +371,39 @@ def fetch_clients_report(url: str, timeout: float = 10.0) -> dict[str, Any]:
     target = url.rstrip("/")
     if not target.endswith("/clients"):
         target += "/clients"
+    shown = _without_credentials(target)  # what error messages name: never a password
     try:
         with urllib.request.urlopen(target, timeout=timeout) as answer:  # noqa: S310 - http(s) only
             data: dict[str, Any] = json.load(answer)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise UsageError(f"cannot read {target}: {reason} (is the gateway running with "
+        raise UsageError(f"cannot read {shown}: {reason} (is the gateway running with "
                          "--metrics-port?)") from None
     except ValueError as exc:
-        raise UsageError(f"{target} did not answer a clients report: {exc}") from None
-    if not isinstance(data, dict) or "clients" not in data:
-        raise UsageError(f"{target} did not answer a clients report")
+        raise UsageError(f"{shown} did not answer a clients report: {exc}") from None
+    if not (isinstance(data, dict) and isinstance(data.get("clients"), list)
+            and all(isinstance(c, dict) and _CLIENT_FIELDS <= c.keys() for c in data["clients"])
+            and _REPORT_FIELDS <= data.keys()):
+        raise UsageError(f"{shown} did not answer a clients report (is it a lazyconv gateway's "
+                         "metrics listener?)")
     return data
+
+
+# what the table and its summary read of a report
+_REPORT_FIELDS = frozenset({"clients", "clients_needing_gateway", "forgotten", "max_clients"})
+_CLIENT_FIELDS = frozenset({"client_id", "host", "principal", "connections_open", "connections",
+                            "bytes_in", "bytes_out", "records_in", "records_out", "last_seen",
+                            "requests"})
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` with a ``user:password@`` part masked."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc="[hidden]@" + parts.netloc.rsplit("@", 1)[1]))
 
 
 def _software(client: dict[str, Any]) -> str:

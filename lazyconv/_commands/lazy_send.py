@@ -12,10 +12,12 @@ import sys
 from typing import Any
 
 from lazyconv._commands._common import (
+    atomic_output,
     check_complete,
     finish_progress,
     input_file,
     int_choice,
+    not_the_input,
     output_file,
     progress_bar,
     size_type,
@@ -80,9 +82,10 @@ def run(args: argparse.Namespace) -> int:
     from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
     from lazyconv.records import FileRecords
 
-    input_file(args.input)
-    output_file(args.output)
-    with FileRecords.open(args.input) as records, open(args.output, "wb") as out:
+    source = input_file(args.input)
+    target = output_file(args.output)
+    not_the_input(target, source)
+    with FileRecords.open(args.input) as records, atomic_output(target) as out:
         check_complete(records, strict=args.strict, what=args.input)
         lazy = LazyDownConvertedRecords(
             records, args.to_magic, args.first_offset, chunk_size=args.chunk_size

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="log directory (<topic>-<N>/ folders), local path or fsspec URL "
                              "readable from the executors; omitted: generate a "
                              f"{DEFAULT_FIXTURE_SIZE} fixture and validate it")
-    parser.add_argument("--master", default="local[*]",
+    parser.add_argument("--master", default="local[*]", type=_master_url,
                         help="Spark master URL (default local[*]; e.g. spark://host:7077)")
     parser.add_argument("--chunk-sizes", default="16K,32K,64K,128K,256K,512K,1M",
                         help="comma-separated lazy-send chunk sizes, 16K..1M "
@@ -200,6 +200,19 @@ def _remove_if_empty(folders: list[str]) -> None:
     for folder in folders:  # deepest first
         with contextlib.suppress(OSError):
             os.rmdir(folder)
+
+
+_MASTER_SCHEMES = ("local", "spark://", "yarn", "k8s://", "mesos://")
+
+
+def _master_url(text: str) -> str:
+    """A Spark master URL Spark accepts the form of: checked before the JVM starts, which
+    would print its stack trace for a bad one."""
+    if not text.startswith(_MASTER_SCHEMES):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Spark master URL (local, local[N], local[*], spark://HOST:PORT, "
+            "yarn, k8s://..., mesos://...)")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

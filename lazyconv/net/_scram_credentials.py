@@ -296,9 +296,16 @@ def list_scram_users(path: str | os.PathLike[str]) -> list[tuple[str, str, int]]
 
 def read_password(source: str, *, stdin: TextIO | None = None,
                   environ: Mapping[str, str] | None = None) -> str:
-    """A password from ``-`` (one line of stdin), ``env:NAME`` or a file path (its first line)."""
+    """A password from ``-`` (one line of stdin: asked without echo when stdin is a terminal),
+    ``env:NAME`` or a file path (its first line)."""
     if source == "-":
-        line = (stdin if stdin is not None else _stdin()).readline()
+        reader = stdin if stdin is not None else _stdin()
+        if stdin is None and reader.isatty():
+            import getpass
+
+            line = getpass.getpass("Password: ")  # typed, never shown
+        else:
+            line = reader.readline()
     elif source.startswith("env:"):
         env = os.environ if environ is None else environ
         name = source[4:]

@@ -542,3 +542,15 @@ def test_a_header_key_that_is_not_utf8_prints_as_kafka_prints_it(
     (record,) = [r for r in dump_json(path, capsys) if "headers" in r]
     assert record["headers"] == [["a\ufffdb", "78"]]
     json.dumps(record, ensure_ascii=False).encode("utf-8")  # no lone surrogate left
+
+
+def test_json_is_refused_with_the_index_checks(tmp_path, capsys) -> None:
+    """The checks report as text and set the exit status; with --json they listed the entries
+    of a garbage index and exited 0 (found by a review)."""
+    from lazyconv._cli import main
+
+    index = tmp_path / "00000000000000000000.index"
+    index.write_bytes(bytes(range(256)) * 4)
+    for check in ("--verify-index-only", "--index-sanity-check"):
+        assert main(["dump", str(index), "--json", check]) == 2
+        assert "--json cannot be combined with" in capsys.readouterr().err

@@ -117,3 +117,52 @@ def test_help_explains_every_option(command: str, capsys) -> None:
         assert option in out
     if command == "lazy-send":
         assert "--chunk-size" in out and "16K..1M" in out
+
+
+@pytest.mark.parametrize("command", ["convert", "lazy-send"])
+def test_the_input_as_output_is_refused_before_anything_is_written(tmp_path: Path, capsys,
+                                                                  command: str) -> None:
+    """lazy-send opened OUT for writing before reading IN, so the same path emptied the input
+    (found by a review)."""
+    source = tmp_path / "in.log"
+    source.write_bytes(A + B)
+    status, _, err = _run([command, str(source), str(tmp_path / "." / "in.log"), "--to-magic", "1"],
+                          capsys)
+    assert status == 2 and "is the input file too" in err
+    assert source.read_bytes() == A + B
+
+
+@pytest.mark.parametrize("command", ["convert", "lazy-send"])
+def test_a_failed_or_interrupted_run_leaves_no_output_file(tmp_path: Path, capsys, monkeypatch,
+                                                           command: str) -> None:
+    """OUT appears whole or not at all: bad input, or Ctrl-C in the middle, leaves no OUT (nor
+    the temporary file it was written in), and an OUT already there as it was."""
+    source, target = tmp_path / "in.log", tmp_path / "out.log"
+    source.write_bytes(b"\x00" * 8 + b"\x80\x00\x00\x00" + b"\x01" * 50)  # a size below 14
+    status, _, err = _run([command, str(source), str(target), "--to-magic", "1"], capsys)
+    assert status == 1 and "error" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.log"]
+
+    source.write_bytes(A + B)
+    target.write_bytes(b"the old output")
+    import lazyconv._commands._common as common
+
+    real = common.atomic_output
+
+    def interrupted(path):  # Ctrl-C once the output file is being written
+        from contextlib import contextmanager
+
+        @contextmanager
+        def writing():
+            with real(path) as out:
+                out.write(b"partial")
+                raise KeyboardInterrupt
+                yield out
+        return writing()
+
+    module = __import__(f"lazyconv._commands.{command.replace('-', '_')}", fromlist=["run"])
+    monkeypatch.setattr(module, "atomic_output", interrupted)
+    assert main([command, str(source), str(target), "--to-magic", "1", *(
+        ["--quiet"] if command == "lazy-send" else [])]) == 130
+    assert target.read_bytes() == b"the old output"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.log", "out.log"]

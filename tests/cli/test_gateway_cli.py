@@ -189,3 +189,45 @@ def test_sighup_reopens_the_log_and_reloads_the_users(served_fixtures, tmp_path)
         if proc.poll() is None:
             proc.kill()
         upstream.stop()
+
+
+def test_a_password_typed_at_a_terminal_is_not_shown(tmp_path) -> None:
+    """`scram-credentials add` reading the password from a terminal asks without echo (it
+    showed what was typed, found by a review)."""
+    import os
+    import pty
+    import select
+    import sys
+
+    from tests.cli.test_serve_cli import REPO_ROOT
+
+    main_fd, child_fd = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lazyconv._cli", "gateway", "scram-credentials", "add",
+         str(tmp_path / "scram.json"), "--user", "carol"],
+        stdin=child_fd, stdout=child_fd, stderr=child_fd,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    os.close(child_fd)
+    shown = b""
+
+    def read_for(seconds: float, until: bytes | None = None) -> None:
+        nonlocal shown
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not (until and until in shown):
+            ready, _, _ = select.select([main_fd], [], [], 0.1)
+            if ready:
+                try:
+                    shown += os.read(main_fd, 1024)
+                except OSError:
+                    return
+
+    import time
+
+    read_for(30, until=b"Password")
+    os.write(main_fd, b"hunter2secret\n")
+    proc.wait(30)
+    read_for(0.5)
+    os.close(main_fd)
+    assert proc.returncode == 0, shown
+    assert b"Password" in shown and b"hunter2secret" not in shown
+    assert "carol" in (tmp_path / "scram.json").read_text()

@@ -109,3 +109,16 @@ def test_out_is_created_where_given_and_removed_when_nothing_is_written(
     assert status == 2 and "Spark did not start" in err and err.count("\n") == 1
     assert not (tmp_path / "x").exists()
     assert not Path("/x").exists()
+
+
+def test_a_master_url_spark_cannot_take_is_one_line(capsys) -> None:
+    """Refused before the JVM starts (which printed its stack trace, hiding the cause)."""
+    import pytest as _pytest
+
+    from lazyconv._cli import main
+
+    with _pytest.raises(SystemExit) as exit_:
+        main(["validate", "--master", "bogus://x"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "argument --master: 'bogus://x' is not a Spark master URL" in err[0]

@@ -172,6 +172,38 @@ def test_the_clients_command_says_what_is_wrong(capsys: pytest.CaptureFixture[st
     assert "lazyconv gateway clients: error: cannot read" in err and "--metrics-port" in err
     assert main(["gateway", "--port", "0"]) == 2
     assert "no upstream brokers: give --upstream" in capsys.readouterr().err
+    # a password in the URL is never printed back (found by a review)
+    assert main(["gateway", "clients", f"http://admin:S3cret@127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert "S3cret" not in err and "[hidden]@127.0.0.1" in err
+
+
+def test_the_clients_command_refuses_json_that_is_no_clients_report(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Well-formed JSON that is not a gateway's report: one line, not an internal KeyError."""
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            body = json.dumps({"clients": [{"name": "x"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.handle_request, daemon=True)
+    thread.start()
+    try:
+        assert main(["gateway", "clients", f"http://127.0.0.1:{server.server_port}"]) == 2
+    finally:
+        thread.join(10)
+        server.server_close()
+    err = capsys.readouterr().err
+    assert "did not answer a clients report" in err and "internal error" not in err
 
 
 @pytest.mark.slow
