@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
+import signal
 import tempfile
+import threading
 from pathlib import Path
 
 from lazyconv._commands._common import finish_progress, progress_bar, size_type
@@ -55,6 +57,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     gen.set_defaults(handler=run)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
     """Generate the fixture and print one summary line per partition.
 
@@ -68,7 +74,14 @@ def run(args: argparse.Namespace) -> int:
     if outdir.exists() and (not outdir.is_dir() or any(outdir.iterdir())):
         raise ConfigurationError(f"output directory {outdir} is not empty")
     outdir.parent.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(outdir.parent).free
+    if size > free:  # the fixture's records alone; its indexes add a little more
+        raise ConfigurationError(f"{_mib(size)} asked for, but only {_mib(free)} is free under "
+                                 f"{outdir.parent}")
     partial = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.partial-", dir=outdir.parent))
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM as Ctrl-C: cleaned up
     try:
         with progress_bar(size, "fixtures", quiet=args.quiet, unit="B", unit_scale=True,
                           unit_divisor=1024) as bar:
@@ -83,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if partial.exists():
             shutil.rmtree(partial, ignore_errors=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     total = 0
     for name, part in manifest["partitions"].items():
         total += part["bytes"]

@@ -15,7 +15,8 @@ from tests.docs.blocks import default_sigint
 
 
 @pytest.mark.slow
-def test_an_interrupted_run_leaves_no_half_fixture(tmp_path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_leaves_no_half_fixture(tmp_path, stop) -> None:
     out = tmp_path / "fx"
     proc = subprocess.Popen([sys.executable, "-m", "lazyconv._cli", "fixtures", "generate",
                              str(out), "--size", "2G", "--quiet"],
@@ -28,7 +29,7 @@ def test_an_interrupted_run_leaves_no_half_fixture(tmp_path) -> None:
         assert time.monotonic() < deadline, "the generator wrote nothing in 120 s"
         time.sleep(0.05)
     time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)  # SIGTERM killed it before, leaving the partial folder behind
     # the suite on four workers beside brokers and Spark once took over 60 s here
     proc.communicate(timeout=180)
     assert proc.returncode == 130
@@ -36,6 +37,12 @@ def test_an_interrupted_run_leaves_no_half_fixture(tmp_path) -> None:
     # and the next run is not blocked
     assert main(["fixtures", "generate", str(out), "--size", "1M", "--quiet"]) == 0
     assert (out / "manifest.json").is_file()
+
+
+def test_a_size_beyond_the_free_space_is_refused(capsys, tmp_path) -> None:
+    assert main(["fixtures", "generate", str(tmp_path / "fx"), "--size", "100T", "--quiet"]) == 1
+    assert "is free under" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_size_zero_is_refused(capsys, tmp_path) -> None:
