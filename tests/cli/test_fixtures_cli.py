@@ -40,7 +40,7 @@ def test_an_interrupted_run_leaves_no_half_fixture(tmp_path, stop) -> None:
 
 
 def test_a_size_beyond_the_free_space_is_refused(capsys, tmp_path) -> None:
-    assert main(["fixtures", "generate", str(tmp_path / "fx"), "--size", "100T", "--quiet"]) == 1
+    assert main(["fixtures", "generate", str(tmp_path / "fx"), "--size", "100T", "--quiet"]) == 2
     assert "is free under" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
