@@ -174,7 +174,9 @@ def test_corrupt_log_data_is_a_partition_error_not_a_dead_server(serve_logdir, t
     builder = RecordsBuilder(2)
     builder.append(offset=0, timestamp=1, value=b"ok")
     good = builder.build()
-    (part / f"{0:020d}.log").write_bytes(good + b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x00" * 20)
+    # a size no broker writes, then bytes that are not zeros (zeros would be a torn header,
+    # which recovery cuts off)
+    (part / f"{0:020d}.log").write_bytes(good + b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x01" * 20)
     server = serve_logdir(tmp_path)
     ok = fetch_raw(server.port, 6, "t", 0, offset=0)["responses"][0]["partitions"][0]
     assert ok["error_code"] == 0 and bytes(ok["records"]) == good
