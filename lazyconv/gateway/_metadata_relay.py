@@ -18,8 +18,11 @@ from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, downstream_err
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
 from lazyconv.net._model import Listener
 from lazyconv.protocol import _metadata as metadata
+from lazyconv.protocol._schema import ZERO_UUID
 
 log = logging.getLogger(__name__)
+
+_FIRST_BY_ID_VERSION = 12  # Metadata asks for topics by id (a null name) from v12 on
 
 __all__ = ["MetadataRelay"]
 
@@ -42,10 +45,13 @@ class MetadataRelay:
         if not metadata.asks_for_every_topic(version, request["topics"]):
             names = []
             for topic in request["topics"]:
+                topic_id = topic.get("topic_id")
                 if topic.get("name"):
                     names.append(topic["name"])
-                elif topic.get("topic_id") is not None:
-                    asked_ids.append(topic["topic_id"])
+                elif version >= _FIRST_BY_ID_VERSION and topic_id is not None and topic_id != ZERO_UUID:
+                    asked_ids.append(topic_id)
+                else:  # an empty name (or the zero id): asked as such, as before ids
+                    names.append("")
         auto_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
         id_names: dict[Any, str | None] = {}
         try:

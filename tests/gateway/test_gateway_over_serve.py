@@ -227,6 +227,21 @@ def test_metadata_by_an_unknown_topic_id_is_unknown_topic_id(gateway_over_serve:
     assert len(answer["topics"]) == 2
 
 
+@pytest.mark.parametrize("version", [1, 9, 12])
+def test_an_empty_topic_name_is_answered_as_a_name(gateway_over_serve: GatewayThread,
+                                                   version: int) -> None:
+    """An empty name (its topic id, where the version has one, the zero id) is asked as that
+    name and answered with it, never as an unknown id with a null name, which those versions
+    cannot hold (the id lookup's first version broke this, found by the broker's fuzz test)."""
+    body: dict = {"topics": [{"name": ""}, {"name": ""}]}
+    if version >= 4:
+        body["allow_auto_topic_creation"] = False
+    with WireClient(gateway_over_serve.port) as client:
+        answer = client.call(metadata.SPEC, version, body)
+    assert [t["name"] for t in answer["topics"]] == [""]
+    assert answer["topics"][0]["error_code"] != 0
+
+
 def test_list_offsets_v0_answers_from_v1(serve_upstream: ServerThread,
                                          gateway_over_serve: GatewayThread) -> None:
     with WireClient(gateway_over_serve.port) as client:
