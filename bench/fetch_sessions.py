@@ -44,6 +44,7 @@ from bench.kafka_bench_common import (  # noqa: E402
     GIB,
     MIB,
     VALUE_SIZE,
+    _recv_exact,
     connect,
     high_watermark,
     next_offset_v2,
@@ -69,15 +70,12 @@ class Read:
     mode: str
     round: int = 0
     records: int = 0
-    wire_bytes: int = 0
     fetches: int = 0
     request_bytes: int = 0
     response_bytes: int = 0
     records_bytes: int = 0  # of the responses' record sets, every partition
     seconds: float = 0.0
     broker_cpu: float = 0.0
-    client_cpu: float = 0.0
-    sessions_opened: int = 0
 
 
 def _exchange(sock: socket.socket, body: dict, correlation: int, read: Read) -> dict:
@@ -97,14 +95,6 @@ def _exchange(sock: socket.socket, body: dict, correlation: int, read: Read) -> 
     return FetchResponse.decode(VERSION, memoryview(data)[reader.pos:])
 
 
-def _recv_exact(sock: socket.socket, view: memoryview) -> None:
-    while view:
-        n = sock.recv_into(view)
-        if n == 0:
-            raise ConnectionError("the broker closed the connection")
-        view = view[n:]
-
-
 def read_partition(port: int, topic: str, partitions: int, until: int, mode: str,
                    broker: psutil.Process, shape: str) -> Read:
     """Partition 0 of ``topic`` from 0 to ``until``, every partition of the topic asked for;
@@ -113,7 +103,6 @@ def read_partition(port: int, topic: str, partitions: int, until: int, mode: str
     offsets = dict.fromkeys(range(partitions), 0)
     session_id, epoch = 0, 0
     sent: dict[int, int] = {}  # what the session holds: partition -> fetch offset sent
-    client0 = time.process_time()
     broker0 = sum(broker.cpu_times()[:2])
     started = time.perf_counter()
     with connect(port) as sock:
@@ -146,7 +135,6 @@ def read_partition(port: int, topic: str, partitions: int, until: int, mode: str
             if mode == "session":
                 if epoch == 0:
                     session_id = answer["session_id"]
-                    read.sessions_opened += session_id != 0
                     if session_id == 0:
                         raise RuntimeError("the broker opened no fetch session (its cache full?)")
                 sent.update((p, offsets[p]) for p in asked)
@@ -162,7 +150,6 @@ def read_partition(port: int, topic: str, partitions: int, until: int, mode: str
                     until = min(until, part["high_watermark"])
                     data = memoryview(part["records"] or b"")
                     nxt, used, _magic = next_offset_v2(data)
-                    read.wire_bytes += used
                     if used:
                         offsets[0] = nxt
                         stalled = -1
@@ -171,7 +158,6 @@ def read_partition(port: int, topic: str, partitions: int, until: int, mode: str
                 raise RuntimeError(f"{mode} fetches of {topic}: no progress at offset {offsets[0]}")
     read.seconds = time.perf_counter() - started
     read.broker_cpu = sum(broker.cpu_times()[:2]) - broker0
-    read.client_cpu = time.process_time() - client0
     read.records = offsets[0]
     return read
 

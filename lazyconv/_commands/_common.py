@@ -296,30 +296,38 @@ def not_the_input(output: Path, input_path: Path) -> None:
 
 
 @contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt inside the block, as Ctrl-C does, so the block's cleanup
+    runs for it too (in the main thread only, where signal handlers live)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
 def atomic_output(path: Path) -> Iterator[BinaryIO]:
     """A file to write ``path``'s content into: a hidden temporary file beside it, renamed to
     ``path`` once the block ends normally, removed otherwise (an error, Ctrl-C, SIGTERM), so an
     interrupted command leaves the old OUT (or none), never a partial one."""
     temporary = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        # SIGTERM as Ctrl-C while writing: the temporary file is removed on the way out
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        with open(temporary, "wb") as out:
-            yield out
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    with sigterm_as_interrupt():
+        try:
+            with open(temporary, "wb") as out:
+                yield out
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
 
 
 def progress_bar(total: int, desc: str, *, quiet: bool, **options: Any) -> Any:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
-import signal
 import tempfile
-import threading
 from pathlib import Path
 
-from lazyconv._commands._common import finish_progress, progress_bar, size_type
+from lazyconv._commands._common import (
+    finish_progress,
+    progress_bar,
+    sigterm_as_interrupt,
+    size_type,
+)
 from lazyconv.errors import ConfigurationError
 from lazyconv.fixtures._generate import DEFAULT_SEGMENT_BYTES
 from lazyconv.fixtures._profiles import PROFILE_SETS
@@ -57,10 +60,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     gen.set_defaults(handler=run)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def run(args: argparse.Namespace) -> int:
     """Generate the fixture and print one summary line per partition.
 
@@ -79,12 +78,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"{_mib(size)} asked for, but only {_mib(free)} is free under "
                                  f"{outdir.parent}")
     partial = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.partial-", dir=outdir.parent))
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM as Ctrl-C: cleaned up
     try:
-        with progress_bar(size, "fixtures", quiet=args.quiet, unit="B", unit_scale=True,
-                          unit_divisor=1024) as bar:
+        with sigterm_as_interrupt(), progress_bar(size, "fixtures", quiet=args.quiet, unit="B",
+                                                  unit_scale=True, unit_divisor=1024) as bar:
             manifest = generate(partial, size, partitions=args.partitions, seed=args.seed,
                                 profile=args.profile, segment_bytes=args.segment_bytes,
                                 index_interval_bytes=args.index_interval_bytes,
@@ -96,8 +92,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if partial.exists():
             shutil.rmtree(partial, ignore_errors=True)
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     total = 0
     for name, part in manifest["partitions"].items():
         total += part["bytes"]
