@@ -128,7 +128,10 @@ class Writer:
             else:
                 self.buffer += _I16.pack(-1)
             return
-        data = value.encode("utf-8")
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate, e.g. from os.fsdecode / argv
+            raise LocalProtocolError(f"string is not encodable as UTF-8: {exc.reason}") from None
         if len(data) > 0x7FFF:
             raise LocalProtocolError(f"string of {len(data)} bytes is longer than 32767")
         if compact:

@@ -249,3 +249,11 @@ def test_out_of_range_values_are_rejected_on_encode() -> None:
         Writer().string("x" * 40000, compact=False)
     with pytest.raises(ProtocolError):
         encode_uvarint(-1)
+
+
+def test_text_that_utf8_cannot_encode_is_refused_with_a_protocol_error() -> None:
+    # A lone surrogate is what os.fsdecode gives for a non-UTF-8 directory name (a topic).
+    with pytest.raises(ProtocolError, match="not encodable as UTF-8"):
+        Writer().string("t\udcff", compact=True)
+    with pytest.raises(ProtocolError, match=r"LIST\.name.*not encodable as UTF-8"):
+        encode_message(Struct("LIST", (Field("name", STRING),)), {"name": "t\udcff"}, 0, False)
