@@ -457,6 +457,8 @@ def _encode_value(src: _Source, t: Any, nullable: bool, version: int, flexible: 
         src.emit(ind, f"if {value} is None:")
         _encode_null(src, ind + 1, flexible, nullable)
         src.emit(ind, "else:")
+        # len() of a memoryview counts its items, not bytes: other bytes-likes are the walker's
+        src.emit(ind + 1, f"if type({value}) is not bytes and type({value}) is not bytearray: raise _Bail")
         length = src.var("n")
         src.emit(ind + 1, f"{length} = len({value})")
         _encode_length(src, ind + 1, length, flexible)

@@ -148,8 +148,14 @@ class Writer:
                 raise LocalProtocolError("null given for non-nullable bytes")
             self.length_prefix(None, compact=compact)
             return
-        self.length_prefix(len(value), compact=compact)
-        self.buffer += value
+        try:
+            view = memoryview(value)
+        except TypeError:
+            raise LocalProtocolError(f"bytes expected, got {type(value).__name__}") from None
+        # Counted in bytes: len() of a view of wider items (an array('i')) counts items.
+        data = view.cast("B") if view.c_contiguous else view.tobytes()
+        self.length_prefix(len(data), compact=compact)
+        self.buffer += data
 
     def length_prefix(self, length: int | None, *, compact: bool) -> None:
         """The prefix of bytes/records/arrays: int32 (−1 = null) or compact uvarint(n + 1)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import uuid
 
 import pytest
@@ -17,6 +18,7 @@ from lazyconv.protocol._primitives import (
     uvarint_size,
 )
 from lazyconv.protocol._schema import (
+    BYTES,
     FLOAT64,
     INT32,
     STRING,
@@ -257,3 +259,17 @@ def test_text_that_utf8_cannot_encode_is_refused_with_a_protocol_error() -> None
         Writer().string("t\udcff", compact=True)
     with pytest.raises(ProtocolError, match=r"LIST\.name.*not encodable as UTF-8"):
         encode_message(Struct("LIST", (Field("name", STRING),)), {"name": "t\udcff"}, 0, False)
+
+
+@pytest.mark.parametrize("flexible", [False, True])
+def test_bytes_fields_count_bytes_and_refuse_what_is_not_bytes(flexible: bool) -> None:
+    blob = Struct("Blob", (Field("data", BYTES),))
+    wide = memoryview(array.array("i", [1, 2]))  # 2 items, 8 bytes
+    encoded = encode_message(blob, {"data": wide}, 0, flexible).to_bytes()
+    assert decode_message(blob, Reader(encoded), 0, flexible)["data"] == wide.tobytes()
+    strided = memoryview(b"abcdef")[::2]
+    encoded = encode_message(blob, {"data": strided}, 0, flexible).to_bytes()
+    assert decode_message(blob, Reader(encoded), 0, flexible)["data"] == b"ace"
+    for wrong in ("text", 5):
+        with pytest.raises(ProtocolError, match=r"Blob\.data: bytes expected"):
+            encode_message(blob, {"data": wrong}, 0, flexible)
