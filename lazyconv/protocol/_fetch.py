@@ -310,6 +310,11 @@ class FetchResponse:
         self._encoded: EncodedMessage = encode_message(
             FETCH_RESPONSE_SCHEMA, body, version, is_flexible(version), strict=strict
         )
+        if self.size_in_bytes > 0x7FFFFFFF:  # the Size field is an int32
+            raise LocalProtocolError(
+                f"a Fetch v{version} response of {self.size_in_bytes} bytes does not fit its "
+                "int32 size field"
+            )
 
     @property
     def size_in_bytes(self) -> int:

@@ -159,3 +159,16 @@ def test_an_array_field_given_a_non_list_names_the_field() -> None:
     ):
         with pytest.raises(ProtocolError, match=path):
             FetchResponse(4, body)
+
+
+@pytest.mark.parametrize("version", [4, 12])
+def test_a_response_larger_than_its_int32_size_field_is_refused(version: int) -> None:
+    class Huge:  # records that claim 1 GiB each, never sent
+        size_in_bytes = 1 << 30
+
+        def to_send(self) -> None:
+            raise AssertionError("not sent")
+
+    partitions = [{"partition_index": i, "records": Huge()} for i in range(2)]
+    with pytest.raises(ProtocolError, match="does not fit its int32 size field"):
+        FetchResponse(version, {"responses": [{"topic": "t", "partitions": partitions}]})
