@@ -39,7 +39,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 _REQUEST_TOPIC = Struct(
     "MetadataRequestTopic",
     (
-        Field("topic_id", UUID, "10+"),
+        Field("topic_id", UUID, "10+", ignorable=True),
         Field("name", STRING, nullable_versions="10+"),
     ),
 )

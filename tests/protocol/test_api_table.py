@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from lazyconv.errors import ProtocolError
@@ -55,3 +57,10 @@ def test_bookkeeping_keys_pass_through() -> None:
 def test_out_of_range_versions_are_refused() -> None:
     with pytest.raises(ProtocolError, match="Metadata version 13 is not supported"):
         metadata.encode_response(13, {})
+
+
+def test_strict_drops_a_request_topic_id_before_metadata_v10_as_kafka_does() -> None:
+    # MetadataRequest.json marks TopicId ignorable: Kafka's serializer drops it below v10.
+    body = {"topics": [{"topic_id": uuid.UUID(int=5), "name": "t"}]}
+    assert metadata.SPEC.encode_request(9, body, strict=True) == metadata.SPEC.encode_request(
+        9, {"topics": [{"name": "t"}]})
