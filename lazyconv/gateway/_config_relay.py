@@ -55,7 +55,7 @@ async def relay_configs(relayed: Relayed) -> Response:
                 nodes = nodes[:1]
             plan.append([(node, {**resource, "resource_name": str(node)}) for node in nodes]
                         or [(_ANY, resource)])
-        elif name.isdigit() and int(name) in brokers:
+        elif name.isascii() and name.isdigit() and int(name) in brokers:  # not "²": int() refuses it
             plan.append([(int(name), resource)])
         else:
             plan.append([(_ANY, resource)])

@@ -1,22 +1,29 @@
 """Requests relayed to a transaction's coordinator, against a stand-in broker (no cluster): a
-coordinator that moved is forgotten whatever field of the answer says so."""
+coordinator that moved is forgotten whatever field of the answer says so. And the config relay's
+reading of a broker resource's name."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from lazyconv._send import drain
 from lazyconv.errors import ErrorCode
 from lazyconv.gateway._api_relay import ApiRelay
 from lazyconv.gateway._coordinators import Coordinators
 from lazyconv.gateway._relayed import Relayed
 from lazyconv.gateway._upstream_security import ANONYMOUS_IDENTITY
+from lazyconv.net._model import Listener
+from lazyconv.protocol import KAFKA_API_BY_KEY
 from lazyconv.protocol import _add_partitions_to_txn as add_partitions_to_txn
 from lazyconv.protocol import _end_txn as end_txn
 from lazyconv.protocol._connection import Request, response_frame
+from lazyconv.protocol._headers import decode_response_header
+from lazyconv.protocol._primitives import Reader
 
 NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
 TRANSACTION = 1  # FindCoordinator's key type of a transactional id
@@ -39,6 +46,9 @@ class _Session:
         self.cluster = SimpleNamespace(request_timeout=30, state=None)
 
     async def connection(self, node: int) -> _Broker:
+        return self.broker
+
+    async def any_connection(self) -> _Broker:
         return self.broker
 
 
@@ -73,3 +83,30 @@ def test_a_coordinator_that_moved_is_forgotten(api: str) -> None:
                                                 "producer_epoch": 0, "committed": True},
                               {"throttle_time_ms": 0, "error_code": NOT_COORDINATOR})
     assert coordinators.cached(TRANSACTION, "txn") is None
+
+
+def test_a_broker_resource_named_by_a_digit_int_refuses_is_relayed() -> None:
+    """DescribeConfigs for a BROKER resource named "\u00b2": ``str.isdigit()`` took it for a
+    broker id, ``int()`` refused it, and the ValueError closed the client's connection (found by
+    a review). It goes to any broker, as any name that is no broker's id does."""
+    spec, version = KAFKA_API_BY_KEY[32], 4
+    body = {"resources": [{"resource_type": 4, "resource_name": "\u00b2",
+                           "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False}
+    broker = _Broker({"throttle_time_ms": 0, "results": [
+        {"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": None,
+         "resource_type": 4, "resource_name": "\u00b2", "configs": []}]})
+    cluster = SimpleNamespace(brokers={1: "a", 2: "b"}, request_timeout=30, state=None)
+    session = _Session(broker)
+    session.cluster = cluster
+    request = Request(spec, version, {"correlation_id": 7, "client_id": "c"},
+                      memoryview(spec.encode_request(version, body)), 0)
+    response = asyncio.run(ApiRelay(cluster, Coordinators(cluster)).relay(  # type: ignore[arg-type]
+        request, session, Listener(0, "gateway", 9092)))  # type: ignore[arg-type]
+    out = io.BytesIO()
+    drain(response.send, out)
+    reader = Reader(out.getvalue()[4:])
+    decode_response_header(reader, spec.response_header_version(version))
+    answer = spec.decode_response(version, reader)
+    assert [(r["resource_name"], r["error_code"]) for r in answer["results"]] == [
+        ("\u00b2", int(ErrorCode.INVALID_REQUEST))]
