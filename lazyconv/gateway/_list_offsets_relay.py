@@ -1,6 +1,7 @@
 """ListOffsets through the gateway: each partition asked of its leader with a version Kafka 4
 accepts (≥ v1); a v0 client gets the one offset as its ``old_style_offsets`` list
-(docs/guide/gateway.md). Errors reach the client as codes its version knows
+(docs/guide/gateway.md); a partition named twice is asked once (v1+ refuses it twice) and
+both entries get its answer. Errors reach the client as codes its version knows
 (:mod:`lazyconv.gateway._error_map`).
 """
 
@@ -50,10 +51,15 @@ class ListOffsetsRelay:
             item.answer = {"error_code": code}
 
         async def ask(conn: UpstreamConnection, items: list[_Asked]) -> None:
+            # each partition once: v1+ refuses one named twice with INVALID_REQUEST, which v0
+            # (that answered each) predates; the first asking answers both
+            once: dict[tuple[str, int], _Asked] = {}
+            for a in items:
+                once.setdefault((a.topic, a.partition["partition_index"]), a)
             topics = [{"name": name, "partitions": parts} for name, parts in group_by_topic(
                 (a.topic, {"partition_index": a.partition["partition_index"],
                            "current_leader_epoch": -1, "timestamp": a.partition["timestamp"]})
-                for a in items)]
+                for a in once.values())]
             answer = await conn.request(list_offsets.SPEC, conn.version(list_offsets.SPEC), {
                 "replica_id": -1, "isolation_level": isolation, "topics": topics})
             got = {(t["name"], p["partition_index"]): p

@@ -1,17 +1,22 @@
 """The group relay's translations for old versions, against a stand-in coordinator (no
-broker): what an old client reads when Kafka 4 answers a group's error at the top level."""
+broker): what an old client reads when Kafka 4 answers a group's error at the top level. And
+ListOffsets v0's, against a stand-in leader."""
 
 from __future__ import annotations
 
 import asyncio
 import types
+from collections import Counter
 from typing import Any
 
 import pytest
 
 from lazyconv.errors import ErrorCode
 from lazyconv.gateway._group_relay import GroupRelay
+from lazyconv.gateway._list_offsets_relay import ListOffsetsRelay
+from lazyconv.gateway._upstream import PartitionInfo, TopicInfo
 from lazyconv.protocol import _find_coordinator as find_coordinator
+from lazyconv.protocol import _list_offsets as list_offsets
 from lazyconv.protocol import _offset_fetch as offset_fetch
 
 
@@ -71,3 +76,59 @@ def test_offset_fetch_v0_v1_get_a_group_error_on_every_partition(version: int, c
     assert [(p["partition_index"], p["committed_offset"], p["error_code"])
             for t in decoded["topics"] for p in t["partitions"]] == [(0, -1, code), (1, -1, code)]
     assert conn.sent[-1][0] == "OffsetFetch" and conn.sent[-1][1] >= 2
+
+
+class _Leader:
+    """The leader of t-0, answering ListOffsets as Kafka 4 does (ReplicaManager.fetchOffset): a
+    partition named twice in one request is INVALID_REQUEST, each time."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def version(self, spec: Any) -> int:
+        return spec.max_version
+
+    async def request(self, spec: Any, version: int, body: dict, timeout: float | None = None) -> dict:
+        self.sent.append(body)
+        named = Counter((t["name"], p["partition_index"])
+                        for t in body["topics"] for p in t["partitions"])
+        return {"throttle_time_ms": 0, "topics": [{"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "timestamp": -1, "leader_epoch": 0,
+             **({"error_code": int(ErrorCode.INVALID_REQUEST), "offset": -1}
+                if named[(t["name"], p["partition_index"])] > 1 else {"error_code": 0, "offset": 17})}
+            for p in t["partitions"]]} for t in body["topics"]]}
+
+
+class _View:
+    topics = {"t": TopicInfo("t", partitions={0: PartitionInfo(0, leader=1)})}
+    state = types.SimpleNamespace(broker_failed=lambda *args: None)
+
+    async def topics_for(self, names: list[str], **kwargs: Any) -> dict[str, TopicInfo]:
+        return {name: self.topics[name] for name in names}
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        return self.topics[topic].partitions[partition].leader
+
+    def invalidate(self, topic: str | None = None) -> None:
+        pass
+
+
+def test_list_offsets_v0_naming_a_partition_twice_gets_its_offset_twice() -> None:
+    """v0 answered each entry; v1+ refuses a partition named twice with INVALID_REQUEST (42),
+    which a v0 client predates, and the relay sent both upstream, so neither got its offset
+    (found by a review). The partition is asked once and both entries get its answer, as the
+    guide says."""
+    leader = _Leader()
+    session = types.SimpleNamespace(cluster=_View())
+
+    async def connection(node: int) -> _Leader:
+        return leader
+
+    session.connection = connection
+    asked = {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}
+    answer = asyncio.run(ListOffsetsRelay(None).list_offsets(  # type: ignore[arg-type]
+        session, 0, {"replica_id": -1, "topics": [{"name": "t", "partitions": [asked, asked]}]}))
+    decoded = list_offsets.SPEC.decode_response(0, list_offsets.SPEC.encode_response(0, answer))
+    assert [(p["error_code"], p["old_style_offsets"]) for t in decoded["topics"]
+            for p in t["partitions"]] == [(0, [17]), (0, [17])]
+    assert [len(t["partitions"]) for t in leader.sent[-1]["topics"]] == [1]
