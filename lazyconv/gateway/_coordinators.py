@@ -14,7 +14,7 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
-from lazyconv.errors import ErrorCode
+from lazyconv.errors import ErrorCode, UpstreamError
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
 from lazyconv.gateway._upstream_security import ANONYMOUS_IDENTITY
 from lazyconv.protocol import _find_coordinator as find_coordinator
@@ -65,6 +65,8 @@ class Coordinators:
             raise CoordinatorError(int(ErrorCode.INVALID_REQUEST))  # v0 finds groups only
         answer = await conn.request(find_coordinator.SPEC, version, body)
         if version >= 4:
+            if not answer["coordinators"]:  # a broken upstream: Kafka answers every key asked
+                raise UpstreamError(f"FindCoordinator v{version} answered no coordinator for {key!r}")
             entry = answer["coordinators"][0]
             code, node = entry["error_code"], entry["node_id"]
         else:

@@ -193,7 +193,9 @@ class GroupRelay:
         """A JoinGroup waits for the rebalance; anything else for a request timeout."""
         timeout = self.cluster.request_timeout
         if spec.key == join_group.SPEC.key:
-            timeout += max(body.get("rebalance_timeout_ms", 0), body["session_timeout_ms"]) / 1000
+            # a negative wait would time the request out at once (a retriable error the client
+            # retries for ever) where the coordinator answers INVALID_SESSION_TIMEOUT
+            timeout += max(body.get("rebalance_timeout_ms", 0), body["session_timeout_ms"], 0) / 1000
         return timeout
 
     async def _describe_groups(self, session: UpstreamSession, version: int,
@@ -207,6 +209,8 @@ class GroupRelay:
                 uv = conn.version(describe_groups.SPEC)
                 answer = await conn.request(describe_groups.SPEC, uv, {
                     "groups": [group_id], "include_authorized_operations": False})
+                if not answer["groups"]:  # a broken upstream: Kafka answers every group asked
+                    raise UpstreamError(f"DescribeGroups answered nothing for {group_id!r}")
                 results[group_id] = answer["groups"][0]
             except (CoordinatorError, UpstreamError) as exc:
                 code = exc.code if isinstance(exc, CoordinatorError) else int(ErrorCode.COORDINATOR_NOT_AVAILABLE)

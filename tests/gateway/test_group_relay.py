@@ -15,7 +15,9 @@ from lazyconv.errors import ErrorCode
 from lazyconv.gateway._group_relay import GroupRelay
 from lazyconv.gateway._list_offsets_relay import ListOffsetsRelay
 from lazyconv.gateway._upstream import PartitionInfo, TopicInfo
+from lazyconv.protocol import _describe_groups as describe_groups
 from lazyconv.protocol import _find_coordinator as find_coordinator
+from lazyconv.protocol import _join_group as join_group
 from lazyconv.protocol import _list_offsets as list_offsets
 from lazyconv.protocol import _offset_fetch as offset_fetch
 
@@ -132,3 +134,40 @@ def test_list_offsets_v0_naming_a_partition_twice_gets_its_offset_twice() -> Non
     assert [(p["error_code"], p["old_style_offsets"]) for t in decoded["topics"]
             for p in t["partitions"]] == [(0, [17]), (0, [17])]
     assert [len(t["partitions"]) for t in leader.sent[-1]["topics"]] == [1]
+
+
+class _NoCoordinator(_Coordinator):
+    """A broken upstream: FindCoordinator v4 and DescribeGroups answer with empty lists."""
+
+    async def request(self, spec: Any, version: int, body: dict, timeout: float | None = None) -> dict:
+        self.sent.append((spec.name, version))
+        if spec.key == find_coordinator.SPEC.key:
+            return {"throttle_time_ms": 0, "coordinators": []}
+        return {"throttle_time_ms": 0, "groups": []}
+
+
+def test_an_upstream_answer_with_no_coordinator_is_a_retriable_error_not_a_crash() -> None:
+    """An empty coordinator list raised IndexError, which closed the client's connection (found
+    by a review); it is an upstream error, answered COORDINATOR_NOT_AVAILABLE."""
+    conn = _NoCoordinator({})
+    request = {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]}
+    answer = asyncio.run(GroupRelay(_Cluster()).relay(_Session(conn), offset_fetch.SPEC, 1, request))
+    assert [p["error_code"] for t in answer["topics"] for p in t["partitions"]] == [
+        ErrorCode.COORDINATOR_NOT_AVAILABLE]
+
+
+def test_an_upstream_describe_groups_answer_without_the_group_is_a_retriable_error() -> None:
+    conn = _NoCoordinator({})
+    relay = GroupRelay(_Cluster())
+    relay.coordinators._nodes[("-", find_coordinator.GROUP_KEY, "g")] = 1  # coordinator known
+    answer = asyncio.run(relay.relay(_Session(conn), describe_groups.SPEC, 0, {"groups": ["g"]}))
+    assert [(g["group_id"], g["error_code"]) for g in answer["groups"]] == [
+        ("g", ErrorCode.COORDINATOR_NOT_AVAILABLE)]
+
+
+def test_a_join_with_a_negative_session_timeout_waits_a_request_timeout() -> None:
+    """A negative wait timed the upstream request out at once: COORDINATOR_NOT_AVAILABLE, which
+    the client retries for ever, where the coordinator answers INVALID_SESSION_TIMEOUT."""
+    relay = GroupRelay(_Cluster())
+    assert relay._timeout(join_group.SPEC, {"session_timeout_ms": -60_000,
+                                            "rebalance_timeout_ms": -60_000}) == 30.0
