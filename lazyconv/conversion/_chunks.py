@@ -41,8 +41,10 @@ MAX_CHUNK_SIZE = 1024 * 1024
 # padding buffer with MAX_READ_SIZE; keeping the constant keeps the padding bytes Kafka's).
 OVERFLOW_STEP_SIZE = 128 * 1024
 # The size field of a padding header is at least the v2 batch overhead, so readers see a
-# plausible (never complete) entry.
+# plausible (never complete) entry, and at most the largest int32 (a send of more than 2 GiB,
+# which Kafka's int sizes never reach, would owe R + 1 > 2**31 - 1 there).
 _MIN_OVERFLOW_LENGTH = RECORD_BATCH_OVERHEAD
+_MAX_OVERFLOW_LENGTH = (1 << 31) - 1
 _LOG_OVERHEAD = LOG_OVERHEAD
 _OVERFLOW_HEADER = LOG_HEADER  # an entry header: offset -1, size
 
@@ -53,13 +55,14 @@ Chunk = tuple[bytes | bytearray, ConversionStats]
 def overflow_padding_step(remaining: int) -> bytes:
     """The bytes of one overflow padding step when ``remaining`` (R ≥ 1) bytes are still owed.
 
-    ``int64 -1 ‖ int32 max(R + 1, 61)`` then zeros, ``min(max(12, min(R + 1, 131072)), R)``
-    bytes in all: a prefix of the header when R < 12, at most 131 072 bytes.
+    ``int64 -1 ‖ int32 max(R + 1, 61)`` (at most 2**31 - 1) then zeros,
+    ``min(max(12, min(R + 1, 131072)), R)`` bytes in all: a prefix of the header when R < 12, at
+    most 131 072 bytes.
     """
     if remaining < 1:
         raise ConfigurationError(f"padding needs at least 1 remaining byte, got {remaining}")
     buffer_len = max(_LOG_OVERHEAD, min(remaining + 1, OVERFLOW_STEP_SIZE))
-    header = _OVERFLOW_HEADER.pack(-1, max(remaining + 1, _MIN_OVERFLOW_LENGTH))
+    header = _OVERFLOW_HEADER.pack(-1, max(min(remaining + 1, _MAX_OVERFLOW_LENGTH), _MIN_OVERFLOW_LENGTH))
     step_len = min(buffer_len, remaining)
     if step_len <= _LOG_OVERHEAD:
         return header[:step_len]

@@ -66,6 +66,16 @@ def test_padding_of_one_byte_and_refusal_of_zero() -> None:
         overflow_padding_step(0)
 
 
+@pytest.mark.parametrize("remaining", [(1 << 31) - 2, (1 << 31) - 1, 1 << 31, 3 << 31])
+def test_padding_beyond_2_gib_caps_the_size_field_at_int32_max(remaining: int) -> None:
+    """A send of more than 2 GiB (records of a file that large) that pads: R + 1 does not fit
+    the header's int32 size field, which says the largest int32 instead of failing to pack."""
+    step = overflow_padding_step(remaining)
+    assert len(step) == 131072
+    assert step[:12] == struct.pack(">qi", -1, min(remaining + 1, (1 << 31) - 1))
+    assert step[12:] == bytes(131060)
+
+
 @pytest.mark.parametrize("remaining", [12, 13, 61, 1000, 131071, 131072, 131073, 300000])
 def test_padding_is_never_a_complete_entry(remaining: int) -> None:
     """Why a consumer ignores it: declared size always exceeds what is left."""
