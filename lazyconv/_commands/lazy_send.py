@@ -80,6 +80,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Drive the lazy send of IN into OUT and print its stats as one JSON line."""
     from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
+    from lazyconv.errors import UnsupportedCompressionError
     from lazyconv.records import FileRecords
 
     source = input_file(args.input)
@@ -109,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
             "records_converted": stats.records_converted,
             "temporary_memory_bytes": stats.temporary_memory_bytes,
             "conversion_time_ns": stats.conversion_time_ns,
-            "stopped_at_zstd": send.error is not None,
+            "stopped_at_zstd": isinstance(send.error, UnsupportedCompressionError),
         }
     sys.stdout.write(json.dumps(line) + "\n")
-    return 0
+    # Corrupt data ended the conversion (logged as an error): OUT holds the padded send, but
+    # records could not be read, which is exit status 1, as `convert` answers for them.
+    return 0 if send.error is None or isinstance(send.error, UnsupportedCompressionError) else 1

@@ -84,6 +84,21 @@ def test_lazy_send_reports_a_cut(tmp_path: Path, capsys) -> None:
     assert len(target.read_bytes()) == stats["committed_size"] == stats["bytes_written"]
 
 
+def test_lazy_send_reports_corrupt_data_as_bad_data_not_as_zstd(tmp_path: Path, capsys) -> None:
+    gzip = bytearray(build_batch(2, [(1000, b"k", b"v" * 100)], base_offset=3, compression=1))
+    gzip[-5] ^= 0xFF  # the gzip trailer's CRC no longer matches
+    zstd = build_batch(2, [(1000, b"k", b"v" * 100)], base_offset=3, compression=4)
+    for later, expected_status, zstd_flag in ((bytes(gzip), 1, False), (zstd, 0, True)):
+        source, target = tmp_path / "in.log", tmp_path / "out.log"
+        source.write_bytes(A + B + later)
+        status, stats, err = _run(
+            ["lazy-send", str(source), str(target), "--to-magic", "1", "--quiet"], capsys
+        )
+        assert (status, stats["stopped_at_zstd"]) == (expected_status, zstd_flag), err
+        size = len(A + B + later)
+        assert target.read_bytes() == A_V1 + B_V1 + overflow_padding(size - len(A_V1 + B_V1))
+
+
 def test_lazy_send_rejects_a_bad_chunk_size(tmp_path: Path, capsys) -> None:
     source = tmp_path / "in.log"
     source.write_bytes(A)
