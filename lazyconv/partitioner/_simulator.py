@@ -81,13 +81,16 @@ class SimulationConfig:
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ConfigurationError(f"unknown variant {self.variant!r}; one of {', '.join(VARIANTS)}")
-        if self.rate_records_per_s <= 0:
-            raise ConfigurationError(f"rate must be > 0 records/s, got {self.rate_records_per_s}")
+        # NaN passes every comparison and infinity stops the clock: both are refused.
+        if not (math.isfinite(self.rate_records_per_s) and self.rate_records_per_s > 0):
+            raise ConfigurationError(
+                f"rate must be a finite number > 0 records/s, got {self.rate_records_per_s}")
         if self.records < 1:
             raise ConfigurationError(f"records must be >= 1, got {self.records}")
         for name in ("base_service_ms", "slow_extra_ms", "network_delay_ms", "sender_delay_ms"):
-            if getattr(self, name) < 0:
-                raise ConfigurationError(f"{name} must be >= 0, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigurationError(f"{name} must be a finite number >= 0, got {value}")
 
 
 @dataclass(frozen=True)

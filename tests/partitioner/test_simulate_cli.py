@@ -59,3 +59,15 @@ def test_default_switch_rule_is_deferred(capsys):
                    "--variant", "uniform", "--no-plot", "--quiet"])
     assert status == 0
     assert "switch rule deferred" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option", [["--rate", "nan"], ["--rate", "inf"],
+                                    ["--sender-delay-ms", "nan"], ["--base-latency-ms", "inf"]])
+def test_non_finite_values_are_usage_errors(option, capsys):
+    """NaN and infinity are refused before anything runs (they printed nan/inf tables, or an
+    internal error for a NaN sender delay)."""
+    status = main(["simulate", "partitioner", "--records", "500", "--variant", "uniform",
+                   "--no-plot", "--quiet", *option])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "finite" in err

@@ -124,7 +124,9 @@ def test_percentile_uses_floor_index():
 
 @pytest.mark.parametrize(
     "bad",
-    [{"variant": "nope"}, {"rate_records_per_s": 0}, {"records": 0}, {"sender_delay_ms": -1}],
+    [{"variant": "nope"}, {"rate_records_per_s": 0}, {"records": 0}, {"sender_delay_ms": -1},
+     {"rate_records_per_s": float("nan")}, {"rate_records_per_s": float("inf")},
+     {"sender_delay_ms": float("nan")}, {"base_service_ms": float("inf")}],
 )
 def test_bad_configuration_is_refused(bad):
     with pytest.raises(ConfigurationError):
