@@ -182,6 +182,10 @@ def parse_text(text: str) -> AssignmentInput:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise AssignmentInputError("$", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:  # json's decoder recurses once per nested array or object
+        raise AssignmentInputError("$", "not valid input: arrays or objects nested too deeply") from None
+    except ValueError as exc:  # an integer beyond Python's int digit limit (4300 digits)
+        raise AssignmentInputError("$", f"not valid input: {exc}") from None
     return parse_input(document)
 
 

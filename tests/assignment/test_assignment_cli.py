@@ -122,6 +122,22 @@ def test_cli_rejects_invalid_json(tmp_path, capsys):
     assert status == 1 and "$: not valid JSON" in err and "line 1" in err
 
 
+@pytest.mark.parametrize(
+    "text, message",
+    [("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+     ('{"clients": [], "tasks": [], "current": {}, "num_standby_replicas": ' + "9" * 5000 + "}",
+      "digits")],
+    ids=["deep-nesting", "5000-digit-integer"],
+)
+def test_cli_rejects_json_python_cannot_hold(tmp_path, capsys, text, message):
+    """Deep nesting (a RecursionError: 'internal error') and an integer of more than 4300
+    digits (a ValueError: exit 2) are bad data with the document's path, exit status 1."""
+    status, out, err = run_cli(tmp_path, capsys, text)
+    assert status == 1 and out == ""
+    assert err.startswith("lazyconv assign: error: ") and "$: not valid input" in err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.slow  # over a second: kept out of the quick look
 def test_cli_reads_stdin_in_a_subprocess():
     proc = subprocess.run(
