@@ -15,7 +15,10 @@ from typing import Any
 from lazyconv.errors import ConfigurationError
 from lazyconv.records._digest import MASK64
 
-__all__ = ["MANIFEST_NAME", "MANIFEST_FORMAT", "format_checksum", "load_manifest", "checked_manifest"]
+__all__ = [
+    "MANIFEST_NAME", "MANIFEST_FORMAT", "format_checksum", "load_manifest", "parse_manifest",
+    "checked_manifest",
+]
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "lazyconv-fixture/2"  # /1: the same with an XXH3-64 record checksum
@@ -32,11 +35,22 @@ def load_manifest(logdir: str | Path) -> dict[str, Any] | None:
     path = Path(logdir) / MANIFEST_NAME
     if not path.is_file():
         return None
-    return checked_manifest(json.loads(path.read_text()), str(path))
+    return parse_manifest(path.read_bytes(), str(path))
+
+
+def parse_manifest(content: bytes, where: str) -> dict[str, Any]:
+    """The manifest in ``content`` (the bytes of the file ``where``), checked as
+    :func:`checked_manifest` checks it; a file that is not JSON is a ConfigurationError too."""
+    try:
+        data = json.loads(content.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError too
+        raise ConfigurationError(f"{where}: not a JSON document: {exc}") from None
+    return checked_manifest(data, where)
 
 
 def checked_manifest(data: Any, where: str) -> dict[str, Any]:
-    """``data`` (a parsed manifest read from ``where``) if its format is this version's."""
+    """``data`` (a parsed manifest read from ``where``) if its format is this version's and its
+    partitions are objects naming their topic and partition (what the validation job reads)."""
     found = data.get("format") if isinstance(data, dict) else None
     if found == _OLD_FORMAT:
         raise ConfigurationError(
@@ -45,4 +59,13 @@ def checked_manifest(data: Any, where: str) -> dict[str, Any]:
         )
     if found != MANIFEST_FORMAT:
         raise ConfigurationError(f"{where}: unknown manifest format {found!r}")
+    partitions = data.get("partitions")
+    if not isinstance(partitions, dict):
+        raise ConfigurationError(f"{where}: \"partitions\" is not an object")
+    for name, part in partitions.items():
+        topic = part.get("topic") if isinstance(part, dict) else None
+        partition = part.get("partition") if isinstance(part, dict) else None
+        if not isinstance(topic, str) or type(partition) is not int:
+            raise ConfigurationError(
+                f"{where}: partition {name!r} is not an object with a topic and a partition")
     return data

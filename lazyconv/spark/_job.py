@@ -34,9 +34,9 @@ from typing import Any
 
 from lazyconv.logdir._manifest import (
     MANIFEST_NAME,
-    checked_manifest,
     format_checksum,
     load_manifest,
+    parse_manifest,
 )
 from lazyconv.records._digest import MASK64
 from lazyconv.spark._conversion_check import DEFAULT_FETCH_MAX_BYTES
@@ -447,7 +447,7 @@ def _load_manifest(logdir: str) -> dict[str, Any] | None:
     if not fs.exists(path):
         return None
     with fs.open(path, "rb") as f:
-        return checked_manifest(json.loads(f.read()), logdir.rstrip("/") + "/" + MANIFEST_NAME)
+        return parse_manifest(f.read(), logdir.rstrip("/") + "/" + MANIFEST_NAME)
 
 
 # --- the job -----------------------------------------------------------------------------------

@@ -122,3 +122,23 @@ def test_a_master_url_spark_cannot_take_is_one_line(capsys) -> None:
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "argument --master: 'bogus://x' is not a Spark master URL" in err[0]
+
+
+@pytest.mark.parametrize(("manifest", "says"), [
+    (b'{"format": "lazyconv-fixture/2", "partitions": {', "manifest.json: not a JSON document"),
+    (b"\xff\xfe{}", "manifest.json: not a JSON document"),
+    (b'{"format": "lazyconv-fixture/2"}', 'manifest.json: "partitions" is not an object'),
+    (b'{"format": "lazyconv-fixture/2", "partitions": {"tiny-0": {"partition": 0}}}',
+     "manifest.json: partition 'tiny-0' is not an object with a topic and a partition"),
+], ids=["truncated", "not-utf8", "no-partitions", "no-topic"])
+def test_a_bad_manifest_is_exit_2_before_spark(tmp_path: Path, capsys, manifest: bytes,
+                                               says: str) -> None:
+    """Read after Spark started, it failed the run as 'the Spark job failed: KeyError: ...'
+    (after the whole scan) or with json's message, naming no file."""
+    import shutil
+
+    shutil.copytree(COMMITTED / "tiny-0", tmp_path / "tiny-0")
+    (tmp_path / "manifest.json").write_bytes(manifest)
+    status, out, err = _run(capsys, str(tmp_path))
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and says in err, err
