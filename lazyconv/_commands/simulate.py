@@ -11,7 +11,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lazyconv._commands._common import finish_progress, output_file, progress_bar, require_extra
+from lazyconv._commands._common import (
+    UsageError,
+    finish_progress,
+    output_file,
+    progress_bar,
+    require_extra,
+)
 
 DEFAULT_RATES = (2048.0, 4096.0)
 DEFAULT_VARIANTS = ("kip480-sticky", "uniform", "adaptive", "adaptive-timeout-5ms")
@@ -74,6 +80,17 @@ def register(subparsers: Any) -> None:
                    help="do not draw the PNG (no matplotlib needed)")
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.set_defaults(handler=run)
+
+
+def _check_plot_format(path: str) -> None:
+    """Refuse a --plot suffix matplotlib cannot write (it would say so after every run)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix[1:].lower()  # none: matplotlib writes a PNG
+    if suffix and suffix not in formats:
+        raise UsageError(f"--plot {path}: matplotlib cannot write .{suffix} files (use .png or "
+                         f"one of {', '.join(sorted(formats))})")
 
 
 def _plot(results: list[Any], path: Path) -> None:
@@ -155,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plot:  # before the simulations run, not after
         require_extra("matplotlib", "drawing the plot (or use --no-plot)")
         output_file(args.plot, create_parent=args.plot == DEFAULT_PLOT)
+        _check_plot_format(args.plot)
     results = []
     with progress_bar(len(configs), "simulate", quiet=args.quiet, unit="run") as bar:
         for cfg in configs:

@@ -71,3 +71,14 @@ def test_non_finite_values_are_usage_errors(option, capsys):
     assert status == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "finite" in err
+
+
+def test_a_plot_format_matplotlib_cannot_write_is_refused_before_the_runs(tmp_path, capsys):
+    """It used to be found by savefig after every simulation ran and the table was printed."""
+    pytest.importorskip("matplotlib")
+    status = main(["simulate", "partitioner", "--records", "500", "--variant", "uniform",
+                   "--quiet", "--plot", str(tmp_path / "plot.xyz")])
+    out, err = capsys.readouterr()
+    assert status == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "cannot write .xyz files" in err
+    assert not list(tmp_path.iterdir())
