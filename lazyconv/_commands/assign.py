@@ -8,6 +8,19 @@ import sys
 
 from lazyconv._commands._common import finish_progress, input_file, progress_bar
 
+_MAX_INDENT = 16
+
+
+def _indent(text: str) -> int:
+    """``--indent``: 0 to 16 spaces (json.dumps would build lines of any width asked for)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value <= _MAX_INDENT:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0..{_MAX_INDENT}")
+    return value
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -65,7 +78,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     parser.add_argument(
-        "--indent", type=int, default=2, help="JSON indentation; 0 prints one line (default: %(default)s)"
+        "--indent", type=_indent, default=2, metavar="N",
+        help="JSON indentation, 0..16; 0 prints one line (default: %(default)s)",
     )
     parser.add_argument(
         "--details",

@@ -198,3 +198,14 @@ def test_assign_reports_each_phase_for_the_progress_bar():
     doc = json.loads((Path(__file__).parent / "example_with_standbys.json").read_text())
     assign(parse_input(doc), on_phase_done=seen.append)
     assert seen == list(PHASES)
+
+
+@pytest.mark.parametrize("value", ["100000000", "-1", "two"])
+def test_cli_refuses_an_indent_outside_0_to_16(tmp_path, capsys, value):
+    """--indent 100000000 had json.dumps build gigabytes of spaces (a MemoryError, or the
+    machine out of memory); a negative one printed unindented lines."""
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(tmp_path, capsys, DOC, "--indent", value)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "argument --indent" in err
