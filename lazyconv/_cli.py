@@ -14,6 +14,7 @@ import errno
 import importlib
 import logging
 import pkgutil
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -156,8 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except BrokenPipeError:  # e.g. `lazyconv dump x | head`
         return 0
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:
+        from lazyconv._commands._common import Terminated
+
+        return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     except Exception as exc:
         message, status = _describe(exc)
         if args.debug:

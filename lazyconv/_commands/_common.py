@@ -309,8 +309,13 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM inside :func:`sigterm_as_interrupt`: the command exits 143 (128 + SIGTERM, what a
+    shell reports for a process the signal ended), not Ctrl-C's 130."""
+
+
 def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    raise Terminated
 
 
 @contextlib.contextmanager
