@@ -42,8 +42,8 @@ _CHECKPOINT_VERSION = 0
 
 def read_recovery_points(root: Path) -> dict[tuple[str, int], int]:
     """The partitions' recovery points from ``root/recovery-point-offset-checkpoint`` (empty
-    when there is none). Raises :class:`~lazyconv.errors.ValidationError` for a file that is not
-    in Kafka's checkpoint format."""
+    when there is none). Raises :class:`~lazyconv.errors.ValidationError` for a file that cannot
+    be read or is not in Kafka's checkpoint format."""
     return _read_offsets(root / RECOVERY_POINT_CHECKPOINT)
 
 
@@ -75,6 +75,8 @@ def _read_offsets(path: Path) -> dict[tuple[str, int], int]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
+    except (OSError, UnicodeDecodeError) as exc:  # unreadable, or bytes that are not text
+        raise ValidationError(f"{path}: not a readable Kafka offset checkpoint file: {exc}") from None
     lines = text.splitlines()
     try:
         if int(lines[0]) != _CHECKPOINT_VERSION:

@@ -43,3 +43,13 @@ def test_a_malformed_checkpoint_is_ignored_with_a_warning(tmp_path: Path, caplog
     plog = _log(tmp_path, "7\nnonsense\n").partitions[("t", 0)]
     assert plog.log_start_offset == 0
     assert "log-start-offset-checkpoint" in caplog.text
+
+
+@pytest.mark.parametrize("name", ["log-start-offset-checkpoint", "recovery-point-offset-checkpoint"])
+def test_a_checkpoint_that_is_not_text_is_ignored_too(tmp_path: Path, name: str, caplog) -> None:
+    # bytes that are not UTF-8 once escaped as a UnicodeDecodeError and stopped the log directory
+    # from opening (serve refused to start); Kafka ignores such a file, and so does this
+    (tmp_path / name).write_bytes(b"0\n1\nt 0 \xff\xfe\n")
+    plog = _log(tmp_path, None).partitions[("t", 0)]
+    assert plog.log_start_offset == 0 and plog.high_watermark == 10
+    assert name in caplog.text
