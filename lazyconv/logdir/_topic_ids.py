@@ -71,6 +71,9 @@ def read_topic_id(directory: Path) -> uuid.UUID | None:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:  # bytes that are not text: not Kafka's format either
+        raise ValidationError(f"{path}: expected 'version: 0' and 'topic_id: <id>', got bytes "
+                              f"that are not UTF-8 ({exc})") from None
     fields = {}
     for line in text.splitlines():
         key, sep, value = line.partition(": ")

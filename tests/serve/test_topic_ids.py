@@ -55,6 +55,18 @@ def test_an_existing_kafka_id_is_used(tmp_path) -> None:
     assert LogDirectory(tmp_path).topic_id("t") == uuid.UUID(int=2)
 
 
+def test_a_partition_metadata_that_is_not_text_gets_a_new_id(tmp_path) -> None:
+    # it raised an untyped UnicodeDecodeError, which failed every Metadata v10+ request (for all
+    # topics) and every Fetch v13+ naming an unknown id: it is malformed like any other content
+    make_topic(tmp_path, "t", partitions=1)
+    bad = tmp_path / "t-0"
+    (bad / "partition.metadata").write_bytes(b"version: 0\ntopic_id: \xff\xfe")
+    with pytest.raises(ValidationError, match="partition.metadata"):
+        read_topic_id(bad)
+    topic_id = LogDirectory(tmp_path).topic_id("t")
+    assert read_topic_id(bad) == topic_id
+
+
 def test_metadata_v10_plus_and_fetch_v13_plus_use_topic_ids(serve_logdir, tmp_path) -> None:
     make_topic(tmp_path, "a")
     make_topic(tmp_path, "b", partitions=1)
