@@ -25,7 +25,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lazyconv.conversion._chunks import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
-from lazyconv.errors import ConfigurationError, ErrorCode, RemoteProtocolError, StorageError
+from lazyconv.errors import (
+    ConfigurationError,
+    ErrorCode,
+    RecordsError,
+    RemoteProtocolError,
+    StorageError,
+)
 from lazyconv.logdir._directory import LogDirectory
 from lazyconv.logdir._partition import PartitionLog
 from lazyconv.net._model import Listener, Response, reply
@@ -361,45 +367,60 @@ class Broker:
         for topic in request["topics"]:
             partitions = []
             for part in topic["partitions"]:
-                answer: dict[str, Any] = {"partition_index": part["partition_index"], "error_code": 0,
-                                          "timestamp": -1, "offset": -1, "leader_epoch": 0}
-                plog = self.logdir.partition(topic["name"], part["partition_index"])
-                if plog is None:
-                    answer["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    answer["leader_epoch"] = -1
-                else:
-                    plog.refresh()
-                    ts = part["timestamp"]
-                    # leader epochs as Kafka's: the checkpoint's latest for the log end, the
-                    # checkpoint's epoch of the log start, the batch's own for a record found
-                    # by timestamp (0 where serve's own log has no checkpoint)
-                    if ts == list_offsets.LATEST_TIMESTAMP:
-                        answer["offset"] = (self.last_stable_offset(plog)
-                                            if request.get("isolation_level", 0) == 1
-                                            else plog.high_watermark)
-                        answer["leader_epoch"] = plog.latest_epoch()
-                    elif ts in (list_offsets.EARLIEST_TIMESTAMP, list_offsets.EARLIEST_LOCAL_TIMESTAMP):
-                        answer["offset"] = plog.log_start_offset
-                        answer["leader_epoch"] = plog.epoch_for_offset(plog.log_start_offset)
-                    else:
-                        found = (plog.offset_of_max_timestamp() if ts == list_offsets.MAX_TIMESTAMP
-                                 else plog.offset_for_timestamp(ts))
-                        if found is not None:
-                            answer["offset"], answer["timestamp"] = found
-                            if plog.leader_epochs:
-                                answer["leader_epoch"] = plog.batch_leader_epoch(found[0])
-                        else:
-                            answer["leader_epoch"] = -1  # no such record: Kafka's "no offset"
-                if version == 0 and plog is not None:
-                    answer["old_style_offsets"] = _legacy_offsets_before(
-                        plog, part["timestamp"], part.get("max_num_offsets", 1))
-                else:
-                    answer["old_style_offsets"] = (
-                        [answer["offset"]] if answer["offset"] >= 0 and part.get("max_num_offsets", 1) > 0 else []
-                    )
+                try:
+                    answer = self._list_offsets_partition(version, request, topic["name"], part)
+                except (RecordsError, OSError) as exc:  # corrupt data, or a segment gone / unreadable
+                    # that partition's error, as Fetch answers it: the others are still answered
+                    log.error("list offsets %s-%d at %d: unreadable log data: %s", topic["name"],
+                              part["partition_index"], part["timestamp"], exc)
+                    self.stats.storage_errors += 1
+                    answer = {"partition_index": part["partition_index"],
+                              "error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "timestamp": -1,
+                              "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
                 partitions.append(answer)
             topics.append({"name": topic["name"], "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
+
+    def _list_offsets_partition(self, version: int, request: dict[str, Any], topic: str,
+                                part: dict[str, Any]) -> dict[str, Any]:
+        """One partition of a ListOffsets; raises RecordsError or OSError for unreadable data."""
+        answer: dict[str, Any] = {"partition_index": part["partition_index"], "error_code": 0,
+                                  "timestamp": -1, "offset": -1, "leader_epoch": 0}
+        plog = self.logdir.partition(topic, part["partition_index"])
+        if plog is None:
+            answer["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            answer["leader_epoch"] = -1
+        else:
+            plog.refresh()
+            ts = part["timestamp"]
+            # leader epochs as Kafka's: the checkpoint's latest for the log end, the
+            # checkpoint's epoch of the log start, the batch's own for a record found
+            # by timestamp (0 where serve's own log has no checkpoint)
+            if ts == list_offsets.LATEST_TIMESTAMP:
+                answer["offset"] = (self.last_stable_offset(plog)
+                                    if request.get("isolation_level", 0) == 1
+                                    else plog.high_watermark)
+                answer["leader_epoch"] = plog.latest_epoch()
+            elif ts in (list_offsets.EARLIEST_TIMESTAMP, list_offsets.EARLIEST_LOCAL_TIMESTAMP):
+                answer["offset"] = plog.log_start_offset
+                answer["leader_epoch"] = plog.epoch_for_offset(plog.log_start_offset)
+            else:
+                found = (plog.offset_of_max_timestamp() if ts == list_offsets.MAX_TIMESTAMP
+                         else plog.offset_for_timestamp(ts))
+                if found is not None:
+                    answer["offset"], answer["timestamp"] = found
+                    if plog.leader_epochs:
+                        answer["leader_epoch"] = plog.batch_leader_epoch(found[0])
+                else:
+                    answer["leader_epoch"] = -1  # no such record: Kafka's "no offset"
+        if version == 0 and plog is not None:
+            answer["old_style_offsets"] = _legacy_offsets_before(
+                plog, part["timestamp"], part.get("max_num_offsets", 1))
+        else:
+            answer["old_style_offsets"] = (
+                [answer["offset"]] if answer["offset"] >= 0 and part.get("max_num_offsets", 1) > 0 else []
+            )
+        return answer
 
     def last_stable_offset(self, plog: PartitionLog) -> int:
         """The offset below which every transaction has ended (the high watermark without any)."""

@@ -10,9 +10,13 @@ import socket
 import pytest
 from lazy_support import consumer_records
 
+from lazyconv.errors import ErrorCode
+from lazyconv.logdir._directory import LogDirectory
+from lazyconv.net._model import Listener
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse
 from lazyconv.protocol._headers import encode_request_header
 from lazyconv.records import RecordsBuilder
+from lazyconv.serve._broker import Broker
 from tests.net.test_robustness import wait_for
 from tests.serve.test_append_validation import recrafted
 
@@ -129,3 +133,18 @@ def test_a_compression_bomb_is_that_partitions_storage_error(serve_logdir, plant
     got = fetch_two(server.port, 1, bad_offset=0)
     assert got["bad"]["error_code"] == 6  # KAFKA_STORAGE_ERROR as Fetch v1 sees it
     assert bytes(got["good"]["records"]) == bytes(alone["records"])
+
+
+def test_list_offsets_reaching_a_corrupt_batch_is_that_partitions_storage_error(planted):
+    # a lookup by timestamp reads records: the corrupt batch's error once escaped list_offsets
+    # and closed the connection, so good-0 of the same request went unanswered too
+    broker = Broker(LogDirectory(planted), [Listener(0, "127.0.0.1", 9092)], offsets_in_memory=True)
+    wanted = 2 * RECORDS_EACH + 5  # in the corrupt batch of bad-0
+    timestamp = 1_000 + wanted
+    request = {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": name, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}
+        for name in ("bad", "good")]}
+    bad, good = (t["partitions"][0] for t in broker.list_offsets(7, request)["topics"])
+    assert (bad["error_code"], bad["offset"]) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+    assert (good["error_code"], good["offset"], good["timestamp"]) == (0, wanted, 1_000 + wanted)
+    assert broker.stats.storage_errors == 1
