@@ -58,6 +58,8 @@ class OffsetStore:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return
+        except UnicodeDecodeError as exc:  # bytes that are not text: not such a file either
+            raise ValidationError(f"{self.path}: not a lazyconv offsets file: {exc}") from None
         try:
             data = json.loads(text)
             if data.get("version") != _FORMAT_VERSION:

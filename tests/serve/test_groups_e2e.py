@@ -196,3 +196,16 @@ def test_offsets_that_cannot_be_written_are_refused_not_half_kept(tmp_path, monk
         store.commit("g", {("t", 0): CommittedOffset(9), ("t", 1): CommittedOffset(1)})
     assert store.fetch("g", "t", 0) == CommittedOffset(5) and store.fetch("g", "t", 1) is None
     assert OffsetStore(tmp_path).fetch("g", "t", 0) == CommittedOffset(5)
+
+
+@pytest.mark.parametrize("content", [b"{nonsense", b"\xff\xfe{}"])
+def test_an_offsets_file_that_is_not_ours_is_a_validation_error_naming_it(tmp_path, content) -> None:
+    # bytes that are not UTF-8 once escaped as a bare UnicodeDecodeError ("bad value: 'utf-8'
+    # codec ..." from serve, without the file's name)
+    from lazyconv.errors import ValidationError
+    from lazyconv.serve._offset_store import OFFSETS_DIRECTORY, OffsetStore
+
+    (tmp_path / OFFSETS_DIRECTORY).mkdir()
+    (tmp_path / OFFSETS_DIRECTORY / "offsets.json").write_bytes(content)
+    with pytest.raises(ValidationError, match="offsets.json: not a lazyconv offsets file"):
+        OffsetStore(tmp_path)
