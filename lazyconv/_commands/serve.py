@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 _LISTENER = re.compile(r"^(?:(?P<host>[^:]+):)?(?P<port>\d+)(?:,delay=(?P<delay>\d+))?$")
 _TOPIC_CONFIG = re.compile(r"^(?P<topic>[^:]+):(?P<key>[a-z.]+)=(?P<value>.+)$")
+# Kafka's topic compression.type values (BrokerCompressionType); a broker refuses any other
+_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -170,6 +172,9 @@ def _parse_topic_configs(items: list[str], downconversion: bool) -> dict[str, To
         key, value = m.group("key"), m.group("value")
         topic = settings.setdefault(m.group("topic"), {"downconversion_enable": downconversion})
         if key == "compression.type":
+            if value.lower() not in _COMPRESSION_TYPES:
+                raise ConfigurationError(f"--topic-config {item!r}: compression.type must be one of "
+                                         f"{', '.join(_COMPRESSION_TYPES)}")
             topic["compression_type"] = value.lower()
         elif key == "message.downconversion.enable":
             if value.lower() not in ("true", "false"):

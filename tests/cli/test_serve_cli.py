@@ -49,6 +49,10 @@ def test_serve_rejects_bad_arguments(tmp_path):
     assert status == 2 and "No such file or directory" in err  # usage mistakes exit with 2
     status, err = exit_status(run_cli("serve", str(tmp_path), "--topic-config", "t:no.such=1", "--port", "0"))
     assert status == 2 and "unknown key" in err
+    # a misspelt codec was taken silently, and the zstd gate it meant to set was never applied
+    status, err = exit_status(run_cli("serve", str(tmp_path), "--topic-config", "t:compression.type=ztsd",
+                                      "--port", "0"))
+    assert status == 2 and "compression.type must be one of" in err
     status, err = exit_status(run_cli("serve", str(tmp_path), "--chunk-size", "1K", "--port", "0"))
     assert status == 2 and "chunk size" in err  # below the lazy send's 16 KiB minimum
     status, err = exit_status(run_cli("serve", str(tmp_path), "--conversion-cache", "lots", "--port", "0"))
