@@ -145,6 +145,8 @@ class GroupApis:
                 index = part["partition_index"]
                 code = group_code
                 metadata = part["committed_metadata"]
+                if metadata is None:  # Kafka stores null as "" (OffsetAndMetadata.NO_METADATA)
+                    metadata = ""
                 if code == 0 and not self.partition_exists(topic["name"], index):
                     code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 elif code == 0 and metadata is not None and len(metadata.encode()) > MAX_METADATA_SIZE:

@@ -74,7 +74,7 @@ class TransactionApis:
     def txn_offset_commit(self, version: int, request: dict[str, Any]) -> dict[str, Any]:
         offsets = {(t["name"], p["partition_index"]): CommittedOffset(
                        p["committed_offset"], p.get("committed_leader_epoch", -1),
-                       p["committed_metadata"], int(time.time() * 1000))
+                       p["committed_metadata"] or "", int(time.time() * 1000))  # null: "", as Kafka
                    for t in request["topics"] for p in t["partitions"]}
         code = self.coordinator.txn_offset_commit(
             request["transactional_id"], request["producer_id"], request["producer_epoch"],

@@ -76,6 +76,20 @@ def test_committed_offsets_survive_a_restart_at_every_version(serve_logdir, tmp_
         assert {g["group_id"] for g in listed["groups"]} >= {f"g{v}" for v in range(9)}
 
 
+def test_null_commit_metadata_is_fetched_as_empty_as_kafka_stores_it(serve_logdir, tmp_path) -> None:
+    """Kafka stores a commit's null metadata as "" (OffsetAndMetadata.NO_METADATA), so an
+    OffsetFetch answers ""; serve answered null (found by a review)."""
+    make_topic(tmp_path, "t", partitions=1)
+    server = serve_logdir(tmp_path)
+    with WireClient(server.port) as client:
+        body = commit_body(2, "gnull", {0: 5})
+        body["topics"][0]["partitions"][0]["committed_metadata"] = None
+        answer = client.call(offset_commit.SPEC, 2, body)
+        assert answer["topics"][0]["partitions"][0]["error_code"] == 0
+        got = client.call(offset_fetch.SPEC, 5, {"group_id": "gnull", "topics": None})
+        assert fetched(5, got) == {0: (5, "")}
+
+
 def test_group_over_the_wire_and_generation_checks_on_commit(serve_logdir, tmp_path) -> None:
     make_topic(tmp_path, "t", partitions=2)
     server = serve_logdir(tmp_path)
