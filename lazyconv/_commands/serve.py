@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=port_number, default=9092,
                         help="port of the first listener (default 9092; 0 picks a free port)")
-    parser.add_argument("--advertised-host", default=None,
+    parser.add_argument("--advertised-host", type=_host, default=None,
                         help="host name Metadata advertises (default: --host)")
     parser.add_argument("--chunk-size", type=_size, default=131072,
                         help="input bytes down-converted per step of a lazy send, e.g. 16K, 128K, "
@@ -88,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="highest Fetch version advertised in ApiVersions (0-17, default 17); "
                              "e.g. 2 makes version-negotiating clients fetch like against a 0.10.0 "
                              "broker (magic v1)")
-    parser.add_argument("--produce-delay-ms", type=int, default=0,
+    parser.add_argument("--produce-delay-ms", type=_non_negative_int, default=0,
                         help="delay before answering each Produce on the first listener (ms)")
     parser.add_argument("--listener", action="append", default=[], metavar="[HOST:]PORT[,delay=MS]",
                         help="an extra listener, advertised as one more broker (node ids 0, 1, ...; "
@@ -106,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_connection_limit_options(parser)
     parser.add_argument("--max-partitions-per-request", type=positive_int, default=200000,
                         help="a Fetch naming more partitions closes the connection (default 200000)")
-    parser.add_argument("--max-decompressed-batch-bytes", type=_size, default=32 << 20,
+    parser.add_argument("--max-decompressed-batch-bytes", type=_positive_size, default=32 << 20,
                         help="largest decompressed batch that down-conversion inflates (default "
                              "32M); a larger one (a compression bomb) is answered as that "
                              "partition's storage error, and Produce refuses one with "
@@ -149,6 +149,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 _size = parse_size  # the size syntax every command shares (16K, 128KiB, 1M, bytes)
+
+
+def _positive_size(text: str) -> int:
+    value = _size(text)
+    if value < 1:  # 0 would refuse every compressed batch as a bomb
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {text!r}")
+    return value
+
+
+def _host(text: str) -> str:
+    if not text.strip():  # Metadata would advertise a broker no client can reach
+        raise argparse.ArgumentTypeError("must name a host, got an empty string")
+    return text
 
 
 def _non_negative_int(text: str) -> int:

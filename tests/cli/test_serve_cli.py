@@ -145,3 +145,17 @@ def test_serve_converts_in_its_sender_processes_and_stops_them(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+@pytest.mark.parametrize("option,value", [("--produce-delay-ms", "-5"),
+                                          ("--max-decompressed-batch-bytes", "0"),
+                                          ("--advertised-host", " ")])
+def test_serve_refuses_values_that_make_no_server(tmp_path, capsys, option, value) -> None:
+    """A negative delay, a bound that refuses every compressed batch, a broker advertised with
+    no host: each was taken as given (found by a review); now a usage error before any start."""
+    from lazyconv._cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", str(tmp_path), "--port", "0", option, value])
+    assert stopped.value.code == 2
+    assert option in capsys.readouterr().err
