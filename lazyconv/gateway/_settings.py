@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lazyconv.conversion._chunks import MAX_CHUNK_SIZE
+from lazyconv.conversion._chunks import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 from lazyconv.errors import AuthenticationError, ConfigurationError
 from lazyconv.net._jaas import (
     OAUTHBEARER_LOGIN_MODULE,
@@ -480,13 +480,17 @@ class GatewaySettings:
             if fallback == "service" and upstream_settings.credentials is None:
                 raise ConfigurationError("gateway.upstream.credentials.fallback=service needs "
                                          "sasl.jaas.config in the --upstream-config file")
-        return cls(
+        chunk_size = _int(gateway, "gateway.chunk.size", _GATEWAY_BY_KEY, 1)
+        if not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
+            raise ConfigurationError(f"{_where(gateway, 'gateway.chunk.size')}: chunk size must be "
+                                     f"between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes")
+        settings = cls(
             listeners=tuple(listeners), identity=identity, upstream=upstream_settings,
             principal_credentials=principal_credentials, credentials_fallback=fallback,
             scram_credentials_file=scram_file,
             client_id_prefix=gateway.get("gateway.client.id.prefix", ""),
             authentication_timeout_ms=timeout_ms,
-            chunk_size=_int(gateway, "gateway.chunk.size", _GATEWAY_BY_KEY, 1),
+            chunk_size=chunk_size,
             workers=(_int(gateway, "gateway.workers", _GATEWAY_BY_KEY, 1)
                      if gateway.get("gateway.workers") else None),
             conversion_cache_bytes=_int(gateway, "gateway.conversion.cache", _GATEWAY_BY_KEY, 0),
@@ -505,6 +509,9 @@ class GatewaySettings:
             log_format=_choice(gateway, "gateway.log.format", _GATEWAY_BY_KEY),
             log_file=_path(gateway, "gateway.log.file"),
             gateway_properties=gateway, upstream_properties=upstream)
+        # what the Gateway checks when it starts, checked here so that --check-config finds it
+        settings.connection_limits()
+        return settings
 
 
 # -- checks and conversions ------------------------------------------------------------------
@@ -707,7 +714,7 @@ def _upstream(props: Properties) -> UpstreamSettings:
                                  f"but security.protocol is {protocol} (SASL_SSL or SASL_PLAINTEXT?)")
     return UpstreamSettings(servers, protocol, ssl_settings, mechanism, credentials,
                             _int(props, "request.timeout.ms", _UPSTREAM_BY_KEY, 1),
-                            _int(props, "metadata.max.age.ms", _UPSTREAM_BY_KEY, 0),
+                            _int(props, "metadata.max.age.ms", _UPSTREAM_BY_KEY, 1),
                             _int(props, "fetch.max.bytes", _UPSTREAM_BY_KEY, 1024))
 
 

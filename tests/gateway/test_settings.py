@@ -148,6 +148,14 @@ gateway.identity=passthrough
     ("listeners=PLAINTEXT://:9092\ngateway.upstream.credentials.alice.password=x\n",
      "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "principal 'alice'.*username and a password"),
     ("listeners=PLAINTEXT://:9092\nconnections.max.idle.ms=-5\n", "", "must be at least 1"),
+    # what the gateway refuses at start, refused here too (--check-config)
+    ("listeners=PLAINTEXT://:9092\ngateway.chunk.size=4096\n", "",
+     r"gw.properties:2 gateway.chunk.size: chunk size must be between 16384 and 1048576"),
+    ("listeners=PLAINTEXT://:9092\ngateway.chunk.size=2097152\n", "", "must be between 16384"),
+    ("listeners=PLAINTEXT://:9092\nqueued.max.request.bytes=2000\n", "",
+     "queued.max.request.bytes .2000. must be at least socket.request.max.bytes"),
+    ("listeners=PLAINTEXT://:9092\n", "metadata.max.age.ms=0\n", "up.properties:1 "
+     "metadata.max.age.ms: must be at least 1"),
 ])
 def test_errors(tmp_path: Path, gateway_text: str, upstream_text: str, message: str) -> None:
     config = write(tmp_path, "gw.properties", gateway_text)
