@@ -363,6 +363,7 @@ def run_clients(args: argparse.Namespace) -> int:
 
 def fetch_clients_report(url: str, timeout: float = 10.0) -> dict[str, Any]:
     """The JSON of URL/clients (URL: the gateway's metrics listener)."""
+    import http.client
     import urllib.error
     import urllib.request
 
@@ -375,8 +376,11 @@ def fetch_clients_report(url: str, timeout: float = 10.0) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(target, timeout=timeout) as answer:  # noqa: S310 - http(s) only
             data: dict[str, Any] = json.load(answer)
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        # HTTPException: something answered that is not HTTP (BadStatusLine, IncompleteRead),
+        # whose text is the peer's bytes, line ends included: not shown
+        reason = (f"not an HTTP answer ({type(exc).__name__})"
+                  if isinstance(exc, http.client.HTTPException) else getattr(exc, "reason", exc))
         raise UsageError(f"cannot read {shown}: {reason} (is the gateway running with "
                          "--metrics-port?)") from None
     except ValueError as exc:

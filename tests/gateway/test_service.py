@@ -206,6 +206,29 @@ def test_the_clients_command_refuses_json_that_is_no_clients_report(
     assert "did not answer a clients report" in err and "internal error" not in err
 
 
+def test_the_clients_command_at_a_server_that_is_not_http(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A URL naming another service (an SSH banner, a Kafka port that answers garbage): one
+    line and status 2, not an internal error (found by a review)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        assert main(["gateway", "clients", f"127.0.0.1:{server.getsockname()[1]}"]) == 2
+        thread.join(10)
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "lazyconv gateway clients: error: cannot read" in err and "not an HTTP answer" in err
+
+
 @pytest.mark.slow
 def test_ready_turns_503_when_the_upstream_stops(served_fixtures, gateway_factory) -> None:
     upstream = ServerThread(served_fixtures)
