@@ -158,7 +158,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "/clients over HTTP on this port (default: off; 0 picks a free one; "
                              "gateway.metrics.listener)")
     parser.add_argument("--metrics-host", default=None,
-                        help="address of the metrics listener (default 127.0.0.1)")
+                        help="address of the metrics listener (default: the host of "
+                             "gateway.metrics.listener in --config, else 127.0.0.1; either "
+                             "option alone replaces only its part of that setting)")
     parser.add_argument("--max-clients", type=positive_int, default=None,
                         help="clients the clients report keeps, least recently seen forgotten "
                              "first (default 10000; gateway.clients.max)")
@@ -216,18 +218,24 @@ def run_scram_credentials(args: argparse.Namespace) -> int:
                                      password=lambda: read_password(args.password_from))
 
 
-def _overrides(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
-    """The command line's values as the settings' keys (gateway side, upstream side)."""
+def _overrides(args: argparse.Namespace,
+               file_metrics_listener: str = "") -> tuple[dict[str, str], dict[str, str]]:
+    """The command line's values as the settings' keys (gateway side, upstream side);
+    ``file_metrics_listener``: the --config file's gateway.metrics.listener, whose host or port
+    stands where the command line gives only the other."""
     gateway: dict[str, str] = {}
     upstream: dict[str, str] = {}
     if args.host is not None or args.port is not None:
         host = args.host if args.host is not None else "127.0.0.1"
         port = args.port if args.port is not None else 9092
         gateway["listeners"] = f"PLAINTEXT://{host}:{port}"
-    if args.metrics_port is not None:
-        gateway["gateway.metrics.listener"] = f"{args.metrics_host or '127.0.0.1'}:{args.metrics_port}"
-    elif args.metrics_host is not None:
-        raise UsageError("--metrics-host needs --metrics-port")
+    if args.metrics_port is not None or args.metrics_host is not None:
+        file_host, _, file_port = file_metrics_listener.strip().rpartition(":")
+        if args.metrics_port is None and not file_port:
+            raise UsageError("--metrics-host needs --metrics-port (or gateway.metrics.listener "
+                             "in --config)")
+        port = args.metrics_port if args.metrics_port is not None else file_port
+        gateway["gateway.metrics.listener"] = f"{args.metrics_host or file_host or '127.0.0.1'}:{port}"
     for option, key in (("chunk_size", "gateway.chunk.size"), ("workers", "gateway.workers"),
                         ("conversion_cache", "gateway.conversion.cache"),
                         ("max_request_size", "socket.request.max.bytes"),
@@ -258,13 +266,24 @@ def load_settings(args: argparse.Namespace) -> GatewaySettings:
     """The settings the command line and the two files give (see GatewaySettings.load)."""
     from lazyconv.gateway import GatewaySettings
 
-    gateway, upstream = _overrides(args)
-    if "listeners" in gateway and args.config is not None:
-        from lazyconv.net._properties import load_properties
+    file_metrics_listener = ""
+    if args.config is not None and (args.host is not None or args.port is not None
+                                    or args.metrics_host is not None or args.metrics_port is not None):
+        from pathlib import Path
 
-        if "listeners" in load_properties(args.config, resolve=False):
+        from lazyconv.net._properties import load_properties, resolve_references
+
+        file = load_properties(args.config, resolve=False)
+        if "listeners" in file and (args.host is not None or args.port is not None):
             raise ConfigurationError("--host/--port and the --config file's listeners= both give "
                                      "listeners: put them all in listeners=")
+        key = "gateway.metrics.listener"
+        if key in file:
+            entry = file.entry(key)
+            file_metrics_listener = resolve_references(  # ${env:...} as the settings read it
+                entry.value, f"{entry.where} {key}",
+                base_dir=Path(args.config).expanduser().resolve().parent)
+    gateway, upstream = _overrides(args, file_metrics_listener)
     return GatewaySettings.load(args.config, args.upstream_config, overrides=gateway,
                                 upstream_overrides=upstream)
 

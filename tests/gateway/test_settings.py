@@ -298,6 +298,24 @@ def test_the_command_line_sets_the_send_buffer(argument: str, expected: int) -> 
     assert load_settings(args).socket_send_buffer_bytes == expected
 
 
+@pytest.mark.parametrize("options, expected", [
+    (["--metrics-port", "9500"], ("0.0.0.0", 9500)),
+    (["--metrics-host", "10.0.0.5"], ("10.0.0.5", 9404)),
+    (["--metrics-host", "10.0.0.5", "--metrics-port", "9500"], ("10.0.0.5", 9500)),
+])
+def test_a_metrics_option_replaces_only_its_part_of_the_file_setting(
+        tmp_path: Path, options: list[str], expected: tuple[str, int]) -> None:
+    """--metrics-port alone kept the port but moved the listener to 127.0.0.1, away from the
+    file's host; --metrics-host alone was refused (found by a review)."""
+    from lazyconv._cli import build_parser
+    from lazyconv._commands.gateway import load_settings
+
+    config = write(tmp_path, "gw.properties", "gateway.metrics.listener=0.0.0.0:9404\n")
+    args = build_parser().parse_args(["gateway", "--upstream", "b:1", "--config", str(config),
+                                      *options])
+    assert load_settings(args).metrics_listener == expected
+
+
 @pytest.mark.parametrize("argument", ["0", "-2", "lots", "2G"])
 def test_the_command_line_refuses_a_send_buffer_that_is_not_one(argument: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
