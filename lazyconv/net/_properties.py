@@ -304,7 +304,8 @@ def load_properties(path: str | os.PathLike[str], *, environ: Mapping[str, str] 
                     resolve: bool = True) -> Properties:
     """A properties file, its ``${...}`` references resolved (unless ``resolve`` is False)."""
     file = Path(path).expanduser()
-    entries = parse_properties(_read_text(file, "config file"), str(path))
+    # the source expanded: settings with paths take a relative one from its folder
+    entries = parse_properties(_read_text(file, "config file"), str(file))
     if resolve:
         base = file.resolve().parent
         entries = [Property(e.key, resolve_references(e.value, f"{e.where} {e.key}",

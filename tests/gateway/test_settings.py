@@ -165,6 +165,21 @@ def test_errors(tmp_path: Path, gateway_text: str, upstream_text: str, message: 
                              if "bootstrap" not in upstream_text else None)
 
 
+def test_relative_paths_of_a_config_named_with_a_tilde(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``~/gw.properties`` (the Python API, ``--config=~/...``, a systemd unit): its relative
+    paths are its folder's, not those of a folder named ``~`` in the working directory (found
+    by a review)."""
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    write(home, "gw.properties", "gateway.log.file=gw.log\ngateway.scram.credentials.file=scram.json\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(elsewhere)
+    settings = GatewaySettings.load("~/gw.properties", upstream_overrides={"bootstrap.servers": "h:1"})
+    assert (settings.log_file, settings.scram_credentials_file) == (home / "gw.log", home / "scram.json")
+
+
 def test_no_upstream_brokers(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="no upstream brokers"):
         GatewaySettings.load()
