@@ -447,8 +447,8 @@ class GatewaySettings:
                    else Properties())
         upstream = (load_properties(upstream_config_file, environ=environ)
                     if upstream_config_file is not None else Properties())
-        gateway = gateway.merged(_overrides(overrides, "gateway"))
-        upstream = upstream.merged(_overrides(upstream_overrides, "upstream"))
+        gateway = _trimmed(gateway.merged(_overrides(overrides, "gateway")))
+        upstream = _trimmed(upstream.merged(_overrides(upstream_overrides, "upstream")))
         _check_keys(gateway, _gateway_key_known, _GATEWAY_BY_KEY)
         _check_keys(upstream, lambda k: k in _UPSTREAM_BY_KEY, _UPSTREAM_BY_KEY)
         return cls._build(gateway, upstream, environ)
@@ -522,6 +522,16 @@ def _where(props: Properties, key: str) -> str:
         return f"{props.where(key)} {key}"
     except KeyError:
         return key
+
+
+def _trimmed(props: Properties) -> Properties:
+    """Every value without surrounding white space, as Kafka's ConfigDef parses every type
+    (strings, passwords and class names too): a line copied with a trailing blank works on a
+    broker, and here (``security.protocol=SSL `` was refused, ``gateway.log.file=x.log ``
+    named another file)."""
+    return Properties(Property(e.key, e.value.strip(), e.source, e.line,
+                               None if e.raw_value is None else e.raw_value.strip())
+                      for e in props.entries())
 
 
 def _overrides(values: Mapping[str, str] | None, side: str) -> list[Property]:

@@ -180,6 +180,17 @@ def test_relative_paths_of_a_config_named_with_a_tilde(tmp_path: Path,
     assert (settings.log_file, settings.scram_credentials_file) == (home / "gw.log", home / "scram.json")
 
 
+def test_values_are_trimmed_as_kafka_trims_them(tmp_path: Path) -> None:
+    """Kafka's ConfigDef trims every value; a trailing blank was refused in a choice and kept
+    in a path or a string (found by a review)."""
+    config = write(tmp_path, "gw.properties", f"gateway.log.file={tmp_path}/gw.log \n"
+                   "gateway.client.id.prefix=team- \ngateway.identity=gateway\t\n")
+    upstream = write(tmp_path, "up.properties", "bootstrap.servers=h:1\nsecurity.protocol=PLAINTEXT \n")
+    settings = GatewaySettings.load(config, upstream)
+    assert (settings.log_file, settings.client_id_prefix) == (tmp_path / "gw.log", "team-")
+    assert (settings.identity, settings.upstream.security_protocol) == ("gateway", "PLAINTEXT")
+
+
 def test_no_upstream_brokers(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="no upstream brokers"):
         GatewaySettings.load()
