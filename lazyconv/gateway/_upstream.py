@@ -687,6 +687,11 @@ class ClusterView:
         self._control: UpstreamConnection | None = None
         self._lock = asyncio.Lock()
         self._all_topics_at = 0.0
+        # when the last refresh that was answered began, and when the last that failed failed
+        # (with what): the callers that waited for the lock meanwhile take that outcome instead
+        # of asking again
+        self._answered_at = 0.0
+        self._failed: tuple[float, UpstreamError] | None = None
 
     def __repr__(self) -> str:
         return f"ClusterView({self.identity.key}, {len(self.topics)} topics)"
@@ -745,30 +750,67 @@ class ClusterView:
     async def refresh(self, topics: list[str] | None, *, allow_auto_create: bool = False,
                       timeout: float | None = None) -> None:
         """Ask the cluster for ``topics`` (``None``: every topic; ``[]``: the brokers only)
-        and update the cache; ``timeout`` bounds the request (default: the request timeout)."""
+        and update the cache; ``timeout`` bounds the request (default: the request timeout).
+        One refresh runs at a time; a caller that waited for one takes its failure, or its
+        answer when it was asked after the call (the topics the caller asks for), so that under
+        an outage the clients' requests are not queued each a request timeout behind the
+        other's, and a burst of them after a leader moved does not ask once per request."""
+        called = time.monotonic()
+        failed: tuple[float, UpstreamError] | None = None
         try:
             async with self._lock:
-                conn = await self._control_connection()
-                version = conn.version(metadata.SPEC)
-                body: dict[str, Any] = {
-                    "topics": None if topics is None else [{"topic_id": ZERO_UUID, "name": t} for t in topics],
-                    "allow_auto_topic_creation": allow_auto_create,
-                }
+                failed = self._failed
+                if failed is not None and failed[0] >= called:
+                    shared = type(failed[1])(failed[1].message)
+                    raise shared
+                if topics is None and self._all_topics_at >= called or \
+                        topics == [] and self._answered_at >= called:
+                    return
+                if topics:
+                    topics = [name for name in topics if not self._answered_since(
+                        name, called, allow_auto_create)]
+                    if not topics:
+                        return
+                began = time.monotonic()
                 try:
-                    answer = await conn.request(metadata.SPEC, version, body, timeout=timeout)
-                except UpstreamError:
-                    conn.close()
+                    answer = await self._ask(topics, allow_auto_create, timeout)
+                except UpstreamError as exc:
+                    self._failed = (time.monotonic(), exc)
                     raise
+                self._failed = None
+                self._answered_at = began
+                self._apply_metadata(answer, every_topic=topics is None, now=began)
         except UpstreamAuthenticationError:
             raise  # one identity's refusal says nothing of the cluster's health
         except UpstreamError as exc:
-            self.state.failed("metadata", exc)
+            if failed is None or failed[0] < called:  # its own attempt, not one it waited for
+                self.state.failed("metadata", exc)
             raise
         self.state.ok()
-        self._apply_metadata(answer, every_topic=topics is None)
 
-    def _apply_metadata(self, answer: Mapping[str, Any], every_topic: bool) -> None:
-        now = time.monotonic()
+    def _answered_since(self, name: str, since: float, allow_auto_create: bool) -> bool:
+        """Whether a refresh begun at ``since`` or later described topic ``name`` (as one that
+        exists, when it may be created)."""
+        info = self.topics.get(name)
+        return info is not None and info.fetched_at >= since and \
+            (info.error_code == 0 or not allow_auto_create)
+
+    async def _ask(self, topics: list[str] | None, allow_auto_create: bool,
+                   timeout: float | None) -> dict[str, Any]:
+        conn = await self._control_connection()
+        version = conn.version(metadata.SPEC)
+        body: dict[str, Any] = {
+            "topics": None if topics is None else [{"topic_id": ZERO_UUID, "name": t} for t in topics],
+            "allow_auto_topic_creation": allow_auto_create,
+        }
+        try:
+            return await conn.request(metadata.SPEC, version, body, timeout=timeout)
+        except UpstreamError:
+            conn.close()
+            raise
+
+    def _apply_metadata(self, answer: Mapping[str, Any], every_topic: bool, now: float) -> None:
+        """``now``: when the request was sent (what the answer may be older than)."""
         self.shared.note_brokers(answer)
         seen = set()
         for topic in answer["topics"]:

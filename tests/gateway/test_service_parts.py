@@ -14,6 +14,7 @@ import pytest
 
 from lazyconv._commands._log_format import JsonFormatter, SessionContext, TextFormatter
 from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
+from lazyconv.errors import UpstreamError
 from lazyconv.gateway import _cluster_state
 from lazyconv.gateway._clients import ClientRegistry, software_label
 from lazyconv.gateway._cluster_state import ClusterState
@@ -27,6 +28,7 @@ from lazyconv.gateway._releases import FIRST_RELEASE, implied_release, kafka_4_r
 from lazyconv.net._model import Listener
 from lazyconv.net._session import Session, current_session
 from lazyconv.net._workers import ConversionWorkers
+from lazyconv.protocol._connection import ApiVersionsFallback
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder
 from lazyconv.records._entries import summarize_entries
 
@@ -273,3 +275,109 @@ def test_the_cluster_watch_ends_after_close_even_when_its_cancel_is_lost(monkeyp
         return watch.done()
 
     assert asyncio.run(scenario())
+
+
+class _StandInBroker:
+    """A broker of one node on 127.0.0.1 that answers ApiVersions, and Metadata (one topic
+    ``t`` of one partition) only when ``answer_metadata`` is true and after ``delay`` seconds;
+    ``metadata_requests`` counts what it was asked."""
+
+    def __init__(self, *, answer_metadata: bool = True, delay: float = 0.0) -> None:
+        self.answer_metadata = answer_metadata
+        self.delay = delay
+        self.metadata_requests = 0
+        self.open_connections = 0
+        self.port = 0
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> _StandInBroker:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def close(self) -> None:
+        self.server.close()
+        for writer in self._writers:
+            writer.transport.abort()
+        await asyncio.sleep(0.01)  # the connections' tasks end
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from lazyconv.protocol._connection import ApiTable, parse_request
+        from lazyconv.protocol._kafka_apis import KAFKA_APIS
+        from lazyconv.protocol._schema import ZERO_UUID
+
+        table = ApiTable(KAFKA_APIS)
+        self.open_connections += 1
+        self._writers.append(writer)
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                request = parse_request(await reader.readexactly(size), table)
+                assert not isinstance(request, ApiVersionsFallback)
+                if request.api_key == 18:
+                    writer.write(request.reply(table.api_versions_response()))
+                elif request.api_key == 3:
+                    self.metadata_requests += 1
+                    await asyncio.sleep(self.delay)
+                    if not self.answer_metadata:
+                        continue
+                    writer.write(request.reply({
+                        "throttle_time_ms": 0, "cluster_id": "stand-in", "controller_id": 1,
+                        "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": self.port,
+                                     "rack": None}],
+                        "topics": [{"error_code": 0, "name": "t", "topic_id": ZERO_UUID,
+                                    "is_internal": False, "partitions": [{
+                                        "error_code": 0, "partition_index": 0, "leader_id": 1,
+                                        "leader_epoch": 0, "replica_nodes": [1],
+                                        "isr_nodes": [1], "offline_replicas": []}]}]}))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.open_connections -= 1
+            writer.close()
+
+
+def test_clients_waiting_for_a_metadata_refresh_share_its_failure() -> None:
+    """A refresh that gets no answer fails every caller that waited for it: they are not
+    queued each a request timeout behind the other's (the fifth client waited five)."""
+    from lazyconv.gateway._upstream import BrokerAddress, UpstreamCluster, UpstreamSession
+
+    async def scenario() -> tuple[float, list[object], int]:
+        broker = await _StandInBroker(answer_metadata=False).start()
+        cluster = UpstreamCluster([BrokerAddress("127.0.0.1", broker.port)], request_timeout=0.5)
+        sessions = [UpstreamSession(cluster) for _ in range(5)]
+        started = time.monotonic()
+        outcomes = await asyncio.gather(*(s.cluster.refresh(["t"]) for s in sessions),
+                                        return_exceptions=True)
+        took = time.monotonic() - started
+        for session in sessions:
+            session.close()
+        await broker.close()
+        return took, outcomes, broker.metadata_requests
+
+    took, outcomes, asked = asyncio.run(scenario())
+    assert all(isinstance(o, UpstreamError) for o in outcomes), outcomes
+    assert took < 1.5 and asked == 1
+
+
+def test_a_burst_of_lookups_after_an_invalidation_asks_the_cluster_at_most_twice() -> None:
+    """The lookups queued behind a refresh take its answer (the one already under way when
+    they came is not trusted: it may predate what invalidated the cache)."""
+    from lazyconv.gateway._upstream import BrokerAddress, UpstreamCluster, UpstreamSession
+
+    async def scenario() -> int:
+        broker = await _StandInBroker(delay=0.05).start()
+        cluster = UpstreamCluster([BrokerAddress("127.0.0.1", broker.port)])
+        await cluster.start()
+        sessions = [UpstreamSession(cluster) for _ in range(20)]
+        before = broker.metadata_requests
+        sessions[0].cluster.invalidate()
+        found = await asyncio.gather(*(s.cluster.topics_for(["t"]) for s in sessions))
+        assert all(f["t"].partitions[0].leader == 1 for f in found)
+        for session in sessions:
+            session.close()
+        cluster.close()
+        await broker.close()
+        return broker.metadata_requests - before
+
+    assert asyncio.run(scenario()) <= 2
