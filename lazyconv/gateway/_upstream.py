@@ -215,6 +215,14 @@ class UpstreamConnection:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._transport = transport
+        try:
+            await self._negotiate()
+        except BaseException:  # cancelled too (a client gone meanwhile): no socket left open
+            self.close()
+            raise
+
+    async def _negotiate(self) -> None:
+        """ApiVersions, then SASL when configured (see :meth:`open`)."""
         body: dict[str, Any] = {"client_software_name": CLIENT_SOFTWARE_NAME,
                                 "client_software_version": __version__}
         handshake = min(self.request_timeout, HANDSHAKE_TIMEOUT)
@@ -918,6 +926,10 @@ class UpstreamSession:
             conn = self.shared.connection(self.cluster.address_of(node_id), self.identity,
                                           node_id=node_id, client_id=self.client_id)
             await conn.open()
+            if self._closed:  # the client left while it opened (a fetch-ahead's): not kept
+                conn.close()
+                raise UpstreamError(f"the client's session closed while connecting to "
+                                    f"upstream broker {node_id}")
             self.cluster.state.broker_ok(node_id)
             self._connections[node_id] = conn
             return conn

@@ -6,6 +6,7 @@ and the conversion workers carrying the connection's context into their threads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -285,6 +286,7 @@ class _StandInBroker:
     def __init__(self, *, answer_metadata: bool = True, delay: float = 0.0) -> None:
         self.answer_metadata = answer_metadata
         self.delay = delay
+        self.api_versions_delay = 0.0
         self.metadata_requests = 0
         self.open_connections = 0
         self.port = 0
@@ -315,6 +317,7 @@ class _StandInBroker:
                 request = parse_request(await reader.readexactly(size), table)
                 assert not isinstance(request, ApiVersionsFallback)
                 if request.api_key == 18:
+                    await asyncio.sleep(self.api_versions_delay)
                     writer.write(request.reply(table.api_versions_response()))
                 elif request.api_key == 3:
                     self.metadata_requests += 1
@@ -381,3 +384,33 @@ def test_a_burst_of_lookups_after_an_invalidation_asks_the_cluster_at_most_twice
         return broker.metadata_requests - before
 
     assert asyncio.run(scenario()) <= 2
+
+
+def test_a_connection_whose_client_left_while_it_opened_is_closed() -> None:
+    """A client's task that opens an upstream connection is cancelled (its fetch-ahead when
+    the client disconnects), or its session closes before the connection is open: the socket
+    to the broker is closed, not left open for the broker's idle timeout."""
+    from lazyconv.gateway._upstream import BrokerAddress, UpstreamCluster, UpstreamSession
+
+    async def scenario() -> list[int]:
+        broker = await _StandInBroker().start()
+        cluster = UpstreamCluster([BrokerAddress("127.0.0.1", broker.port)])
+        await cluster.start()
+        broker.api_versions_delay = 0.2
+        left = []
+        for cancel in (True, False):
+            session = UpstreamSession(cluster)
+            task = asyncio.get_running_loop().create_task(session.connection(1))
+            await asyncio.sleep(0.1)  # connected, ApiVersions under way
+            if cancel:
+                task.cancel()
+            session.close()
+            with contextlib.suppress(asyncio.CancelledError, UpstreamError):
+                await task
+            await asyncio.sleep(0.3)
+            left.append(broker.open_connections)
+        cluster.close()
+        await broker.close()
+        return left
+
+    assert asyncio.run(scenario()) == [1, 1]  # the cluster's own (metadata) connection only
