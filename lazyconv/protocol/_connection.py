@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lazyconv.errors import LocalProtocolError, RemoteProtocolError
+from lazyconv.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from lazyconv.protocol import _api_versions as api_versions
 from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._headers import (
@@ -416,10 +416,21 @@ class ClientConnection:
     def decode_response(pending: Pending, frame: bytes | bytearray, *,
                         records_as_views: bool = True) -> dict[str, Any]:
         """The body of ``frame`` decoded as ``pending``'s response (records fields as views
-        into ``frame`` unless ``records_as_views`` is false)."""
-        if pending.spec is None:
+        into ``frame`` unless ``records_as_views`` is false); an ApiVersions answer that is
+        the v0 fallback (KIP-511) is read as v0."""
+        spec = pending.spec
+        if spec is None:
             raise LocalProtocolError("a raw response frame is not decoded here")
         reader = Reader(frame, records_as_views=records_as_views)
-        decode_response_header(reader, pending.spec.response_header_version(pending.api_version))
-        return pending.spec.decode_response(pending.api_version, reader, exact=False)
+        decode_response_header(reader, spec.response_header_version(pending.api_version))
+        try:
+            return spec.decode_response(pending.api_version, reader, exact=False)
+        except ProtocolError:
+            if spec.key != api_versions.API_KEY or pending.api_version == 0:
+                raise
+        # KIP-511: a server that does not know the ApiVersions version asked answers with a
+        # v0 body (UNSUPPORTED_VERSION and its table), as Kafka's client reads it too
+        reader = Reader(frame, records_as_views=records_as_views)
+        decode_response_header(reader, 0)
+        return spec.decode_response(0, reader, exact=False)
 

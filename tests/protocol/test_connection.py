@@ -152,6 +152,24 @@ def test_an_api_versions_version_the_server_does_not_know_gets_the_v0_fallback()
 # -- ClientConnection -----------------------------------------------------------------------
 
 
+def test_an_api_versions_fallback_answer_is_read_as_v0():
+    """A broker that does not know the ApiVersions version asked (Kafka 2.1-2.3 and v3) answers
+    with a v0 body: the client reads it (error 35, the table), as Kafka's client does, and can
+    ask again at a version the table allows."""
+    client = ClientConnection("gw", max_response_size=1 << 20)
+    pending, data = client.send_request(api_versions.SPEC, 3, {"client_software_name": "gw",
+                                                               "client_software_version": "1"})
+    old_broker = ApiTable([api_versions.SPEC, fetch.SPEC], {api_versions.API_KEY: 2})
+    fallback = parse_request(data[4:], old_broker)
+    assert isinstance(fallback, ApiVersionsFallback)
+    client.frames.feed(fallback.reply(old_broker))
+    answered = client.next_response()
+    assert answered is not None and answered[0] is pending
+    body = ClientConnection.decode_response(pending, answered[1])
+    assert body["error_code"] == 35
+    assert {e["api_key"]: e["max_version"] for e in body["api_keys"]}[api_versions.API_KEY] == 2
+
+
 def _response(correlation_id: int, spec, version: int, body: dict) -> bytes:
     from lazyconv.protocol._connection import response_frame
     return response_frame(correlation_id, spec.response_header_version(version),
