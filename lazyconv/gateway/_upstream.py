@@ -207,7 +207,9 @@ class UpstreamConnection:
             transport, _protocol = await asyncio.wait_for(loop.create_connection(
                 lambda: _UpstreamProtocol(self), self.address.host, self.address.port, **tls),
                 timeout)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (OSError, asyncio.TimeoutError, UnicodeError) as exc:
+            # UnicodeError: a host name IDNA cannot encode ("a..b", a label over 63 characters),
+            # which a broker may advertise
             self._closed = True
             raise handshake_error(self.address, exc) from None
         sock = transport.get_extra_info("socket")

@@ -414,3 +414,25 @@ def test_a_connection_whose_client_left_while_it_opened_is_closed() -> None:
         return left
 
     assert asyncio.run(scenario()) == [1, 1]  # the cluster's own (metadata) connection only
+
+
+@pytest.mark.parametrize("host", ["a..b", "a" * 64 + ".example"])
+def test_a_broker_host_name_that_cannot_be_encoded_is_an_upstream_error(host: str) -> None:
+    """Kafka accepts such an advertised host; the connection to it fails like one that cannot
+    be made (an UpstreamError: the client gets a retriable error), not with a UnicodeError
+    that closed the client's connection as an internal error."""
+    from lazyconv.gateway._upstream import BrokerAddress, UpstreamCluster, UpstreamSession
+
+    async def scenario() -> None:
+        cluster = UpstreamCluster([BrokerAddress(host, 9092)])
+        cluster.brokers = {1: BrokerAddress(host, 9092)}
+        session = UpstreamSession(cluster)
+        try:
+            with pytest.raises(UpstreamError, match="idna"):
+                await session.connection(1)
+            with pytest.raises(UpstreamError, match="no upstream broker reachable"):
+                await cluster.open_any(session.identity)
+        finally:
+            session.close()
+
+    asyncio.run(scenario())
