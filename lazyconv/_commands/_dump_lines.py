@@ -111,7 +111,7 @@ class Dumper:
         if self.json_lines:
             self._json_records(batch)
         else:
-            self._text_records(batch)
+            self._text_records(batch, valid)
 
     def finish(self) -> None:
         from lazyconv.errors import CorruptRecordError
@@ -152,14 +152,16 @@ class Dumper:
             obj.update(common)
             write(json.dumps(obj) + "\n")
 
-    def _text_records(self, batch: RecordBatch) -> None:
+    def _text_records(self, batch: RecordBatch, valid: bool) -> None:
         """Kafka's deep-iteration lines: ``| offset: … <type>: … keySize: … valueSize: …``,
         then ``sequence: … headerKeys: […]`` (v2) or ``isValid: … crc: …`` (v0/v1), the
-        transaction marker of a control record, and key and payload with --print-data-log."""
+        transaction marker of a control record, and key and payload with --print-data-log.
+        ``valid``: whether the batch passed its CRC check (a plain v0/v1 message is its own
+        record, so its line says so, as Kafka's does; --no-validate prints such records)."""
         kind = _TIMESTAMP_TYPE_TEXT[int(batch.timestamp_type)]
         control = bool(batch.is_control)
         write = self.out.write
-        legacy_crcs = _legacy_crcs(batch) if batch.magic < 2 else None
+        legacy_crcs = _legacy_crcs(batch, valid) if batch.magic < 2 else None
         for index, record in enumerate(batch):
             if self.last_offset != -1 and record.offset != self.last_offset + 1:
                 self.non_consecutive.append((self.last_offset, record.offset))
@@ -173,7 +175,8 @@ class Dumper:
                     parts.append(f"sequence: {_record_sequence(batch, record.offset)} "
                                  "headerKeys: [" + ",".join(_key_text(n) for n, _ in record.headers) + "]")
                 elif legacy_crcs is not None:
-                    parts.append(f"isValid: true crc: {legacy_crcs[index]}")
+                    crc, crc_valid = legacy_crcs[index]
+                    parts.append(f"isValid: {str(crc_valid).lower()} crc: {crc}")
                 if self.headers and record.headers:
                     parts.append("headers: " + ", ".join(
                         f"{_key_text(n)}={_readable(v)}" for n, v in record.headers))
@@ -197,15 +200,16 @@ def _record_sequence(batch: RecordBatch, offset: int) -> int:
     return (base + offset - batch.base_offset) & 0x7FFFFFFF
 
 
-def _legacy_crcs(batch: RecordBatch) -> list[int]:
-    """The CRC of each message a v0/v1 entry holds: itself, or a wrapper's inner messages."""
+def _legacy_crcs(batch: RecordBatch, valid: bool) -> list[tuple[int, bool]]:
+    """The CRC of each message a v0/v1 entry holds, and whether it matches: itself (``valid``),
+    or a wrapper's inner messages (iterating a wrapper checks their CRCs: they match)."""
     if not getattr(batch, "is_wrapper", False):
-        return [batch.crc]
+        return [(batch.crc, valid)]
     data, count, _shift, _override = batch.inner_messages()  # type: ignore[attr-defined]
     crcs, pos = [], 0
     for _ in range(count):
         _offset, size, crc = LEGACY_PREFIX.unpack_from(data, pos)
-        crcs.append(crc)
+        crcs.append((crc, True))
         pos += LOG_OVERHEAD + size
     return crcs
 

@@ -394,6 +394,29 @@ def test_corrupt_crc_prints_valid_part_then_fails(
     assert status == 1 and out.count("isvalid: ") == 2 and "isvalid: false" in out
 
 
+@pytest.mark.parametrize("magic", [0, 1])
+def test_no_validate_record_line_of_a_legacy_message_says_its_crc_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], magic: int
+) -> None:
+    # Kafka's record line of a v0/v1 message prints the message's own isValid: a plain message
+    # is its own record, so with --no-validate its line says false as its batch line does
+    entries = b""
+    for offset, value in enumerate((b"hello", b"world")):
+        builder = RecordsBuilder(magic, Compression.NONE, base_offset=offset)
+        builder.append(timestamp=offset + 1, key=b"k", value=value)
+        entries += builder.build()
+    broken = bytearray(entries)
+    broken[-1] ^= 0x01  # the second message's value: its CRC-32 no longer matches
+    path = tmp_path / "legacy.log"
+    path.write_bytes(bytes(broken))
+    status, out, err = dump(path, "--deep-iteration", "--no-validate", capsys=capsys)
+    assert status == 0, err
+    records = [line for line in out.splitlines() if line.startswith("| ")]
+    assert len(records) == 2
+    assert " isValid: true crc: " in records[0]
+    assert " isValid: false crc: " in records[1]
+
+
 def test_corrupt_size_field_names_position(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
