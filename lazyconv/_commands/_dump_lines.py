@@ -292,14 +292,20 @@ def _batch_line(batch: RecordBatch, valid: bool) -> str:
 
 def _control_text(record: Record) -> str:
     from lazyconv.errors import LazyconvError
-    from lazyconv.records._control import ControlRecordType, parse_control_key, parse_end_txn_marker
+    from lazyconv.records._control import (
+        ControlRecordType,
+        control_type_id,
+        parse_control_key,
+        parse_end_txn_marker,
+    )
 
     try:
         kind = parse_control_key(record.key)
         if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
             marker = parse_end_txn_marker(record.key, record.value)
             return f"endTxnMarker: {kind.name} coordinatorEpoch: {marker.coordinator_epoch}"
-        return f"controlType: {kind.name}({int(kind)})"
+        # the id the key holds, as Kafka prints it: UNKNOWN(42), not UNKNOWN(-1)
+        return f"controlType: {kind.name}({control_type_id(record.key)})"
     except LazyconvError as exc:
         return f"controlType: unreadable ({exc.message})"
 

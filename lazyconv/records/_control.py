@@ -11,6 +11,7 @@ from lazyconv.errors import InvalidRecordError
 __all__ = [
     "ControlRecordType",
     "EndTransactionMarker",
+    "control_type_id",
     "parse_control_key",
     "parse_end_txn_marker",
     "control_key",
@@ -41,13 +42,20 @@ class EndTransactionMarker(NamedTuple):
     coordinator_epoch: int
 
 
-def parse_control_key(key: bytes | None) -> ControlRecordType:
-    """The type of a control record from its key (at least 4 bytes: version, type)."""
+def control_type_id(key: bytes | None) -> int:
+    """The type id a control record's key holds (at least 4 bytes: version, type), as stored:
+    :func:`parse_control_key` maps an id it does not know to ``UNKNOWN``."""
     if key is None or len(key) < 4:
         raise InvalidRecordError(f"control record key needs 4 bytes, got {0 if key is None else len(key)}")
     version, type_id = _KEY.unpack_from(key, 0)
     if version < 0:
         raise InvalidRecordError(f"control record key with negative version {version}")
+    return int(type_id)
+
+
+def parse_control_key(key: bytes | None) -> ControlRecordType:
+    """The type of a control record from its key (at least 4 bytes: version, type)."""
+    type_id = control_type_id(key)
     try:
         return ControlRecordType(type_id)
     except ValueError:

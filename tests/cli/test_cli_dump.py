@@ -417,6 +417,20 @@ def test_no_validate_record_line_of_a_legacy_message_says_its_crc_fails(
     assert " isValid: false crc: " in records[1]
 
 
+def test_control_record_of_an_unknown_type_prints_its_type_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Kafka's DumpLogSegments: " controlType: $controlType($controlTypeId)", the id from the key
+    builder = RecordsBuilder(2, Compression.NONE, base_offset=0, is_control=True)
+    builder.append(timestamp=5, key=struct.pack(">hh", 0, 42), value=b"\x00\x00")
+    path = tmp_path / "control.log"
+    path.write_bytes(builder.build())
+    status, out, err = dump(path, "--deep-iteration", capsys=capsys)
+    assert status == 0, err
+    (record,) = [line for line in out.splitlines() if line.startswith("| ")]
+    assert record.endswith(" controlType: UNKNOWN(42)")
+
+
 def test_corrupt_size_field_names_position(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
