@@ -46,7 +46,10 @@ def base_offset(path: str | Path) -> int | None:
     return offset_in_name(path)
 
 
-def _whole_entries(data: bytes, size: int, kind: str) -> int:
+def whole_entries(data: bytes, size: int, kind: str) -> int:
+    """How many ``size``-byte entries ``data`` holds; raises :class:`TruncatedDataError` at a
+    partial last one. The listings call it after their whole entries, so that those are
+    printed first (Kafka's index readers list them and leave the partial one out)."""
     if len(data) % size:
         raise TruncatedDataError(
             f"{kind} size {len(data)} is not a multiple of its {size}-byte entries",
@@ -57,25 +60,29 @@ def _whole_entries(data: bytes, size: int, kind: str) -> int:
 
 def offset_index(data: bytes, base: int) -> Iterator[dict[str, int]]:
     """The entries of an offset index: ``{"offset", "position"}``."""
-    _whole_entries(data, OFFSET_ENTRY_SIZE, "offset index")
     for i, entry in enumerate(parse_offset_index(data, base)):
         if i > 0 and entry.offset == base:
-            return  # the zero-filled, pre-allocated tail
+            break  # the zero-filled, pre-allocated tail
         yield {"offset": entry.offset, "position": entry.position}
+    whole_entries(data, OFFSET_ENTRY_SIZE, "offset index")
 
 
 def time_index(data: bytes, base: int) -> Iterator[dict[str, int]]:
     """The entries of a time index: ``{"timestamp", "offset"}``."""
-    _whole_entries(data, TIME_ENTRY_SIZE, "time index")
     for i, entry in enumerate(parse_time_index(data, base)):
         if i > 0 and entry.offset == base and entry.timestamp == 0:
-            return
+            break
         yield {"timestamp": entry.timestamp, "offset": entry.offset}
+    whole_entries(data, TIME_ENTRY_SIZE, "time index")
 
 
 def transaction_index(data: bytes) -> Iterator[dict[str, int]]:
     """The aborted transactions of a ``.txnindex`` file."""
-    _whole_entries(data, TXNINDEX_ENTRY_SIZE, "transaction index")
+    yield from _transactions(data)
+    whole_entries(data, TXNINDEX_ENTRY_SIZE, "transaction index")
+
+
+def _transactions(data: bytes) -> Iterator[dict[str, int]]:
     for position, version, txn in iter_txnindex(data):
         if version != TXNINDEX_VERSION:
             raise CorruptRecordError(

@@ -267,8 +267,10 @@ def _dump_index(path: str, kind: str, args: argparse.Namespace, report: _Report)
         _sanity_check(path, kind, data, base)
         out.write(f"{path} passed sanity check.\n")
         return
-    entries = list(segment_files.offset_index(data, base) if kind == "index"
-                   else segment_files.time_index(data, base))
+    # the whole entries first: a partial last one fails the command after them (below)
+    whole = data[:len(data) - len(data) % entry_size]
+    entries = list(segment_files.offset_index(whole, base) if kind == "index"
+                   else segment_files.time_index(whole, base))
     log_path = Path(path).with_suffix(LOG_SUFFIX)
     name = str(Path(path).resolve())
     batches = _log_batches(log_path, timestamps=kind == "timeindex")
@@ -285,6 +287,7 @@ def _dump_index(path: str, kind: str, args: argparse.Namespace, report: _Report)
                 report.index_mismatches.setdefault(name, []).append((entry["offset"], last))
             if not args.verify_index_only:
                 out.write(f"offset: {entry['offset']} position: {entry['position']}\n")
+        segment_files.whole_entries(data, entry_size, "offset index")
         return
     previous = -1
     for entry in entries:
@@ -301,6 +304,7 @@ def _dump_index(path: str, kind: str, args: argparse.Namespace, report: _Report)
         if not args.verify_index_only:
             out.write(f"timestamp: {entry['timestamp']} offset: {entry['offset']}\n")
         previous = entry["timestamp"]
+    segment_files.whole_entries(data, entry_size, "time index")
 
 
 def _log_batches(log_path: Path, timestamps: bool) -> list[tuple[int, int, int]]:

@@ -523,6 +523,26 @@ def test_index_entries_point_at_batches_of_the_segment(
     assert [t["timestamp"] for t in times] == sorted(t["timestamp"] for t in times)
 
 
+@pytest.mark.parametrize(("suffix", "entry_size"), [(".index", 8), (".timeindex", 12)])
+def test_an_index_with_a_partial_last_entry_lists_its_whole_entries_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str, entry_size: int
+) -> None:
+    # Kafka's index readers round the size down and its tool lists the whole entries; lazyconv
+    # lists them too (corrupt input: the valid part first), then fails at the partial one
+    folder = _small_log_dir(tmp_path)
+    index = sorted(folder.glob("*" + suffix))[0]
+    status, whole, _ = dump(index, capsys=capsys)
+    assert status == 0 and len(whole.splitlines()) > 1
+    size = index.stat().st_size
+    index.write_bytes(index.read_bytes() + bytes(entry_size - 3))
+    status, out, err = dump(index, capsys=capsys)
+    assert status == 1
+    assert out == whole
+    assert f"(at byte {size})" in err
+    status, out, err = dump(index, "--json", capsys=capsys)
+    assert status == 1 and len(out.splitlines()) == len(whole.splitlines()) - 1
+
+
 def test_several_files_in_one_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = _small_log_dir(tmp_path)
     log_file = sorted(folder.glob("*.log"))[0]
