@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,6 +178,14 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
+def _absolute_path(path: str) -> str:
+    """A file as Kafka's tool names it in its reports, ``java.io.File.getAbsolutePath()``: the
+    path as given joined to the working directory, repeated and trailing slashes dropped;
+    symbolic links, ``.`` and ``..`` are kept (``Path.resolve()`` would follow the links)."""
+    joined = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    return re.sub("/+", "/", joined).rstrip("/") or "/"
+
+
 def _guess_type(path: str) -> str | None:
     if Path(path).suffix.lower() == ".bin":
         return "log"
@@ -272,7 +282,7 @@ def _dump_index(path: str, kind: str, args: argparse.Namespace, report: _Report)
     entries = list(segment_files.offset_index(whole, base) if kind == "index"
                    else segment_files.time_index(whole, base))
     log_path = Path(path).with_suffix(LOG_SUFFIX)
-    name = str(Path(path).resolve())
+    name = _absolute_path(path)
     batches = _log_batches(log_path, timestamps=kind == "timeindex")
     if kind == "index":
         by_position = {position: last for position, last, _ in batches}
@@ -395,7 +405,7 @@ def _dump_records(path: str, args: argparse.Namespace, report: _Report) -> None:
             )
         finish_progress(progress)
         if dumper.non_consecutive:
-            report.non_consecutive[str(Path(path).resolve())] = dumper.non_consecutive
+            report.non_consecutive[_absolute_path(path)] = dumper.non_consecutive
         dumper.finish()
 
 

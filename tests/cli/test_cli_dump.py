@@ -543,6 +543,24 @@ def test_an_index_with_a_partial_last_entry_lists_its_whole_entries_first(
     assert status == 1 and len(out.splitlines()) == len(whole.splitlines()) - 1
 
 
+def test_reports_name_a_file_as_kafka_does_without_following_links(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka's reports name a file by java.io.File.getAbsolutePath(): the path as given, made
+    # absolute, a symbolic link in it kept
+    folder = _small_log_dir(tmp_path)
+    index = next(p for p in sorted(folder.glob("*.index")) if p.stat().st_size >= 16)
+    data = bytearray(index.read_bytes())
+    relative, position = struct.unpack_from(">ii", data, 0)
+    struct.pack_into(">ii", data, 0, relative - 1, position)
+    index.write_bytes(bytes(data))
+    (tmp_path / "link").symlink_to(folder, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    status, _, err = dump(Path("link") / index.name, "--verify-index-only", capsys=capsys)
+    assert status == 1
+    assert err.splitlines()[0] == f"Mismatches in :{tmp_path}/link/{index.name}"
+
+
 def test_several_files_in_one_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = _small_log_dir(tmp_path)
     log_file = sorted(folder.glob("*.log"))[0]
