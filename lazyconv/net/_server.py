@@ -890,10 +890,7 @@ async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsC
                 size = frames.next_size() or 0
                 got = size - frames.missing
                 if reservation.reclaimed:
-                    raise _ConnectionClosed(
-                        f"its request stalled after {got} of {size} bytes while others waited "
-                        "for queued.max.request.bytes; its room was given to them",
-                        "request_memory") from None
+                    raise _reclaimed(frames) from None
                 if deadline_bound:
                     continue  # the deadline's own message, at the top of the loop
                 if not watch or time.monotonic() - last >= timeout:
@@ -912,6 +909,18 @@ async def _recv_rest(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsC
         if watch:
             reservation.progressed(n)
             last = reservation.last_progress
+            if reservation.reclaimed and frames.missing:
+                # taken back as too slow: bytes trickled faster than the checks above wait
+                # never time out, so the room is given back here (else it was never freed)
+                raise _reclaimed(frames)
+
+
+def _reclaimed(frames: FrameReader) -> _ConnectionClosed:
+    """Why a request whose reservation the pool took back ends its connection."""
+    size = frames.next_size() or 0
+    return _ConnectionClosed(f"its request stalled after {size - frames.missing} of {size} bytes "
+                             "while others waited for queued.max.request.bytes; its room was "
+                             "given to them", "request_memory")
 
 
 async def _write_send(loop: asyncio.AbstractEventLoop, conn: socket.socket | TlsChannel,

@@ -262,6 +262,47 @@ def test_a_health_check_is_answered_at_once_while_two_large_requests_stall(serve
 
 @pytest.mark.timeout(60)
 @pytest.mark.slow  # seconds of stalled requests or busy senders: kept out of the quick look
+def test_requests_trickled_faster_than_the_stall_check_give_their_room_back(serve_logdir, tmp_path):
+    """A byte every 40 ms never lets a piece's wait time out (it checks every 0.1 s), so the
+    connection must see after each piece that the pool took its room back (found by a review:
+    the room was marked reclaimed but never freed, and the waiting request was refused after
+    the read timeout)."""
+    (tmp_path / "t-0").mkdir()
+    limits = ConnectionLimits(max_request_size=600 << 10, queued_max_request_bytes=1200 << 10,
+                              request_read_timeout_ms=6000)
+    server = serve_logdir(tmp_path, limits=limits)
+    pool = server.server.request_memory
+    stop = threading.Event()
+
+    def trickle(sock: socket.socket) -> None:
+        try:
+            sock.sendall(struct.pack(">i", 600 << 10) + b"\x00" * 1000)
+            while not stop.is_set():
+                sock.sendall(b"\x00")
+                time.sleep(0.04)
+        except OSError:
+            pass  # closed by the server
+
+    tricklers = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
+    try:
+        threading.Thread(target=trickle, args=(tricklers[0],), daemon=True).start()
+        assert wait_for(lambda: pool.in_use_large == 600 << 10)
+        threading.Thread(target=trickle, args=(tricklers[1],), daemon=True).start()
+        assert wait_for(lambda: pool.waiting == 1 or pool.reclaimed == 1)
+        took = large_metadata(server.port)
+        assert took < 5.0, took  # the tricklers' stall (1 s each) and decoding, not the 6 s timeout
+        assert pool.reclaimed == 2
+        for sock in tricklers:
+            assert closed_by_server(sock, 5) is not None
+    finally:
+        stop.set()
+        for sock in tricklers:
+            sock.close()
+    assert wait_for(lambda: pool.in_use == 0)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.slow  # seconds of stalled requests or busy senders: kept out of the quick look
 def test_with_the_default_limits_two_stalled_95_mib_requests_delay_no_health_check(serve_logdir, tmp_path):
     """The issue's case with Kafka's sizes: 95 MiB of two 100 MiB requests, 200 MiB pool."""
     (tmp_path / "t-0").mkdir()
