@@ -497,6 +497,7 @@ class KafkaServer:
                                 "(%d) within %.0f s", peer, size, self.request_memory.capacity,
                                 read_timeout)
                     reason = "request_memory"
+                    await self._write_owed_if_possible(loop, conn, peer, session, owed)
                     return
                 large = large or size > _LARGE_REQUEST
                 try:
@@ -564,6 +565,11 @@ class KafkaServer:
         except _Ended as exc:
             reason = exc.reason
         except RemoteProtocolError as exc:  # a request size outside the bounds
+            # the requests before it were acted on: their answers first, as for a bad request
+            try:
+                await self._write_owed_if_possible(loop, conn, peer, session, owed)
+            except Exception:
+                log.exception("internal error answering %s; closing the connection", peer)
             if looks_like_tls(first):
                 log.warning("closing %s: the client speaks TLS to a PLAINTEXT listener", where)
             elif secure is not None and not secure.authenticated:

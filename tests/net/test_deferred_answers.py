@@ -239,6 +239,21 @@ def test_a_bad_request_behind_owed_answers_gets_them_written_first(server) -> No
         assert client.sock.recv(1) == b""
 
 
+@pytest.mark.parametrize("size", [-5, 3, 200 << 20], ids=["negative", "too-small", "oversized"])
+def test_a_bad_size_behind_owed_answers_gets_them_written_first(server, size) -> None:
+    """A size field outside the bounds ends the connection after the answers owed for the
+    requests before it, as a bad request does (found by a review: they were let go)."""
+    kafka, handler = server
+    with WireClient(kafka.bound_port()) as client:
+        first = client.send(heartbeat.SPEC, 1, HEARTBEAT)
+        _until(lambda: len(handler.seen) == 1)
+        client.sock.sendall(struct.pack(">i", size))
+        time.sleep(0.1)
+        handler.release(0)
+        assert client.receive(heartbeat.SPEC, 1)[0] == first
+        assert client.sock.recv(1) == b""
+
+
 def test_a_handler_bug_behind_owed_answers_gets_them_written_first(server) -> None:
     """A request the handler fails on with a bug ends the connection, but only after the answers
     owed for the requests before it, which were acted on (a Produce written upstream)."""
