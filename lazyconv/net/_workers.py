@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import os
 import threading
@@ -72,12 +73,28 @@ class ConversionWorkers:
                 pass
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
-        """``fn(*args)`` on a worker, in the caller's context; the caller's task waits for it."""
+        """``fn(*args)`` on a worker, in the caller's context; the caller's task waits for it.
+
+        A caller cancelled while its step runs waits for the step to end before the
+        cancellation reaches it: the step uses the caller's objects (a lazy send writes to its
+        socket's descriptor number), and a connection closed under it would free that number
+        for the next accepted client, whose socket would then get the rest of the chunk. A step
+        that has not started yet is dropped at once."""
         context = contextvars.copy_context()
         self.in_flight += 1
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self._executor(), context.run, fn, *args)
+            step = self._executor().submit(context.run, fn, *args)
+            waited = asyncio.wrap_future(step)
+            try:
+                return await asyncio.shield(waited)
+            except asyncio.CancelledError:
+                if not step.cancel():  # running: one chunk, so a short wait
+                    while not waited.done():
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await asyncio.shield(waited)
+                    if not waited.cancelled():
+                        waited.exception()  # retrieved: the caller is gone, not its error
+                raise
         finally:
             self.in_flight -= 1
 

@@ -159,3 +159,44 @@ def test_connections_convert_at_once_and_each_keeps_its_order(serve_logdir, tmp_
     workers.settled()
     assert workers.most_at_once() >= 2  # steps of different connections ran side by side
     assert len({name for name, _, _ in workers.steps}) >= 2
+
+
+def test_a_cancelled_caller_waits_for_its_running_step_before_it_ends() -> None:
+    """A step keeps running on its thread when its caller is cancelled (a drain cut, a closed
+    connection). It writes to the caller's socket by descriptor number, so the caller must not
+    close the socket (freeing the number for the next client) until the step has ended: the
+    cancellation reaches the caller only then (found by a review). A step not started yet is
+    dropped at once."""
+    import asyncio
+
+    workers = ConversionWorkers(1)
+    started, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def step(name: str) -> str:
+        started.set()
+        release.wait(5)
+        ran.append(name)
+        return name
+
+    async def scenario() -> tuple[bool, bool, list[str]]:
+        running = asyncio.ensure_future(workers.run(step, "running"))
+        queued = asyncio.ensure_future(workers.run(ran.append, "queued"))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+        running.cancel()
+        queued.cancel()
+        await asyncio.sleep(0.2)
+        running_ended_early = running.done()  # before the fix: cancelled at once, step still on
+        await asyncio.wait([queued])
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        return running_ended_early, queued.cancelled(), list(ran)
+
+    try:
+        early, queued_cancelled, order = asyncio.run(scenario())
+    finally:
+        release.set()
+        workers.close()
+    assert not early
+    assert queued_cancelled and order == ["running"]  # the queued step never ran
