@@ -11,6 +11,7 @@ ended; ``details`` carries what the job collected (e.g. conversion counts) back 
 from __future__ import annotations
 
 import abc
+import errno
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 from lazyconv._send import Send
 
 __all__ = ["RemoteJob", "SenderContext", "SendReport", "DONE", "NOT_STARTED", "FAILED", "TIMED_OUT",
-           "PEER_GONE", "MAX_MESSAGE"]
+           "PEER_GONE", "PEER_GONE_ERRNOS", "MAX_MESSAGE"]
 
 T = TypeVar("T")
 
@@ -29,6 +30,9 @@ NOT_STARTED = "not-started"  # the send could not be built; no byte was written
 FAILED = "failed"  # the send raised after writing some bytes: the connection must end
 TIMED_OUT = "timed-out"  # the client read nothing for the write timeout
 PEER_GONE = "peer-gone"  # the socket failed (reset, closed) or the sender went away
+# what a client's socket fails with when the client went away (or its network did)
+PEER_GONE_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ECONNABORTED,
+                              errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH})
 
 
 class SenderContext:

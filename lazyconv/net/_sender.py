@@ -15,7 +15,6 @@ closes every socket it holds and exits.
 from __future__ import annotations
 
 import array
-import errno
 import logging
 import os
 import pickle
@@ -35,6 +34,7 @@ from lazyconv.net._remote_send import (
     MAX_MESSAGE,
     NOT_STARTED,
     PEER_GONE,
+    PEER_GONE_ERRNOS,
     TIMED_OUT,
     RemoteJob,
     SenderContext,
@@ -48,9 +48,6 @@ _IDLE_TRIM_S = 1.0
 # While it has responses in flight a sender says at least this often that it is alive: the
 # serving process stops a sender that stays silent (a stopped or wedged process).
 ALIVE_EVERY_S = 1.0
-# what a client's socket fails with when the client went away
-_PEER_ERRORS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ECONNABORTED,
-                          errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH})
 
 
 class _Job:
@@ -174,7 +171,7 @@ class Sender:
         except OSError as exc:
             # the client's socket failing is the client going away; anything else (a segment
             # that cannot be read) is ours to report
-            outcome = PEER_GONE if exc.errno in _PEER_ERRORS else FAILED
+            outcome = PEER_GONE if exc.errno in PEER_GONE_ERRNOS else FAILED
             self._finish(job, SendReport(outcome, send.written, str(exc) or type(exc).__name__))
             return
         except Exception as exc:  # a bug must end this response only

@@ -79,7 +79,7 @@ from lazyconv.net._limits import (
 )
 from lazyconv.net._model import Deferred, Listener, Response, reply_frame
 from lazyconv.net._observer import ServerObserver
-from lazyconv.net._remote_send import DONE, NOT_STARTED, PEER_GONE, TIMED_OUT
+from lazyconv.net._remote_send import DONE, NOT_STARTED, PEER_GONE, PEER_GONE_ERRNOS, TIMED_OUT
 from lazyconv.net._requests import FrontDoor, RequestHandler
 from lazyconv.net._secure_connection import (
     ClientAuthenticator,
@@ -594,6 +594,12 @@ class KafkaServer:
                 reason = exc.reason
         except ConnectionError as exc:
             log.info("connection from %s ended: %s", peer, exc)
+        except OSError as exc:
+            if exc.errno in PEER_GONE_ERRNOS:  # ETIMEDOUT, EHOSTUNREACH: the peer's network
+                log.info("connection from %s ended: %s", peer, exc)
+            else:  # a bug must end this connection only, never the server
+                log.exception("internal error serving %s; closing the connection", peer)
+                reason = "internal_error"
         except asyncio.CancelledError:
             reason = "draining" if self.draining else "shutdown"
             raise

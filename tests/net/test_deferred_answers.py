@@ -9,6 +9,9 @@ connection was owed."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
+import os
 import socket
 import struct
 import threading
@@ -281,3 +284,23 @@ def test_draining_writes_what_is_owed_then_closes(server) -> None:
         assert [client.receive(heartbeat.SPEC, 1)[0] for _ in sent] == sent
         assert drained.result(10) is True
         assert client.sock.recv(1) == b""
+
+
+@pytest.mark.parametrize("code", [errno.ETIMEDOUT, errno.EHOSTUNREACH])
+def test_a_write_failing_because_the_peers_network_went_away_is_not_an_internal_error(
+        server, monkeypatch, caplog, code) -> None:
+    """ETIMEDOUT and EHOSTUNREACH are not ConnectionError, so a write that failed with them was
+    logged as a lazyconv bug with its traceback (found by a review); the sender processes
+    already took them for the peer gone. Now the connection ends with an info line."""
+    import lazyconv.net._server as server_module
+
+    async def fails(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(server_module, "_write_send", fails)
+    kafka, handler = server
+    with caplog.at_level(logging.INFO, logger="lazyconv.net._server"), \
+            WireClient(kafka.bound_port()) as client:
+        client.send(heartbeat.SPEC, 1, heartbeat_of(NOW))
+        _until(lambda: any("ended" in r.getMessage() for r in caplog.records))
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
