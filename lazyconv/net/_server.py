@@ -99,6 +99,7 @@ from lazyconv.protocol._connection import SIZE_LENGTH, FrameReader
 from lazyconv.records import _impl
 
 log = logging.getLogger(__name__)
+_ACCEPT_FAILURES_SAID_EVERY_S = 10.0  # accept failing (EMFILE) is logged at most this often
 
 __all__ = ["KafkaServer", "ListenerSpec", "ConnectionLimits", "DEFAULT_MAX_REQUEST_SIZE", "MAX_SEND_BUFFER",
            "frame_buffer", "send_buffer_problem"]
@@ -353,11 +354,18 @@ class KafkaServer:
     async def _accept_loop(self, server_sock: socket.socket, listener: Listener,
                            index: int) -> None:
         loop = asyncio.get_running_loop()
+        failed, said_at = 0, -_ACCEPT_FAILURES_SAID_EVERY_S  # failures not logged yet; when last
         while True:
             try:
                 conn, peer = await loop.sock_accept(server_sock)
             except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
-                log.warning("accept failed on port %d: %s", listener.port, exc)
+                # one line per period, not one per retry, while the descriptors stay exhausted
+                failed += 1
+                now = time.monotonic()
+                if now - said_at >= _ACCEPT_FAILURES_SAID_EVERY_S:
+                    log.warning("accept failed on port %d: %s%s", listener.port, exc,
+                                f" ({failed} times since the last line)" if failed > 1 else "")
+                    failed, said_at = 0, now
                 await asyncio.sleep(0.1)
                 continue
             try:

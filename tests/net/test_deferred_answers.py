@@ -304,3 +304,24 @@ def test_a_write_failing_because_the_peers_network_went_away_is_not_an_internal_
         client.send(heartbeat.SPEC, 1, heartbeat_of(NOW))
         _until(lambda: any("ended" in r.getMessage() for r in caplog.records))
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_accept_failing_over_and_over_logs_a_line_per_period_not_per_retry(monkeypatch, caplog) -> None:
+    """With the descriptors exhausted (EMFILE) accept fails every time and the loop retries
+    every 0.1 s: that was a warning per retry, a flood (found by a review)."""
+    import asyncio.selector_events
+
+    async def exhausted(self, sock):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(asyncio.selector_events.BaseSelectorEventLoop, "sock_accept", exhausted)
+    kafka = KafkaServer(DeferringHandler, [ListenerSpec("127.0.0.1", 0)])
+
+    async def accept_for_a_while() -> None:
+        with socket.socket() as listening, pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(kafka._accept_loop(listening, Listener(0, "127.0.0.1", 9092), 0), 1.0)
+
+    with caplog.at_level(logging.WARNING, logger="lazyconv.net._server"):
+        asyncio.run(accept_for_a_while())
+    lines = [r.getMessage() for r in caplog.records if "accept failed" in r.getMessage()]
+    assert len(lines) == 1 and "Too many open files" in lines[0]
