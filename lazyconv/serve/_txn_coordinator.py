@@ -5,11 +5,13 @@ transactions; their partitions keep them open until the same transactional id in
 again and aborts them):
 
 - InitProducerId with a transactional id: the id keeps one producer id; every call bumps the
-  epoch (fencing older producers) and aborts a transaction the previous incarnation left open;
+  epoch (fencing older producers) and aborts a transaction the previous incarnation left open
+  (its markers carry a bumped epoch, which fences the old producer in the partitions too);
 - AddPartitionsToTxn / AddOffsetsToTxn record what the transaction touches;
 - TxnOffsetCommit stashes offsets that become the group's committed offsets on commit;
 - a transaction open longer than its ``transaction_timeout_ms`` is aborted by
-  :meth:`TransactionCoordinator.expire` (called by the broker's timer) and its producer fenced;
+  :meth:`TransactionCoordinator.expire` (called by the broker's timer) and its producer fenced
+  (the ABORT markers carry the bumped epoch);
 - EndTxn writes a COMMIT or ABORT control batch (pid, epoch) into every partition of the
   transaction, through ``write_marker``, then applies or drops the stashed offsets.
 
@@ -84,7 +86,7 @@ class TransactionCoordinator:
         if producer.ongoing:
             log.info("transactional id %s re-initialised: aborting its open transaction",
                      transactional_id)
-            self._complete(producer, commit=False)
+            self._fence_and_abort(producer)
         producer.timeout_ms = timeout_ms
         if producer.epoch >= MAX_EPOCH - 1:
             producer.producer_id, producer.epoch = self.allocate_producer_id(), 0
@@ -152,8 +154,15 @@ class TransactionCoordinator:
             if started is not None and now - started >= producer.timeout_ms / 1000:
                 log.info("transactional id %s: transaction timed out after %d ms; aborting",
                          producer.transactional_id, producer.timeout_ms)
-                self._complete(producer, commit=False)
-                producer.epoch += 1
+                self._fence_and_abort(producer)
+
+    def _fence_and_abort(self, producer: TransactionalProducer) -> None:
+        """Abort the open transaction with markers of the next epoch, as Kafka's
+        ``prepareFenceProducerEpoch``: a partition takes the marker's epoch, so the fenced
+        producer's late batches get INVALID_PRODUCER_EPOCH instead of opening a transaction
+        nothing would ever end (markers of the old epoch left them accepted)."""
+        producer.epoch += 1
+        self._complete(producer, commit=False)
 
     def _complete(self, producer: TransactionalProducer, commit: bool) -> None:
         for topic, partition in sorted(producer.partitions):

@@ -44,7 +44,7 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(
     c.expire(5.9)
     assert markers == []
     c.expire(6.0)
-    assert markers == [("t", 0, pid, epoch, False)]
+    assert markers == [("t", 0, pid, epoch + 1, False)]  # the bumped epoch fences it in t-0 too
     assert c.end_txn("tx", pid, epoch, True) == ErrorCode.INVALID_PRODUCER_EPOCH
     c.expire(100.0)
     assert len(markers) == 1  # nothing open any more
@@ -79,8 +79,9 @@ def test_reinit_fences_the_old_epoch_and_aborts_its_transaction(world) -> None:
     _, pid, old = c.init_producer_id("tx", 60000)
     c.add_partitions("tx", pid, old, [("t", 0)])
     code, same_pid, new = c.init_producer_id("tx", 60000)
-    assert (code, same_pid, new) == (0, pid, old + 1)
-    assert markers == [("t", 0, pid, old, False)]
+    # as Kafka: the abort fences (old + 1, in its markers), the new incarnation bumps again
+    assert (code, same_pid, new) == (0, pid, old + 2)
+    assert markers == [("t", 0, pid, old + 1, False)]
     assert c.add_partitions("tx", pid, old, [("t", 0)]) == {("t", 0): ErrorCode.INVALID_PRODUCER_EPOCH}
     assert c.end_txn("tx", pid, old, True) == ErrorCode.INVALID_PRODUCER_EPOCH
     assert c.end_txn("tx", pid + 1, new, True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -93,6 +94,46 @@ def test_unknown_partitions_fail_the_whole_add(world) -> None:
     assert c.add_partitions("tx", pid, epoch, [("t", 0), ("nope", 0)]) == {
         ("t", 0): ErrorCode.OPERATION_NOT_ATTEMPTED, ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert c.txn_offset_commit("tx", pid, epoch, "g", {}) == ErrorCode.INVALID_TXN_STATE  # no AddOffsets
+
+
+def _broker(root):
+    from lazyconv.logdir._directory import LogDirectory
+    from lazyconv.net._model import Listener
+    from lazyconv.serve._broker import Broker
+
+    return Broker(LogDirectory(root), [Listener(0, "127.0.0.1", 9092)])
+
+
+def _produce(broker, partition: int, records: bytes) -> int:
+    from tests.serve.test_produce_validation_e2e import answers, produce_body
+
+    return answers(broker.produce(9, produce_body({partition: records}, 9)))[partition]["error_code"]
+
+
+def test_a_fenced_producer_cannot_open_a_transaction_nothing_ends(tmp_path) -> None:
+    """After a timeout abort or a re-init, the old incarnation's late transactional batches are
+    refused (the ABORT markers carry the bumped epoch, as Kafka's): accepted, they opened a
+    transaction no EndTxn could end and the last stable offset stopped there for good."""
+    from tests.serve.test_append_validation import idem
+
+    for p in (0, 1):
+        (tmp_path / f"t-{p}").mkdir()
+    broker = _broker(tmp_path)
+    c = broker.transactions
+    for partition, reinit in ((0, False), (1, True)):
+        _, pid, epoch = c.init_producer_id(f"tx{partition}", 60000)
+        c.add_partitions(f"tx{partition}", pid, epoch, [("t", partition)])
+        assert _produce(broker, partition, idem(0, pid=pid, epoch=epoch, txn=True)) == 0
+        if reinit:
+            c.init_producer_id(f"tx{partition}", 60000)
+        else:
+            c.expire(time.monotonic() + 3600)  # timed out
+        plog = broker.logdir.partition("t", partition)
+        assert plog.last_stable_offset() == plog.high_watermark == 3
+        late = _produce(broker, partition, idem(2, pid=pid, epoch=epoch, txn=True))
+        assert late == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert plog.last_stable_offset() == plog.high_watermark == 3
+    broker.close()
 
 
 kafka = pytest.importorskip("kafka")
