@@ -3,7 +3,7 @@
 What Kafka's ProducerStateManager and TransactionIndex keep, rebuilt from the log:
 
 - a transactional v2 batch (attribute bit 4) opens a transaction for its producer id at its
-  base offset, unless one is open already;
+  base offset, unless one is open already (a batch without a producer id, -1, opens none);
 - a control batch (bit 5) from that producer ends it; its one record's key is
   ``version int16, type int16`` with type 0 = ABORT, 1 = COMMIT;
 - an aborted transaction is remembered as Kafka's ``AbortedTxn``: producer id, first offset,
@@ -131,6 +131,10 @@ class PartitionTransactions:
                 need = _CONTROL_READ if is_control and not from_index else PRODUCER_ID_OFFSET + _PRODUCER_ID.size
                 header = os.pread(fd, min(need, entry.size), entry.position)
                 (pid,) = _PRODUCER_ID.unpack_from(header, PRODUCER_ID_OFFSET)
+                if pid < 0:
+                    # no producer, no transaction (Kafka's producer state skips such batches):
+                    # nothing could ever end it and the LSO would stay there for good
+                    continue
                 if not is_control:
                     self.ongoing.setdefault(pid, entry.first_offset)
                     continue

@@ -80,6 +80,19 @@ def test_state_follows_appends(tmp_path: Path) -> None:
     assert plog.transaction_state().aborted[-1] == AbortedTxn(9, 15, 17, 18)
 
 
+def test_a_transactional_batch_without_a_producer_id_opens_no_transaction(tmp_path: Path) -> None:
+    """As Kafka's producer state, which skips batches without a producer id: such a batch (a
+    produce may carry one) opened a transaction of producer -1 that no marker could ever end,
+    and read_committed consumers stopped before it for good."""
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    no_pid = wire.v2_batch([FixtureRecord(2, 1002, None, b"v2")], transactional=True)
+    (folder / f"{0:020d}.log").write_bytes(data(0, 2) + no_pid + data(3, 2))
+    plog = LogDirectory(tmp_path).partition("t", 0)
+    assert plog is not None and plog.high_watermark == 5
+    assert plog.transaction_state().ongoing == {} and plog.last_stable_offset() == 5
+
+
 def test_txnindex_is_used_when_present(tmp_path: Path) -> None:
     folder = build(tmp_path)
     # an index that differs from the log shows which one was read
