@@ -78,6 +78,7 @@ from lazyconv.serve._producer_state import ProducerStates
 from lazyconv.serve._segment_files import DEFAULT_MAX_OPEN_SEGMENTS, SegmentFileCache
 from lazyconv.serve._txn_apis import TransactionApis
 from lazyconv.serve._txn_coordinator import TransactionCoordinator
+from lazyconv.serve._txn_ids import TransactionalIdStore
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +167,11 @@ class Broker:
         self.append_config = AppendConfig(max_decompressed_size=max_decompressed_batch)
         self.groups = GroupApis(store, lambda topic, p: logdir.partition(topic, p) is not None,
                                 config=group_config)
+        txn_ids = TransactionalIdStore(logdir.root)
         self.transactions = TransactionCoordinator(
             self._allocate_producer_id, self._write_marker, store.commit,
-            lambda topic, p: logdir.partition(topic, p) is not None)
+            lambda topic, p: logdir.partition(topic, p) is not None,
+            restored=txn_ids.load(), save=txn_ids.save, open_transactions=self._open_transactions)
         self.txn_apis = TransactionApis(self.transactions, self._allocate_producer_id)
         self._handlers = self._handler_table()
 
@@ -430,6 +433,12 @@ class Broker:
         return self.producer_ids.allocate()
 
     # -- transactions ----------------------------------------------------------------------
+
+    def _open_transactions(self, producer_id: int) -> list[tuple[str, int]]:
+        """The partitions where ``producer_id`` has a transaction open in the log."""
+        self.logdir.refresh()
+        return [key for key, plog in sorted(self.logdir.partitions.items())
+                if producer_id in plog.transaction_state().ongoing]
 
     def _write_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
                       commit: bool) -> None:

@@ -2,7 +2,8 @@
 
 What Kafka's TransactionCoordinator does for one broker, kept in memory (a restart forgets open
 transactions; their partitions keep them open until the same transactional id initialises
-again and aborts them):
+again and aborts them: each id's producer id and epoch are recorded through ``save``, and
+after a restart ``open_transactions`` finds the partitions its producer id left open):
 
 - InitProducerId with a transactional id: the id keeps one producer id; every call bumps the
   epoch (fencing older producers) and aborts a transaction the previous incarnation left open
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lazyconv.errors import ErrorCode
+from lazyconv.errors import ErrorCode, StorageError
 from lazyconv.serve._offset_store import CommittedOffset
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class TransactionalProducer:
     groups: set[str] = field(default_factory=set)
     started_at: float | None = None  # when the open transaction added its first partition or group
     pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+    restored: bool = False  # from before a restart: its open partitions are still to be found
 
     @property
     def ongoing(self) -> bool:
@@ -60,19 +62,31 @@ class TransactionalProducer:
 class TransactionCoordinator:
     """Transactional ids → producers. ``write_marker(topic, partition, pid, epoch, commit)``
     appends a control batch; ``commit_offsets(group, offsets)`` stores committed offsets;
-    ``partition_exists(topic, partition)`` says whether a partition is served."""
+    ``partition_exists(topic, partition)`` says whether a partition is served.
+
+    ``restored`` maps the transactional ids of an earlier run to ``(producer id, epoch,
+    timeout ms)``; ``save`` records that map whenever it changes (raising
+    :class:`~lazyconv.errors.StorageError` when it cannot); ``open_transactions(producer_id)``
+    names the partitions where that producer has a transaction open in the log."""
 
     def __init__(self, allocate_producer_id: Callable[[], int],
                  write_marker: Callable[[str, int, int, int, bool], None],
                  commit_offsets: Callable[[str, dict[tuple[str, int], CommittedOffset]], None],
                  partition_exists: Callable[[str, int], bool],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *,
+                 restored: dict[str, tuple[int, int, int]] | None = None,
+                 save: Callable[[dict[str, tuple[int, int, int]]], None] | None = None,
+                 open_transactions: Callable[[int], list[tuple[str, int]]] | None = None) -> None:
         self.allocate_producer_id = allocate_producer_id
         self.clock = clock
         self.write_marker = write_marker
         self.commit_offsets = commit_offsets
         self.partition_exists = partition_exists
-        self.producers: dict[str, TransactionalProducer] = {}
+        self.save = save
+        self.open_transactions = open_transactions
+        self.producers: dict[str, TransactionalProducer] = {
+            tid: TransactionalProducer(tid, pid, epoch, timeout, restored=True)
+            for tid, (pid, epoch, timeout) in (restored or {}).items()}
 
     def init_producer_id(self, transactional_id: str, timeout_ms: int) -> tuple[int, int, int]:
         """(error code, producer id, epoch) for a (re)starting transactional producer."""
@@ -82,7 +96,9 @@ class TransactionCoordinator:
         if producer is None:
             producer = TransactionalProducer(transactional_id, self.allocate_producer_id(), 0, timeout_ms)
             self.producers[transactional_id] = producer
+            self._save()
             return 0, producer.producer_id, producer.epoch
+        self._find_open_partitions(producer)
         if producer.ongoing:
             log.info("transactional id %s re-initialised: aborting its open transaction",
                      transactional_id)
@@ -92,7 +108,26 @@ class TransactionCoordinator:
             producer.producer_id, producer.epoch = self.allocate_producer_id(), 0
         else:
             producer.epoch += 1
+        self._save()
         return 0, producer.producer_id, producer.epoch
+
+    def _save(self) -> None:
+        if self.save is not None:
+            self.save({tid: (p.producer_id, p.epoch, p.timeout_ms) for tid, p in self.producers.items()})
+
+    def _find_open_partitions(self, producer: TransactionalProducer) -> None:
+        """A producer from before a restart: the partitions its transaction left open."""
+        if not producer.restored:
+            return
+        producer.restored = False
+        if self.open_transactions is None:
+            return
+        found = self.open_transactions(producer.producer_id)
+        if found:
+            log.info("transactional id %s: a transaction from before the restart is open in %d "
+                     "partitions", producer.transactional_id, len(found))
+            producer.partitions.update(found)
+            self._started(producer)
 
     def _check(self, transactional_id: str, producer_id: int, epoch: int) -> tuple[int, TransactionalProducer | None]:
         producer = self.producers.get(transactional_id)
@@ -100,6 +135,14 @@ class TransactionCoordinator:
             return INVALID_PRODUCER_ID_MAPPING, None
         if epoch != producer.epoch:
             return int(ErrorCode.INVALID_PRODUCER_EPOCH), None
+        if producer.restored:
+            # the incarnation from before the restart: what its open transaction sent with
+            # TxnOffsetCommit is lost, so the transaction is aborted (and it fenced), as a
+            # timed-out one
+            self._find_open_partitions(producer)
+            if producer.ongoing:
+                self._fence_and_abort(producer)
+                return int(ErrorCode.INVALID_PRODUCER_EPOCH), None
         return 0, producer
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
@@ -161,8 +204,12 @@ class TransactionCoordinator:
         ``prepareFenceProducerEpoch``: a partition takes the marker's epoch, so the fenced
         producer's late batches get INVALID_PRODUCER_EPOCH instead of opening a transaction
         nothing would ever end (markers of the old epoch left them accepted)."""
-        producer.epoch += 1
+        producer.epoch = min(producer.epoch + 1, MAX_EPOCH)  # at MAX_EPOCH the next init rotates
         self._complete(producer, commit=False)
+        try:
+            self._save()
+        except StorageError as exc:  # the markers fence it already; a restart may forget the epoch
+            log.error("transactional id %s: %s", producer.transactional_id, exc)
 
     def _complete(self, producer: TransactionalProducer, commit: bool) -> None:
         for topic, partition in sorted(producer.partitions):

@@ -136,6 +136,53 @@ def test_a_fenced_producer_cannot_open_a_transaction_nothing_ends(tmp_path) -> N
     broker.close()
 
 
+@pytest.mark.parametrize("clean_stop", [True, False])
+def test_a_transaction_open_at_a_restart_is_aborted_when_its_id_initialises_again(tmp_path, clean_stop) -> None:
+    """The transactional id's producer id and epoch survive the restart, so its next
+    InitProducerId aborts what its previous incarnation left open (with a fresh producer id
+    the transaction stayed open for good: the last stable offset never moved again)."""
+    from tests.serve.test_append_validation import idem
+
+    for p in (0, 1):
+        (tmp_path / f"t-{p}").mkdir()
+    broker = _broker(tmp_path)
+    _, pid, epoch = broker.transactions.init_producer_id("tx", 60000)
+    broker.transactions.add_partitions("tx", pid, epoch, [("t", 0), ("t", 1)])
+    for p in (0, 1):
+        assert _produce(broker, p, idem(0, pid=pid, epoch=epoch, txn=True)) == 0
+    if clean_stop:
+        broker.close()
+    again = _broker(tmp_path)
+    assert again.logdir.partition("t", 0).last_stable_offset() == 0  # still open
+    code, same_pid, new = again.transactions.init_producer_id("tx", 60000)
+    assert (code, same_pid) == (0, pid) and new > epoch
+    for p in (0, 1):
+        plog = again.logdir.partition("t", p)
+        assert plog.last_stable_offset() == plog.high_watermark == 3  # the ABORT marker at 2
+        assert plog.transaction_state().aborted[-1].first_offset == 0
+        assert _produce(again, p, idem(2, pid=pid, epoch=epoch, txn=True)) == ErrorCode.INVALID_PRODUCER_EPOCH
+    again.close()
+
+
+def test_the_previous_incarnation_is_fenced_after_a_restart(tmp_path) -> None:
+    """Its next call aborts the transaction it had open (its TxnOffsetCommit offsets are lost):
+    a commit would have ended none of the partitions it had added before the restart."""
+    from tests.serve.test_append_validation import idem
+
+    (tmp_path / "t-0").mkdir()
+    broker = _broker(tmp_path)
+    _, pid, epoch = broker.transactions.init_producer_id("tx", 60000)
+    broker.transactions.add_partitions("tx", pid, epoch, [("t", 0)])
+    assert _produce(broker, 0, idem(0, pid=pid, epoch=epoch, txn=True)) == 0
+    broker.close()
+    again = _broker(tmp_path)
+    assert again.transactions.end_txn("tx", pid, epoch, True) == ErrorCode.INVALID_PRODUCER_EPOCH
+    plog = again.logdir.partition("t", 0)
+    assert plog.last_stable_offset() == plog.high_watermark == 3
+    assert plog.transaction_state().aborted[-1].first_offset == 0
+    again.close()
+
+
 kafka = pytest.importorskip("kafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
