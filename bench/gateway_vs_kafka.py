@@ -473,12 +473,21 @@ def summarize(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     def per_gib(which: str) -> Callable[[dict[str, Any]], float]:
         return lambda m: m[which] * GIB / (m["records"] * RECORD_PAYLOAD)
 
+    def reads(case: str, codec: str) -> dict[tuple[int, int], dict[str, Any]]:
+        """``case``'s reads by (round, which of that round's reads): --v12-repeat makes several
+        a round, each beside its counterpart of the other side."""
+        out: dict[tuple[int, int], dict[str, Any]] = {}
+        for m in run.measures:
+            if m["case"] == case and m["codec"] == codec:
+                out[(m["round"], sum(1 for r, _ in out if r == m["round"]))] = m
+        return out
+
     def pairs(case: str, base: str, codec: str) -> list[tuple[float, float]]:
-        """Each round's gateway CPU per record of ``case`` and of ``base``."""
-        by_round = {m["round"]: m for m in run.measures if m["case"] == base and m["codec"] == codec}
+        """Each round's gateway CPU per record of ``case`` and of ``base``, the n-th read of one
+        with the n-th of the other (not every read of a round with the base's last one)."""
+        of_base = reads(base, codec)
         return [(m["gateway_cpu"] / m["records"], o["gateway_cpu"] / o["records"])
-                for m in run.measures if m["case"] == case and m["codec"] == codec
-                and (o := by_round.get(m["round"])) is not None]
+                for key, m in reads(case, codec).items() if (o := of_base.get(key)) is not None]
 
     def paired(case: str, base: str, codec: str) -> float:
         """The median over rounds of ``case``'s gateway CPU per record over ``base``'s in the same

@@ -173,6 +173,27 @@ def test_gateway_vs_kafka_pairs_the_metrics_cost_by_round() -> None:
     assert "| none | 1 (v12) | 100.0 | 100.0 | 1.00 |" in out  # the variant's v2 client reads
 
 
+def test_gateway_vs_kafka_pairs_each_v12_read_with_the_one_beside_it() -> None:
+    """--v12-repeat makes several v12 reads a round each way, in turn: each variant read is
+    paired with the first gateway's read made beside it, not with that round's last one."""
+    from bench import gateway_vs_kafka
+
+    args = gateway_vs_kafka.parse_args(["--kafka-dist", "k4", "--kafka-dist-3", "k3",
+                                        "--codecs", "none", "--consumers", "1", "--v12-repeat", "3",
+                                        "--variant", "nosplice=--fetch-splice=false"])
+    run = gateway_vs_kafka.Run(args={}, versions={"kafka_4": "4.0.1", "kafka_3": "3.9.0"},
+                               records_per_topic=1000)
+    for round_ in range(3):
+        for speed in (1.0, 1.5, 2.0):  # the machine slows down over each round's reads
+            for side, cost in (("gw", 1.0), ("gw+nosplice", 1.2)):
+                run.measures.append({"case": f"v12/{side}", "codec": "none", "round": round_,
+                                     "records": 1000, "gateway_cpu": speed * cost,
+                                     "broker_cpu": 0.1, "client_cpu": 0.0, "other_cpu": 0.0,
+                                     "seconds": 1.0, "wire_bytes": 0, "mib_s": 100.0})
+    row = gateway_vs_kafka.summarize(run, args)["rows"][0]
+    assert round(row["variant_gateway_cpu_paired"]["nosplice"][2], 6) == 1.2
+
+
 def test_variants_are_a_name_and_the_gateway_arguments_it_adds() -> None:
     parse = kafka_bench_common.parse_variants
     assert parse(["noahead=--fetch-ahead-bytes=0", "two=--workers=2,--fetch-splice=false", "plain="]) == [
