@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.kafka_bench_common import (  # noqa: E402
     GIB,
     MIB,
+    RECORD_PAYLOAD,
     VALUE_SIZE,
     _recv_exact,
     connect,
@@ -76,6 +77,15 @@ class Read:
     records_bytes: int = 0  # of the responses' record sets, every partition
     seconds: float = 0.0
     broker_cpu: float = 0.0
+
+    @property
+    def payload_gib(self) -> float:
+        """GiB of records read, key + value as produced (as the other benchmarks count them)."""
+        return self.records * RECORD_PAYLOAD / GIB
+
+    @property
+    def mib_s(self) -> float:
+        return self.records * RECORD_PAYLOAD / MIB / self.seconds
 
 
 def _exchange(sock: socket.socket, body: dict, correlation: int, read: Read) -> dict:
@@ -220,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     read = read_partition(broker.port, topic, partitions, count, mode, process, shape)
                     read.round = rnd
                     reads.append(read)
-                    print(f"  round {rnd + 1} {shape:6} {mode:7}: {read.records / read.seconds * VALUE_SIZE / MIB:7.1f} MiB/s, "
+                    print(f"  round {rnd + 1} {shape:6} {mode:7}: {read.mib_s:7.1f} MiB/s, "
                           f"{read.fetches} fetches, broker {read.broker_cpu:.2f} s CPU", flush=True)
     finally:
         broker.stop()
@@ -235,8 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         per_gib = {}
         for mode in ("full", "session"):
             mine = [r for r in reads if r.shape == shape and r.mode == mode]
-            per_gib[mode] = statistics.median(r.broker_cpu / (r.records * VALUE_SIZE / GIB) for r in mine)
-            rate = statistics.median(r.records * VALUE_SIZE / MIB / r.seconds for r in mine)
+            per_gib[mode] = statistics.median(r.broker_cpu / r.payload_gib for r in mine)
+            rate = statistics.median(r.mib_s for r in mine)
             per_fetch = statistics.median(r.broker_cpu / r.fetches * 1e6 for r in mine)
             request = statistics.median(r.request_bytes / r.fetches for r in mine)
             overhead = statistics.median((r.response_bytes - r.records_bytes) / r.fetches for r in mine)

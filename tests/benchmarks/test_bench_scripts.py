@@ -178,3 +178,15 @@ def test_a_relay_floor_source_that_dies_fails_the_run_instead_of_hanging(
     path.write_bytes(b"y" * (1 << 20))
     with pytest.raises(RuntimeError, match="source ended without reporting"):
         relay_floor.one_run("copy", 1, 1 << 20, 65536, str(path))
+
+
+def test_fetch_sessions_counts_records_as_the_other_benchmarks_do() -> None:
+    """MiB/s and CPU per GiB are of records, key + value as produced (1,040 bytes each), as in
+    the gateway's and serve's benchmarks, not of their values alone."""
+    from bench import fetch_sessions
+
+    read = fetch_sessions.Read("stream", "full", records=(1 << 30) // 1024, seconds=2.0,
+                               broker_cpu=1.04)
+    assert read.payload_gib == pytest.approx(1040 / 1024)
+    assert read.mib_s == pytest.approx(1040 / 2)
+    assert read.broker_cpu / read.payload_gib == pytest.approx(1.024)
