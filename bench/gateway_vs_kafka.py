@@ -53,6 +53,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import shutil
 import statistics
 import sys
@@ -196,20 +197,30 @@ def gateway_configs(kafka: SecuredKafka, folder: Path) -> tuple[Path, Path]:
 
 class Scraper:
     """What Prometheus does to a gateway with metrics: GET /metrics every ``interval`` seconds,
-    in a thread of this process, from start() to stop()."""
+    in a thread of this process, while started. The first scrape comes at a random point of
+    the first ``interval`` (Prometheus's phase has nothing to do with a read's start), and the
+    time between a stop() and the next start() does not count: reads shorter than ``interval``
+    get ``interval``'s share of a scrape on average (a wait begun afresh at every start() would
+    scrape none of them)."""
 
     def __init__(self, url: str, interval: float) -> None:
         self.url = url
         self.interval = interval
         self.scrapes = 0
+        self._left = random.uniform(0.0, interval)  # the wait for the next scrape, kept over a stop()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while True:
+            started = time.monotonic()
+            if self._stop.wait(self._left):
+                self._left = max(0.0, self._left - (time.monotonic() - started))
+                return
             with urllib.request.urlopen(self.url, timeout=10) as answer:
                 answer.read()
             self.scrapes += 1
+            self._left = self.interval
 
     def start(self) -> None:
         self._stop.clear()

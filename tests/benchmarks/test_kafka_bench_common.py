@@ -194,6 +194,43 @@ def test_gateway_vs_kafka_pairs_each_v12_read_with_the_one_beside_it() -> None:
     assert round(row["variant_gateway_cpu_paired"]["nosplice"][2], 6) == 1.2
 
 
+@pytest.mark.slow  # about 0.4 s: out of the quick look
+def test_the_metrics_scraper_scrapes_reads_shorter_than_its_interval(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metered gateway is read in timed reads, the scraper started and stopped around each:
+    its wait for the next scrape goes on over them (a wait begun afresh at each read scrapes no
+    read shorter than the interval), from a random point of the first interval."""
+    import http.server
+    import random
+
+    from bench import gateway_vs_kafka
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"lazyconv_up 1\n")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    try:
+        for phase, reads, scrapes in ((1.0, 2, 1), (0.25, 1, 1)):  # of the interval
+            monkeypatch.setattr(random, "uniform", lambda low, high, phase=phase: high * phase)
+            scraper = gateway_vs_kafka.Scraper(url, 0.4)
+            for _ in range(reads):  # 0.3 s each
+                scraper.start()
+                time.sleep(0.3)
+                scraper.stop()
+            assert scraper.scrapes == scrapes
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_variants_are_a_name_and_the_gateway_arguments_it_adds() -> None:
     parse = kafka_bench_common.parse_variants
     assert parse(["noahead=--fetch-ahead-bytes=0", "two=--workers=2,--fetch-splice=false", "plain="]) == [
