@@ -37,10 +37,10 @@ What Kafka 3.9 does (read in its code, measured on a broker), and so what :func:
   throws); more than one entry with a wrapper or a v2 batch, or uncompressed messages of mixed
   magic → INVALID_RECORD; in a wrapper: zstd (magic 2 only), a null value, no complete inner
   message, a magic-1 wrapper offset below its last inner offset and not 0 (librdkafka's 0 is
-  allowed), a compressed inner message, an inner message whose magic differs from the wrapper's →
-  INVALID_RECORD; a stream that does not decompress → UNKNOWN_SERVER_ERROR (Kafka wraps the
-  IOException in a plain KafkaException); an inner size below 14 or an inner CRC mismatch →
-  CORRUPT_MESSAGE; per record: a null key on a compacted topic → INVALID_RECORD, a
+  allowed) → INVALID_RECORD; a stream that does not decompress → UNKNOWN_SERVER_ERROR (Kafka
+  wraps the IOException in a plain KafkaException); an inner size below 14 or an inner CRC
+  mismatch → CORRUPT_MESSAGE; per record: a compressed inner message, an inner message whose
+  magic differs from the wrapper's, a null key on a compacted topic → INVALID_RECORD, a
   LogAppendTime-flagged magic-1 message (or wrapper) whose timestamp is −1 → INVALID_TIMESTAMP
   (Kafka collects these per-record errors over a wrapper and answers INVALID_TIMESTAMP if any was
   a timestamp error, else INVALID_RECORD: so do we). A LogAppendTime-flagged message *with* a
@@ -519,8 +519,9 @@ def _wrapper_rows(wrapper: LegacyBatch, message: _Parsed, data: bytes, compacted
     rows: list[_Row] = []
     for index, (start, _offset, stop) in enumerate(inner):
         where = f"inner message {index} (byte {start} of the decompressed wrapper)"
-        if data[start + _ATTRIBUTES_AT] & LEGACY_ATTR_COMPRESSION_MASK:
-            raise InvalidRecordError(f"{where} is compressed: inner messages must not be", position)
+        if data[start + _ATTRIBUTES_AT] & LEGACY_ATTR_COMPRESSION_MASK:  # a per-record error for Kafka too
+            refused.append(InvalidRecordError(f"{where} is compressed: inner messages must not be", position))
+            continue
         inner_magic = data[start + _MAGIC_AT]
         if inner_magic != magic:
             refused.append(InvalidRecordError(f"{where} has magic {inner_magic}, its wrapper {magic}", position))

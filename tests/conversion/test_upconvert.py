@@ -298,6 +298,16 @@ def test_inner_messages_must_match_and_not_be_compressed() -> None:
     _refused(_wrapper(nested, 1, 1, 1), InvalidRecordError, ErrorCode.INVALID_RECORD)
 
 
+def test_a_compressed_inner_message_is_a_per_record_error() -> None:
+    # Kafka's validateRecordCompression collects it with the other record errors of the wrapper:
+    # a later inner CRC mismatch still throws CORRUPT_MESSAGE, a timestamp error wins
+    nested = _wrapper(_v1(0), Compression.GZIP, 1, 0)
+    _refused(_wrapper(nested + _flip(_v1(1), 30), Compression.GZIP, 1, 1), CorruptRecordError,
+             ErrorCode.CORRUPT_MESSAGE)
+    _refused(_wrapper(nested + _v1(1), Compression.GZIP, 1, 1, ts=-1, extra_attrs=0x08),
+             InvalidTimestampError, INVALID_TIMESTAMP)
+
+
 def test_wrapper_without_inner_messages() -> None:
     _refused(_message(0, T, None, None, 1, Compression.GZIP), InvalidRecordError, ErrorCode.INVALID_RECORD)
     _refused(_wrapper(b"", Compression.GZIP, 1, 0), InvalidRecordError, ErrorCode.INVALID_RECORD)
