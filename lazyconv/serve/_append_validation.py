@@ -39,8 +39,9 @@ The checks, in Kafka's order (first failing check decides; codes in :class:`Appe
 5. per record: records that decompress to more than ``max_decompressed_size`` →
    MESSAGE_TOO_LARGE (decompression stops at the bound); structure (lengths, varints, headers,
    the records end exactly with the batch) → INVALID_RECORD; then record errors: inner magic ≠
-   outer magic, inner v0/v1 CRCs, offset deltas ``0..n-1`` in order, timestamps, keys for compacted topics → INVALID_RECORD (or
-   INVALID_TIMESTAMP if any timestamp is out of range) with ``(batch_index, message)`` per record;
+   outer magic, inner v0/v1 CRCs, offset deltas ``0..n-1`` in order, timestamps (out of range, or
+   a producer's LogAppendTime entry without one), keys for compacted topics → INVALID_RECORD (or
+   INVALID_TIMESTAMP if any timestamp is refused) with ``(batch_index, message)`` per record;
 6. producer state: epoch (INVALID_PRODUCER_EPOCH), sequence (OUT_OF_ORDER_SEQUENCE_NUMBER),
    a non-transactional write during an open transaction (INVALID_TXN_STATE), duplicates.
 
@@ -425,10 +426,17 @@ def _check_batch_header(batch: DefaultBatch, config: AppendConfig) -> None:
 
 
 def _timestamp_error(
-    index: int, offset: int, timestamp: int, config: AppendConfig, now_ms: int | None
+    index: int, offset: int, timestamp: int, config: AppendConfig, now_ms: int | None,
+    log_append_time: bool = False,
 ) -> RecordError | None:
+    """A record's timestamp (a LogAppendTime entry's: the entry's) checked as Kafka's
+    ``validateTimestamp`` checks it on a CreateTime log: in bounds, and a producer's
+    LogAppendTime entry must carry one."""
     if timestamp < -1 or timestamp > _INT64_MAX:  # Java would wrap BaseTimestamp + delta
         return RecordError(index, f"Timestamp {timestamp} of message with offset {offset} is invalid")
+    if timestamp == -1 and log_append_time:
+        return RecordError(index, f"Invalid timestamp type in message with offset {offset}. Producer should "
+                                  "not set timestamp type to LogAppendTime.")
     if timestamp == -1 or now_ms is None:
         return None
     before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
@@ -503,14 +511,13 @@ def _validate_v2(batch: DefaultBatch, config: AppendConfig, now_ms: int | None) 
         if config.compacted and record.key is None:
             errors.append(RecordError(index, "Compacted topic cannot accept message without key"))
             continue
-        if create_time:
-            error = _timestamp_error(index, record.offset, record.timestamp, config, now_ms)
-            if error is not None:
-                errors.append(error)
-                timestamp_errors += 1
-                continue
-            if record.timestamp > max_timestamp:
-                max_timestamp = record.timestamp
+        error = _timestamp_error(index, record.offset, record.timestamp, config, now_ms, not create_time)
+        if error is not None:
+            errors.append(error)
+            timestamp_errors += 1
+            continue
+        if record.timestamp > max_timestamp:
+            max_timestamp = record.timestamp
     _raise_record_errors(errors, timestamp_errors)
     data = bytes(batch.buffer())
     if create_time and batch.max_timestamp != max_timestamp:
@@ -549,8 +556,9 @@ def _validate_legacy(batch: LegacyBatch, config: AppendConfig, now_ms: int | Non
                 raise _Rejected(_structure_code(exc), f"Found invalid record structure: {exc}") from None
             if record.key is None:
                 _raise_record_errors([RecordError(0, "Compacted topic cannot accept message without key")], 0)
-        if batch.magic == 1 and not batch.attributes & TIMESTAMP_TYPE_MASK:
-            error = _timestamp_error(0, batch.offset, batch.timestamp, config, now_ms)
+        if batch.magic == 1:
+            error = _timestamp_error(0, batch.offset, batch.timestamp, config, now_ms,
+                                     bool(batch.attributes & TIMESTAMP_TYPE_MASK))
             _raise_record_errors([error] if error else [], 1)
         return AppendEntry(data, 1, batch.magic, max_timestamp=batch.timestamp)
     if batch.compression_id == _ZSTD:
@@ -605,13 +613,13 @@ def _validate_inner_messages(
         if config.compacted and record.key is None:
             errors.append(RecordError(index, "Compacted topic cannot accept message without key"))
             continue
-        if not log_append:
-            error = _timestamp_error(index, offset, record.timestamp, config, now_ms)
-            if error is not None:
-                errors.append(error)
-                timestamp_errors += 1
-                continue
-            max_timestamp = max(max_timestamp, record.timestamp)
+        # a LogAppendTime wrapper's records carry its timestamp
+        error = _timestamp_error(index, offset, record.timestamp, config, now_ms, log_append)
+        if error is not None:
+            errors.append(error)
+            timestamp_errors += 1
+            continue
+        max_timestamp = max(max_timestamp, record.timestamp)
     _raise_record_errors(errors, timestamp_errors)
     return len(records), batch.timestamp if log_append else max_timestamp
 

@@ -263,6 +263,25 @@ def test_timestamps_out_of_bounds_are_invalid_timestamp() -> None:
         validate_produce(data, produce_version=8, config=config)
 
 
+def test_a_producers_log_append_time_needs_a_timestamp_in_bounds() -> None:
+    # Kafka's validateTimestamp: a LogAppendTime entry's records carry its timestamp; without
+    # one INVALID_TIMESTAMP ("Producer should not set timestamp type to LogAppendTime")
+    lat_v2 = recrafted(v2_batch(2), attributes=0x08, max_timestamp=-1)
+    lat_v1 = legacy_message(0, 1, 0x08, -1, b"k", b"v")
+    lat_wrapper = legacy_message(1, 1, 0x09, -1, None, gzip.compress(b"".join(
+        legacy_message(i, 1, 0, 1_000, b"k", b"v") for i in range(2))))
+    for data, version, indexes in ((lat_v2, 8, [0, 1]), (lat_v1, 2, [0]), (lat_wrapper, 2, [0, 1])):
+        decision = validate_produce(data, produce_version=version)
+        assert_rejected(decision, E.INVALID_TIMESTAMP)
+        assert [e.batch_index for e in decision.record_errors] == indexes
+        assert "LogAppendTime" in decision.record_errors[0].message
+    config = AppendConfig(timestamp_before_max_ms=1_000, timestamp_after_max_ms=1_000)
+    far = recrafted(v2_batch(2), attributes=0x08, max_timestamp=90_000)
+    assert_rejected(validate_produce(far, produce_version=8, config=config, now_ms=10_000), E.INVALID_TIMESTAMP)
+    near = recrafted(v2_batch(2), attributes=0x08, max_timestamp=10_500)
+    assert validate_produce(near, produce_version=8, config=config, now_ms=10_000).append_entries() == [(near, 2)]
+
+
 def test_wrong_max_timestamp_is_corrected_with_a_valid_crc() -> None:
     data = recrafted(v2_batch(3, timestamps=[5, 9, 7]), max_timestamp=1)
     (entry,) = validate_produce(data, produce_version=8).entries
