@@ -32,8 +32,9 @@ The checks, in Kafka's order (first failing check decides; codes in :class:`Appe
 2. Produce v3+: exactly one batch, of magic 2 (INVALID_RECORD); zstd only from Produce v7
    (UNSUPPORTED_COMPRESSION_TYPE); zstd in a v0/v1 message → UNSUPPORTED_COMPRESSION_TYPE;
 3. per entry: a v2 base offset other than 0 (INVALID_RECORD); the CRC (v2 CRC-32C, v0/v1
-   CRC-32 of the top-level message) → CORRUPT_MESSAGE;
-4. per batch (``validateBatch``): offset range vs record count, count ≥ 1, no control batch,
+   CRC-32 of the top-level message) → CORRUPT_MESSAGE; then, any Produce version, a v2 batch or
+   a compressed entry that is not alone in the set → INVALID_RECORD;
+4. per batch (``validateBatch``): the first batch's magic, offset range vs record count, count ≥ 1, no control batch,
    a producer id needs a sequence → INVALID_RECORD; transactional or idempotent batches into a
    log whose message format is below v2 → UNSUPPORTED_FOR_MESSAGE_FORMAT;
 5. per record: records that decompress to more than ``max_decompressed_size`` →
@@ -373,13 +374,26 @@ def _validate_records(
     _check_request_shape(batches, produce_version)
     for batch in batches:  # analyzeAndValidateRecords
         _check_entry(batch, config)
+    _check_one_batch(batches)
     entries = []
     for batch in batches:  # LogValidator
+        if batch.magic != batches[0].magic:  # validateBatch, before the batch's records
+            raise _Rejected(
+                AppendErrorCode.INVALID_RECORD,
+                f"Batch magic {batch.magic} is not the same as the first batch's magic byte {batches[0].magic}",
+            )
         if isinstance(batch, DefaultBatch):
             entries.append(_validate_v2(batch, config, now_ms))
         else:
             entries.append(_validate_legacy(batch, config, now_ms))
     return entries
+
+
+def _check_one_batch(batches: list[Any]) -> None:
+    """``LogValidator.getFirstBatchAndMaybeValidateNoMoreBatches`` (any Produce version): a v2
+    batch, or a set with a compressed entry, must be the set's only entry."""
+    if len(batches) > 1 and (batches[0].magic >= 2 or any(batch.compression_id for batch in batches)):
+        raise _Rejected(AppendErrorCode.INVALID_RECORD, "Compressed outer record has more than one batch")
 
 
 def _check_entry(batch: Any, config: AppendConfig) -> None:

@@ -157,7 +157,7 @@ def test_produce_v3_needs_exactly_one_magic_v2_batch() -> None:
     assert validate_produce(legacy.build(), produce_version=2).accepted
     two = v2_batch(1) + v2_batch(1)
     assert_rejected(validate_produce(two, produce_version=3), E.INVALID_RECORD, "exactly one record batch")
-    assert validate_produce(two, produce_version=2).offset_count == 2
+    assert_rejected(validate_produce(two, produce_version=2), E.INVALID_RECORD, "more than one batch")
     assert_rejected(validate_produce(b"", produce_version=3), E.INVALID_RECORD, "at least one")
     assert validate_produce(b"", produce_version=2).entries == ()
 
@@ -232,6 +232,18 @@ def test_v1_wrapper_inner_crc_mismatch() -> None:
     decision = validate_produce(v1_gzip_wrapper(inner, 1), produce_version=2)
     assert decision.error_code in (E.CORRUPT_MESSAGE, E.INVALID_RECORD)
     assert decision.entries == ()
+
+
+def test_a_wrapper_or_v2_batch_must_be_alone_and_magics_must_match() -> None:
+    # LogValidator, whatever the Produce version: getFirstBatchAndMaybeValidateNoMoreBatches,
+    # then validateBatch's "Batch magic ... is not the same as the first batch's magic byte"
+    inner = [legacy_message(i, 1, 0, 1_000, b"k", b"v") for i in range(2)]
+    wrapper, plain_v1, plain_v0 = v1_gzip_wrapper(inner, 1), inner[0], legacy_message(0, 0, 0, -1, b"k", b"v")
+    for data, fragment in ((wrapper + wrapper, "more than one batch"), (wrapper + plain_v1, "more than one batch"),
+                           (plain_v1 + wrapper, "more than one batch"), (v2_batch(1) + plain_v1, "more than one batch"),
+                           (plain_v1 + v2_batch(1), "Batch magic 2"), (plain_v1 + plain_v0, "Batch magic 0")):
+        assert_rejected(validate_produce(data, produce_version=2), E.INVALID_RECORD, fragment)
+    assert validate_produce(plain_v1 + plain_v1, produce_version=2).offset_count == 2
 
 
 def test_compressed_v0_and_legacy_zstd_are_refused() -> None:
