@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +38,9 @@ class RecordsBuilder:
     - no records: ``b""`` (Kafka writes nothing for an empty builder).
 
     ``append`` raises :class:`~lazyconv.errors.ConfigurationError` for offsets that do not
-    increase, negative timestamps other than -1 and headers below magic 2.
+    increase, negative timestamps other than -1 and headers below magic 2; the constructor for
+    header fields their wire types cannot hold (``producer_epoch`` an int16, ``base_sequence``
+    and ``partition_leader_epoch`` int32s, the offsets, times and producer id int64s).
     """
 
     def __init__(
@@ -62,7 +65,25 @@ class RecordsBuilder:
             raise UnknownCompressionError(f"unknown compression codec id {codec}")
         if codec == Compression.ZSTD and magic < 2:
             raise UnsupportedCompressionError(f"zstd compression needs magic 2, got magic {magic}")
-        timestamp_type = TimestampType(timestamp_type)
+        try:
+            timestamp_type = TimestampType(timestamp_type)
+        except ValueError:
+            raise ConfigurationError(f"unknown timestamp type {timestamp_type!r}") from None
+        # the header fields as their wire types hold them (struct.error at build() otherwise)
+        for name, value, bits in (
+            ("base_offset", base_offset, 64),
+            ("log_append_time", -1 if log_append_time is None else log_append_time, 64),
+            ("producer_id", producer_id, 64),
+            ("producer_epoch", producer_epoch, 16),
+            ("base_sequence", base_sequence, 32),
+            ("partition_leader_epoch", partition_leader_epoch, 32),
+        ):
+            try:
+                number = operator.index(value)
+            except TypeError:
+                number = None
+            if number is None or not -(1 << (bits - 1)) <= number < 1 << (bits - 1):
+                raise ConfigurationError(f"{name} must be an int{bits}, got {value!r}")
         if magic > 0 and timestamp_type == TimestampType.NO_TIMESTAMP:
             raise ConfigurationError(f"magic {magic} needs a timestamp type")
         if timestamp_type == TimestampType.LOG_APPEND_TIME and magic > 0 and log_append_time is None:
@@ -110,6 +131,11 @@ class RecordsBuilder:
             raise ConfigurationError(f"offset {offset} does not follow the previous offset {self._last_offset}")
         if offset < self.base_offset:
             raise ConfigurationError(f"offset {offset} is below the base offset {self.base_offset}")
+        if offset > _INT64_MAX:
+            raise ConfigurationError(f"offset {offset} is beyond int64")
+        if self.magic == 1 and self.compression != Compression.NONE and offset - self.base_offset > _INT64_MAX:
+            raise ConfigurationError(f"offset {offset} is too far from the base offset {self.base_offset} "
+                                     "(a v1 wrapper's inner offsets are int64 offsets from it)")
         if timestamp < 0 and timestamp != -1:
             raise ConfigurationError(f"invalid negative timestamp {timestamp}")
         if timestamp > _INT64_MAX:
@@ -125,13 +151,10 @@ class RecordsBuilder:
         if self.magic == 2 and offset - self.base_offset > _INT32_MAX:
             raise ConfigurationError(f"offset {offset} is too far from the base offset {self.base_offset}")
         if key is not None and type(key) is not bytes:
-            key = bytes(key)
+            key = _as_bytes("key", key)
         if value is not None and type(value) is not bytes:
-            value = bytes(value)
-        if headers:
-            headers = tuple((str(k), None if v is None else bytes(v)) for k, v in headers)
-        else:
-            headers = ()
+            value = _as_bytes("value", value)
+        headers = tuple(_header(pair) for pair in headers) if headers else ()
         self._records.append((offset, timestamp, key, value, headers))
         self._last_offset = offset
         if timestamp > self._max_timestamp:
@@ -221,6 +244,29 @@ class RecordsBuilder:
             int(self.compression) | ts_bit,
         )
         return bytes(wrapper)
+
+
+def _as_bytes(what: str, data: object) -> bytes:
+    """A key or value given as any bytes-like object, as bytes; anything else is refused (``bytes()``
+    of an int would be that many zero bytes, a str has no one encoding)."""
+    try:
+        return bytes(memoryview(data))  # type: ignore[arg-type]
+    except TypeError:
+        raise ConfigurationError(f"a record's {what} must be bytes-like or None, got {type(data).__name__}") from None
+
+
+def _header(pair: object) -> tuple[str, bytes | None]:
+    """One ``(key, value)`` header: a str key (Kafka's header keys are strings: ``str()`` of bytes
+    would write ``"b'...'"``) and a bytes-like value or None."""
+    key: object
+    value: object
+    try:
+        key, value = pair  # type: ignore[misc]
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"a header must be a (key, value) pair, got {pair!r}") from None
+    if not isinstance(key, str):
+        raise ConfigurationError(f"a header key must be a str, got {type(key).__name__}")
+    return str(key), None if value is None else _as_bytes("header value", value)
 
 
 def _encoded_by_kernel(body: bytearray, records: list[Any], base_offset: int, base_timestamp: int) -> bool:

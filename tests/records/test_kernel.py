@@ -196,3 +196,40 @@ def test_the_extension_is_split_one_file_per_concern_with_init_apart() -> None:
         name for path in KERNEL_DIR.glob("*_py.c") for name in re.findall(r"^int (lc_py_\w+_init)\(", path.read_text(), re.M)
     } | {name for path in KERNEL_DIR.glob("*_iterator.c") for name in re.findall(r"^int (lc_py_\w+_init)\(", path.read_text(), re.M)}
     assert defined == set(declared)
+
+
+@native_only
+def test_a_record_count_the_payload_cannot_hold_reserves_nothing_for_it() -> None:
+    """A v2 record takes 7 bytes at least: the conversions declined a count above the payload's
+    size only, and reserved 27 bytes of output per claimed record first (an 8 MiB fetch of
+    batches of zeros claiming a record per byte made a 224 MiB reservation, and a MemoryError
+    where memory is capped, instead of the reference's InvalidRecordError)."""
+    import tracemalloc
+
+    from lazyconv.conversion._down import down_convert_bytes
+    from lazyconv.errors import InvalidRecordError
+    from lazyconv.records import MemoryRecords, encode_v2_batch
+
+    payload = bytes(1 << 20)
+
+    def batch(count: int) -> bytes:
+        return encode_v2_batch(
+            base_offset=0, partition_leader_epoch=-1, attributes=0, last_offset_delta=0, base_timestamp=0,
+            max_timestamp=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, record_count=count,
+            payload=payload)
+
+    data = batch(len(payload)) * 8
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidRecordError):
+            down_convert_bytes(MemoryRecords(data).batches(), 1, 0)
+        out = bytearray()
+        assert kernel.convert_v2_run(data, out, 1, 0) == (0, 0, 0, _impl.STOP_INVALID)
+        assert kernel.convert_v2_chunk(data, out, len(data), 0, 0)[1] == _impl.CHUNK_MIXED
+        assert kernel.convert_v2_records(out, payload, len(payload) // 7 + 1, 0, 0, None, 1, 0, False) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak
+    # the most records the payload can hold still converts as far as the records go
+    assert kernel.convert_v2_run(batch(len(payload) // 7), bytearray(), 1, 0)[3] == _impl.STOP_INVALID

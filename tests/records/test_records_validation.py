@@ -305,3 +305,59 @@ def test_builder_argument_errors() -> None:
     assert [r.timestamp for b in MemoryRecords(far.build()).batches() for r in b] == [-1, (1 << 63) - 2]
     with pytest.raises(ConfigurationError, match="beyond int64"):
         RecordsBuilder(1).append(0, 1 << 63)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        dict(magic=2, producer_id=7, producer_epoch=1 << 15),
+        dict(magic=2, base_sequence=1 << 31),
+        dict(magic=2, partition_leader_epoch=-(1 << 31) - 1),
+        dict(magic=2, producer_id=1 << 63),
+        dict(magic=2, base_offset=1 << 63),
+        dict(magic=0, base_offset=-(1 << 63) - 1),
+        dict(magic=2, timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=1 << 63),
+        dict(magic=1, compression=Compression.GZIP, timestamp_type=TimestampType.LOG_APPEND_TIME,
+             log_append_time=-(1 << 63) - 1),
+        dict(magic=2, producer_epoch="1"),
+        dict(magic=2, timestamp_type=5),
+    ],
+)
+def test_builder_refuses_header_fields_their_wire_types_cannot_hold(arguments: dict) -> None:
+    # they used to pass and make build() raise struct.error (or TimestampType a ValueError)
+    from lazyconv.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError):
+        RecordsBuilder(**arguments)
+
+
+@pytest.mark.parametrize("magic", [0, 1, 2])
+def test_builder_refuses_offsets_beyond_int64(magic: int) -> None:
+    from lazyconv.errors import ConfigurationError
+
+    builder = RecordsBuilder(magic, base_offset=(1 << 63) - 1)
+    builder.append(None, -1, b"k", b"v")
+    with pytest.raises(ConfigurationError, match="beyond int64"):
+        builder.append(None, -1, b"k", b"v")  # was struct.error from build()
+    assert [r.offset for r in MemoryRecords(builder.build()).records()] == [(1 << 63) - 1]
+    wrapped = RecordsBuilder(1, Compression.GZIP, base_offset=-(1 << 63))
+    with pytest.raises(ConfigurationError, match="too far from the base offset"):
+        wrapped.append((1 << 63) - 1, 5, b"k", b"v")  # its inner offset would pass int64
+
+
+def test_builder_refuses_keys_values_and_headers_of_other_types() -> None:
+    from lazyconv.errors import ConfigurationError
+
+    builder = RecordsBuilder(2)
+    with pytest.raises(ConfigurationError, match="key must be bytes-like"):
+        builder.append(0, 1, 3, b"v")  # bytes(3) would be three zero bytes
+    with pytest.raises(ConfigurationError, match="value must be bytes-like"):
+        builder.append(0, 1, b"k", "text")
+    with pytest.raises(ConfigurationError, match="header key must be a str"):
+        builder.append(0, 1, b"k", b"v", [(b"h", b"x")])  # str(b"h") would write "b'h'"
+    with pytest.raises(ConfigurationError, match="header must be a"):
+        builder.append(0, 1, b"k", b"v", [("h", b"x", b"y")])
+    assert builder.record_count == 0
+    builder.append(0, 1, bytearray(b"k"), memoryview(b"value"), [("h", bytearray(b"x")), ("n", None)])
+    assert list(MemoryRecords(builder.build()).records()) == [
+        Record(0, 1, b"k", b"value", (("h", b"x"), ("n", None)))]

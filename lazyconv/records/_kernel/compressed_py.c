@@ -8,8 +8,6 @@
 #include "wire.h"
 
 #define GIL_THRESHOLD 16384 /* shorter payloads keep the GIL */
-#define MIN_RECORD_BYTES 7  /* length, attributes, timestamp and offset deltas, key and value
-                               lengths, header count: one byte each at least */
 
 /* Append the wrapper message (null key, `value`) to `out`. 1 when it cannot be written (a value
  * past the int32 size field: the reference reports it), -1 with an exception set on allocation
@@ -66,9 +64,9 @@ PyObject *lc_py_convert_v2_compressed(PyObject *self, PyObject *args)
         result = Py_BuildValue("(ii)", 0, 0);
         goto done;
     }
-    /* a v2 record takes 7 bytes at least: a count the payload cannot hold is the reference's
-     * to report, before anything is reserved for it */
-    if ((uint64_t)count > (uint64_t)payload.len / MIN_RECORD_BYTES)
+    /* a v2 record takes LC_MIN_RECORD_SIZE bytes at least: a count the payload cannot hold is
+     * the reference's to report, before anything is reserved for it */
+    if ((uint64_t)count > (uint64_t)payload.len / LC_MIN_RECORD_SIZE)
         goto decline;
     int log_append = (attributes & LC_TIMESTAMP_TYPE_MASK) != 0;
     lc_records_params params;
@@ -80,7 +78,7 @@ PyObject *lc_py_convert_v2_compressed(PyObject *self, PyObject *args)
     params.to_magic = to_magic;
     params.attributes = log_append && to_magic == 1 ? LC_TIMESTAMP_TYPE_MASK : 0;
     params.relative_offsets = to_magic == 1;
-    /* count <= payload.len / 7, and payload.len is a live buffer's size: no overflow below */
+    /* count <= payload.len / LC_MIN_RECORD_SIZE, and payload.len is a live buffer's size: no overflow below */
     size_t bound = (size_t)payload.len + (size_t)count * LC_MAX_GROWTH_PER_RECORD;
     inner = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bound);
     if (inner == NULL)

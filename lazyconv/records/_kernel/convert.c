@@ -113,7 +113,7 @@ void lc_convert_run(const uint8_t *data, size_t n, int to_magic, int64_t first_o
         }
         int32_t count = get_i32(batch + LC_RECORDS_COUNT_OFFSET);
         size_t payload = size - LC_RECORD_BATCH_OVERHEAD;
-        if (count < 0 || (size_t)count > payload) {
+        if (count < 0 || (size_t)count > payload / LC_MIN_RECORD_SIZE) { /* cannot hold them */
             stop = LC_STOP_INVALID;
             break;
         }
@@ -319,7 +319,7 @@ size_t lc_run_bound(const uint8_t *data, size_t n)
         if (b[LC_MAGIC_OFFSET] != 2 || length < LC_BATCH_LENGTH_MIN || (size_t)length + LC_LOG_OVERHEAD > n - pos)
             break;
         size_t payload = (size_t)length + LC_LOG_OVERHEAD - LC_RECORD_BATCH_OVERHEAD;
-        if (count > 0 && (size_t)count <= payload)
+        if (count > 0 && (size_t)count <= payload / LC_MIN_RECORD_SIZE) /* else lc_convert_run stops */
             bound += payload + (size_t)count * LC_MAX_GROWTH_PER_RECORD;
         pos += (size_t)length + LC_LOG_OVERHEAD;
     }

@@ -38,13 +38,20 @@ typedef struct {
     size_t written;
 } lc_records_result;
 
+/* The fewest bytes a v2 record takes: its length, attributes, timestamp and offset deltas, key
+ * and value lengths and header count, one byte each at least. A record count above the payload's
+ * size / LC_MIN_RECORD_SIZE cannot be right: the kernels leave such a batch to the reference code
+ * (which reports it) before reserving anything for its records. */
+#define LC_MIN_RECORD_SIZE 7
+
 /* Bytes a converted record may need beyond its v2 bytes (v1: 34-byte message overhead with
- * log header, against at least 7 bytes of v2 record). */
+ * log header, against at least LC_MIN_RECORD_SIZE bytes of v2 record). */
 #define LC_MAX_GROWTH_PER_RECORD 27
 
 /* Convert `count` records of data[0:n) into out[0:cap). Returns 0 on success (the records end
  * exactly at n), -1 when the strict parser must take over (malformed or unwritable record).
- * The caller guarantees cap >= n + count * LC_MAX_GROWTH_PER_RECORD. */
+ * The caller guarantees cap >= n + count * LC_MAX_GROWTH_PER_RECORD (count <= n / LC_MIN_RECORD_SIZE
+ * keeps that below about 5 n). */
 int lc_convert_records(const uint8_t *data, size_t n, int64_t count, const lc_records_params *params,
                        uint8_t *out, size_t cap, lc_records_result *result);
 

@@ -229,7 +229,7 @@ static PyObject *py_convert_v2_records(PyObject *self, PyObject *args)
     params.to_magic = to_magic;
     params.attributes = (uint8_t)attributes;
     params.relative_offsets = relative;
-    if ((to_magic != 0 && to_magic != 1) || count < 0 || (uint64_t)count > (uint64_t)data.len) {
+    if ((to_magic != 0 && to_magic != 1) || count < 0 || (uint64_t)count > (uint64_t)data.len / LC_MIN_RECORD_SIZE) {
         PyBuffer_Release(&data);
         Py_RETURN_NONE; /* the reference code says what is wrong */
     }
