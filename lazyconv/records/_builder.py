@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -294,19 +295,25 @@ def encode_v2_batch(
     payload: bytes,
 ) -> bytes:
     """A v2 batch from its header fields and (possibly compressed) record bytes; computes the
-    length and CRC-32C. Also writes empty batches (``record_count=0``, empty payload)."""
-    after_crc = V2_AFTER_CRC.pack(
-        attributes,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        record_count,
-    )
-    crc = _impl.crc32c(payload, _impl.crc32c(after_crc))
-    head = V2_BEFORE_ATTRIBUTES.pack(base_offset, BATCH_LENGTH_MIN + len(payload), partition_leader_epoch, 2, crc)
+    length and CRC-32C. Also writes empty batches (``record_count=0``, empty payload). A field
+    its wire type cannot hold (a payload past the int32 length too) raises
+    :class:`~lazyconv.errors.ConfigurationError`."""
+    try:
+        after_crc = V2_AFTER_CRC.pack(
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            record_count,
+        )
+        length = BATCH_LENGTH_MIN + len(payload)
+        crc = _impl.crc32c(payload, _impl.crc32c(after_crc))
+        head = V2_BEFORE_ATTRIBUTES.pack(base_offset, length, partition_leader_epoch, 2, crc)
+    except struct.error as exc:
+        raise ConfigurationError(f"a v2 batch header field out of its wire type's range: {exc}") from None
     return head + after_crc + payload
 
 

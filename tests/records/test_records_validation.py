@@ -361,3 +361,15 @@ def test_builder_refuses_keys_values_and_headers_of_other_types() -> None:
     builder.append(0, 1, bytearray(b"k"), memoryview(b"value"), [("h", bytearray(b"x")), ("n", None)])
     assert list(MemoryRecords(builder.build()).records()) == [
         Record(0, 1, b"k", b"value", (("h", b"x"), ("n", None)))]
+
+
+@pytest.mark.parametrize("field", [dict(record_count=1 << 31), dict(producer_epoch=-(1 << 15) - 1),
+                                   dict(base_offset=1 << 63), dict(attributes=1 << 15)])
+def test_encode_v2_batch_refuses_fields_past_their_wire_types(field: dict) -> None:
+    from lazyconv.errors import ConfigurationError
+
+    arguments = dict(base_offset=0, partition_leader_epoch=-1, attributes=0, last_offset_delta=0, base_timestamp=0,
+                     max_timestamp=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, record_count=0,
+                     payload=b"")
+    with pytest.raises(ConfigurationError, match="out of its wire type's range"):  # was struct.error
+        encode_v2_batch(**{**arguments, **field})
