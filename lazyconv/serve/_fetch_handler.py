@@ -204,7 +204,11 @@ class FetchHandler:
                     converting = self.workers is not None
                     plan = await self.off_loop(self._plan_fetch, version, request,
                                                cleanup=_FetchPlan.close, on_workers=True)
-            if plan.bytes_read >= min(min_bytes, plan.limit) or time.monotonic() >= deadline:
+            # As Kafka's fetchMessages: answered at once when enough bytes are readable, when no
+            # partition named could be read (all unknown) or when reading one failed (offset out
+            # of range, storage error), so the client learns of it now, not after MaxWaitMs.
+            if plan.bytes_read >= min(min_bytes, plan.limit) or not plan.partitions or \
+                    plan.read_errors or time.monotonic() >= deadline:
                 break
             if plan.converted and version <= 3 and self.workers is not None:
                 converting = True  # a fetch that waits for more is planned again by the workers
@@ -339,6 +343,7 @@ class FetchHandler:
             budget.remaining, budget.min_one = remaining_before, min_one_before
             plan.converted, plan.zero_copy, plan.partial_tails = counts_before
             self.stats.storage_errors += 1
+            plan.read_errors += 1
             return broker_partition_response(
                 version, part["partition"], None, fetch_offset=part["fetch_offset"],
                 error_code=int(ErrorCode.KAFKA_STORAGE_ERROR), high_watermark=-1,
@@ -364,6 +369,7 @@ class FetchHandler:
         except OffsetOutOfRange as exc:
             log.info("fetch: %s", exc)
             records, error, hw, start = None, ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1
+            plan.read_errors += 1
         else:
             error, hw, start = ErrorCode.NONE, region.high_watermark, region.log_start_offset
             records = b""
@@ -526,6 +532,7 @@ class _FetchPlan:
         self.converted = 0
         self.zero_copy = 0
         self.partitions = 0
+        self.read_errors = 0  # partitions whose read failed (offset out of range, storage error)
         self.seen = 0
         self.release_first = False
         self.on_loop = False

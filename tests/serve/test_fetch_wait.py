@@ -67,3 +67,34 @@ def test_list_offsets_over_many_partitions_is_answered_off_the_loop(serve_logdir
     offsets = [p["offset"] for p in answer["topics"][0]["partitions"]]
     assert offsets == [1, 2, 3] * 40  # timestamps 1000, 1001, 1002: by timestamp, then latest
     assert server.server.handler._fetch._pool is not None  # answered on the fetch thread pool
+
+
+def test_min_bytes_wait_ends_at_once_on_a_read_error_or_nothing_to_read(serve_logdir, tmp_path):
+    """Kafka's fetchMessages answers at once when a partition's read fails (offset out of range)
+    or no partition named can be read (all unknown), not after MaxWaitMs; a known partition at
+    its high watermark next to an unknown one still waits."""
+    (tmp_path / "t-0").mkdir()
+    server = serve_logdir(tmp_path)
+
+    def fetch(client: WireClient, parts: list[tuple[str, int]], max_wait_ms: int) -> tuple[float, list[int]]:
+        body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+                "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
+                    {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}
+                    for topic, offset in parts]}
+        started = time.monotonic()
+        answer = client.call(fetch_api.SPEC, 4, body)
+        return time.monotonic() - started, [p["error_code"] for t in answer["responses"]
+                                             for p in t["partitions"]]
+
+    with WireClient(server.port) as client:
+        client.call(produce.SPEC, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
+                                      "topic_data": [{"name": "t", "partition_data": [
+                                          {"index": 0, "records": v2_batch(2)}]}]})
+        took, codes = fetch(client, [("t", 100)], 10000)
+        assert codes == [1] and took < 5  # OFFSET_OUT_OF_RANGE at once (was after 10 s)
+        took, codes = fetch(client, [("t", 2), ("t", 100)], 10000)
+        assert codes == [0, 1] and took < 5
+        took, codes = fetch(client, [("nope", 0)], 10000)
+        assert codes == [3] and took < 5  # UNKNOWN_TOPIC_OR_PARTITION: nothing to wait for
+        took, codes = fetch(client, [("t", 2), ("nope", 0)], 300)
+        assert codes == [0, 3] and took >= 0.25  # the known partition waits for data
