@@ -108,9 +108,11 @@ class FetchHandler:
         self.chunk_size = chunk_size
         self.topic_config = topic_config
         self._append_waiters: set[asyncio.Future[None]] = set()
+        self._appends = 0  # appends notified so far: a fetch planned meanwhile looks again
 
     def notify_append(self) -> None:
         """Wake every fetch waiting for MinBytes (called on the serving loop after an append)."""
+        self._appends += 1
         waiters, self._append_waiters = self._append_waiters, set()
         for waiter in waiters:
             if not waiter.done():
@@ -190,6 +192,7 @@ class FetchHandler:
         min_bytes = request.get("min_bytes", 0)
         deadline = time.monotonic() + max(0, request.get("max_wait_ms", 0)) / 1000
         while True:
+            appends = self._appends
             if large or converting:
                 plan = await self.off_loop(self._plan_fetch, version, request, cleanup=_FetchPlan.close,
                                            on_workers=converting)
@@ -213,6 +216,8 @@ class FetchHandler:
             if plan.converted and version <= 3 and self.workers is not None:
                 converting = True  # a fetch that waits for more is planned again by the workers
             plan.close()
+            if self._appends != appends:
+                continue  # an append came while the plan was made off the loop: it may have data
             await self._wait_for_append(min(FETCH_POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
         self.stats.fetch_partitions += plan.partitions
         self.stats.converted_partitions += plan.converted

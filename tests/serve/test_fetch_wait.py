@@ -98,3 +98,50 @@ def test_min_bytes_wait_ends_at_once_on_a_read_error_or_nothing_to_read(serve_lo
         assert codes == [3] and took < 5  # UNKNOWN_TOPIC_OR_PARTITION: nothing to wait for
         took, codes = fetch(client, [("t", 2), ("nope", 0)], 300)
         assert codes == [0, 3] and took >= 0.25  # the known partition waits for data
+
+
+def test_an_append_while_a_fetch_is_planned_off_the_loop_wakes_it(serve_logdir, tmp_path, monkeypatch):
+    """A Produce answered while a many-partition fetch is being planned on the fetch thread
+    (before it starts waiting) is not missed: the fetch looks again at once, not at the next
+    poll of the log (raised to 10 s here to tell them apart)."""
+    from lazyconv.serve import _fetch_handler
+
+    monkeypatch.setattr(_fetch_handler, "FETCH_POLL_INTERVAL_S", 10.0)
+    for p in range(_fetch_handler.OFF_LOOP_PARTITIONS):
+        (tmp_path / f"t-{p}").mkdir()
+    server = serve_logdir(tmp_path)
+    handler = server.server.handler._fetch
+    planning, produced = threading.Event(), threading.Event()
+    plan_fetch = handler._plan_fetch
+
+    def first_plan_outlives_the_produce(*args, **kwargs):
+        plan = plan_fetch(*args, **kwargs)
+        if not planning.is_set():
+            planning.set()
+            produced.wait(10)
+        return plan
+
+    handler._plan_fetch = first_plan_outlives_the_produce
+    body = {"replica_id": -1, "max_wait_ms": 20000, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "topics": [{"topic": "t", "partitions": [
+                {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                for p in range(_fetch_handler.OFF_LOOP_PARTITIONS)]}]}
+    answer: dict = {}
+
+    def consume() -> None:
+        with WireClient(server.port, timeout=30) as client:
+            answer.update(client.call(fetch_api.SPEC, 4, body))
+            answer["at"] = time.monotonic()
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    assert planning.wait(10)
+    with WireClient(server.port) as producer:
+        producer.call(produce.SPEC, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
+                                        "topic_data": [{"name": "t", "partition_data": [
+                                            {"index": 0, "records": v2_batch(2)}]}]})
+    produced_at = time.monotonic()
+    produced.set()
+    consumer.join(30)
+    assert answer["responses"][0]["partitions"][0]["high_watermark"] == 2
+    assert answer["at"] - produced_at < 5  # was 10 s: the append's wake-up came before the wait
