@@ -302,7 +302,8 @@ class FetchHandler:
                 unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if version >= 13:  # topics are named by id
                     name = self.logdir.topic_name(topic_id) or ""
-                    unknown = ErrorCode.UNKNOWN_TOPIC_ID
+                    if not name:  # a known id with a partition it lacks is UNKNOWN_TOPIC_OR_PARTITION
+                        unknown = ErrorCode.UNKNOWN_TOPIC_ID
                 for part in topic["partitions"]:
                     plan.seen += 1
                     if plan.seen % _YIELD_EVERY == 0:

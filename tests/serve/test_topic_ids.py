@@ -98,6 +98,13 @@ def test_metadata_v10_plus_and_fetch_v13_plus_use_topic_ids(serve_logdir, tmp_pa
             assert bad["topic_id"] == uuid.UUID(int=7)
             assert bad["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
             assert bad["partitions"][0]["records"] == b""
+            # a known id, a partition it does not have: Kafka's UNKNOWN_TOPIC_OR_PARTITION
+            answer = client.call(fetch.SPEC, version, {
+                "max_wait_ms": 0, "min_bytes": 0, "topics": [{"topic_id": ids["b"], "partitions": [
+                    {"partition": 5, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+            missing = answer["responses"][0]
+            assert missing["topic_id"] == ids["b"]
+            assert missing["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_metadata_v0_with_an_empty_topic_list_asks_for_every_topic(serve_logdir, tmp_path) -> None:
