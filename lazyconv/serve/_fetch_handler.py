@@ -183,11 +183,11 @@ class FetchHandler:
         converting = not large and self.workers is not None and version <= 3 and \
             (not self.remote_sends or request["partition_count"] > PLAN_ON_LOOP_PARTITIONS)
         session_epoch = request.get("session_epoch", -1)
-        session_id = request.get("session_id", 0)
         if version >= 7 and session_epoch not in (-1, 0):
             # Sessions are never created here (we answer SessionId 0), so an incremental fetch
-            # refers to a session this server does not know.
-            code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if session_id else ErrorCode.INVALID_FETCH_SESSION_EPOCH
+            # refers to a session this server does not know: FETCH_SESSION_ID_NOT_FOUND, as
+            # Kafka's FetchManager answers any id its cache lacks (0 included)
+            code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
             return self._fetch_response(version, correlation_id, int(code), [], [])[0]
         min_bytes = request.get("min_bytes", 0)
         deadline = time.monotonic() + max(0, request.get("max_wait_ms", 0)) / 1000

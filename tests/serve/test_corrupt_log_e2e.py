@@ -148,3 +148,25 @@ def test_list_offsets_reaching_a_corrupt_batch_is_that_partitions_storage_error(
     assert (bad["error_code"], bad["offset"]) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
     assert (good["error_code"], good["offset"], good["timestamp"]) == (0, wanted, 1_000 + wanted)
     assert broker.stats.storage_errors == 1
+
+
+@pytest.mark.parametrize("session_id", [0, 1234])
+def test_an_incremental_fetch_of_an_unknown_session_is_session_id_not_found(serve_logdir, planted,
+                                                                             session_id) -> None:
+    """serve keeps no sessions; Kafka's FetchManager answers any session id its cache lacks, 0
+    included, with FETCH_SESSION_ID_NOT_FOUND (70); session id 0 got INVALID_FETCH_SESSION_EPOCH
+    (71) here (found by a review)."""
+    server = serve_logdir(planted)
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": session_id, "session_epoch": 3,
+            "forgotten_topics_data": [], "rack_id": "", "topics": []}
+    payload = encode_request_header(2, 1, 12, 9, "session-test") + FetchRequest.encode(12, body)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(len(payload).to_bytes(4, "big") + payload)
+        data = bytearray()
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            piece = sock.recv(1 << 20)
+            assert piece, "the server closed the connection"
+            data += piece
+    _header, decoded = FetchResponse.decode_framed(12, bytes(data))
+    assert decoded["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
