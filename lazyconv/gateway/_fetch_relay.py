@@ -88,6 +88,7 @@ DEFAULT_UPSTREAM_FETCH_MAX_BYTES = 1 << 20
 DEFAULT_FETCH_AHEAD_BYTES = 32 << 20
 _INT32_MAX = 0x7FFFFFFF
 _ROTATION = "fetch rotation"  # a connection's count of fetches, in its session's extras
+_FIRST_SESSION_VERSION = 7  # Fetch has session ids and epochs (KIP-227) from v7 on
 _FIRST_TOPIC_ID_VERSION = 13
 # Fetch v16 and v17 answers are v15's plus the node_endpoints tag, which a broker adds only
 # when a partition's leader moved (and which would name upstream brokers): v15 is asked for them.
@@ -149,6 +150,13 @@ class FetchRelay:
     async def fetch(self, session: UpstreamSession, version: int, correlation_id: int,
                     body: memoryview) -> Response:
         request = FetchRequest.decode(version, body)
+        if version >= _FIRST_SESSION_VERSION and request.get("session_epoch", -1) not in (0, -1):
+            # an incremental fetch names only what changed in a session, and the gateway never
+            # made one (it answers session id 0): FETCH_SESSION_ID_NOT_FOUND, as Kafka answers
+            # a session it does not know, and the client starts again with a full fetch
+            return Response(FetchResponse(version, {
+                "throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                "session_id": 0, "responses": []}).to_send(correlation_id))
         view = session.cluster  # the topics as this client's identity sees them
         wanted = await self._resolve(view, version, request)
         if self.splice and version >= FIRST_SCANNED_VERSION:

@@ -164,6 +164,33 @@ def test_fetch_by_topic_id(serve_upstream: ServerThread, gateway_over_serve: Gat
     assert part["error_code"] == 0 and part["records"]
 
 
+@pytest.mark.parametrize("version", [7, 12, 17])
+def test_an_incremental_fetch_of_a_session_never_made_is_fetch_session_id_not_found(
+        gateway_over_serve: GatewayThread, version: int) -> None:
+    """The gateway answers session id 0, so it knows no session: a fetch of epoch > 0 (which
+    names only what changed) gets FETCH_SESSION_ID_NOT_FOUND and no partitions, as from Kafka;
+    a full fetch that closes a session (epoch 0 or -1) is answered."""
+    with WireClient(gateway_over_serve.port) as client:
+        topic_id = client.call(metadata.SPEC, 12, {"topics": [{"name": "nulls"}]})["topics"][0]["topic_id"]
+
+    def ask(session_id: int, epoch: int) -> dict:
+        with WireClient(gateway_over_serve.port) as client:
+            return client.call(fetch.SPEC, version, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                "session_id": session_id, "session_epoch": epoch,
+                "topics": [{"topic": "nulls", "topic_id": topic_id, "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+
+    for session_id, epoch in ((7, 3), (0, 1)):
+        answer = ask(session_id, epoch)
+        assert (answer["error_code"], answer["session_id"], answer["responses"]) == \
+            (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
+    for epoch in (0, -1):
+        answer = ask(7, epoch)
+        assert (answer["error_code"], answer["session_id"]) == (0, 0)
+        assert answer["responses"][0]["partitions"][0]["records"]
+
+
 def test_metadata_presents_the_gateway_as_the_cluster(gateway_over_serve: GatewayThread) -> None:
     for version in (0, 1, 9, 12):
         with WireClient(gateway_over_serve.port) as client:
