@@ -66,7 +66,10 @@ class MetadataRelay:
             known = await cluster.topics_for(names, allow_auto_create=auto_create)
         except UpstreamError as exc:
             log.debug("metadata: the cluster did not answer: %s", exc)
-            known = {n: cluster.topics[n] for n in (names or cluster.topics) if n in cluster.topics}
+            # every topic: the cache as a list of every topic names them (not a name a lookup
+            # found missing)
+            known = cluster.listed() if names is None else \
+                {n: cluster.topics[n] for n in names if n in cluster.topics}
         me = listener.node_id
         topics: list[dict[str, Any]] = []
         for name in (names if names is not None else sorted(known)):

@@ -854,14 +854,17 @@ class ClusterView:
         if names is None:
             if time.monotonic() - self._all_topics_at >= self.metadata_max_age:
                 await self.refresh(None)
-            # not the names looked up since that the cluster said do not exist (or may not be
-            # described): a topic list never holds them
-            return {name: info for name, info in self.topics.items()
-                    if name and info.error_code not in _NOT_A_TOPIC}
+            return self.listed()
         missing = [n for n in dict.fromkeys(names) if not self._fresh(n)]
         if missing:
             await self.refresh(missing, allow_auto_create=allow_auto_create)
         return {n: self.topics[n] for n in names if n in self.topics}
+
+    def listed(self) -> dict[str, TopicInfo]:
+        """Every topic in the cache, as a list of every topic names them: not the names looked
+        up since that the cluster said do not exist (or may not be described)."""
+        return {name: info for name, info in self.topics.items()
+                if name and info.error_code not in _NOT_A_TOPIC}
 
     def leader(self, topic: str, partition: int) -> int | None:
         """The cached leader's node id (``None`` when unknown or leaderless)."""

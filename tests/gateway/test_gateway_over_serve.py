@@ -231,6 +231,28 @@ def test_a_topic_list_holds_no_topic_a_lookup_found_missing(gateway_over_serve: 
     assert "nope" not in {t["name"] for t in again["topics"]}
 
 
+def test_a_topic_list_in_an_outage_holds_no_topic_a_lookup_found_missing(served_fixtures,
+                                                                         gateway_factory) -> None:
+    """With the cluster down, a listing of every topic is answered from the cache: the topics
+    it listed, not a name a lookup found missing."""
+    upstream = ServerThread(served_fixtures)
+    try:
+        gateway = gateway_factory(upstream.bootstrap, metadata_max_age_ms=100)
+        with WireClient(gateway.port) as client:
+            first = client.call(metadata.SPEC, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                    "include_topic_authorized_operations": False})
+            client.call(metadata.SPEC, 12, {"topics": [{"name": "nope"}],
+                                            "allow_auto_topic_creation": False,
+                                            "include_topic_authorized_operations": False})
+            upstream.stop()
+            time.sleep(0.2)  # the cache is older than its max age: the listing asks the cluster
+            again = client.call(metadata.SPEC, 1, {"topics": None})
+    finally:
+        upstream.stop()
+    assert {(t["name"], t["error_code"]) for t in again["topics"]} == \
+        {(t["name"], 0) for t in first["topics"]}
+
+
 def test_metadata_by_an_unknown_topic_id_is_unknown_topic_id(gateway_over_serve: GatewayThread) -> None:
     """Metadata v12 by a topic id nobody knows: UNKNOWN_TOPIC_ID with the id asked and no name,
     as a broker answers (it was looked up upstream by an empty name and answered
