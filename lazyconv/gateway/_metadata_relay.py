@@ -5,7 +5,7 @@ Topics asked by id (Metadata v12) are named from the cache (refreshed once when 
 it); a topic the cluster did not answer for is LEADER_NOT_AVAILABLE (retriable), an id nobody
 knows UNKNOWN_TOPIC_ID. Partition errors reach the client as codes its version knows
 (:mod:`lazyconv.gateway._error_map`); when the cluster cannot be reached, what the cache still
-holds is answered.
+holds is answered, topics asked by id included (an id not in it is LEADER_NOT_AVAILABLE then).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class MetadataRelay:
                     names.append("")
         auto_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
         id_names: dict[Any, str | None] = {}
+        answered = True  # whether the cluster answered (else the cache does)
         try:
             if asked_ids:
                 await cluster.topics_for(None)
@@ -66,6 +67,10 @@ class MetadataRelay:
             known = await cluster.topics_for(names, allow_auto_create=auto_create)
         except UpstreamError as exc:
             log.debug("metadata: the cluster did not answer: %s", exc)
+            answered = False
+            if asked_ids and not id_names:  # the ids asked are named from the cache too
+                id_names = {i: cluster.topic_name(i) for i in asked_ids}
+                names = list(dict.fromkeys((names or []) + [n for n in id_names.values() if n]))
             # every topic: the cache as a list of every topic names them (not a name a lookup
             # found missing)
             known = cluster.listed() if names is None else \
@@ -93,9 +98,10 @@ class MetadataRelay:
                            "name": name, "topic_id": info.topic_id, "is_internal": info.is_internal,
                            "partitions": partitions})
         for topic_id, found in id_names.items():  # ids nobody knows: never asked by an empty name
-            if found is None:
-                topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None,
-                               "topic_id": topic_id, "partitions": []})
+            if found is None:  # unknown to the cache while the cluster is away: retriable
+                code = int(ErrorCode.UNKNOWN_TOPIC_ID) if answered else _LEADER_NOT_AVAILABLE
+                topics.append({"error_code": code, "name": None, "topic_id": topic_id,
+                               "partitions": []})
         return {"throttle_time_ms": 0,
                 "brokers": [{"node_id": me, "host": listener.host, "port": listener.port}],
                 "cluster_id": cluster.cluster_id, "controller_id": me, "topics": topics}

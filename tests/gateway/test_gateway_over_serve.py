@@ -8,6 +8,7 @@ import asyncio
 import socket
 import struct
 import time
+import uuid
 
 import pytest
 
@@ -251,6 +252,29 @@ def test_a_topic_list_in_an_outage_holds_no_topic_a_lookup_found_missing(served_
         upstream.stop()
     assert {(t["name"], t["error_code"]) for t in again["topics"]} == \
         {(t["name"], 0) for t in first["topics"]}
+
+
+def test_topics_asked_by_id_in_an_outage_are_answered_from_the_cache(served_fixtures,
+                                                                     gateway_factory) -> None:
+    """With the cluster down, Metadata v12 by topic id answers a topic the cache holds (it was
+    left out of the answer) and an id it does not hold as retriable, not as unknown."""
+    upstream = ServerThread(served_fixtures)
+    unheard = uuid.uuid4()
+    try:
+        gateway = gateway_factory(upstream.bootstrap, metadata_max_age_ms=100)
+        with WireClient(gateway.port) as client:
+            every = client.call(metadata.SPEC, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                    "include_topic_authorized_operations": False})
+            tiny = next(t["topic_id"] for t in every["topics"] if t["name"] == "tiny")
+            upstream.stop()
+            time.sleep(0.2)  # the cache is older than its max age: the lookup asks the cluster
+            answer = client.call(metadata.SPEC, 12, {
+                "topics": [{"name": None, "topic_id": tiny}, {"name": None, "topic_id": unheard}],
+                "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    finally:
+        upstream.stop()
+    got = {t["topic_id"]: (t["name"], t["error_code"]) for t in answer["topics"]}
+    assert got == {tiny: ("tiny", 0), unheard: (None, 5)}  # LEADER_NOT_AVAILABLE
 
 
 def test_metadata_by_an_unknown_topic_id_is_unknown_topic_id(gateway_over_serve: GatewayThread) -> None:
