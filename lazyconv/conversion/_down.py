@@ -152,6 +152,19 @@ def check_target_magic(to_magic: int) -> None:
         raise ConfigurationError(f"target magic must be 0, 1 or 2, got {to_magic!r}")
 
 
+def check_conversion_input(records: object, first_offset: object, *, batches: bool = False) -> None:
+    """Raise :class:`ConfigurationError` unless ``records`` is a record set (with ``batches()``;
+    any iterable of batches when ``batches``) and ``first_offset`` an int: bytes, ``None`` or a
+    str offset would fail deep inside the conversion as an AttributeError or TypeError."""
+    if isinstance(records, (bytes, bytearray, memoryview, str)) or not (
+            isinstance(records, Iterable) if batches else hasattr(records, "batches")):
+        wanted = "batches (e.g. MemoryRecords(data).batches())" if batches else \
+            "records (MemoryRecords, FileRecords)"
+        raise ConfigurationError(f"down-conversion needs {wanted}, got {type(records).__name__}")
+    if not isinstance(first_offset, int):
+        raise ConfigurationError(f"first_offset must be an int, got {first_offset!r:.40}")
+
+
 def is_zstd_below_v2(batch: RecordBatch, to_magic: int) -> bool:
     """True if converting ``batch`` to ``to_magic`` must fail because it is zstd-compressed.
 
@@ -444,6 +457,7 @@ def down_convert(
     """
     from lazyconv.records import MemoryRecords
 
+    check_conversion_input(batches, first_offset, batches=True)
     data, stats = down_convert_bytes(batches, to_magic, first_offset)
     return ConvertedRecords(MemoryRecords(data), stats)
 
@@ -454,6 +468,7 @@ def down_convert_file(
     """Kafka's ``FileRecords.downConvert``: like :func:`down_convert` over ``records.batches()``,
     except that when no record was converted the result is ``records`` itself (all of its bytes,
     trailing partial batch and control batches included) with all-zero stats (see docs/guide/down-conversion.md)."""
+    check_conversion_input(records, first_offset)
     converted = down_convert(records.batches(), to_magic, first_offset)
     if converted.stats.records_converted == 0:
         return ConvertedRecords(records, ZERO_STATS)

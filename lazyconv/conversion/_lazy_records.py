@@ -63,6 +63,7 @@ from lazyconv.conversion._chunks import (
 from lazyconv.conversion._down import (
     ZERO_STATS,
     ConversionStats,
+    check_conversion_input,
     check_target_magic,
     down_convert_bytes,
 )
@@ -289,6 +290,7 @@ class LazyDownConvertedRecords:
     def _setup(self, records: Records, to_magic: int, first_offset: int, chunk_size: int,
                on_error: Callable[[RecordsError], None] | None) -> None:
         check_target_magic(to_magic)
+        check_conversion_input(records, first_offset)
         if not isinstance(chunk_size, int) or not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
             raise ConfigurationError(
                 f"chunk_size must be between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes "

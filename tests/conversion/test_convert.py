@@ -320,6 +320,23 @@ def test_target_magic_is_checked() -> None:
         down_convert([], 3, 0)
 
 
+def test_records_and_first_offset_are_checked() -> None:
+    # raw bytes were iterated as ints ('int' object has no attribute 'is_control'), None and
+    # a str offset failed as TypeErrors deep inside
+    data = _x_batch()
+    for batches in (data, bytearray(data), None):
+        with pytest.raises(ConfigurationError, match="needs batches"):
+            down_convert(batches, 1, 0)  # type: ignore[arg-type]
+    for records in (data, None):
+        with pytest.raises(ConfigurationError, match="needs records"):
+            down_convert_file(records, 1, 0)  # type: ignore[arg-type]
+    for first_offset in (None, "0"):
+        with pytest.raises(ConfigurationError, match="first_offset"):
+            down_convert(MemoryRecords(data).batches(), 1, first_offset)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="first_offset"):
+            down_convert_file(MemoryRecords(data), 1, first_offset)  # type: ignore[arg-type]
+
+
 def test_down_convert_returns_memory_records() -> None:
     result = down_convert(MemoryRecords(_x_batch()).batches(), 1, 0)
     assert isinstance(result, ConvertedRecords)

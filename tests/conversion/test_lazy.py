@@ -146,6 +146,16 @@ def test_target_magic_out_of_range_is_a_configuration_error() -> None:
         LazyDownConvertedRecords(MemoryRecords(b""), 3, 0)
 
 
+@pytest.mark.parametrize(("records", "first_offset", "match"), [
+    (b"\x00" * 70, 0, "needs records"),  # AttributeError: 'bytes' object has no attribute 'batches'
+    (None, 0, "needs records"),
+    (MemoryRecords(b""), "0", "first_offset"),  # TypeError deep in the first batch's conversion
+], ids=["bytes", "None", "str first_offset"])
+def test_records_and_first_offset_are_checked(records: object, first_offset: object, match: str) -> None:
+    with pytest.raises(ConfigurationError, match=match):
+        LazyDownConvertedRecords(records, 1, first_offset)  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------------------------
 # worked examples (Java output, target v1, first offset 0)
 
