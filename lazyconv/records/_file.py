@@ -11,6 +11,7 @@ from lazyconv._send import FileRegionSend
 from lazyconv.errors import ConfigurationError, TruncatedDataError
 from lazyconv.records._compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from lazyconv.records._entries import BatchIterator
+from lazyconv.records._memory import check_max_decompressed_size, check_slice
 from lazyconv.records._types import Record, RecordBatch
 
 __all__ = ["FileRecords"]
@@ -66,6 +67,10 @@ class _FileSource:
         return data
 
 
+def _range_error(start: object, end: object) -> ConfigurationError:
+    return ConfigurationError(f"file records need 0 <= start <= end, got start={start!r:.40}, end={end!r:.40}")
+
+
 class FileRecords:
     """The records of a file region ``[start, end)``, typically a log segment or a slice of one.
 
@@ -89,28 +94,36 @@ class FileRecords:
         self._file: BinaryIO | None = None
         self._owns = False
         self._closed = False
+        # checked before a path is opened, so that a refused argument leaves no file open
+        if not isinstance(start, int) or not isinstance(end, int | None) or start < 0 or (
+                end is not None and end < start):
+            raise _range_error(start, end)
+        check_max_decompressed_size(max_decompressed_size)
         if isinstance(path_or_file, int):
             fd = path_or_file
         elif isinstance(path_or_file, (str, os.PathLike)):
             self._file = open(path_or_file, "rb")  # noqa: SIM115 - closed by close()
             self._owns = True
             fd = self._file.fileno()
-        else:
+        elif callable(getattr(path_or_file, "fileno", None)):
             self._file = path_or_file
             fd = path_or_file.fileno()
+        else:
+            raise ConfigurationError(
+                f"FileRecords needs a path, an open binary file or a file descriptor, got {type(path_or_file).__name__}")
         self._fd = fd
         self._owner = _owner  # keeps the owning FileRecords (and its open file) alive for slices
-        file_size = os.fstat(fd).st_size
-        if end is None:
-            end = file_size
-        if start < 0 or end < start:
-            raise ConfigurationError(f"file records need 0 <= start <= end, got start={start}, end={end}")
+        try:
+            file_size = os.fstat(fd).st_size
+            if end is None and start > file_size:
+                raise _range_error(start, file_size)
+        except (OSError, ConfigurationError):
+            self.close()
+            raise
         self.start = start
-        self.end = min(end, file_size)
+        self.end = min(file_size if end is None else end, file_size)
         if self.end < self.start:
             self.end = self.start
-        if max_decompressed_size <= 0:
-            raise ConfigurationError(f"max_decompressed_size must be positive, got {max_decompressed_size}")
         self.max_decompressed_size = max_decompressed_size
         self._source = _FileSource(fd, _owner or self)
 
@@ -153,8 +166,7 @@ class FileRecords:
         """The region ``[start + position, start + position + size)`` clamped to :attr:`end`
         (Kafka's ``FileRecords.slice``); shares the file descriptor."""
         self._source.root._check_open()
-        if position < 0 or size < 0:
-            raise ConfigurationError(f"slice needs position >= 0 and size >= 0, got {position}, {size}")
+        check_slice(position, size)
         if position > self.size_in_bytes:
             raise ConfigurationError(f"slice position {position} is past the end ({self.size_in_bytes})")
         begin = self.start + position

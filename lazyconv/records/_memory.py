@@ -26,11 +26,23 @@ def byte_view(buffer: bytes | bytearray | memoryview) -> memoryview:
             raise TypeError("a strided (non-contiguous) buffer")
         if view.format != "B" or view.ndim != 1:  # ctypes' "<B", "c", "b", wider items, ndim > 1
             view = view.cast("B")
-    except TypeError as exc:  # not a buffer, or not C-contiguous
+    except (TypeError, ValueError) as exc:  # not a buffer, not C-contiguous, or released
         raise ConfigurationError(
             f"records must be a C-contiguous bytes-like buffer, got {type(buffer).__name__}: {exc}"
         ) from None
     return view
+
+
+def check_max_decompressed_size(max_decompressed_size: object) -> None:
+    """Raise :class:`ConfigurationError` unless the bound is a positive int."""
+    if not isinstance(max_decompressed_size, int) or max_decompressed_size <= 0:
+        raise ConfigurationError(f"max_decompressed_size must be a positive int, got {max_decompressed_size!r:.40}")
+
+
+def check_slice(position: object, size: object) -> None:
+    """Raise :class:`ConfigurationError` unless a slice's position and size are ints >= 0."""
+    if not isinstance(position, int) or not isinstance(size, int) or position < 0 or size < 0:
+        raise ConfigurationError(f"slice needs position >= 0 and size >= 0, got {position!r:.40}, {size!r:.40}")
 
 
 class _MemorySource:
@@ -71,8 +83,7 @@ class MemoryRecords:
         cache_key: object = None,
     ) -> None:
         view = byte_view(buffer)
-        if max_decompressed_size <= 0:
-            raise ConfigurationError(f"max_decompressed_size must be positive, got {max_decompressed_size}")
+        check_max_decompressed_size(max_decompressed_size)
         try:
             hash(cache_key)
         except TypeError:
@@ -113,8 +124,7 @@ class MemoryRecords:
 
     def slice(self, position: int, size: int) -> MemoryRecords:
         """The records ``[position, position + size)`` (clamped to the end), sharing memory."""
-        if position < 0 or size < 0:
-            raise ConfigurationError(f"slice needs position >= 0 and size >= 0, got {position}, {size}")
+        check_slice(position, size)
         if position > len(self._view):
             raise ConfigurationError(f"slice position {position} is past the end ({len(self._view)})")
         # positions move in a slice: its conversions are not kept under this key

@@ -66,3 +66,16 @@ def test_a_non_contiguous_buffer_is_a_configuration_error(twin: str) -> None:
         for call in (lambda: MemoryRecords(strided), lambda: scan_batches(strided), lambda: MemoryRecords(42)):
             with pytest.raises(ConfigurationError):
                 call()
+
+
+def test_a_released_buffer_and_bad_bounds_are_configuration_errors() -> None:
+    view = memoryview(bytearray(DATA))
+    view.release()
+    with pytest.raises(ConfigurationError, match="bytes-like"):  # was memoryview's ValueError
+        MemoryRecords(view)
+    for bound in (None, "1M", 0):  # a TypeError on comparing, for the first two
+        with pytest.raises(ConfigurationError, match="max_decompressed_size"):
+            MemoryRecords(DATA, bound)  # type: ignore[arg-type]
+    for position, size in (("0", 1), (0, None), (-1, 1)):
+        with pytest.raises(ConfigurationError, match="slice"):
+            MemoryRecords(DATA).slice(position, size)  # type: ignore[arg-type]

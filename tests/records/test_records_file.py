@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+import types
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,39 @@ def test_reading_after_the_callers_file_object_is_closed_raises(tmp_path: Path) 
         sliced = records.slice(0, 10**6)
     with open(path, "rb"), pytest.raises(ConfigurationError, match="closed"):
         list(sliced.batches())
+
+
+@pytest.mark.parametrize(("args", "kwargs", "match"), [
+    ((None,), {}, "needs a path"),  # AttributeError: 'NoneType' object has no attribute 'fileno'
+    ((b"",), {}, "needs a path"),
+    (("PATH", "0"), {}, "start"),  # TypeError on comparing
+    (("PATH", 0, "9"), {}, "start"),
+    (("PATH", -1), {}, "start"),
+    (("PATH", 5, 4), {}, "start"),
+    (("PATH", 1 << 20), {}, "start"),  # past the end of the file, no end given
+    (("PATH",), {"max_decompressed_size": None}, "max_decompressed_size"),
+    (("PATH",), {"max_decompressed_size": 0}, "max_decompressed_size"),
+])
+def test_bad_arguments_are_configuration_errors_and_leave_no_file_open(
+        tmp_path: Path, args: tuple[object, ...], kwargs: dict[str, object], match: str) -> None:
+    path = tmp_path / "mine.log"
+    path.write_bytes(batch(0, 2))
+    args = tuple(path if a == "PATH" else a for a in args)
+    with pytest.raises(ConfigurationError, match=match) as refused:
+        FileRecords(*args, **kwargs)  # type: ignore[arg-type]
+    # the error's traceback keeps the half-built object: its file must be closed already
+    frames = [tb.tb_frame for tb in _tracebacks(refused.tb)]
+    opened = [f.f_locals["self"]._file for f in frames if isinstance(f.f_locals.get("self"), FileRecords)]
+    assert all(f is None or f.closed for f in opened)
+    with FileRecords.open(path) as records:
+        for position, size in (("0", 1), (0, None), (-1, 1)):
+            with pytest.raises(ConfigurationError, match="slice"):
+                records.slice(position, size)  # type: ignore[arg-type]
+
+
+def _tracebacks(tb: object) -> list[types.TracebackType]:
+    out = []
+    while isinstance(tb, types.TracebackType):
+        out.append(tb)
+        tb = tb.tb_next
+    return out
