@@ -110,6 +110,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lazyconv.conversion._entry_checks import (
     check_client_base_offset,
@@ -161,6 +162,9 @@ from lazyconv.records._legacy import (
 from lazyconv.records._memory import MemoryRecords
 from lazyconv.records._types import RecordBatch
 
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from 3.12: any buffer object
+
 __all__ = ["UpConverted", "up_convert", "kafka_error_code", "INVALID_TIMESTAMP"]
 
 #: Kafka's INVALID_TIMESTAMP error code (32).
@@ -209,7 +213,7 @@ class UpConverted:
 
 
 def up_convert(
-    message_set: bytes | bytearray | memoryview,
+    message_set: Buffer,
     *,
     produce_version: int | None = None,
     compacted_topic: bool = False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazyconv.errors import ConfigurationError, UnknownCompressionError, UnsupportedCompressionError
 from lazyconv.records import _impl
@@ -16,6 +16,9 @@ from lazyconv.records._control import ControlRecordType, control_key, end_txn_ma
 from lazyconv.records._format import BATCH_LENGTH_MIN, V2_AFTER_CRC, V2_BEFORE_ATTRIBUTES
 from lazyconv.records._legacy import LEGACY_ATTR_TIMESTAMP_TYPE
 from lazyconv.records._types import TimestampType
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from 3.12: any buffer object
 
 __all__ = ["RecordsBuilder", "build_end_txn_marker", "encode_v2_batch"]
 
@@ -121,9 +124,9 @@ class RecordsBuilder:
         self,
         offset: int | None = None,
         timestamp: int = -1,
-        key: bytes | None = None,
-        value: bytes | None = None,
-        headers: Sequence[tuple[str, bytes | None]] = (),
+        key: Buffer | None = None,
+        value: Buffer | None = None,
+        headers: Sequence[tuple[str, Buffer | None]] = (),
     ) -> int:
         """Add a record (``offset`` defaults to the next one); returns its offset."""
         if offset is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import chain
+from typing import TYPE_CHECKING
 
 from lazyconv._send import BytesSend
 from lazyconv.errors import ConfigurationError, TruncatedDataError
@@ -12,10 +13,13 @@ from lazyconv.records._compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from lazyconv.records._entries import BatchIterator
 from lazyconv.records._types import Record, RecordBatch
 
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from 3.12: any buffer object
+
 __all__ = ["MemoryRecords", "byte_view"]
 
 
-def byte_view(buffer: bytes | bytearray | memoryview) -> memoryview:
+def byte_view(buffer: Buffer) -> memoryview:
     """``buffer`` as a flat view of unsigned bytes (format ``"B"``), which every implementation
     reads alike: any C-contiguous buffer (bytes, bytearray, mmap, array, a ctypes or numpy
     array, a view of any of these) is accepted as its bytes; anything else raises
@@ -77,7 +81,7 @@ class MemoryRecords:
 
     def __init__(
         self,
-        buffer: bytes | bytearray | memoryview,
+        buffer: Buffer,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
         *,
         cache_key: object = None,

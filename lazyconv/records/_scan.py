@@ -24,7 +24,7 @@ Example (what the Spark validation job needs)::
 from __future__ import annotations
 
 import struct
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from lazyconv.errors import LazyconvError, RecordsError
 from lazyconv.records import _impl
@@ -50,6 +50,9 @@ from lazyconv.records._format import (
 from lazyconv.records._legacy import LegacyBatch
 from lazyconv.records._memory import byte_view
 from lazyconv.records._types import RecordBatch
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from 3.12: any buffer object
 
 __all__ = ["ScannedEntry", "ScanResult", "ScanStop", "ShiftedSource", "scan_batches", "scan_batches_reference"]
 
@@ -149,7 +152,7 @@ class ScanResult(NamedTuple):
 _as_view = byte_view  # any C-contiguous buffer as unsigned bytes; ConfigurationError otherwise
 
 
-def scan_batches(buf: bytes | bytearray | memoryview, base_position: int = 0) -> ScanResult:
+def scan_batches(buf: Buffer, base_position: int = 0) -> ScanResult:
     """Delimit and check every complete entry of ``buf`` (see the module docstring).
 
     ``base_position`` is added to every position (pass the file position of ``buf`` when it is

@@ -9,6 +9,10 @@ at the import that it reaches into the implementation (h11 and aiokafka keep the
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +84,39 @@ def test_documented_names_import_from_their_package(module: str) -> None:
 def test_a_packages_all_names_what_it_has(module: str) -> None:
     imported = importlib.import_module(module)
     assert [n for n in getattr(imported, "__all__", []) if not hasattr(imported, n)] == []
+
+
+# what the docstrings promise a buffer argument takes ("any C-contiguous bytes-like object"),
+# written as a user would and checked by mypy --strict against the package's annotations
+BUFFERS_SCRIPT = """
+import array
+import mmap
+
+from lazyconv import MemoryRecords, RecordsBuilder
+from lazyconv.conversion import up_convert
+from lazyconv.records import scan_batches
+
+builder = RecordsBuilder(2)
+builder.append(key=bytearray(b"k"), value=memoryview(b"v"), headers=[("h", array.array("B", b"x"))])
+data = bytearray(builder.build())
+with mmap.mmap(-1, len(data)) as mapped:
+    mapped.write(data)
+    MemoryRecords(mapped)
+    scan_batches(mapped)
+    up_convert(mapped)
+MemoryRecords(array.array("B", data))
+"""
+
+
+@pytest.mark.slow  # ~5 s: mypy
+def test_buffer_arguments_are_annotated_as_any_buffer(tmp_path: Path) -> None:
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed")
+    script = tmp_path / "user.py"
+    script.write_text(BUFFERS_SCRIPT)
+    exec(compile(BUFFERS_SCRIPT, str(script), "exec"), {})  # what the annotations must allow runs
+    repo = PACKAGE.parent
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", str(script)],
+        cwd=repo, env={**os.environ, "MYPYPATH": str(repo)}, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
