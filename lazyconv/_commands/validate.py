@@ -306,7 +306,9 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
             return _fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - a failed job is exit 2 with one line
             log.debug("the Spark job failed", exc_info=True)
-            return _fail(f"the Spark job failed: {_one_line(exc)}")
+            from lazyconv.spark._executors import task_failure
+
+            return _fail(f"the Spark job failed: {task_failure(exc) or _one_line(exc)}")
         spark.stop()
         del holder["spark"]
     finally:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import sys
 import time
@@ -29,6 +30,7 @@ __all__ = [
     "executor_identity",
     "probe_executors",
     "require_kernel",
+    "task_failure",
     "wait_for_executors",
 ]
 
@@ -147,6 +149,36 @@ def probe_executors(sc: Any, wait_seconds: float = 120.0) -> list[dict[str, Any]
         if len(seen) >= registered:
             break
     return [seen[k] for k in sorted(seen)]
+
+
+_LOST_TASK = re.compile(r"most recent failure: Lost task \S+ in stage \S+ \(TID \d+\) "
+                        r"\((?P<where>[^)]*)\): (?P<what>.*)")
+
+
+def task_failure(exc: BaseException) -> str | None:
+    """``"executor <id> on <host>: <reason>"`` of the task failure that aborted the Spark job behind
+    ``exc`` (Spark's message is a Java stack trace whose first line names no cause): the last
+    line of the task's Python traceback, or the Java exception that ended it (an executor Python
+    that cannot be started). ``None`` when ``exc`` is not a job aborted by a task."""
+    text = str(exc)
+    found = _LOST_TASK.search(text)
+    if found is None:
+        return None
+    what = found["what"].strip()
+    if what.endswith("PythonException: Traceback (most recent call last):"):
+        lines = []
+        for line in text[found.end():].splitlines():
+            if line.startswith("\tat "):
+                break
+            lines.append(line)
+        # the exception is what follows the traceback's indented File and code lines (its
+        # message may take several lines)
+        indented = [i for i, line in enumerate(lines) if line.startswith(" ")]
+        start = indented[-1] + 1 if indented else 0
+        what = " ".join(line.strip() for line in lines[start:] if line.strip()) or what
+    host, _, executor = found["where"].partition(" executor ")
+    where = f"executor {executor} on {host}" if executor else found["where"]
+    return f"{where}: {what[:300]}"
 
 
 def check_runtimes(runtimes: list[dict[str, Any]], *, allow_pure_python: bool) -> None:

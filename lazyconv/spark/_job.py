@@ -47,6 +47,7 @@ from lazyconv.spark._executors import (
     describe_runtime,
     probe_executors,
     require_kernel,
+    task_failure,
 )
 from lazyconv.spark._listing import LogListing, list_log_directory
 from lazyconv.spark._partition_checks import check_partition, range_boundary
@@ -488,7 +489,17 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
         spark = build_session(master)
     sc = spark.sparkContext
     driver = describe_runtime()
-    executors = probe_executors(sc)
+    try:
+        executors = probe_executors(sc)
+    except Exception as exc:
+        # an executor's Python that cannot import lazyconv (a missing dependency, too old) or
+        # cannot be started: say which and why, not Py4J's "An error occurred while calling"
+        failure = task_failure(exc)
+        if failure is None:
+            raise
+        raise ExecutorRuntimeError(
+            f"{failure} (lazyconv and its dependencies must import in the executors' "
+            "Python: --executor-python or PYSPARK_PYTHON)") from None
     check_runtimes(executors, allow_pure_python=allow_pure_python)
     allow_tasks = allow_pure_python or driver["implementation"] != "native"
     log.info("executors: %s", ", ".join(f"{e['executor']} {e['implementation']}"

@@ -142,3 +142,35 @@ def test_a_bad_manifest_is_exit_2_before_spark(tmp_path: Path, capsys, manifest:
     status, out, err = _run(capsys, str(tmp_path))
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and says in err, err
+
+
+def test_a_failed_job_is_one_line_naming_the_task_failure(
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job aborted by a task (here: an executor's Python without pyarrow) says which executor
+    and why, not Py4J's 'An error occurred while calling z:...collectAndServe.'"""
+    from types import SimpleNamespace
+
+    import lazyconv.spark._job as job
+    import lazyconv.spark._session as session
+
+    stopped = []
+    spark = SimpleNamespace(sparkContext=None, stop=lambda: stopped.append(True))
+    monkeypatch.setattr(session, "build_session", lambda *a, **k: spark)
+
+    def fail(*args, **kwargs):
+        raise Exception(
+            "An error occurred while calling z:org.apache.spark.api.python.PythonRDD."
+            "collectAndServe.\n: org.apache.spark.SparkException: Job aborted due to stage "
+            "failure: Task 3 in stage 1.0 failed 4 times, most recent failure: Lost task 3.3 in "
+            "stage 1.0 (TID 17) (10.0.0.7 executor 2): org.apache.spark.api.python."
+            "PythonException: Traceback (most recent call last):\n"
+            '  File "/x/lazyconv/spark/_tables.py", line 12, in to_ipc\n'
+            "ModuleNotFoundError: No module named 'pyarrow'\n\n"
+            "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator\n")
+
+    monkeypatch.setattr(job, "run_validation", fail)
+    status, out, err = _run(capsys, str(COMMITTED), "--out", str(tmp_path / "out"))
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert err == ("lazyconv validate: error: the Spark job failed: executor 2 on 10.0.0.7: "
+                   "ModuleNotFoundError: No module named 'pyarrow'\n")
+    assert stopped == [True]

@@ -76,3 +76,82 @@ def test_a_scan_task_refused_in_pure_python_becomes_one_line(
                             "(pass --allow-pure-python to accept that)")
     assert PURE_PYTHON_MARKER not in str(failure)
     assert _executor_failure(Exception("Job aborted: something else")) is None
+
+
+# Py4JJavaError's text when every try of a task failed (Spark 3.5 on a standalone cluster,
+# trimmed): the first line names no cause
+_IMPORT_FAILED = (
+    "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 "
+    "failed 4 times, most recent failure: Lost task 0.3 in stage 0.0 (TID 5) (127.0.0.1 "
+    "executor 0): org.apache.spark.api.python.PythonException: Traceback (most recent call "
+    "last):\n"
+    '  File "/usr/lib/python3.11/site-packages/pyspark/worker.py", line 1231, in main\n'
+    "    func, profiler, deserializer, serializer = read_command(pickleSer, infile)\n"
+    "ModuleNotFoundError: No module named 'crc32c'\n"
+    "\n"
+    "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException"
+    "(PythonRunner.scala:572)\n"
+    "Caused by: org.apache.spark.api.python.PythonException: Traceback (most recent call "
+    "last):\n"
+    "ModuleNotFoundError: No module named 'crc32c'\n")
+_OTHER_MINOR = (
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 "
+    "failed 4 times, most recent failure: Lost task 0.3 in stage 0.0 (TID 6) (10.0.0.7 "
+    "executor 3): org.apache.spark.api.python.PythonException: Traceback (most recent call "
+    "last):\n"
+    '  File "/opt/spark/python/lib/pyspark.zip/pyspark/worker.py", line 1100, in main\n'
+    "    raise PySparkRuntimeError(\n"
+    "pyspark.errors.exceptions.base.PySparkRuntimeError: [PYTHON_VERSION_MISMATCH] Python in "
+    "worker has different version (3, 12) than that in driver 3.11, PySpark cannot run with "
+    "different minor versions.\n"
+    "Please check environment variables PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON are correctly "
+    "set.\n"
+    "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException"
+    "(PythonRunner.scala:572)\n")
+_NOT_STARTED = (
+    "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 "
+    "failed 4 times, most recent failure: Lost task 0.3 in stage 0.0 (TID 6) (127.0.0.1 "
+    'executor 0): java.io.IOException: Cannot run program "/opt/py/bin/python3": error=2, No '
+    "such file or directory\n"
+    "\tat java.base/java.lang.ProcessBuilder.start(ProcessBuilder.java:1143)\n")
+
+
+def test_an_executor_python_that_cannot_import_lazyconv_is_one_line_naming_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An executor whose Python lacks one of lazyconv's dependencies, or cannot be started,
+    fails the probe: the run stops with the executor and the cause, not with Py4J's 'An error
+    occurred while calling z:...collectAndServe.'"""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from lazyconv.spark import _job
+
+    logdir = Path(__file__).resolve().parents[2] / "fixtures"
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(master="spark://127.0.0.1:7077"))
+    for text, says in ((_IMPORT_FAILED, "ModuleNotFoundError: No module named 'crc32c'"),
+                       (_NOT_STARTED, 'java.io.IOException: Cannot run program '
+                                      '"/opt/py/bin/python3": error=2')):
+        def probe(sc: object, text: str = text) -> list:
+            raise Exception(text)
+
+        monkeypatch.setattr(_job, "probe_executors", probe)
+        with pytest.raises(ExecutorRuntimeError) as refused:
+            _job.run_validation(str(logdir), spark=spark)
+        message = str(refused.value)
+        assert "\n" not in message and "An error occurred" not in message
+        assert message.startswith(f"executor 0 on 127.0.0.1: {says}"), message
+        assert "--executor-python" in message
+
+
+def test_a_task_failure_with_a_message_of_several_lines_keeps_its_first() -> None:
+    """An executor Python of another minor version than the driver's is refused by PySpark
+    itself, before lazyconv is imported; the line says so (not only its last line, 'Please
+    check environment variables ...')."""
+    failure = executors.task_failure(Exception(_OTHER_MINOR))
+    assert failure is not None and failure.startswith(
+        "executor 3 on 10.0.0.7: pyspark.errors.exceptions.base.PySparkRuntimeError: "
+        "[PYTHON_VERSION_MISMATCH] Python in worker has different version (3, 12) than that in "
+        "driver 3.11"), failure
+    assert executors.task_failure(Exception("Job aborted: something else")) is None
