@@ -39,8 +39,19 @@ class LogListing:
 
 
 def resolve_logdir(logdir: str) -> str:
-    """``logdir`` as the executors must see it: an absolute path (URLs are kept)."""
-    return logdir if "://" in logdir else os.path.abspath(logdir)
+    """``logdir`` as the executors must see it: an absolute path (URLs are kept). A ``file://``
+    URL is read as the local path it names: through fsspec, a FIFO named like a segment would
+    block its task for ever (a local path's files are checked before they are read)."""
+    if "://" not in logdir:
+        return os.path.abspath(logdir)
+    if logdir.startswith(("file://", "local://")):
+        from fsspec.core import url_to_fs
+        from fsspec.implementations.local import LocalFileSystem
+
+        fs, path = url_to_fs(logdir)
+        if isinstance(fs, LocalFileSystem):
+            return os.path.abspath(path)
+    return logdir
 
 
 def _reason(exc: OSError) -> str:

@@ -270,6 +270,25 @@ def test_the_manifest_is_read_from_urls_too() -> None:
     assert _load_manifest((COMMITTED / "codecs-0").as_uri()) is None
 
 
+@pytest.mark.timeout(60)
+def test_a_fifo_under_a_file_url_logdir_is_unreadable_not_a_hang(tmp_path: Path) -> None:
+    """LOGDIR as a file:// URL is read as its local path: through fsspec, the scan opened a
+    FIFO named like a segment and blocked for ever (a local path's FIFO is ``unreadable``)."""
+    pytest.importorskip("fsspec")
+    from lazyconv.spark._listing import list_log_directory
+
+    shutil.copytree(COMMITTED / "tiny-0", tmp_path / "tiny-0")
+    fifo = tmp_path / "tiny-0" / "00000000000099999999.log"
+    os.mkfifo(fifo)
+    listing = list_log_directory(tmp_path.as_uri())
+    assert listing.logdir == str(tmp_path)
+    assert listing.segments[-1].log_path == str(fifo)
+    found = [v for t in plan_ranges(listing.segments, 1 << 30)
+             for v in scan_range(t, ScanOptions())["violations"]]
+    assert [(v["kind"], v["path"]) for v in found if v["kind"] == "unreadable"] == [
+        ("unreadable", str(fifo))]
+
+
 def test_txnindex_checks_hold_when_ranges_cut_inside_transactions(copy: Path) -> None:
     """A range that starts inside an aborted transaction does not see its first batch: the
     entry's first offset (before the range) is not a violation there, for any cut."""
