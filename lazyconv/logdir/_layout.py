@@ -62,19 +62,24 @@ def list_segments(logdir: str) -> list[SegmentFiles]:
         import fsspec
 
         fs, root = fsspec.core.url_to_fs(logdir)
-        protocol = logdir.split("://", 1)[0]
+        # each file's URL is logdir's own plus the names below it: a listed name is a path
+        # without the URL's host (hdfs://namenode:8020/..., webhdfs://, sftp://), which another
+        # process could not open
+        url = logdir.rstrip("/")
         for entry in fs.ls(root, detail=True):
             if entry["type"] != "directory":
                 continue
-            parsed = split_partition_dir(entry["name"].rstrip("/").rsplit("/", 1)[-1])
+            folder = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            parsed = split_partition_dir(folder)
             if parsed is None:
                 continue
             for seg in fs.ls(entry["name"], detail=True):
-                base = offset_from_name(seg["name"].rsplit("/", 1)[-1])
+                name = seg["name"].rsplit("/", 1)[-1]
+                base = offset_from_name(name)
                 if base is None:
                     continue
                 found.append(SegmentFiles.beside(parsed[0], parsed[1], base,
-                                                 f"{protocol}://{seg['name']}", int(seg["size"])))
+                                                 f"{url}/{folder}/{name}", int(seg["size"])))
     else:
         root_path = Path(logdir)
         if not root_path.is_dir():
