@@ -295,6 +295,10 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
             return _fail(f"Spark did not start on {args.master}: {_one_line(exc)}")
         _catch_signals()
         try:
+            _check_out_url(spark, out)
+        except LazyconvError as exc:
+            return _fail(str(exc))
+        try:
             with SparkProgress(spark.sparkContext,
                                disable=args.quiet or not sys.stderr.isatty()):
                 result = run_validation(logdir, spark=spark, chunk_sizes=chunk_sizes,
@@ -320,7 +324,30 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
     return EXIT_CLEAN if result.ok else EXIT_VIOLATIONS
 
 
+def _check_out_url(spark: Any, out: str) -> None:
+    """Raise :class:`~lazyconv.errors.ConfigurationError` when Spark has no filesystem for an
+    ``--out`` URL (``s3://`` without EMR's, ``s3a://`` without hadoop-aws): its writer would
+    fail only after the whole scan."""
+    from lazyconv.errors import ConfigurationError
+
+    if "://" not in out:
+        return
+    sc = spark.sparkContext
+    try:
+        sc._jvm.org.apache.hadoop.fs.Path(out).getFileSystem(sc._jsc.hadoopConfiguration())
+    except Exception as exc:  # noqa: BLE001 - Py4J's error for the JVM's, one line
+        raise ConfigurationError(f"--out {out}: Spark cannot write there: {_one_line(exc)}"
+                                 ) from None
+
+
 def _one_line(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        # Py4JJavaError's own first line is "An error occurred while calling o129.parquet."
+        with contextlib.suppress(Exception):
+            exc_text = str(java.toString()).strip().splitlines()
+            if exc_text and exc_text[0].strip():
+                return exc_text[0].strip()[:300]
     text = str(exc).strip().splitlines()
     first = next((line for line in text if line.strip()), type(exc).__name__)
     return f"{type(exc).__name__}: {first.strip()[:300]}"

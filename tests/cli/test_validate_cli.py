@@ -174,3 +174,39 @@ def test_a_failed_job_is_one_line_naming_the_task_failure(
     assert err == ("lazyconv validate: error: the Spark job failed: executor 2 on 10.0.0.7: "
                    "ModuleNotFoundError: No module named 'pyarrow'\n")
     assert stopped == [True]
+
+
+def test_an_out_url_spark_has_no_filesystem_for_is_exit_2_before_the_scan(
+        capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--out s3://... on a Spark without an s3 filesystem failed after the whole scan, with
+    'the Spark job failed: Py4JJavaError: An error occurred while calling o129.parquet.'"""
+    from types import SimpleNamespace
+
+    import lazyconv.spark._job as job
+    import lazyconv.spark._session as session
+
+    class JavaError(Exception):  # as Py4JJavaError: the JVM's exception beside a useless text
+        java_exception = SimpleNamespace(toString=lambda: (
+            'org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "s3"'
+            "\n\tat org.apache.hadoop.fs.FileSystem.getFileSystemClass(FileSystem.java:3443)"))
+
+    def get_file_system(conf: object) -> None:
+        raise JavaError("An error occurred while calling o129.getFileSystem.\n")
+
+    jvm = SimpleNamespace(org=SimpleNamespace(apache=SimpleNamespace(hadoop=SimpleNamespace(
+        fs=SimpleNamespace(Path=lambda url: SimpleNamespace(getFileSystem=get_file_system))))))
+    sc = SimpleNamespace(_jvm=jvm, _jsc=SimpleNamespace(hadoopConfiguration=lambda: None))
+    stopped = []
+    spark = SimpleNamespace(sparkContext=sc, stop=lambda: stopped.append(True))
+    monkeypatch.setattr(session, "build_session", lambda *a, **k: spark)
+
+    def scan(*args, **kwargs):
+        raise AssertionError("the scan ran")
+
+    monkeypatch.setattr(job, "run_validation", scan)
+    status, out, err = _run(capsys, str(COMMITTED), "--out", "s3://bucket/validate-out")
+    assert status == 2 and out == ""
+    assert err == ("lazyconv validate: error: --out s3://bucket/validate-out: Spark cannot write "
+                   "there: org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem "
+                   'for scheme "s3"\n')
+    assert stopped == [True]
