@@ -196,6 +196,8 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             group.pending_members.pop(member_id, None)
+            if not group.members:  # the first member sets the type the others must have (Kafka)
+                group.protocol_type = protocol_type
             member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                             rebalance_timeout_ms, protocol_type, list(protocols), now)
             group.members[member_id] = member
@@ -228,9 +230,9 @@ class GroupCoordinator:
                               protocols: list[tuple[str, bytes]]) -> bool:
         if not protocol_type:
             return False
-        if group.state == GroupState.EMPTY and not group.members:
+        if not group.members:
             return True
-        if group.protocol_type is not None and group.protocol_type != protocol_type:
+        if group.protocol_type != protocol_type:
             return False
         candidates = group.candidate_protocols()
         return not candidates or bool(candidates & {name for name, _ in protocols})

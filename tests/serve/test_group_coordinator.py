@@ -241,6 +241,29 @@ def test_session_timeout_bounds_and_incompatible_protocols() -> None:
     assert join(c, 0.1, protocols=(("roundrobin", b""),)).last.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
+def test_protocol_type_is_the_first_members_also_before_the_first_generation() -> None:
+    """Kafka's group takes its protocol type from the member that joins it empty: during the
+    first (delayed) rebalance a member of another type was let in, and after the group emptied
+    the old type turned away members of a new one (found by a review)."""
+    def typed_join(c: GroupCoordinator, now: float, protocol_type: str) -> Answers:
+        answers = Answers()
+        c.join(now, group_id="g", member_id="", group_instance_id=None, client_id="cli",
+               client_host="/h", session_timeout_ms=SESSION_MS, rebalance_timeout_ms=REBALANCE_MS,
+               protocol_type=protocol_type, protocols=[("range", b"")], require_known_member_id=False,
+               callback=answers)
+        return answers
+
+    c = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000))
+    typed_join(c, 0.0, "consumer")
+    assert typed_join(c, 1.0, "connect").last.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    c.tick(3.0)
+    (member,) = c.groups["g"].members
+    assert c.leave(4.0, group_id="g", member_id=member) == 0
+    x, y = typed_join(c, 10.0, "connect"), typed_join(c, 11.0, "connect")
+    c.tick(13.0)
+    assert x.last.error_code == y.last.error_code == 0 and x.last.protocol_type == "connect"
+
+
 def test_protocol_is_chosen_by_votes_among_common_ones() -> None:
     c = GroupCoordinator()
     a, _ = joined_member(c, 0.0, protocols=(("range", b"ra"), ("sticky", b"sa")))
