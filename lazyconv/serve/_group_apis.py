@@ -132,10 +132,9 @@ class GroupApis:
         group_id = request["group_id"]
         generation = request["generation_id_or_member_epoch"] if version >= 1 else -1
         member_id = request["member_id"] if version >= 1 else ""
-        if not group_id:
-            group_code = int(ErrorCode.INVALID_GROUP_ID)
-        else:
-            group_code = self.coordinator.commit_allowed(self.clock(), group_id, member_id, generation)
+        # The empty group id is a valid one here (Kafka keeps it for the clients before 2.2,
+        # whose group.id defaulted to ""); only the group-management APIs refuse it.
+        group_code = self.coordinator.commit_allowed(self.clock(), group_id, member_id, generation)
         now_ms = int(time.time() * 1000)
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         topics = []

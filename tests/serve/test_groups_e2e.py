@@ -90,6 +90,19 @@ def test_null_commit_metadata_is_fetched_as_empty_as_kafka_stores_it(serve_logdi
         assert fetched(5, got) == {0: (5, "")}
 
 
+def test_the_empty_group_id_commits_as_kafka_allows_it(serve_logdir, tmp_path) -> None:
+    """Kafka accepts OffsetCommit for the group id "" (the default group.id of the clients before
+    2.2, which commit with assign()); serve answered INVALID_GROUP_ID (found by a review)."""
+    make_topic(tmp_path, "t", partitions=1)
+    server = serve_logdir(tmp_path)
+    with WireClient(server.port) as client:
+        for version in (0, 2, 8):
+            answer = client.call(offset_commit.SPEC, version, commit_body(version, "", {0: 7}))
+            assert answer["topics"][0]["partitions"][0]["error_code"] == 0
+        got = client.call(offset_fetch.SPEC, 1, {"group_id": "", "topics": [{"name": "t", "partition_indexes": [0]}]})
+        assert fetched(1, got) == {0: (7, "m0")}
+
+
 def test_group_over_the_wire_and_generation_checks_on_commit(serve_logdir, tmp_path) -> None:
     make_topic(tmp_path, "t", partitions=2)
     server = serve_logdir(tmp_path)
