@@ -125,6 +125,11 @@ class Group:
     pending_members: dict[str, float] = field(default_factory=dict)  # member id -> expiry
     rebalance_deadline: float = 0.0
     join_not_before: float = 0.0  # the initial rebalance delay
+    # Kafka's InitialDelayedJoin: while members keep arriving, the delay starts over (within
+    # the rebalance timeout); the delay last waited and the time left to extend into
+    initial_delay: float = 0.0
+    initial_remaining: float = 0.0
+    new_member_added: bool = False
     sync_deadline: float = 0.0
 
     def candidate_protocols(self) -> set[str]:
@@ -201,6 +206,8 @@ class GroupCoordinator:
             member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                             rebalance_timeout_ms, protocol_type, list(protocols), now)
             group.members[member_id] = member
+            if group.state == GroupState.PREPARING_REBALANCE:
+                group.new_member_added = True
             if group.leader_id is None:
                 group.leader_id = member_id
             member.join_callback = callback
@@ -361,16 +368,29 @@ class GroupCoordinator:
                     cb(SyncResult(int(ErrorCode.REBALANCE_IN_PROGRESS)))
         if group.state != GroupState.PREPARING_REBALANCE:
             log.info("group %s: preparing a rebalance (%s)", group.group_id, reason)
-            if group.state == GroupState.EMPTY:
-                group.join_not_before = now + self.config.initial_rebalance_delay_ms / 1000
-            else:
-                group.join_not_before = now
-            group.state = GroupState.PREPARING_REBALANCE
             timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+            if group.state == GroupState.EMPTY:
+                delay_ms = self.config.initial_rebalance_delay_ms
+                group.initial_delay = delay_ms / 1000
+                group.initial_remaining = max(timeout - delay_ms, 0) / 1000 if delay_ms else 0.0
+                group.join_not_before = now + group.initial_delay
+            else:
+                group.initial_remaining = 0.0
+                group.join_not_before = now
+            group.new_member_added = False
+            group.state = GroupState.PREPARING_REBALANCE
             group.rebalance_deadline = now + timeout / 1000
 
     def _try_complete_join(self, group: Group, now: float) -> None:
         if group.state != GroupState.PREPARING_REBALANCE or now < group.join_not_before:
+            return
+        if group.new_member_added and group.initial_remaining > 0:
+            # someone joined during the initial delay: wait once more for the ones behind
+            delay = min(self.config.initial_rebalance_delay_ms / 1000, group.initial_remaining)
+            group.initial_remaining = max(group.initial_remaining - group.initial_delay, 0.0)
+            group.initial_delay = delay
+            group.new_member_added = False
+            group.join_not_before = now + delay
             return
         if group.pending_members:
             return

@@ -261,6 +261,7 @@ def test_protocol_type_is_the_first_members_also_before_the_first_generation() -
     assert c.leave(4.0, group_id="g", member_id=member) == 0
     x, y = typed_join(c, 10.0, "connect"), typed_join(c, 11.0, "connect")
     c.tick(13.0)
+    c.tick(16.0)  # (y joined during the delay, which starts over)
     assert x.last.error_code == y.last.error_code == 0 and x.last.protocol_type == "connect"
 
 
@@ -277,11 +278,36 @@ def test_protocol_is_chosen_by_votes_among_common_ones() -> None:
 def test_initial_rebalance_delay_lets_members_arrive_together() -> None:
     c = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000))
     a, a_join = joined_member(c, 0.0)
-    b, b_join = joined_member(c, 1.0)
     c.tick(2.9)
-    assert a_join.got == [] and b_join.got == []
+    assert a_join.got == []
     c.tick(3.0)
-    assert a_join.last.generation_id == b_join.last.generation_id == 1
+    assert a_join.last.generation_id == 1
+
+
+def test_initial_rebalance_delay_starts_over_while_members_keep_arriving() -> None:
+    """Kafka's InitialDelayedJoin: a member joining during the delay earns the group another
+    delay, up to the rebalance timeout; the group completed after the first delay, so consumers
+    started a few seconds apart went through a rebalance each (found by a review)."""
+    c = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000))
+    _, a_join = joined_member(c, 0.0)
+    _, b_join = joined_member(c, 2.5)
+    c.tick(3.0)
+    _, c_join = joined_member(c, 5.0)
+    c.tick(6.0)
+    c.tick(8.9)
+    assert a_join.got == b_join.got == c_join.got == []
+    c.tick(9.0)
+    assert a_join.last.generation_id == b_join.last.generation_id == c_join.last.generation_id == 1
+    assert len(a_join.last.members) == 3
+    # the extensions end with the rebalance timeout (30 s): 3 s, then ten more at most
+    c = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000))
+    _, first = joined_member(c, 0.0)
+    now = 0.0
+    while not first.got:
+        now += 1.0
+        joined_member(c, now)
+        c.tick(now)
+    assert now == 30.0 and first.last.generation_id == 1
 
 
 def test_commit_rules() -> None:
