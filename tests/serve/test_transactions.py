@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lazyconv.errors import CorruptRecordError
 from lazyconv.fixtures import _wire as wire
 from lazyconv.fixtures._wire import FixtureRecord
 from lazyconv.logdir._directory import LogDirectory
@@ -106,8 +107,13 @@ def test_txnindex_entry_layout() -> None:
     entry = encode_txnindex_entry(AbortedTxn(0x0102, 3, 4, 5))
     assert entry.hex() == "0000" "0000000000000102" "0000000000000003" "0000000000000004" "0000000000000005"
     assert len(entry) == 34 and parse_txnindex(entry * 2) == [AbortedTxn(0x0102, 3, 4, 5)] * 2
-    with pytest.raises(Exception, match="34-byte"):
-        parse_txnindex(entry[:-1])
+    # CorruptRecordError exactly: the transaction state catches it to rebuild from the log
+    with pytest.raises(CorruptRecordError, match=r"^idx: 67 bytes is not a whole number of 34-byte entries") as info:
+        parse_txnindex(entry + entry[:-1], "idx")
+    assert info.value.position == 34
+    with pytest.raises(CorruptRecordError, match=r"^idx: entry version 1 \(only 0 exists\)") as info:
+        parse_txnindex(entry + b"\x00\x01" + entry[2:], "idx")
+    assert info.value.position == 34
 
 
 def test_the_generator_writes_the_txnindex_the_log_implies(tmp_path: Path) -> None:
