@@ -3,6 +3,8 @@ a record (the gateway chooses where to down-convert a fetch from it)."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,9 +68,50 @@ def test_it_agrees_with_reading_the_batches(kinds: list[tuple[int, Compression]]
     assert summary.legacy == any(b.magic < 2 for b in batches)
 
 
+def _entry_like(size: int, magic: int, rest: bytes) -> bytes:
+    """An offset, a size field, 4 bytes and a magic byte, then anything: junk the walk looks at."""
+    return struct.pack(">qiib", 0, size, 0, magic) + rest
+
+
+def _whole_entry_at(junk: bytes, start: int) -> tuple[int, bool] | None:
+    """Where the whole entry at ``start`` ends and whether it is legacy, by Kafka's layout; None
+    when the bytes there cannot be one."""
+    if len(junk) - start < 17:
+        return None
+    size = int.from_bytes(junk[start + 8:start + 12], "big", signed=True)
+    magic = junk[start + 16]
+    if size < (14 if magic < 2 else 49) or start + 12 + size > len(junk):
+        return None
+    return start + 12 + size, magic < 2
+
+
+_junk = st.one_of(
+    st.binary(max_size=200),
+    st.lists(st.builds(_entry_like, st.integers(-2, 80), st.integers(-1, 3), st.binary(max_size=80)),
+             max_size=4).map(b"".join),
+)
+
+
 @pytest.mark.slow  # hundreds of hypothesis examples: the full suite runs them
 @settings(max_examples=500, deadline=None)
-@given(st.binary(max_size=200))
+@given(_junk)
 def test_any_bytes_are_walked_without_error(junk: bytes) -> None:
-    summary = summarize_entries(junk)
-    assert summary.entries >= 0
+    """No error, and exactly the whole entries at the start are summed up. Where each one ends
+    is seen by summarising every prefix; each must be what Kafka's layout says of the bytes
+    there: 12 bytes plus its size field, at least a v0 message (size 14) or, magic 2 and up,
+    a v2 batch (61 bytes); its codec is the low 3 bits of byte 17 (legacy) or 22 (v2). After
+    the last one, no further whole entry may start."""
+    counts = [summarize_entries(junk[:n]).entries for n in range(len(junk) + 1)]
+    assert all(0 <= counts[n] - counts[n - 1] <= 1 for n in range(1, len(counts)))
+    ends = [n for n in range(1, len(junk) + 1) if counts[n] > counts[n - 1]]
+    codecs: list[int] = []
+    legacy, start = False, 0
+    for end in ends:
+        found = _whole_entry_at(junk, start)
+        assert found is not None and found[0] == end, (start, end, found)
+        codecs.append(junk[start + (17 if found[1] else 22)] & 7)
+        legacy |= found[1]
+        start = end
+    assert _whole_entry_at(junk, start) is None
+    expected = EntriesSummary(len(ends), codecs[0] if codecs else 0, sum({1 << c for c in codecs}), legacy)
+    assert summarize_entries(junk) == expected
