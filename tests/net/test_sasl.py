@@ -3,6 +3,7 @@ and the client exchange, sans-IO: frames in, outcomes out."""
 
 from __future__ import annotations
 
+import base64
 import random
 
 import pytest
@@ -209,7 +210,10 @@ def test_scram_unknown_user_sees_a_stable_salt() -> None:
             "auth_bytes"].decode().split(","))["s"]
 
     assert salt_for("nobody") == salt_for("nobody") != salt_for("nobody2")
-    assert salt_for("alice") == salt_for("alice")
+    # a known user is shown her stored salt; an unknown one a salt of the same size
+    stored = STORE.lookup("SCRAM-SHA-512", "alice")
+    assert stored is not None and base64.b64decode(salt_for("alice")) == stored.salt
+    assert len(base64.b64decode(salt_for("nobody"))) == len(stored.salt) == 32
 
 
 def test_scram_v0_raw_tokens() -> None:
