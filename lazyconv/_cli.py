@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 import lazyconv._commands
-from lazyconv._commands._common import EXIT_DATA, EXIT_USAGE, missing_extra
+from lazyconv._commands._common import EXIT_DATA, EXIT_USAGE, missing_extra, one_line
 from lazyconv._version import __version__
 from lazyconv.errors import ConfigurationError, LazyconvError
 from lazyconv.records._impl import describe
@@ -91,7 +91,8 @@ class _CommandFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         where = f" [{record.name}]" if self.verbose else ""
-        text = f"lazyconv {self.command}: {record.levelname.lower()}{where}: {record.getMessage()}"
+        text = one_line(f"lazyconv {self.command}: {record.levelname.lower()}{where}: "
+                        f"{record.getMessage()}")
         if record.exc_info and self.verbose:
             text += "\n" + self.formatException(record.exc_info)
         return text

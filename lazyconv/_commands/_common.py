@@ -44,6 +44,17 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([KMGT])(I?B)?|(B))?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
+# Line ends and other control characters: a log message may quote a client's own strings (its
+# software name, a topic, a group id), and a line end in one would forge a log line of its own.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters escaped as Python writes them (``\\n``, ``\\x1b``):
+    one log line whatever a client sent."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 class UsageError(ConfigurationError):
     """A mistake in what the user asked for: exit status 2."""
 

@@ -17,6 +17,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from lazyconv._commands._common import one_line
 from lazyconv.net._session import current_session
 
 __all__ = ["SessionContext", "TextFormatter", "JsonFormatter", "ReopenableFileHandler",
@@ -62,6 +63,7 @@ class TextFormatter(logging.Formatter):
             client = f", client {context['client_id']!r}" if context["client_id"] else ""
             text += (f" [connection {context['connection_id']}{client}, {context['principal']}, "
                      f"{context['listener']}]")
+        text = one_line(text)  # a client's string with a line end must not forge a line
         if record.exc_info and self.verbose:
             text += "\n" + self.formatException(record.exc_info)
         return text

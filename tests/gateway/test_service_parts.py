@@ -120,6 +120,22 @@ def test_log_lines_name_their_connection() -> None:
     assert text[:4].isdigit() and "T" in text.split()[0]  # an ISO timestamp first
 
 
+def test_a_clients_line_end_does_not_forge_a_log_line() -> None:
+    """A client's own string quoted in a message (here its ApiVersions v3 software name, as the
+    new-client line quotes it) stays on its line: control characters escaped."""
+    from lazyconv._cli import _CommandFormatter
+
+    forged = "x\n2026-01-01T00:00:00.000+00:00 lazyconv gateway: error: forged\r\x1b[2K"
+    record = logging.LogRecord("lazyconv.gateway._clients", logging.INFO, __file__, 1,
+                               "new client %r: %s", ("c1", forged), None)
+    SessionContext().filter(record)
+    for formatter in (TextFormatter("gateway", False), _CommandFormatter("serve", True)):
+        text = formatter.format(record)
+        assert text.splitlines() == [text], text
+        assert "x\\n2026-01-01" in text and "forged\\r\\x1b[2K" in text
+    assert json.loads(JsonFormatter().format(record))["message"].endswith(forged)
+
+
 def test_batch_headers_are_counted_without_reading_records() -> None:
     data = b""
     for codec, n in ((Compression.LZ4, 5), (Compression.NONE, 3)):
