@@ -58,6 +58,7 @@ class _Part:
     answered: bool = False  # answered by the gateway itself, not sent upstream
     # what its up-conversion made: (source magic, source codec, records, message set bytes)
     converted: tuple[int, str, int, int] | None = None
+    refused: str | None = None  # why its up-conversion refused it (logged on the event loop)
 
 
 def _response_body(parts: list[_Part]) -> dict[str, Any]:
@@ -146,10 +147,14 @@ class ProduceRelay:
                        on_error=unanswered)
 
     def _count_up_converted(self, parts: list[_Part]) -> None:
-        """What the parts' up-conversions made, counted on the event loop (the conversions may
+        """What the parts' up-conversions made (and refused), counted on the event loop (they may
         have run on a worker's thread; the metrics' plain numbers are the loop's alone)."""
         session, metrics = session_metrics()
         for part in parts:
+            if part.refused is not None:
+                # a producer retries what was refused (CORRUPT_MESSAGE is retriable): said
+                # once, then at most once a minute with the count, not once per request
+                self.cluster.state.warn("Produce up-conversion", part.refused)
             if part.converted is None:
                 continue
             self.up_converted_partitions += 1
@@ -172,7 +177,7 @@ class ProduceRelay:
             self.refused_partitions += 1
             part.answer["error_code"] = downstream_error(produce.SPEC.key, version,
                                                          kafka_error_code(exc))
-            log.warning("refused produce to %s-%d: %s", part.topic, part.index, exc)
+            part.refused = f"refused produce to {part.topic}-{part.index}: {exc}"
             return
         part.converted = (converted.source_magic or 0, converted.source_compression.name.lower(),
                           converted.record_count, len(part.records))

@@ -5,6 +5,7 @@ it produces arrives as v2 batches, and no request reaches the upstream below Kaf
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import struct
 import time
@@ -420,7 +421,7 @@ def _log_bytes(folder) -> bytes:
 
 
 def test_a_refused_message_set_gets_the_brokers_error_and_others_go_through(
-        served_fixtures, gateway_factory) -> None:
+        served_fixtures, gateway_factory, caplog: pytest.LogCaptureFixture) -> None:
     (served_fixtures / "sink-0").mkdir()
     upstream = ServerThread(served_fixtures)
     try:
@@ -432,9 +433,17 @@ def test_a_refused_message_set_gets_the_brokers_error_and_others_go_through(
             answer = client.call(produce.SPEC, 2, {"acks": 1, "timeout_ms": 5000, "topic_data": [
                 {"name": "sink", "partition_data": [{"index": 0, "records": bytes(corrupt)}]},
                 {"name": "nulls", "partition_data": [{"index": 0, "records": good}]}]})
+            # a producer retrying it (CORRUPT_MESSAGE is retriable) is not a line per request
+            for _ in range(20):
+                again = client.call(produce.SPEC, 2, produce_request(2, "sink", bytes(corrupt)))
+                assert again["responses"][0]["partition_responses"][0]["error_code"] == \
+                    ErrorCode.CORRUPT_MESSAGE
         codes = [t["partition_responses"][0]["error_code"] for t in answer["responses"]]
         assert codes == [ErrorCode.CORRUPT_MESSAGE, 0]
         assert _log_bytes(served_fixtures / "sink-0") == b""
+        refused = [r.getMessage() for r in caplog.records
+                   if r.levelno >= logging.WARNING and "refused produce to sink-0" in r.getMessage()]
+        assert len(refused) == 1, refused
     finally:
         upstream.stop()
 
