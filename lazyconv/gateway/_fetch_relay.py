@@ -108,6 +108,7 @@ class _Wanted:
     upstream: dict[str, Any] | None = None  # the upstream partition it is built from
     ahead: Prefetched | None = None  # its answer, fetched ahead (see _fetch_ahead)
     summary: EntriesSummary | None = None  # its upstream records' headers, once read
+    undecodable: str | None = None  # why its upstream records did not decode (logged on the loop)
 
     def entries_summary(self) -> EntriesSummary:
         """What the headers of the upstream records say (:func:`summarize_entries`), read
@@ -200,6 +201,11 @@ class FetchRelay:
             await workers.run(self._finish, view, version, wanted)
         else:
             self._finish(view, version, wanted)
+        for item in wanted:
+            if item.undecodable is not None:
+                # an old consumer fetches the same offset again and again: said once, then at
+                # most once a minute with the count, not once per fetch
+                self.cluster.state.warn("Fetch down-conversion", item.undecodable)
         converted = off_loop and any(
             isinstance(w.entry and w.entry.get("records"), LazyDownConvertedRecords) for w in wanted)
         topics = []
@@ -613,8 +619,7 @@ class FetchRelay:
         except UnsupportedCompressionError:
             return error_partition(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         except RecordsError as exc:
-            log.error("fetch %s-%d at %d: upstream records do not decode: %s", name, index,
-                      fetch_offset, exc)
+            item.undecodable = f"fetch {name}-{index} at {fetch_offset}: upstream records do not decode: {exc}"
             return error_partition(index, ErrorCode.CORRUPT_MESSAGE)
 
 

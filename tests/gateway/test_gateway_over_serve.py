@@ -448,6 +448,23 @@ def test_a_refused_message_set_gets_the_brokers_error_and_others_go_through(
         upstream.stop()
 
 
+def test_upstream_records_that_do_not_convert_are_refused_and_logged_once(
+        gateway_over_serve, caplog: pytest.LogCaptureFixture) -> None:
+    """An old consumer stuck at a batch the gateway cannot down-convert (beyond the decompression
+    bound, made small here) fetches it again and again: CORRUPT_MESSAGE each time, one line."""
+    gateway_over_serve.handler.fetches.max_decompressed_batch = 64
+    with WireClient(gateway_over_serve.port) as client:
+        for _ in range(20):
+            answer = client.call(fetch.SPEC, 2, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "topics": [
+                    {"topic": "codecs", "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+            assert answer["responses"][0]["partitions"][0]["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    lines = [r.getMessage() for r in caplog.records
+             if r.levelno >= logging.WARNING and "codecs-0 at 0" in r.getMessage()]
+    assert len(lines) == 1 and "do not decode" in lines[0], lines
+
+
 @pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP])
 def test_a_timestamp_delta_beyond_int64_refuses_only_its_partition(
         served_fixtures, gateway_factory, codec: Compression) -> None:
