@@ -20,6 +20,8 @@ from typing import Any, TextIO
 from lazyconv._commands._common import one_line
 from lazyconv.net._session import current_session
 
+log = logging.getLogger(__name__)
+
 __all__ = ["SessionContext", "TextFormatter", "JsonFormatter", "ReopenableFileHandler",
            "use_log_format"]
 
@@ -87,13 +89,23 @@ class ReopenableFileHandler(logging.FileHandler):
     lazyconv_cli = True  # the command line's own handler (replaced when it configures again)
 
     def reopen(self) -> None:
+        """The file at the path opened again; one that cannot be (its directory gone) leaves
+        the one in use open, and says so in it (never a log closed for good)."""
+        failed: OSError | None = None
         self.acquire()
         try:
-            if self.stream is not None:
-                self.stream.close()
-            self.stream = self._open()
+            try:
+                stream = self._open()
+            except OSError as exc:
+                failed = exc
+            else:
+                old, self.stream = self.stream, stream
+                if old is not None:
+                    old.close()
         finally:
             self.release()
+        if failed is not None:
+            log.error("cannot open the log file again, still writing to the one open: %s", failed)
 
 
 def use_log_format(command: str, log_format: str, verbose: bool, log_file: str | None = None,

@@ -13,7 +13,13 @@ import time
 
 import pytest
 
-from lazyconv._commands._log_format import JsonFormatter, SessionContext, TextFormatter
+from lazyconv._commands._log_format import (
+    JsonFormatter,
+    ReopenableFileHandler,
+    SessionContext,
+    TextFormatter,
+    use_log_format,
+)
 from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.errors import UpstreamError
 from lazyconv.gateway import _cluster_state
@@ -134,6 +140,26 @@ def test_a_clients_line_end_does_not_forge_a_log_line() -> None:
         assert text.splitlines() == [text], text
         assert "x\\n2026-01-01" in text and "forged\\r\\x1b[2K" in text
     assert json.loads(JsonFormatter().format(record))["message"].endswith(forged)
+
+
+def test_a_log_file_that_cannot_be_opened_again_keeps_the_one_in_use(tmp_path) -> None:
+    """SIGHUP's reopen after the file's directory went away: the lines go on to the file
+    open, with one saying why, instead of to a closed stream (each line lost)."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    handler = use_log_format("gateway", "text", False, str(folder / "gateway.log"))
+    try:
+        logging.getLogger("lazyconv.test").warning("before")
+        folder.rename(tmp_path / "moved")
+        assert isinstance(handler, ReopenableFileHandler)
+        handler.reopen()
+        logging.getLogger("lazyconv.test").warning("after")
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    lines = (tmp_path / "moved" / "gateway.log").read_text().splitlines()
+    assert [line.split(": ", 2)[2] for line in lines[:1] + lines[2:]] == ["before", "after"]
+    assert "cannot open the log file again" in lines[1]
 
 
 def test_batch_headers_are_counted_without_reading_records() -> None:
