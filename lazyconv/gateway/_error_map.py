@@ -15,6 +15,8 @@ FENCED_LEADER_EPOCH (74)             every version        NOT_LEADER_OR_FOLLOWER
 UNKNOWN_LEADER_EPOCH (75)                                  sends no leader epoch, so these mean
                                                            "ask for metadata again"
 OFFSET_NOT_AVAILABLE (78)            ListOffsets v5       LEADER_NOT_AVAILABLE (5)
+LISTENER_NOT_FOUND (72)              Metadata v6          LEADER_NOT_AVAILABLE (5), as Kafka
+                                                           answers Metadata v0–5
 INVALID_RECORD (87)                  Produce v8           CORRUPT_MESSAGE (2)
 UNKNOWN_TOPIC_ID (100)               Fetch v13            UNKNOWN_TOPIC_OR_PARTITION (3)
 INCONSISTENT_TOPIC_ID (103)          Fetch v13            UNKNOWN_TOPIC_OR_PARTITION (3)
@@ -38,6 +40,7 @@ from lazyconv.errors import ErrorCode
 from lazyconv.gateway._metrics import session_metrics
 from lazyconv.protocol import _fetch as fetch
 from lazyconv.protocol import _list_offsets as list_offsets
+from lazyconv.protocol import _metadata as metadata
 from lazyconv.protocol import _produce as produce
 
 __all__ = ["downstream_error", "RETRIABLE_ROUTING_ERRORS", "UNREACHABLE", "UPSTREAM_UNAVAILABLE"]
@@ -48,6 +51,8 @@ UNREACHABLE = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 # any broker) answers: retriable (a client's TimeoutException)
 UPSTREAM_UNAVAILABLE = int(ErrorCode.REQUEST_TIMED_OUT)
 _LEADER_NOT_AVAILABLE = 5
+# a partition's leader lacks the listener the gateway asked on (Kafka sends it to Metadata v6+)
+_LISTENER_NOT_FOUND = 72
 # codes after which the gateway refreshes its metadata
 RETRIABLE_ROUTING_ERRORS = frozenset({
     int(ErrorCode.NOT_LEADER_OR_FOLLOWER), _LEADER_NOT_AVAILABLE,
@@ -70,6 +75,9 @@ _REPLACEMENTS: dict[int, list[tuple[int, int, int]]] = {
     produce.SPEC.key: [
         (int(ErrorCode.KAFKA_STORAGE_ERROR), 4, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)),
         (int(ErrorCode.INVALID_RECORD), 8, int(ErrorCode.CORRUPT_MESSAGE)),
+    ],
+    metadata.SPEC.key: [
+        (_LISTENER_NOT_FOUND, 6, _LEADER_NOT_AVAILABLE),
     ],
     list_offsets.SPEC.key: [
         (int(ErrorCode.OFFSET_NOT_AVAILABLE), 5, _LEADER_NOT_AVAILABLE),

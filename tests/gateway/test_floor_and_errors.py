@@ -83,6 +83,10 @@ def test_an_api_the_broker_lacks() -> None:
     (list_offsets.SPEC.key, 0, ErrorCode.OFFSET_NOT_AVAILABLE, 5),
     (list_offsets.SPEC.key, 5, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.OFFSET_NOT_AVAILABLE),
     (metadata.SPEC.key, 0, 0, 0),
+    # a leader without the gateway's listener: Kafka answers LEADER_NOT_AVAILABLE below v6
+    (metadata.SPEC.key, 5, 72, 5),
+    (metadata.SPEC.key, 0, 72, 5),
+    (metadata.SPEC.key, 6, 72, 72),
 ])
 def test_error_codes_an_old_version_knows(key: int, version: int, code: int, sent: int) -> None:
     assert downstream_error(key, version, int(code)) == int(sent)
