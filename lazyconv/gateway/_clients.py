@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from lazyconv.errors import ConfigurationError
 from lazyconv.gateway._releases import implied_release, kafka_4_refuses
 from lazyconv.net._observer import ServerObserver
 from lazyconv.net._session import Session
@@ -152,7 +153,7 @@ class ClientRegistry(ServerObserver):
     def __init__(self, max_clients: int = DEFAULT_MAX_CLIENTS,
                  metrics: GatewayMetrics | None = None) -> None:
         if max_clients < 1:
-            raise ValueError(f"max_clients must be at least 1, got {max_clients}")
+            raise ConfigurationError(f"max_clients must be at least 1, got {max_clients}")
         self.max_clients = max_clients
         self.metrics = metrics
         self._records: OrderedDict[_Key, ClientRecord] = OrderedDict()  # least recently seen first

@@ -128,7 +128,9 @@ class Gateway:
             raise ConfigurationError(
                 f"--host {host or '(any)'} is a wildcard address, which clients cannot connect "
                 "to: give the address clients reach the gateway at with --advertised-host")
-        for name, port_value in (("advertised port", advertised_port), ("metrics port", metrics_port)):
+        # the port listened on too: out of range, binding it raised OverflowError in start()
+        for name, port_value in (("port", None if settings is not None else port),
+                                 ("advertised port", advertised_port), ("metrics port", metrics_port)):
             if port_value is not None and not 0 <= port_value <= 65535:
                 raise ConfigurationError(f"{name} {port_value} is outside 0..65535")
         if drain_timeout_ms <= 0:

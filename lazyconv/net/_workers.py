@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from lazyconv.errors import ConfigurationError
+
 __all__ = ["ConversionWorkers", "default_worker_count"]
 
 T = TypeVar("T")
@@ -46,7 +48,7 @@ class ConversionWorkers:
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads if threads is not None else default_worker_count()
         if self.threads < 1:
-            raise ValueError(f"a conversion pool needs at least one thread, got {self.threads}")
+            raise ConfigurationError(f"a conversion pool needs at least one thread, got {self.threads}")
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         # each pool thread's CPU clock (registered by the thread itself when it starts) and the
         # clock's last reading, which stands once the thread has ended

@@ -315,6 +315,19 @@ def test_the_gateway_gives_its_client_sockets_the_send_buffer() -> None:
             Gateway("127.0.0.1:9", socket_send_buffer_bytes=bad)
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"port": 70000}, "port 70000 is outside 0..65535"),  # was OverflowError from start()
+    ({"port": -1}, "port -1 is outside"),
+    ({"workers": 0}, "at least one thread"),  # was a bare ValueError
+    ({"max_clients": 0}, "max_clients must be at least 1"),
+])
+def test_the_gateways_bad_arguments_are_configuration_errors(kwargs: dict, message: str) -> None:
+    from lazyconv.gateway import Gateway
+
+    with pytest.raises(ConfigurationError, match=message):
+        Gateway("127.0.0.1:9", **kwargs)
+
+
 @pytest.mark.parametrize("argument, expected", [("1M", 1 << 20), ("-1", -1), ("64K", 65536)])
 def test_the_command_line_sets_the_send_buffer(argument: str, expected: int) -> None:
     from lazyconv._cli import build_parser
