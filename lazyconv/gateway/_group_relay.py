@@ -1,5 +1,6 @@
 """Consumer groups through the gateway: the group APIs at versions the cluster does not serve
-(below Kafka 4's floor: JoinGroup v0–1, OffsetCommit v0–1, OffsetFetch v0) translated into
+(below Kafka 4's floor: JoinGroup v0–1 — 4.0.0's; 4.0.1 serves them again —, OffsetCommit v0–1,
+OffsetFetch v0) translated into
 versions it accepts, and FindCoordinator answered with the gateway (docs/guide/gateway.md).
 Versions the cluster serves are relayed as they came (:mod:`lazyconv.gateway._api_relay`).
 
