@@ -5,8 +5,8 @@ The store is one JSON file, ``LOGDIR/__lazyconv_offsets/offsets.json``::
     {"version": 1, "groups": {"<group>": {"<topic>": {"<partition>":
         {"offset": 42, "leader_epoch": -1, "metadata": "", "commit_timestamp": 1700000000000}}}}}
 
-Every commit rewrites it atomically (write a temporary file, fsync, rename), so a crash leaves
-either the old or the new content, never a torn file. The folder name has no ``-<n>`` suffix,
+Every commit rewrites it atomically (write a temporary file, fsync, rename, fsync the folder),
+so a crash or a power loss leaves either the old or the new content, never a torn file. The folder name has no ``-<n>`` suffix,
 so it is never mistaken for a partition directory.
 """
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lazyconv.errors import ValidationError
+from lazyconv.logdir._durability import fsync_directory
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,9 @@ class OffsetStore:
                             for p, c in sorted(parts.items())}
                     for topic, parts in sorted(topics.items())}
             for group, topics in sorted(self._offsets.items())}}
-        self.path.parent.mkdir(exist_ok=True)
+        if not self.path.parent.is_dir():
+            self.path.parent.mkdir(exist_ok=True)
+            fsync_directory(self.path.parent.parent)  # the folder's own name survives a power loss
         fd, tmp = tempfile.mkstemp(prefix=".offsets.", dir=self.path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -126,3 +129,6 @@ class OffsetStore:
             except OSError:
                 pass
             raise
+        # the rename is durable only once the folder is: without this a power loss may bring
+        # back the previous file, losing commits that were answered
+        fsync_directory(self.path.parent)

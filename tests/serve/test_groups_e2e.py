@@ -225,6 +225,22 @@ def test_offsets_that_cannot_be_written_are_refused_not_half_kept(tmp_path, monk
     assert OffsetStore(tmp_path).fetch("g", "t", 0) == CommittedOffset(5)
 
 
+def test_a_commit_fsyncs_the_folder_after_the_rename(tmp_path, monkeypatch) -> None:
+    """The durability table promises committed offsets survive a power loss: the rename of the
+    new file is durable only once its folder is fsynced (and the folder's own name once the log
+    directory is). Found by a review: only the temporary file was fsynced."""
+    from lazyconv.serve._offset_store import OFFSETS_DIRECTORY, CommittedOffset, OffsetStore
+
+    synced: list[str] = []
+    monkeypatch.setattr("lazyconv.serve._offset_store.fsync_directory",
+                        lambda path: synced.append(str(path)), raising=False)
+    store = OffsetStore(tmp_path)
+    store.commit("g", {("t", 0): CommittedOffset(5)})
+    assert synced == [str(tmp_path), str(tmp_path / OFFSETS_DIRECTORY)]
+    store.commit("g", {("t", 0): CommittedOffset(6)})
+    assert synced[2:] == [str(tmp_path / OFFSETS_DIRECTORY)]
+
+
 @pytest.mark.parametrize("content", [b"{nonsense", b"\xff\xfe{}"])
 def test_an_offsets_file_that_is_not_ours_is_a_validation_error_naming_it(tmp_path, content) -> None:
     # bytes that are not UTF-8 once escaped as a bare UnicodeDecodeError ("bad value: 'utf-8'
