@@ -13,10 +13,12 @@ What Kafka's ProducerStateManager and TransactionIndex keep, rebuilt from the lo
   high watermark.
 
 Segments that carry a ``.txnindex`` (Kafka's TransactionIndex, :mod:`lazyconv.logdir._txnindex`)
-give their aborted transactions from it; their control batches up to the index's last entry then
-need no reading beyond the batch header (later ones, appended after the index was written, are
-read from the log). The scan resumes where it stopped, so Produce keeps the state current by
-calling :meth:`PartitionTransactions.update` after each append.
+give their aborted transactions from it; the control batches it lists then need no reading
+beyond the batch header. Every other control batch is read from the log: one appended after the
+index was written, and an ABORT marker whose entry a crash kept out of the index (the marker is
+appended first), even when a later abort's entry follows in it. The scan resumes where it
+stopped, so Produce keeps the state current by calling :meth:`PartitionTransactions.update`
+after each append.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def _control_type(header: bytes) -> int:
 @dataclass
 class _SegmentProgress:
     entries_done: int = 0
-    index_covers: int = -1  # markers up to this offset are accounted for by the .txnindex
+    indexed: frozenset[int] = frozenset()  # the markers' offsets the .txnindex accounts for
 
 
 @dataclass
@@ -112,8 +114,8 @@ class PartitionTransactions:
                     else:
                         for txn in indexed:
                             self._add_aborted(txn)
-                        # entries appended after the index was written are read from the log
-                        progress.index_covers = max((t.last_offset for t in indexed), default=-1)
+                        # the other markers are read from the log
+                        progress.indexed = frozenset(t.last_offset for t in indexed)
             entries = segment.entries
             if progress.entries_done >= len(entries):
                 continue
@@ -127,7 +129,7 @@ class PartitionTransactions:
                 if entry.magic != 2 or not entry.attributes & TRANSACTIONAL_FLAG_MASK:
                     continue
                 is_control = bool(entry.attributes & CONTROL_FLAG_MASK)
-                from_index = entry.last_offset <= progress.index_covers
+                from_index = entry.last_offset in progress.indexed
                 need = _CONTROL_READ if is_control and not from_index else PRODUCER_ID_OFFSET + _PRODUCER_ID.size
                 header = os.pread(fd, min(need, entry.size), entry.position)
                 (pid,) = _PRODUCER_ID.unpack_from(header, PRODUCER_ID_OFFSET)
@@ -140,7 +142,7 @@ class PartitionTransactions:
                     continue
                 first = self.ongoing.pop(pid, None)
                 if from_index or first is None:
-                    continue  # the index has the aborted ones; a marker with nothing open
+                    continue  # the index has this abort; a marker with nothing open
                 try:
                     kind = _control_type(header)
                 except (ValueError, struct.error) as exc:
