@@ -171,9 +171,11 @@ class Broker:
         self.transactions = TransactionCoordinator(
             self._allocate_producer_id, self._write_marker, store.commit,
             lambda topic, p: logdir.partition(topic, p) is not None,
-            restored=txn_ids.load(), save=txn_ids.save, open_transactions=self._open_transactions)
+            restored=txn_ids.load(), prepared=txn_ids.prepared, save=txn_ids.save,
+            open_transactions=self._open_transactions)
         self.txn_apis = TransactionApis(self.transactions, self._allocate_producer_id)
         self._handlers = self._handler_table()
+        self.transactions.complete_prepared()  # commits a restart interrupted
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the timers (group sessions, rebalance and transaction timeouts, markers to

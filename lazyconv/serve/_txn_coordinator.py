@@ -14,7 +14,10 @@ after a restart ``open_transactions`` finds the partitions its producer id left 
   :meth:`TransactionCoordinator.expire` (called by the broker's timer) and its producer fenced
   (the ABORT markers carry the bumped epoch);
 - EndTxn writes a COMMIT or ABORT control batch (pid, epoch) into every partition of the
-  transaction, through ``write_marker``, then applies or drops the stashed offsets.
+  transaction, through ``write_marker``, then applies or drops the stashed offsets; a commit is
+  recorded through ``save`` first (Kafka's PrepareCommit) and, when a restart interrupted it,
+  completed by :meth:`TransactionCoordinator.complete_prepared` (the partitions it left open
+  get their COMMIT marker, the offsets are stored).
 
 Errors as Kafka's: INVALID_PRODUCER_ID_MAPPING (49) for a producer id the transactional id does
 not hold, INVALID_PRODUCER_EPOCH (47) for a fenced epoch, INVALID_TXN_STATE (48) for EndTxn
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 
 from lazyconv.errors import ErrorCode, StorageError
 from lazyconv.serve._offset_store import CommittedOffset
+from lazyconv.serve._txn_ids import PreparedCommit
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,7 @@ class TransactionalProducer:
     started_at: float | None = None  # when the open transaction added its first partition or group
     pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     restored: bool = False  # from before a restart: its open partitions are still to be found
+    prepared: PreparedCommit | None = None  # the commit being completed, as recorded
 
     @property
     def ongoing(self) -> bool:
@@ -65,7 +70,8 @@ class TransactionCoordinator:
     ``partition_exists(topic, partition)`` says whether a partition is served.
 
     ``restored`` maps the transactional ids of an earlier run to ``(producer id, epoch,
-    timeout ms)``; ``save`` records that map whenever it changes (raising
+    timeout ms)`` and ``prepared`` to the commits it was completing; ``save(producers,
+    prepared)`` records both whenever they change (raising
     :class:`~lazyconv.errors.StorageError` when it cannot); ``open_transactions(producer_id)``
     names the partitions where that producer has a transaction open in the log."""
 
@@ -75,7 +81,9 @@ class TransactionCoordinator:
                  partition_exists: Callable[[str, int], bool],
                  clock: Callable[[], float] = time.monotonic, *,
                  restored: dict[str, tuple[int, int, int]] | None = None,
-                 save: Callable[[dict[str, tuple[int, int, int]]], None] | None = None,
+                 prepared: dict[str, PreparedCommit] | None = None,
+                 save: Callable[[dict[str, tuple[int, int, int]], dict[str, PreparedCommit]], None]
+                 | None = None,
                  open_transactions: Callable[[int], list[tuple[str, int]]] | None = None) -> None:
         self.allocate_producer_id = allocate_producer_id
         self.clock = clock
@@ -87,6 +95,24 @@ class TransactionCoordinator:
         self.producers: dict[str, TransactionalProducer] = {
             tid: TransactionalProducer(tid, pid, epoch, timeout, restored=True)
             for tid, (pid, epoch, timeout) in (restored or {}).items()}
+        for tid, commit in (prepared or {}).items():
+            if tid in self.producers:
+                self.producers[tid].prepared = commit
+
+    def complete_prepared(self) -> None:
+        """Complete the commits a restart interrupted: a COMMIT marker in each of their
+        partitions still open, then their offsets stored (called once, at start)."""
+        for producer in self.producers.values():
+            commit = producer.prepared
+            if commit is None:
+                continue
+            open_now = (set(self.open_transactions(producer.producer_id))
+                        if self.open_transactions is not None else set(commit.partitions))
+            producer.partitions = {tp for tp in commit.partitions if tp in open_now}
+            producer.pending_offsets = {group: dict(offsets) for group, offsets in commit.offsets.items()}
+            log.info("transactional id %s: completing the commit a restart interrupted",
+                     producer.transactional_id)
+            self._complete(producer, commit=True)
 
     def init_producer_id(self, transactional_id: str, timeout_ms: int) -> tuple[int, int, int]:
         """(error code, producer id, epoch) for a (re)starting transactional producer."""
@@ -113,7 +139,8 @@ class TransactionCoordinator:
 
     def _save(self) -> None:
         if self.save is not None:
-            self.save({tid: (p.producer_id, p.epoch, p.timeout_ms) for tid, p in self.producers.items()})
+            self.save({tid: (p.producer_id, p.epoch, p.timeout_ms) for tid, p in self.producers.items()},
+                      {tid: p.prepared for tid, p in self.producers.items() if p.prepared is not None})
 
     def _find_open_partitions(self, producer: TransactionalProducer) -> None:
         """A producer from before a restart: the partitions its transaction left open."""
@@ -182,7 +209,11 @@ class TransactionCoordinator:
         code, producer = self._check(transactional_id, producer_id, epoch)
         if producer is None:
             return code
-        self._complete(producer, commit)
+        try:
+            self._complete(producer, commit)
+        except StorageError as exc:  # the commit could not be recorded: nothing was written
+            log.error("EndTxn of transactional id %s: %s", transactional_id, exc)
+            return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)  # retried by clients
         return 0
 
     def _started(self, producer: TransactionalProducer) -> None:
@@ -212,6 +243,20 @@ class TransactionCoordinator:
             log.error("transactional id %s: %s", producer.transactional_id, exc)
 
     def _complete(self, producer: TransactionalProducer, commit: bool) -> None:
+        """Write the markers and store or drop the offsets. A commit is recorded before its
+        first marker (raising :class:`~lazyconv.errors.StorageError`, with nothing written,
+        when it cannot be): a restart half-way completes it rather than aborting the
+        partitions left open, which would split the transaction."""
+        if (commit and producer.prepared is None and self.save is not None
+                and (producer.partitions or producer.pending_offsets)):
+            producer.prepared = PreparedCommit(tuple(sorted(producer.partitions)),
+                                               {group: dict(offsets) for group, offsets
+                                                in producer.pending_offsets.items()})
+            try:
+                self._save()
+            except StorageError:
+                producer.prepared = None
+                raise
         for topic, partition in sorted(producer.partitions):
             self.write_marker(topic, partition, producer.producer_id, producer.epoch, commit)
         if commit:
@@ -223,3 +268,9 @@ class TransactionCoordinator:
         producer.groups.clear()
         producer.pending_offsets.clear()
         producer.started_at = None
+        if producer.prepared is not None:
+            producer.prepared = None
+            try:
+                self._save()
+            except StorageError as exc:  # the file still holds it until the next save succeeds
+                log.error("transactional id %s: %s", producer.transactional_id, exc)

@@ -183,6 +183,80 @@ def test_the_previous_incarnation_is_fenced_after_a_restart(tmp_path) -> None:
     again.close()
 
 
+class _Crash(BaseException):
+    """A process killed at this point (nothing after it runs)."""
+
+
+@pytest.mark.parametrize("markers_written", [0, 1, 2])
+def test_a_commit_a_restart_interrupted_is_completed(tmp_path, markers_written) -> None:
+    """Killed after EndTxn(commit) wrote the COMMIT marker of some of the partitions (or all,
+    the offsets not stored yet): the restart completes the commit, as Kafka's PrepareCommit in
+    its transaction log does. Found by a review: the partitions left open were aborted when the
+    producer retried EndTxn, and the transaction stayed committed in t-0, aborted in t-1."""
+    from tests.serve.test_append_validation import idem
+
+    for p in (0, 1):
+        (tmp_path / f"t-{p}").mkdir()
+    broker = _broker(tmp_path)
+    coordinator = broker.transactions
+    _, pid, epoch = coordinator.init_producer_id("tx", 60000)
+    coordinator.add_partitions("tx", pid, epoch, [("t", 0), ("t", 1)])
+    for p in (0, 1):
+        assert _produce(broker, p, idem(0, pid=pid, epoch=epoch, txn=True)) == 0
+    assert coordinator.add_offsets("tx", pid, epoch, "g") == 0
+    assert coordinator.txn_offset_commit("tx", pid, epoch, "g", {("t", 0): CommittedOffset(7)}) == 0
+    real_write = coordinator.write_marker
+    written: list[int] = []
+
+    def write_marker(topic, partition, *rest):
+        if len(written) == markers_written:
+            raise _Crash
+        written.append(partition)
+        real_write(topic, partition, *rest)
+
+    def commit_offsets(group, offsets):
+        raise _Crash
+
+    coordinator.write_marker, coordinator.commit_offsets = write_marker, commit_offsets
+    with pytest.raises(_Crash):
+        coordinator.end_txn("tx", pid, epoch, True)
+    again = _broker(tmp_path)
+    for p in (0, 1):
+        plog = again.logdir.partition("t", p)
+        assert plog.last_stable_offset() == plog.high_watermark == 3  # the COMMIT marker at 2
+        assert plog.transaction_state().aborted == []
+    assert again.groups.store.fetch("g", "t", 0) == CommittedOffset(7)
+    assert again.transactions.end_txn("tx", pid, epoch, True) == 0  # the producer's retry
+    again.close()
+    assert "prepared_commit" not in (tmp_path / "__lazyconv_transactional_ids.json").read_text()
+
+
+def test_a_commit_that_cannot_be_recorded_writes_nothing_and_is_retried(tmp_path) -> None:
+    from lazyconv.errors import StorageError
+
+    saved: list[dict] = []
+    failing = [False]
+
+    def save(producers, prepared):
+        if failing[0]:
+            raise StorageError("disk full")
+        saved.append(dict(prepared))
+
+    markers: list[tuple] = []
+    ids = count(1000)
+    c = TransactionCoordinator(lambda: next(ids), lambda *m: markers.append(m), lambda g, o: None,
+                               lambda topic, p: True, save=save)
+    _, pid, epoch = c.init_producer_id("tx", 60000)
+    c.add_partitions("tx", pid, epoch, [("t", 0)])
+    failing[0] = True
+    assert c.end_txn("tx", pid, epoch, True) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert markers == [] and c.producers["tx"].ongoing
+    failing[0] = False
+    assert c.end_txn("tx", pid, epoch, True) == 0
+    assert markers == [("t", 0, pid, epoch, True)]
+    assert [list(p) for p in saved[-2:]] == [["tx"], []]  # recorded, then cleared
+
+
 kafka = pytest.importorskip("kafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
