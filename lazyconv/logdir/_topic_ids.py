@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
-import tempfile
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
 from lazyconv.errors import ValidationError
+from lazyconv.logdir._durability import write_atomically
 from lazyconv.logdir._naming import PARTITION_METADATA_FILE
 
 log = logging.getLogger(__name__)
@@ -123,20 +122,10 @@ def ensure_topic_id(topic: str, directories: Iterable[Path]) -> uuid.UUID:
 
 
 def _write_atomically(path: Path, text: str) -> bool:
+    """``text`` in ``path`` for good (the folder fsynced after the rename, as every file of ours:
+    a power loss would otherwise bring back no file and a new topic id); False when it cannot be."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".partition.metadata.", dir=path.parent)
+        write_atomically(path, text.encode("utf-8"))
     except OSError:
         return False
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        return True
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return False
+    return True

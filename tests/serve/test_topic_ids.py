@@ -117,3 +117,19 @@ def test_metadata_v0_with_an_empty_topic_list_asks_for_every_topic(serve_logdir,
         everything = client.call(metadata.SPEC, 0, {"topics": []})
         assert sorted(t["name"] for t in everything["topics"]) == ["a", "b"]
         assert client.call(metadata.SPEC, 1, {"topics": []})["topics"] == []
+
+
+def test_a_new_topic_id_is_kept_with_its_folder_fsynced(tmp_path, monkeypatch) -> None:
+    """partition.metadata was renamed into place without fsyncing its folder, so a power loss
+    could bring back no file and the topic a new id (found by a review)."""
+    import lazyconv.logdir._durability as durability
+    from lazyconv.logdir._topic_ids import ensure_topic_id
+
+    synced: list[str] = []
+    real = durability.fsync_directory
+    monkeypatch.setattr(durability, "fsync_directory", lambda path: (synced.append(str(path)), real(path)))
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    topic_id = ensure_topic_id("t", [folder])
+    assert read_topic_id(folder) == topic_id
+    assert str(folder) in synced
