@@ -19,8 +19,12 @@ _MASK = 0xFFFFFFFF
 
 
 def murmur2(data: bytes | bytearray | memoryview) -> int:
-    """Return Kafka's murmur2 hash of ``data`` as a signed 32-bit int (Java's result)."""
-    data = bytes(data)
+    """Return Kafka's murmur2 hash of ``data`` (any bytes-like buffer) as a signed 32-bit int
+    (Java's result); anything else raises :class:`~lazyconv.errors.ConfigurationError`."""
+    try:
+        data = memoryview(data).tobytes()  # bytes(5) would hash five zero bytes, silently
+    except TypeError:
+        raise ConfigurationError(f"murmur2 hashes bytes-like data, got {type(data).__name__}") from None
     length = len(data)
     h = (_SEED ^ length) & _MASK
     blocks_end = length - (length % 4)

@@ -179,7 +179,10 @@ class Reader:
 
     def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0, *, base: int = 0,
                  records_as_views: bool = False) -> None:
-        self.view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+        try:
+            self.view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+        except (TypeError, ValueError) as exc:  # None, a str, a released buffer: not bytes to read
+            raise LocalProtocolError(f"bytes to decode expected, got {type(data).__name__}: {exc}") from None
         self.pos = pos
         # Added to positions in error messages, for readers over a sub-buffer of a message.
         self.base = base

@@ -68,3 +68,12 @@ def test_matches_kafka_python_on_random_keys(key, n):
     assert murmur2(key) & 0xFFFFFFFF == theirs
     assert -(2**31) <= murmur2(key) < 2**31
     assert partition_for_key(key, n) == (theirs & 0x7FFFFFFF) % n
+
+
+@pytest.mark.parametrize("data", [5, "abc", None, 1.5])
+def test_murmur2_refuses_what_is_not_bytes(data) -> None:
+    """bytes(5) is five zero bytes: murmur2(5) hashed them and returned a wrong partition
+    silently; a str or None escaped as a bare TypeError (found by a review)."""
+    with pytest.raises(ConfigurationError, match="bytes-like"):
+        murmur2(data)
+    assert murmur2(bytearray(b"abc")) == murmur2(memoryview(b"abc")) == murmur2(b"abc")

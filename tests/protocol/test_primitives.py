@@ -273,3 +273,16 @@ def test_bytes_fields_count_bytes_and_refuse_what_is_not_bytes(flexible: bool) -
     for wrong in ("text", 5):
         with pytest.raises(ProtocolError, match=r"Blob\.data: bytes expected"):
             encode_message(blob, {"data": wrong}, 0, flexible)
+
+
+@pytest.mark.parametrize("data", [None, "text", 7])
+def test_decoding_what_is_not_bytes_is_a_protocol_error(data) -> None:
+    """FetchResponse.decode(None) and the like escaped as memoryview's bare TypeError (found by
+    a review)."""
+    from lazyconv.errors import LocalProtocolError
+    from lazyconv.protocol import FetchRequest, FetchResponse
+
+    for decode in (lambda: FetchResponse.decode(12, data), lambda: FetchRequest.decode(12, data),
+                   lambda: FetchResponse.decode_framed(12, data)):
+        with pytest.raises(LocalProtocolError, match="bytes to decode expected"):
+            decode()
