@@ -41,15 +41,15 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.kafka_bench_common import (  # noqa: E402
-    GIB,
     MIB,
-    RECORD_PAYLOAD,
     VALUE_SIZE,
     _recv_exact,
     connect,
     high_watermark,
     next_offset_v2,
     records,
+    records_gib,
+    records_mib_s,
 )
 from lazyconv._commands._common import parse_size  # noqa: E402
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse, response_header_version  # noqa: E402
@@ -81,11 +81,11 @@ class Read:
     @property
     def payload_gib(self) -> float:
         """GiB of records read, key + value as produced (as the other benchmarks count them)."""
-        return self.records * RECORD_PAYLOAD / GIB
+        return records_gib(self.records)
 
     @property
     def mib_s(self) -> float:
-        return self.records * RECORD_PAYLOAD / MIB / self.seconds
+        return records_mib_s(self.records, self.seconds)
 
 
 def _exchange(sock: socket.socket, body: dict, correlation: int, read: Read) -> dict:

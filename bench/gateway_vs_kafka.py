@@ -92,6 +92,8 @@ from bench.kafka_bench_common import (  # noqa: E402
     legacy_magic,
     parse_variants,
     read_topic,
+    records_gib,
+    records_mib_s,
     set_client_auth,
     topic_name,
 )
@@ -255,11 +257,11 @@ class Measure:
 
     @property
     def payload_gib(self) -> float:
-        return self.records * RECORD_PAYLOAD / GIB
+        return records_gib(self.records)
 
     @property
     def mib_s(self) -> float:
-        return self.records * RECORD_PAYLOAD / MIB / self.seconds
+        return records_mib_s(self.records, self.seconds)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -58,6 +58,16 @@ REPO = Path(__file__).resolve().parent.parent
 VALUE_SIZE = 1024
 KEY_SIZE = 16
 RECORD_PAYLOAD = VALUE_SIZE + KEY_SIZE
+
+
+def records_gib(records: int) -> float:
+    """GiB of ``records`` as the benchmarks count them: key + value as produced."""
+    return records * RECORD_PAYLOAD / GIB
+
+
+def records_mib_s(records: int, seconds: float) -> float:
+    """MiB/s of ``records`` (key + value) read or written in ``seconds`` of wall time."""
+    return records * RECORD_PAYLOAD / MIB / seconds
 OLD_VERSION = 2  # Fetch v2: magic 1, what 0.10.0–0.10.1 consumers send
 NEW_VERSION = 12  # Fetch v12: the last version that names topics, magic 2
 MIB = 1 << 20

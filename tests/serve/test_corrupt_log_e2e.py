@@ -13,12 +13,14 @@ from lazy_support import consumer_records
 from lazyconv.errors import ErrorCode
 from lazyconv.logdir._directory import LogDirectory
 from lazyconv.net._model import Listener
+from lazyconv.protocol import _fetch as fetch
 from lazyconv.protocol._fetch import FetchRequest, FetchResponse
 from lazyconv.protocol._headers import encode_request_header
 from lazyconv.records import RecordsBuilder
 from lazyconv.serve._broker import Broker
 from tests.net.test_robustness import wait_for
 from tests.serve.test_append_validation import recrafted
+from tests.serve.wire import WireClient
 
 RECORDS_EACH = 40
 VALUE = 700  # 40 records of 700 bytes: each batch is above the 16 KiB chunk
@@ -160,13 +162,6 @@ def test_an_incremental_fetch_of_an_unknown_session_is_session_id_not_found(serv
     body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
             "isolation_level": 0, "session_id": session_id, "session_epoch": 3,
             "forgotten_topics_data": [], "rack_id": "", "topics": []}
-    payload = encode_request_header(2, 1, 12, 9, "session-test") + FetchRequest.encode(12, body)
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(len(payload).to_bytes(4, "big") + payload)
-        data = bytearray()
-        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
-            piece = sock.recv(1 << 20)
-            assert piece, "the server closed the connection"
-            data += piece
-    _header, decoded = FetchResponse.decode_framed(12, bytes(data))
+    with WireClient(server.port) as client:
+        decoded = client.call(fetch.SPEC, 12, body)
     assert decoded["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
