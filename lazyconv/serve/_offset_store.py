@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from lazyconv.errors import ValidationError
-from lazyconv.logdir._durability import fsync_directory
+from lazyconv.logdir._durability import fsync_directory, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -116,19 +115,6 @@ class OffsetStore:
         if not self.path.parent.is_dir():
             self.path.parent.mkdir(exist_ok=True)
             fsync_directory(self.path.parent.parent)  # the folder's own name survives a power loss
-        fd, tmp = tempfile.mkstemp(prefix=".offsets.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        # the rename is durable only once the folder is: without this a power loss may bring
-        # back the previous file, losing commits that were answered
-        fsync_directory(self.path.parent)
+        # temporary file, fsync, rename, folder fsync: a crash or a power loss leaves the old
+        # content or the new, never a torn file nor the old one back after an answered commit
+        write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))

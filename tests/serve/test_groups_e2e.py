@@ -218,7 +218,7 @@ def test_offsets_that_cannot_be_written_are_refused_not_half_kept(tmp_path, monk
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("lazyconv.serve._offset_store.tempfile.mkstemp", broken)
+    monkeypatch.setattr("lazyconv.serve._offset_store.write_atomically", broken)
     with pytest.raises(OSError):
         store.commit("g", {("t", 0): CommittedOffset(9), ("t", 1): CommittedOffset(1)})
     assert store.fetch("g", "t", 0) == CommittedOffset(5) and store.fetch("g", "t", 1) is None
@@ -232,8 +232,8 @@ def test_a_commit_fsyncs_the_folder_after_the_rename(tmp_path, monkeypatch) -> N
     from lazyconv.serve._offset_store import OFFSETS_DIRECTORY, CommittedOffset, OffsetStore
 
     synced: list[str] = []
-    monkeypatch.setattr("lazyconv.serve._offset_store.fsync_directory",
-                        lambda path: synced.append(str(path)), raising=False)
+    for where in ("lazyconv.serve._offset_store.fsync_directory", "lazyconv.logdir._durability.fsync_directory"):
+        monkeypatch.setattr(where, lambda path: synced.append(str(path)))
     store = OffsetStore(tmp_path)
     store.commit("g", {("t", 0): CommittedOffset(5)})
     assert synced == [str(tmp_path), str(tmp_path / OFFSETS_DIRECTORY)]
