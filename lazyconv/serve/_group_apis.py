@@ -45,6 +45,7 @@ class GroupApis:
         self.partition_exists = partition_exists
         self.clock = clock
         self._timer: asyncio.TimerHandle | None = None
+        self._next_cleanup: float | None = None  # when empty groups are next removed
 
     # -- timers ----------------------------------------------------------------------------
 
@@ -54,7 +55,7 @@ class GroupApis:
         def tick() -> None:
             try:
                 now = self.clock()
-                self.coordinator.tick(now)
+                self.tick(now)
                 if extra_tick is not None:
                     extra_tick(now)
             except Exception:  # a bug must not stop the timer
@@ -63,6 +64,19 @@ class GroupApis:
 
         if self._timer is None:
             self._timer = loop.call_later(TICK_INTERVAL_S, tick)
+
+    def tick(self, now: float) -> None:
+        """Expire sessions and finish timed-out rebalances; every
+        ``offsets_retention_check_interval_ms`` remove the empty groups without committed
+        offsets, as Kafka's group cleanup does (so joins that leave groups empty cannot grow
+        memory without bound)."""
+        self.coordinator.tick(now)
+        interval = self.coordinator.config.offsets_retention_check_interval_ms / 1000
+        if self._next_cleanup is None:
+            self._next_cleanup = now + interval
+        elif now >= self._next_cleanup:
+            self._next_cleanup = now + interval
+            self.coordinator.remove_empty_groups(self.store.has_offsets)
 
     def stop(self) -> None:
         if self._timer is not None:

@@ -52,6 +52,9 @@ class CoordinatorConfig:
     min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
     max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
     initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms (Kafka: 3000)
+    # how often empty groups without committed offsets are removed (Kafka's cleanup runs
+    # every offsets.retention.check.interval.ms)
+    offsets_retention_check_interval_ms: int = 600000
 
 
 @dataclass
@@ -172,6 +175,10 @@ class GroupCoordinator:
             rebalance_timeout_ms = session_timeout_ms
         group = self.groups.get(group_id)
         if group is None:
+            if member_id:
+                # Kafka creates a group only for a join without a member id: an id names a
+                # member of a group that does not exist (and a group made for it would stay)
+                return fail(ErrorCode.UNKNOWN_MEMBER_ID)
             group = self.groups[group_id] = Group(group_id)
         if group.state == GroupState.DEAD:
             return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -339,6 +346,21 @@ class GroupCoordinator:
                     if member.sync_callback is None:
                         del group.members[member.member_id]
                 self._prepare_rebalance(group, now, "the leader's SyncGroup did not come")
+
+    def remove_empty_groups(self, keep: Callable[[str], bool]) -> list[str]:
+        """Remove every Empty group for which ``keep(group_id)`` is false (the owner keeps the
+        groups with committed offsets); returns their ids.
+
+        Kafka's periodic cleanup (every offsets.retention.check.interval.ms) does the same: an
+        Empty group whose offsets are all gone becomes Dead and is forgotten, whatever ids it
+        had handed out to pending members (their next JoinGroup gets UNKNOWN_MEMBER_ID)."""
+        removed = [group_id for group_id, group in self.groups.items()
+                   if group.state == GroupState.EMPTY and not keep(group_id)]
+        for group_id in removed:
+            self.groups.pop(group_id).state = GroupState.DEAD
+        if removed:
+            log.info("removed %d empty groups without committed offsets", len(removed))
+        return removed
 
     # -- state transitions -----------------------------------------------------------------
 

@@ -99,6 +99,10 @@ class OffsetStore:
         """Topic → partitions with a committed offset in ``group``."""
         return {topic: sorted(parts) for topic, parts in sorted(self._offsets.get(group, {}).items())}
 
+    def has_offsets(self, group: str) -> bool:
+        """Whether ``group`` has a committed offset."""
+        return group in self._offsets
+
     def groups(self) -> list[str]:
         """Groups with committed offsets."""
         return sorted(self._offsets)

@@ -341,3 +341,49 @@ def test_a_static_member_restarting_replaces_its_previous_incarnation() -> None:
     assert second.last.error_code == 0 and second.last.member_id != old_id
     assert set(c.groups["g"].members) == {second.last.member_id}
     assert c.heartbeat(1.0, group_id="g", member_id=old_id, generation_id=1) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_join_with_a_member_id_creates_no_group() -> None:
+    # Kafka creates a group only for a join without a member id; each of these made one that
+    # stayed (a client looping such joins grew serve's memory without bound)
+    c = GroupCoordinator()
+    for i in range(1000):
+        assert join(c, 0.0, "made-up", group=f"g{i}").last.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.groups == {}
+
+
+def test_empty_groups_without_committed_offsets_are_removed_every_check_interval() -> None:
+    from lazyconv.serve._group_apis import GroupApis
+    from lazyconv.serve._offset_store import CommittedOffset, OffsetStore
+
+    store = OffsetStore(None)
+    apis = GroupApis(store, lambda topic, partition: True,
+                     config=CoordinatorConfig(offsets_retention_check_interval_ms=60_000))
+    c = apis.coordinator
+    apis.tick(0.0)  # the first check is one interval later, as Kafka schedules it
+    for i in range(500):
+        join(c, 0.0, group=f"v4-{i}")  # MEMBER_ID_REQUIRED, never followed: Empty with a pending id
+        join(c, 0.0, group=f"v3-{i}", v4=False)  # a member whose session will expire
+    kept, _ = joined_member(c, 0.0, group="kept")
+    store.commit("kept", {("t", 0): CommittedOffset(5)})
+    assert len(c.groups) == 1001
+    apis.tick(SESSION_MS / 1000 + 1)  # sessions and pending ids expired: every group Empty
+    assert len(c.groups) == 1001 and state_of(c, "kept") == GroupState.EMPTY
+    apis.tick(59.0)
+    assert len(c.groups) == 1001  # not yet the interval
+    apis.tick(60.0)
+    assert list(c.groups) == ["kept"]  # the one with committed offsets stays, generation and all
+    assert c.groups["kept"].generation_id > 0
+    apis.tick(120.0)
+    assert list(c.groups) == ["kept"]
+    # a removed group is created again by the next join without an id
+    assert join(c, 121.0, group="v4-0").last.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    assert "v4-0" in c.groups
+
+
+def test_only_empty_groups_are_removed() -> None:
+    c = GroupCoordinator()
+    member, _ = joined_member(c, 0.0)
+    assert c.remove_empty_groups(lambda group_id: False) == []
+    assert c.leave(1.0, group_id="g", member_id=member) == 0
+    assert c.remove_empty_groups(lambda group_id: False) == ["g"] and c.groups == {}
