@@ -290,7 +290,13 @@ class FetchHandler:
         # A many-partition response keeps no converted bytes while it waits for its reader: each
         # partition's first converted batch is converted again when its turn comes.
         plan.release_first = request.get("partition_count", 0) >= OFF_LOOP_PARTITIONS
-        budget = FetchBudget(version, request.get("max_bytes") if version >= 3 else None)
+        max_bytes = request.get("max_bytes") if version >= 3 else None
+        if max_bytes is not None and max_bytes < 0:
+            # Kafka reads the first partition under the negative MaxBytes (that read fails,
+            # see _read_partition) and every later one under what is left of it: nothing
+            plan.negative_limit = max_bytes
+            max_bytes = 0
+        budget = FetchBudget(version, max_bytes)
         plan.limit = budget.limit
         # Followers are exempt from message.downconversion.enable (docs/guide/fetch-response.md).
         is_follower = is_follower_fetch(version, request)
@@ -318,6 +324,7 @@ class FetchHandler:
                     entry = self._read_partition_guarded(version, name, plog, part, budget, plan,
                                                          is_follower, request.get("isolation_level", 0))
                     read.append(((name, topic_id), entry))
+                    plan.negative_limit = None
                     plan.bytes_read += before - budget.remaining
                     plan.partitions += 1
         except BaseException:
@@ -377,6 +384,18 @@ class FetchHandler:
             records, error, hw, start = None, ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1
             plan.read_errors += 1
         else:
+            limit = min(part["partition_max_bytes"],
+                        budget.remaining if plan.negative_limit is None else plan.negative_limit)
+            if limit < 0 and region.path is not None and region.end > region.position:
+                # Kafka's log read refuses a negative size (an IllegalArgumentException, answered
+                # as UNKNOWN_SERVER_ERROR) once there is something to read; at the high
+                # watermark or last stable offset the answer is empty, as for any size
+                log.info("fetch %s-%d at %d: negative byte limit %d", topic, index, fetch_offset, limit)
+                plan.read_errors += 1
+                return broker_partition_response(
+                    version, index, None, fetch_offset=fetch_offset,
+                    error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR), high_watermark=-1,
+                    last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None)
             error, hw, start = ErrorCode.NONE, region.high_watermark, region.log_start_offset
             records = b""
             size = _consume_budget(budget, region, part["partition_max_bytes"])
@@ -543,6 +562,8 @@ class _FetchPlan:
         self.release_first = False
         self.on_loop = False
         self.loop_cost = 0  # weighted stored bytes of the first batches converted on the loop
+        # a negative request MaxBytes, until the first partition is read under it
+        self.negative_limit: int | None = None
 
     def close(self) -> None:
         for resource in self.resources:
