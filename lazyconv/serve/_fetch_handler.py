@@ -303,30 +303,32 @@ class FetchHandler:
         read: list[tuple[tuple[str, Any], dict[str, Any]]] = []
         rejected: list[tuple[tuple[str, Any], dict[str, Any]]] = []
         try:
-            for topic in request["topics"]:
+            names: dict[Any, str] = {}  # topic id -> name (v13+), each looked up once
+            for topic, part in _distinct_partitions(version, request["topics"]):
                 name, topic_id = topic["topic"], topic.get("topic_id")
                 unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if version >= 13:  # topics are named by id
-                    name = self.logdir.topic_name(topic_id) or ""
+                    if topic_id not in names:
+                        names[topic_id] = self.logdir.topic_name(topic["topic_id"]) or ""
+                    name = names[topic_id]
                     if not name:  # a known id with a partition it lacks is UNKNOWN_TOPIC_OR_PARTITION
                         unknown = ErrorCode.UNKNOWN_TOPIC_ID
-                for part in topic["partitions"]:
-                    plan.seen += 1
-                    if plan.seen % _YIELD_EVERY == 0:
-                        time.sleep(0)  # let the event loop's thread take the GIL now and then
-                        if self._closing:
-                            raise _ShuttingDown("the server is stopping")
-                    plog = self.logdir.partition(name, part["partition"]) if name else None
-                    if plog is None:
-                        rejected.append(((name, topic_id), error_partition(part["partition"], unknown)))
-                        continue
-                    before = budget.remaining
-                    entry = self._read_partition_guarded(version, name, plog, part, budget, plan,
-                                                         is_follower, request.get("isolation_level", 0))
-                    read.append(((name, topic_id), entry))
-                    plan.negative_limit = None
-                    plan.bytes_read += before - budget.remaining
-                    plan.partitions += 1
+                plan.seen += 1
+                if plan.seen % _YIELD_EVERY == 0:
+                    time.sleep(0)  # let the event loop's thread take the GIL now and then
+                    if self._closing:
+                        raise _ShuttingDown("the server is stopping")
+                plog = self.logdir.partition(name, part["partition"]) if name else None
+                if plog is None:
+                    rejected.append(((name, topic_id), error_partition(part["partition"], unknown)))
+                    continue
+                before = budget.remaining
+                entry = self._read_partition_guarded(version, name, plog, part, budget, plan,
+                                                     is_follower, request.get("isolation_level", 0))
+                read.append(((name, topic_id), entry))
+                plan.negative_limit = None
+                plan.bytes_read += before - budget.remaining
+                plan.partitions += 1
         except BaseException:
             plan.close()
             raise
@@ -463,6 +465,20 @@ class FetchHandler:
 
 
 _FIXED_HEAD = struct.Struct(">iii")  # replica id, max wait, min bytes
+
+
+def _distinct_partitions(version: int, topics: list[dict[str, Any]]
+                         ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The partitions a fetch names, each once, as ``(topic entry, partition entry)``: Kafka
+    reads them into a map (FetchRequest.fetchData) keyed by topic (its name, or its id from v13)
+    and partition, so a partition named again is answered once, where it was first named, with
+    what it was named with last."""
+    distinct: dict[tuple[Any, int], tuple[dict[str, Any], dict[str, Any]]] = {}
+    for topic in topics:
+        key = topic["topic"] if version < 13 else topic.get("topic_id")
+        for part in topic["partitions"]:
+            distinct[(key, part["partition"])] = (topic, part)
+    return list(distinct.values())
 
 
 def _fetch_body(error_code: int, topics: list[dict[str, Any]]) -> dict[str, Any]:

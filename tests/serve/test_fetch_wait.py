@@ -74,6 +74,7 @@ def test_min_bytes_wait_ends_at_once_on_a_read_error_or_nothing_to_read(serve_lo
     or no partition named can be read (all unknown), not after MaxWaitMs; a known partition at
     its high watermark next to an unknown one still waits."""
     (tmp_path / "t-0").mkdir()
+    (tmp_path / "u-0").mkdir()
     server = serve_logdir(tmp_path)
 
     def fetch(client: WireClient, parts: list[tuple[str, int]], max_wait_ms: int) -> tuple[float, list[int]]:
@@ -92,7 +93,7 @@ def test_min_bytes_wait_ends_at_once_on_a_read_error_or_nothing_to_read(serve_lo
                                           {"index": 0, "records": v2_batch(2)}]}]})
         took, codes = fetch(client, [("t", 100)], 10000)
         assert codes == [1] and took < 5  # OFFSET_OUT_OF_RANGE at once (was after 10 s)
-        took, codes = fetch(client, [("t", 2), ("t", 100)], 10000)
+        took, codes = fetch(client, [("u", 0), ("t", 100)], 10000)  # u-0 alone would wait
         assert codes == [0, 1] and took < 5
         took, codes = fetch(client, [("nope", 0)], 10000)
         assert codes == [3] and took < 5  # UNKNOWN_TOPIC_OR_PARTITION: nothing to wait for
