@@ -154,6 +154,43 @@ class PartitionLog:
             from lazyconv.logdir._recovery import recover_partition
 
             recover_partition(self)
+            self._start_at_log_start_checkpoint()
+
+    def _start_at_log_start_checkpoint(self) -> None:
+        """Kafka's LogLoader: when ``log-start-offset-checkpoint`` puts the log start above the
+        log end offset (segment files deleted behind the broker's back), every segment and
+        producer snapshot is deleted, with a warning, and the log starts again, empty, at the
+        checkpoint; a partition without segments gets its first one there.
+
+        Nothing deleted was readable: every record in it lies below the log start offset."""
+        checkpoint = self.log_start_checkpoint
+        end = self.high_watermark
+        if checkpoint is None or checkpoint <= end:
+            return
+        if self.segments:
+            log.warning("%s-%d: deleting all segments because the log end offset (%d) is smaller "
+                        "than the log start offset %d of log-start-offset-checkpoint; this could "
+                        "happen if segment files were deleted from the file system", self.topic,
+                        self.partition, end, checkpoint)
+        try:
+            for segment in self.segments:
+                for path in (segment.path, segment.index_path, segment.timeindex_path,
+                             segment.txnindex_path):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+            self.segments.clear()
+            for offset in list(self.snapshot_offsets):
+                self.delete_snapshot(offset)
+            self._create_segment(checkpoint)
+        except (OSError, StorageError) as exc:
+            log.error("%s-%d: cannot start the log at its log start offset %d: %s", self.topic,
+                      self.partition, checkpoint, exc)
+            self.segments.clear()
+            self._listed_stamp = None
+            self._scan()  # what is left on disk
+            return
+        self.recovery_point = checkpoint
+        self.transactions = PartitionTransactions()
 
     def refresh(self) -> None:
         """Pick up new segment files and entries appended to existing ones."""

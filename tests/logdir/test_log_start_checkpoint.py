@@ -16,7 +16,7 @@ from lazyconv.records import RecordsBuilder
 
 def _log(root: Path, checkpoint: str | None) -> LogDirectory:
     folder = root / "t-0"
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     builder = RecordsBuilder(2)
     for offset in range(10):
         builder.append(offset, 1_000 + offset, b"k", b"v%d" % offset)
@@ -53,3 +53,38 @@ def test_a_checkpoint_that_is_not_text_is_ignored_too(tmp_path: Path, name: str,
     plog = _log(tmp_path, None).partitions[("t", 0)]
     assert plog.log_start_offset == 0 and plog.high_watermark == 10
     assert name in caplog.text
+
+
+def _one_record(value: bytes) -> bytes:
+    builder = RecordsBuilder(2)
+    builder.append(0, 5_000, b"k", value)
+    return builder.build()
+
+
+def test_a_checkpoint_above_the_log_end_starts_the_log_there(tmp_path: Path, caplog) -> None:
+    # Kafka's LogLoader deletes every segment (with a warning) and starts an empty log at the
+    # checkpoint; serve took the log start as it was, above the high watermark, so every fetch
+    # was out of range and an append got offset 10, below the log start, never readable
+    (tmp_path / "t-0").mkdir()
+    (tmp_path / "t-0" / "00000000000000000004.snapshot").write_bytes(b"stale")
+    logdir = _log(tmp_path, "0\n1\nt 0 20\n")
+    plog = logdir.partitions[("t", 0)]
+    assert "deleting all segments" in caplog.text
+    assert (plog.log_start_offset, plog.high_watermark) == (20, 20)
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir() if p.suffix != ".metadata") == [
+        "00000000000000000020.index", "00000000000000000020.log", "00000000000000000020.timeindex"]
+    assert plog.locate(20).path is None  # at the log end: nothing to read, no error
+    with pytest.raises(OffsetOutOfRange):
+        plog.locate(10)
+    assert plog.append([(_one_record(b"new"), 1)]) == (20, 20)
+    logdir.close()
+    again = LogDirectory(tmp_path).partitions[("t", 0)]
+    assert (again.log_start_offset, again.high_watermark) == (20, 21)
+
+
+def test_a_partition_without_segments_starts_at_its_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "t-0").mkdir()
+    (tmp_path / "log-start-offset-checkpoint").write_text("0\n1\nt 0 7\n")
+    plog = LogDirectory(tmp_path).partitions[("t", 0)]
+    assert (plog.log_start_offset, plog.high_watermark) == (7, 7)
+    assert plog.append([(_one_record(b"first"), 1)]) == (7, 7)
