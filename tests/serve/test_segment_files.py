@@ -52,21 +52,38 @@ def test_a_zero_copy_slice_holds_no_descriptor_until_written(tmp_path):
 
 
 @pytest.mark.slow  # over a second here: the full suite runs it, the quick set does not
-def test_one_fetch_naming_a_partition_thousands_of_times_opens_it_once(serve_logdir, tmp_path):
-    big_log(tmp_path, batches=2, records=10, value=50)
+def test_fetches_in_flight_on_many_connections_share_one_descriptor(serve_logdir, tmp_path):
+    # One partition named many times in one fetch is answered once (test_fetch_duplicates), so
+    # the sharing shows across connections: each response stays in flight behind a client that
+    # reads only its first bytes, and all of them hold the one segment descriptor.
+    big_log(tmp_path)  # about 7 MiB: more than loopback buffers hold with a small receive window
     server = serve_logdir(tmp_path)
     assert metadata_roundtrip(server.port)
     baseline = open_fds()
+    connections = 8
     for version in (1, 5):  # converted and zero-copy
         body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 30,
                 "isolation_level": 0, "topics": [{"topic": "big", "partitions": [
-                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}] * 1500}]}
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 30}]}]}
         payload = encode_request_header(1, 1, version, 3, "many") + FetchRequest.encode(version, body)
-        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-            sock.sendall(struct.pack(">i", len(payload)) + payload)
-            size = struct.unpack(">i", _recv(sock, 4))[0]
-            _recv(sock, 1000)  # the response is in flight: its partitions share one descriptor
-            assert open_fds() <= baseline + 3  # the connection, the segment, slack for the OS
-            _recv(sock, size - 1000)
+        socks = []
+        try:
+            for _ in range(connections):
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.settimeout(30)
+                sock.connect(("127.0.0.1", server.port))
+                socks.append(sock)
+                sock.sendall(struct.pack(">i", len(payload)) + payload)
+            sizes = [struct.unpack(">i", _recv(sock, 4))[0] for sock in socks]
+            for sock in socks:
+                _recv(sock, 1000)  # every response is in flight: they share one descriptor
+            # each connection's two ends, the segment, slack for the OS
+            assert open_fds() <= baseline + 2 * connections + 3
+            for sock, size in zip(socks, sizes):
+                _recv(sock, size - 1000)
+        finally:
+            for sock in socks:
+                sock.close()
     assert server.server.handler.segment_files.opened == 1
     assert wait_for(lambda: open_fds() <= baseline + 1)  # the segment stays cached for reuse
