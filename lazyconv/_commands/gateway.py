@@ -228,6 +228,8 @@ def _overrides(args: argparse.Namespace,
     if args.host is not None or args.port is not None:
         host = args.host if args.host is not None else "127.0.0.1"
         port = args.port if args.port is not None else 9092
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"  # an IPv6 address, as Kafka writes it in listeners=
         gateway["listeners"] = f"PLAINTEXT://{host}:{port}"
     if args.metrics_port is not None or args.metrics_host is not None:
         file_host, _, file_port = file_metrics_listener.strip().rpartition(":")
@@ -284,8 +286,23 @@ def load_settings(args: argparse.Namespace) -> GatewaySettings:
                 entry.value, f"{entry.where} {key}",
                 base_dir=Path(args.config).expanduser().resolve().parent)
     gateway, upstream = _overrides(args, file_metrics_listener)
-    return GatewaySettings.load(args.config, args.upstream_config, overrides=gateway,
-                                upstream_overrides=upstream)
+    settings = GatewaySettings.load(args.config, args.upstream_config, overrides=gateway,
+                                    upstream_overrides=upstream)
+    if args.host is not None and args.advertised_host is None:
+        _refuse_a_wildcard_host(args.host, settings)
+    return settings
+
+
+def _refuse_a_wildcard_host(host: str, settings: GatewaySettings) -> None:
+    """A wildcard ``--host`` needs ``--advertised-host`` (or the file's advertised.listeners),
+    as ``Gateway(host=...)`` does and as Kafka refuses a non-routable advertised.listeners."""
+    from lazyconv.net._server import WILDCARD_HOSTS
+
+    if any(listener.host in WILDCARD_HOSTS and listener.advertised_host is None
+           for listener in settings.listeners):
+        raise UsageError(f"--host {host or '(any)'} is a wildcard address, which clients cannot "
+                         "connect to: give the address clients reach the gateway at with "
+                         "--advertised-host")
 
 
 def run(args: argparse.Namespace) -> int:

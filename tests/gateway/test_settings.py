@@ -355,6 +355,27 @@ def test_a_metrics_option_replaces_only_its_part_of_the_file_setting(
     assert load_settings(args).metrics_listener == expected
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_the_command_line_refuses_a_wildcard_host_without_an_advertised_host(host: str) -> None:
+    """The help and docs/guide/gateway.md say a wildcard --host needs --advertised-host; the
+    command built its listener from settings, which skipped Gateway's check, and advertised
+    the machine's host name instead; an IPv6 --host (`::`) made a listener the settings could
+    not parse (found by a review)."""
+    from lazyconv._cli import build_parser
+    from lazyconv._commands.gateway import load_settings
+
+    parser = build_parser()
+    args = parser.parse_args(["gateway", "--upstream", "b:1", "--host", host])
+    with pytest.raises(ConfigurationError, match="wildcard address.*--advertised-host"):
+        load_settings(args)
+    args = parser.parse_args(["gateway", "--upstream", "b:1", "--host", host,
+                              "--advertised-host", "gw.example"])
+    assert [c.host for c in load_settings(args).listeners] == [host]
+    # an IPv6 --host is written into listeners= in brackets, as Kafka writes it
+    args = parser.parse_args(["gateway", "--upstream", "b:1", "--host", "::1", "--port", "19092"])
+    assert [(c.host, c.port) for c in load_settings(args).listeners] == [("::1", 19092)]
+
+
 @pytest.mark.parametrize("argument", ["0", "-2", "lots", "2G"])
 def test_the_command_line_refuses_a_send_buffer_that_is_not_one(argument: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
