@@ -22,7 +22,10 @@ and which settings are secrets (for ``--check-config``'s masked listing).
   password file, a PEM key);
 
 a relative ``PATH`` is taken from the folder of the file that names it. An unset variable, a
-missing file or key, and any other provider are errors naming the file and line.
+missing file or key, and any other provider are errors naming the file and line. A referenced
+file is read up to 1 MiB (a password, a key or a few certificates) and a properties file up to
+16 MiB: a larger one (or a device that never ends, ``/dev/zero``) is an error naming the setting
+and the path, never its content.
 
 **Where this differs from Kafka, deliberately:** files are read as UTF-8 (Java's
 ``Properties.load(InputStream)`` reads ISO-8859-1, so a non-ASCII password written in an editor
@@ -64,6 +67,7 @@ _SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 # Kafka's ConfigTransformer pattern: ${provider:[path:]key}
 _REFERENCE = re.compile(r"\$\{([^}]*?):(?:([^}]*?):)?([^}]*?)\}")
 _MAX_REFERENCED_FILE = 1 << 20  # a password or key file, never a data file
+_MAX_PROPERTIES_FILE = 16 << 20  # a settings file; more is not one (or never ends)
 
 
 @dataclass(frozen=True)
@@ -245,15 +249,20 @@ def parse_properties(text: str, source: str = "<string>") -> list[Property]:
     return entries
 
 
-def _read_text(path: Path, what: str) -> str:
+def _read_text(path: Path, what: str, limit: int) -> str:
+    """``path``'s text (UTF-8), at most ``limit`` bytes read: a larger file, or one that never
+    ends (``/dev/zero``, a FIFO fed forever), is refused after ``limit + 1`` bytes."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as file:
+            data = file.read(limit + 1)
     except FileNotFoundError:
         raise ConfigurationError(f"{what}: {path} does not exist") from None
     except IsADirectoryError:
         raise ConfigurationError(f"{what}: {path} is a folder, not a file") from None
     except OSError as exc:
         raise ConfigurationError(f"{what}: {path} cannot be read ({exc.strerror})") from None
+    if len(data) > limit:
+        raise ConfigurationError(f"{what}: {path} is larger than {limit >> 20} MiB")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -285,9 +294,7 @@ def resolve_references(value: str, where: str, *, base_dir: Path | None = None,
             if not file.is_absolute() and base_dir is not None:
                 file = base_dir / file
             label = f"{where}: {match.group(0)}"
-            if file.is_file() and file.stat().st_size > _MAX_REFERENCED_FILE:
-                raise ConfigurationError(f"{label}: {file} is larger than 1 MiB")
-            text = _read_text(file, label)
+            text = _read_text(file, label, _MAX_REFERENCED_FILE)
             if path is None:  # the whole file
                 return text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
             values = {p.key: p.value for p in parse_properties(text, str(file))}
@@ -305,7 +312,8 @@ def load_properties(path: str | os.PathLike[str], *, environ: Mapping[str, str] 
     """A properties file, its ``${...}`` references resolved (unless ``resolve`` is False)."""
     file = Path(path).expanduser()
     # the source expanded: settings with paths take a relative one from its folder
-    entries = parse_properties(_read_text(file, "config file"), str(file))
+    entries = parse_properties(_read_text(file, "config file", _MAX_PROPERTIES_FILE),
+                               str(file))
     if resolve:
         base = file.resolve().parent
         entries = [Property(e.key, resolve_references(e.value, f"{e.where} {e.key}",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -100,6 +102,38 @@ def test_bad_references_name_file_and_line(tmp_path: Path, line: str, message: s
     (tmp_path / "gw.properties").write_text(line + "\n")
     with pytest.raises(ConfigurationError, match=message):
         load_properties(tmp_path / "gw.properties", environ={})
+
+
+def _fifo_fed_with(path: Path, data: bytes) -> threading.Thread:
+    """A FIFO at ``path`` that a thread fills with ``data`` (and then closes) once it is opened:
+    a file whose size nothing can tell before reading it, as a device or a pipe."""
+    os.mkfifo(path)
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError), open(path, "wb") as fifo:
+            fifo.write(data)
+
+    thread = threading.Thread(target=feed, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(("reference", "limit"), [(True, 1 << 20), (False, 16 << 20)])
+def test_what_is_read_of_a_file_is_bounded(tmp_path: Path, reference: bool, limit: int) -> None:
+    """A ${file:PATH} (or a properties file) that is no regular file, e.g. /dev/zero, was read to
+    its end, i.e. forever; at most its bound is read now, and the error names the setting and
+    the path, never the content (found by a review)."""
+    fifo = tmp_path / "secret.fifo"
+    feeder = _fifo_fed_with(fifo, b"s3cret" * (limit // 6 + 2))
+    config = tmp_path / "gw.properties"
+    config.write_text("ssl.key.password=${file:secret.fifo}\n")
+    with pytest.raises(ConfigurationError) as info:
+        load_properties(config if reference else fifo)
+    feeder.join(10)
+    expected = (f"gw.properties:1 ssl.key.password: ${{file:secret.fifo}}: {fifo} is larger than "
+                "1 MiB" if reference else f"config file: {fifo} is larger than 16 MiB")
+    assert str(info.value).endswith(expected) and "s3cret" not in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 def test_file_errors(tmp_path: Path) -> None:
