@@ -11,9 +11,13 @@ one stops it at once; SIGHUP reloads; ``--log-format json`` for log shippers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from lazyconv._commands._common import (
@@ -306,9 +310,31 @@ def _refuse_a_wildcard_host(host: str, settings: GatewaySettings) -> None:
                          "--advertised-host")
 
 
+@contextlib.contextmanager
+def _sighup_kept() -> Iterator[list[int]]:
+    """SIGHUP inside the block is remembered (in the list yielded) instead of ending the
+    process, its default action: the gateway's loop takes SIGHUP as a reload only once the
+    gateway has started, and a reload sent while it starts (a service manager's, a certificate
+    renewal's) killed it. The previous handler is back after the block (main thread only,
+    where signal handlers live)."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.signal(signal.SIGHUP, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
 def run(args: argparse.Namespace) -> int:
+    with _sighup_kept() as early_sighup:
+        return _run(args, early_sighup)
+
+
+def _run(args: argparse.Namespace, early_sighup: list[int]) -> int:
     import asyncio
-    import signal
 
     from lazyconv._commands._log_format import ReopenableFileHandler, use_log_format
     from lazyconv.conversion._cache import conversion_cache
@@ -356,6 +382,9 @@ def run(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_stop, sig)
         loop.add_signal_handler(signal.SIGHUP, gateway.reload)
+        if early_sighup:  # sent while the gateway started: done now
+            log.info("a SIGHUP came while the gateway started: reloading now")
+            gateway.reload()
         metrics = (f", metrics on http://{gateway.metrics_host}:{gateway.metrics_port}"
                    if gateway.metrics_port is not None else "")
         for index, listener in enumerate(gateway.listeners):

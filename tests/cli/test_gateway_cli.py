@@ -191,6 +191,35 @@ def test_sighup_reopens_the_log_and_reloads_the_users(served_fixtures, tmp_path)
         upstream.stop()
 
 
+def test_a_sighup_during_start_up_is_kept_for_after_it(served_fixtures) -> None:
+    """SIGHUP's default action ends a process, and the gateway installed its reload handler only
+    once it had reached the cluster: a reload sent while it started (a service manager's, a
+    certificate renewal's) killed it. The gateway is held in its start-up by a first bootstrap
+    broker that accepts and never answers; the SIGHUP sent then is kept and the reload done
+    once it has started (found by a review)."""
+    upstream = ServerThread(served_fixtures)
+    silent = socket.create_server(("127.0.0.1", 0))
+    silent.settimeout(30)
+    proc = run_cli("gateway", "--upstream",
+                   f"127.0.0.1:{silent.getsockname()[1]},{upstream.bootstrap}", "--port", "0")
+    try:
+        held, _ = silent.accept()  # the gateway is reaching the cluster: not started yet
+        proc.send_signal(signal.SIGHUP)
+        held.close()  # the first broker fails: the second one is asked
+        line = proc.stdout.readline()
+        assert line.startswith("gateway to "), (line, proc.wait(timeout=10))
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err
+        assert "reloaded (0 hook(s))" in err
+        assert err.strip().splitlines()[-1] == "gateway stopped (SIGTERM)"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        silent.close()
+        upstream.stop()
+
+
 def test_a_password_typed_at_a_terminal_is_not_shown(tmp_path) -> None:
     """`scram-credentials add` reading the password from a terminal asks without echo (it
     showed what was typed, found by a review)."""
