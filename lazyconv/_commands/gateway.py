@@ -30,7 +30,6 @@ from lazyconv._commands._common import (
     send_buffer_type,
 )
 from lazyconv.conversion._cache import GATEWAY_CONVERSION_CACHE_BYTES
-from lazyconv.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from lazyconv.gateway._settings import GatewaySettings
@@ -223,26 +222,11 @@ def run_scram_credentials(args: argparse.Namespace) -> int:
                                      password=lambda: read_password(args.password_from))
 
 
-def _overrides(args: argparse.Namespace,
-               file_metrics_listener: str = "") -> tuple[dict[str, str], dict[str, str]]:
-    """The command line's values as the settings' keys (gateway side, upstream side);
-    ``file_metrics_listener``: the --config file's gateway.metrics.listener, whose host or port
-    stands where the command line gives only the other."""
+def _overrides(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """The command line's values as the settings' keys (gateway side, upstream side); the host
+    and port options are GatewaySettings.load's own arguments (merged with the file there)."""
     gateway: dict[str, str] = {}
     upstream: dict[str, str] = {}
-    if args.host is not None or args.port is not None:
-        host = args.host if args.host is not None else "127.0.0.1"
-        port = args.port if args.port is not None else 9092
-        if ":" in host and not host.startswith("["):
-            host = f"[{host}]"  # an IPv6 address, as Kafka writes it in listeners=
-        gateway["listeners"] = f"PLAINTEXT://{host}:{port}"
-    if args.metrics_port is not None or args.metrics_host is not None:
-        file_host, _, file_port = file_metrics_listener.strip().rpartition(":")
-        if args.metrics_port is None and not file_port:
-            raise UsageError("--metrics-host needs --metrics-port (or gateway.metrics.listener "
-                             "in --config)")
-        port = args.metrics_port if args.metrics_port is not None else file_port
-        gateway["gateway.metrics.listener"] = f"{args.metrics_host or file_host or '127.0.0.1'}:{port}"
     for option, key in (("chunk_size", "gateway.chunk.size"), ("workers", "gateway.workers"),
                         ("conversion_cache", "gateway.conversion.cache"),
                         ("max_request_size", "socket.request.max.bytes"),
@@ -273,26 +257,10 @@ def load_settings(args: argparse.Namespace) -> GatewaySettings:
     """The settings the command line and the two files give (see GatewaySettings.load)."""
     from lazyconv.gateway import GatewaySettings
 
-    file_metrics_listener = ""
-    if args.config is not None and (args.host is not None or args.port is not None
-                                    or args.metrics_host is not None or args.metrics_port is not None):
-        from pathlib import Path
-
-        from lazyconv.net._properties import load_properties, resolve_references
-
-        file = load_properties(args.config, resolve=False)
-        if "listeners" in file and (args.host is not None or args.port is not None):
-            raise ConfigurationError("--host/--port and the --config file's listeners= both give "
-                                     "listeners: put them all in listeners=")
-        key = "gateway.metrics.listener"
-        if key in file:
-            entry = file.entry(key)
-            file_metrics_listener = resolve_references(  # ${env:...} as the settings read it
-                entry.value, f"{entry.where} {key}",
-                base_dir=Path(args.config).expanduser().resolve().parent)
-    gateway, upstream = _overrides(args, file_metrics_listener)
+    gateway, upstream = _overrides(args)
     settings = GatewaySettings.load(args.config, args.upstream_config, overrides=gateway,
-                                    upstream_overrides=upstream)
+                                    upstream_overrides=upstream, host=args.host, port=args.port,
+                                    metrics_host=args.metrics_host, metrics_port=args.metrics_port)
     if args.host is not None and args.advertised_host is None:
         _refuse_a_wildcard_host(args.host, settings)
     return settings

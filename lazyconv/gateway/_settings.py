@@ -439,14 +439,23 @@ class GatewaySettings:
              upstream_config_file: str | os.PathLike[str] | None = None, *,
              overrides: Mapping[str, str] | None = None,
              upstream_overrides: Mapping[str, str] | None = None,
-             environ: Mapping[str, str] | None = None) -> GatewaySettings:
+             environ: Mapping[str, str] | None = None,
+             host: str | None = None, port: int | None = None,
+             metrics_host: str | None = None, metrics_port: int | None = None) -> GatewaySettings:
         """Read the two files (either may be None), apply the overrides (command-line values
         for the gateway's keys and for the upstream's, e.g. ``bootstrap.servers`` from
-        ``--upstream``), check everything, and build the settings."""
+        ``--upstream``), check everything, and build the settings.
+
+        ``host``/``port`` (``--host``/``--port``): one PLAINTEXT listener (127.0.0.1 and 9092
+        where one is not given), refused when the config file has ``listeners=``.
+        ``metrics_host``/``metrics_port`` (``--metrics-host``/``--metrics-port``): each
+        replaces only its part of the config file's ``gateway.metrics.listener``."""
         gateway = (load_properties(config_file, environ=environ) if config_file is not None
                    else Properties())
         upstream = (load_properties(upstream_config_file, environ=environ)
                     if upstream_config_file is not None else Properties())
+        gateway = gateway.merged(_listener_overrides(gateway, host, port, metrics_host,
+                                                     metrics_port))
         gateway = _trimmed(gateway.merged(_overrides(overrides, "gateway")))
         upstream = _trimmed(upstream.merged(_overrides(upstream_overrides, "upstream")))
         _check_keys(gateway, _gateway_key_known, _GATEWAY_BY_KEY)
@@ -542,6 +551,32 @@ def _overrides(values: Mapping[str, str] | None, side: str) -> list[Property]:
                                      "(put it in the config file, or there as ${env:NAME} or "
                                      "${file:PATH})")
         out.append(Property(key, str(value), f"command line ({side})"))
+    return out
+
+
+def _listener_overrides(file: Properties, host: str | None, port: int | None,
+                        metrics_host: str | None, metrics_port: int | None) -> list[Property]:
+    """``listeners`` and ``gateway.metrics.listener`` from the command line's host and port
+    options (see :meth:`GatewaySettings.load`), with the config file's settings ``file``."""
+    out = []
+    if host is not None or port is not None:
+        if "listeners" in file:
+            raise ConfigurationError("--host/--port and the --config file's listeners= both give "
+                                     "listeners: put them all in listeners=")
+        host = host if host is not None else "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"  # an IPv6 address, as Kafka writes it in listeners=
+        out.append(Property("listeners", f"PLAINTEXT://{host}:{port if port is not None else 9092}",
+                            "command line (gateway)"))
+    if metrics_host is not None or metrics_port is not None:
+        key = "gateway.metrics.listener"
+        file_host, _, file_port = file.get(key, "").strip().rpartition(":")
+        if metrics_port is None and not file_port:
+            raise ConfigurationError("--metrics-host needs --metrics-port (or "
+                                     "gateway.metrics.listener in --config)")
+        out.append(Property(key, f"{metrics_host or file_host or '127.0.0.1'}:"
+                                 f"{metrics_port if metrics_port is not None else file_port}",
+                            "command line (gateway)"))
     return out
 
 

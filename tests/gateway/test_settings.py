@@ -374,6 +374,49 @@ def test_the_command_line_refuses_a_wildcard_host_without_an_advertised_host(hos
     # an IPv6 --host is written into listeners= in brackets, as Kafka writes it
     args = parser.parse_args(["gateway", "--upstream", "b:1", "--host", "::1", "--port", "19092"])
     assert [(c.host, c.port) for c in load_settings(args).listeners] == [("::1", 19092)]
+@pytest.mark.parametrize("options, expected", [
+    ({}, ("0.0.0.0", 9404)),
+    ({"metrics_port": 9500}, ("0.0.0.0", 9500)),
+    ({"metrics_host": "10.0.0.5"}, ("10.0.0.5", 9404)),
+    ({"metrics_host": "::1", "metrics_port": 0}, ("::1", 0)),
+])
+def test_the_metrics_host_and_port_win_over_the_files_setting(
+        tmp_path: Path, options: dict, expected: tuple[str, int]) -> None:
+    """GatewaySettings.load merges --metrics-host/--metrics-port with the file's
+    gateway.metrics.listener (${env:...} resolved), each part the command line gives winning."""
+    config = write(tmp_path, "gw.properties", "gateway.metrics.listener=${env:METRICS}\n")
+    settings = GatewaySettings.load(config, upstream_overrides={"bootstrap.servers": "b:1"},
+                                    environ={"METRICS": "0.0.0.0:9404"}, **options)
+    assert settings.metrics_listener == expected
+
+
+def test_the_host_and_port_options_and_their_conflicts(tmp_path: Path) -> None:
+    up = {"bootstrap.servers": "b:1"}
+    assert GatewaySettings.load(upstream_overrides=up, port=0).listeners[0].port == 0
+    assert GatewaySettings.load(upstream_overrides=up, host="127.0.0.2").listeners[0].port == 9092
+    config = write(tmp_path, "gw.properties", "listeners=PLAINTEXT://127.0.0.1:9093\n")
+    with pytest.raises(ConfigurationError, match="--host/--port and the --config file's listeners="):
+        GatewaySettings.load(config, upstream_overrides=up, port=0)
+    with pytest.raises(ConfigurationError, match="--metrics-host needs --metrics-port"):
+        GatewaySettings.load(config, upstream_overrides=up, metrics_host="10.0.0.5")
+
+
+def test_the_command_reads_its_config_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command read --config a second time to merge --metrics-port with the file's
+    gateway.metrics.listener, and to check --host against listeners=; GatewaySettings.load,
+    which reads it anyway, does both (found by a review)."""
+    import lazyconv.net._properties as properties
+    from lazyconv._cli import build_parser
+    from lazyconv._commands.gateway import load_settings
+
+    read = []
+    real = properties._read_text
+    monkeypatch.setattr(properties, "_read_text", lambda path, *rest: read.append(path) or real(path, *rest))
+    config = write(tmp_path, "gw.properties", "gateway.metrics.listener=0.0.0.0:9404\n")
+    args = build_parser().parse_args(["gateway", "--upstream", "b:1", "--config", str(config),
+                                      "--metrics-port", "9500", "--port", "0"])
+    assert load_settings(args).metrics_listener == ("0.0.0.0", 9500)
+    assert read == [config]
 
 
 @pytest.mark.parametrize("argument", ["0", "-2", "lots", "2G"])
