@@ -41,6 +41,7 @@ from lazyconv.gateway._settings import (
     DEFAULT_GATEWAY_CHUNK_SIZE,
     DEFAULT_GATEWAY_SEND_BUFFER,
     GatewaySettings,
+    client_id_prefix_problem,
 )
 from lazyconv.gateway._upstream import BrokerAddress, UpstreamCluster, parse_bootstrap
 from lazyconv.gateway._upstream_security import (
@@ -142,6 +143,9 @@ class Gateway:
         problem = send_buffer_problem(socket_send_buffer_bytes)
         if problem is not None:
             raise ConfigurationError(f"socket send buffer {socket_send_buffer_bytes} {problem}")
+        prefix_problem = client_id_prefix_problem(client_id_prefix)
+        if prefix_problem is not None:
+            raise ConfigurationError(f"client_id_prefix {prefix_problem}")
         if fetch_ahead_bytes < 0:
             raise ConfigurationError(f"fetch-ahead bytes must be 0 or more, got {fetch_ahead_bytes}")
         if upstream_fetch_max_bytes < 1024:

@@ -44,7 +44,7 @@ from lazyconv.gateway._identity import GatewayIdentities
 from lazyconv.gateway._list_offsets_relay import ListOffsetsRelay
 from lazyconv.gateway._metadata_relay import MetadataRelay
 from lazyconv.gateway._produce_relay import ProduceRelay
-from lazyconv.gateway._settings import DEFAULT_GATEWAY_CHUNK_SIZE
+from lazyconv.gateway._settings import DEFAULT_GATEWAY_CHUNK_SIZE, MAX_CLIENT_ID_BYTES
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
 from lazyconv.net._model import Deferred, Listener, Response, reply
 from lazyconv.net._session import Session
@@ -67,10 +67,15 @@ _UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
 
 def upstream_client_id(prefix: str, client_id: str | None) -> str | None:
     """The client id the gateway sends upstream for a client that sent ``client_id``: its
-    own, after ``prefix`` (``gateway.client.id.prefix``); null stays null without a prefix."""
+    own, after ``prefix`` (``gateway.client.id.prefix``), cut to what a client id may hold
+    (32767 bytes of UTF-8); null stays null without a prefix."""
     if client_id is None and not prefix:
         return None
-    return prefix + (client_id or "")
+    full = prefix + (client_id or "")
+    encoded = full.encode("utf-8", "surrogatepass")
+    if len(encoded) <= MAX_CLIENT_ID_BYTES:
+        return full
+    return encoded[:MAX_CLIENT_ID_BYTES].decode("utf-8", "ignore")  # a character cut: dropped
 
 _Handler = Callable[[Request, Session], Awaitable[Response | Deferred | None]]
 

@@ -92,10 +92,14 @@ __all__ = [
     "DEFAULT_GATEWAY_CHUNK_SIZE",
     "DEFAULT_GATEWAY_SEND_BUFFER",
     "check_materials",
+    "client_id_prefix_problem",
     "settings_reference",
 ]
 
 IDENTITY_MODES = ("passthrough", "gateway")
+
+# A request header's client id: a Kafka string, at most 32767 bytes of UTF-8.
+MAX_CLIENT_ID_BYTES = 0x7FFF
 
 # The gateway converts up to 1 MiB of input per step, not Kafka's 128 KiB: every step costs it a
 # fixed hand-off (to a conversion thread and back, and the Python that drives the kernel), and
@@ -497,7 +501,7 @@ class GatewaySettings:
             listeners=tuple(listeners), identity=identity, upstream=upstream_settings,
             principal_credentials=principal_credentials, credentials_fallback=fallback,
             scram_credentials_file=scram_file,
-            client_id_prefix=gateway.get("gateway.client.id.prefix", ""),
+            client_id_prefix=_client_id_prefix(gateway),
             authentication_timeout_ms=timeout_ms,
             chunk_size=chunk_size,
             workers=(_int(gateway, "gateway.workers", _GATEWAY_BY_KEY, 1)
@@ -524,6 +528,27 @@ class GatewaySettings:
 
 
 # -- checks and conversions ------------------------------------------------------------------
+
+
+def client_id_prefix_problem(prefix: str) -> str | None:
+    """Why ``prefix`` cannot start the client ids sent upstream (None: it can): it must be
+    UTF-8 text (not a stray byte of the command line) that fits in a client id."""
+    try:
+        size = len(prefix.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not UTF-8 text"
+    if size > MAX_CLIENT_ID_BYTES:
+        return f"is {size} bytes of UTF-8, longer than a client id may be ({MAX_CLIENT_ID_BYTES})"
+    return None
+
+
+def _client_id_prefix(props: Properties) -> str:
+    key = "gateway.client.id.prefix"
+    prefix = props.get(key, "")
+    problem = client_id_prefix_problem(prefix)
+    if problem is not None:
+        raise ConfigurationError(f"{_where(props, key)}: the prefix {problem}")
+    return prefix
 
 
 def _where(props: Properties, key: str) -> str:

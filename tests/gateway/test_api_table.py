@@ -65,6 +65,11 @@ def test_each_clients_own_id_goes_upstream() -> None:
     assert upstream_client_id("gw-", "billing") == "gw-billing"
     assert upstream_client_id("", None) is None
     assert upstream_client_id("gw-", None) == "gw-"
+    # prefix and id together longer than a client id: cut to 32767 bytes, on a character
+    long_id = upstream_client_id("é" * 16000, "c" * 800)
+    assert long_id == "é" * 16000 + "c" * 767 and len(long_id.encode()) == 32767
+    assert upstream_client_id("é" * 16383, "x") == "é" * 16383 + "x"  # 32767 bytes: kept
+    assert upstream_client_id("gw-", "é" * 16383) == "gw-" + "é" * 16382
 
 
 def test_answers_name_the_gateway_as_the_only_broker() -> None:

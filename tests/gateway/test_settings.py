@@ -320,6 +320,8 @@ def test_the_gateway_gives_its_client_sockets_the_send_buffer() -> None:
     ({"port": -1}, "port -1 is outside"),
     ({"workers": 0}, "at least one thread"),  # was a bare ValueError
     ({"max_clients": 0}, "max_clients must be at least 1"),
+    ({"client_id_prefix": "p" * 40000}, "client_id_prefix is 40000 bytes of UTF-8, longer than"),
+    ({"client_id_prefix": "gw\udcff-"}, "client_id_prefix is not UTF-8 text"),
 ])
 def test_the_gateways_bad_arguments_are_configuration_errors(kwargs: dict, message: str) -> None:
     from lazyconv.gateway import Gateway
@@ -399,6 +401,22 @@ def test_the_host_and_port_options_and_their_conflicts(tmp_path: Path) -> None:
         GatewaySettings.load(config, upstream_overrides=up, port=0)
     with pytest.raises(ConfigurationError, match="--metrics-host needs --metrics-port"):
         GatewaySettings.load(config, upstream_overrides=up, metrics_host="10.0.0.5")
+
+
+@pytest.mark.parametrize("prefix, message", [
+    ("p" * 40000, "the prefix is 40000 bytes of UTF-8, longer than a client id may be (32767)"),
+    ("gw\udcff-", "the prefix is not UTF-8 text"),  # a byte of argv that is not UTF-8
+], ids=["too-long", "not-utf-8"])
+def test_a_client_id_prefix_that_no_client_id_can_hold_is_refused(prefix: str, message: str) -> None:
+    """Such a prefix was taken, and every request the gateway sent upstream then failed to
+    encode (its broker taken as failed: NOT_LEADER_FOR_PARTITION, forever; found by a
+    review)."""
+    with pytest.raises(ConfigurationError) as info:
+        GatewaySettings.load(overrides={"gateway.client.id.prefix": prefix},
+                             upstream_overrides={"bootstrap.servers": "b:1"})
+    assert str(info.value) == f"command line (gateway) gateway.client.id.prefix: {message}"
+    assert GatewaySettings.load(overrides={"gateway.client.id.prefix": "é" * 16383},
+                                upstream_overrides={"bootstrap.servers": "b:1"}).client_id_prefix
 
 
 def test_the_command_reads_its_config_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
