@@ -15,6 +15,7 @@ from lazyconv.records._compression import Compression, compress
 from lazyconv.records._control import ControlRecordType, control_key, end_txn_marker_value
 from lazyconv.records._format import BATCH_LENGTH_MIN, V2_AFTER_CRC, V2_BEFORE_ATTRIBUTES
 from lazyconv.records._legacy import LEGACY_ATTR_TIMESTAMP_TYPE
+from lazyconv.records._memory import byte_view
 from lazyconv.records._types import TimestampType
 
 if TYPE_CHECKING:
@@ -251,12 +252,10 @@ class RecordsBuilder:
 
 
 def _as_bytes(what: str, data: object) -> bytes:
-    """A key or value given as any bytes-like object, as bytes; anything else is refused (``bytes()``
-    of an int would be that many zero bytes, a str has no one encoding)."""
-    try:
-        return bytes(memoryview(data))  # type: ignore[arg-type]
-    except TypeError:
-        raise ConfigurationError(f"a record's {what} must be bytes-like or None, got {type(data).__name__}") from None
+    """A key or value given as any bytes-like object (:func:`byte_view`'s definition), as bytes;
+    anything else is refused (``bytes()`` of an int would be that many zero bytes, a str has no
+    one encoding)."""
+    return bytes(byte_view(data, f"a record's {what}"))  # type: ignore[arg-type]
 
 
 def _header(pair: object) -> tuple[str, bytes | None]:

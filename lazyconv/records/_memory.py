@@ -19,11 +19,12 @@ if TYPE_CHECKING:
 __all__ = ["MemoryRecords", "byte_view"]
 
 
-def byte_view(buffer: Buffer) -> memoryview:
+def byte_view(buffer: Buffer, what: str = "records") -> memoryview:
     """``buffer`` as a flat view of unsigned bytes (format ``"B"``), which every implementation
     reads alike: any C-contiguous buffer (bytes, bytearray, mmap, array, a ctypes or numpy
-    array, a view of any of these) is accepted as its bytes; anything else raises
-    :class:`~lazyconv.errors.ConfigurationError`."""
+    array, a view of any of these) is accepted as its bytes; anything else (a released view
+    too) raises :class:`~lazyconv.errors.ConfigurationError` naming the argument, ``what``.
+    The one definition of a bytes-like argument: records, keys, values and header values."""
     try:
         view = memoryview(buffer)
         if not view.c_contiguous:
@@ -32,7 +33,7 @@ def byte_view(buffer: Buffer) -> memoryview:
             view = view.cast("B")
     except (TypeError, ValueError) as exc:  # not a buffer, not C-contiguous, or released
         raise ConfigurationError(
-            f"records must be a C-contiguous bytes-like buffer, got {type(buffer).__name__}: {exc}"
+            f"{what} must be bytes-like (a C-contiguous buffer), got {type(buffer).__name__}: {exc}"
         ) from None
     return view
 

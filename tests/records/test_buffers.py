@@ -79,3 +79,27 @@ def test_a_released_buffer_and_bad_bounds_are_configuration_errors() -> None:
     for position, size in (("0", 1), (0, None), (-1, 1)):
         with pytest.raises(ConfigurationError, match="slice"):
             MemoryRecords(DATA).slice(position, size)  # type: ignore[arg-type]
+
+
+def _released() -> memoryview:
+    view = memoryview(bytearray(DATA))
+    view.release()
+    return view
+
+
+@pytest.mark.parametrize("bad", [lambda: 42, lambda: "text", _released, lambda: memoryview(DATA * 2)[::2]],
+                         ids=["int", "str", "released view", "strided view"])
+def test_records_and_a_builders_key_value_and_header_refuse_a_buffer_alike(bad: Callable[[], Any]) -> None:
+    """One definition of a bytes-like argument (byte_view): the builder's key, value and header
+    value are refused as records are, with the same words (a released view was memoryview's bare
+    ValueError there, a strided one was copied)."""
+    with pytest.raises(ConfigurationError) as refused:
+        MemoryRecords(bad())
+    reason = str(refused.value).removeprefix("records ")
+    calls = {"a record's key": lambda: RecordsBuilder(2).append(0, 1, bad(), b"v"),
+             "a record's value": lambda: RecordsBuilder(2).append(0, 1, b"k", bad()),
+             "a record's header value": lambda: RecordsBuilder(2).append(0, 1, b"k", b"v", [("h", bad())])}
+    for what, call in calls.items():
+        with pytest.raises(ConfigurationError) as caught:
+            call()
+        assert str(caught.value) == f"{what} {reason}"
