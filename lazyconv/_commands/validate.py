@@ -249,7 +249,8 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
     from lazyconv._commands._common import require_extra
     from lazyconv.errors import LazyconvError
     from lazyconv.fixtures import generate, parse_size
-    from lazyconv.spark._job import _load_manifest, run_validation
+    from lazyconv.logdir._manifest import load_manifest
+    from lazyconv.spark._job import run_validation
     from lazyconv.spark._listing import list_log_directory
     from lazyconv.spark._progress import SparkProgress
     from lazyconv.spark._report import format_report
@@ -273,7 +274,7 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
                      segment_bytes=512 * 1024)
         try:
             listing = list_log_directory(logdir)  # before Spark starts; absolute paths
-            manifest = _load_manifest(listing.logdir)  # a bad one is refused before Spark too
+            manifest = load_manifest(listing.logdir)  # a bad one is refused before Spark too
         except LazyconvError as exc:
             return _fail(str(exc))
         unknown = sorted(set(topic_configs) - {s.topic for s in listing.segments})

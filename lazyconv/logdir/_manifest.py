@@ -31,11 +31,23 @@ def format_checksum(value: int) -> str:
 
 
 def load_manifest(logdir: str | Path) -> dict[str, Any] | None:
-    """The manifest of a fixture directory, or ``None`` when it has none (a real broker log)."""
-    path = Path(logdir) / MANIFEST_NAME
-    if not path.is_file():
+    """The manifest of a fixture directory (a local folder or an fsspec URL, as
+    :func:`~lazyconv.logdir._layout.list_segments` takes), or ``None`` when it has none (a real
+    broker log)."""
+    where = str(logdir)
+    if "://" in where:
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(where)
+        path = root.rstrip("/") + "/" + MANIFEST_NAME
+        if not fs.exists(path):
+            return None
+        with fs.open(path, "rb") as f:
+            return parse_manifest(f.read(), where.rstrip("/") + "/" + MANIFEST_NAME)
+    local = Path(logdir) / MANIFEST_NAME
+    if not local.is_file():
         return None
-    return parse_manifest(path.read_bytes(), str(path))
+    return parse_manifest(local.read_bytes(), str(local))
 
 
 def parse_manifest(content: bytes, where: str) -> dict[str, Any]:

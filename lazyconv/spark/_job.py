@@ -32,12 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from lazyconv.logdir._manifest import (
-    MANIFEST_NAME,
-    format_checksum,
-    load_manifest,
-    parse_manifest,
-)
+from lazyconv.logdir._manifest import format_checksum, load_manifest
 from lazyconv.records._digest import MASK64
 from lazyconv.spark._conversion_check import DEFAULT_FETCH_MAX_BYTES
 from lazyconv.spark._executors import (
@@ -437,20 +432,6 @@ def _write_tables(spark: Any, out: str, run: dict[str, Any], tasks: list[dict[st
         frame.coalesce(1).write.mode("overwrite").parquet(f"{out}/violations")
 
 
-def _load_manifest(logdir: str) -> dict[str, Any] | None:
-    """``manifest.json`` of ``logdir`` (a local folder or an fsspec URL), if there is one."""
-    if "://" not in logdir:
-        return load_manifest(logdir)
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(logdir)
-    path = root.rstrip("/") + "/" + MANIFEST_NAME
-    if not fs.exists(path):
-        return None
-    with fs.open(path, "rb") as f:
-        return parse_manifest(f.read(), logdir.rstrip("/") + "/" + MANIFEST_NAME)
-
-
 # --- the job -----------------------------------------------------------------------------------
 
 def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
@@ -505,7 +486,7 @@ def run_validation(logdir: str, *, spark: Any = None, master: str = "local[*]",
     log.info("executors: %s", ", ".join(f"{e['executor']} {e['implementation']}"
                                         for e in executors))
     if manifest is None:
-        manifest = _load_manifest(logdir)
+        manifest = load_manifest(logdir)
     run_timestamp = datetime.datetime.now(datetime.timezone.utc)
     options_json = {"logdir": logdir, "to_magics": list(to_magics),
                     "chunk_sizes": list(chunk_sizes), "fetch_max_bytes": fetch_max_bytes,

@@ -127,3 +127,22 @@ def test_a_settled_directory_is_listed_again_only_when_it_changes(two_segments, 
     monkeypatch.setattr(_partition, "_RELIST_NS", 0)
     plog.refresh()
     assert plog.high_watermark == 17
+
+
+def test_the_manifest_is_read_from_urls_too(tmp_path) -> None:
+    """One loader of manifest.json, logdir's, for local folders and fsspec URLs alike (validate
+    used a private copy in the Spark job; logdir's own said None for a URL)."""
+    pytest.importorskip("fsspec")
+    import json
+
+    from lazyconv.errors import ConfigurationError
+    from lazyconv.logdir._manifest import MANIFEST_FORMAT, load_manifest
+
+    (tmp_path / "t-0").mkdir()
+    manifest = {"format": MANIFEST_FORMAT, "partitions": {"t-0": {"topic": "t", "partition": 0}}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert load_manifest(tmp_path.as_uri()) == load_manifest(str(tmp_path)) == manifest
+    assert load_manifest((tmp_path / "t-0").as_uri()) is None
+    (tmp_path / "manifest.json").write_text("[")
+    with pytest.raises(ConfigurationError, match=r"^file://.*/manifest\.json: not a JSON document"):
+        load_manifest(tmp_path.as_uri() + "/")

@@ -261,15 +261,6 @@ def test_packing_balances_bytes() -> None:
     assert max(loads) - min(loads) <= largest
 
 
-def test_the_manifest_is_read_from_urls_too() -> None:
-    pytest.importorskip("fsspec")
-    from lazyconv.spark._job import _load_manifest
-
-    by_url = _load_manifest(COMMITTED.as_uri())
-    assert by_url is not None and by_url == _load_manifest(str(COMMITTED))
-    assert _load_manifest((COMMITTED / "codecs-0").as_uri()) is None
-
-
 @pytest.mark.timeout(60)
 def test_a_fifo_under_a_file_url_logdir_is_unreadable_not_a_hang(tmp_path: Path) -> None:
     """LOGDIR as a file:// URL is read as its local path: through fsspec, the scan opened a
