@@ -71,6 +71,8 @@ def overflow_padding_step(remaining: int) -> bytes:
 
 def overflow_padding(remaining: int) -> bytes:
     """All the padding a send writes for ``remaining`` bytes: consecutive steps (tests, tools)."""
+    if not isinstance(remaining, int):
+        raise ConfigurationError(f"padding needs a number of remaining bytes, got {remaining!r:.40}")
     out = bytearray()
     while remaining > 0:
         step = overflow_padding_step(remaining)

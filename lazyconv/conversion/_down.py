@@ -411,6 +411,9 @@ def down_convert_bytes(
     if whole is not None:
         converted, temporary, batches = whole
     batch_list: Sequence[RecordBatch] = batches if isinstance(batches, Sequence) else list(batches)
+    for batch in batch_list:  # the type test first: isinstance of an ABC is the slow one
+        if type(batch) is not DefaultBatch and not isinstance(batch, RecordBatch):  # e.g. a bytes' ints
+            raise ConfigurationError(f"down-conversion needs batches, got an item of type {type(batch).__name__}")
     # Pass 1 (headers only): zstd anywhere fails the whole call before anything is built.
     if to_magic < 2:
         for batch in batch_list:

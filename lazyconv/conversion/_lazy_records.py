@@ -255,6 +255,8 @@ class LazyDownConvertedRecords:
         first_batch_size: int | None = None,
     ) -> None:
         self._setup(records, to_magic, first_offset, chunk_size, on_error)
+        if not isinstance(first_batch_size, int | None):
+            raise ConfigurationError(f"first_batch_size must be an int or None, got {first_batch_size!r:.40}")
         scanned = 0
         plain = _plain_first_batch(records, to_magic, first_offset, first_batch_size)
         if plain is not None:

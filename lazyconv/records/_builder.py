@@ -65,6 +65,8 @@ class RecordsBuilder:
     ) -> None:
         if magic not in (0, 1, 2):
             raise ConfigurationError(f"magic must be 0, 1 or 2, got {magic}")
+        if not isinstance(compression, int):  # int() would take "1" and 2.5
+            raise ConfigurationError(f"compression must be a Compression or its codec id, got {compression!r:.40}")
         codec = int(compression)
         if not 0 <= codec <= 4:
             raise UnknownCompressionError(f"unknown compression codec id {codec}")
@@ -130,6 +132,13 @@ class RecordsBuilder:
         headers: Sequence[tuple[str, Buffer | None]] = (),
     ) -> int:
         """Add a record (``offset`` defaults to the next one); returns its offset."""
+        if type(timestamp) is not int or (offset is not None and type(offset) is not int):
+            try:  # any integer (numpy's too, as the constructor takes), nothing else
+                timestamp = operator.index(timestamp)
+                offset = None if offset is None else operator.index(offset)
+            except TypeError:
+                raise ConfigurationError(f"a record's offset must be an int or None and its timestamp an int, "
+                                         f"got {offset!r:.40}, {timestamp!r:.40}") from None
         if offset is None:
             offset = self.base_offset if self._last_offset is None else self._last_offset + 1
         elif self._last_offset is not None and offset <= self._last_offset:
@@ -159,7 +168,15 @@ class RecordsBuilder:
             key = _as_bytes("key", key)
         if value is not None and type(value) is not bytes:
             value = _as_bytes("value", value)
-        headers = tuple(_header(pair) for pair in headers) if headers else ()
+        if headers:
+            try:
+                pairs = iter(headers)
+            except TypeError:
+                raise ConfigurationError(f"headers must be a sequence of (key, value) pairs, got "
+                                         f"{type(headers).__name__}") from None
+            headers = tuple(_header(pair) for pair in pairs)
+        else:
+            headers = ()
         self._records.append((offset, timestamp, key, value, headers))
         self._last_offset = offset
         if timestamp > self._max_timestamp:
@@ -298,8 +315,10 @@ def encode_v2_batch(
 ) -> bytes:
     """A v2 batch from its header fields and (possibly compressed) record bytes; computes the
     length and CRC-32C. Also writes empty batches (``record_count=0``, empty payload). A field
-    its wire type cannot hold (a payload past the int32 length too) raises
-    :class:`~lazyconv.errors.ConfigurationError`."""
+    its wire type cannot hold (a payload past the int32 length too) or a payload that is not
+    bytes-like raises :class:`~lazyconv.errors.ConfigurationError`."""
+    if type(payload) is not bytes:
+        payload = bytes(byte_view(payload, "a v2 batch's payload"))
     try:
         after_crc = V2_AFTER_CRC.pack(
             attributes,
@@ -329,6 +348,8 @@ def build_end_txn_marker(
     partition_leader_epoch: int = -1,
 ) -> bytes:
     """A transactional control batch holding one COMMIT or ABORT marker (docs/guide/records.md)."""
+    if not isinstance(coordinator_epoch, int) or not _INT32_MIN <= coordinator_epoch <= _INT32_MAX:
+        raise ConfigurationError(f"coordinator_epoch must be an int32, got {coordinator_epoch!r:.40}")
     builder = RecordsBuilder(
         2,
         base_offset=offset,

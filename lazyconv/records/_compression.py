@@ -132,6 +132,8 @@ _LEVEL_RANGES = {
 def _resolve_level(codec: Compression, level: int | None) -> int | None:
     if level is None:
         return None
+    if not isinstance(level, int):
+        raise ConfigurationError(f"a compression level must be an int or None, got {level!r:.40}")
     if codec == Compression.GZIP and level == -1:
         return _GZIP_DEFAULT_LEVEL
     bounds = _LEVEL_RANGES.get(codec)

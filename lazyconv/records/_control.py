@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import struct
-from enum import IntEnum
 from typing import NamedTuple
 
 from lazyconv.errors import InvalidRecordError
+from lazyconv.records._format import ArgumentEnum
+from lazyconv.records._memory import byte_view
 
 __all__ = [
     "ControlRecordType",
@@ -22,7 +23,7 @@ _KEY = struct.Struct(">hh")
 _TXN_VALUE = struct.Struct(">hi")
 
 
-class ControlRecordType(IntEnum):
+class ControlRecordType(ArgumentEnum):
     """Type field of a control record key (``UNKNOWN`` for any other value)."""
 
     UNKNOWN = -1
@@ -45,6 +46,8 @@ class EndTransactionMarker(NamedTuple):
 def control_type_id(key: bytes | None) -> int:
     """The type id a control record's key holds (at least 4 bytes: version, type), as stored:
     :func:`parse_control_key` maps an id it does not know to ``UNKNOWN``."""
+    if key is not None and type(key) is not bytes:
+        key = byte_view(key, "a control record's key")  # type: ignore[assignment]
     if key is None or len(key) < 4:
         raise InvalidRecordError(f"control record key needs 4 bytes, got {0 if key is None else len(key)}")
     version, type_id = _KEY.unpack_from(key, 0)
@@ -67,6 +70,8 @@ def parse_end_txn_marker(key: bytes | None, value: bytes | None) -> EndTransacti
     kind = parse_control_key(key)
     if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
         raise InvalidRecordError(f"control record of type {kind.name} is not a transaction marker")
+    if value is not None and type(value) is not bytes:
+        value = byte_view(value, "a transaction marker's value")  # type: ignore[assignment]
     if value is None or len(value) < 6:
         raise InvalidRecordError(
             f"transaction marker value needs 6 bytes, got {0 if value is None else len(value)}"

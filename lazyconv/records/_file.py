@@ -100,6 +100,8 @@ class FileRecords:
             raise _range_error(start, end)
         check_max_decompressed_size(max_decompressed_size)
         if isinstance(path_or_file, int):
+            if not 0 <= path_or_file < 1 << 31:
+                raise ConfigurationError(f"a file descriptor is an int from 0 to 2**31 - 1, got {path_or_file}")
             fd = path_or_file
         elif isinstance(path_or_file, (str, os.PathLike)):
             self._file = open(path_or_file, "rb")  # noqa: SIM115 - closed by close()
@@ -132,6 +134,8 @@ class FileRecords:
         cls, path: str | os.PathLike[str], *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
     ) -> FileRecords:
         """Open a log segment file (closed by :meth:`close` or the ``with`` block)."""
+        if not isinstance(path, (str, os.PathLike)):  # an int would be taken as a descriptor
+            raise ConfigurationError(f"FileRecords.open needs a path, got {type(path).__name__}")
         return cls(path, max_decompressed_size=max_decompressed_size)
 
     @property
@@ -160,6 +164,7 @@ class FileRecords:
 
     def read(self, position: int, size: int) -> bytes:
         """``size`` bytes at ``position`` relative to :attr:`start`."""
+        check_slice(position, size)
         return self._source.read(self.start + position, size)
 
     def slice(self, position: int, size: int) -> FileRecords:

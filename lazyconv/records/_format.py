@@ -206,7 +206,20 @@ CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
 
-class Compression(IntEnum):
+class ArgumentEnum(IntEnum):
+    """An IntEnum whose constructor refuses a value that is none of its members with a
+    :class:`~lazyconv.errors.ConfigurationError` (still the ``ValueError`` Enum raises) naming
+    the members, as every bad argument is refused: ``Compression(9)``, ``TimestampType("x")``."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> None:
+        from lazyconv.errors import ConfigurationError  # this module imports nothing of lazyconv
+
+        members = ", ".join(f"{member.value} ({member.name})" for member in cls)
+        raise ConfigurationError(f"{value!r:.40} is not a {cls.__name__}: one of {members}")
+
+
+class Compression(ArgumentEnum):
     """Kafka's codec ids (the low 3 bits of the attributes, ``COMPRESSION_CODEC_MASK``)."""
 
     NONE = 0

@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from lazyconv.errors import LazyconvError, RecordsError
+from lazyconv.errors import ConfigurationError, LazyconvError, RecordsError
 from lazyconv.records import _impl
 from lazyconv.records._batch import DefaultBatch
 from lazyconv.records._compression import DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -160,6 +160,8 @@ def scan_batches(buf: Buffer, base_position: int = 0) -> ScanResult:
     in use; the same result from the pure-Python reference otherwise.
     """
     view = _as_view(buf)
+    if not isinstance(base_position, int) or base_position < 0:
+        raise ConfigurationError(f"base_position must be an int >= 0, got {base_position!r:.40}")
     native = _impl.scan_entries  # None: the reference below is the implementation in use
     if native is None:
         return scan_batches_reference(view, base_position)

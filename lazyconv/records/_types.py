@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator
-from enum import IntEnum
 from typing import ClassVar, NamedTuple, Protocol
 
 from lazyconv.errors import RecordsError, UnknownCompressionError
@@ -15,6 +14,7 @@ from lazyconv.records._format import (  # re-exported: the layout's one source i
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
     RECORD_OVERHEAD_V1,
+    ArgumentEnum,
     Compression,
 )
 
@@ -42,7 +42,7 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
 
-class TimestampType(IntEnum):
+class TimestampType(ArgumentEnum):
     """Kafka's timestamp types (magic 0 has none)."""
 
     NO_TIMESTAMP = -1

@@ -17,6 +17,7 @@ from lazy_support import (
     v2_set_log_append_time,
 )
 
+from lazyconv.conversion import LazyDownConvertedRecords, overflow_padding
 from lazyconv.conversion._down import (
     ConversionStats,
     ConvertedRecords,
@@ -395,3 +396,28 @@ def test_offsets_that_do_not_increase_are_refused() -> None:
     struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
     with pytest.raises(InvalidRecordError, match="must increase"):
         _convert(bytes(data), 1)
+
+
+# each: a public conversion call given a wrong type -> the words of its ConfigurationError (was:
+# "'int' object has no attribute 'is_control'", a comparison's or a slice's TypeError)
+WRONG_ARGUMENTS = {
+    "down_convert of a list of ints": (lambda: down_convert(list(_x_batch()), 1, 0),  # type: ignore[arg-type]
+                                       "needs batches, got an item of type int"),
+    "down_convert of a list holding None": (lambda: down_convert([None], 0, 0),  # type: ignore[list-item]
+                                            "needs batches, got an item of type NoneType"),
+    "lazy first_batch_size '5'": (lambda: LazyDownConvertedRecords(MemoryRecords(_x_batch()), 1, 0,  # type: ignore[arg-type]
+                                                                   first_batch_size="5"),
+                                  "first_batch_size must be an int or None"),
+    "lazy first_batch_size 2.5": (lambda: LazyDownConvertedRecords(MemoryRecords(_x_batch()), 1, 0,  # type: ignore[arg-type]
+                                                                   first_batch_size=2.5),
+                                  "first_batch_size must be an int or None"),
+    "overflow_padding None": (lambda: overflow_padding(None), "padding needs a number"),  # type: ignore[arg-type]
+    "overflow_padding 2.5": (lambda: overflow_padding(2.5), "padding needs a number"),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_ARGUMENTS))
+def test_wrong_argument_types_are_configuration_errors(case: str) -> None:
+    call, says = WRONG_ARGUMENTS[case]
+    with pytest.raises(ConfigurationError, match=says):
+        call()

@@ -3,6 +3,7 @@ right byte position (or is silently tolerated where Kafka tolerates it)."""
 
 from __future__ import annotations
 
+import re
 import struct
 
 import pytest
@@ -18,11 +19,17 @@ from lazyconv.errors import (
 )
 from lazyconv.records import (
     Compression,
+    ControlRecordType,
+    FileRecords,
     MemoryRecords,
     Record,
     RecordsBuilder,
     TimestampType,
+    build_end_txn_marker,
     encode_v2_batch,
+    parse_control_key,
+    parse_end_txn_marker,
+    scan_batches,
 )
 from lazyconv.records._codec import append_legacy_message, append_v2_record
 from lazyconv.records._compression import compress
@@ -373,3 +380,73 @@ def test_encode_v2_batch_refuses_fields_past_their_wire_types(field: dict) -> No
                      payload=b"")
     with pytest.raises(ConfigurationError, match="out of its wire type's range"):  # was struct.error
         encode_v2_batch(**{**arguments, **field})
+
+
+def _gzip_build(level: object) -> bytes:
+    builder = RecordsBuilder(2, Compression.GZIP, compression_level=level)  # type: ignore[arg-type]
+    builder.append(0, 1, b"k", b"v")
+    return builder.build()
+
+
+def _file_read(tmp_path: object, position: object, size: object) -> bytes:
+    import pathlib
+
+    path = pathlib.Path(str(tmp_path)) / "records.log"
+    path.write_bytes(b"\0" * 100)
+    with FileRecords(path) as records:
+        return records.read(position, size)  # type: ignore[arg-type]
+
+
+_V2_FIELDS = dict(base_offset=0, partition_leader_epoch=-1, attributes=0, last_offset_delta=0, base_timestamp=0,
+                  max_timestamp=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, record_count=0)
+# each: a public records call given a wrong type or value -> the words its ConfigurationError has
+# (was: Enum's bare ValueError, int()'s TypeError or ValueError, a comparison's TypeError,
+# struct.error, len()'s TypeError, os.pread's TypeError or OSError, OverflowError)
+WRONG_ARGUMENTS = {
+    "Compression(9)": (lambda _: Compression(9), "9 is not a Compression: one of 0 (NONE)"),
+    "Compression('gzip')": (lambda _: Compression("gzip"), "is not a Compression"),
+    "TimestampType(7)": (lambda _: TimestampType(7), "7 is not a TimestampType"),
+    "ControlRecordType(None)": (lambda _: ControlRecordType(None), "None is not a ControlRecordType"),
+    "builder compression None": (lambda _: RecordsBuilder(2, None), "compression must be a Compression"),  # type: ignore[arg-type]
+    "builder compression '1'": (lambda _: RecordsBuilder(2, "1"), "compression must be a Compression"),  # type: ignore[arg-type]
+    "builder compression_level '9'": (lambda _: _gzip_build("9"), "compression level must be an int"),
+    "append offset '1'": (lambda _: RecordsBuilder(2).append("1", 1), "offset must be an int or None"),  # type: ignore[arg-type]
+    "append timestamp None": (lambda _: RecordsBuilder(2).append(0, None), "timestamp an int"),  # type: ignore[arg-type]
+    "append headers 5": (lambda _: RecordsBuilder(2).append(0, 1, headers=5), "headers must be a sequence"),  # type: ignore[arg-type]
+    "end marker coordinator_epoch '0'": (lambda _: build_end_txn_marker(0, 0, 1, 0, True, "0"),  # type: ignore[arg-type]
+                                         "coordinator_epoch must be an int32"),
+    "end marker coordinator_epoch 2**31": (lambda _: build_end_txn_marker(0, 0, 1, 0, True, 1 << 31),
+                                           "coordinator_epoch must be an int32"),
+    "encode_v2_batch payload None": (lambda _: encode_v2_batch(**_V2_FIELDS, payload=None),  # type: ignore[arg-type]
+                                     "a v2 batch's payload must be bytes-like"),
+    "parse_control_key 5": (lambda _: parse_control_key(5), "a control record's key must be bytes-like"),  # type: ignore[arg-type]
+    "parse_end_txn_marker value 5": (lambda _: parse_end_txn_marker(b"\0\0\0\1", 5),  # type: ignore[arg-type]
+                                     "a transaction marker's value must be bytes-like"),
+    "scan_batches base_position None": (lambda _: scan_batches(b"", None), "base_position must be an int"),  # type: ignore[arg-type]
+    "FileRecords.read position None": (lambda tmp: _file_read(tmp, None, 1), "slice needs"),
+    "FileRecords.read size -1": (lambda tmp: _file_read(tmp, 0, -1), "slice needs"),
+    "FileRecords(-1)": (lambda _: FileRecords(-1), "a file descriptor is an int from 0"),
+    "FileRecords.open(3)": (lambda _: FileRecords.open(3), "FileRecords.open needs a path"),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_ARGUMENTS))
+def test_wrong_argument_types_and_values_are_configuration_errors(case: str, tmp_path: object) -> None:
+    from lazyconv.errors import ConfigurationError
+
+    call, says = WRONG_ARGUMENTS[case]
+    with pytest.raises(ConfigurationError, match=re.escape(says)):
+        call(tmp_path)
+
+
+def test_append_takes_any_integer_offset_and_timestamp() -> None:
+    class Index:  # numpy's integers, for one, are ints by __index__ only
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+        def __index__(self) -> int:
+            return self.value
+
+    builder = RecordsBuilder(2)
+    builder.append(Index(0), Index(5), b"k", b"v")  # type: ignore[arg-type]
+    assert list(MemoryRecords(builder.build()).records()) == [Record(0, 5, b"k", b"v", ())]
