@@ -46,8 +46,8 @@ class ApiSpec:
     # -- versions and headers --------------------------------------------------------------
 
     def supports(self, version: int) -> bool:
-        """Whether ``version`` is in this API's range."""
-        return self.min_version <= version <= self.max_version
+        """Whether ``version`` is in this API's range (an int; anything else is not)."""
+        return isinstance(version, int) and self.min_version <= version <= self.max_version
 
     def check_version(self, version: int, position: int | None = None, *,
                       remote: bool = False) -> None:

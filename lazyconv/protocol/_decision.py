@@ -54,8 +54,20 @@ _ZSTD_FIRST_FETCH_VERSION = 10
 
 
 def _check_version(version: int) -> None:
-    if not MIN_FETCH_VERSION <= version <= MAX_FETCH_VERSION:
-        raise LocalProtocolError(f"Fetch version {version} is not supported")
+    if not isinstance(version, int) or not MIN_FETCH_VERSION <= version <= MAX_FETCH_VERSION:
+        raise LocalProtocolError(f"Fetch version {version!r:.40} is not supported")
+
+
+def _check_ints(where: str, **values: object) -> None:
+    """Raise :class:`ConfigurationError` naming the first of ``values`` that is not an int."""
+    for name, value in values.items():
+        if not isinstance(value, int):
+            raise ConfigurationError(f"{where}: {name} must be an int, got {value!r:.40}")
+
+
+def _check_error_code(error_code: object) -> None:
+    if not isinstance(error_code, int):  # int() took "3" and 2.5 and refused None as a TypeError
+        raise LocalProtocolError(f"a partition's error_code must be an int, got {error_code!r:.40}")
 
 
 def readable_magic(version: int) -> int:
@@ -95,6 +107,8 @@ def fetch_replica_id(version: int, request: Mapping[str, Any]) -> int:
     ``replica_state`` (the body's ``replica_id`` then decodes as its default, −1).
     """
     _check_version(version)
+    if not isinstance(request, Mapping):
+        raise ConfigurationError(f"a decoded FetchRequest (a mapping) is needed, got {type(request).__name__}")
     if version >= 15:
         state = request.get("replica_state") or {}
         return int(state.get("replica_id", -1))
@@ -118,6 +132,7 @@ def error_partition(partition_index: int, error_code: int, *, null_records: bool
     response, so lazyconv sends empty records (docs/guide/fetch-response.md). ``null_records=True``
     gives Kafka's exact bytes.
     """
+    _check_error_code(error_code)
     return {
         "partition_index": partition_index,
         "error_code": int(error_code),
@@ -172,6 +187,13 @@ def broker_partition_response(
     (see :func:`error_partition`); ``null_records=True`` keeps Kafka's null.
     """
     _check_version(version)
+    _check_error_code(error_code)
+    if aborted_transactions is not None and not isinstance(aborted_transactions, Iterable):
+        raise LocalProtocolError(f"aborted_transactions must be an iterable of mappings or None, "
+                                 f"got {type(aborted_transactions).__name__}")
+    if extra_fields is not None and not isinstance(extra_fields, Mapping):
+        raise LocalProtocolError(f"extra_fields must be a mapping of field names or None, "
+                                 f"got {type(extra_fields).__name__}")
     if hosted:
         if str(topic_compression).lower() == "zstd" and not zstd_readable(version):
             return error_partition(partition_index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
@@ -254,6 +276,9 @@ class FetchBudget:
         quota_max_bytes: int | None = None,
     ) -> None:
         _check_version(version)
+        _check_ints("FetchBudget", broker_max_bytes=broker_max_bytes,  # the optional two: int or None
+                    max_bytes=0 if max_bytes is None else max_bytes,
+                    quota_max_bytes=0 if quota_max_bytes is None else quota_max_bytes)
         if version <= 2 or max_bytes is None:
             max_bytes = _INT32_MAX
         limits = [max_bytes, broker_max_bytes]
@@ -275,6 +300,8 @@ class FetchBudget:
         stable offset). Returns 0 when the partition gets nothing. The first partition with
         data gets at least its first whole batch (v3+); on v0–2 the result may end inside it.
         """
+        _check_ints("FetchBudget.take", first_batch_size=first_batch_size, available=available,
+                    partition_max_bytes=partition_max_bytes)
         budget = min(max(partition_max_bytes, 0), self.remaining)
         if self.min_one:
             budget = max(budget, first_batch_size)
@@ -297,6 +324,10 @@ class FetchBudget:
         already bounded by the high watermark or last stable offset). The slice starts at the
         batch holding ``fetch_offset`` and may end inside a batch. The limits are :meth:`take`'s.
         """
+        if not hasattr(records, "batches") or not hasattr(records, "slice"):
+            raise ConfigurationError(f"FetchBudget.read needs records (MemoryRecords, FileRecords), "
+                                     f"got {type(records).__name__}")
+        _check_ints("FetchBudget.read", fetch_offset=fetch_offset, partition_max_bytes=partition_max_bytes)
         first = None
         for batch in records.batches():
             if batch.last_offset >= fetch_offset:

@@ -195,17 +195,21 @@ _check_version = SPEC.check_version
 
 
 def is_flexible(version: int) -> bool:
-    """Fetch v12+ uses compact encodings and tagged fields."""
+    """Fetch v12+ uses compact encodings and tagged fields (a version Fetch does not have
+    raises :class:`~lazyconv.errors.LocalProtocolError`, as the two below do)."""
+    _check_version(version)
     return SPEC.is_flexible(version)
 
 
 def request_header_version(version: int) -> int:
     """Request header version for a Fetch version: 2 for flexible versions, else 1."""
+    _check_version(version)
     return SPEC.request_header_version(version)
 
 
 def response_header_version(version: int) -> int:
     """Response header version for a Fetch version: 1 for flexible versions, else 0."""
+    _check_version(version)
     return SPEC.response_header_version(version)
 
 

@@ -40,7 +40,10 @@ def encode_request_header(
     w.int32(correlation_id)
     if header_version >= 1:
         # Kafka keeps the int16 length here even in header v2, so old brokers can read it.
-        w.string(client_id, compact=False, nullable=True)
+        try:
+            w.string(client_id, compact=False, nullable=True)
+        except LocalProtocolError as exc:
+            raise LocalProtocolError(f"request header client_id: {exc.message}") from None
     if header_version >= 2:
         w.uvarint(0)
     return w.getvalue()

@@ -132,6 +132,8 @@ class Writer:
             data = value.encode("utf-8")
         except UnicodeEncodeError as exc:  # a lone surrogate, e.g. from os.fsdecode / argv
             raise LocalProtocolError(f"string is not encodable as UTF-8: {exc.reason}") from None
+        except AttributeError:  # not a str: bytes, an int (the schema's own check says the same)
+            raise LocalProtocolError(f"string expected, got {value!r:.40}") from None
         if len(data) > 0x7FFF:
             raise LocalProtocolError(f"string of {len(data)} bytes is longer than 32767")
         if compact:

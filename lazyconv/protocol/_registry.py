@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from lazyconv.errors import ConfigurationError
 from lazyconv.protocol import (
     _add_offsets_to_txn as add_offsets_to_txn,
 )
@@ -94,6 +97,8 @@ API_BY_KEY: dict[int, ApiSpec] = {spec.key: spec for spec in ALL_APIS}
 def api_versions_table(max_versions: dict[int, int] | None = None) -> list[dict[str, int]]:
     """ApiVersions' ``api_keys`` list for every API, optionally capping some max versions."""
     caps = max_versions or {}
+    if not isinstance(caps, Mapping) or not all(isinstance(v, int) for v in caps.values()):
+        raise ConfigurationError(f"max_versions must map api keys to int versions, got {max_versions!r:.60}")
     return [
         {"api_key": spec.key, "min_version": spec.min_version,
          "max_version": min(spec.max_version, caps.get(spec.key, spec.max_version))}

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
+from lazyconv.errors import ConfigurationError, LocalProtocolError
 from lazyconv.protocol import (
+    API_BY_KEY,
+    FETCH_API_KEY,
     ErrorCode,
     FetchBudget,
     FetchRequest,
     FetchResponse,
+    api_versions_table,
     broker_partition_response,
     conversion_target_magic,
     error_partition,
     fetch_replica_id,
+    is_flexible,
     is_follower_fetch,
     readable_magic,
+    request_header_version,
+    response_header_version,
 )
 from lazyconv.records import Compression, FileRecords, MemoryRecords, RecordsBuilder
 
@@ -231,3 +240,56 @@ def test_file_records_are_sliced_relative_to_their_start(tmp_path) -> None:
         assert isinstance(part, FileRecords)
         assert part.start == 2 * BATCH_SIZE and part.size_in_bytes == 2 * BATCH_SIZE
         assert [b.base_offset for b in part.batches()] == [4, 6]
+
+
+# each: a public protocol call given a wrong type -> its typed error and words (was: a comparison's
+# TypeError, int()'s TypeError or ValueError, AttributeError 'encode' or 'get' or 'batches',
+# 'int' object is not iterable)
+_R = MemoryRecords(RecordsBuilder(2).build())
+WRONG_ARGUMENTS = {
+    "encode_framed client_id=5": (lambda: FetchRequest.encode_framed(4, {}, 1, client_id=5),  # type: ignore[arg-type]
+                                  LocalProtocolError, "request header client_id: string expected, got 5"),
+    "encode_framed version None": (lambda: FetchRequest.encode_framed(None, {}, 1),  # type: ignore[arg-type]
+                                   LocalProtocolError, "Fetch version None is not supported"),
+    "is_flexible '12'": (lambda: is_flexible("12"), LocalProtocolError, "Fetch version '12' is not supported"),  # type: ignore[arg-type]
+    "request_header_version None": (lambda: request_header_version(None),  # type: ignore[arg-type]
+                                    LocalProtocolError, "is not supported"),
+    "response_header_version 99": (lambda: response_header_version(99), LocalProtocolError, "is not supported"),
+    "readable_magic '4'": (lambda: readable_magic("4"), LocalProtocolError, "Fetch version '4' is not supported"),  # type: ignore[arg-type]
+    "fetch_replica_id request None": (lambda: fetch_replica_id(4, None),  # type: ignore[arg-type]
+                                      ConfigurationError, "a decoded FetchRequest (a mapping) is needed"),
+    "error_partition error_code '3'": (lambda: error_partition(0, "3"),  # type: ignore[arg-type]
+                                       LocalProtocolError, "error_code must be an int"),
+    "broker_partition_response error_code None": (
+        lambda: broker_partition_response(4, 0, _R, fetch_offset=0, error_code=None),  # type: ignore[arg-type]
+        LocalProtocolError, "error_code must be an int"),
+    "broker_partition_response aborted_transactions 5": (
+        lambda: broker_partition_response(4, 0, _R, fetch_offset=0, aborted_transactions=5),  # type: ignore[arg-type]
+        LocalProtocolError, "aborted_transactions must be an iterable"),
+    "broker_partition_response extra_fields [1]": (
+        lambda: broker_partition_response(4, 0, _R, fetch_offset=0, extra_fields=[1]),  # type: ignore[arg-type]
+        LocalProtocolError, "extra_fields must be a mapping"),
+    "FetchBudget broker_max_bytes None": (lambda: FetchBudget(4, broker_max_bytes=None),  # type: ignore[arg-type]
+                                          ConfigurationError, "FetchBudget: broker_max_bytes must be an int"),
+    "FetchBudget max_bytes '1'": (lambda: FetchBudget(4, "1"),  # type: ignore[arg-type]
+                                  ConfigurationError, "FetchBudget: max_bytes must be an int"),
+    "FetchBudget.take available None": (lambda: FetchBudget(4).take(1, None, 1),  # type: ignore[arg-type]
+                                        ConfigurationError, "FetchBudget.take: available must be an int"),
+    "FetchBudget.read records None": (lambda: FetchBudget(4).read(None, 0, 1),  # type: ignore[arg-type]
+                                      ConfigurationError, "FetchBudget.read needs records"),
+    "FetchBudget.read fetch_offset None": (lambda: FetchBudget(4).read(_R, None, 1),  # type: ignore[arg-type]
+                                           ConfigurationError, "FetchBudget.read: fetch_offset must be an int"),
+    "api_versions_table 'x'": (lambda: api_versions_table("x"),  # type: ignore[arg-type]
+                               ConfigurationError, "max_versions must map api keys to int versions"),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_ARGUMENTS))
+def test_wrong_argument_types_are_typed_errors(case: str) -> None:
+    call, error, says = WRONG_ARGUMENTS[case]
+    with pytest.raises(error, match=re.escape(says)):
+        call()
+
+
+def test_api_spec_supports_no_version_that_is_not_an_int() -> None:
+    assert not API_BY_KEY[FETCH_API_KEY].supports("4")  # type: ignore[arg-type]  # was a TypeError
