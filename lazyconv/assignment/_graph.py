@@ -86,6 +86,9 @@ class Graph:
         """Add the edge ``u -> v`` (replacing an earlier ``u -> v``); ``v -> u`` must not exist."""
         if u is None or v is None:
             raise GraphError("edge endpoints must not be None")
+        if not all(isinstance(n, int) for n in (u, v, capacity, cost, flow)):
+            raise GraphError(f"an edge's nodes, capacity, cost and flow are ints, got "
+                             f"{u!r:.20}, {v!r:.20}, {capacity!r:.20}, {cost!r:.20}, {flow!r:.20}")
         self._add(u, Edge(v, capacity, cost, capacity - flow, flow))
 
     def _add(self, u: int, edge: Edge) -> None:

@@ -42,6 +42,8 @@ def process_sort_key(process_id: str) -> tuple[int, int, int, bytes]:
     Canonical UUID strings (``8-4-4-4-12`` hex digits) sort as Java sorts ``ProcessId``; any other
     id sorts after all UUIDs, by Java string order (a convenience for hand-written inputs).
     """
+    if not isinstance(process_id, str):
+        raise ConfigurationError(f"a process id is a str, got {process_id!r:.40}")
     if _UUID_RE.match(process_id):
         msb, lsb = java_uuid_key(process_id)
         return (0, msb, lsb, b"")

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from lazyconv.assignment._errors import AssignmentError
 from lazyconv.assignment._ids import TaskId, process_sort_key
+from lazyconv.errors import ConfigurationError
 
 __all__ = ["ClientState", "sorted_clients"]
 
@@ -29,8 +30,12 @@ class ClientState:
         self.process_id = process_id
         self.rack = rack
         self.threads = threads
-        self.active: set[TaskId] = set(active)
-        self.standby: set[TaskId] = set(standby)
+        try:
+            self.active: set[TaskId] = set(active)
+            self.standby: set[TaskId] = set(standby)
+        except TypeError:  # not iterable, or holding unhashable items
+            raise ConfigurationError(f"client {process_id}: active and standby must be iterables of "
+                                     f"task ids, got {active!r:.40}, {standby!r:.40}") from None
         both = self.active & self.standby
         if both:
             raise AssignmentError(

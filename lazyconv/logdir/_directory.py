@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from lazyconv.errors import StorageError, ValidationError
+from lazyconv.errors import ConfigurationError, StorageError, ValidationError
 from lazyconv.logdir._checkpoint import (
     read_log_start_offsets,
     read_recovery_points,
@@ -42,6 +42,10 @@ class LogDirectory:
 
     def __init__(self, root: str | os.PathLike[str], config: LogConfig | None = None, *,
                  recover: bool = True) -> None:
+        if not isinstance(root, (str, os.PathLike)):  # Path() raised a bare TypeError
+            raise ConfigurationError(f"a log directory is a path, got {type(root).__name__}")
+        if config is not None and not isinstance(config, LogConfig):
+            raise ConfigurationError(f"config must be a LogConfig or None, got {type(config).__name__}")
         self.root = Path(root)
         if not self.root.is_dir():
             raise ValidationError(f"log directory {self.root} does not exist or is not a directory")

@@ -53,6 +53,13 @@ class ProducerConfig:
     """Not a Kafka setting: which sticky switching rule to model (Kafka's own is ``DEFERRED``)."""
 
     def __post_init__(self) -> None:
+        for name in ("batch_size", "max_in_flight_requests_per_connection", "buffer_memory", "max_request_size"):
+            if not isinstance(getattr(self, name), int):
+                raise ConfigurationError(f"{name} must be an int, got {getattr(self, name)!r:.40}")
+        for name in ("linger_ms", "partitioner_availability_timeout_ms"):
+            if not isinstance(getattr(self, name), int | float):
+                raise ConfigurationError(f"{name} must be a number of milliseconds, got {getattr(self, name)!r:.40}")
+        SwitchRule(self.switch_rule)  # ConfigurationError for anything but a rule (or its name)
         if self.batch_size < 0:
             raise ConfigurationError(f"batch_size must be >= 0, got {self.batch_size}")
         if self.linger_ms < 0:
@@ -163,6 +170,8 @@ class RecordAccumulator:
         random: RandomSource | None = None,
         custom_partitioner: bool = False,
     ) -> None:
+        if config is not None and not isinstance(config, ProducerConfig):
+            raise ConfigurationError(f"config must be a ProducerConfig or None, got {type(config).__name__}")
         self.cluster = cluster
         self.config = config if config is not None else ProducerConfig()
         self.batch_size = self.config.effective_batch_size
@@ -230,6 +239,12 @@ class RecordAccumulator:
         token: Any = None,
     ) -> AppendResult:
         """Append one record (sizes: -1 = null) to ``partition`` or, if UNKNOWN, the sticky one."""
+        if not isinstance(topic, str) or not all(isinstance(n, int) for n in (
+                partition, key_size, value_size, headers_bytes, timestamp)):
+            raise ConfigurationError(
+                "append needs a str topic and int partition, key_size, value_size, headers_bytes and timestamp, "
+                f"got {topic!r:.40}, {partition!r:.20}, {key_size!r:.20}, {value_size!r:.20}, "
+                f"{headers_bytes!r:.20}, {timestamp!r:.20}")
         bp = self.built_in_partitioner(topic) if partition == UNKNOWN_PARTITION else None
         while True:
             if bp is not None:

@@ -44,6 +44,10 @@ class SwitchRule(str, enum.Enum):
     DEFERRED = "deferred"
     """Kafka since KAFKA-14156 (4.0.1 too): also wait until the batches are all full; 2x cap."""
 
+    @classmethod
+    def _missing_(cls, value: object) -> None:
+        raise ConfigurationError(f"switch rule must be 'immediate' or 'deferred', got {value!r:.40}")
+
 
 @dataclass
 class StickyPartitionInfo:
@@ -77,9 +81,9 @@ class BuiltInPartitioner:
         random: RandomSource | None = None,
         switch_rule: SwitchRule = SwitchRule.DEFERRED,
     ) -> None:
-        if sticky_batch_size < 1:
+        if not isinstance(sticky_batch_size, int) or sticky_batch_size < 1:
             raise ConfigurationError(
-                f"sticky batch size must be >= 1, got {sticky_batch_size} for topic {topic!r}"
+                f"sticky batch size must be an int >= 1, got {sticky_batch_size!r:.40} for topic {topic!r}"
             )
         self.topic = topic
         self.sticky_batch_size = sticky_batch_size

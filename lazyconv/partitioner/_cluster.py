@@ -49,6 +49,9 @@ class StaticCluster:
     """
 
     def __init__(self, topics: Mapping[str, Mapping[int, int | None]]) -> None:
+        if not isinstance(topics, Mapping) or not all(isinstance(p, Mapping) for p in topics.values()):
+            raise ConfigurationError("a StaticCluster needs {topic: {partition: leader or None}}, "
+                                     f"got {topics!r:.60}")
         self._leaders: dict[str, dict[int, int | None]] = {t: dict(p) for t, p in topics.items()}
         self._all = {t: tuple(p) for t, p in self._leaders.items()}
         self._available = {
@@ -59,6 +62,9 @@ class StaticCluster:
     @classmethod
     def single_topic(cls, topic: str, leaders: Sequence[int | None]) -> StaticCluster:
         """Topic with partitions ``0..len(leaders)-1``; ``leaders[i]`` leads partition i."""
+        if not isinstance(topic, str) or not isinstance(leaders, Sequence):
+            raise ConfigurationError(f"single_topic needs a str topic and a sequence of leaders, "
+                                     f"got {topic!r:.40}, {leaders!r:.40}")
         return cls({topic: dict(enumerate(leaders))})
 
     def _check(self, topic: str) -> None:

@@ -51,6 +51,8 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
 
 def to_positive(value: int) -> int:
     """Kafka's ``Utils.toPositive``: clear the sign bit (``value & 0x7fffffff``)."""
+    if not isinstance(value, int):
+        raise ConfigurationError(f"to_positive takes an int, got {value!r:.40}")
     return value & 0x7FFFFFFF
 
 
@@ -60,8 +62,8 @@ def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) 
     ``num_partitions`` is the number of *all* partitions of the topic, leaderless ones included.
     An empty key ``b""`` is a key (it is hashed); only a null key means "no key".
     """
-    if num_partitions < 1:
-        raise ConfigurationError(f"num_partitions must be >= 1, got {num_partitions}")
+    if not isinstance(num_partitions, int) or num_partitions < 1:
+        raise ConfigurationError(f"num_partitions must be an int >= 1, got {num_partitions!r:.40}")
     if key is None:
         raise ConfigurationError("a null key has no key partition; use the built-in partitioner")
     return to_positive(murmur2(key)) % num_partitions

@@ -39,6 +39,8 @@ class PartitioningProducer:
         partitioner: Partitioner | None = None,
         random: RandomSource | None = None,
     ) -> None:
+        if config is not None and not isinstance(config, ProducerConfig):
+            raise ConfigurationError(f"config must be a ProducerConfig or None, got {type(config).__name__}")
         self.cluster = cluster
         self.config = config if config is not None else ProducerConfig()
         self.partitioner = partitioner
@@ -71,10 +73,17 @@ class PartitioningProducer:
 
         A ``blocked`` result means ``buffer.memory`` is exhausted: call again later.
         """
-        key_size = -1 if key is None else len(key)
-        value_size = -1 if value is None else len(value)
-        headers_bytes = headers_size(headers) if headers else 1
+        if not isinstance(topic, str):
+            raise ConfigurationError(f"topic must be a str, got {topic!r:.40}")
+        key_size = _size("key", key)
+        value_size = _size("value", value)
+        try:
+            headers_bytes = headers_size(headers) if headers else 1
+        except (TypeError, ValueError, AttributeError):  # not pairs of a str and bytes or None
+            raise ConfigurationError(f"headers must be (str, bytes-like or None) pairs, got {headers!r:.60}") from None
         acc = self.accumulator
+        if partition is not None and not isinstance(partition, int):
+            raise ConfigurationError(f"partition must be an int or None, got {partition!r:.40}")
         if partition is not None:
             all_partitions = self.cluster.partitions_for_topic(topic)
             if partition < 0 or partition not in all_partitions:
@@ -100,3 +109,14 @@ class PartitioningProducer:
                               token=token)
         return acc.append(topic, UNKNOWN_PARTITION, key_size, value_size, headers_bytes, timestamp,
                           now, token=token)
+
+
+def _size(what: str, data: object) -> int:
+    """A key's or value's size in bytes, -1 for None; what is not bytes-like is refused (a str's
+    len() counts characters, an int has none)."""
+    if data is None:
+        return -1
+    try:
+        return memoryview(data).nbytes  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # not a buffer, or a released one
+        raise ConfigurationError(f"a record's {what} must be bytes-like or None, got {type(data).__name__}") from None

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
+from lazyconv.assignment import ClientState, process_sort_key
 from lazyconv.assignment._errors import GraphError
 from lazyconv.assignment._graph import Graph, _ResidualArrays
+from lazyconv.errors import ConfigurationError
 
 FIXTURE_EDGES = [
     (0, 1, 1, 3, 1),
@@ -195,3 +198,30 @@ def test_validation_ignores_nodes_without_inflow():
     graph = build([(0, 1, 1, 5, 1), (1, 2, 1, 0, 1), (3, 1, 1, 0, 0), (3, 2, 1, 0, 0)], source=0, sink=2)
     graph.solve_min_cost_flow()
     assert graph.total_cost() == 5 and graph.flow() == 1
+
+
+# each: a public assignment call given a wrong type -> its typed error (was: a TypeError from
+# '-', 'unhashable type' or 'not iterable', or re's 'expected string')
+WRONG_ARGUMENTS = {
+    "add_edge capacity None": (lambda: Graph().add_edge(0, 1, None, 1), GraphError,  # type: ignore[arg-type]
+                               "an edge's nodes, capacity, cost and flow are ints"),
+    "add_edge u [1]": (lambda: Graph().add_edge([1], 1, 1, 1), GraphError,  # type: ignore[arg-type]
+                       "an edge's nodes, capacity, cost and flow are ints"),
+    "add_edge flow '0'": (lambda: Graph().add_edge(0, 1, 1, 1, "0"), GraphError,  # type: ignore[arg-type]
+                          "an edge's nodes, capacity, cost and flow are ints"),
+    "ClientState active 5": (lambda: ClientState("p", "r", active=5), ConfigurationError,  # type: ignore[arg-type]
+                             "client p: active and standby must be iterables of task ids"),
+    "ClientState standby None": (lambda: ClientState("p", "r", standby=None), ConfigurationError,  # type: ignore[arg-type]
+                                 "client p: active and standby must be iterables of task ids"),
+    "process_sort_key None": (lambda: process_sort_key(None), ConfigurationError,  # type: ignore[arg-type]
+                              "a process id is a str"),
+    "process_sort_key b'p'": (lambda: process_sort_key(b"p"), ConfigurationError,  # type: ignore[arg-type]
+                              "a process id is a str"),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_ARGUMENTS))
+def test_wrong_argument_types_are_typed_errors(case: str) -> None:
+    call, error, says = WRONG_ARGUMENTS[case]
+    with pytest.raises(error, match=re.escape(says)):
+        call()

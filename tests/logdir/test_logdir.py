@@ -146,3 +146,16 @@ def test_the_manifest_is_read_from_urls_too(tmp_path) -> None:
     (tmp_path / "manifest.json").write_text("[")
     with pytest.raises(ConfigurationError, match=r"^file://.*/manifest\.json: not a JSON document"):
         load_manifest(tmp_path.as_uri() + "/")
+
+
+@pytest.mark.parametrize(("root", "config", "says"), [
+    (None, None, "a log directory is a path, got NoneType"),  # was Path()'s bare TypeError
+    (5, None, "a log directory is a path, got int"),
+    (b"logs", None, "a log directory is a path, got bytes"),
+    ("TMP", {"segment_bytes": 1}, "config must be a LogConfig or None, got dict"),  # was an AttributeError later
+])
+def test_log_directory_refuses_wrong_argument_types(tmp_path, root, config, says) -> None:
+    from lazyconv.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=says):
+        LogDirectory(tmp_path if root == "TMP" else root, config)

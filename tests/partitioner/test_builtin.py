@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
 from lazyconv.errors import ConfigurationError
-from lazyconv.partitioner import BuiltInPartitioner, StaticCluster, SwitchRule
+from lazyconv.partitioner import (
+    BuiltInPartitioner,
+    PartitioningProducer,
+    ProducerConfig,
+    RecordAccumulator,
+    StaticCluster,
+    SwitchRule,
+    partition_for_key,
+    to_positive,
+)
 
 
 def sequential():
@@ -166,3 +176,46 @@ def test_weights_within_java_int_take_one_draw():
     bp.update_partition_load_stats([1, 7, 2], [0, 1, 2], 3)
     assert bp.next_partition(CLUSTER3) == 0  # 5 % 14 = 5 < 7
     assert bp.next_partition(CLUSTER3) == 2  # a second call takes the second draw
+
+
+def _producer_send(**overrides: object) -> object:
+    arguments: dict[str, object] = dict(topic="t", key=b"k", value=b"v")
+    return PartitioningProducer(StaticCluster.single_topic("t", [1, 2])).send(**{**arguments, **overrides})  # type: ignore[arg-type]
+
+
+def _accumulator_append(**overrides: object) -> object:
+    arguments: dict[str, object] = dict(topic="t", partition=0, key_size=1, value_size=1)
+    return RecordAccumulator(StaticCluster.single_topic("t", [1])).append(**{**arguments, **overrides})  # type: ignore[arg-type]
+
+
+# each: a public partitioner call given a wrong type -> the words of its ConfigurationError (was:
+# a comparison's or '&''s TypeError, Enum's ValueError, AttributeError 'items' or
+# 'effective_batch_size', len()'s TypeError, 'not iterable'; a str value was sized by characters)
+WRONG_ARGUMENTS = {
+    "partition_for_key num_partitions '3'": (lambda: partition_for_key(b"k", "3"), "num_partitions must be an int"),
+    "to_positive None": (lambda: to_positive(None), "to_positive takes an int"),
+    "ProducerConfig batch_size '1'": (lambda: ProducerConfig(batch_size="1"), "batch_size must be an int"),
+    "ProducerConfig linger_ms None": (lambda: ProducerConfig(linger_ms=None), "linger_ms must be a number"),
+    "ProducerConfig switch_rule 'x'": (lambda: ProducerConfig(switch_rule="x"), "switch rule must be"),
+    "SwitchRule('x')": (lambda: SwitchRule("x"), "switch rule must be 'immediate' or 'deferred'"),
+    "BuiltInPartitioner sticky_batch_size None": (lambda: BuiltInPartitioner("t", None), "sticky batch size must be"),
+    "StaticCluster([1])": (lambda: StaticCluster([1]), "a StaticCluster needs"),
+    "StaticCluster.single_topic leaders None": (lambda: StaticCluster.single_topic("t", None), "single_topic needs"),
+    "PartitioningProducer config {}": (
+        lambda: PartitioningProducer(StaticCluster.single_topic("t", [1]), {}), "config must be a ProducerConfig"),
+    "RecordAccumulator config 5": (
+        lambda: RecordAccumulator(StaticCluster.single_topic("t", [1]), 5), "config must be a ProducerConfig"),
+    "send topic [1]": (lambda: _producer_send(topic=[1]), "topic must be a str"),
+    "send key 5": (lambda: _producer_send(key=5), "a record's key must be bytes-like"),
+    "send value 'text'": (lambda: _producer_send(value="text"), "a record's value must be bytes-like"),
+    "send partition '0'": (lambda: _producer_send(partition="0"), "partition must be an int or None"),
+    "send headers [1]": (lambda: _producer_send(headers=[1]), "headers must be (str, bytes-like or None) pairs"),
+    "append key_size None": (lambda: _accumulator_append(key_size=None), "append needs a str topic and int"),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_ARGUMENTS))
+def test_wrong_argument_types_are_configuration_errors(case: str) -> None:
+    call, says = WRONG_ARGUMENTS[case]
+    with pytest.raises(ConfigurationError, match=re.escape(says)):
+        call()  # type: ignore[no-untyped-call]
