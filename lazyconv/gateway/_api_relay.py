@@ -185,6 +185,7 @@ class ApiRelay:
                 else await self._one_coordinator(relayed, next(iter(by_node)), key_type, keys)
         answers: dict[str, dict[str, Any]] = {}
         first: dict[str, Any] | None = None
+        throttles: list[int] = []
 
         async def ask(node: int, part: list[Any]) -> None:
             nonlocal first
@@ -196,6 +197,7 @@ class ApiRelay:
                 self.cluster.state.warn(f"{relayed.spec.name} at a coordinator", exc)
                 answer = relayed.refusal(_COORDINATOR_NOT_AVAILABLE, sub)
             first = first or answer
+            throttles.append(answer.get("throttle_time_ms", 0))
             for entry in answer.get(answer_list) or []:
                 answers[str(entry.get(answer_key))] = entry
                 if entry.get("error_code") in COORDINATOR_ERRORS:
@@ -207,6 +209,7 @@ class ApiRelay:
                 answers[str(entry.get(answer_key))] = entry
         merged = dict(first) if first is not None else relayed.refusal(0, {**relayed.body, path[0]: []})
         merged[answer_list] = [answers[key_of(item)] for item in items if key_of(item) in answers]
+        _longest_throttle(merged, throttles)
         return relayed.reply(merged)
 
     async def _one_coordinator(self, relayed: Relayed, node: int, key_type: int,
@@ -263,6 +266,7 @@ class ApiRelay:
         answers: dict[tuple[str, int], dict[str, Any]] = {}
         topic_entries: dict[str, dict[str, Any]] = {}
         first: dict[str, Any] | None = None
+        throttles: list[int] = []
 
         def collect(answer: dict[str, Any]) -> None:
             a_topics, a_name, a_parts, a_index = answer_fields
@@ -285,6 +289,7 @@ class ApiRelay:
                 relayed.cluster.invalidate()
                 answer = relayed.refusal(UNREACHABLE, sub)
             first = first or answer
+            throttles.append(answer.get("throttle_time_ms", 0))
             collect(answer)
 
         await asyncio.gather(*(ask(node, items) for node, items in by_leader.items()))
@@ -300,6 +305,7 @@ class ApiRelay:
                      if (name, p[index_field] if index_field else p) in answers]
             out.append({**topic_entries.get(name, {a_name: name}), a_parts: parts})
         merged[a_topics] = out
+        _longest_throttle(merged, throttles)
         return relayed.reply(merged)
 
     async def _one_leader(self, relayed: Relayed, node: int | None,
@@ -349,8 +355,15 @@ class ApiRelay:
         codes = [a.get("error_code", 0) for a in answers if a.get("error_code")]
         if codes:
             merged["error_code"] = codes[0]
-        merged["throttle_time_ms"] = max(a.get("throttle_time_ms", 0) for a in answers)
+        _longest_throttle(merged, [a.get("throttle_time_ms", 0) for a in answers])
         return relayed.reply(merged)
+
+
+def _longest_throttle(merged: dict[str, Any], throttles: list[int]) -> None:
+    """A merged answer asks the client to back off as long as the longest of the upstream
+    answers it is made of (a broker's quota throttle), where its version has the field."""
+    if "throttle_time_ms" in merged:
+        merged["throttle_time_ms"] = max([merged["throttle_time_ms"], *throttles])
 
 
 def _failed_with(failed: dict[tuple[str, int], int], code: int) -> Callable[[str, int], bool]:

@@ -116,6 +116,7 @@ class Prefetched:
     ask_futures: list[asyncio.Future[dict[str, Any] | None]] = field(default_factory=list,
                                                                       repr=False)
     expiry: asyncio.TimerHandle | None = field(default=None, repr=False)
+    throttle_ms: int = 0  # the throttle time of the upstream answer (passed on when used)
 
 
 class FetchAhead:

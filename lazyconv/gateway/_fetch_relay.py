@@ -108,6 +108,7 @@ class _Wanted:
     upstream: dict[str, Any] | None = None  # the upstream partition it is built from
     ahead: Prefetched | None = None  # its answer, fetched ahead (see _fetch_ahead)
     summary: EntriesSummary | None = None  # its upstream records' headers, once read
+    throttle_ms: int = 0  # the throttle time of the upstream answer it came in (a quota's)
     undecodable: str | None = None  # why its upstream records did not decode (logged on the loop)
 
     def entries_summary(self) -> EntriesSummary:
@@ -214,7 +215,11 @@ class FetchRelay:
             if topic_id is not None:
                 topic["topic_id"] = topic_id
             topics.append(topic)
-        fetch_body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+        # the upstream's quotas reach the client: the longest throttle of the answers it is
+        # made of (Fetch v1+ has the field), as a broker would ask it to back off
+        throttle = max((w.throttle_ms for w in wanted), default=0)
+        fetch_body = {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0,
+                      "responses": topics}
         response = FetchResponse(version, fetch_body)
         answer = Response(response.to_send(correlation_id), off_loop=converted)
         session_, metrics = session_metrics()
@@ -406,6 +411,7 @@ class FetchRelay:
             self.ahead_misses += 1
             return  # an empty answer is a miss too: the client's own fetch may wait for data
         self.ahead_hits += 1
+        item.throttle_ms = entry.throttle_ms
         fetch_offset = item.partition["fetch_offset"]
         if fetch_offset < entry.start:
             records = part.get("records") or b""
@@ -451,6 +457,8 @@ class FetchRelay:
         items = [_Wanted(e.topic, None, {"partition": e.partition, "fetch_offset": e.start,
                                          "partition_max_bytes": e.shape[0]}) for e in entries]
         await self._fetch_from(session.cluster, conn, items, version, request)
+        for entry, item in zip(entries, items, strict=True):
+            entry.throttle_ms = item.throttle_ms
         return {(item.name, item.partition["partition"]): item.upstream
                 for item in items if item.upstream is not None}
 
@@ -502,6 +510,9 @@ class FetchRelay:
         answer = await conn.request(fetch.SPEC, upstream_version, body,
                                     timeout=self.cluster.request_timeout + wait)
         node = conn.node_id
+        throttle = max(0, answer.get("throttle_time_ms", 0))
+        for item in items:
+            item.throttle_ms = throttle
         if answer.get("error_code"):
             code = downstream_error(fetch.SPEC.key, version, answer["error_code"])
             self.cluster.state.warn(f"fetch at upstream broker {node}", f"error {answer['error_code']}")

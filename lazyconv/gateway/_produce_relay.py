@@ -59,13 +59,15 @@ class _Part:
     # what its up-conversion made: (source magic, source codec, records, message set bytes)
     converted: tuple[int, str, int, int] | None = None
     refused: str | None = None  # why its up-conversion refused it (logged on the event loop)
+    throttle_ms: int = 0  # the throttle time of its leader's answer (a quota's)
 
 
 def _response_body(parts: list[_Part]) -> dict[str, Any]:
     """The downstream Produce response body: every partition's answer, by topic."""
     return {"responses": [{"name": topic, "partition_responses": answers}
                           for topic, answers in group_by_topic((p.topic, p.answer) for p in parts)],
-            "throttle_time_ms": 0}
+            # the upstream's quotas reach the client: the longest throttle of its leaders
+            "throttle_time_ms": max((p.throttle_ms for p in parts), default=0)}
 
 
 class ProduceRelay:
@@ -214,7 +216,9 @@ class ProduceRelay:
                   answer: dict[str, Any]) -> None:
         results = {(t["name"], p["index"]): p for t in answer["responses"]
                    for p in t["partition_responses"]}
+        throttle = max(0, answer.get("throttle_time_ms", 0))
         for part in items:
+            part.throttle_ms = throttle
             got = results.get((part.topic, part.index))
             if got is None:
                 part.answer["error_code"] = UNREACHABLE
