@@ -22,7 +22,9 @@ whole request (:mod:`~lazyconv.gateway._relayed`):
 
 Upstream failures are answered, never a closed connection: a coordinator that cannot be found
 or reached with COORDINATOR_NOT_AVAILABLE (and forgotten), a leader with NOT_LEADER_OR_FOLLOWER
-(the metadata forgotten), any broker with REQUEST_TIMED_OUT — all retriable. They are logged
+(the metadata forgotten), any broker with REQUEST_TIMED_OUT — all retriable. An upstream answer
+the gateway must decode (to merge it, or to rewrite the brokers it names) and cannot is such a
+failure too: the one request is answered so, the client's connection stays. They are logged
 through the cluster's state (:class:`~lazyconv.gateway._cluster_state.ClusterState`): a broker
 failing once until it answers again, any other failure once a minute with its repeats counted,
 not once per client request.
@@ -115,7 +117,15 @@ class ApiRelay:
             return relayed.refuse(UPSTREAM_UNAVAILABLE)
         if relayed.request.api_key in _CHANGE_TOPICS:
             relayed.cluster.invalidate()
-        return relayed.answer(frame)
+        try:
+            return relayed.answer(frame)
+        except LazyconvError as exc:
+            # an answer naming brokers is decoded to be rewritten: one that does not decode is
+            # the upstream's fault, not the client's, whose connection stays (REQUEST_TIMED_OUT
+            # is retriable at every version)
+            self.cluster.state.warn(f"{relayed.spec.name} upstream",
+                                    f"an answer that does not decode: {exc}")
+            return relayed.refuse(UPSTREAM_UNAVAILABLE)
 
     # -- coordinators ----------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
+import logging
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -13,7 +14,9 @@ from typing import Any
 import pytest
 
 from lazyconv._send import drain
+from lazyconv.errors import ErrorCode
 from lazyconv.gateway._api_relay import ApiRelay
+from lazyconv.gateway._cluster_state import ClusterState
 from lazyconv.gateway._coordinators import Coordinators
 from lazyconv.gateway._upstream_security import ANONYMOUS_IDENTITY
 from lazyconv.net._model import Listener
@@ -187,3 +190,36 @@ def test_an_answer_merged_from_several_brokers_carries_the_longest_throttle() ->
                                  {1: offsets(throttles[0]), 2: offsets(throttles[1])}, view)
         assert [p["offset"] for p in answer["topics"][0]["partitions"]] == [5, 5]
         assert answer["throttle_time_ms"] == 300
+
+
+def test_an_answer_that_does_not_decode_is_a_retriable_error_not_a_closed_connection(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """DescribeCluster names brokers, so its answer is decoded to be rewritten: a malformed one
+    escaped as the client's protocol error, which closed the client's connection and was
+    logged as its invalid request (found by a review). The request is answered
+    REQUEST_TIMED_OUT (retriable at every version), the next one goes through, and the failure
+    is logged once (its repeats at the debug level)."""
+    spec, version = KAFKA_API_BY_KEY[60], 1
+    good = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+            "cluster_id": "c", "controller_id": 3,
+            "brokers": [{"broker_id": 3, "host": "kafka3", "port": 9092, "rack": None}]}
+    cut = _Broker(lambda body: good)
+    whole = cut.relay
+
+    async def cut_short(spec_: Any, version_: int, payload: Any, timeout: float | None = None) -> bytes:
+        return (await whole(spec_, version_, payload, timeout))[:12]
+
+    cut.relay = cut_short  # type: ignore[method-assign]
+    cluster = SimpleNamespace(brokers={3: "a"}, request_timeout=30,
+                              state=ClusterState(max_age=60))
+    body = {"include_cluster_authorized_operations": False, "endpoint_type": 1}
+    with caplog.at_level(logging.DEBUG, logger="lazyconv.gateway"):
+        for _ in range(2):
+            answer = _relayed_answer(spec, version, body, {3: cut}, cluster)
+            assert answer["error_code"] == ErrorCode.REQUEST_TIMED_OUT
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and "DescribeCluster upstream failed: an answer that does not decode" \
+        in warned[0].getMessage()
+    answer = _relayed_answer(spec, version, body, {3: _Broker(lambda body: good)}, cluster)
+    assert (answer["error_code"], answer["controller_id"], answer["brokers"][0]["host"]) == \
+        (0, 0, "gateway")
