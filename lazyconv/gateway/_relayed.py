@@ -6,7 +6,9 @@ upstream after a header of the upstream connection's (a correlation id of its ow
 id), and the answer's bytes come back with the client's correlation id — nothing decoded or
 re-encoded, so unknown tagged fields pass too. Only what must change is decoded: the request
 where it is split between brokers (its parts re-encoded at the same version), the answer where
-it names brokers (:mod:`~lazyconv.gateway._rewrite`) or is merged from several.
+it names brokers (:mod:`~lazyconv.gateway._rewrite`) or is merged from several; what is
+decoded keeps the tagged fields lazyconv does not know and writes them back as they came
+(:class:`~lazyconv.protocol._schema.UnknownTags`).
 """
 
 from __future__ import annotations

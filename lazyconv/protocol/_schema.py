@@ -14,7 +14,11 @@ Encoding rules (docs/guide/fetch-response.md):
 - fields the version lacks are dropped (with ``strict=True`` a non-ignorable one holding a
   non-default value raises, as Kafka's UnsupportedVersionException does);
 - in flexible versions strings, bytes and arrays are compact and every struct ends with a
-  tagged-field section in which a tagged field is written only when it differs from its default.
+  tagged-field section in which a tagged field is written only when it differs from its default;
+- the tagged fields a decoder did not know (``_unknown_tagged_fields``, an :class:`UnknownTags`)
+  are written again as they came when the dict is encoded as the struct it was decoded as, in a
+  flexible version that does not know their tags either: a relay that decodes and re-encodes
+  an answer passes on what a newer peer added.
 
 The ``records`` type is special: the encoder does not copy record bytes but leaves a slot
 holding the records object, so a response can stream records from files or lazy conversion.
@@ -50,6 +54,7 @@ __all__ = [
     "ZERO_UUID",
     "EncodedMessage",
     "RecordsSlot",
+    "UnknownTags",
     "walk_encode",
     "walk_decode",
     "is_default",
@@ -59,6 +64,16 @@ __all__ = [
 
 ZERO_UUID = uuid.UUID(int=0)
 _NO_MAX = 0x7FFF
+
+
+class UnknownTags(dict[int, bytes]):
+    """The tagged fields of a decoded struct that its schema does not know, tag -> payload, and
+    the struct they were read in (:attr:`struct`): they are written again only into that struct
+    (an answer's struct never gets a request's tags)."""
+
+    def __init__(self, struct: Struct, tags: dict[int, bytes]) -> None:
+        super().__init__(tags)
+        self.struct = struct
 
 
 @dataclass(frozen=True)
@@ -295,7 +310,7 @@ class _Encoder:
         elif not isinstance(value, Mapping):
             raise LocalProtocolError(f"{path}: expected a dict for {struct.name}, got {type(value).__name__}")
         _check_keys(struct, value, path)
-        tagged: list[tuple[int, Field, Any]] = []
+        tagged: list[tuple[int, Field | None, Any]] = []
         for f in struct.fields:
             v = value.get(f.name, _MISSING)
             if v is _MISSING:
@@ -313,14 +328,26 @@ class _Encoder:
                 continue
             self.value(f, v, version, f"{path}.{f.name}")
         if self.flexible:
+            unknown = value.get("_unknown_tagged_fields")
+            if isinstance(unknown, UnknownTags) and unknown and unknown.struct == struct:
+                known = {f.tag for f in struct.fields
+                         if f.tag is not None and f.present_in(version) and f.tagged_in(version)}
+                tagged += [(tag, None, payload) for tag, payload in unknown.items()
+                           if tag not in known]
             self.tagged_section(sorted(tagged, key=lambda t: t[0]), version, path)
 
-    def tagged_section(self, tagged: list[tuple[int, Field, Any]], version: int, path: str) -> None:
+    def tagged_section(self, tagged: list[tuple[int, Field | None, Any]], version: int,
+                       path: str) -> None:
+        """The tagged fields (an unknown one: its field ``None``, its value the payload as
+        it was read) in increasing tag order."""
         self.writer.uvarint(len(tagged))
         for tag, f, v in tagged:
-            sub = _Encoder(self.flexible, self.strict, allow_records_slots=False)
-            sub.value(f, v, version, f"{path}.{f.name}")
-            payload = sub.writer.buffer
+            if f is None:
+                payload = v
+            else:
+                sub = _Encoder(self.flexible, self.strict, allow_records_slots=False)
+                sub.value(f, v, version, f"{path}.{f.name}")
+                payload = sub.writer.buffer
             self.writer.uvarint(tag)
             self.writer.uvarint(len(payload))
             self.writer.raw(payload)
@@ -475,7 +502,7 @@ def _decode_struct(struct: Struct, r: Reader, version: int, flexible: bool, path
     if flexible:
         unknown = _decode_tagged_section(r, tagged_fields, out, version, path)
         if unknown:
-            out["_unknown_tagged_fields"] = unknown
+            out["_unknown_tagged_fields"] = UnknownTags(struct, unknown)
     return out
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from lazyconv.errors import ProtocolError
 from lazyconv.protocol import FetchRequest, FetchResponse
+from lazyconv.protocol import _fetch as fetch
 
 REQUEST = {
     "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1000, "isolation_level": 1,
@@ -64,6 +65,38 @@ def test_unknown_tags_are_kept_and_tags_must_increase() -> None:
     data[-5:] = bytes.fromhex("02 05 00 03 00")  # tag 3 after tag 5
     with pytest.raises(ProtocolError, match="increasing order"):
         FetchRequest.decode(12, bytes(data))
+
+
+def test_unknown_tags_are_written_again_into_the_struct_they_came_in() -> None:
+    """A decoded body encoded again at its version is the bytes it came as, unknown tags
+    included (a relay that re-encodes an answer dropped them; found by a review). They go
+    nowhere else: not into another struct, not where the version knows their tag, not into a
+    version without tagged fields."""
+    data = bytearray(FetchRequest.encode(12, {**REQUEST, "cluster_id": None}))
+    assert data[-1] == 0  # the top-level tagged section: empty
+    data[-1:] = bytes.fromhex("02 01 02 abcd 07 00")  # tags 1 and 7, which v12 does not know
+    body = FetchRequest.decode(12, bytes(data))
+    assert body["_unknown_tagged_fields"] == {1: bytes.fromhex("abcd"), 7: b""}
+    assert FetchRequest.encode(12, body) == bytes(data)
+    plain = {k: v for k, v in body.items() if k != "_unknown_tagged_fields"}
+    part = body["topics"][0]["partitions"][0]
+    part["_unknown_tagged_fields"] = body["_unknown_tagged_fields"]  # another struct's
+    assert FetchRequest.encode(12, body) == bytes(data)
+    del part["_unknown_tagged_fields"]
+    # v15 knows tag 1 (ReplicaState): only tag 7 is written again; v11 has no tagged fields
+    assert FetchRequest.encode(15, body) == \
+        FetchRequest.encode(15, plain)[:-1] + bytes.fromhex("01 07 00")
+    assert FetchRequest.encode(11, body) == FetchRequest.encode(11, plain)
+    # an answer's, in a nested struct
+    response = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": "t", "partitions": [{"partition_index": 0, "error_code": 0,
+                                       "high_watermark": 5, "records": b""}]}]}
+    answer = bytearray(fetch.SPEC.encode_response(12, response))
+    assert answer[-3:] == b"\x00\x00\x00"  # the partition's, the topic's, the answer's sections
+    answer[-3:-2] = bytes.fromhex("01 0b 01 01")  # an unknown tag in the partition
+    decoded = fetch.SPEC.decode_response(12, bytes(answer))
+    assert decoded["responses"][0]["partitions"][0]["_unknown_tagged_fields"] == {11: b"\x01"}
+    assert fetch.SPEC.encode_response(12, decoded) == bytes(answer)
 
 
 def test_known_tag_with_trailing_bytes_is_rejected() -> None:
