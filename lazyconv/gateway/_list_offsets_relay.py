@@ -1,8 +1,11 @@
 """ListOffsets through the gateway: each partition asked of its leader with a version Kafka 4
 accepts (≥ v1); a v0 client gets the one offset as its ``old_style_offsets`` list
 (docs/guide/gateway.md); a partition named twice is asked once (v1+ refuses it twice) and
-both entries get its answer. Errors reach the client as codes its version knows
-(:mod:`lazyconv.gateway._error_map`).
+both entries get its answer. A negative timestamp the client's version does not define (v0
+knows -1 and -2 only; -3 came with v7, -4 with v8, -5 with v9) is answered UNSUPPORTED_VERSION
+without asking, as Kafka answers it, since the upstream version would read it as something
+else (the largest timestamp, the local or tiered log's offsets). Errors reach the client as
+codes its version knows (:mod:`lazyconv.gateway._error_map`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from lazyconv.errors import UpstreamError
+from lazyconv.errors import ErrorCode, UpstreamError
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway._routing import ask_leaders, route_to_leaders
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamConnection, UpstreamSession
@@ -21,6 +24,16 @@ from lazyconv.protocol._grouping import group_by_topic
 log = logging.getLogger(__name__)
 
 __all__ = ["ListOffsetsRelay"]
+
+# The first version that defines each negative timestamp (Kafka's ReplicaManager
+# timestampMinSupportedVersion; v0, which Kafka 4 no longer serves, took -1 and -2 and refused
+# every other negative one with UNSUPPORTED_VERSION); any other negative one: none.
+_TIMESTAMP_SINCE = {-1: 0, -2: 0, -3: 7, -4: 8, -5: 9}
+_UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
+
+
+def _timestamp_unsupported(timestamp: int, version: int) -> bool:
+    return timestamp < 0 and version < _TIMESTAMP_SINCE.get(timestamp, 1 << 15)
 
 
 @dataclass
@@ -41,8 +54,14 @@ class ListOffsetsRelay:
     async def list_offsets(self, session: UpstreamSession, version: int,
                            request: dict[str, Any]) -> dict[str, Any]:
         asked = [_Asked(t["name"], p) for t in request["topics"] for p in t["partitions"]]
+        to_ask = []
+        for item in asked:
+            if _timestamp_unsupported(item.partition["timestamp"], version):
+                item.answer = {"error_code": _UNSUPPORTED_VERSION}
+            else:
+                to_ask.append(item)
         try:
-            await session.cluster.topics_for(list(dict.fromkeys(a.topic for a in asked)))
+            await session.cluster.topics_for(list(dict.fromkeys(a.topic for a in to_ask)))
         except UpstreamError as exc:
             log.debug("list offsets: no metadata from the cluster: %s", exc)
         isolation = request.get("isolation_level", 0) if version >= 2 else 0
@@ -68,7 +87,7 @@ class ListOffsetsRelay:
                 item.answer = got.get((item.topic, item.partition["partition_index"]),
                                       {"error_code": UNREACHABLE})
 
-        by_leader = route_to_leaders(session.cluster, asked,
+        by_leader = route_to_leaders(session.cluster, to_ask,
                                      lambda a: (a.topic, a.partition["partition_index"]), fail)
         await ask_leaders(session, by_leader, ask, fail, "list offsets")
         return {"throttle_time_ms": 0, "topics": [

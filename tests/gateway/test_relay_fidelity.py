@@ -272,3 +272,26 @@ def test_a_rewritten_answer_keeps_the_upstream_s_unknown_tagged_fields() -> None
                           cluster, coordinators)
     assert [g["_unknown_tagged_fields"] for g in got["groups"]] == [{30: b"g1"}, {30: b"g2"}]
     assert got["_unknown_tagged_fields"] in ({20: b"1"}, {20: b"2"})  # the first answer's
+
+
+def test_list_offsets_v0_refuses_the_timestamps_its_version_lacks(
+        gateway_over_serve: GatewayThread) -> None:
+    """ListOffsets v0 is asked upstream at a later version, which reads -3 as the largest
+    timestamp and -4 and -5 as the local and tiered logs' offsets (KIP-734, KIP-405,
+    KIP-1005): a v0 client got those offsets (found by a review). A broker that served v0
+    refused every timestamp below -2 with UNSUPPORTED_VERSION, which it now gets; -1 and -2
+    are answered as before."""
+    from lazyconv.protocol import _list_offsets as list_offsets
+
+    def offsets(timestamp: int) -> tuple[int, list[int]]:
+        answer = client.call(list_offsets.SPEC, 0, {"replica_id": -1, "topics": [
+            {"name": "tiny", "partitions": [
+                {"partition_index": 0, "timestamp": timestamp, "max_num_offsets": 1}]}]})
+        part = answer["topics"][0]["partitions"][0]
+        return part["error_code"], part["old_style_offsets"]
+
+    with WireClient(gateway_over_serve.port) as client:
+        for timestamp in (-3, -4, -5, -7):
+            assert offsets(timestamp) == (ErrorCode.UNSUPPORTED_VERSION, []), timestamp
+        latest, earliest = offsets(-1), offsets(-2)
+    assert latest[0] == 0 and latest[1][0] > 0 and earliest == (0, [0])
