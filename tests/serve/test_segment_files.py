@@ -80,7 +80,7 @@ def test_fetches_in_flight_on_many_connections_share_one_descriptor(serve_logdir
                 _recv(sock, 1000)  # every response is in flight: they share one descriptor
             # each connection's two ends, the segment, slack for the OS
             assert open_fds() <= baseline + 2 * connections + 3
-            for sock, size in zip(socks, sizes):
+            for sock, size in zip(socks, sizes, strict=True):
                 _recv(sock, size - 1000)
         finally:
             for sock in socks:
