@@ -321,8 +321,10 @@ def standalone(args: argparse.Namespace) -> None:
         def run(master: str) -> float:
             out = workdir / "standalone-out"
             shutil.rmtree(out, ignore_errors=True)
+            # a URL: a cluster's --master refuses a plain path (the executors write the
+            # violations table); the local run gets the same, so both write alike
             proc = subprocess.Popen([lazyconv, "validate", str(root), "--master", master,
-                                     "--out", str(out), *common], env=cluster_env(),
+                                     "--out", out.as_uri(), *common], env=cluster_env(),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             is_cluster = master.startswith("spark")
             meter = TreeCPU(cluster.worker_pid if is_cluster else proc.pid)

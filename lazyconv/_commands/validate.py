@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "'none' checks the log only")
     parser.add_argument("--out", default="out/validate",
                         help="folder for the Parquet results: segments/, partitions/, "
-                             "conversions/, violations/ (default out/validate)")
+                             "conversions/, violations/ (default out/validate); with a "
+                             "cluster's --master, a URL every host can write")
     parser.add_argument("--fetch-max-bytes", default="1M",
                         help="bytes per emulated consumer fetch, Kafka's "
                              "max.partition.fetch.bytes (default 1M; a larger first batch is "
@@ -196,6 +197,25 @@ def prepare_out(out: str) -> tuple[str, list[str]]:
     return path, missing
 
 
+def check_paths_for_master(master: str, out: str) -> None:
+    """Raise :class:`~lazyconv.errors.ConfigurationError` (one line, before Spark starts) when
+    ``master`` is a cluster's (not ``local...``) and ``--out`` is a path on this machine.
+
+    The violations table is written by the executors, from their cached results: it holds
+    every violation found (as many as the log has batches, for a badly damaged log), so it is
+    not collected to the driver, whose memory is bounded by the partitions and ranges only. On
+    a cluster of several hosts each executor would write its part of a plain path on its own
+    host, away from the tables the driver writes; a URL names a place every host can write."""
+    from lazyconv.errors import ConfigurationError
+
+    if master.startswith("local") or "://" in out:
+        return
+    raise ConfigurationError(
+        f"--out {out} is a path on this machine, which the executors of {master} would write "
+        "on their own hosts: give a URL every host can write (hdfs://..., s3a://..., or "
+        "file:///... of a folder mounted on every host)")
+
+
 def _remove_if_empty(folders: list[str]) -> None:
     for folder in folders:  # deepest first
         with contextlib.suppress(OSError):
@@ -260,6 +280,7 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
     try:
         chunk_sizes, to_magics, fetch_max_bytes = parse_options(args)
         topic_configs = parse_topic_configs(args.topic_config)
+        check_paths_for_master(args.master, args.out)
     except LazyconvError as exc:
         return _fail(str(exc))
     workdir = None

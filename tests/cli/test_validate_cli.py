@@ -111,6 +111,28 @@ def test_out_is_created_where_given_and_removed_when_nothing_is_written(
     assert not Path("/x").exists()
 
 
+@pytest.mark.parametrize("master", ["spark://127.0.0.1:7077", "yarn", "k8s://https://k:443"])
+def test_a_local_out_with_a_cluster_master_is_exit_2_before_spark(
+        tmp_path: Path, capsys, master: str) -> None:
+    """The executors write the violations table: on several hosts, a plain path would scatter
+    it over their disks (the other tables on the driver's), so a URL is asked for."""
+    status, out, err = _run(capsys, str(COMMITTED), "--master", master,
+                            "--out", str(tmp_path / "out"))
+    assert status == 2 and out == "" and err.count("\n") == 1, err
+    assert f"--out {tmp_path / 'out'} is a path on this machine" in err
+    assert f"the executors of {master}" in err and "file:///" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_out_url_or_a_local_master_takes_the_out_given() -> None:
+    from lazyconv._commands.validate import check_paths_for_master
+
+    check_paths_for_master("spark://h:7077", "file:///shared/validate")
+    check_paths_for_master("yarn", "s3a://bucket/validate")
+    check_paths_for_master("local[2]", "out/validate")
+    check_paths_for_master("local-cluster[2,1,1024]", "out/validate")  # one host
+
+
 def test_a_master_url_spark_cannot_take_is_one_line(capsys) -> None:
     """Refused before the JVM starts (which printed its stack trace, hiding the cause)."""
     import pytest as _pytest

@@ -36,7 +36,7 @@ def test_the_job_runs_on_a_standalone_cluster(standalone: Standalone, tmp_path: 
     started = time.monotonic()
     done = subprocess.run(
         [str(lazyconv), "validate", str(logdir), "--master", standalone.url, "--chunk-sizes",
-         "16K,1M", "--to-magic", "0,1", "--out", str(tmp_path / "out"), "--quiet",
+         "16K,1M", "--to-magic", "0,1", "--out", (tmp_path / "out").as_uri(), "--quiet",
          "--driver-memory", "512m"],
         env=cluster_env(), capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -98,8 +98,8 @@ def test_executors_run_the_compiled_kernel_over_256_mib_from_a_relative_logdir(
                    check=True, capture_output=True, timeout=600)
     cluster = subprocess.run(
         [str(bin_dir / "lazyconv"), "validate", "fx", "--master", standalone.url, "--out",
-         "out-cluster", "--chunk-sizes", "128K", "--to-magic", "0,1", "--quiet",
-         "--driver-memory", "512m"],
+         (tmp_path / "out-cluster").as_uri(), "--chunk-sizes", "128K", "--to-magic", "0,1",
+         "--quiet", "--driver-memory", "512m"],
         env=cluster_env(), cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert cluster.returncode == 0, cluster.stdout + cluster.stderr
     options = _assert_compiled_kernel_everywhere(tmp_path / "out-cluster", standalone.work)
@@ -121,7 +121,7 @@ def test_an_executor_that_would_run_pure_python_stops_the_run(standalone: Standa
                                   "pyspark-shell")
     command = [str(Path(sys.executable).parent / "lazyconv"), "validate", str(logdir),
                "--master", standalone.url, "--chunk-sizes", "1M", "--quiet", "--driver-memory",
-               "512m", "--out", str(tmp_path / "out")]
+               "512m", "--out", (tmp_path / "out").as_uri()]
     refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert refused.stdout == ""
