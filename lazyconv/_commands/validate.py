@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("logdir", metavar="LOGDIR", nargs="?",
                         help="log directory (<topic>-<N>/ folders), local path or fsspec URL "
                              "readable from the executors; omitted: generate a "
-                             f"{DEFAULT_FIXTURE_SIZE} fixture and validate it")
+                             f"{DEFAULT_FIXTURE_SIZE} fixture and validate it (a local "
+                             "--master only)")
     parser.add_argument("--master", default="local[*]", type=_master_url,
                         help="Spark master URL (default local[*]; e.g. spark://host:7077)")
     parser.add_argument("--chunk-sizes", default="16K,32K,64K,128K,256K,512K,1M",
@@ -197,10 +198,13 @@ def prepare_out(out: str) -> tuple[str, list[str]]:
     return path, missing
 
 
-def check_paths_for_master(master: str, out: str) -> None:
+def check_paths_for_master(master: str, logdir: str | None, out: str) -> None:
     """Raise :class:`~lazyconv.errors.ConfigurationError` (one line, before Spark starts) when
-    ``master`` is a cluster's (not ``local...``) and ``--out`` is a path on this machine.
+    ``master`` is a cluster's (not ``local...``) and LOGDIR is omitted or ``--out`` is a path on
+    this machine.
 
+    Without LOGDIR the fixture would be generated in this machine's temporary folder, which
+    the executors of other hosts cannot read (the scan would find every segment missing).
     The violations table is written by the executors, from their cached results: it holds
     every violation found (as many as the log has batches, for a badly damaged log), so it is
     not collected to the driver, whose memory is bounded by the partitions and ranges only. On
@@ -208,7 +212,14 @@ def check_paths_for_master(master: str, out: str) -> None:
     host, away from the tables the driver writes; a URL names a place every host can write."""
     from lazyconv.errors import ConfigurationError
 
-    if master.startswith("local") or "://" in out:
+    if master.startswith("local"):
+        return
+    if logdir is None:
+        raise ConfigurationError(
+            "without LOGDIR a fixture is generated in this machine's temporary folder, which the "
+            f"executors of {master} cannot read: generate one where they can (lazyconv fixtures "
+            "generate DIR) and give it as LOGDIR")
+    if "://" in out:
         return
     raise ConfigurationError(
         f"--out {out} is a path on this machine, which the executors of {master} would write "
@@ -280,7 +291,7 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
     try:
         chunk_sizes, to_magics, fetch_max_bytes = parse_options(args)
         topic_configs = parse_topic_configs(args.topic_config)
-        check_paths_for_master(args.master, args.out)
+        check_paths_for_master(args.master, args.logdir, args.out)
     except LazyconvError as exc:
         return _fail(str(exc))
     workdir = None

@@ -127,10 +127,28 @@ def test_a_local_out_with_a_cluster_master_is_exit_2_before_spark(
 def test_an_out_url_or_a_local_master_takes_the_out_given() -> None:
     from lazyconv._commands.validate import check_paths_for_master
 
-    check_paths_for_master("spark://h:7077", "file:///shared/validate")
-    check_paths_for_master("yarn", "s3a://bucket/validate")
-    check_paths_for_master("local[2]", "out/validate")
-    check_paths_for_master("local-cluster[2,1,1024]", "out/validate")  # one host
+    check_paths_for_master("spark://h:7077", "/shared/logs", "file:///shared/validate")
+    check_paths_for_master("yarn", "s3://bucket/logs", "s3a://bucket/validate")
+    check_paths_for_master("local[2]", "logs", "out/validate")
+    check_paths_for_master("local-cluster[2,1,1024]", "logs", "out/validate")  # one host
+    check_paths_for_master("local[*]", None, "out/validate")  # the generated fixture
+
+
+def test_no_logdir_with_a_cluster_master_is_exit_2_before_the_fixture(
+        capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixture would be generated in the driver's temporary folder, which the executors
+    of other hosts cannot read."""
+    import lazyconv.fixtures
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the fixture was generated")
+
+    monkeypatch.setattr(lazyconv.fixtures, "generate", refuse)
+    status, out, err = _run(capsys, "--master", "spark://127.0.0.1:7077",
+                            "--out", "file:///shared/validate")
+    assert status == 2 and out == "" and err.count("\n") == 1, err
+    assert "without LOGDIR a fixture is generated in this machine's temporary folder" in err
+    assert "the executors of spark://127.0.0.1:7077 cannot read" in err
 
 
 def test_a_master_url_spark_cannot_take_is_one_line(capsys) -> None:
