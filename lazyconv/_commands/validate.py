@@ -285,7 +285,7 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
     from lazyconv.spark._listing import list_log_directory
     from lazyconv.spark._progress import SparkProgress
     from lazyconv.spark._report import format_report
-    from lazyconv.spark._session import build_session
+    from lazyconv.spark._session import build_session, check_master_reachable
     from lazyconv.spark._topic_config import parse_topic_configs
 
     try:
@@ -314,6 +314,7 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
             return _fail(f"--topic-config: topic {unknown[0]} has no segments in {logdir}")
         require_extra("pyspark", "the Spark validation job")  # names the extra to install
         try:
+            check_master_reachable(args.master)
             out, made = prepare_out(args.out)
         except LazyconvError as exc:
             return _fail(str(exc))

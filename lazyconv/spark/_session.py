@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_MASTER", "PACKAGE_ARCHIVE", "build_session", "package_archive", "package_root"]
+__all__ = ["DEFAULT_MASTER", "PACKAGE_ARCHIVE", "build_session", "check_master_reachable",
+           "package_archive", "package_root"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,29 @@ def package_archive() -> str:
         for path in sorted(package.iterdir()):
             tar.add(path, arcname=path.name, filter=keep)
     return str(target)
+
+
+def check_master_reachable(master: str, timeout: float = 10.0) -> None:
+    """Raise :class:`~lazyconv.errors.ConfigurationError` (one line) when no master of a
+    ``spark://HOST:PORT[,HOST:PORT...]`` URL accepts a TCP connection within ``timeout``
+    seconds: before the JVM starts, which would try for a minute, log an error of its own and
+    fail with an unrelated ``NullPointerException``. Other masters, and a URL Spark itself would
+    refuse (no port), are left to Spark."""
+    from lazyconv.errors import ConfigurationError
+
+    if not master.startswith("spark://"):
+        return
+    reasons = []
+    for entry in master[len("spark://"):].split(","):
+        host, colon, port = entry.rpartition(":")
+        if not colon or not port.isdigit() or int(port) > 65535:
+            return
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except OSError as exc:
+            reasons.append(f"{entry}: {exc.strerror or exc}")
+    raise ConfigurationError(f"Spark master {master} cannot be reached ({'; '.join(reasons)})")
 
 
 def _is_local(master: str) -> bool:

@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from lazyconv._cli import main
 
-COMMITTED = Path(__file__).resolve().parents[2] / "fixtures"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = REPO_ROOT / "fixtures"
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -149,6 +154,41 @@ def test_no_logdir_with_a_cluster_master_is_exit_2_before_the_fixture(
     assert status == 2 and out == "" and err.count("\n") == 1, err
     assert "without LOGDIR a fixture is generated in this machine's temporary folder" in err
     assert "the executors of spark://127.0.0.1:7077 cannot read" in err
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_master_is_one_line_before_spark(tmp_path: Path) -> None:
+    """Spark tried for a minute, logged its own 'All masters are unresponsive! Giving up.' and
+    failed with a NullPointerException: two lines, the second not saying why."""
+    port = _closed_port()
+    done = subprocess.run(
+        [sys.executable, "-m", "lazyconv", "validate", str(COMMITTED), "--master",
+         f"spark://127.0.0.1:{port}", "--out", (tmp_path / "out").as_uri(), "--quiet"],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"lazyconv validate: error: Spark master spark://127.0.0.1:{port} "
+                           f"cannot be reached (127.0.0.1:{port}: Connection refused)\n")
+
+
+def test_a_master_list_is_reached_when_one_of_its_masters_answers() -> None:
+    from lazyconv.errors import ConfigurationError
+    from lazyconv.spark._session import check_master_reachable
+
+    closed = _closed_port()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        answers = listener.getsockname()[1]
+        check_master_reachable(f"spark://127.0.0.1:{closed},127.0.0.1:{answers}")
+    with pytest.raises(ConfigurationError, match=rf"127.0.0.1:{closed}: .*; \[::1\]:{closed}: "):
+        check_master_reachable(f"spark://127.0.0.1:{closed},[::1]:{closed}")
+    for left_to_spark in ("yarn", "local[*]", "spark://host", "spark://host:99999"):
+        check_master_reachable(left_to_spark)
 
 
 def test_a_master_url_spark_cannot_take_is_one_line(capsys) -> None:
