@@ -89,7 +89,9 @@ def build_session(master: str = DEFAULT_MASTER, app_name: str = "lazyconv-valida
                   ship_package: bool = True) -> Any:
     """Start (or reuse) a SparkSession with small-machine settings and quiet logs.
 
-    A local master runs its Python workers on this machine: they use this interpreter and
+    A local master runs its Python workers on this machine: they use this interpreter (or
+    ``spark.pyspark.python`` when given in ``extra_conf``; an exported ``PYSPARK_PYTHON`` is
+    overridden, as it may lack lazyconv's dependencies or be another Python version) and
     import lazyconv from this checkout (``PYTHONPATH``). On a cluster, executors use their own
     Python: ``spark.pyspark.python`` when given in ``extra_conf`` (e.g. the interpreter of a
     packed environment shipped with ``--archives``), else ``PYSPARK_PYTHON`` as set in the
@@ -103,7 +105,13 @@ def build_session(master: str = DEFAULT_MASTER, app_name: str = "lazyconv-valida
     conf = dict(extra_conf or {})
     executor_python = conf.get("spark.pyspark.python")
     if _is_local(master):
-        os.environ.setdefault("PYSPARK_PYTHON", executor_python or sys.executable)
+        python = executor_python or sys.executable
+        exported = os.environ.get("PYSPARK_PYTHON")
+        if exported not in (None, python):
+            log.info("a local master runs its Python workers with %s, not PYSPARK_PYTHON=%s",
+                     python, exported)
+        # PySpark takes the workers' interpreter from this variable when the context starts
+        os.environ["PYSPARK_PYTHON"] = python
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         root = str(package_root())
         paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

@@ -3,6 +3,10 @@ the standalone cluster test runs the real thing."""
 
 from __future__ import annotations
 
+import os
+import sys
+from types import SimpleNamespace
+
 import pytest
 
 from lazyconv.spark import _executors as executors
@@ -155,3 +159,50 @@ def test_a_task_failure_with_a_message_of_several_lines_keeps_its_first() -> Non
         "[PYTHON_VERSION_MISMATCH] Python in worker has different version (3, 12) than that in "
         "driver 3.11"), failure
     assert executors.task_failure(Exception("Job aborted: something else")) is None
+
+
+class _Builder:
+    """SparkSession.builder as build_session calls it: records PYSPARK_PYTHON when the context
+    would start (PySpark reads the workers' interpreter from it there)."""
+
+    def __init__(self) -> None:
+        self.python: str | None = None
+
+    def master(self, *args: object) -> _Builder:
+        return self
+
+    appName = config = master  # noqa: N815 - PySpark's names
+
+    def getOrCreate(self) -> object:  # noqa: N802 - PySpark's name
+        self.python = os.environ.get("PYSPARK_PYTHON")
+        return SimpleNamespace(version="3.5", sparkContext=SimpleNamespace(
+            setLogLevel=lambda level: None))
+
+
+@pytest.mark.parametrize(("master", "exported", "given", "runs"), [
+    ("local[*]", "/usr/bin/python3", None, sys.executable),
+    ("local[2]", None, None, sys.executable),
+    ("local[*]", "/usr/bin/python3", "/opt/py/bin/python", "/opt/py/bin/python"),
+    ("spark://h:7077", "/usr/bin/python3", None, "/usr/bin/python3"),
+    ("spark://h:7077", "/usr/bin/python3", "./environment/bin/python",
+     "./environment/bin/python"),
+])
+def test_a_local_master_runs_this_interpreter_whatever_pyspark_python_says(
+        monkeypatch: pytest.MonkeyPatch, master: str, exported: str | None, given: str | None,
+        runs: str) -> None:
+    """An exported PYSPARK_PYTHON ran a local master's workers, under a Python that may lack
+    lazyconv's dependencies (the run failed on ModuleNotFoundError) or be another version; on
+    a cluster it is still the executors' Python unless --executor-python says otherwise."""
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+
+    from lazyconv.spark._session import build_session
+
+    environ = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    if exported is not None:
+        environ["PYSPARK_PYTHON"] = exported
+    monkeypatch.setattr(os, "environ", environ)
+    builder = _Builder()
+    monkeypatch.setattr(pyspark_sql, "SparkSession", SimpleNamespace(builder=builder))
+    build_session(master, extra_conf={"spark.pyspark.python": given} if given else None,
+                  ship_package=False)
+    assert builder.python == runs
