@@ -291,6 +291,9 @@ def _batch_line(batch: RecordBatch, valid: bool) -> str:
 
 
 def _control_text(record: Record) -> str:
+    """What Kafka's tool prints for a control record: a transaction marker, a KRaft record
+    as JSON (``SnapshotHeader {...}``), or the type and the id its key holds."""
+    from lazyconv._commands._kraft_records import kraft_control_text
     from lazyconv.errors import LazyconvError
     from lazyconv.records._control import (
         ControlRecordType,
@@ -304,6 +307,9 @@ def _control_text(record: Record) -> str:
         if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
             marker = parse_end_txn_marker(record.key, record.value)
             return f"endTxnMarker: {kind.name} coordinatorEpoch: {marker.coordinator_epoch}"
+        kraft = kraft_control_text(int(kind), record.value)
+        if kraft is not None:
+            return kraft
         # the id the key holds, as Kafka prints it: UNKNOWN(42), not UNKNOWN(-1)
         return f"controlType: {kind.name}({control_type_id(record.key)})"
     except LazyconvError as exc:

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka_broker import random_cluster_id
 
 from lazyconv._cli import main
 
@@ -177,3 +178,53 @@ def test_extras_only_add_to_kafkas_fields(oracle_log_4, capsys) -> None:
     for ours, kafka_like in zip(extra, plain, strict=True):
         if ours != kafka_like:
             assert ours.split(" keySize: ")[0] == kafka_like.split(" keySize: ")[0]
+
+
+def format_standalone(dist: Path, folder: Path) -> Path:
+    """A log directory formatted by ``kafka-storage format --standalone`` (a dynamic KRaft
+    quorum of this one controller): its ``__cluster_metadata-0`` holds a snapshot whose control
+    records are SnapshotHeader, KRaftVersion, KRaftVoters and SnapshotFooter."""
+    data = folder / "data"
+    properties = folder / "server.properties"
+    folder.mkdir(parents=True, exist_ok=True)
+    properties.write_text("\n".join([
+        "process.roles=broker,controller", "node.id=1",
+        "controller.quorum.bootstrap.servers=127.0.0.1:9093",
+        "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        f"log.dirs={data}", ""]))
+    done = subprocess.run(
+        ["java", "-cp", f"{dist}/libs/*", "kafka.tools.StorageTool", "format",
+         "-t", random_cluster_id(), "-c", str(properties), "--standalone"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return data
+
+
+@pytest.mark.parametrize("options", [("--deep-iteration",), ("--print-data-log",)])
+def test_kraft_metadata_line_for_line(oracle_log_4, dist: Path, capsys, tmp_path: Path,
+                                      options) -> None:
+    """The broker's own ``__cluster_metadata`` segment (LEADER_CHANGE control records, metadata
+    records) and the KRaft snapshots of a log directory formatted with ``--standalone``: every
+    KRaft control record as Kafka prints it (``KRaftVoters {...}``)."""
+    metadata = tmp_path / "__cluster_metadata-0"  # a copy: the serve tests restart the broker
+    shutil.copytree(oracle_log_4.broker.data_dir / "__cluster_metadata-0", metadata)
+    log_files = sorted(metadata.glob("*.log"))
+    status, ours, our_err = lazyconv_dump(capsys, log_files, *options)
+    _, theirs, _ = kafka_dump(dist, log_files, *options)
+    assert status == 0, our_err
+    assert ours == theirs
+    assert "controlType: LEADER_CHANGE(2)" in "\n".join(theirs)
+    formatted = format_standalone(dist, tmp_path / "standalone")
+    snapshots = [*sorted(formatted.glob("__cluster_metadata-0/*.checkpoint")),
+                 formatted / "bootstrap.checkpoint"]
+    status, ours, our_err = lazyconv_dump(capsys, snapshots, "--type", "log", *options)
+    _, theirs, _ = kafka_dump(dist, snapshots, *options)
+    assert status == 0, our_err
+    records = [line for line in theirs if line.startswith(("baseOffset: ", "| "))]
+    assert [line for line in ours if line.startswith(("baseOffset: ", "| "))] == records
+    text = "\n".join(records)
+    for name in ("SnapshotHeader {", "KRaftVersion {", "KRaftVoters {", "SnapshotFooter {"):
+        assert name in text
