@@ -193,11 +193,13 @@ class Dumper:
 
 def _record_sequence(batch: RecordBatch, offset: int) -> int:
     """Kafka's ``Record.sequence()``: the batch's base sequence plus the offset delta, wrapping
-    past 2^31-1 to 0; -1 when the batch has none."""
+    past 2^31-1 to 0; -1 when the base sequence is negative (not only -1, as Kafka's reader)."""
+    from lazyconv.records._batch import increment_sequence
+
     base = batch.base_sequence
-    if base == -1:
+    if base < 0:
         return -1
-    return (base + offset - batch.base_offset) & 0x7FFFFFFF
+    return increment_sequence(base, offset - batch.base_offset)
 
 
 def _legacy_crcs(batch: RecordBatch, valid: bool) -> list[tuple[int, bool]]:

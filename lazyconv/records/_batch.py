@@ -42,6 +42,7 @@ from lazyconv.records._types import (
 __all__ = [
     "DefaultBatch",
     "plain_v2_records",
+    "increment_sequence",
     "ATTR_COMPRESSION_MASK",
     "ATTR_TIMESTAMP_TYPE",
     "ATTR_TRANSACTIONAL",
@@ -57,6 +58,22 @@ ATTR_CONTROL = CONTROL_FLAG_MASK
 ATTR_DELETE_HORIZON = DELETE_HORIZON_FLAG_MASK
 _CRC_START = ATTRIBUTES_OFFSET  # the CRC covers attributes .. end of batch
 _MIN_LENGTH = BATCH_LENGTH_MIN
+_INT32_MAX = 0x7FFFFFFF
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's ``DefaultRecordBatch.incrementSequence``: ``sequence + increment``, wrapping to
+    0 past 2^31-1; a negative ``sequence`` is added to as it is (no wrap: -5 + 2 is -3). In
+    Java's int arithmetic, as there, so that a negative ``increment`` (a corrupt offset delta)
+    gives Kafka's number too."""
+    if sequence > _int32(_INT32_MAX - increment):
+        return _int32(increment - _int32(_INT32_MAX - sequence) - 1)
+    return _int32(sequence + increment)
+
+
+def _int32(value: int) -> int:
+    """``value`` wrapped to a signed 32-bit int, as Java's int arithmetic overflows."""
+    return (value + 0x80000000) % 0x100000000 - 0x80000000
 
 
 def _reference_from(
@@ -215,10 +232,11 @@ class DefaultBatch(RecordBatch):
 
     @property
     def last_sequence(self) -> int:
-        """``base_sequence + last_offset_delta`` wrapping past 2^31-1 to 0; -1 without a sequence."""
+        """Kafka's ``lastSequence``: ``base_sequence + last_offset_delta`` wrapping past 2^31-1
+        to 0 (:func:`increment_sequence`); -1 without a sequence (base sequence -1)."""
         if self.base_sequence == -1:
             return -1
-        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
 
     # -- bytes, validation, records --------------------------------------------------------
 

@@ -431,6 +431,49 @@ def test_control_record_of_an_unknown_type_prints_its_type_id(
     assert record.endswith(" controlType: UNKNOWN(42)")
 
 
+def test_negative_base_sequences_print_as_kafka_prints_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # what Kafka 4.0.1's DumpLogSegments printed for these batches: a negative base sequence
+    # other than -1 is added to without wrapping for lastSequence, and its records have
+    # sequence -1 (Kafka's reader gives records a sequence only from a base of 0 or more)
+    data, offset = b"", 0
+    for base, count in ((-5, 3), (-2147483648, 2), (2147483646, 3), (-1, 2)):
+        builder = RecordsBuilder(2, Compression.NONE, base_offset=offset, producer_id=7,
+                                 producer_epoch=0, base_sequence=base)
+        for i in range(count):
+            builder.append(timestamp=10 + i, key=b"k", value=b"v")
+        data, offset = data + builder.build(), offset + count
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(data)
+    status, out, err = dump(path, "--deep-iteration", capsys=capsys)
+    assert status == 0, err
+    batches = [line.split(" producerId: ")[0].split(" count: ")[1]
+               for line in out.splitlines() if line.startswith("baseOffset: ")]
+    assert batches == [
+        "3 baseSequence: -5 lastSequence: -3",
+        "2 baseSequence: -2147483648 lastSequence: -2147483647",
+        "3 baseSequence: 2147483646 lastSequence: 0",
+        "2 baseSequence: -1 lastSequence: -1",
+    ]
+    sequences = [int(line.split(" sequence: ")[1].split()[0])
+                 for line in out.splitlines() if line.startswith("| ")]
+    assert sequences == [-1, -1, -1, -1, -1, 2147483646, 2147483647, 0, -1, -1]
+
+
+@pytest.mark.parametrize(("sequence", "increment", "kafka"), [
+    (-5, 2, -3), (2147483646, 2, 0), (2147483647, 2147483647, 2147483646),
+    # a negative increment (a corrupt offset delta): Java's int arithmetic overflows
+    (5, -1, -2147483644), (-2147483648, -1, 2147483647),
+])
+def test_sequences_add_up_as_kafkas_increment_sequence(sequence: int, increment: int,
+                                                        kafka: int) -> None:
+    # the numbers are what Kafka 4.0.1's DefaultRecordBatch.incrementSequence returned
+    from lazyconv.records._batch import increment_sequence
+
+    assert increment_sequence(sequence, increment) == kafka
+
+
 def test_corrupt_size_field_names_position(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
