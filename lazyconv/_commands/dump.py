@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# KRaft snapshots of __cluster_metadata (Kafka's Snapshots and BootstrapDirectory): record batches
+_SNAPSHOT_SUFFIX = ".checkpoint"
+_BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
+_SNAPSHOT_NAME = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$", re.IGNORECASE)
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``dump`` sub-command."""
@@ -37,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="list the batches and records of log segments and Kafka's index files",
         description=(
             "Print the batches and records of Kafka log segments (.log, or .bin: any file of "
-            "concatenated record batches, magic v0/v1/v2, any codec) and the entries of a "
+            "concatenated record batches, magic v0/v1/v2, any codec; .checkpoint: a KRaft "
+            "snapshot of __cluster_metadata) and the entries of a "
             "segment's other files: offset index (.index), time index (.timeindex), aborted "
             "transactions (.txnindex) and producer state snapshots (.snapshot). The type comes "
             "from the file name (--type overrides it); other names are refused. Default: the "
@@ -149,8 +155,8 @@ def run(args: argparse.Namespace) -> int:
         kind = args.type or _guess_type(path)
         if kind is None:
             raise UsageError(
-                f"cannot tell what {path} holds from its name: expected a .log or .bin "
-                "(record batches), .index, .timeindex, .txnindex or .snapshot file "
+                f"cannot tell what {path} holds from its name: expected a .log, .bin or "
+                ".checkpoint (record batches), .index, .timeindex, .txnindex or .snapshot file "
                 "(--type sets the type)"
             )
         kinds.append(kind)
@@ -187,7 +193,7 @@ def _absolute_path(path: str) -> str:
 
 
 def _guess_type(path: str) -> str | None:
-    if Path(path).suffix.lower() == ".bin":
+    if Path(path).suffix.lower() in (".bin", _SNAPSHOT_SUFFIX):
         return "log"
     return segment_files.file_type(path)
 
@@ -380,6 +386,8 @@ def _dump_records(path: str, args: argparse.Namespace, report: _Report) -> None:
             base = segment_files.base_offset(path)
             if Path(path).suffix == LOG_SUFFIX and base is not None:
                 out.write(f"Log starting offset: {base}\n")
+            elif Path(path).suffix.lower() == _SNAPSHOT_SUFFIX:
+                _snapshot_heading(path, out)
         end = 0
         for batch in _batches(records, progress):
             if args.json and args.batches:
@@ -407,6 +415,23 @@ def _dump_records(path: str, args: argparse.Namespace, report: _Report) -> None:
         if dumper.non_consecutive:
             report.non_consecutive[_absolute_path(path)] = dumper.non_consecutive
         dumper.finish()
+
+
+def _snapshot_heading(path: str, out: TextIO) -> None:
+    """The line Kafka's tool prints before the batches of a KRaft snapshot: ``KRaft bootstrap
+    snapshot`` for ``bootstrap.checkpoint``, else the end offset and epoch its name holds
+    (``00000000000000000042-0000000003.checkpoint``); none for another name (Kafka's tool
+    stops there with an exception)."""
+    name = Path(path).name
+    if name == _BOOTSTRAP_SNAPSHOT:
+        out.write("KRaft bootstrap snapshot\n")
+        return
+    match = _SNAPSHOT_NAME.match(name)
+    if match is None:
+        log.info("%s: the name is not END_OFFSET-EPOCH%s (20 and 10 digits)", path,
+                 _SNAPSHOT_SUFFIX)
+        return
+    out.write(f"Snapshot end offset: {int(match['offset'])}, epoch: {int(match['epoch'])}\n")
 
 
 def _batches(records: Any, progress: Any) -> Iterator[RecordBatch]:
