@@ -188,8 +188,13 @@ def _absolute_path(path: str) -> str:
     """A file as Kafka's tool names it in its reports, ``java.io.File.getAbsolutePath()``: the
     path as given joined to the working directory, repeated and trailing slashes dropped;
     symbolic links, ``.`` and ``..`` are kept (``Path.resolve()`` would follow the links)."""
-    joined = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
-    return re.sub("/+", "/", joined).rstrip("/") or "/"
+    return _file_text(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+
+
+def _file_text(path: str) -> str:
+    """A file as Kafka's tool prints it in its listing (``Dumping FILE``), ``java.io.File``'s
+    text: the path as given with repeated and trailing slashes dropped."""
+    return re.sub("/+", "/", path).rstrip("/") or path[:1]
 
 
 def _guess_type(path: str) -> str | None:
@@ -255,7 +260,7 @@ def _dump_segment_file(path: str, kind: str, json_lines: bool) -> None:
         entries = segment_files.producer_snapshot(data)
     out = sys.stdout
     if not json_lines:
-        out.write(f"Dumping {path}\n")
+        out.write(f"Dumping {_file_text(path)}\n")
     for entry in entries:
         if json_lines:
             out.write(json.dumps(entry) + "\n")
@@ -272,16 +277,16 @@ def _dump_index(path: str, kind: str, args: argparse.Namespace, report: _Report)
     from lazyconv.errors import CorruptRecordError
 
     out = sys.stdout
-    out.write(f"Dumping {path}\n")
+    out.write(f"Dumping {_file_text(path)}\n")
     data = Path(path).read_bytes()
     base = segment_files.base_offset(path) or 0
     entry_size = OFFSET_ENTRY_SIZE if kind == "index" else TIME_ENTRY_SIZE
     if kind == "index" and len(data) < entry_size:
-        out.write(f"{path} is empty.\n")
+        out.write(f"{_file_text(path)} is empty.\n")
         return
     if args.index_sanity_check:
         _sanity_check(path, kind, data, base)
-        out.write(f"{path} passed sanity check.\n")
+        out.write(f"{_file_text(path)} passed sanity check.\n")
         return
     # the whole entries first: a partial last one fails the command after them (below)
     whole = data[:len(data) - len(data) % entry_size]
@@ -382,7 +387,7 @@ def _dump_records(path: str, args: argparse.Namespace, report: _Report) -> None:
     with records, _progress(records.size_in_bytes, args.quiet) as progress:
         dumper = Dumper(out, json_lines=args.json, validate=not args.no_validate, args=args)
         if not args.json:
-            out.write(f"Dumping {path}\n")
+            out.write(f"Dumping {_file_text(path)}\n")
             base = segment_files.base_offset(path)
             if Path(path).suffix == LOG_SUFFIX and base is not None:
                 out.write(f"Log starting offset: {base}\n")

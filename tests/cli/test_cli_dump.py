@@ -604,6 +604,29 @@ def test_reports_name_a_file_as_kafka_does_without_following_links(
     assert err.splitlines()[0] == f"Mismatches in :{tmp_path}/link/{index.name}"
 
 
+def test_the_listing_names_a_file_as_kafka_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka's "Dumping FILE", "FILE is empty." and "FILE passed sanity check." print a
+    # java.io.File: the path as given, repeated slashes made one ("./a//b" -> "./a/b")
+    folder = _small_log_dir(tmp_path)
+    log_file = next(iter(sorted(folder.glob("*.log"))))
+    index = log_file.with_suffix(".index")
+    empty = folder / "00000000000000999999.index"
+    empty.write_bytes(b"")
+    monkeypatch.chdir(folder.parent)
+    as_given = [f"./{folder.name}//{p.name}" for p in (log_file, index, empty)]
+    status, out, err = main(["dump", "-q", as_given[0]]), *capsys.readouterr()
+    assert status == 0, err
+    assert out.splitlines()[0] == f"Dumping ./{folder.name}/{log_file.name}"
+    status, out, err = main(["dump", "-q", "--index-sanity-check", *as_given[1:]]), *capsys.readouterr()
+    assert status == 0, err
+    assert out.splitlines() == [f"Dumping ./{folder.name}/{index.name}",
+                                f"./{folder.name}/{index.name} passed sanity check.",
+                                f"Dumping ./{folder.name}/{empty.name}",
+                                f"./{folder.name}/{empty.name} is empty."]
+
+
 def test_several_files_in_one_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = _small_log_dir(tmp_path)
     log_file = sorted(folder.glob("*.log"))[0]
