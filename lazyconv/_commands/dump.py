@@ -347,30 +347,43 @@ def _log_batches(log_path: Path, timestamps: bool) -> list[tuple[int, int, int]]
 
 
 def _sanity_check(path: str, kind: str, data: bytes, base: int) -> None:
-    """Kafka's OffsetIndex / TimeIndex sanityCheck: whole entries, and a last entry that is
-    not below the base offset (and, for a time index, not before the first timestamp)."""
+    """Kafka's OffsetIndex / TimeIndex sanityCheck, in its order: the last slot of the file
+    (every whole entry counts, the zeros a broker pre-allocates too, as Kafka opens an existing
+    index) not below the base offset, and for a time index its timestamp not before the first
+    one; then a size that is a whole number of entries. A time index left pre-allocated (a
+    broker killed while the segment was active) fails: its last slot's timestamp is 0."""
     from lazyconv.errors import CorruptRecordError
+    from lazyconv.logdir._index import parse_offset_index, parse_time_index
 
     entry_size = OFFSET_ENTRY_SIZE if kind == "index" else TIME_ENTRY_SIZE
+    name = _absolute_path(path)
+    count = len(data) // entry_size
+    if count:
+        last_at = (count - 1) * entry_size
+        last_slot = data[last_at:last_at + entry_size]
+        if kind == "index":
+            last_offset = parse_offset_index(last_slot, base)[0].offset
+            if last_offset < base:
+                raise CorruptRecordError(
+                    f"Corrupt index found, index file {name} has non-zero size but the last "
+                    f"offset is {last_offset} which is less than the base offset {base}", last_at)
+        else:
+            last, first = parse_time_index(last_slot, base)[0], parse_time_index(data[:entry_size], base)[0]
+            if last.timestamp < first.timestamp:
+                raise CorruptRecordError(
+                    f"Corrupt time index found, time index file ({name}) has non-zero size but "
+                    f"the last timestamp is {last.timestamp} which is less than the first "
+                    f"timestamp {first.timestamp}", last_at)
+            if last.offset < base:
+                raise CorruptRecordError(
+                    f"Corrupt time index found, time index file ({name}) has non-zero size but "
+                    f"the last offset is {last.offset} which is less than the first offset "
+                    f"{base}", last_at)
     if len(data) % entry_size:
         raise CorruptRecordError(
-            f"Index file {path} is corrupt, found {len(data)} bytes which is neither positive "
-            f"nor a multiple of {entry_size}.", len(data) - len(data) % entry_size)
-    entries = list(segment_files.offset_index(data, base) if kind == "index"
-                   else segment_files.time_index(data, base))
-    if not entries:
-        return
-    last = entries[-1]
-    if last["offset"] < base:
-        raise CorruptRecordError(
-            f"Corrupt {'index' if kind == 'index' else 'time index'} found, index file ({path}) "
-            f"has non-zero size but the last offset is {last['offset']} which is less than the "
-            f"base offset {base}.", len(data))
-    if kind == "timeindex" and last["timestamp"] < entries[0]["timestamp"]:
-        raise CorruptRecordError(
-            f"Corrupt time index found, time index file ({path}) has non-zero size but the "
-            f"last timestamp is {last['timestamp']} which is less than the first timestamp "
-            f"{entries[0]['timestamp']}", len(data))
+            f"{'Index' if kind == 'index' else 'Time index'} file {name} is corrupt, found "
+            f"{len(data)} bytes which is neither positive nor a multiple of {entry_size}",
+            count * entry_size)
 
 
 def _dump_records(path: str, args: argparse.Namespace, report: _Report) -> None:

@@ -627,6 +627,40 @@ def test_the_listing_names_a_file_as_kafka_does(
                                 f"./{folder.name}/{empty.name} is empty."]
 
 
+def test_sanity_check_counts_the_pre_allocated_slots_as_kafka_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A broker pre-allocates the active segment's indexes with zeros and trims them on a clean
+    # shutdown; killed, it leaves them long. Kafka's sanityCheck takes the file's last slot: a
+    # zero offset entry is the base offset (passes), a zero time entry has timestamp 0, before
+    # the first (fails: the broker rebuilds the time index). The messages are Kafka 4.0.1's.
+    folder = _small_log_dir(tmp_path)
+    index = next(iter(sorted(folder.glob("*.index"))))
+    timeindex = index.with_suffix(".timeindex")
+    first_timestamp = struct.unpack_from(">q", timeindex.read_bytes())[0]
+    for path, slots in ((index, 8 * 100), (timeindex, 12 * 100)):
+        path.write_bytes(path.read_bytes() + bytes(slots))
+    status, out, err = dump(index, "--index-sanity-check", capsys=capsys)
+    assert status == 0, err
+    assert out.splitlines()[1] == f"{index} passed sanity check."
+    status, out, err = dump(timeindex, "--index-sanity-check", capsys=capsys)
+    assert status == 1 and out.splitlines() == [f"Dumping {timeindex}"]
+    assert (f"Corrupt time index found, time index file ({timeindex}) has non-zero size but the "
+            f"last timestamp is 0 which is less than the first timestamp {first_timestamp} "
+            f"(at byte {timeindex.stat().st_size - 12})") in err
+    # a last entry below the base offset, and a partial last entry: Kafka's order and words
+    index.write_bytes(index.read_bytes() + struct.pack(">ii", -2, 0) + b"\x00")
+    status, _, err = dump(index, "--index-sanity-check", capsys=capsys)
+    assert status == 1
+    assert (f"Corrupt index found, index file {index} has non-zero size but the last offset is "
+            f"{int(index.stem) - 2} which is less than the base offset {int(index.stem)}") in err
+    index.write_bytes(index.read_bytes()[:-9] + b"\x00")
+    status, _, err = dump(index, "--index-sanity-check", capsys=capsys)
+    assert status == 1
+    assert (f"Index file {index} is corrupt, found {index.stat().st_size} bytes which is neither "
+            "positive nor a multiple of 8") in err
+
+
 def test_several_files_in_one_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = _small_log_dir(tmp_path)
     log_file = sorted(folder.glob("*.log"))[0]

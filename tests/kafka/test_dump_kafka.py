@@ -166,6 +166,29 @@ def test_index_checks_report_what_kafka_reports(oracle_log_4, kafka_dist: Path, 
         assert "Found timestamp mismatch in :" + str(timeindex.resolve()) in our_err
 
 
+def test_sanity_check_of_indexes_left_pre_allocated(oracle_log_4, dist: Path, capsys,
+                                                     tmp_path: Path) -> None:
+    """The active segment's indexes as a broker killed while writing leaves them (pre-allocated
+    with zeros): the offset index passes Kafka's sanityCheck, the time index fails it (its last
+    slot's timestamp 0), with the same words in both tools (Kafka's in an exception)."""
+    folder = tmp_path / "segments-0"
+    shutil.copytree(oracle_log_4.copy / "segments-0", folder)
+    index = sorted(folder.glob("*.index"))[-1]
+    timeindex = index.with_suffix(".timeindex")
+    for path, slots in ((index, 8 * 1000), (timeindex, 12 * 1000)):
+        path.write_bytes(path.read_bytes() + bytes(slots))
+    files = [index, timeindex]
+    status, ours, our_err = lazyconv_dump(capsys, files, "--index-sanity-check")
+    kafka_status, theirs, their_err = kafka_dump(dist, files, "--index-sanity-check")
+    assert status == 1 and kafka_status != 0
+    assert ours == theirs == [f"Dumping {index}", f"{index} passed sanity check.",
+                              f"Dumping {timeindex}"]
+    (exception,) = [line for line in their_err if "CorruptIndexException: " in line]
+    message = exception.split("CorruptIndexException: ", 1)[1]
+    assert "the last timestamp is 0 which is less than the first timestamp" in message
+    assert our_err[-1].startswith(f"lazyconv dump: error: {message} (at byte ")
+
+
 def test_extras_only_add_to_kafkas_fields(oracle_log_4, capsys) -> None:
     files = [oracle_log_4.copy / "codec-gzip-0" / "00000000000000000000.log"]
     _, plain, _ = lazyconv_dump(capsys, files, "--print-data-log")
