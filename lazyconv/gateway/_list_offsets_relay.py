@@ -25,15 +25,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ListOffsetsRelay"]
 
-# The first version that defines each negative timestamp (Kafka's ReplicaManager
-# timestampMinSupportedVersion; v0, which Kafka 4 no longer serves, took -1 and -2 and refused
-# every other negative one with UNSUPPORTED_VERSION); any other negative one: none.
-_TIMESTAMP_SINCE = {-1: 0, -2: 0, -3: 7, -4: 8, -5: 9}
 _UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
-
-
-def _timestamp_unsupported(timestamp: int, version: int) -> bool:
-    return timestamp < 0 and version < _TIMESTAMP_SINCE.get(timestamp, 1 << 15)
 
 
 @dataclass
@@ -56,7 +48,7 @@ class ListOffsetsRelay:
         asked = [_Asked(t["name"], p) for t in request["topics"] for p in t["partitions"]]
         to_ask = []
         for item in asked:
-            if _timestamp_unsupported(item.partition["timestamp"], version):
+            if not list_offsets.timestamp_supported(item.partition["timestamp"], version):
                 item.answer = {"error_code": _UNSUPPORTED_VERSION}
             else:
                 to_ask.append(item)

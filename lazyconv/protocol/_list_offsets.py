@@ -7,7 +7,8 @@ v0 answers with ``OldStyleOffsets`` (a list, at most ``MaxNumOffsets`` long); v1
 ``Timestamp``/``Offset`` pair; v2 adds ``IsolationLevel`` and throttle time; v4 the leader epochs;
 v6 is the first flexible version; v9 (KIP-1005) allows the timestamp −5 (the last offset
 uploaded to tiered storage); v10 (KIP-1075) adds ``TimeoutMs``, how long a
-timestamp search may wait for the remote log.
+timestamp search may wait for the remote log. Any other negative timestamp, or one asked
+below the version that defines it, is answered UNSUPPORTED_VERSION (:func:`timestamp_supported`).
 
 ``SPEC`` is what ``serve`` answers; ``KAFKA_SPEC`` declares every version lazyconv knows,
 Kafka 4.0.1's 1–10 included (:data:`lazyconv.protocol._kafka_apis.KAFKA_APIS`).
@@ -41,6 +42,8 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "EARLIEST_LOCAL_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
+    "timestamp_supported",
     "decode_request",
     "encode_response",
 ]
@@ -49,6 +52,12 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+# The first version that defines each negative timestamp, as Kafka's ReplicaManager
+# (timestampMinSupportedVersion, 3.9 and 4.0; v0 took -1 and -2 and refused any other negative one).
+_TIMESTAMP_SINCE = {LATEST_TIMESTAMP: 0, EARLIEST_TIMESTAMP: 0, MAX_TIMESTAMP: 7,
+                    EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
 
 _REQUEST_PARTITION = Struct(
     "ListOffsetsPartition",
@@ -106,6 +115,14 @@ KAFKA_SPEC = ApiSpec(2, "ListOffsets", 0, 10, 6, REQUEST, RESPONSE)
 API_KEY = SPEC.key
 MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version
+
+
+def timestamp_supported(timestamp: int, version: int) -> bool:
+    """Whether ListOffsets ``version`` defines ``timestamp``: any timestamp of 0 or more, and
+    a negative one from the version that introduced it (−1 and −2 always, −3 from v7, −4 from
+    v8, −5 from v9; no other). Kafka answers a partition asked with one it does not define
+    ``UNSUPPORTED_VERSION`` before looking the partition up."""
+    return timestamp >= 0 or version >= _TIMESTAMP_SINCE.get(timestamp, 1 << 15)
 
 
 def decode_request(version: int, data: bytes | memoryview | Reader) -> dict[str, Any]:

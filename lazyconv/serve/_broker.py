@@ -391,6 +391,12 @@ class Broker:
         """One partition of a ListOffsets; raises RecordsError or OSError for unreadable data."""
         answer: dict[str, Any] = {"partition_index": part["partition_index"], "error_code": 0,
                                   "timestamp": -1, "offset": -1, "leader_epoch": 0}
+        if not list_offsets.timestamp_supported(part["timestamp"], version):
+            # a negative timestamp this version does not define (-3 before v7, -4 before v8,
+            # -5 before v9, any other): Kafka refuses it before looking the partition up
+            answer.update(error_code=int(ErrorCode.UNSUPPORTED_VERSION), leader_epoch=-1,
+                          old_style_offsets=[])
+            return answer
         plog = self.logdir.partition(topic, part["partition_index"])
         if plog is None:
             answer["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
