@@ -77,7 +77,7 @@ from lazyconv.serve._producer_ids import ProducerIdManager
 from lazyconv.serve._producer_state import ProducerStates
 from lazyconv.serve._segment_files import DEFAULT_MAX_OPEN_SEGMENTS, SegmentFileCache
 from lazyconv.serve._txn_apis import TransactionApis
-from lazyconv.serve._txn_coordinator import TransactionCoordinator
+from lazyconv.serve._txn_coordinator import TransactionConfig, TransactionCoordinator
 from lazyconv.serve._txn_ids import TransactionalIdStore
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,7 @@ class Broker:
         max_decompressed_batch: int = DEFAULT_MAX_DECOMPRESSED_BATCH,
         workers: ConversionWorkers | None = None,
         remote_sends: bool = False,
+        txn_config: TransactionConfig | None = None,
     ) -> None:
         """``group_config``: the coordinator's session limits and initial rebalance delay;
         ``offsets_in_memory``: do not persist committed offsets under the log directory;
@@ -132,7 +133,8 @@ class Broker:
         the largest one Produce accepts (MESSAGE_TOO_LARGE beyond it); ``workers``: the
         server's conversion worker pool, where converting fetches are also planned;
         ``remote_sends``: the server has sender processes (:mod:`lazyconv.net._sender_pool`),
-        which write the converting Fetch responses."""
+        which write the converting Fetch responses; ``txn_config``: when idle transactional
+        ids expire (Kafka's defaults: after 7 days, looked for every hour)."""
         if not listeners:
             raise ValueError("a broker needs at least one listener")
         self.logdir = logdir
@@ -172,14 +174,14 @@ class Broker:
             self._allocate_producer_id, self._write_marker, store.commit,
             lambda topic, p: logdir.partition(topic, p) is not None,
             restored=txn_ids.load(), prepared=txn_ids.prepared, save=txn_ids.save,
-            open_transactions=self._open_transactions)
+            open_transactions=self._open_transactions, config=txn_config)
         self.txn_apis = TransactionApis(self.transactions, self._allocate_producer_id)
         self._handlers = self._handler_table()
         self.transactions.complete_prepared()  # commits a restart interrupted
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the timers (group sessions, rebalance and transaction timeouts, markers to
-        retry, ``flush_ms``) on the loop."""
+        """Start the timers (group sessions, rebalance and transaction timeouts, transactional
+        ids' expiration, markers to retry, ``flush_ms``) on the loop."""
         self.groups.start(loop, extra_tick=self._tick)
         if self.logdir.config.flush_ms is not None:
             self._flush_task = loop.create_task(self._flush_periodically())
@@ -189,7 +191,7 @@ class Broker:
 
     def _tick(self, now: float) -> None:
         self._retry_markers()
-        self.transactions.expire(now)
+        self.transactions.tick(now)
 
     def close(self) -> None:
         """Stop the timers, close the cached segment files and shut the log down cleanly:

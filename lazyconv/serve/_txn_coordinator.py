@@ -13,6 +13,12 @@ after a restart ``open_transactions`` finds the partitions its producer id left 
 - a transaction open longer than its ``transaction_timeout_ms`` is aborted by
   :meth:`TransactionCoordinator.expire` (called by the broker's timer) and its producer fenced
   (the ABORT markers carry the bumped epoch);
+- a transactional id without a transaction open or being committed and unchanged for
+  ``transactional_id_expiration_ms`` (Kafka's ``transactional.id.expiration.ms``, 7 days) is
+  forgotten, looked for every ``remove_expired_transaction_cleanup_interval_ms`` (Kafka's
+  ``transaction.remove.expired.transaction.cleanup.interval.ms``, 1 hour) by
+  :meth:`TransactionCoordinator.tick`: its next InitProducerId gets a fresh producer id, its
+  old producer INVALID_PRODUCER_ID_MAPPING, as Kafka's ``TransactionStateManager``;
 - EndTxn writes a COMMIT or ABORT control batch (pid, epoch) into every partition of the
   transaction, through ``write_marker``, then applies or drops the stashed offsets; a commit is
   recorded through ``save`` first (Kafka's PrepareCommit) and, when a restart interrupted it,
@@ -31,17 +37,35 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lazyconv.errors import ErrorCode, StorageError
+from lazyconv.errors import ConfigurationError, ErrorCode, StorageError
 from lazyconv.serve._offset_store import CommittedOffset
-from lazyconv.serve._txn_ids import PreparedCommit
+from lazyconv.serve._txn_ids import IdRecord, PreparedCommit
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TransactionCoordinator", "TransactionalProducer", "MAX_EPOCH"]
+__all__ = ["TransactionCoordinator", "TransactionalProducer", "TransactionConfig", "MAX_EPOCH"]
 
 MAX_EPOCH = 32767
 INVALID_PRODUCER_ID_MAPPING = int(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
 INVALID_TXN_STATE = int(ErrorCode.INVALID_TXN_STATE)
+
+
+@dataclass(frozen=True)
+class TransactionConfig:
+    """Kafka's transaction coordinator settings for transactional ids (defaults as Kafka's)."""
+
+    # transactional.id.expiration.ms: an id without a transaction open or being committed,
+    # unchanged this long, is forgotten
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    # transaction.remove.expired.transaction.cleanup.interval.ms: how often they are looked for
+    remove_expired_transaction_cleanup_interval_ms: int = 3600 * 1000
+
+    def __post_init__(self) -> None:
+        for name in ("transactional_id_expiration_ms", "remove_expired_transaction_cleanup_interval_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"TransactionConfig.{name} must be an int of at least 1 ms, "
+                                         f"got {value!r}")
 
 
 @dataclass
@@ -58,6 +82,7 @@ class TransactionalProducer:
     pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     restored: bool = False  # from before a restart: its open partitions are still to be found
     prepared: PreparedCommit | None = None  # the commit being completed, as recorded
+    last_update_ms: int = 0  # wall clock of its last change (Kafka's txnLastUpdateTimestamp)
 
     @property
     def ongoing(self) -> bool:
@@ -70,31 +95,44 @@ class TransactionCoordinator:
     ``partition_exists(topic, partition)`` says whether a partition is served.
 
     ``restored`` maps the transactional ids of an earlier run to ``(producer id, epoch,
-    timeout ms)`` and ``prepared`` to the commits it was completing; ``save(producers,
-    prepared)`` records both whenever they change (raising
-    :class:`~lazyconv.errors.StorageError` when it cannot); ``open_transactions(producer_id)``
-    names the partitions where that producer has a transaction open in the log."""
+    timeout ms, last update ms)`` (``None``: from a file without it, taken as now) and
+    ``prepared`` to the commits it was completing; ``save(producers, prepared)`` records both
+    whenever they change (raising :class:`~lazyconv.errors.StorageError` when it cannot);
+    ``open_transactions(producer_id)`` names the partitions where that producer has a
+    transaction open in the log. ``clock`` (seconds, monotonic) times transactions and the
+    expiration sweeps, ``wall_clock`` (seconds since the epoch) the ids' last updates, which
+    outlive a restart; ``config``: when ids expire."""
 
     def __init__(self, allocate_producer_id: Callable[[], int],
                  write_marker: Callable[[str, int, int, int, bool], None],
                  commit_offsets: Callable[[str, dict[tuple[str, int], CommittedOffset]], None],
                  partition_exists: Callable[[str, int], bool],
                  clock: Callable[[], float] = time.monotonic, *,
-                 restored: dict[str, tuple[int, int, int]] | None = None,
+                 restored: dict[str, IdRecord] | None = None,
                  prepared: dict[str, PreparedCommit] | None = None,
-                 save: Callable[[dict[str, tuple[int, int, int]], dict[str, PreparedCommit]], None]
-                 | None = None,
-                 open_transactions: Callable[[int], list[tuple[str, int]]] | None = None) -> None:
+                 save: Callable[[dict[str, IdRecord], dict[str, PreparedCommit]], None] | None = None,
+                 open_transactions: Callable[[int], list[tuple[str, int]]] | None = None,
+                 config: TransactionConfig | None = None,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        if config is not None and not isinstance(config, TransactionConfig):
+            raise ConfigurationError(f"the transaction config must be a TransactionConfig, "
+                                     f"got {type(config).__name__}")
         self.allocate_producer_id = allocate_producer_id
         self.clock = clock
+        self.wall_clock = wall_clock
+        self.config = config or TransactionConfig()
+        # Kafka's scheduler: the first sweep one interval after the start, then every interval
+        self._next_id_expiration = clock() + self.config.remove_expired_transaction_cleanup_interval_ms / 1000
         self.write_marker = write_marker
         self.commit_offsets = commit_offsets
         self.partition_exists = partition_exists
         self.save = save
         self.open_transactions = open_transactions
+        loaded_at = self._now_ms()  # an id recorded without its last update: as if updated now
         self.producers: dict[str, TransactionalProducer] = {
-            tid: TransactionalProducer(tid, pid, epoch, timeout, restored=True)
-            for tid, (pid, epoch, timeout) in (restored or {}).items()}
+            tid: TransactionalProducer(tid, pid, epoch, timeout, restored=True,
+                                       last_update_ms=loaded_at if updated is None else updated)
+            for tid, (pid, epoch, timeout, updated) in (restored or {}).items()}
         for tid, commit in (prepared or {}).items():
             if tid in self.producers:
                 self.producers[tid].prepared = commit
@@ -120,7 +158,8 @@ class TransactionCoordinator:
             return int(ErrorCode.INVALID_REQUEST), -1, -1
         producer = self.producers.get(transactional_id)
         if producer is None:
-            producer = TransactionalProducer(transactional_id, self.allocate_producer_id(), 0, timeout_ms)
+            producer = TransactionalProducer(transactional_id, self.allocate_producer_id(), 0, timeout_ms,
+                                             last_update_ms=self._now_ms())
             self.producers[transactional_id] = producer
             self._save()
             return 0, producer.producer_id, producer.epoch
@@ -134,12 +173,17 @@ class TransactionCoordinator:
             producer.producer_id, producer.epoch = self.allocate_producer_id(), 0
         else:
             producer.epoch += 1
+        producer.last_update_ms = self._now_ms()
         self._save()
         return 0, producer.producer_id, producer.epoch
 
+    def _now_ms(self) -> int:
+        return int(self.wall_clock() * 1000)
+
     def _save(self) -> None:
         if self.save is not None:
-            self.save({tid: (p.producer_id, p.epoch, p.timeout_ms) for tid, p in self.producers.items()},
+            self.save({tid: (p.producer_id, p.epoch, p.timeout_ms, p.last_update_ms)
+                       for tid, p in self.producers.items()},
                       {tid: p.prepared for tid, p in self.producers.items() if p.prepared is not None})
 
     def _find_open_partitions(self, producer: TransactionalProducer) -> None:
@@ -185,6 +229,7 @@ class TransactionCoordinator:
                     else int(ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
         producer.partitions.update(partitions)
         self._started(producer)
+        producer.last_update_ms = self._now_ms()
         return dict.fromkeys(partitions, 0)
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
@@ -193,6 +238,7 @@ class TransactionCoordinator:
             return code
         producer.groups.add(group_id)
         self._started(producer)
+        producer.last_update_ms = self._now_ms()
         return 0
 
     def txn_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
@@ -220,6 +266,43 @@ class TransactionCoordinator:
         if producer.started_at is None:
             producer.started_at = self.clock()
 
+    def tick(self, now: float) -> None:
+        """The broker's timer (``now`` from ``clock``): :meth:`expire` the transactions open too
+        long and, every ``remove_expired_transaction_cleanup_interval_ms``,
+        :meth:`remove_expired_ids`."""
+        self.expire(now)
+        if now >= self._next_id_expiration:
+            self._next_id_expiration = now + self.config.remove_expired_transaction_cleanup_interval_ms / 1000
+            self.remove_expired_ids()
+
+    def remove_expired_ids(self) -> list[str]:
+        """Forget the transactional ids unchanged for ``transactional_id_expiration_ms`` that
+        have no transaction open (in memory or, for an id from before a restart, in the log) or
+        being committed, as Kafka's expiration of the Empty, CompleteCommit and CompleteAbort
+        ones, and record that they are gone; the ids removed. When the record cannot be written
+        they are kept (as Kafka keeps an id whose tombstone was not appended), to be tried
+        again at the next sweep."""
+        deadline = self._now_ms() - self.config.transactional_id_expiration_ms
+        expired = []
+        for transactional_id, producer in self.producers.items():
+            if producer.last_update_ms > deadline or producer.prepared is not None:
+                continue
+            self._find_open_partitions(producer)
+            if not producer.ongoing:
+                expired.append(transactional_id)
+        if not expired:
+            return []
+        removed = {transactional_id: self.producers.pop(transactional_id) for transactional_id in expired}
+        try:
+            self._save()
+        except StorageError as exc:
+            self.producers.update(removed)
+            log.error("%d expired transactional ids kept: %s", len(removed), exc)
+            return []
+        log.info("%d transactional ids expired (unchanged for %d ms)", len(removed),
+                 self.config.transactional_id_expiration_ms)
+        return expired
+
     def expire(self, now: float) -> None:
         """Abort transactions open longer than their timeout and fence their producer (Kafka
         bumps the epoch, so the late producer's next request gets INVALID_PRODUCER_EPOCH)."""
@@ -236,11 +319,7 @@ class TransactionCoordinator:
         producer's late batches get INVALID_PRODUCER_EPOCH instead of opening a transaction
         nothing would ever end (markers of the old epoch left them accepted)."""
         producer.epoch = min(producer.epoch + 1, MAX_EPOCH)  # at MAX_EPOCH the next init rotates
-        self._complete(producer, commit=False)
-        try:
-            self._save()
-        except StorageError as exc:  # the markers fence it already; a restart may forget the epoch
-            log.error("transactional id %s: %s", producer.transactional_id, exc)
+        self._complete(producer, commit=False)  # records the bumped epoch with the end
 
     def _complete(self, producer: TransactionalProducer, commit: bool) -> None:
         """Write the markers and store or drop the offsets. A commit is recorded before its
@@ -268,9 +347,11 @@ class TransactionCoordinator:
         producer.groups.clear()
         producer.pending_offsets.clear()
         producer.started_at = None
-        if producer.prepared is not None:
-            producer.prepared = None
-            try:
-                self._save()
-            except StorageError as exc:  # the file still holds it until the next save succeeds
-                log.error("transactional id %s: %s", producer.transactional_id, exc)
+        producer.prepared = None
+        # the end recorded with its time (Kafka's CompleteCommit/CompleteAbort): an id in use
+        # does not expire after a restart because its last recorded change was older
+        producer.last_update_ms = self._now_ms()
+        try:
+            self._save()
+        except StorageError as exc:  # the file keeps the old state until the next save succeeds
+            log.error("transactional id %s: %s", producer.transactional_id, exc)

@@ -13,14 +13,17 @@ partitions and aborted in the others.
 
 One small file in the log directory, ``__lazyconv_transactional_ids.json``, rewritten
 atomically (temporary file, fsync, rename, directory fsync) whenever an id's producer id or
-epoch changes or a commit begins or ends::
+epoch changes, a transaction ends, a commit begins or ids expire::
 
     {"version": 1, "producers": {"<transactional id>": {"producer_id": 1000, "epoch": 3,
                                                         "timeout_ms": 60000,
+                                                        "last_update_ms": 1700000000000,
         "prepared_commit": {"partitions": [["t", 0]],            (only while committing)
                             "offsets": {"<group>": [["t", 0, 42, -1, "", 1700000000000]]}}}}}
 
-(an offset: topic, partition, offset, leader epoch, metadata, commit timestamp).
+(an offset: topic, partition, offset, leader epoch, metadata, commit timestamp). ``last_update_ms``
+is the wall-clock time of the id's last change (Kafka's ``txnLastUpdateTimestamp``), from which it
+expires; a file written before it existed loads without it (``None``).
 """
 
 from __future__ import annotations
@@ -37,10 +40,13 @@ from lazyconv.serve._offset_store import CommittedOffset
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TRANSACTIONAL_ID_FILE", "PreparedCommit", "TransactionalIdStore"]
+__all__ = ["TRANSACTIONAL_ID_FILE", "IdRecord", "PreparedCommit", "TransactionalIdStore"]
 
 TRANSACTIONAL_ID_FILE = "__lazyconv_transactional_ids.json"
 _FORMAT_VERSION = 1
+
+# (producer id, epoch, transaction timeout ms, last update ms: None in a file from before it)
+IdRecord = tuple[int, int, int, int | None]
 
 
 @dataclass(frozen=True)
@@ -52,14 +58,14 @@ class PreparedCommit:
 
 
 class TransactionalIdStore:
-    """Loads and saves ``{transactional id: (producer id, epoch, timeout ms)}`` and the commits
-    being completed."""
+    """Loads and saves ``{transactional id: (producer id, epoch, timeout ms, last update ms)}``
+    and the commits being completed."""
 
     def __init__(self, root: Path) -> None:
         self.path = Path(root) / TRANSACTIONAL_ID_FILE
         self.prepared: dict[str, PreparedCommit] = {}  # what load found
 
-    def load(self) -> dict[str, tuple[int, int, int]]:
+    def load(self) -> dict[str, IdRecord]:
         """What the file records (empty without a file), its commits being completed in
         :attr:`prepared`; a file that is not this format is logged and ignored (its ids then
         get fresh producer ids, as before it existed)."""
@@ -75,7 +81,8 @@ class TransactionalIdStore:
             data = json.loads(text)
             if data.get("version") != _FORMAT_VERSION:
                 raise ValueError(f"format version {data.get('version')!r}, expected {_FORMAT_VERSION}")
-            producers = {str(tid): (int(p["producer_id"]), int(p["epoch"]), int(p["timeout_ms"]))
+            producers = {str(tid): (int(p["producer_id"]), int(p["epoch"]), int(p["timeout_ms"]),
+                                    None if p.get("last_update_ms") is None else int(p["last_update_ms"]))
                          for tid, p in data["producers"].items()}
             prepared = {str(tid): _prepared_from_json(p["prepared_commit"])
                         for tid, p in data["producers"].items() if p.get("prepared_commit") is not None}
@@ -86,13 +93,13 @@ class TransactionalIdStore:
         self.prepared = prepared
         return producers
 
-    def save(self, producers: dict[str, tuple[int, int, int]],
+    def save(self, producers: dict[str, IdRecord],
              prepared: dict[str, PreparedCommit] | None = None) -> None:
         """Record ``producers`` and the commits being completed durably; raises
         :class:`~lazyconv.errors.StorageError`."""
         records: dict[str, dict[str, Any]] = {
-            tid: {"producer_id": pid, "epoch": epoch, "timeout_ms": timeout}
-            for tid, (pid, epoch, timeout) in sorted(producers.items())}
+            tid: {"producer_id": pid, "epoch": epoch, "timeout_ms": timeout, "last_update_ms": updated}
+            for tid, (pid, epoch, timeout, updated) in sorted(producers.items())}
         for tid, commit in (prepared or {}).items():
             if tid in records:
                 records[tid]["prepared_commit"] = _prepared_to_json(commit)

@@ -257,6 +257,169 @@ def test_a_commit_that_cannot_be_recorded_writes_nothing_and_is_retried(tmp_path
     assert [list(p) for p in saved[-2:]] == [["tx"], []]  # recorded, then cleared
 
 
+WEEK = 7 * 24 * 3600  # Kafka's transactional.id.expiration.ms, in seconds
+HOUR = 3600  # Kafka's transaction.remove.expired.transaction.cleanup.interval.ms, in seconds
+
+
+def _stored_world(root, clock, **kwargs):
+    """A coordinator recording its ids in ``root`` as the broker does, both clocks ``clock``."""
+    from lazyconv.serve._txn_ids import TransactionalIdStore
+
+    store = TransactionalIdStore(root)
+    ids = count(1000)
+    markers: list[tuple] = []
+    coordinator = TransactionCoordinator(
+        lambda: next(ids), lambda *m: markers.append(m), lambda g, o: None,
+        lambda topic, p: topic == "t", clock=clock, wall_clock=clock, restored=store.load(),
+        prepared=store.prepared, save=store.save, **kwargs)
+    return coordinator, store
+
+
+def test_an_idle_transactional_id_expires_after_kafkas_seven_days(tmp_path, clock) -> None:
+    """Kafka forgets a transactional id without a transaction open or being committed once it
+    is unchanged for transactional.id.expiration.ms (7 days), looked for every
+    transaction.remove.expired.transaction.cleanup.interval.ms (1 hour); serve kept every id
+    for good, in memory and in its file (found by a review). The expired id's producer id no
+    longer fences: the old producer gets INVALID_PRODUCER_ID_MAPPING, the id's next
+    InitProducerId a fresh producer id at epoch 0; one with a transaction open is kept."""
+    from lazyconv.serve._txn_coordinator import TransactionConfig
+
+    assert TransactionConfig() == TransactionConfig(7 * 24 * 3600 * 1000, 3600 * 1000)
+    c, store = _stored_world(tmp_path, clock)
+    c.init_producer_id("idle", 60000)
+    _, pid, epoch = c.init_producer_id("idle", 60000)
+    assert (pid, epoch) == (1000, 1)
+    _, busy, busy_epoch = c.init_producer_id("busy", 2**31 - 1)  # never times out here
+    assert c.add_partitions("busy", busy, busy_epoch, [("t", 0)]) == {("t", 0): 0}
+    clock.now = WEEK - 0.001
+    c.tick(clock.now)  # the first sweep (an hour after the start): not idle for a week yet
+    assert set(c.producers) == {"idle", "busy"}
+    clock.now = WEEK
+    c.tick(clock.now)  # a week idle, but the next sweep is an hour after the last
+    assert set(c.producers) == {"idle", "busy"}
+    clock.now = WEEK - 0.001 + HOUR
+    c.tick(clock.now)
+    assert set(c.producers) == {"busy"}  # an open transaction keeps its id
+    assert set(store.load()) == {"busy"}  # and the file forgot it too
+    assert c.end_txn("idle", pid, epoch, True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert c.add_partitions("idle", pid, epoch, [("t", 1)]) == {("t", 1): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert c.init_producer_id("idle", 60000) == (0, 1002, 0)  # not (1000, 2): a fresh producer id
+    assert c.end_txn("busy", busy, busy_epoch, True) == 0
+
+
+def test_a_transaction_being_committed_or_open_in_the_log_keeps_its_id(tmp_path, clock) -> None:
+    """Ids from before a restart: one whose commit the restart interrupted (Kafka's
+    PrepareCommit) and one whose producer left a transaction open in the log (Ongoing) are
+    kept; one with nothing open expires."""
+    from lazyconv.serve._txn_ids import PreparedCommit
+
+    open_in_log = {1001: [("t", 0)]}
+    c = TransactionCoordinator(
+        lambda: 2000, lambda *m: None, lambda g, o: None, lambda topic, p: True,
+        clock=clock, wall_clock=clock,
+        restored={"committing": (1000, 3, 60000, 0), "open": (1001, 0, 60000, 0),
+                  "done": (1002, 5, 60000, 0)},
+        prepared={"committing": PreparedCommit((("t", 1),), {})},
+        open_transactions=lambda pid: open_in_log.get(pid, []))
+    clock.now = 2 * WEEK
+    assert c.remove_expired_ids() == ["done"]
+    assert set(c.producers) == {"committing", "open"}
+    assert c.producers["open"].partitions == {("t", 0)}  # found: now timed out as any other
+
+
+def test_expired_ids_are_kept_while_their_removal_cannot_be_recorded(clock) -> None:
+    """As Kafka keeps an id whose tombstone was not appended: forgotten in memory only, it
+    would come back at the next restart."""
+    from lazyconv.errors import StorageError
+
+    failing = [True]
+
+    def save(producers, prepared):
+        if failing[0]:
+            raise StorageError("disk full")
+
+    c = TransactionCoordinator(lambda: 1000, lambda *m: None, lambda g, o: None, lambda t, p: True,
+                               clock=clock, wall_clock=clock, save=save,
+                               restored={"idle": (1000, 0, 60000, 0)})
+    clock.now = WEEK
+    assert c.remove_expired_ids() == [] and "idle" in c.producers
+    failing[0] = False
+    assert c.remove_expired_ids() == ["idle"] and c.producers == {}
+
+
+def test_an_id_without_its_last_update_in_the_file_is_taken_as_updated_at_load(tmp_path, clock) -> None:
+    """A file from before last updates were recorded: its ids expire a week after the load."""
+    import json
+
+    from lazyconv.serve._txn_ids import TRANSACTIONAL_ID_FILE
+
+    (tmp_path / TRANSACTIONAL_ID_FILE).write_text(json.dumps({"version": 1, "producers": {
+        "old": {"producer_id": 7, "epoch": 2, "timeout_ms": 60000}}}))
+    clock.now = 50 * WEEK
+    c, store = _stored_world(tmp_path, clock)
+    assert c.producers["old"].last_update_ms == 50 * WEEK * 1000
+    clock.now = 51 * WEEK - 0.001
+    assert c.remove_expired_ids() == []
+    clock.now = 51 * WEEK
+    assert c.remove_expired_ids() == ["old"]
+    assert store.load() == {}
+
+
+def test_an_id_in_use_is_not_expired_after_a_restart(tmp_path, clock) -> None:
+    """Each end of a transaction is recorded with its time, so an id whose last InitProducerId
+    is older than a week but which ended a transaction since is kept after a restart."""
+    c, store = _stored_world(tmp_path, clock)
+    _, pid, epoch = c.init_producer_id("tx", 60000)
+    clock.now = 6 * 24 * 3600
+    c.add_partitions("tx", pid, epoch, [("t", 0)])
+    assert c.end_txn("tx", pid, epoch, False) == 0
+    assert store.load()["tx"] == (pid, epoch, 60000, 6 * 24 * 3600 * 1000)
+    clock.now = WEEK + 1
+    again, _ = _stored_world(tmp_path, clock)
+    assert again.remove_expired_ids() == []
+    assert again.add_partitions("tx", pid, epoch, [("t", 0)]) == {("t", 0): 0}
+
+
+def test_expired_ids_do_not_come_back_after_a_restart(tmp_path) -> None:
+    """Through the broker's timer and its file: after the sweep and a restart the expired id
+    is gone, and its next InitProducerId gets a fresh producer id."""
+    from lazyconv.serve._txn_coordinator import TransactionConfig
+
+    (tmp_path / "t-0").mkdir()
+    broker = _broker(tmp_path)
+    assert broker.transactions.config == TransactionConfig()
+    _, pid, _ = broker.transactions.init_producer_id("idle", 60000)
+    broker.transactions.wall_clock = lambda: time.time() + WEEK + 1
+    broker._tick(time.monotonic() + HOUR)
+    assert "idle" not in broker.transactions.producers
+    broker.close()
+    again = _broker(tmp_path)
+    assert "idle" not in again.transactions.producers
+    code, new_pid, epoch = again.transactions.init_producer_id("idle", 60000)
+    assert code == 0 and new_pid != pid and epoch == 0
+    again.close()
+
+
+def test_the_expiration_settings_are_the_brokers(tmp_path) -> None:
+    from lazyconv.errors import ConfigurationError
+    from lazyconv.logdir._directory import LogDirectory
+    from lazyconv.net._model import Listener
+    from lazyconv.serve._broker import Broker
+    from lazyconv.serve._txn_coordinator import TransactionConfig
+
+    config = TransactionConfig(transactional_id_expiration_ms=1000,
+                               remove_expired_transaction_cleanup_interval_ms=10)
+    broker = Broker(LogDirectory(tmp_path), [Listener(0, "127.0.0.1", 9092)], txn_config=config)
+    assert broker.transactions.config is config
+    broker.close()
+    for bad in (0, -1, 1.5, True, None):
+        with pytest.raises(ConfigurationError, match="transactional_id_expiration_ms"):
+            TransactionConfig(transactional_id_expiration_ms=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="TransactionConfig"):
+        Broker(LogDirectory(tmp_path), [Listener(0, "127.0.0.1", 9092)],
+               txn_config={"transactional_id_expiration_ms": 5})  # type: ignore[arg-type]
+
+
 kafka = pytest.importorskip("kafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
