@@ -21,6 +21,7 @@ import inspect
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -370,10 +371,19 @@ class Broker:
         }
 
     def list_offsets(self, version: int, request: dict[str, Any]) -> dict[str, Any]:
+        # v1+: a partition named more than once is INVALID_REQUEST wherever it is named, as
+        # Kafka 3.9 answers it (4.0 answers it once); v0 answers each entry
+        named = Counter((topic["name"], part["partition_index"])
+                        for topic in request["topics"] for part in topic["partitions"])
         topics = []
         for topic in request["topics"]:
             partitions = []
             for part in topic["partitions"]:
+                if version >= 1 and named[topic["name"], part["partition_index"]] > 1:
+                    partitions.append({"partition_index": part["partition_index"],
+                                       "error_code": int(ErrorCode.INVALID_REQUEST), "timestamp": -1,
+                                       "offset": -1, "leader_epoch": -1, "old_style_offsets": []})
+                    continue
                 try:
                     answer = self._list_offsets_partition(version, request, topic["name"], part)
                 except (RecordsError, OSError) as exc:  # corrupt data, or a segment gone / unreadable

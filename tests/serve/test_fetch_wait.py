@@ -55,13 +55,14 @@ def test_min_bytes_wait_is_woken_by_a_produce_and_does_not_poll(serve_logdir, tm
 def test_list_offsets_over_many_partitions_is_answered_off_the_loop(serve_logdir, tmp_path):
     from lazyconv.protocol import _list_offsets as list_offsets
 
-    (tmp_path / "t-0").mkdir()
+    for partition in range(120):  # each named once: v1+ refuses a partition named twice
+        (tmp_path / f"t-{partition}").mkdir()
     server = serve_logdir(tmp_path)
     with WireClient(server.port) as client:
         client.call(produce.SPEC, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
                                       "topic_data": [{"name": "t", "partition_data": [
-                                          {"index": 0, "records": v2_batch(3)}]}]})
-        asked = [{"partition_index": 0, "timestamp": ts} for ts in (1_001, 1_002, -1)] * 40
+                                          {"index": p, "records": v2_batch(3)} for p in range(120)]}]})
+        asked = [{"partition_index": p, "timestamp": (1_001, 1_002, -1)[p % 3]} for p in range(120)]
         answer = client.call(list_offsets.SPEC, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
             {"name": "t", "partitions": asked}]})
     offsets = [p["offset"] for p in answer["topics"][0]["partitions"]]

@@ -66,3 +66,25 @@ def test_a_timestamp_the_version_does_not_define_is_unsupported_version(
     (-7, 10, False), (-(1 << 63), 10, False)])
 def test_timestamp_supported(timestamp: int, version: int, supported: bool) -> None:
     assert list_offsets.timestamp_supported(timestamp, version) is supported
+
+
+@pytest.mark.parametrize("version", range(list_offsets.MIN_VERSION, list_offsets.MAX_VERSION + 1))
+def test_a_partition_named_twice_is_invalid_request_from_v1(
+        serve_logdir: Any, tmp_path: Path, version: int) -> None:
+    """Kafka 3.9 answers every entry of a partition named twice in a ListOffsets v1+
+    INVALID_REQUEST (before the timestamp check), the other partitions as usual, and v0 each
+    entry; serve answered them all (found by a review)."""
+    for partition in (0, 1):
+        (tmp_path / f"t-{partition}").mkdir()
+    server = serve_logdir(tmp_path)
+    asked = [(0, -1), (1, -1), (0, -3)]
+    with WireClient(server.port) as client:
+        answer = client.call(list_offsets.SPEC, version, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{"name": "t", "partitions": [
+                {"partition_index": p, "timestamp": ts, "max_num_offsets": 1} for p, ts in asked]}]})
+    got = [(p["partition_index"], p["error_code"]) for p in answer["topics"][0]["partitions"]]
+    if version == 0:  # v0 knows no -3
+        assert got == [(0, 0), (1, 0), (0, ErrorCode.UNSUPPORTED_VERSION)]
+    else:
+        assert got == [(0, ErrorCode.INVALID_REQUEST), (1, 0), (0, ErrorCode.INVALID_REQUEST)]
+        assert all(p["offset"] == -1 for p in answer["topics"][0]["partitions"][::2])
