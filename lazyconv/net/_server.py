@@ -439,6 +439,9 @@ class KafkaServer:
                 conn = secure.channel
                 if secure.authenticated:  # a TLS-only listener: the handshake authenticates
                     observer.authenticated(session, secure.mechanism, True)
+            elif (refusal := self.authenticator.admit(session)) is not None:
+                # a PLAINTEXT client is User:ANONYMOUS: admitted or refused as any principal
+                raise ConnectionRefused(f"{session.principal} is not admitted: {refusal}")
             if secure is None or secure.authenticated:
                 self.handler.open_session(session)
             while True:

@@ -1,0 +1,105 @@
+"""Which upstream identity a client gets, in front of ``lazyconv serve`` as a SASL cluster (its
+SASL_PLAINTEXT listener, users alice and bob): the gateway's identity modes and their refusals,
+checked by the principals the upstream's own connections authenticated as."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lazyconv.gateway._settings import GatewaySettings
+from tests.gateway.conftest import GatewayThread
+from tests.net.secure_support import USERS, Material, RawClient, listener_specs, make_material
+from tests.server_thread import ServerThread
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+@pytest.fixture(scope="module")
+def material(tmp_path_factory: pytest.TempPathFactory) -> Material:
+    return make_material(tmp_path_factory.mktemp("identities-material"))
+
+
+@pytest.fixture
+def sasl_upstream(material: Material, tmp_path: Path) -> Iterator[ServerThread]:
+    """serve with one SASL_PLAINTEXT listener (PLAIN users alice and bob)."""
+    (tmp_path / "logdir").mkdir()
+    server = ServerThread(tmp_path / "logdir", specs=[listener_specs(material)[1]])
+    yield server
+    server.stop()
+
+
+def start(upstream: ServerThread, folder: Path, extra: str) -> GatewayThread:
+    """A gateway in identity mode ``gateway`` with a SASL_PLAINTEXT listener (PLAIN user carol)
+    and a PLAINTEXT one; upstream, bob is the service identity and alice is mapped to herself."""
+    config, upstream_config = folder / "gateway.properties", folder / "upstream.properties"
+    upstream_config.write_text(
+        f"bootstrap.servers={upstream.bootstrap}\nsecurity.protocol=SASL_PLAINTEXT\n"
+        f"sasl.mechanism=PLAIN\nsasl.jaas.config={PLAIN_MODULE} required username=\"bob\" "
+        f"password=\"{USERS['bob']}\";\n")
+    config.write_text(
+        "listeners=SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0\n"
+        "sasl.enabled.mechanisms=PLAIN\n"
+        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_MODULE} required "
+        "user_carol=\"carol-gw\";\n"
+        "gateway.identity=gateway\n"
+        "gateway.upstream.credentials.alice.username=alice\n"
+        f"gateway.upstream.credentials.alice.password={USERS['alice']}\n" + extra)
+    return GatewayThread(None, settings=GatewaySettings.load(config, upstream_config))
+
+
+def upstream_principals(upstream: ServerThread, wanted: str | None = None) -> list[str]:
+    """Who the upstream's connections authenticated as (waiting up to 2 s for ``wanted``)."""
+    deadline = time.monotonic() + 2
+    while True:
+        found = sorted(s.principal for s in list(upstream.server.sessions.values())
+                       if s.principal != "User:ANONYMOUS")
+        if wanted is None or wanted in found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("mapped", ["nobody", "ANONYMOUS"])
+def test_a_plaintext_client_is_refused_without_upstream_credentials_of_its_own(
+        sasl_upstream: ServerThread, tmp_path: Path, mapped: str) -> None:
+    """A PLAINTEXT listener's clients are User:ANONYMOUS: with principals mapped and no
+    fallback (gateway.upstream.credentials.fallback=none, the default then) ANONYMOUS is
+    refused as carol is (it was served as the service identity, bob); mapped, it is its
+    user. An SSL listener without client certificates was refused already."""
+    extra = "" if mapped == "nobody" else (
+        "gateway.upstream.credentials.ANONYMOUS.username=alice\n"
+        f"gateway.upstream.credentials.ANONYMOUS.password={USERS['alice']}\n")
+    gateway = start(sasl_upstream, tmp_path, extra)
+    try:
+        assert gateway.gateway.settings is not None
+        assert gateway.gateway.settings.credentials_fallback == "none"
+        with RawClient(gateway.gateway.listeners[0].port) as carol:
+            assert not carol.authenticate("PLAIN", "carol", "carol-gw")
+        assert upstream_principals(sasl_upstream) == ["User:bob"]  # the gateway's own
+        with RawClient(gateway.gateway.listeners[1].port) as anonymous:
+            answer = anonymous.metadata()
+            if mapped == "nobody":
+                assert answer is None and anonymous.closed_by_server()
+                assert list(gateway.gateway.cluster.views) == ["User:bob"]
+            else:
+                assert answer is not None and answer["brokers"]
+                assert upstream_principals(sasl_upstream, "User:alice") == ["User:alice",
+                                                                            "User:bob"]
+    finally:
+        gateway.stop()
+
+
+def test_a_plaintext_client_gets_the_service_identity_with_fallback_service(
+        sasl_upstream: ServerThread, tmp_path: Path) -> None:
+    """What fallback=service says: every principal without credentials, ANONYMOUS too."""
+    gateway = start(sasl_upstream, tmp_path, "gateway.upstream.credentials.fallback=service\n")
+    try:
+        with RawClient(gateway.gateway.listeners[1].port) as anonymous:
+            answer = anonymous.metadata()
+            assert answer is not None and answer["brokers"]
+            assert anonymous.api_versions() is not None  # still served
+    finally:
+        gateway.stop()
