@@ -27,6 +27,7 @@ import logging
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -158,8 +159,13 @@ class SecureConnection:
     the client has authenticated."""
 
     def __init__(self, security: ListenerSecurity, sock: socket.socket, session: Session,
-                 authenticator: ClientAuthenticator) -> None:
+                 authenticator: ClientAuthenticator, *,
+                 current: Callable[[], ListenerSecurity | None] | None = None) -> None:
+        """``current``: the listener's security of the moment (a reload replaces it), whose
+        SASL users and credentials a re-authentication checks, as Kafka's broker does; without
+        it, those the connection was accepted with."""
         self.security = security
+        self._current = current
         self.session = session
         self.authenticator = authenticator
         self.channel: socket.socket | TlsChannel = sock
@@ -271,6 +277,9 @@ class SecureConnection:
         without an answer (the check could not be made, or the principal is not admitted)."""
         exchange = self.exchange
         assert exchange is not None
+        if exchange.authenticated and len(frame) >= 2 and \
+                int.from_bytes(frame[:2], "big", signed=True) == HANDSHAKE.key:
+            self._take_current_credentials(exchange)
         outcome = exchange.receive(frame, now)
         if outcome.verify is not None:
             outcome = await self._check_plain(exchange, outcome.verify)
@@ -281,6 +290,16 @@ class SecureConnection:
             if first and not outcome.close:
                 self._admit()
         return outcome
+
+    def _take_current_credentials(self, exchange: SaslServerExchange) -> None:
+        """Before a SaslHandshake that may begin a re-authentication: the listener's users and
+        credentials of the moment (a user a reload removed, or whose password it changed, no
+        longer re-authenticates with the old one)."""
+        latest = self._current() if self._current is not None else None
+        if latest is None or latest is self.security or latest.sasl is None:
+            return
+        self.security = latest
+        exchange.config = latest.sasl
 
     async def _check_plain(self, exchange: SaslServerExchange,
                            credentials: PlainCredentials) -> SaslOutcome:

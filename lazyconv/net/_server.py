@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 import time
@@ -342,7 +343,8 @@ class KafkaServer:
 
     def replace_security(self, index: int, security: ListenerSecurity) -> None:
         """New connections to listener ``index`` get ``security`` (renewed certificates, SASL
-        users, SCRAM credentials); open ones keep what they were accepted with. The security
+        users, SCRAM credentials); open ones keep what they were accepted with, but for their
+        re-authentications (KIP-368), which check the credentials of the moment. The security
         protocol cannot change (raises :class:`~lazyconv.errors.ConfigurationError`)."""
         current = self._security[index]
         protocol = current.protocol if current is not None else "PLAINTEXT"
@@ -379,7 +381,7 @@ class KafkaServer:
                 continue
             self.connections_served += 1
             task = loop.create_task(self._serve_connection(conn, peer, listener,
-                                                           self._security[index]))
+                                                           self._security[index], index))
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 
@@ -401,7 +403,7 @@ class KafkaServer:
                      "caps it (net.core.wmem_max)", got, self.send_buffer_bytes)
 
     async def _serve_connection(self, raw: socket.socket, peer: Any, listener: Listener,
-                                security: ListenerSecurity | None) -> None:
+                                security: ListenerSecurity | None, index: int = 0) -> None:
         loop = asyncio.get_running_loop()
         assert self.handler is not None and self.front_door is not None
         limits = self.limits
@@ -417,7 +419,9 @@ class KafkaServer:
         observer = self.observer
         reason = "client"
         observer.connection_opened(session)
-        secure = (SecureConnection(security, raw, session, self.authenticator)
+        # a re-authentication (KIP-368) checks the credentials of the moment: a reload's
+        secure = (SecureConnection(security, raw, session, self.authenticator,
+                                   current=functools.partial(self.security, index))
                   if security is not None and security.protocol != "PLAINTEXT" else None)
         conn: socket.socket | TlsChannel = raw
         where = f"{peer} on {listener.security_protocol} listener {listener.label}"

@@ -107,6 +107,29 @@ def test_new_users_and_a_renewed_certificate_reach_new_connections(
     assert all("second-secret" not in line and "bob-secret" not in line for line in caplog.messages)
 
 
+def test_a_reauthentication_checks_the_reloaded_credentials(
+        gateway: tuple[GatewayThread, Path, Path], material: Material) -> None:
+    """KIP-368 with connections.max.reauth.ms: a connection accepted before a reload that
+    changed alice's password re-authenticates with the new one and goes on, and one that
+    re-authenticates with the old one is refused and closed (it re-authenticated for as long as
+    it stayed connected: the listener's users of its accepting were kept), as on Kafka, whose
+    re-authentication is a new authenticator over the credentials of the moment."""
+    thread, config, upstream = gateway
+    reauth = "connections.max.reauth.ms=60000\n"
+    write_config(config, material, {"alice": "first-secret"}, extra=reauth)
+    reload(thread, config, upstream)  # the session lifetime, for the connections below
+    with RawClient(thread.gateway.listeners[0].port) as knows_new, \
+            RawClient(thread.gateway.listeners[0].port) as knows_old:
+        for client in (knows_new, knows_old):
+            assert client.authenticate("PLAIN", "alice", "first-secret")
+        write_config(config, material, {"alice": "second-secret"}, extra=reauth)
+        reload(thread, config, upstream)
+        assert knows_new.authenticate("PLAIN", "alice", "second-secret")
+        assert knows_new.metadata() is not None
+        assert not knows_old.authenticate("PLAIN", "alice", "first-secret")
+        assert knows_old.closed_by_server()
+
+
 def test_changed_listeners_change_nothing(gateway: tuple[GatewayThread, Path, Path],
                                           material: Material,
                                           caplog: pytest.LogCaptureFixture) -> None:
