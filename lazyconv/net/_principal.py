@@ -25,10 +25,15 @@ BMPString value (UTF-16) is decoded as text here, where JDK 17 prints its bytes 
 ``RULE:pattern/replacement/`` (optionally ``/L`` or ``/U`` to lower- or upper-case the result)
 and ``DEFAULT`` (the DN itself), tried in order; the first rule whose pattern matches the
 *whole* DN gives the name; none matching fails the authentication. In the replacement ``$1``
-is a group (Java's syntax; ``\\$`` a literal dollar). Where Kafka differs: Kafka applies the
-replacement with Java's ``replaceAll``, which for a pattern that also matches the empty string
-at the end (``(.*)`` without ``^``/``$``) appends the replacement a second time; here the
-replacement is applied once to the whole DN, which is what the rule says.
+is a group (Java's syntax; ``\\$`` a literal dollar). A pattern is read as Java reads it by
+default: ``\\w``, ``\\d``, ``\\s``, ``\\b`` and case-insensitive matching (``(?i)``) know
+ASCII only (Python's defaults know Unicode: ``\\w`` took a Kelvin sign or a Cyrillic letter, and
+``(?i)`` took the Kelvin sign for a ``k``, so a subject Kafka leaves to the next rule was mapped
+to another principal's name); Java's Unicode flags ``(?u)`` and ``(?U)`` are refused as not
+compiling. Where Kafka differs: Kafka applies the replacement with Java's ``replaceAll``,
+which for a pattern that also matches the empty string at the end (``(.*)`` without
+``^``/``$``) appends the replacement a second time; here the replacement is applied once to
+the whole DN, which is what the rule says.
 """
 
 from __future__ import annotations
@@ -249,8 +254,9 @@ class SslPrincipalMapper:
                 self._rules.append(_Rule(None))
             elif m.group(2) is not None:
                 try:
-                    pattern = re.compile(m.group(2))
-                except re.error as exc:
+                    # Java's defaults: \w \d \s \b and (?i) ASCII-only (re.ASCII)
+                    pattern = re.compile(m.group(2), re.ASCII)
+                except (re.error, ValueError) as exc:  # ValueError: (?u), which ASCII refuses
                     raise ConfigurationError(f"ssl.principal.mapping.rules: the pattern of rule "
                                              f"{raw!r} does not compile: {exc}") from None
                 self._rules.append(_Rule(pattern, m.group(3), m.group(4)))

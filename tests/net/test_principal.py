@@ -164,6 +164,66 @@ def test_no_rule_applies() -> None:
         mapper.name("CN=x,OU=Other")
 
 
+# subjects a certificate authority may sign, and rules an operator may write
+JAVA_REGEX_CASES = [
+    (r"RULE:(?i)^CN=kafka-admin,OU=ops$/kafka-admin/", "CN=\u212aafka-admin,OU=ops"),  # Kelvin K
+    (r"RULE:(?i)^CN=kafka-admin,OU=ops$/kafka-admin/", "CN=KAFKA-ADMIN,OU=ops"),
+    (r"RULE:^CN=(\w+),O=corp$/$1/L", "CN=\u212aafka,O=corp"),
+    (r"RULE:^CN=(\w+),O=corp$/$1/L", "CN=ali\u0441e,O=corp"),  # Cyrillic es
+    (r"RULE:^CN=(\w+),O=corp$/$1/L", "CN=Kafka,O=corp"),
+    (r"RULE:^CN=(\w+\d),O=corp$/$1/", "CN=bob\u0663,O=corp"),  # Arabic-Indic three
+    (r"RULE:^CN=(\w+)\s(\w+),O=corp$/$1.$2/", "CN=bob\u00a0x,O=corp"),  # no-break space
+]
+
+
+@pytest.mark.parametrize(("rule", "dn"), JAVA_REGEX_CASES)
+def test_patterns_know_ascii_only_as_javas_do(rule: str, dn: str) -> None:
+    """Java's \\w, \\d, \\s and (?i) know ASCII only: a subject with a Kelvin sign for a K
+    or a Cyrillic letter is not mapped by a rule Kafka does not apply to it (Python's Unicode
+    defaults mapped 'CN=\u212aafka,O=corp' to kafka, another principal's name)."""
+    mapper = SslPrincipalMapper(rule + ",DEFAULT")
+    ascii_only = dn.isascii()
+    assert (mapper.name(dn) != dn) is ascii_only
+
+
+@pytest.mark.parametrize("rule", [r"RULE:(?u)^CN=(.*)$/$1/", r"RULE:(?U)^CN=(\w+)$/$1/"])
+def test_javas_unicode_flags_are_refused(rule: str) -> None:
+    with pytest.raises(ConfigurationError, match="does not compile"):
+        SslPrincipalMapper(rule)
+
+
+JAVA_MATCHES = r"""
+import java.nio.file.*;
+import java.util.regex.Pattern;
+
+public class Matches {
+    public static void main(String[] args) throws Exception {
+        for (String line : Files.readAllLines(Paths.get(args[0]))) {
+            String[] parts = line.split("\t", 2);
+            System.out.println(Pattern.compile(parts[0]).matcher(parts[1]).matches());
+        }
+    }
+}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH")
+def test_patterns_match_as_javas_do(tmp_path: Path) -> None:
+    """Each rule's pattern matches each subject exactly where java.util.regex's does."""
+    (tmp_path / "Matches.java").write_text(JAVA_MATCHES)
+    cases = [(rule[len("RULE:"):].rsplit("/", 3)[0], dn) for rule, dn in JAVA_REGEX_CASES]
+    (tmp_path / "cases.txt").write_text("".join(f"{p}\t{dn}\n" for p, dn in cases),
+                                        encoding="utf-8")
+    done = subprocess.run(["java", "-Dfile.encoding=UTF-8", str(tmp_path / "Matches.java"),
+                           str(tmp_path / "cases.txt")],
+                          capture_output=True, text=True, timeout=120, check=True)
+    java = [line == "true" for line in done.stdout.split()]
+    ours = [SslPrincipalMapper(rule)._rules[0].apply(dn) is not None
+            for rule, dn in JAVA_REGEX_CASES]
+    assert ours == java
+
+
 def test_principal_of_a_certificate(tmp_path: Path) -> None:
     import trustme
 
