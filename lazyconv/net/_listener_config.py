@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lazyconv.errors import ConfigurationError
@@ -97,6 +97,7 @@ class SaslListenerSettings:
         """The configuration the listener's exchanges share; ``scram_store``: the credentials
         (default: read from ``scram_credentials_file`` now, so a reload re-reads it)."""
         lookup = None
+        fake_secret: bytes | None = None
         if any(m in SCRAM_MECHANISMS for m in self.mechanisms):
             if scram_store is None:
                 if self.scram_credentials_file is None:
@@ -104,10 +105,15 @@ class SaslListenerSettings:
                                              "file is configured")
                 scram_store = ScramCredentialStore.load(self.scram_credentials_file)
             lookup = scram_store.lookup
-        return SaslServerConfig(self.mechanisms, scram_lookup=lookup,
-                                max_reauth_ms=dict(self.max_reauth_ms),
-                                max_receive_size=self.max_receive_size,
-                                authentication_timeout_s=self.authentication_timeout_s)
+            # an unknown user's salt the same after a reload or a restart, in every gateway
+            fake_secret = scram_store.fake_secret()
+        config = SaslServerConfig(self.mechanisms, scram_lookup=lookup,
+                                  max_reauth_ms=dict(self.max_reauth_ms),
+                                  max_receive_size=self.max_receive_size,
+                                  authentication_timeout_s=self.authentication_timeout_s)
+        if fake_secret is not None:
+            config = replace(config, fake_secret=fake_secret)
+        return config
 
 
 @dataclass(frozen=True)

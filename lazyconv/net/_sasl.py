@@ -44,7 +44,9 @@ gateway authenticating upstream with the same credentials): it calls
 - PLAIN follows RFC 4616: exactly two NULs, every part valid UTF-8 (Kafka cuts the message at
   its first two NULs and keeps any further NUL as part of the password);
 - a SCRAM exchange for an unknown user goes on with a made-up credential (a salt derived from
-  the name, so the same on every try) and fails at the proof, like a wrong password; Kafka
+  the name under ``fake_secret``, so the same on every try; a listener's is keyed by its
+  credentials file, the same after a reload and in every process) and fails at the proof, like
+  a wrong password; Kafka
   fails at the first message, which tells a prober the user does not exist;
 - every failure message is the same, Kafka's generic one; Kafka tells PLAIN's "Invalid username
   or password" and an authorization-id mismatch apart;

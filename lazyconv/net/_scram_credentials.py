@@ -153,6 +153,19 @@ class ScramCredentialStore:
         """The credential of ``user`` for ``mechanism``, or None."""
         return self._users.get(user, {}).get(mechanism)
 
+    def fake_secret(self) -> bytes:
+        """The key of the made-up salts an unknown user is shown (:mod:`lazyconv.net._sasl`):
+        derived from the stored credentials, so that every process reading this file (after a
+        reload, a restart, each gateway behind one name) shows an unknown user the same salt,
+        as a known user is always shown hers, and no one without the file can compute it."""
+        digest = hashlib.sha256(b"lazyconv SCRAM unknown-user salts\0")
+        for user in sorted(self._users):
+            for mechanism, credential in sorted(self._users[user].items()):
+                for part in (user.encode("utf-8"), mechanism.encode("ascii"), credential.salt,
+                             credential.server_key):
+                    digest.update(len(part).to_bytes(4, "big") + part)
+        return digest.digest()
+
     def users(self) -> dict[str, dict[str, ScramCredential]]:
         """A copy of every user's credentials by mechanism."""
         return {user: dict(mechs) for user, mechs in self._users.items()}

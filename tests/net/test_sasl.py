@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import base64
 import random
+from pathlib import Path
 
 import pytest
 import scramp
 
 from lazyconv.errors import AuthenticationError, ConfigurationError, LocalProtocolError
+from lazyconv.net._listener_config import SaslListenerSettings
 from lazyconv.net._principal import KafkaPrincipal
 from lazyconv.net._sasl import (
     PlainCredentials,
@@ -23,7 +25,7 @@ from lazyconv.net._sasl import (
     plain_token,
     reauthentication_delay_s,
 )
-from lazyconv.net._scram_credentials import ScramCredentialStore, scram_credential
+from lazyconv.net._scram_credentials import ScramCredentialStore, add_scram_user, scram_credential
 from lazyconv.protocol._primitives import Reader
 from tests.net.sasl_frames import (
     AUTHENTICATE,
@@ -196,6 +198,34 @@ def test_scram_failure_happens_at_the_proof_for_everyone(user: str, password: st
     body = response(AUTHENTICATE, 2, out.reply, 3)
     assert body["error_code"] == FAILED_58
     assert body["error_message"].endswith("with SASL mechanism SCRAM-SHA-512")
+
+
+def _salt_for(cfg: SaslServerConfig, user: str) -> str:
+    exchange = SaslServerExchange(cfg, now=0.0)
+    exchange.receive(handshake("SCRAM-SHA-512"), 0.0)
+    first = scramp.ScramClient(["SCRAM-SHA-512"], user, "x").get_client_first()
+    out = exchange.receive(authenticate(first.encode()), 0.0)
+    return dict(kv.split("=", 1) for kv in response(AUTHENTICATE, 2, out.reply)[
+        "auth_bytes"].decode().split(","))["s"]
+
+
+def test_scram_unknown_user_sees_the_same_salt_from_every_listener_of_one_file(
+        tmp_path: Path) -> None:
+    """A listener's SASL configuration is built again by a reload, and by every gateway or
+    restart reading the same credentials file: an unknown user was shown a salt from a random
+    key of each (a prober tried twice, across a SIGHUP or two gateways behind one name, and
+    told an unknown user, whose salt changed, from a known one, whose salt never does); the key
+    is now derived from the file's credentials."""
+    path = tmp_path / "scram.json"
+    add_scram_user(path, "alice", "alice-secret", ["SCRAM-SHA-512"])
+    settings = SaslListenerSettings(("SCRAM-SHA-512",), scram_credentials_file=path)
+    first, again = settings.server_config(), settings.server_config()
+    assert _salt_for(first, "nobody") == _salt_for(again, "nobody") != _salt_for(first, "nobody2")
+    assert _salt_for(first, "alice") == _salt_for(again, "alice")
+    other = tmp_path / "other.json"
+    add_scram_user(other, "alice", "alice-secret", ["SCRAM-SHA-512"])  # another salt and key
+    elsewhere = SaslListenerSettings(("SCRAM-SHA-512",), scram_credentials_file=other)
+    assert _salt_for(elsewhere.server_config(), "nobody") != _salt_for(first, "nobody")
 
 
 def test_scram_unknown_user_sees_a_stable_salt() -> None:
