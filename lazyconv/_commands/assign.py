@@ -94,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     from lazyconv.assignment._api import PHASES, assign
-    from lazyconv.assignment._errors import AssignmentInputError
+    from lazyconv.assignment._errors import AssignmentInputError, MissingRacksError
     from lazyconv.assignment._jsonio import parse_text, result_to_json
     from lazyconv.errors import ValidationError
 
@@ -113,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
                 problem, strategy=args.strategy, assignor=args.assignor, on_phase_done=phase_done,
                 semantics=args.semantics, missing_racks=args.missing_racks,
             )
+        except MissingRacksError as exc:  # the library's hint names its argument, not ours
+            raise ValidationError(f"{args.input}: {exc.path}: {exc.gap} (--missing-racks keep "
+                                  "leaves the assignment as Kafka does)") from None
         except AssignmentInputError as exc:
             raise ValidationError(f"{args.input}: {exc}") from None
         finish_progress(bar)

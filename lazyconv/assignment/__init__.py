@@ -42,7 +42,12 @@ from lazyconv.assignment._cost import (
     CostModel,
     CostWeights,
 )
-from lazyconv.assignment._errors import AssignmentError, AssignmentInputError, GraphError
+from lazyconv.assignment._errors import (
+    AssignmentError,
+    AssignmentInputError,
+    GraphError,
+    MissingRacksError,
+)
 from lazyconv.assignment._graph import Graph
 from lazyconv.assignment._ids import TaskId, TopicPartition, process_sort_key
 from lazyconv.assignment._state import ClientState
@@ -72,6 +77,7 @@ __all__ = [
     "AssignmentError",
     "AssignmentInputError",
     "GraphError",
+    "MissingRacksError",
     "Graph",
     "TaskId",
     "TopicPartition",

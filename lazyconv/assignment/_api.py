@@ -46,7 +46,7 @@ from lazyconv.assignment._cost import (
     CostWeights,
     resolve_weights,
 )
-from lazyconv.assignment._errors import AssignmentInputError
+from lazyconv.assignment._errors import AssignmentInputError, MissingRacksError
 from lazyconv.assignment._ids import (
     SubtopologyKey,
     TaskId,
@@ -256,9 +256,7 @@ def validate_input(
     if missing_racks == "raise":
         gaps = rack_gaps(problem, semantics)
         if gaps:
-            raise AssignmentInputError(
-                gaps[0].path, f"{gaps[0].message} (missing_racks='keep' leaves the assignment as Kafka does)"
-            )
+            raise MissingRacksError(gaps[0].path, gaps[0].message)
 
 
 def _placement_cost(

@@ -10,7 +10,7 @@ from typing import Any
 
 from lazyconv.errors import ConfigurationError, LazyconvError
 
-__all__ = ["AssignmentError", "GraphError", "AssignmentInputError"]
+__all__ = ["AssignmentError", "GraphError", "AssignmentInputError", "MissingRacksError"]
 
 
 class AssignmentError(LazyconvError):
@@ -31,3 +31,16 @@ class AssignmentInputError(AssignmentError, ConfigurationError):
 
     def __reduce__(self) -> tuple[type[AssignmentInputError], tuple[Any, ...]]:  # keep pickling faithful (two-argument constructor)
         return (type(self), (self.path, self.detail))
+
+
+class MissingRacksError(AssignmentInputError):
+    """Rack information the optimizer needs is missing (``missing_racks="raise"``); ``gap`` says
+    what is missing, without the hint about ``missing_racks="keep"`` the message ends with (a
+    caller whose users set it otherwise, e.g. the CLI's ``--missing-racks``, names its own)."""
+
+    def __init__(self, path: str, gap: str) -> None:
+        self.gap = gap
+        super().__init__(path, f"{gap} (missing_racks='keep' leaves the assignment as Kafka does)")
+
+    def __reduce__(self) -> tuple[type[AssignmentInputError], tuple[Any, ...]]:
+        return (type(self), (self.path, self.gap))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 from dataclasses import replace
 
 import pytest
@@ -16,6 +17,7 @@ from lazyconv.assignment import (
     AssignmentInputError,
     Client,
     ClientTasks,
+    MissingRacksError,
     PartitionRacks,
     Task,
     assign,
@@ -76,6 +78,13 @@ def test_missing_client_rack_raises_by_default_and_keeps_on_request():
     with pytest.raises(AssignmentInputError) as info:
         assign(bad)
     assert info.value.path == "$.clients[0].rack"
+    # a library caller is told the argument that keeps the assignment; the CLI reads ``gap``
+    assert isinstance(info.value, MissingRacksError)
+    assert str(info.value) == (f"$.clients[0].rack: client {A!r} has no rack (missing_racks='keep' "
+                               "leaves the assignment as Kafka does)")
+    assert info.value.gap == f"client {A!r} has no rack"
+    copy_ = pickle.loads(pickle.dumps(info.value))
+    assert (str(copy_), copy_.path, copy_.gap) == (str(info.value), info.value.path, info.value.gap)
     result = assign(bad, missing_racks="keep")
     assert result.assignment == UNCHANGED
     assert result.skipped.startswith("rack-aware assignment skipped: $.clients[0].rack: client")
@@ -156,7 +165,10 @@ def test_cli_keeps_an_assignment_without_racks_and_reports_why(tmp_path, capsys)
 def test_cli_refuses_missing_racks_by_default(tmp_path, capsys):
     status, out, err = run_cli(tmp_path, capsys, DOC)
     assert status == 1 and out == ""
-    assert "$.clients[0].rack: client" in err and "missing_racks='keep'" in err
+    assert "$.clients[0].rack: client" in err
+    # the command names its own option, not the library's argument
+    assert err.rstrip().endswith("(--missing-racks keep leaves the assignment as Kafka does)"), err
+    assert "missing_racks=" not in err
 
 
 def test_cli_semantics_option(tmp_path, capsys):
