@@ -164,6 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     except Exception as exc:
         message, status = _describe(exc)
+        if isinstance(exc, ConfigurationError) and message.startswith("argument -"):
+            # an option's value refused once parsed (OptionError, the gateway's settings of
+            # its options): the same line as argparse's own refusals
+            message += f" (see 'lazyconv {command} --help')"
         if args.debug:
             traceback.print_exc()
         print(f"lazyconv {command}: error: {message}", file=sys.stderr)

@@ -59,6 +59,15 @@ class UsageError(ConfigurationError):
     """A mistake in what the user asked for: exit status 2."""
 
 
+class OptionError(UsageError):
+    """A bad option value found once the options are parsed (checked against another option,
+    or by what it configures): said as argparse says its own, ``argument --OPTION: ...``."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(f"argument {option}: {message}")
+        self.option = option
+
+
 class MissingExtraError(UsageError):
     """An optional dependency is not installed; the message names the extra to install."""
 
@@ -127,6 +136,8 @@ def size_type(minimum: int | None = None, maximum: int | None = None) -> Any:
 
     def parse(text: str) -> int:
         value = parse_size(text)
+        if minimum is not None and maximum is None and value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {format_size(minimum)}, got {text}")
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
             low = "" if minimum is None else format_size(minimum)
             high = "" if maximum is None else format_size(maximum)
@@ -165,6 +176,24 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
     return port
+
+
+def int_range(low: int, high: int | None = None) -> Any:
+    """An argparse ``type`` for a whole number from ``low`` to ``high`` (None: no bound)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if high is None and value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if high is not None and not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in its messages
+    return parse
 
 
 def positive_int(text: str) -> int:
@@ -220,9 +249,17 @@ def add_connection_limit_options(parser: argparse.ArgumentParser, *,
 
 
 def connection_limits(args: argparse.Namespace) -> Any:
-    """The ConnectionLimits of :func:`add_connection_limit_options`' options."""
-    from lazyconv.net._limits import ConnectionLimits
+    """The ConnectionLimits of :func:`add_connection_limit_options`' options (what they refuse
+    named as the options, not as ConnectionLimits' fields)."""
+    from lazyconv.net._limits import MIN_MAX_REQUEST_SIZE, ConnectionLimits
 
+    largest, queued = args.max_request_size, args.queued_max_request_bytes
+    if largest < MIN_MAX_REQUEST_SIZE:
+        raise OptionError("--max-request-size",
+                          f"must be at least {MIN_MAX_REQUEST_SIZE} bytes, got {largest}")
+    if 0 < queued < largest:
+        raise OptionError("--queued-max-request-bytes",
+                          f"{queued} is below --max-request-size {largest} (or -1 for unbounded)")
     return ConnectionLimits(
         max_request_size=args.max_request_size,
         queued_max_request_bytes=args.queued_max_request_bytes,

@@ -28,8 +28,10 @@ from lazyconv._commands._common import (
     port_number,
     positive_int,
     send_buffer_type,
+    size_type,
 )
 from lazyconv.conversion._cache import GATEWAY_CONVERSION_CACHE_BYTES
+from lazyconv.conversion._chunks import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 
 if TYPE_CHECKING:
     from lazyconv.gateway._settings import GatewaySettings
@@ -110,7 +112,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--advertised-port", type=port_number, default=None,
                         help="port Metadata advertises (default: the port listened on); behind "
                              "a TCP load balancer, its host and port")
-    parser.add_argument("--chunk-size", type=parse_size, default=None,
+    parser.add_argument("--chunk-size", type=size_type(MIN_CHUNK_SIZE, MAX_CHUNK_SIZE), default=None,
                         help="input bytes down-converted per step, 16K-1M (default 1M; "
                              "gateway.chunk.size)")
     parser.add_argument("--upstream-fetch-max-bytes", type=parse_size, default=None,
@@ -222,11 +224,13 @@ def run_scram_credentials(args: argparse.Namespace) -> int:
                                      password=lambda: read_password(args.password_from))
 
 
-def _overrides(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
-    """The command line's values as the settings' keys (gateway side, upstream side); the host
-    and port options are GatewaySettings.load's own arguments (merged with the file there)."""
+def _overrides(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """The command line's values as the settings' keys (gateway side, upstream side) and the
+    option that gave each key; the host and port options are GatewaySettings.load's own
+    arguments (merged with the file there)."""
     gateway: dict[str, str] = {}
     upstream: dict[str, str] = {}
+    options: dict[str, str] = {}
     for option, key in (("chunk_size", "gateway.chunk.size"), ("workers", "gateway.workers"),
                         ("conversion_cache", "gateway.conversion.cache"),
                         ("max_request_size", "socket.request.max.bytes"),
@@ -244,23 +248,26 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]
                         ("convert_on_loop", "gateway.convert.on.loop")):
         if getattr(args, option) is not None:
             gateway[key] = str(getattr(args, option))
+            options[key] = "--" + option.replace("_", "-")
     for option, key in (("upstream", "bootstrap.servers"),
                         ("upstream_fetch_max_bytes", "fetch.max.bytes"),
                         ("request_timeout_ms", "request.timeout.ms"),
                         ("metadata_max_age_ms", "metadata.max.age.ms")):
         if getattr(args, option) is not None:
             upstream[key] = str(getattr(args, option))
-    return gateway, upstream
+            options[key] = "--" + option.replace("_", "-")
+    return gateway, upstream, options
 
 
 def load_settings(args: argparse.Namespace) -> GatewaySettings:
     """The settings the command line and the two files give (see GatewaySettings.load)."""
     from lazyconv.gateway import GatewaySettings
 
-    gateway, upstream = _overrides(args)
+    gateway, upstream, options = _overrides(args)
     settings = GatewaySettings.load(args.config, args.upstream_config, overrides=gateway,
                                     upstream_overrides=upstream, host=args.host, port=args.port,
-                                    metrics_host=args.metrics_host, metrics_port=args.metrics_port)
+                                    metrics_host=args.metrics_host, metrics_port=args.metrics_port,
+                                    options=options)
     if args.host is not None and args.advertised_host is None:
         _refuse_a_wildcard_host(args.host, settings)
     return settings

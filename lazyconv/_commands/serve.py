@@ -9,19 +9,24 @@ import sys
 from typing import TYPE_CHECKING
 
 from lazyconv._commands._common import (
+    OptionError,
     add_connection_limit_options,
     add_conversion_cache_option,
     connection_limits,
     format_size,
     input_dir,
+    int_range,
     parse_size,
     port_number,
     positive_int,
     run_until_stopped,
     send_buffer_type,
+    size_type,
 )
 from lazyconv.conversion._cache import DEFAULT_CONVERSION_CACHE_BYTES, conversion_cache
-from lazyconv.errors import ConfigurationError
+from lazyconv.conversion._chunks import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
+from lazyconv.logdir._entry import MIN_ENTRY_SIZE
+from lazyconv.protocol import _fetch as fetch_api
 
 if TYPE_CHECKING:
     from lazyconv.net._server import ListenerSpec
@@ -72,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="port of the first listener (default 9092; 0 picks a free port)")
     parser.add_argument("--advertised-host", type=_host, default=None,
                         help="host name Metadata advertises (default: --host)")
-    parser.add_argument("--chunk-size", type=_size, default=131072,
+    parser.add_argument("--chunk-size", type=size_type(MIN_CHUNK_SIZE, MAX_CHUNK_SIZE), default=131072,
                         help="input bytes down-converted per step of a lazy send, e.g. 16K, 128K, "
                              "1M, between 16K and 1M (default 128K); bounds memory per connection")
     add_conversion_cache_option(parser, DEFAULT_CONVERSION_CACHE_BYTES, compared="the log's bytes",
@@ -81,16 +86,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="behave like message.downconversion.enable=false: consumers that "
                              "need an older format (Fetch v0-3) get UNSUPPORTED_VERSION")
     parser.add_argument("--topic-config", action="append", default=[], metavar="TOPIC:KEY=VALUE",
+                        type=_topic_config,
                         help="a topic setting; keys: compression.type (e.g. zstd: Fetch < v10 "
                              "gets UNSUPPORTED_COMPRESSION_TYPE), message.downconversion.enable "
                              "(true/false). Repeatable")
-    parser.add_argument("--max-fetch-version", type=int, default=17,
+    parser.add_argument("--max-fetch-version", default=fetch_api.SPEC.max_version,
+                        type=int_range(fetch_api.SPEC.min_version, fetch_api.SPEC.max_version),
                         help="highest Fetch version advertised in ApiVersions (0-17, default 17); "
                              "e.g. 2 makes version-negotiating clients fetch like against a 0.10.0 "
                              "broker (magic v1)")
     parser.add_argument("--produce-delay-ms", type=_non_negative_int, default=0,
                         help="delay before answering each Produce on the first listener (ms)")
     parser.add_argument("--listener", action="append", default=[], metavar="[HOST:]PORT[,delay=MS]",
+                        type=_listener,
                         help="an extra listener, advertised as one more broker (node ids 0, 1, ...; "
                              "partition p is led by node p %% N), with its own Produce delay. "
                              "Repeatable")
@@ -122,7 +130,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         default=102400, metavar="SIZE",
                         help="SO_SNDBUF of client connections (default 100K, Kafka's "
                              "socket.send.buffer.bytes; -1 or 0 keep the OS default)")
-    parser.add_argument("--segment-bytes", type=_size, default=1 << 30,
+    parser.add_argument("--segment-bytes", type=size_type(MIN_ENTRY_SIZE, _INT32_MAX), default=1 << 30,
                         help="roll the partition to a new segment when an append would take the "
                              "active one past this size (Kafka's log.segment.bytes, default 1G)")
     parser.add_argument("--index-interval-bytes", type=_size, default=4096,
@@ -136,13 +144,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--flush-ms", type=positive_int, default=None, metavar="MS",
                         help="fsync a partition whose oldest unflushed append is MS old (Kafka's "
                              "log.flush.interval.ms; default: never, the OS writes the data back)")
-    parser.add_argument("--group-initial-rebalance-delay-ms", type=int, default=0,
+    parser.add_argument("--group-initial-rebalance-delay-ms", type=_non_negative_int, default=0,
                         help="how long a group's first rebalance waits for more members (Kafka's "
                              "group.initial.rebalance.delay.ms; default 0 here, 3000 in Kafka)")
-    parser.add_argument("--group-min-session-timeout-ms", type=int, default=6000,
+    parser.add_argument("--group-min-session-timeout-ms", type=positive_int, default=6000,
                         help="smallest session timeout a member may ask for (Kafka's "
                              "group.min.session.timeout.ms, default 6000)")
-    parser.add_argument("--group-max-session-timeout-ms", type=int, default=1800000,
+    parser.add_argument("--group-max-session-timeout-ms", type=positive_int, default=1800000,
                         help="largest session timeout a member may ask for (Kafka's "
                              "group.max.session.timeout.ms, default 1800000)")
     parser.set_defaults(handler=run)
@@ -174,27 +182,55 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def _parse_topic_configs(items: list[str], downconversion: bool) -> dict[str, TopicConfig]:
+_INT32_MAX = (1 << 31) - 1  # the largest segment Kafka's log.segment.bytes allows
+
+
+def _topic_config(text: str) -> tuple[str, str, str]:
+    """``--topic-config TOPIC:KEY=VALUE``: (topic, key, value), the value lowercased."""
+    m = _TOPIC_CONFIG.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not TOPIC:KEY=VALUE")
+    key, value = m.group("key"), m.group("value").lower()
+    if key == "compression.type":
+        if value not in _COMPRESSION_TYPES:
+            raise argparse.ArgumentTypeError(f"{text!r}: compression.type must be one of "
+                                             f"{', '.join(_COMPRESSION_TYPES)}")
+    elif key == "message.downconversion.enable":
+        if value not in ("true", "false"):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected true or false")
+    else:
+        raise argparse.ArgumentTypeError(f"{text!r}: unknown key {key!r}")
+    return m.group("topic"), key, value
+
+
+_topic_config.__name__ = "TOPIC:KEY=VALUE"  # argparse names the type in its messages
+
+
+def _listener(text: str) -> tuple[str | None, int, int]:
+    """``--listener [HOST:]PORT[,delay=MS]``: (host or None for --host's, port, delay)."""
+    m = _LISTENER.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not [HOST:]PORT[,delay=MS]")
+    port = int(m.group("port"))
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: port {port} is outside 0..65535")
+    return m.group("host"), port, int(m.group("delay") or 0)
+
+
+_listener.__name__ = "listener"
+
+
+def _parse_topic_configs(items: list[tuple[str, str, str]],
+                         downconversion: bool) -> dict[str, TopicConfig]:
     from lazyconv.serve._model import TopicConfig
 
     settings: dict[str, dict[str, object]] = {}
-    for item in items:
-        m = _TOPIC_CONFIG.match(item)
-        if not m:
-            raise ConfigurationError(f"--topic-config {item!r} is not TOPIC:KEY=VALUE")
-        key, value = m.group("key"), m.group("value")
-        topic = settings.setdefault(m.group("topic"), {"downconversion_enable": downconversion})
+    for name, key, value in items:
+        topic = settings.setdefault(name, {"downconversion_enable": downconversion})
         if key == "compression.type":
-            if value.lower() not in _COMPRESSION_TYPES:
-                raise ConfigurationError(f"--topic-config {item!r}: compression.type must be one of "
-                                         f"{', '.join(_COMPRESSION_TYPES)}")
-            topic["compression_type"] = value.lower()
-        elif key == "message.downconversion.enable":
-            if value.lower() not in ("true", "false"):
-                raise ConfigurationError(f"--topic-config {item!r}: expected true or false")
-            topic["downconversion_enable"] = value.lower() == "true"
-        else:
-            raise ConfigurationError(f"--topic-config {item!r}: unknown key {key!r}")
+            topic["compression_type"] = value
+        else:  # message.downconversion.enable, checked by _topic_config
+            topic["downconversion_enable"] = value == "true"
     return {name: TopicConfig(compression_type=str(kw.get("compression_type", "producer")),
                               downconversion_enable=bool(kw["downconversion_enable"]))
             for name, kw in settings.items()}
@@ -205,11 +241,9 @@ def _group_config(args: argparse.Namespace) -> CoordinatorConfig:
 
     delay = args.group_initial_rebalance_delay_ms
     low, high = args.group_min_session_timeout_ms, args.group_max_session_timeout_ms
-    if delay < 0:
-        raise ConfigurationError(f"--group-initial-rebalance-delay-ms must be >= 0, got {delay}")
-    if not 0 < low <= high:
-        raise ConfigurationError(
-            f"group session timeouts need 0 < min <= max, got min {low} and max {high}")
+    if low > high:
+        raise OptionError("--group-max-session-timeout-ms",
+                          f"{high} is below --group-min-session-timeout-ms {low}")
     return CoordinatorConfig(min_session_timeout_ms=low, max_session_timeout_ms=high,
                              initial_rebalance_delay_ms=delay)
 
@@ -221,17 +255,13 @@ def build_listener_specs(args: argparse.Namespace) -> list[ListenerSpec]:
         from lazyconv.serve._listeners import load_listener_specs
 
         if args.listener:
-            raise ConfigurationError("--listener and --config both give listeners: put them all "
-                                     "in the --config file's listeners=")
+            raise OptionError("--listener", "not allowed with --config, whose listeners= gives "
+                                            "them all")
         return load_listener_specs(args.config, advertised_host=args.advertised_host)
 
     specs = [ListenerSpec(args.host, args.port, args.produce_delay_ms, args.advertised_host)]
-    for item in args.listener:
-        m = _LISTENER.match(item)
-        if not m:
-            raise ConfigurationError(f"--listener {item!r} is not [HOST:]PORT[,delay=MS]")
-        specs.append(ListenerSpec(m.group("host") or args.host, int(m.group("port")),
-                                  int(m.group("delay") or 0), args.advertised_host))
+    for host, port, delay in args.listener:
+        specs.append(ListenerSpec(host or args.host, port, delay, args.advertised_host))
     return specs
 
 

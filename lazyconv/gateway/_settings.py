@@ -445,7 +445,8 @@ class GatewaySettings:
              upstream_overrides: Mapping[str, str] | None = None,
              environ: Mapping[str, str] | None = None,
              host: str | None = None, port: int | None = None,
-             metrics_host: str | None = None, metrics_port: int | None = None) -> GatewaySettings:
+             metrics_host: str | None = None, metrics_port: int | None = None,
+             options: Mapping[str, str] | None = None) -> GatewaySettings:
         """Read the two files (either may be None), apply the overrides (command-line values
         for the gateway's keys and for the upstream's, e.g. ``bootstrap.servers`` from
         ``--upstream``), check everything, and build the settings.
@@ -453,15 +454,18 @@ class GatewaySettings:
         ``host``/``port`` (``--host``/``--port``): one PLAINTEXT listener (127.0.0.1 and 9092
         where one is not given), refused when the config file has ``listeners=``.
         ``metrics_host``/``metrics_port`` (``--metrics-host``/``--metrics-port``): each
-        replaces only its part of the config file's ``gateway.metrics.listener``."""
+        replaces only its part of the config file's ``gateway.metrics.listener``. ``options``:
+        the command-line option that gave an override, by key (``gateway.chunk.size`` ->
+        ``--chunk-size``); a refused value is then named as argparse names an option
+        (``argument --chunk-size: ...``) instead of ``command line (gateway) gateway.chunk.size``."""
         gateway = (load_properties(config_file, environ=environ) if config_file is not None
                    else Properties())
         upstream = (load_properties(upstream_config_file, environ=environ)
                     if upstream_config_file is not None else Properties())
         gateway = gateway.merged(_listener_overrides(gateway, host, port, metrics_host,
                                                      metrics_port))
-        gateway = _trimmed(gateway.merged(_overrides(overrides, "gateway")))
-        upstream = _trimmed(upstream.merged(_overrides(upstream_overrides, "upstream")))
+        gateway = _trimmed(gateway.merged(_overrides(overrides, "gateway", options)))
+        upstream = _trimmed(upstream.merged(_overrides(upstream_overrides, "upstream", options)))
         _check_keys(gateway, _gateway_key_known, _GATEWAY_BY_KEY)
         _check_keys(upstream, lambda k: k in _UPSTREAM_BY_KEY, _UPSTREAM_BY_KEY)
         return cls._build(gateway, upstream, environ)
@@ -522,6 +526,11 @@ class GatewaySettings:
             log_format=_choice(gateway, "gateway.log.format", _GATEWAY_BY_KEY),
             log_file=_path(gateway, "gateway.log.file"),
             gateway_properties=gateway, upstream_properties=upstream)
+        queued, largest = settings.queued_max_request_bytes, settings.socket_request_max_bytes
+        if 0 < queued < largest:  # named where it was given (ConnectionLimits names the keys)
+            raise ConfigurationError(f"{_where(gateway, 'queued.max.request.bytes')}: {queued} is "
+                                     f"below socket.request.max.bytes {largest} (or -1 for "
+                                     "unbounded)")
         # what the Gateway checks when it starts, checked here so that --check-config finds it
         settings.connection_limits()
         return settings
@@ -551,11 +560,17 @@ def _client_id_prefix(props: Properties) -> str:
     return prefix
 
 
+_OPTION_SOURCE = "argument "  # the source of a setting a command-line option gave
+
+
 def _where(props: Properties, key: str) -> str:
     try:
-        return f"{props.where(key)} {key}"
+        entry = props.entry(key)
     except KeyError:
         return key
+    if entry.source.startswith(_OPTION_SOURCE):
+        return entry.source  # argument --chunk-size, as argparse names an option
+    return f"{entry.where} {key}"
 
 
 def _trimmed(props: Properties) -> Properties:
@@ -568,14 +583,17 @@ def _trimmed(props: Properties) -> Properties:
                       for e in props.entries())
 
 
-def _overrides(values: Mapping[str, str] | None, side: str) -> list[Property]:
+def _overrides(values: Mapping[str, str] | None, side: str,
+               options: Mapping[str, str] | None = None) -> list[Property]:
     out = []
     for key, value in (values or {}).items():
         if is_secret_key(key) or key.endswith("sasl.jaas.config"):
             raise ConfigurationError(f"{key} is a secret: it is never taken from the command line "
                                      "(put it in the config file, or there as ${env:NAME} or "
                                      "${file:PATH})")
-        out.append(Property(key, str(value), f"command line ({side})"))
+        option = (options or {}).get(key)
+        source = f"{_OPTION_SOURCE}{option}" if option else f"command line ({side})"
+        out.append(Property(key, str(value), source))
     return out
 
 
@@ -764,6 +782,12 @@ def _upstream(props: Properties) -> UpstreamSettings:
     if not servers:
         raise ConfigurationError("no upstream brokers: give --upstream or bootstrap.servers in the "
                                  "--upstream-config file")
+    from lazyconv.gateway._upstream import parse_bootstrap  # the form the Gateway reads
+
+    try:
+        parse_bootstrap(",".join(servers))
+    except ConfigurationError as exc:  # found by --check-config too, named where it was given
+        raise ConfigurationError(f"{_where(props, 'bootstrap.servers')}: {exc.message}") from None
     ssl_settings = None
     if protocol in ("SSL", "SASL_SSL"):
         try:

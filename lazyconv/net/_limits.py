@@ -75,6 +75,9 @@ RESERVED_FRACTION = 8
 STALL_CHECK_S = 0.1
 
 
+MIN_MAX_REQUEST_SIZE = 8  # a size field and a request header's api key, version and id
+
+
 @dataclass(frozen=True)
 class ConnectionLimits:
     """Per-connection and server-wide request limits (see the module docstring)."""
@@ -87,8 +90,9 @@ class ConnectionLimits:
     request_stall_ms: int = 1000
 
     def __post_init__(self) -> None:
-        if self.max_request_size < 8:
-            raise ConfigurationError(f"max_request_size must be at least 8 bytes, got {self.max_request_size}")
+        if self.max_request_size < MIN_MAX_REQUEST_SIZE:
+            raise ConfigurationError(f"max_request_size must be at least {MIN_MAX_REQUEST_SIZE} "
+                                     f"bytes, got {self.max_request_size}")
         if 0 < self.queued_max_request_bytes < self.max_request_size:
             raise ConfigurationError(
                 f"queued.max.request.bytes ({self.queued_max_request_bytes}) must be at least "

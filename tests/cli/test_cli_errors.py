@@ -116,7 +116,8 @@ def _cases(f: dict[str, Path], tmp: Path) -> Iterator[tuple[str, list[str], int,
     yield "serve", ["serve", str(f["segment.log"])], USAGE, "not a directory"
     yield "serve", ["serve", folder, "--port", "99999"], USAGE, "outside 0..65535"
     yield "serve", ["serve", folder, "--port", "http"], USAGE, "not a port number"
-    yield "serve", ["serve", folder, "--port", "0", "--chunk-size", "1K"], USAGE, "chunk size"
+    yield "serve", ["serve", folder, "--port", "0", "--chunk-size", "1K"], USAGE, \
+        "argument --chunk-size: 1K is outside 16K..1M"
     yield "serve", ["serve", folder, "--port", "0", "--listener", "x:y:z"], USAGE, "--listener"
 
     yield "validate", ["validate", missing], USAGE, "does not exist"
@@ -151,6 +152,50 @@ def test_mistake_gives_one_line_and_the_right_status(
     status, _, err = run(argv, capsys)
     assert status == expected, err
     assert_one_error_line(err, command, fragment)
+
+
+# (command, its arguments, the option named): a bad value of an option, however it is found
+# (by argparse, by what the option configures, against another option), is named as argparse
+# names it; none said which option ("chunk size must be between 16384 and 1048576 bytes",
+# "max_fetch_version must be in 0..17", "command line (gateway) gateway.workers: ...")
+_OPTION_MISTAKES = [
+    ("serve", ["--chunk-size", "1K"], "--chunk-size"),
+    ("serve", ["--chunk-size", "4M"], "--chunk-size"),
+    ("serve", ["--max-fetch-version", "18"], "--max-fetch-version"),
+    ("serve", ["--segment-bytes", "10"], "--segment-bytes"),
+    ("serve", ["--max-request-size", "4"], "--max-request-size"),
+    ("serve", ["--queued-max-request-bytes", "1K"], "--queued-max-request-bytes"),
+    ("serve", ["--group-initial-rebalance-delay-ms", "-1"], "--group-initial-rebalance-delay-ms"),
+    ("serve", ["--group-min-session-timeout-ms", "0"], "--group-min-session-timeout-ms"),
+    ("serve", ["--group-max-session-timeout-ms", "10"], "--group-max-session-timeout-ms"),
+    ("serve", ["--listener", "x:y:z"], "--listener"),
+    ("serve", ["--listener", "70000"], "--listener"),
+    ("serve", ["--topic-config", "t:compression.type=rar"], "--topic-config"),
+    ("serve", ["--listener", "9093", "--config", "x.properties"], "--listener"),
+    ("gateway", ["--chunk-size", "1K"], "--chunk-size"),
+    ("gateway", ["--workers", "0"], "--workers"),
+    ("gateway", ["--request-timeout-ms", "0"], "--request-timeout-ms"),
+    ("gateway", ["--metadata-max-age-ms", "0"], "--metadata-max-age-ms"),
+    ("gateway", ["--upstream-fetch-max-bytes", "1"], "--upstream-fetch-max-bytes"),
+    ("gateway", ["--max-request-size", "1"], "--max-request-size"),
+    ("gateway", ["--queued-max-request-bytes", "1K"], "--queued-max-request-bytes"),
+    ("gateway", ["--client-id-prefix", "p" * 40000], "--client-id-prefix"),
+    ("gateway", ["--upstream", "127.0.0.1:9092,nohostport"], "--upstream"),
+]
+
+
+@pytest.mark.parametrize("command,args,option", _OPTION_MISTAKES,
+                         ids=[f"{c} {' '.join(a)[:40]}" for c, a, _ in _OPTION_MISTAKES])
+def test_a_bad_option_value_is_named_as_argparse_names_it(
+    command: str, args: list[str], option: str, files: dict[str, Path],
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = {"serve": ["serve", str(files["dir"]), "--port", "0"],
+              "gateway": ["gateway", "--upstream", "127.0.0.1:9092", "--port", "0"]}[command]
+    status, _, err = run([*before, *args], capsys)
+    assert status == USAGE, err
+    assert_one_error_line(err, command, f"lazyconv {command}: error: argument {option}: ")
+    assert err.rstrip().endswith(f" (see 'lazyconv {command} --help')"), err
 
 
 def test_busy_port(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:

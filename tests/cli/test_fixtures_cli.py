@@ -49,7 +49,7 @@ def test_size_zero_is_refused(capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["fixtures", "generate", str(tmp_path / "fx"), "--size", "0"])
     assert exit_info.value.code == 2
-    assert "--size: 0 is outside 1.." in capsys.readouterr().err
+    assert "--size: must be at least 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "fx").exists()
 
 

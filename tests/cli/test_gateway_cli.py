@@ -42,11 +42,12 @@ def _unused_port() -> int:
 
 @pytest.mark.parametrize("args,status,message", [
     (["--upstream", "nohostport"], 2, "upstream address 'nohostport' is not HOST:PORT"),
-    (["--upstream", "127.0.0.1:9092", "--chunk-size", "1K"], 2, "chunk size must be between"),
+    (["--upstream", "127.0.0.1:9092", "--chunk-size", "1K"], 2,
+     "argument --chunk-size: 1K is outside 16K..1M"),
     (["--upstream", "127.0.0.1:9092", "--conversion-cache", "lots"], 2,
      "argument --conversion-cache: "),
     (["--upstream", "127.0.0.1:{free}", "--client-id-prefix", "p" * 40000], 2,
-     "gateway.client.id.prefix: the prefix is 40000 bytes of UTF-8, longer than a client id"),
+     "argument --client-id-prefix: the prefix is 40000 bytes of UTF-8, longer than a client id"),
     (["--upstream", "127.0.0.1:{free}"], 1, "no upstream broker reachable: cannot connect to "
                                              "upstream broker 127.0.0.1:{free}"),
 ])

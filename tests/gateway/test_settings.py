@@ -153,7 +153,7 @@ gateway.identity=passthrough
      r"gw.properties:2 gateway.chunk.size: chunk size must be between 16384 and 1048576"),
     ("listeners=PLAINTEXT://:9092\ngateway.chunk.size=2097152\n", "", "must be between 16384"),
     ("listeners=PLAINTEXT://:9092\nqueued.max.request.bytes=2000\n", "",
-     "queued.max.request.bytes .2000. must be at least socket.request.max.bytes"),
+     "gw.properties:2 queued.max.request.bytes: 2000 is below socket.request.max.bytes"),
     ("listeners=PLAINTEXT://:9092\n", "metadata.max.age.ms=0\n", "up.properties:1 "
      "metadata.max.age.ms: must be at least 1"),
 ])
