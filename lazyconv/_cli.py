@@ -2,9 +2,10 @@
 
 Sub-commands live in :mod:`lazyconv._commands` (one module each) and are discovered at start-up.
 Every error ends the command with one line on stderr, ``lazyconv CMD: error: ...``, and exit
-status 2 for a usage mistake (bad option values, missing or unwritable paths, a busy port, a
-missing optional dependency) or 1 for bad data (records that cannot be read, a failed
-validation). ``--debug`` adds the traceback.
+status 2 for a usage mistake or what the environment cannot give (bad option values, missing
+or unwritable paths, a busy port, a missing optional dependency, a Kafka cluster or Spark
+master that cannot be reached or used) or 1 for bad data (records that cannot be read, a
+failed validation). ``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import NoReturn
 import lazyconv._commands
 from lazyconv._commands._common import EXIT_DATA, EXIT_USAGE, missing_extra, one_line
 from lazyconv._version import __version__
-from lazyconv.errors import ConfigurationError, LazyconvError
+from lazyconv.errors import ConfigurationError, LazyconvError, UpstreamError
 from lazyconv.records._impl import describe
 
 log = logging.getLogger("lazyconv")
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "Exit status: 0 success, 1 bad data (records that cannot be read, a failed "
-            "validation), 2 usage mistake (bad option, missing path, busy port, missing extra)."
+            "validation), 2 usage mistake or environment failure (bad option, missing path, busy "
+            "port, missing extra, a cluster or Spark master that cannot be reached)."
         ),
     )
     parser.add_argument(
@@ -117,7 +119,10 @@ def _configure_logging(command: str, verbose: int) -> None:
 
 def _describe(exc: BaseException) -> tuple[str, int]:
     """The one-line message and exit status for an exception escaping a sub-command."""
-    if isinstance(exc, ConfigurationError):
+    if isinstance(exc, (ConfigurationError, UpstreamError)):
+        # UpstreamError: the gateway's cluster cannot be reached or used (its address, its
+        # credentials, its versions), as serve's port that cannot be bound and validate's
+        # Spark master that does not start: what the environment cannot give, not bad data
         return str(exc), EXIT_USAGE
     if isinstance(exc, LazyconvError):
         return str(exc), EXIT_DATA

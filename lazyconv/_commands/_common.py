@@ -2,7 +2,8 @@
 
 The rule of the command line: a user mistake ends the command with one line on stderr,
 ``lazyconv CMD: error: ...``, and exit status :data:`EXIT_USAGE` (2) for what the user typed or
-the environment cannot satisfy (a missing file, a busy port, a bad value, a missing extra), or
+the environment cannot satisfy (a missing file, a busy port, a bad value, a missing extra, a
+cluster or Spark master that cannot be reached), or
 :data:`EXIT_DATA` (1) for input whose *content* is wrong (corrupt records, a failed
 validation). :mod:`lazyconv._cli` turns the exceptions below into that line.
 """
