@@ -10,6 +10,7 @@ from pathlib import Path
 
 from lazyconv._commands._common import (
     finish_progress,
+    int_range,
     progress_bar,
     sigterm_as_interrupt,
     size_type,
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="approximate total log bytes, e.g. 8M, 512M, 1G (binary units); every "
                           "partition gets at least its profile's few batches, so a very small "
                           "size comes out larger (the summary says by how much)")
-    gen.add_argument("--partitions", type=int, default=1,
+    gen.add_argument("--partitions", type=int_range(1), default=1,
                      help="partitions per topic (default 1; the 'large' topic has one)")
     gen.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     gen.add_argument("--profile", default="mixed", choices=sorted(PROFILE_SETS),

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from lazyconv._commands._common import (
-    UsageError,
+    OptionError,
     finish_progress,
+    int_range,
     output_file,
     progress_bar,
     require_extra,
@@ -46,7 +48,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     p.add_argument(
-        "--rate", type=float, action="append", metavar="R",
+        "--rate", type=_finite(above=0.0), action="append", metavar="R",
         help="offered load in records/s (repeatable; default: 2048 and 4096, the KIP's series)",
     )
     p.add_argument(
@@ -60,14 +62,14 @@ def register(subparsers: Any) -> None:
              "4.0.1's producer), 'immediate' = KIP-794 as written and measured (use it to compare "
              "with the KIP's numbers)",
     )
-    p.add_argument("--records", type=int, default=122880, help="records per run (default 122880)")
+    p.add_argument("--records", type=int_range(1), default=122880, help="records per run (default 122880)")
     p.add_argument("--seed", type=int, default=1, help="seed of the partition-choice RNG (default 1)")
     p.add_argument(
-        "--sender-delay-ms", type=float, default=0.5,
+        "--sender-delay-ms", type=_finite(at_least=0.0), default=0.5,
         help="sender reaction delay after a wake-up, ms (default 0.5)",
     )
     p.add_argument(
-        "--base-latency-ms", type=float, default=4.0,
+        "--base-latency-ms", type=_finite(at_least=0.0), default=4.0,
         help="broker service time per produce request, ms (default 4; the slow broker adds 20)",
     )
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
@@ -82,6 +84,24 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
+def _finite(*, above: float | None = None, at_least: float | None = None) -> Any:
+    """An argparse ``type`` for a finite number above ``above`` or from ``at_least`` on."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or (above is not None and value <= above) or (
+                at_least is not None and value < at_least):
+            bound = f"above {above:g}" if above is not None else f"{at_least:g} or more"
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, got {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
 def _check_plot_format(path: str) -> None:
     """Refuse a --plot suffix matplotlib cannot write (it would say so after every run)."""
     from matplotlib.backend_bases import FigureCanvasBase
@@ -89,8 +109,8 @@ def _check_plot_format(path: str) -> None:
     formats = FigureCanvasBase.get_supported_filetypes()
     suffix = Path(path).suffix[1:].lower()  # none: matplotlib writes a PNG
     if suffix and suffix not in formats:
-        raise UsageError(f"--plot {path}: matplotlib cannot write .{suffix} files (use .png or "
-                         f"one of {', '.join(sorted(formats))})")
+        raise OptionError("--plot", f"{path}: matplotlib cannot write .{suffix} files (use .png "
+                                    f"or one of {', '.join(sorted(formats))})")
 
 
 def _plot(results: list[Any], path: Path) -> None:

@@ -91,9 +91,10 @@ def _csv(text: str, parse: Callable[[str], int], what: str) -> tuple[int, ...]:
         try:
             values.append(parse(part.strip()))
         except (ValueError, argparse.ArgumentTypeError, ConfigurationError):
-            raise ConfigurationError(f"{what}: {part.strip()!r} is not valid in {text!r}") from None
+            raise ConfigurationError(f"argument {what}: {part.strip()!r} is not valid in {text!r}"
+                                     ) from None
     if not values:
-        raise ConfigurationError(f"{what}: {text!r} names no value")
+        raise ConfigurationError(f"argument {what}: {text!r} names no value")
     return tuple(values)
 
 
@@ -106,25 +107,27 @@ def parse_options(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int,
     chunk_sizes = _csv(args.chunk_sizes, parse_size, "--chunk-sizes")
     for size in chunk_sizes:
         if not 16 * 1024 <= size <= 1024 * 1024:
-            raise ConfigurationError(f"--chunk-sizes: {size} bytes is outside 16K..1M")
+            raise ConfigurationError(f"argument --chunk-sizes: {size} bytes is outside 16K..1M")
     if args.to_magic.strip().lower() == "none":
         to_magics: tuple[int, ...] = ()
     else:
         to_magics = _csv(args.to_magic, int, "--to-magic")
         for magic in to_magics:
             if magic not in (0, 1, 2):
-                raise ConfigurationError(f"--to-magic: {magic} is not 0, 1 or 2")
+                raise ConfigurationError(f"argument --to-magic: {magic} is not 0, 1 or 2")
     try:
         fetch_max_bytes = parse_size(args.fetch_max_bytes)
     except argparse.ArgumentTypeError:
-        raise ConfigurationError(f"--fetch-max-bytes: {args.fetch_max_bytes!r} is not a size"
-                                 ) from None
+        raise ConfigurationError(f"argument --fetch-max-bytes: {args.fetch_max_bytes!r} is not a "
+                                 "size") from None
     if fetch_max_bytes < 1:
-        raise ConfigurationError("--fetch-max-bytes must be at least 1 byte")
+        raise ConfigurationError("argument --fetch-max-bytes: must be at least 1 byte")
     return chunk_sizes, to_magics, fetch_max_bytes
 
 
 def _fail(message: str) -> int:
+    if message.startswith("argument -"):  # an option's value, as lazyconv._cli words it
+        message += " (see 'lazyconv validate --help')"
     print(f"lazyconv validate: error: {message}", file=sys.stderr)
     return EXIT_FAILURE
 

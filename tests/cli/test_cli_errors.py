@@ -181,6 +181,15 @@ _OPTION_MISTAKES = [
     ("gateway", ["--queued-max-request-bytes", "1K"], "--queued-max-request-bytes"),
     ("gateway", ["--client-id-prefix", "p" * 40000], "--client-id-prefix"),
     ("gateway", ["--upstream", "127.0.0.1:9092,nohostport"], "--upstream"),
+    ("fixtures generate", ["--partitions", "0"], "--partitions"),
+    ("simulate partitioner", ["--rate", "0"], "--rate"),
+    ("simulate partitioner", ["--rate", "nan"], "--rate"),
+    ("simulate partitioner", ["--records", "0"], "--records"),
+    ("simulate partitioner", ["--sender-delay-ms", "-1"], "--sender-delay-ms"),
+    ("simulate partitioner", ["--base-latency-ms", "inf"], "--base-latency-ms"),
+    ("validate", ["--chunk-sizes", "1K"], "--chunk-sizes"),
+    ("validate", ["--to-magic", "5"], "--to-magic"),
+    ("validate", ["--fetch-max-bytes", "lots"], "--fetch-max-bytes"),
 ]
 
 
@@ -191,7 +200,10 @@ def test_a_bad_option_value_is_named_as_argparse_names_it(
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = {"serve": ["serve", str(files["dir"]), "--port", "0"],
-              "gateway": ["gateway", "--upstream", "127.0.0.1:9092", "--port", "0"]}[command]
+              "gateway": ["gateway", "--upstream", "127.0.0.1:9092", "--port", "0"],
+              "fixtures generate": ["fixtures", "generate", str(files["dir"]), "--size", "1M"],
+              "simulate partitioner": ["simulate", "partitioner", "--no-plot"],
+              "validate": ["validate", str(files["dir"])]}[command]
     status, _, err = run([*before, *args], capsys)
     assert status == USAGE, err
     assert_one_error_line(err, command, f"lazyconv {command}: error: argument {option}: ")
