@@ -158,13 +158,13 @@ class ApiRelay:
             self.coordinators.forget(relayed.session, key_type, key)
             return relayed.refuse(_COORDINATOR_NOT_AVAILABLE)
         try:
-            codes = _codes(relayed.decode(frame))
+            decoded = relayed.decode(frame)
         except LazyconvError as exc:
             log.warning("%s for %r: an answer that does not decode: %s", relayed.spec.name, key, exc)
             return relayed.refuse(_COORDINATOR_NOT_AVAILABLE)
-        if codes & COORDINATOR_ERRORS:
+        if _codes(decoded) & COORDINATOR_ERRORS:
             self.coordinators.forget(relayed.session, key_type, key)
-        return relayed.answer(frame)
+        return relayed.answer(frame, decoded)
 
     async def _split_by_coordinator(self, relayed: Relayed, key_type: int, path: FieldPath,
                                     listing: tuple[str, str]) -> Response:
@@ -227,16 +227,16 @@ class ApiRelay:
         """Every key's coordinator is one broker: the request goes there as it came."""
         try:
             frame = await relayed.send(await relayed.session.connection(node))
-            codes = _codes(relayed.decode(frame))
+            decoded = relayed.decode(frame)
         except (UpstreamError, LazyconvError) as exc:
             self.cluster.state.warn(f"{relayed.spec.name} at a coordinator", exc)
             for key in keys:
                 self.coordinators.forget(relayed.session, key_type, key)
             return relayed.refuse(_COORDINATOR_NOT_AVAILABLE)
-        if codes & COORDINATOR_ERRORS:
+        if _codes(decoded) & COORDINATOR_ERRORS:
             for key in keys:
                 self.coordinators.forget(relayed.session, key_type, key)
-        return relayed.answer(frame)
+        return relayed.answer(frame, decoded)
 
     # -- partition leaders -----------------------------------------------------------------------
 

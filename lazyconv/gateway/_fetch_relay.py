@@ -221,7 +221,8 @@ class FetchRelay:
         fetch_body = {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0,
                       "responses": topics}
         response = FetchResponse(version, fetch_body)
-        answer = Response(response.to_send(correlation_id), off_loop=converted)
+        answer = Response(response.to_send(correlation_id), off_loop=converted,
+                          throttle_ms=throttle)
         session_, metrics = session_metrics()
         if metrics is not None and session_ is not None:  # counted once written
             answer.written = fetch_written(session_, metrics,

@@ -20,6 +20,9 @@ are the gateway's own (:mod:`~lazyconv.gateway._fetch_relay`,
 converted (:mod:`~lazyconv.gateway._list_offsets_relay`, :mod:`~lazyconv.gateway._group_relay`);
 anything the table does not advertise is answered with UNSUPPORTED_VERSION. ApiVersions is the
 front door's (:mod:`lazyconv.net._requests`).
+
+A throttled answer to a client of a version older than KIP-219 is held for its throttle time,
+as the broker did (:mod:`~lazyconv.gateway._throttle`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from lazyconv.gateway._list_offsets_relay import ListOffsetsRelay
 from lazyconv.gateway._metadata_relay import MetadataRelay
 from lazyconv.gateway._produce_relay import ProduceRelay
 from lazyconv.gateway._settings import DEFAULT_GATEWAY_CHUNK_SIZE, MAX_CLIENT_ID_BYTES
+from lazyconv.gateway._throttle import ThrottleHold, holds_throttled_answers, throttle_of
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
 from lazyconv.net._model import Deferred, Listener, Response, reply
 from lazyconv.net._session import Session
@@ -177,9 +181,23 @@ class GatewayHandler:
                       request.spec.name, version, session)
             return reply(request, error_response(request.spec, version, request.decode(),
                                                  _UNSUPPORTED_VERSION))
+        # a client that does not back off itself (KIP-219): nothing of it is acted on while a
+        # throttled answer of its is held, as a broker muted its connection
+        hold: ThrottleHold | None = upstream.extras.get(ThrottleHold)
+        if hold is not None:
+            await hold.wait()
         if relays(key, version, self._cluster_versions):
-            return await self.relay.relay(request, upstream, session.listener)
-        return await self._handlers[key](request, session)
+            response: Response | Deferred | None = await self.relay.relay(request, upstream,
+                                                                          session.listener)
+        else:
+            response = await self._handlers[key](request, session)
+        if response is None or not holds_throttled_answers(key, version):
+            return response
+        if hold is None:
+            hold = upstream.extras[ThrottleHold] = ThrottleHold()
+        if isinstance(response, Deferred):
+            return Deferred(hold.hold_when_answered(response.answer))
+        return await hold.hold(response)
 
     @staticmethod
     def _upstream(session: Session) -> UpstreamSession:
@@ -197,24 +215,32 @@ class GatewayHandler:
         if answer is None:
             return None
         header = request.without_body()  # the frame is not kept while the answer is awaited
-        deferred = Deferred.when_done(answer, functools.partial(reply, header))
+        deferred = Deferred.when_done(answer, functools.partial(_reply, header))
         if session.may_defer:  # the connection loop goes on with the next Produce meanwhile
             return deferred
         return await deferred.answer
 
     async def _metadata(self, request: Request, session: Session) -> Response:
-        return reply(request, await self.metadata.metadata(
+        return _reply(request, await self.metadata.metadata(
             self._upstream(session), request.api_version, request.decode(), session.listener))
 
     async def _list_offsets(self, request: Request, session: Session) -> Response:
-        return reply(request, await self.offsets.list_offsets(
+        return _reply(request, await self.offsets.list_offsets(
             self._upstream(session), request.api_version, request.decode()))
 
     async def _find_coordinator(self, request: Request, session: Session) -> Response:
-        return reply(request, await self.groups.find_coordinator(
+        return _reply(request, await self.groups.find_coordinator(
             self._upstream(session), request.api_version, request.decode(), session.listener))
 
     async def _group_request(self, spec: ApiSpec, request: Request, session: Session) -> Response:
         answer: dict[str, Any] = await self.groups.relay(self._upstream(session), spec,
                                                           request.api_version, request.decode())
-        return reply(request, answer)
+        return _reply(request, answer)
+
+
+def _reply(request: Request, body: dict[str, Any]) -> Response:
+    """``reply``, knowing the throttle time ``body`` carries (also where the client's version
+    has no field for it: a converted answer, held all the same)."""
+    response = reply(request, body)
+    response.throttle_ms = throttle_of(body)
+    return response

@@ -61,6 +61,8 @@ class ListOffsetsRelay:
         def fail(item: _Asked, code: int) -> None:
             item.answer = {"error_code": code}
 
+        throttles: list[int] = []  # the leaders' quota throttle times
+
         async def ask(conn: UpstreamConnection, items: list[_Asked]) -> None:
             # each partition once: v1+ refuses one named twice with INVALID_REQUEST, which v0
             # (that answered each) predates; the first asking answers both
@@ -73,6 +75,7 @@ class ListOffsetsRelay:
                 for a in once.values())]
             answer = await conn.request(list_offsets.SPEC, conn.version(list_offsets.SPEC), {
                 "replica_id": -1, "isolation_level": isolation, "topics": topics})
+            throttles.append(answer.get("throttle_time_ms", 0))
             got = {(t["name"], p["partition_index"]): p
                    for t in answer["topics"] for p in t["partitions"]}
             for item in items:
@@ -82,7 +85,9 @@ class ListOffsetsRelay:
         by_leader = route_to_leaders(session.cluster, to_ask,
                                      lambda a: (a.topic, a.partition["partition_index"]), fail)
         await ask_leaders(session, by_leader, ask, fail, "list offsets")
-        return {"throttle_time_ms": 0, "topics": [
+        # the longest of the leaders' throttle times: the field is v2's, but the gateway holds
+        # an older client's answer for it (lazyconv.gateway._throttle)
+        return {"throttle_time_ms": max(throttles, default=0), "topics": [
             {"name": name, "partitions": entries}
             for name, entries in group_by_topic((a.topic, self._entry(session, version, a))
                                                 for a in asked)]}

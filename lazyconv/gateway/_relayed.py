@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lazyconv._send import BytesSend
+from lazyconv.errors import LazyconvError
 from lazyconv.gateway._rewrite import names_brokers, rewrite_brokers
+from lazyconv.gateway._throttle import holds_throttled_answers, throttle_of
 from lazyconv.gateway._upstream import ClusterView, UpstreamConnection, UpstreamSession
 from lazyconv.net._model import Listener, Response, reply
 from lazyconv.protocol._api import ApiSpec
@@ -86,17 +88,28 @@ class Relayed:
 
     def answer(self, frame: bytes | bytearray, decoded: dict[str, Any] | None = None) -> Response:
         """The client's answer from an upstream answer: its bytes as they came, or decoded and
-        re-encoded with the brokers it names replaced by the gateway."""
+        re-encoded with the brokers it names replaced by the gateway. Its throttle time is read
+        where the gateway holds it (:mod:`~lazyconv.gateway._throttle`): a version older than
+        KIP-219."""
         if names_brokers(self.route):
             body = decoded if decoded is not None else self.decode(frame)
             return self.reply(body)
-        return Response(BytesSend(relabel_response(frame, self.request.correlation_id)))
+        response = Response(BytesSend(relabel_response(frame, self.request.correlation_id)))
+        if holds_throttled_answers(self.request.api_key, self.version):
+            try:
+                response.throttle_ms = throttle_of(decoded if decoded is not None
+                                                   else self.decode(frame))
+            except LazyconvError:
+                pass  # passed on as it came; the client's next request finds its broker muted
+        return response
 
     def reply(self, body: dict[str, Any]) -> Response:
         """The client's answer from a body of the gateway's (merged answers, refusals)."""
         if names_brokers(self.route):
             body = rewrite_brokers(self.route, body, self.listener)
-        return reply(self.request, body)
+        response = reply(self.request, body)
+        response.throttle_ms = throttle_of(body)
+        return response
 
     def refuse(self, code: int, request: dict[str, Any] | None = None,
                message: str | None = None) -> Response:

@@ -58,6 +58,8 @@ class Response:
     (:mod:`lazyconv.net._sender_pool`), which writes it when the server has sender processes;
     ``remote_done`` is then called with the sender's report. ``written`` is called once the
     server wrote the whole response itself (what a handler counts of it: records converted).
+    ``throttle_ms``: the quota throttle time the answer carries, where its handler must know it
+    (the gateway holds it for a client that does not back off itself; 0: none, or not read).
     """
 
     send: Send
@@ -66,6 +68,7 @@ class Response:
     remote: RemoteJob | None = None
     remote_done: Callable[[SendReport], None] | None = None
     written: Callable[[], None] | None = None
+    throttle_ms: int = 0
 
     def close(self) -> None:
         for resource in self.resources:

@@ -8,6 +8,7 @@ import asyncio
 import io
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -295,3 +296,165 @@ def test_list_offsets_v0_refuses_the_timestamps_its_version_lacks(
             assert offsets(timestamp) == (ErrorCode.UNSUPPORTED_VERSION, []), timestamp
         latest, earliest = offsets(-1), offsets(-2)
     assert latest[0] == 0 and latest[1][0] > 0 and earliest == (0, [0])
+
+
+# -- KIP-219: a client older than it does not back off; the gateway holds its answer ---------
+
+
+@pytest.fixture
+def throttle_ms(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every Fetch and Produce answer of the upstream (``lazyconv serve``) says the throttle
+    time in the returned one-item list (set it to change it), as a cluster over its quotas."""
+    said = [600]
+    decode = ClientConnection.decode_response
+
+    def with_throttle(pending: Pending, frame: bytes | bytearray, **kwargs: Any) -> dict[str, Any]:
+        answer = decode(pending, frame, **kwargs)
+        if pending.spec is not None and pending.spec.key in _THROTTLED:
+            answer["throttle_time_ms"] = said[0]
+        return answer
+
+    monkeypatch.setattr(ClientConnection, "decode_response", staticmethod(with_throttle))
+    return said
+
+
+@pytest.mark.parametrize(("version", "held"), [(2, True), (7, True), (8, False), (12, False)])
+def test_a_throttled_fetch_answer_is_held_for_a_client_older_than_kip219(
+        serve_upstream: ServerThread, gateway_factory, throttle_ms: list[int], version: int,
+        held: bool) -> None:
+    """Below Fetch v8 a client does not back off itself (a broker held its answer): the
+    gateway holds it for the throttle time, and meanwhile answers another client at once; from
+    v8 the client gets it at once and waits itself. It was passed on at once to every client,
+    so an old consumer fetched again and again over its quota (found by a review)."""
+    gateway: GatewayThread = gateway_factory(serve_upstream.bootstrap, fetch_splice=False)
+    with WireClient(gateway.port) as client, WireClient(gateway.port) as other:
+        started = time.monotonic()
+        client.send(fetch.SPEC, version, _fetch_body(0, 8192))
+        answer = other.call(fetch.SPEC, 12, _fetch_body(0, 8192))  # a client that backs off
+        assert answer["throttle_time_ms"] == 600
+        assert time.monotonic() - started < 0.6  # the other connection is not held
+        _, answer = client.receive(fetch.SPEC, version)
+        took = time.monotonic() - started
+        assert answer["throttle_time_ms"] == 600 and answer["responses"][0]["partitions"][0]["records"]
+        assert (took >= 0.6) is held, took
+
+
+def test_a_held_answer_is_held_at_most_the_cap(
+        serve_upstream: ServerThread, gateway_factory, throttle_ms: list[int],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A throttle time of ten minutes holds the answer for MAX_THROTTLE_HOLD_MS, not longer:
+    an old client would take an answer that late for lost."""
+    from lazyconv.gateway import _throttle
+    monkeypatch.setattr(_throttle, "MAX_THROTTLE_HOLD_MS", 400)
+    throttle_ms[0] = 600_000
+    gateway: GatewayThread = gateway_factory(serve_upstream.bootstrap)
+    with WireClient(gateway.port) as client:
+        started = time.monotonic()
+        answer = client.call(fetch.SPEC, 2, _fetch_body(0, 8192))
+        assert answer["throttle_time_ms"] == 600_000
+        assert 0.4 <= time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(("version", "held"), [(2, True), (5, True), (6, False)])
+def test_a_throttled_produce_answer_is_held_for_a_client_older_than_kip219(
+        served_fixtures, gateway_factory, throttle_ms: list[int], version: int,
+        held: bool) -> None:
+    """Produce below v6 (v2: up-converted; v5: relayed at its version), answered by a Deferred
+    while the connection may go on reading: held for the throttle time all the same."""
+    (served_fixtures / "sink-0").mkdir()
+    upstream = ServerThread(served_fixtures)
+    try:
+        gateway: GatewayThread = gateway_factory(upstream.bootstrap)
+        builder = RecordsBuilder(1 if version < 3 else 2, Compression.NONE, base_offset=0)
+        builder.append(timestamp=1_700_000_000_000, key=b"k", value=b"v")
+        with WireClient(gateway.port) as client:
+            started = time.monotonic()
+            sent = client.call(produce.SPEC, version, {
+                "transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
+                    {"name": "sink", "partition_data": [{"index": 0, "records": builder.build()}]}]})
+            took = time.monotonic() - started
+            assert sent["responses"][0]["partition_responses"][0]["error_code"] == 0
+            assert sent["throttle_time_ms"] == 600
+            assert (took >= 0.6) is held, took
+    finally:
+        upstream.stop()
+
+
+def test_the_throttle_of_a_relayed_answer_is_read_where_it_is_held() -> None:
+    """An answer relayed as it came (CreateTopics, any broker) carries its throttle time to the
+    handler below v3, the first version whose client backs off; from v3 it is not read (the
+    bytes pass as they came, the throttle time in them)."""
+    from lazyconv.gateway._throttle import holds_throttled_answers
+
+    spec = KAFKA_API_BY_KEY[19]
+    broker = _Broker(lambda body: {"throttle_time_ms": 250, "topics": [
+        {"name": t["name"], "error_code": 0, "error_message": None} for t in body["topics"]]})
+    cluster = SimpleNamespace(brokers={1: "a"}, request_timeout=30, invalidate=lambda *a: None,
+                              state=SimpleNamespace(warn=lambda *a: None))
+    for version, throttle in ((2, 250), (3, 0), (4, 0)):
+        body = {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1,
+                            "assignments": [], "configs": []}], "timeout_ms": 1000,
+                "validate_only": False}
+        request = Request(spec, version, {"correlation_id": 7, "client_id": "c"},
+                          memoryview(spec.encode_request(version, body)), 0)
+        relay = ApiRelay(cluster, Coordinators(cluster))  # type: ignore[arg-type]
+        response = asyncio.run(relay.relay(request, _Session({1: broker}, cluster),  # type: ignore[arg-type]
+                                           Listener(0, "gateway", 9092)))
+        assert holds_throttled_answers(19, version) is (version < 3)
+        assert response.throttle_ms == throttle, version
+        out = io.BytesIO()
+        drain(response.send, out)
+        reader = Reader(out.getvalue()[4:])
+        decode_response_header(reader, spec.response_header_version(version))
+        assert spec.decode_response(version, reader)["throttle_time_ms"] == 250
+
+
+def test_every_kip219_version_names_an_api() -> None:
+    """The table of the first client-throttled versions (Kafka's shouldClientThrottle) names
+    APIs lazyconv declares, and holds what it should: Fetch v7 but not v8, Produce v5 but not
+    v6, no version of an API whose client never backs off (DescribeCluster)."""
+    from lazyconv.gateway._throttle import _BY_KEY, _CLIENT_BACKS_OFF_FROM, holds_throttled_answers
+
+    assert len(_BY_KEY) == len(_CLIENT_BACKS_OFF_FROM)
+    assert holds_throttled_answers(1, 7) and not holds_throttled_answers(1, 8)
+    assert holds_throttled_answers(0, 5) and not holds_throttled_answers(0, 6)
+    assert not holds_throttled_answers(60, 0)
+
+
+def test_a_held_deferred_answer_let_go_closes_its_response() -> None:
+    """A Produce's answer held on its timer when the connection ends: the response is closed
+    and the timer cancelled; one let go before it came cancels what it waits for."""
+    from lazyconv._send import BytesSend
+    from lazyconv.gateway._throttle import ThrottleHold
+    from lazyconv.net._model import Response
+
+    class Resource:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        hold = ThrottleHold()
+        answer: asyncio.Future[Response | None] = loop.create_future()
+        held = hold.hold_when_answered(answer)
+        resource = Resource()
+        answer.set_result(Response(BytesSend(b""), resources=[resource], throttle_ms=60_000))
+        await asyncio.sleep(0)
+        assert not held.done() and hold.until > loop.time() + 9
+        held.cancel()
+        await asyncio.sleep(0)
+        assert resource.closed
+        waiting: asyncio.Future[Response | None] = loop.create_future()
+        hold.hold_when_answered(waiting).cancel()
+        await asyncio.sleep(0)
+        assert waiting.cancelled()
+        quick = ThrottleHold()
+        answer = loop.create_future()
+        held = quick.hold_when_answered(answer)
+        answer.set_result(Response(BytesSend(b""), throttle_ms=50))
+        started = loop.time()
+        assert (await held) is answer.result() and loop.time() - started >= 0.04
+
+    asyncio.run(run())
