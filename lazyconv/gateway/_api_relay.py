@@ -160,7 +160,10 @@ class ApiRelay:
         try:
             decoded = relayed.decode(frame)
         except LazyconvError as exc:
-            log.warning("%s for %r: an answer that does not decode: %s", relayed.spec.name, key, exc)
+            # the upstream's fault, met again by every request of every client: said once, then
+            # at most once a minute with the repeats counted
+            self.cluster.state.warn(f"{relayed.spec.name} at a coordinator",
+                                    f"an answer for {key!r} that does not decode: {exc}")
             return relayed.refuse(_COORDINATOR_NOT_AVAILABLE)
         if _codes(decoded) & COORDINATOR_ERRORS:
             self.coordinators.forget(relayed.session, key_type, key)

@@ -228,6 +228,35 @@ def test_an_answer_that_does_not_decode_is_a_retriable_error_not_a_closed_connec
         (0, 0, "gateway")
 
 
+def test_a_coordinator_answer_that_does_not_decode_is_warned_of_once_a_minute(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A group coordinator's answer that does not decode (Heartbeat, relayed to the group's
+    coordinator) was warned of for every request, a line per client heartbeat while the
+    upstream misbehaves (found by a review); as the other upstream faults, it is warned of
+    once, then at most once a minute with the repeats counted (the rest at the debug level),
+    and each request is answered COORDINATOR_NOT_AVAILABLE."""
+    spec, version = KAFKA_API_BY_KEY[12], 4
+    cut = _Broker(lambda body: {"throttle_time_ms": 0, "error_code": 0})
+    whole = cut.relay
+
+    async def cut_short(spec_: Any, version_: int, payload: Any, timeout: float | None = None) -> bytes:
+        return (await whole(spec_, version_, payload, timeout))[:5]
+
+    cut.relay = cut_short  # type: ignore[method-assign]
+    cluster = SimpleNamespace(brokers={1: "a"}, request_timeout=30,
+                              state=ClusterState(max_age=60))
+    coordinators = Coordinators(cluster)  # type: ignore[arg-type]
+    coordinators._nodes[(ANONYMOUS_IDENTITY.key, 0, "g")] = 1
+    body = {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None}
+    with caplog.at_level(logging.DEBUG, logger="lazyconv.gateway"):
+        for _ in range(3):
+            answer = _relayed_answer(spec, version, body, {1: cut}, cluster, coordinators)
+            assert answer["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1, warned
+    assert "Heartbeat at a coordinator failed: an answer for 'g' that does not decode" in warned[0]
+
+
 def _element(struct: Any, name: str) -> Any:
     """The struct of the elements of ``struct``'s array field ``name``."""
     return next(f.type.element for f in struct.fields if f.name == name)
