@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -51,7 +52,18 @@ class AdminServer:
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        """Listen on ``host`` and ``port``; raises :class:`OSError` naming the metrics listener
+        and its address (its errno kept) when it cannot."""
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        except OSError as exc:
+            # asyncio's own message names no listener, and an address that does not resolve
+            # not even the address: one line that says which listener, where and why
+            # (a name that does not resolve is a gaierror, its errno negative and its own)
+            reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else \
+                exc.strerror or str(exc)
+            raise OSError(exc.errno, f"the metrics listener cannot listen on {self.host!r} "
+                                     f"port {self.port}: {reason}") from exc
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("metrics and health on http://%s:%d/ (/metrics, /health/live, /health/ready, "
                  "/clients)", self.host, self.port)

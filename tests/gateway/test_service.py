@@ -428,3 +428,23 @@ def test_a_malformed_accept_header_gets_the_text_format(serve_upstream: ServerTh
         assert answer.headers["Content-Type"].startswith("text/plain")
         assert b"lazyconv_gateway_upstream_up" in answer.read()
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_a_metrics_listener_that_cannot_listen_is_named_with_its_address(
+        serve_upstream: ServerThread, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --metrics-host that does not resolve said only "Name or service not known", naming
+    neither the metrics listener nor its address, where a bad --host names its address (found
+    by a review): one line names both, and a busy metrics port is still "port busy", exit 2."""
+    start = ["gateway", "--upstream", serve_upstream.bootstrap, "--port", "0"]
+    assert main([*start, "--metrics-host", "bad host", "--metrics-port", "0"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert len(errors) == 1, errors
+    assert "the metrics listener cannot listen on 'bad host' port 0: " in errors[0], errors
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main([*start, "--metrics-port", str(port)]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and "error: port busy: the metrics listener cannot listen on " \
+        f"'127.0.0.1' port {port}: " in errors[0], errors
