@@ -26,6 +26,7 @@ from lazyconv.protocol import (
     request_header_version,
     response_header_version,
 )
+from lazyconv.protocol._decision import DEFAULT_BROKER_FETCH_MAX_BYTES
 from lazyconv.records import Compression, FileRecords, MemoryRecords, RecordsBuilder
 
 
@@ -50,6 +51,17 @@ def test_conversion_target_depends_on_version_and_topic_format() -> None:
     assert [conversion_target_magic(v, 2) for v in range(6)] == [0, 0, 1, 1, None, None]
     assert [conversion_target_magic(v, 1) for v in range(4)] == [0, 0, None, None]
     assert [conversion_target_magic(v, 0) for v in range(4)] == [None] * 4
+    # a topic's format defaults to magic 2 (every topic of a Kafka 3+ broker)
+    assert [conversion_target_magic(v) for v in range(6)] == [0, 0, 1, 1, None, None]
+
+
+def test_conversion_target_refuses_a_version_or_format_kafka_does_not_define() -> None:
+    with pytest.raises(LocalProtocolError, match="Fetch version 18 is not supported"):
+        conversion_target_magic(18)
+    with pytest.raises(LocalProtocolError, match="Fetch version -1 is not supported"):
+        conversion_target_magic(-1, 2)
+    with pytest.raises(ConfigurationError, match="topic message format magic must be 0, 1 or 2, got 3"):
+        conversion_target_magic(4, 3)
 
 
 @pytest.mark.parametrize("version", range(0, 10))
@@ -134,6 +146,57 @@ def test_error_partitions_have_zero_length_records_on_the_wire(version: int) -> 
         assert body.endswith(bytes.fromhex(tail))
 
 
+def test_error_partitions_carry_kafkas_invalid_offsets() -> None:
+    # FetchResponse.partitionResponse(partition, error): INVALID_HIGH_WATERMARK,
+    # INVALID_LAST_STABLE_OFFSET, INVALID_LOG_START_OFFSET and INVALID_PREFERRED_REPLICA_ID are
+    # all -1, aborted transactions null; the records empty (null only when asked for)
+    invalid = {"partition_index": 7, "error_code": 3, "high_watermark": -1, "last_stable_offset": -1,
+               "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1}
+    assert error_partition(7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) == {**invalid, "records": b""}
+    assert error_partition(7, 3, null_records=True) == {**invalid, "records": None}
+
+
+def test_a_partition_sent_as_read_is_the_entry_given() -> None:
+    records = MemoryRecords(LOG)
+    # the fields left out: unknown offsets (-1), no preferred read replica, no aborted transaction
+    assert broker_partition_response(4, 2, records, fetch_offset=0) == {
+        "partition_index": 2, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
+        "log_start_offset": -1, "aborted_transactions": [], "preferred_read_replica": -1,
+        "records": records}
+    aborted = [{"producer_id": 5, "first_offset": 1}]
+    p = broker_partition_response(4, 2, records, fetch_offset=0, high_watermark=10, last_stable_offset=8,
+                                  log_start_offset=1, aborted_transactions=iter(aborted), preferred_read_replica=3)
+    assert (p["high_watermark"], p["last_stable_offset"], p["log_start_offset"], p["preferred_read_replica"]) \
+        == (10, 8, 1, 3)
+    assert p["aborted_transactions"] == aborted
+    # read_uncommitted: null aborted transactions (a nullable array from v4)
+    assert broker_partition_response(4, 2, records, fetch_offset=0, aborted_transactions=None)[
+        "aborted_transactions"] is None
+
+
+def test_bytes_read_are_converted_on_the_conversion_path() -> None:
+    p = broker_partition_response(1, 0, LOG, fetch_offset=4, high_watermark=10)
+    lazy = p["records"]
+    assert isinstance(lazy, LazyDownConvertedRecords) and lazy.to_magic == 0
+    converted = MemoryRecords(lazy.to_send().to_bytes())
+    assert {b.magic for b in converted.batches()} == {0}
+    assert [r.offset for r in converted.records()] == [4, 5, 6, 7, 8, 9]
+
+
+def test_an_error_read_on_the_conversion_path_is_never_null() -> None:
+    # even when null records were asked for: Kafka converts the error read's empty records
+    p = broker_partition_response(1, 0, None, fetch_offset=0, error_code=1, null_records=True)
+    assert p["records"] == b"" and p["error_code"] == 1
+    # not hosted: no conversion, sent as read (null)
+    q = broker_partition_response(1, 0, None, fetch_offset=0, error_code=3, null_records=True, hosted=False)
+    assert q["records"] is None
+
+
+def test_a_version_kafka_does_not_define_is_refused_even_when_not_hosted() -> None:
+    with pytest.raises(LocalProtocolError, match="Fetch version 18 is not supported"):
+        broker_partition_response(18, 0, None, fetch_offset=0, error_code=3, hosted=False)
+
+
 def test_storage_error_is_rewritten_for_v5_and_older() -> None:
     assert broker_partition_response(5, 0, None, fetch_offset=0, error_code=56)["error_code"] == 6
     assert broker_partition_response(6, 0, None, fetch_offset=0, error_code=56)["error_code"] == 56
@@ -160,6 +223,8 @@ def _decoded_request(version: int, **fields) -> dict:
 def test_follower_is_found_by_the_body_replica_id_before_v15(version: int) -> None:
     assert fetch_replica_id(version, _decoded_request(version, replica_id=2)) == 2
     assert is_follower_fetch(version, _decoded_request(version, replica_id=2))
+    assert is_follower_fetch(version, _decoded_request(version, replica_id=0))  # broker id 0: a broker
+    assert fetch_replica_id(version, {}) == -1  # no replica id: a consumer
     assert not is_follower_fetch(version, _decoded_request(version, replica_id=-1))
     assert not is_follower_fetch(version, _decoded_request(version, replica_id=-2))  # debug consumer
 
@@ -171,6 +236,8 @@ def test_follower_is_found_in_replica_state_from_v15(version: int) -> None:
     assert fetch_replica_id(version, follower) == 3
     assert is_follower_fetch(version, follower)
     assert not is_follower_fetch(version, _decoded_request(version))  # no tag: a consumer
+    assert is_follower_fetch(version, _decoded_request(version, replica_state={"replica_id": 0, "replica_epoch": 1}))
+    assert fetch_replica_id(version, {}) == -1
 
 
 # -- KIP-74 ---------------------------------------------------------------------------------
@@ -222,6 +289,42 @@ def test_take_applies_the_same_limits_without_a_batch_scan() -> None:
     assert budget.take(70, 30, partition_max_bytes=100) == 30  # bounded by what is readable
     assert budget.remaining == 1000 - 130
     assert FetchBudget(1).take(70, 500, partition_max_bytes=20) == 20  # v0-2: hard limit
+
+
+def test_an_empty_partition_leaves_the_whole_batch_to_the_next() -> None:
+    # ReplicaManager.readFromLocalLog clears minOneMessage only once a read returned bytes
+    budget = FetchBudget(4, max_bytes=10)
+    assert budget.take(0, 0, partition_max_bytes=5) == 0  # nothing readable
+    assert budget.take(70, 500, partition_max_bytes=5) == 70  # the first partition with data
+    assert budget.take(70, 500, partition_max_bytes=5) == 0
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_v0_to_v2_take_exactly_the_partition_limit(version: int) -> None:
+    # no minimum of one batch: the log read's maxLength is the partition's limit, even 0 or 1
+    budget = FetchBudget(version)
+    assert budget.take(70, 500, partition_max_bytes=0) == 0
+    assert budget.take(70, 500, partition_max_bytes=1) == 1
+    assert budget.take(70, 500, partition_max_bytes=-5) == 0
+    assert bytes(FetchBudget(version).read(MemoryRecords(LOG), 0, 1).buffer) == LOG[:1]
+
+
+def test_the_budget_is_the_least_of_the_request_broker_and_quota_limits() -> None:
+    # KafkaApis: min(fetchRequest.maxBytes, fetch.max.bytes, the quota window's bytes)
+    assert FetchBudget(4, max_bytes=1000, broker_max_bytes=2000, quota_max_bytes=300).limit == 300
+    assert FetchBudget(4, max_bytes=1000, broker_max_bytes=200, quota_max_bytes=300).limit == 200
+    assert FetchBudget(4, max_bytes=100, quota_max_bytes=300).limit == 100
+    assert FetchBudget(2, max_bytes=100, quota_max_bytes=300).limit == 300  # MaxBytes is v3+
+    assert FetchBudget(4).limit == DEFAULT_BROKER_FETCH_MAX_BYTES
+    # 0 is a limit (serve passes it for a negative MaxBytes): the first batch still goes out
+    zero = FetchBudget(4, max_bytes=0)
+    assert zero.limit == 0 and zero.take(70, 500, partition_max_bytes=1000) == 70
+    with pytest.raises(ConfigurationError, match="fetch byte limits must be >= 0"):
+        FetchBudget(4, max_bytes=-1)
+    with pytest.raises(ConfigurationError, match="fetch byte limits must be >= 0"):
+        FetchBudget(4, quota_max_bytes=-1)
+    with pytest.raises(LocalProtocolError, match="Fetch version 18 is not supported"):
+        FetchBudget(18)
 
 
 def test_read_starts_at_the_batch_holding_the_fetch_offset() -> None:
@@ -277,6 +380,9 @@ WRONG_ARGUMENTS = {
                                         ConfigurationError, "FetchBudget.take: available must be an int"),
     "FetchBudget.read records None": (lambda: FetchBudget(4).read(None, 0, 1),  # type: ignore[arg-type]
                                       ConfigurationError, "FetchBudget.read needs records"),
+    "FetchBudget.read batches without slice": (
+        lambda: FetchBudget(4).read(type("Batches", (), {"batches": lambda self: iter(())})(), 0, 1),  # type: ignore[arg-type]
+        ConfigurationError, "FetchBudget.read needs records"),
     "FetchBudget.read fetch_offset None": (lambda: FetchBudget(4).read(_R, None, 1),  # type: ignore[arg-type]
                                            ConfigurationError, "FetchBudget.read: fetch_offset must be an int"),
     "api_versions_table 'x'": (lambda: api_versions_table("x"),  # type: ignore[arg-type]
