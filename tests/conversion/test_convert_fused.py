@@ -31,6 +31,7 @@ from lazyconv.records import FileRecords, MemoryRecords
 from lazyconv.records._codec import (
     V2_HEADER,
     _field_varint,
+    append_v2_record,
     convert_v2_records_to_legacy,
     encode_varint,
     encode_varlong,
@@ -380,6 +381,62 @@ def test_a_compressed_batch_converted_from_its_decompressed_records_equals_down_
         finally:
             records.close()
     assert compared > 100 and log_append > 0
+
+
+def _compressed_entry(codec: Compression, count: int) -> bytes:
+    from lazyconv.records._builder import encode_v2_batch
+
+    records = bytearray()
+    for i in range(count):
+        append_v2_record(records, i, i, b"k", b"v%d" % i)
+    return encode_v2_batch(
+        base_offset=40, partition_leader_epoch=-1, attributes=int(codec), last_offset_delta=max(count - 1, 0),
+        base_timestamp=1_000, max_timestamp=1_000 + max(count - 1, 0), producer_id=-1, producer_epoch=-1,
+        base_sequence=-1, record_count=count, payload=compress(codec, records, 2))
+
+
+@pytest.mark.parametrize("to_magic", [0, 1])
+def test_a_compressed_entry_without_records_converts_to_nothing_as_down_convert(to_magic: int) -> None:
+    """A compressed v2 batch of no record: nothing written and all-zero statistics, as
+    down_convert_bytes drops it (the validation job's figures must not count it)."""
+    from lazyconv.conversion._down import append_compressed_v2_entry, convert_compressed_v2_entry
+
+    entry = _compressed_entry(Compression.GZIP, 0)
+    expected, stats = down_convert_bytes(MemoryRecords(entry).batches(), to_magic, 0)
+    assert (bytes(expected), stats.records_converted, stats.temporary_memory_bytes) == (b"", 0, 0)
+    got, converted, temporary = convert_compressed_v2_entry(entry, b"", to_magic)
+    assert (bytes(got), converted, temporary) == (b"", 0, 0)
+    out = bytearray(b"~")
+    assert append_compressed_v2_entry(out, entry, b"", to_magic) == (0, 0) and out == b"~"
+    # with records: the bytes and figures of down_convert_bytes
+    entry = _compressed_entry(Compression.GZIP, 3)
+    (batch,) = MemoryRecords(entry).batches()
+    expected, stats = down_convert_bytes([batch], to_magic, 0)
+    got, converted, temporary = convert_compressed_v2_entry(entry, bytes(batch.records_payload()), to_magic)
+    assert (bytes(got), converted, temporary) == (bytes(expected), 3, stats.temporary_memory_bytes)
+
+
+def test_a_compressed_entry_that_cannot_be_converted_is_a_typed_error() -> None:
+    from lazyconv.conversion._down import append_compressed_v2_entry, convert_compressed_v2_entry
+    from lazyconv.errors import ConfigurationError, TruncatedDataError
+
+    entry = _compressed_entry(Compression.GZIP, 2)
+    with pytest.raises(TruncatedDataError, match="shorter than its 61-byte header") as caught:
+        convert_compressed_v2_entry(entry[:60], b"", 1)
+    assert caught.value.position == 0  # where the entry starts, unless the caller says
+    out = bytearray(b"~")
+    with pytest.raises(TruncatedDataError) as caught:
+        append_compressed_v2_entry(out, entry[:60], b"", 1)
+    assert caught.value.position == 0 and out == b"~"
+    with pytest.raises(TruncatedDataError) as caught:
+        append_compressed_v2_entry(out, entry[:60], b"", 1, 500)
+    assert caught.value.position == 500 and out == b"~"
+    with pytest.raises(ConfigurationError, match="target magic must be 0, 1 or 2"):
+        convert_compressed_v2_entry(entry, b"", 3)
+    for wrong, to_magic in ((_compressed_entry(Compression.NONE, 2), 1),
+                            (_compressed_entry(Compression.ZSTD, 2), 0), (entry, 2)):
+        with pytest.raises(ValueError, match="converts gzip, snappy or lz4 v2 batches to magic 0 or 1"):
+            convert_compressed_v2_entry(wrong, b"", to_magic)
 
 
 # -- the kernel's compressed-batch conversion against convert_compressed_v2_entry ----------------
