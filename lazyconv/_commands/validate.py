@@ -61,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "in spark-submit / PYSPARK_SUBMIT_ARGS; default: the executors' "
                              "own python3 (a local master uses this interpreter)")
     parser.add_argument("--topic-config", action="append", metavar="TOPIC:KEY=VALUE",
+                        type=_topic_config,
                         help="a topic's configuration the log must obey (repeatable): "
                              "max.message.bytes=N (no larger entry), message.timestamp.type="
                              "CreateTime|LogAppendTime (every v1/v2 entry's type), "
@@ -249,6 +250,22 @@ def _master_url(text: str) -> str:
     return text
 
 
+def _topic_config(text: str) -> str:
+    """``--topic-config TOPIC:KEY=VALUE``, checked as it is parsed (what the library refuses,
+    said as argparse says a bad value)."""
+    from lazyconv.errors import ConfigurationError
+    from lazyconv.spark._topic_config import parse_topic_configs
+
+    try:
+        parse_topic_configs([text])
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+_topic_config.__name__ = "TOPIC:KEY=VALUE"  # argparse names the type in its messages
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the job and print the summary: exit status 0 clean, 1 violations, 2 bad usage or a
     failed job (one line on stderr), 130/143 when stopped by SIGINT/SIGTERM (one line)."""
@@ -280,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -> int:
-    from lazyconv._commands._common import require_extra
+    from lazyconv._commands._common import OptionError, require_extra
     from lazyconv.errors import LazyconvError
     from lazyconv.fixtures import generate, parse_size
     from lazyconv.logdir._manifest import load_manifest
@@ -314,7 +331,8 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
             return _fail(str(exc))
         unknown = sorted(set(topic_configs) - {s.topic for s in listing.segments})
         if unknown:
-            return _fail(f"--topic-config: topic {unknown[0]} has no segments in {logdir}")
+            return _fail(str(OptionError("--topic-config",
+                                         f"topic {unknown[0]} has no segments in {logdir}")))
         require_extra("pyspark", "the Spark validation job")  # names the extra to install
         try:
             check_master_reachable(args.master)

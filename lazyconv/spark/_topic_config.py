@@ -61,13 +61,14 @@ def _setting(option: str) -> tuple[str, str, str]:
     topic, sep, rest = option.rpartition(":")
     key, eq, value = rest.partition("=")
     if not sep or not topic or not eq or not key.strip() or not value.strip():
-        raise ConfigurationError(f"--topic-config: {option!r} is not TOPIC:KEY=VALUE")
+        raise ConfigurationError(f"{option!r} is not TOPIC:KEY=VALUE")
     return topic, key.strip(), value.strip()
 
 
 def parse_topic_configs(options: list[str] | None) -> dict[str, TopicConfig]:
     """``{topic: TopicConfig}`` from ``TOPIC:KEY=VALUE`` strings (later ones win); raises
-    :class:`~lazyconv.errors.ConfigurationError` with one line for anything else."""
+    :class:`~lazyconv.errors.ConfigurationError` with one line, quoting the string refused,
+    for anything else."""
     settings: dict[str, dict[str, object]] = {}
     for option in options or ():
         topic, key, value = _setting(option)
@@ -78,21 +79,21 @@ def parse_topic_configs(options: list[str] | None) -> dict[str, TopicConfig]:
             except ValueError:
                 size = 0
             if size < 1:
-                raise ConfigurationError(f"--topic-config {option}: max.message.bytes must be "
+                raise ConfigurationError(f"{option!r}: max.message.bytes must be "
                                          "a positive number of bytes")
             fields["max_message_bytes"] = size
         elif key == "message.timestamp.type":
             if value not in TIMESTAMP_TYPES:
-                raise ConfigurationError(f"--topic-config {option}: message.timestamp.type is "
+                raise ConfigurationError(f"{option!r}: message.timestamp.type is "
                                          f"{' or '.join(TIMESTAMP_TYPES)}")
             fields["log_append_time"] = value == "LogAppendTime"
         elif key == "cleanup.policy":
             policies = frozenset(p.strip() for p in value.split(","))
             if not policies <= set(_POLICIES):
-                raise ConfigurationError(f"--topic-config {option}: cleanup.policy is delete, "
+                raise ConfigurationError(f"{option!r}: cleanup.policy is delete, "
                                          "compact or compact,delete")
             fields["cleanup_policy"] = policies
         else:
-            raise ConfigurationError(f"--topic-config {option}: {key} is not checked (the keys "
+            raise ConfigurationError(f"{option!r}: {key} is not checked (the keys "
                                      f"are {', '.join(_KEYS)})")
     return {topic: TopicConfig(**fields) for topic, fields in settings.items()}  # type: ignore[arg-type]

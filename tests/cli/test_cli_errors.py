@@ -190,6 +190,8 @@ _OPTION_MISTAKES = [
     ("validate", ["--chunk-sizes", "1K"], "--chunk-sizes"),
     ("validate", ["--to-magic", "5"], "--to-magic"),
     ("validate", ["--fetch-max-bytes", "lots"], "--fetch-max-bytes"),
+    ("validate", ["--topic-config", "t"], "--topic-config"),
+    ("validate", ["--topic-config", "t:retention.ms=1"], "--topic-config"),
 ]
 
 

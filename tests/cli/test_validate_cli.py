@@ -18,7 +18,10 @@ COMMITTED = REPO_ROOT / "fixtures"
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    status = main(["validate", *argv, "--quiet"])
+    try:
+        status = main(["validate", *argv, "--quiet"])
+    except SystemExit as exc:  # refused by argparse
+        status = int(exc.code or 0)
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 
@@ -81,6 +84,21 @@ def test_bad_topic_configs_are_exit_2_with_one_line(capsys, value: str, says: st
     status, out, err = _run(capsys, str(COMMITTED), "--topic-config", value)
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and says in err, err
+    # named as argparse names an option's bad value, as every other option's is
+    assert err.startswith("lazyconv validate: error: argument --topic-config: "), err
+    assert err.rstrip().endswith(" (see 'lazyconv validate --help')"), err
+
+
+def test_topic_config_library_messages_name_no_option() -> None:
+    from lazyconv.errors import ConfigurationError
+    from lazyconv.spark._topic_config import parse_topic_configs
+
+    for value, message in [("codecs", "'codecs' is not TOPIC:KEY=VALUE"),
+                           ("t:max.message.bytes=0", "'t:max.message.bytes=0': max.message.bytes "
+                                                     "must be a positive number of bytes")]:
+        with pytest.raises(ConfigurationError) as caught:
+            parse_topic_configs([value])
+        assert str(caught.value) == message
 
 
 @pytest.mark.slow  # about 0.1-0.5 s: out of the quick look
