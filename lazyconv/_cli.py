@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     except Exception as exc:
         message, status = _describe(exc)
-        if isinstance(exc, ConfigurationError) and message.startswith("argument -"):
+        if isinstance(exc, ConfigurationError) and exc.option is not None:
             # an option's value refused once parsed (OptionError, the gateway's settings of
             # its options): the same line as argparse's own refusals
             message += f" (see 'lazyconv {command} --help')"

@@ -37,6 +37,7 @@ Hierarchy::
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 __all__ = [
     "LazyconvError",
@@ -82,7 +83,7 @@ class LazyconvError(Exception):
             message = f"{message} (at byte {position})"
         super().__init__(message)
 
-    def __reduce__(self) -> tuple[type[LazyconvError], tuple[str, int | None]]:  # keep pickling (multiprocessing, Spark) faithful
+    def __reduce__(self) -> tuple[Any, ...]:  # keep pickling (multiprocessing, Spark) faithful
         return (type(self), (self.message, self.position))
 
 
@@ -151,7 +152,21 @@ class LocalProtocolError(ProtocolError):
 
 
 class ConfigurationError(LazyconvError, ValueError):
-    """An argument outside its allowed range (also a ``ValueError``)."""
+    """An argument outside its allowed range (also a ``ValueError``).
+
+    ``option`` is the command-line option that gave the value refused, where the caller said
+    which (``GatewaySettings.load(options=...)``, the command line's own checks); the message
+    then begins ``argument OPTION: ``, as argparse words a bad value. None otherwise."""
+
+    option: str | None = None
+
+    def __init__(self, message: str, position: int | None = None, *,
+                 option: str | None = None) -> None:
+        super().__init__(message, position)
+        self.option = option
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the option too
+        return (type(self), (self.message, self.position), {"option": self.option})
 
 
 class ValidationError(LazyconvError):

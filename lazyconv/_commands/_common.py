@@ -65,8 +65,7 @@ class OptionError(UsageError):
     or by what it configures): said as argparse says its own, ``argument --OPTION: ...``."""
 
     def __init__(self, option: str, message: str) -> None:
-        super().__init__(f"argument {option}: {message}")
-        self.option = option
+        super().__init__(f"argument {option}: {message}", option=option)
 
 
 class MissingExtraError(UsageError):

@@ -83,6 +83,7 @@ log = logging.getLogger(__name__)
 
 
 def _csv(text: str, parse: Callable[[str], int], what: str) -> tuple[int, ...]:
+    from lazyconv._commands._common import OptionError
     from lazyconv.errors import ConfigurationError
 
     values = []
@@ -92,42 +93,46 @@ def _csv(text: str, parse: Callable[[str], int], what: str) -> tuple[int, ...]:
         try:
             values.append(parse(part.strip()))
         except (ValueError, argparse.ArgumentTypeError, ConfigurationError):
-            raise ConfigurationError(f"argument {what}: {part.strip()!r} is not valid in {text!r}"
-                                     ) from None
+            raise OptionError(what, f"{part.strip()!r} is not valid in {text!r}") from None
     if not values:
-        raise ConfigurationError(f"argument {what}: {text!r} names no value")
+        raise OptionError(what, f"{text!r} names no value")
     return tuple(values)
 
 
 def parse_options(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """``(chunk sizes, target magics, fetch max bytes)`` from the command line; raises
     :class:`~lazyconv.errors.ConfigurationError` with a one-line message."""
-    from lazyconv._commands._common import parse_size  # the one size syntax of every command
-    from lazyconv.errors import ConfigurationError
+    from lazyconv._commands._common import (  # the one size syntax of every command
+        OptionError,
+        parse_size,
+    )
 
     chunk_sizes = _csv(args.chunk_sizes, parse_size, "--chunk-sizes")
     for size in chunk_sizes:
         if not 16 * 1024 <= size <= 1024 * 1024:
-            raise ConfigurationError(f"argument --chunk-sizes: {size} bytes is outside 16K..1M")
+            raise OptionError("--chunk-sizes", f"{size} bytes is outside 16K..1M")
     if args.to_magic.strip().lower() == "none":
         to_magics: tuple[int, ...] = ()
     else:
         to_magics = _csv(args.to_magic, int, "--to-magic")
         for magic in to_magics:
             if magic not in (0, 1, 2):
-                raise ConfigurationError(f"argument --to-magic: {magic} is not 0, 1 or 2")
+                raise OptionError("--to-magic", f"{magic} is not 0, 1 or 2")
     try:
         fetch_max_bytes = parse_size(args.fetch_max_bytes)
     except argparse.ArgumentTypeError:
-        raise ConfigurationError(f"argument --fetch-max-bytes: {args.fetch_max_bytes!r} is not a "
-                                 "size") from None
+        raise OptionError("--fetch-max-bytes", f"{args.fetch_max_bytes!r} is not a size") from None
     if fetch_max_bytes < 1:
-        raise ConfigurationError("argument --fetch-max-bytes: must be at least 1 byte")
+        raise OptionError("--fetch-max-bytes", "must be at least 1 byte")
     return chunk_sizes, to_magics, fetch_max_bytes
 
 
-def _fail(message: str) -> int:
-    if message.startswith("argument -"):  # an option's value, as lazyconv._cli words it
+def _fail(error: Exception | str) -> int:
+    """Say ``error`` on stderr, as :mod:`lazyconv._cli` does; returns the exit status."""
+    from lazyconv.errors import ConfigurationError
+
+    message = str(error)
+    if isinstance(error, ConfigurationError) and error.option is not None:  # an option's value
         message += " (see 'lazyconv validate --help')"
     print(f"lazyconv validate: error: {message}", file=sys.stderr)
     return EXIT_FAILURE
@@ -313,7 +318,7 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
         topic_configs = parse_topic_configs(args.topic_config)
         check_paths_for_master(args.master, args.logdir, args.out)
     except LazyconvError as exc:
-        return _fail(str(exc))
+        return _fail(exc)
     workdir = None
     logdir = args.logdir
     try:
@@ -328,17 +333,17 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
             listing = list_log_directory(logdir)  # before Spark starts; absolute paths
             manifest = load_manifest(listing.logdir)  # a bad one is refused before Spark too
         except LazyconvError as exc:
-            return _fail(str(exc))
+            return _fail(exc)
         unknown = sorted(set(topic_configs) - {s.topic for s in listing.segments})
         if unknown:
-            return _fail(str(OptionError("--topic-config",
-                                         f"topic {unknown[0]} has no segments in {logdir}")))
+            return _fail(OptionError("--topic-config",
+                                     f"topic {unknown[0]} has no segments in {logdir}"))
         require_extra("pyspark", "the Spark validation job")  # names the extra to install
         try:
             check_master_reachable(args.master)
             out, made = prepare_out(args.out)
         except LazyconvError as exc:
-            return _fail(str(exc))
+            return _fail(exc)
         created += made
         conf = {}
         if args.executor_python:
@@ -352,7 +357,7 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
         try:
             _check_out_url(spark, out)
         except LazyconvError as exc:
-            return _fail(str(exc))
+            return _fail(exc)
         try:
             with SparkProgress(spark.sparkContext,
                                disable=args.quiet or not sys.stderr.isatty()):
@@ -362,7 +367,7 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
                                         allow_pure_python=args.allow_pure_python,
                                         topic_configs=topic_configs)
         except LazyconvError as exc:
-            return _fail(str(exc))
+            return _fail(exc)
         except Exception as exc:  # noqa: BLE001 - a failed job is exit 2 with one line
             log.debug("the Spark job failed", exc_info=True)
             from lazyconv.spark._executors import task_failure

@@ -484,8 +484,8 @@ class GatewaySettings:
         fallback = gateway.get("gateway.upstream.credentials.fallback") or (
             "none" if principal_credentials else "service")
         if fallback not in ("service", "none"):
-            raise ConfigurationError(f"{_where(gateway, 'gateway.upstream.credentials.fallback')}: "
-                                     "expected service or none")
+            raise _refused(gateway, "gateway.upstream.credentials.fallback",
+                           "expected service or none")
         if identity == "passthrough":
             _check_passthrough(listeners, upstream_settings, gateway, principal_credentials)
         elif upstream_settings.uses_sasl:
@@ -499,8 +499,8 @@ class GatewaySettings:
                                          "sasl.jaas.config in the --upstream-config file")
         chunk_size = _int(gateway, "gateway.chunk.size", _GATEWAY_BY_KEY, 1)
         if not MIN_CHUNK_SIZE <= chunk_size <= MAX_CHUNK_SIZE:
-            raise ConfigurationError(f"{_where(gateway, 'gateway.chunk.size')}: chunk size must be "
-                                     f"between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes")
+            raise _refused(gateway, "gateway.chunk.size", "chunk size must be "
+                           f"between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes")
         settings = cls(
             listeners=tuple(listeners), identity=identity, upstream=upstream_settings,
             principal_credentials=principal_credentials, credentials_fallback=fallback,
@@ -528,9 +528,9 @@ class GatewaySettings:
             gateway_properties=gateway, upstream_properties=upstream)
         queued, largest = settings.queued_max_request_bytes, settings.socket_request_max_bytes
         if 0 < queued < largest:  # named where it was given (ConnectionLimits names the keys)
-            raise ConfigurationError(f"{_where(gateway, 'queued.max.request.bytes')}: {queued} is "
-                                     f"below socket.request.max.bytes {largest} (or -1 for "
-                                     "unbounded)")
+            raise _refused(gateway, "queued.max.request.bytes", f"{queued} is "
+                           f"below socket.request.max.bytes {largest} (or -1 for "
+                           "unbounded)")
         # what the Gateway checks when it starts, checked here so that --check-config finds it
         settings.connection_limits()
         return settings
@@ -556,11 +556,26 @@ def _client_id_prefix(props: Properties) -> str:
     prefix = props.get(key, "")
     problem = client_id_prefix_problem(prefix)
     if problem is not None:
-        raise ConfigurationError(f"{_where(props, key)}: the prefix {problem}")
+        raise _refused(props, key, f"the prefix {problem}")
     return prefix
 
 
 _OPTION_SOURCE = "argument "  # the source of a setting a command-line option gave
+
+
+def _refused(props: Properties, key: str, problem: str) -> ConfigurationError:
+    """The error refusing ``key``'s value: ``problem`` named where the value was set, and with
+    the option that gave it, if one did (its ``option``)."""
+    return ConfigurationError(f"{_where(props, key)}: {problem}", option=_option(props, key))
+
+
+def _option(props: Properties, key: str) -> str | None:
+    """The command-line option that gave ``key`` (None: a file or no option gave it)."""
+    try:
+        source = props.entry(key).source
+    except KeyError:
+        return None
+    return source[len(_OPTION_SOURCE):] if source.startswith(_OPTION_SOURCE) else None
 
 
 def _where(props: Properties, key: str) -> str:
@@ -652,13 +667,13 @@ def _check_keys(props: Properties, known: Any, table: Mapping[str, Setting]) -> 
                 hint = (" (per-listener settings: listener.name.<listener>.<ssl.*, "
                         "sasl.enabled.mechanisms, ...> or listener.name.<listener>.<mechanism>."
                         "sasl.jaas.config)")
-            raise ConfigurationError(f"{_where(props, key)}: unknown setting{hint}")
+            raise _refused(props, key, f"unknown setting{hint}")
         setting = table.get(key)
         if setting is not None and setting.type == "choice" and setting.choices:
             value = props[key]
             if value.upper() not in {c.upper() for c in setting.choices}:
-                raise ConfigurationError(f"{_where(props, key)}: {mask_value(key, value)!r} is not "
-                                         f"one of {', '.join(setting.choices)}")
+                raise _refused(props, key, f"{mask_value(key, value)!r} is not "
+                               f"one of {', '.join(setting.choices)}")
 
 
 def _choice(props: Properties, key: str, table: Mapping[str, Setting]) -> str:
@@ -673,9 +688,9 @@ def _int(props: Properties, key: str, table: Mapping[str, Setting], minimum: int
     try:
         value = int(props[key].strip())
     except ValueError:
-        raise ConfigurationError(f"{_where(props, key)}: {props[key]!r} is not a whole number") from None
+        raise _refused(props, key, f"{props[key]!r} is not a whole number") from None
     if value < minimum:
-        raise ConfigurationError(f"{_where(props, key)}: must be at least {minimum}")
+        raise _refused(props, key, f"must be at least {minimum}")
     return value
 
 
@@ -690,7 +705,7 @@ def _send_buffer(props: Properties) -> int:
         value = -2  # not a whole number: refused below, with the rule in the message
     problem = send_buffer_problem(value)
     if problem is not None:
-        raise ConfigurationError(f"{_where(props, key)}: {props[key]!r} {problem}")
+        raise _refused(props, key, f"{props[key]!r} {problem}")
     return value
 
 
@@ -701,7 +716,7 @@ def _host_port(props: Properties, key: str) -> tuple[str, int] | None:
         return None
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigurationError(f"{_where(props, key)}: {text!r} is not HOST:PORT (a port 0-65535)")
+        raise _refused(props, key, f"{text!r} is not HOST:PORT (a port 0-65535)")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
@@ -721,15 +736,15 @@ def _jaas_credentials(props: Properties, mechanism: str) -> UpstreamCredentials 
         return _oauthbearer_credentials(props)
     for other in ("sasl.oauthbearer.token.endpoint.url", "sasl.login.callback.handler.class"):
         if other in props:
-            raise ConfigurationError(f"{_where(props, other)}: for sasl.mechanism=OAUTHBEARER, "
-                                     f"not {mechanism}")
+            raise _refused(props, other, "for sasl.mechanism=OAUTHBEARER, "
+                           f"not {mechanism}")
     if key not in props:
         return None
     module = parse_jaas_config(props[key], _where(props, key))
     expected = PLAIN_LOGIN_MODULE if mechanism == PLAIN else SCRAM_LOGIN_MODULE
     if module.class_name != expected:
-        raise ConfigurationError(f"{_where(props, key)}: sasl.mechanism={mechanism} needs "
-                                 f"{expected}, not {module.class_name}")
+        raise _refused(props, key, f"sasl.mechanism={mechanism} needs "
+                       f"{expected}, not {module.class_name}")
     return UpstreamCredentials(mechanism, module.require_option("username", _where(props, key)),
                                module.require_option("password", _where(props, key)))
 
@@ -741,8 +756,8 @@ def _oauthbearer_credentials(props: Properties) -> UpstreamCredentials:
     if key in props:
         module = parse_jaas_config(props[key], _where(props, key))
         if module.class_name != OAUTHBEARER_LOGIN_MODULE:
-            raise ConfigurationError(f"{_where(props, key)}: sasl.mechanism=OAUTHBEARER needs "
-                                     f"{OAUTHBEARER_LOGIN_MODULE}, not {module.class_name}")
+            raise _refused(props, key, "sasl.mechanism=OAUTHBEARER needs "
+                           f"{OAUTHBEARER_LOGIN_MODULE}, not {module.class_name}")
         if module.options:
             raise ConfigurationError(
                 f"{_where(props, key)}: the gateway takes no OAuthBearerLoginModule options "
@@ -750,9 +765,9 @@ def _oauthbearer_credentials(props: Properties) -> UpstreamCredentials:
                 "own login handler; give the token in a file")
     handler = "sasl.login.callback.handler.class"
     if handler in props and props[handler] not in _LOGIN_CALLBACK_HANDLERS:
-        raise ConfigurationError(f"{_where(props, handler)}: only Kafka's "
-                                 "OAuthBearerLoginCallbackHandler is accepted (the gateway reads "
-                                 "the token from the file of sasl.oauthbearer.token.endpoint.url)")
+        raise _refused(props, handler, "only Kafka's "
+                       "OAuthBearerLoginCallbackHandler is accepted (the gateway reads "
+                       "the token from the file of sasl.oauthbearer.token.endpoint.url)")
     url_key = "sasl.oauthbearer.token.endpoint.url"
     url = props.get(url_key, "")
     if not url.startswith("file:"):
@@ -765,14 +780,14 @@ def _oauthbearer_credentials(props: Properties) -> UpstreamCredentials:
             "file:///PATH (refresh the token file from outside)")
     parsed = urllib.parse.urlparse(url)
     if parsed.netloc not in ("", "localhost") or not parsed.path:
-        raise ConfigurationError(f"{_where(props, url_key)}: expected file:///PATH (an absolute "
-                                 "path on this machine)")
+        raise _refused(props, url_key, "expected file:///PATH (an absolute "
+                       "path on this machine)")
     path = Path(urllib.parse.unquote(parsed.path))
     credentials = UpstreamCredentials(OAUTHBEARER, "", "", token_file=path)
     try:
         credentials.token()
     except AuthenticationError as exc:
-        raise ConfigurationError(f"{_where(props, url_key)}: {exc.message}") from None
+        raise _refused(props, url_key, exc.message) from None
     return credentials
 
 
@@ -787,7 +802,7 @@ def _upstream(props: Properties) -> UpstreamSettings:
     try:
         parse_bootstrap(",".join(servers))
     except ConfigurationError as exc:  # found by --check-config too, named where it was given
-        raise ConfigurationError(f"{_where(props, 'bootstrap.servers')}: {exc.message}") from None
+        raise _refused(props, "bootstrap.servers", exc.message) from None
     ssl_settings = None
     if protocol in ("SSL", "SASL_SSL"):
         try:
@@ -799,13 +814,13 @@ def _upstream(props: Properties) -> UpstreamSettings:
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         mechanism = _choice(props, "sasl.mechanism", _UPSTREAM_BY_KEY)
         if mechanism not in CLIENT_MECHANISMS:
-            raise ConfigurationError(f"{_where(props, 'sasl.mechanism')}: {mechanism} is not "
-                                     f"supported upstream ({', '.join(CLIENT_MECHANISMS)})")
+            raise _refused(props, "sasl.mechanism", f"{mechanism} is not "
+                           f"supported upstream ({', '.join(CLIENT_MECHANISMS)})")
         credentials = _jaas_credentials(props, mechanism)
     elif any(k in props for k in ("sasl.jaas.config", "sasl.mechanism",
                                   "sasl.oauthbearer.token.endpoint.url")):
-        raise ConfigurationError(f"{_where(props, 'security.protocol')}: SASL settings are given "
-                                 f"but security.protocol is {protocol} (SASL_SSL or SASL_PLAINTEXT?)")
+        raise _refused(props, "security.protocol", "SASL settings are given "
+                       f"but security.protocol is {protocol} (SASL_SSL or SASL_PLAINTEXT?)")
     return UpstreamSettings(servers, protocol, ssl_settings, mechanism, credentials,
                             _int(props, "request.timeout.ms", _UPSTREAM_BY_KEY, 1),
                             _int(props, "metadata.max.age.ms", _UPSTREAM_BY_KEY, 1),
@@ -833,8 +848,8 @@ def _principal_credentials(props: Properties,
                     fields.setdefault(principal, {})[name] = value
                     break
             else:
-                raise ConfigurationError(f"{_where(source, key)}: expected <principal>."
-                                         f"{{{','.join(_CREDENTIAL_FIELDS)}}}")
+                raise _refused(source, key, "expected <principal>."
+                               f"{{{','.join(_CREDENTIAL_FIELDS)}}}")
     out = {}
     for principal, values in fields.items():
         mechanism = values.get("sasl.mechanism", PLAIN).upper()

@@ -212,6 +212,46 @@ def test_a_bad_option_value_is_named_as_argparse_names_it(
     assert err.rstrip().endswith(f" (see 'lazyconv {command} --help')"), err
 
 
+def test_only_an_option_s_error_points_at_help(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "(see --help)" follows from the option the error names (ConfigurationError.option), not
+    # from its text: a path that reads "argument -x" starts a message about no option
+    monkeypatch.chdir(tmp_path)
+    Path("argument -x", "not-a-partition").mkdir(parents=True)
+    status, _, err = run(["validate", "argument -x"], capsys)
+    assert status == USAGE
+    assert_one_error_line(err, "validate", "argument -x holds no segments")
+    assert "--help" not in err, err
+    Path("argument -c.properties").write_bytes(b"a=\xff\n")
+    status, _, err = run(["gateway", "--config", "argument -c.properties", "--upstream",
+                          "127.0.0.1:9092", "--port", "0"], capsys)
+    assert status == USAGE
+    assert_one_error_line(err, "gateway", "not valid UTF-8")
+    assert "--help" not in err, err
+
+
+def test_an_option_s_error_names_its_option() -> None:
+    import pickle
+
+    from lazyconv._commands._common import OptionError
+    from lazyconv.errors import ConfigurationError
+    from lazyconv.gateway import GatewaySettings
+
+    assert OptionError("--rate", "must be positive").option == "--rate"
+    with pytest.raises(ConfigurationError) as caught:
+        GatewaySettings.load(overrides={"gateway.workers": "0"},
+                             upstream_overrides={"bootstrap.servers": "127.0.0.1:9092"},
+                             options={"gateway.workers": "--workers"})
+    assert caught.value.option == "--workers"
+    assert str(caught.value) == "argument --workers: must be at least 1"
+    assert pickle.loads(pickle.dumps(caught.value)).option == "--workers"
+    with pytest.raises(ConfigurationError) as caught:  # the same value from no option
+        GatewaySettings.load(overrides={"gateway.workers": "0"},
+                             upstream_overrides={"bootstrap.servers": "127.0.0.1:9092"})
+    assert caught.value.option is None
+
+
 def test_busy_port(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
