@@ -208,8 +208,12 @@ def positive_int(text: str) -> int:
 
 
 def size_or_unbounded(text: str) -> int:
-    """A size (:func:`parse_size`), or -1 for unbounded."""
-    return -1 if text.strip() == "-1" else parse_size(text)
+    """A size (:func:`parse_size`), or a whole number below 0; as Kafka's
+    ``queued.max.request.bytes``, 0 or less means unbounded."""
+    stripped = text.strip()
+    if stripped.startswith("-") and stripped[1:].isdigit():
+        return int(stripped)
+    return parse_size(text)
 
 
 def add_connection_limit_options(parser: argparse.ArgumentParser, *,
@@ -233,7 +237,8 @@ def add_connection_limit_options(parser: argparse.ArgumentParser, *,
                              "not fit waits, unread, and is closed after --request-read-timeout-ms. "
                              "Requests of up to 64K have a reserved eighth; a stalled request above "
                              "its fair share is closed after 1 s when others wait. "
-                             f"Default 200M (Kafka: -1, unbounded); -1 for unbounded{key}")
+                             "Default 200M (Kafka: -1, unbounded); 0 or -1 for unbounded, as on "
+                             f"Kafka{key}")
     value, key = default(600000, "connections.max.idle.ms")
     parser.add_argument("--connections-max-idle-ms", type=positive_int, default=value,
                         help="close a connection with no request for this long (Kafka's "

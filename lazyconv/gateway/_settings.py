@@ -193,7 +193,7 @@ GATEWAY_KEYS: tuple[Setting, ...] = (
     Setting("socket.request.max.bytes", "int", 104857600, "the largest request a client may send",
             kafka=True),
     Setting("queued.max.request.bytes", "int", 209715200, "bytes of requests held at once, over "
-            "every connection", kafka=True),
+            "every connection; 0 or -1: unbounded (Kafka's default is -1)", kafka=True),
     Setting("socket.send.buffer.bytes", "int", DEFAULT_GATEWAY_SEND_BUFFER, "SO_SNDBUF of client "
             "connections; -1: the OS default (Kafka's default is 102400; --socket-send-buffer)",
             kafka=True),
@@ -513,7 +513,9 @@ class GatewaySettings:
             conversion_cache_bytes=_int(gateway, "gateway.conversion.cache", _GATEWAY_BY_KEY, 0),
             connections_max_idle_ms=_int(gateway, "connections.max.idle.ms", _GATEWAY_BY_KEY, 1),
             socket_request_max_bytes=_int(gateway, "socket.request.max.bytes", _GATEWAY_BY_KEY, 1024),
-            queued_max_request_bytes=_int(gateway, "queued.max.request.bytes", _GATEWAY_BY_KEY, -1),
+            # any value <= 0 is unbounded, as Kafka's SocketServer takes it
+            queued_max_request_bytes=_int(gateway, "queued.max.request.bytes", _GATEWAY_BY_KEY,
+                                          -(1 << 63)),
             socket_send_buffer_bytes=_send_buffer(gateway),
             request_read_timeout_ms=_int(gateway, "gateway.request.read.timeout.ms", _GATEWAY_BY_KEY, 1),
             write_timeout_ms=_int(gateway, "gateway.write.timeout.ms", _GATEWAY_BY_KEY, 1),

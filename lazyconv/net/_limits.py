@@ -7,8 +7,8 @@ its defaults:
   connection;
 - ``queued_max_request_bytes`` [``queued.max.request.bytes``]: bytes of requests being read or
   waiting to be answered, over all connections (Kafka's request memory pool). Kafka's default is
-  -1 (unbounded); here it is 200 MiB so the server's memory is bounded out of the box. How the
-  pool is shared is the admission rule below;
+  -1 (unbounded); here it is 200 MiB so the server's memory is bounded out of the box. As on
+  Kafka, 0 or less is unbounded. How the pool is shared is the admission rule below;
 - ``connections_max_idle_ms`` [``connections.max.idle.ms``, 10 min]: a connection with no
   request for that long is closed;
 - ``request_read_timeout_ms``: a request whose bytes stop arriving for that long (or whose

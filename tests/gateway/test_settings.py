@@ -235,6 +235,35 @@ def test_every_key_is_documented() -> None:
                                                          "ssl.keystore.key"}
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "-2"])
+def test_queued_max_request_bytes_at_most_0_is_unbounded(tmp_path: Path, value: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """As Kafka's SocketServer (a memory pool only for queued.max.request.bytes > 0), whether
+    the value comes from the settings file or from serve's and the gateway's option, which the
+    help says."""
+    from lazyconv._cli import build_parser, main
+    from lazyconv._commands._common import connection_limits
+    from lazyconv._commands.gateway import load_settings
+    from lazyconv.net._limits import RequestMemoryPool
+
+    config = write(tmp_path, "gateway.properties", f"queued.max.request.bytes={value}\n")
+    settings = GatewaySettings.load(config, None, upstream_overrides={"bootstrap.servers": "b:1"})
+    pools = [settings.connection_limits().queued_max_request_bytes]
+    parser = build_parser()
+    option = f"--queued-max-request-bytes={value}"
+    pools.append(connection_limits(parser.parse_args(["serve", str(tmp_path), option]))
+                 .queued_max_request_bytes)
+    gateway = load_settings(parser.parse_args(["gateway", "--upstream", "b:1", option]))
+    pools.append(gateway.connection_limits().queued_max_request_bytes)
+    assert pools == [int(value)] * 3
+    pool = RequestMemoryPool(int(value), max_request_size=1 << 20)
+    assert pool._fits(1 << 30, large=True)  # unbounded: any request is admitted at once
+    for command in (["serve", str(tmp_path)], ["gateway"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        assert "0 or -1 for unbounded, as on Kafka" in " ".join(capsys.readouterr().out.split())
+
+
 def test_every_command_line_option_has_a_key(tmp_path: Path) -> None:
     """The CLI's options are settings too: sizes, threads and the conversion cache in --config,
     fetch size and timeouts in --upstream-config; the connection limits under Kafka's names."""
