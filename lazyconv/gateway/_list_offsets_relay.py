@@ -1,11 +1,12 @@
 """ListOffsets through the gateway: each partition asked of its leader with a version Kafka 4
 accepts (≥ v1); a v0 client gets the one offset as its ``old_style_offsets`` list
-(docs/guide/gateway.md); a partition named twice is asked once (v1+ refuses it twice) and
-both entries get its answer. A negative timestamp the client's version does not define (v0
-knows -1 and -2 only; -3 came with v7, -4 with v8, -5 with v9) is answered UNSUPPORTED_VERSION
-without asking, as Kafka answers it, since the upstream version would read it as something
-else (the largest timestamp, the local or tiered log's offsets). Errors reach the client as
-codes its version knows (:mod:`lazyconv.gateway._error_map`).
+(docs/guide/gateway.md); a partition named twice is asked once per timestamp (v1+ refuses it
+named twice in one request: a further timestamp takes one more request), so each entry gets
+the answer for its own timestamp, as Kafka 3.9 answered v0. A negative timestamp the client's
+version does not define (v0 knows -1 and -2 only; -3 came with v7, -4 with v8, -5 with v9) is
+answered UNSUPPORTED_VERSION without asking, as Kafka answers it, since the upstream version
+would read it as something else (the largest timestamp, the local or tiered log's offsets).
+Errors reach the client as codes its version knows (:mod:`lazyconv.gateway._error_map`).
 """
 
 from __future__ import annotations
@@ -64,23 +65,34 @@ class ListOffsetsRelay:
         throttles: list[int] = []  # the leaders' quota throttle times
 
         async def ask(conn: UpstreamConnection, items: list[_Asked]) -> None:
-            # each partition once: v1+ refuses one named twice with INVALID_REQUEST, which v0
-            # (that answered each) predates; the first asking answers both
-            once: dict[tuple[str, int], _Asked] = {}
+            # v1+ refuses a partition named twice in one request with INVALID_REQUEST, which v0
+            # (that answered each entry for its own timestamp) predates: each request names a
+            # partition once, and a further timestamp asked of it takes a round of its own
+            rounds: list[dict[tuple[str, int], int]] = []  # (topic, partition) -> timestamp
             for a in items:
-                once.setdefault((a.topic, a.partition["partition_index"]), a)
-            topics = [{"name": name, "partitions": parts} for name, parts in group_by_topic(
-                (a.topic, {"partition_index": a.partition["partition_index"],
-                           "current_leader_epoch": -1, "timestamp": a.partition["timestamp"]})
-                for a in once.values())]
-            answer = await conn.request(list_offsets.SPEC, conn.version(list_offsets.SPEC), {
-                "replica_id": -1, "isolation_level": isolation, "topics": topics})
-            throttles.append(answer.get("throttle_time_ms", 0))
-            got = {(t["name"], p["partition_index"]): p
-                   for t in answer["topics"] for p in t["partitions"]}
+                key, timestamp = (a.topic, a.partition["partition_index"]), a.partition["timestamp"]
+                free = next((r for r in rounds if r.get(key, timestamp) == timestamp), None)
+                if free is None:
+                    free = {}
+                    rounds.append(free)
+                free[key] = timestamp
+            got: dict[tuple[str, int, int], dict[str, Any]] = {}
+            for asking in rounds:
+                topics = [{"name": name, "partitions": parts} for name, parts in group_by_topic(
+                    (topic, {"partition_index": index, "current_leader_epoch": -1,
+                             "timestamp": timestamp})
+                    for (topic, index), timestamp in asking.items())]
+                answer = await conn.request(list_offsets.SPEC, conn.version(list_offsets.SPEC), {
+                    "replica_id": -1, "isolation_level": isolation, "topics": topics})
+                throttles.append(answer.get("throttle_time_ms", 0))
+                for t in answer["topics"]:
+                    for p in t["partitions"]:
+                        timestamp = asking.get((t["name"], p["partition_index"]))
+                        if timestamp is not None:
+                            got[(t["name"], p["partition_index"], timestamp)] = p
             for item in items:
-                item.answer = got.get((item.topic, item.partition["partition_index"]),
-                                      {"error_code": UNREACHABLE})
+                item.answer = got.get((item.topic, item.partition["partition_index"],
+                                       item.partition["timestamp"]), {"error_code": UNREACHABLE})
 
         by_leader = route_to_leaders(session.cluster, to_ask,
                                      lambda a: (a.topic, a.partition["partition_index"]), fail)

@@ -84,6 +84,8 @@ class _Leader:
     """The leader of t-0, answering ListOffsets as Kafka 4 does (ReplicaManager.fetchOffset): a
     partition named twice in one request is INVALID_REQUEST, each time."""
 
+    OFFSETS = {-1: 17, -2: 3}  # the latest and earliest offsets; 10 for any timestamp
+
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
 
@@ -97,7 +99,8 @@ class _Leader:
         return {"throttle_time_ms": 0, "topics": [{"name": t["name"], "partitions": [
             {"partition_index": p["partition_index"], "timestamp": -1, "leader_epoch": 0,
              **({"error_code": int(ErrorCode.INVALID_REQUEST), "offset": -1}
-                if named[(t["name"], p["partition_index"])] > 1 else {"error_code": 0, "offset": 17})}
+                if named[(t["name"], p["partition_index"])] > 1 else
+                {"error_code": 0, "offset": self.OFFSETS.get(p["timestamp"], 10)})}
             for p in t["partitions"]]} for t in body["topics"]]}
 
 
@@ -115,11 +118,9 @@ class _View:
         pass
 
 
-def test_list_offsets_v0_naming_a_partition_twice_gets_its_offset_twice() -> None:
-    """v0 answered each entry; v1+ refuses a partition named twice with INVALID_REQUEST (42),
-    which a v0 client predates, and the relay sent both upstream, so neither got its offset
-    (found by a review). The partition is asked once and both entries get its answer, as the
-    guide says."""
+def _list_offsets_v0(*timestamps: int) -> tuple[list[tuple[int, list[int]]], _Leader]:
+    """ListOffsets v0 naming t-0 once per timestamp, through the relay: each entry's (error,
+    old_style_offsets), and the leader that answered."""
     leader = _Leader()
     session = types.SimpleNamespace(cluster=_View())
 
@@ -127,13 +128,34 @@ def test_list_offsets_v0_naming_a_partition_twice_gets_its_offset_twice() -> Non
         return leader
 
     session.connection = connection
-    asked = {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}
+    asked = [{"partition_index": 0, "timestamp": t, "max_num_offsets": 1} for t in timestamps]
     answer = asyncio.run(ListOffsetsRelay(None).list_offsets(  # type: ignore[arg-type]
-        session, 0, {"replica_id": -1, "topics": [{"name": "t", "partitions": [asked, asked]}]}))
+        session, 0, {"replica_id": -1, "topics": [{"name": "t", "partitions": asked}]}))
     decoded = list_offsets.SPEC.decode_response(0, list_offsets.SPEC.encode_response(0, answer))
-    assert [(p["error_code"], p["old_style_offsets"]) for t in decoded["topics"]
-            for p in t["partitions"]] == [(0, [17]), (0, [17])]
+    return [(p["error_code"], p["old_style_offsets"]) for t in decoded["topics"]
+            for p in t["partitions"]], leader
+
+
+def test_list_offsets_v0_naming_a_partition_twice_gets_its_offset_twice() -> None:
+    """v0 answered each entry; v1+ refuses a partition named twice with INVALID_REQUEST (42),
+    which a v0 client predates, and the relay sent both upstream, so neither got its offset
+    (found by a review). The partition is asked once and both entries get its answer, as the
+    guide says."""
+    entries, leader = _list_offsets_v0(-1, -1)
+    assert entries == [(0, [17]), (0, [17])]
+    assert len(leader.sent) == 1
     assert [len(t["partitions"]) for t in leader.sent[-1]["topics"]] == [1]
+
+
+def test_list_offsets_v0_answers_each_entry_for_its_own_timestamp() -> None:
+    """Kafka 3.9 answered each v0 entry for its own timestamp (handleListOffsetRequestV0); the
+    relay gave a partition named twice with another timestamp the first one's answer (the
+    latest offset for the earliest). Each further timestamp is one more request upstream, each
+    naming the partition once."""
+    entries, leader = _list_offsets_v0(-1, -2, 1000, -2, -1)
+    assert entries == [(0, [17]), (0, [3]), (0, [10]), (0, [3]), (0, [17])]
+    assert len(leader.sent) == 3
+    assert all(len(t["partitions"]) == 1 for body in leader.sent for t in body["topics"])
 
 
 class _NoCoordinator(_Coordinator):
