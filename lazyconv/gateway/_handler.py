@@ -156,14 +156,17 @@ class GatewayHandler:
     def open_session(self, session: Session) -> None:
         """The upstream connections of one downstream connection (closed with it), as its
         principal's upstream identity (called once the client has authenticated), under the
-        client's own client id."""
+        client's own client id. Raises :class:`~lazyconv.errors.AuthenticationError` for a
+        principal with no upstream identity (:meth:`GatewayIdentities.upstream_session`)."""
         upstream = self.identities.upstream_session(session)
         upstream.identify(upstream_client_id(self.client_id_prefix, session.client_id))
         session.state = upstream
 
     async def handle(self, request: Request, session: Session) -> Response | Deferred | None:
         """Answer one request; raises :class:`~lazyconv.errors.RemoteProtocolError` for a
-        request that must close the connection."""
+        request that must close the connection. Without a connection loop (no session state
+        yet) a principal with no upstream identity is refused:
+        :class:`~lazyconv.errors.AuthenticationError`, nothing sent upstream."""
         if session.state is None:  # a caller without a connection loop: one for this request
             self.open_session(session)
             try:

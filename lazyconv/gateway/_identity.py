@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from lazyconv.errors import UpstreamAuthenticationError
+from lazyconv.errors import AuthenticationError, UpstreamAuthenticationError
 from lazyconv.gateway._settings import GatewaySettings, UpstreamCredentials
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
 from lazyconv.gateway._upstream_security import ANONYMOUS_IDENTITY, UpstreamIdentity
@@ -123,14 +123,18 @@ class GatewayIdentities:
 
     def admit(self, session: Session) -> str | None:
         """Whether a principal has an upstream identity to use."""
+        reason = self._refusal(session)
+        if reason is not None and self.mode == GATEWAY:
+            self.refused += 1
+        return reason
+
+    def _refusal(self, session: Session) -> str | None:
+        """Why ``session``'s principal has no upstream identity, None when it has one."""
         if self.mode == PASSTHROUGH:
             if isinstance(session.state, UpstreamSession):  # made by its PLAIN check
                 return None
             return "passthrough mode serves SASL/PLAIN clients only"
-        if self._service is None and not self._credentials:
-            return None  # no SASL upstream: everyone is the gateway's own (TLS) identity
         if self.identity_for(session) is None:
-            self.refused += 1
             return (f"no upstream credentials for principal {principal_name(session.principal)!r} "
                     "(gateway.upstream.credentials.<principal>.*, or "
                     "gateway.upstream.credentials.fallback=service)")
@@ -150,11 +154,14 @@ class GatewayIdentities:
 
     def upstream_session(self, session: Session) -> UpstreamSession:
         """The client's upstream connections, as its identity (already made by the PLAIN check
-        in passthrough mode)."""
+        in passthrough mode). Raises :class:`~lazyconv.errors.AuthenticationError` for a
+        principal :meth:`admit` refuses (a caller without a connection loop, which never asked):
+        it gets no one's identity, the service's neither."""
         if isinstance(session.state, UpstreamSession):
             return session.state
-        identity = self.identity_for(session) if self.mode == GATEWAY else None
-        if identity is None:
-            # admit() refused it: this is only reached by a caller without a connection loop
-            identity = ANONYMOUS_IDENTITY if self._service is None else UpstreamIdentity(self._service)
+        reason = self._refusal(session)
+        if reason is not None:
+            raise AuthenticationError(f"{session.principal} is not admitted: {reason}")
+        identity = self.identity_for(session)
+        assert identity is not None
         return UpstreamSession(self.cluster, identity=identity)

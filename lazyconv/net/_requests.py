@@ -52,7 +52,9 @@ class RequestHandler(Protocol):
 
     def open_session(self, session: Session) -> None:
         """A client connected: attach what the handler keeps per connection to
-        ``session.state`` (released with :meth:`Session.close` when it ends)."""
+        ``session.state`` (released with :meth:`Session.close` when it ends). Raising
+        :class:`~lazyconv.errors.AuthenticationError` refuses the principal: the connection
+        loop closes the connection as one its authenticator refused."""
 
     async def handle(self, request: Request, session: Session) -> Response | Deferred | None:
         """Answer one request; ``None`` when no response is due (acks=0 Produce). Raises a

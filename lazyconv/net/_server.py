@@ -63,6 +63,7 @@ from typing import Any, cast
 
 from lazyconv._send import Send
 from lazyconv.errors import (
+    AuthenticationError,
     ConfigurationError,
     LazyconvError,
     LocalProtocolError,
@@ -402,6 +403,16 @@ class KafkaServer:
             log.info("client connections get a %d-byte send buffer, not the %d asked: the OS "
                      "caps it (net.core.wmem_max)", got, self.send_buffer_bytes)
 
+    def _open_session(self, session: Session) -> None:
+        """The handler's state for a connection whose principal is known; a principal the
+        handler refuses (:class:`~lazyconv.errors.AuthenticationError`) is closed as one the
+        authenticator refused."""
+        assert self.handler is not None
+        try:
+            self.handler.open_session(session)
+        except AuthenticationError as exc:
+            raise ConnectionRefused(exc.message) from None
+
     async def _serve_connection(self, raw: socket.socket, peer: Any, listener: Listener,
                                 security: ListenerSecurity | None, index: int = 0) -> None:
         loop = asyncio.get_running_loop()
@@ -447,7 +458,7 @@ class KafkaServer:
                 # a PLAINTEXT client is User:ANONYMOUS: admitted or refused as any principal
                 raise ConnectionRefused(f"{session.principal} is not admitted: {refusal}")
             if secure is None or secure.authenticated:
-                self.handler.open_session(session)
+                self._open_session(session)
             while True:
                 deadline = secure.deadline() if secure is not None else None
                 if secure is not None:
@@ -543,7 +554,7 @@ class KafkaServer:
                             log.debug("%s authenticated as %s (%s)", where, session.principal,
                                       secure.mechanism)
                             observer.authenticated(session, secure.mechanism, True)
-                            self.handler.open_session(session)
+                            self._open_session(session)
                         elif outcome.authenticated is not None:
                             log.debug("%s re-authenticated as %s (KIP-368)", where,
                                       session.principal)

@@ -4,13 +4,19 @@ checked by the principals the upstream's own connections authenticated as."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from lazyconv.errors import AuthenticationError
 from lazyconv.gateway._settings import GatewaySettings
+from lazyconv.net._session import Session
+from lazyconv.protocol import _metadata as metadata
+from lazyconv.protocol._connection import ClientConnection
 from tests.gateway.conftest import GatewayThread
 from tests.net.secure_support import USERS, Material, RawClient, listener_specs, make_material
 from tests.server_thread import ServerThread
@@ -103,3 +109,62 @@ def test_a_plaintext_client_gets_the_service_identity_with_fallback_service(
             assert anonymous.api_versions() is not None  # still served
     finally:
         gateway.stop()
+
+
+def metadata_frame() -> bytes:
+    """A Metadata v1 request frame as the front door takes it (without its size)."""
+    _, data = ClientConnection("no-loop", max_response_size=1 << 20).send_request(metadata.SPEC, 1, {"topics": None})
+    return bytes(data[4:])
+
+
+@pytest.mark.parametrize("mode", ["gateway", "passthrough"])
+def test_a_principal_without_an_identity_gets_none_without_a_connection_loop(
+        sasl_upstream: ServerThread, tmp_path: Path, mode: str) -> None:
+    """A caller that never asked admit() (no connection loop: the front door called directly)
+    with carol, who has no upstream credentials under fallback=none, or any client that did not
+    pass passthrough's PLAIN check: refused with an AuthenticationError, where it was served as
+    the service identity (bob)."""
+    gateway = start(sasl_upstream, tmp_path, "")
+    try:
+        identities = gateway.gateway.identities
+        identities.mode = mode
+        handler = gateway.gateway.handler
+        assert handler is not None
+        session = Session(handler.listeners[0], principal="User:carol")
+
+        async def ask() -> object:
+            return await gateway.gateway.server.front_door.answer(metadata_frame(), session)
+
+        with pytest.raises(AuthenticationError, match=r"^User:carol is not admitted: "):
+            asyncio.run_coroutine_threadsafe(ask(), gateway.loop).result(10)
+        assert session.state is None
+    finally:
+        gateway.stop()
+
+
+def test_a_session_the_handler_refuses_is_closed_as_refused(
+        sasl_upstream: ServerThread, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The connection loop's side: a principal admit() let through but the handler refuses
+    (here admit() is bypassed) is closed with the refusal's one line, not served as the service
+    identity, nor closed as an internal error."""
+    caplog.set_level(logging.INFO, logger="lazyconv")
+    gateway = start(sasl_upstream, tmp_path, "")
+    try:
+        gateway.gateway.server.authenticator = _AdmitsEveryone()
+        with RawClient(gateway.gateway.listeners[1].port) as anonymous:
+            assert anonymous.metadata() is None and anonymous.closed_by_server()
+        assert list(gateway.gateway.cluster.views) == ["User:bob"]  # the gateway's own only
+    finally:
+        gateway.stop()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("User:ANONYMOUS is not admitted: no upstream credentials for principal "
+               "'ANONYMOUS'" in line for line in warnings), warnings
+    assert not any("internal error" in line for line in warnings), warnings
+
+
+class _AdmitsEveryone:
+    async def check_plain(self, credentials: object, session: Session, security: object) -> bool:
+        return False
+
+    def admit(self, session: Session) -> str | None:
+        return None
