@@ -427,6 +427,8 @@ class GatewaySettings:
             lines.append(f"# principal {principal}: {creds.describe(masked)}")
         lines.append("# listeners")
         lines += [f"#   {listener.describe()}" for listener in self.listeners]
+        lines += [f"# WARNING {warning}" for listener in self.listeners
+                  if (warning := listener.trust_warning()) is not None]
         lines.append("# upstream (--upstream-config)")
         upstream_given = set(self.upstream_properties)
         for entry in self.upstream_properties.entries():

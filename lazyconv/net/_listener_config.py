@@ -138,6 +138,17 @@ class ListenerConfig:
     def uses_sasl(self) -> bool:
         return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
+    def trust_warning(self) -> str | None:
+        """The one line to warn with when this listener verifies client certificates against
+        the system's CAs (:attr:`SslServerSettings.trusts_system_cas`), else None."""
+        if self.ssl is None or not self.ssl.trusts_system_cas:
+            return None
+        return (f"listener {self.name}: ssl.client.auth={self.ssl.client_auth} without "
+                "ssl.truststore.location: client certificates are verified against the "
+                "system's CAs, so one any public CA issues with a chosen subject maps to that "
+                "principal (as on Kafka, with the JVM's CAs); set ssl.truststore.location to the "
+                "CA of your clients' certificates")
+
     def describe(self) -> str:
         """One line: ``NAME SASL_SSL 0.0.0.0:9094 (advertised host:port) PLAIN,SCRAM-SHA-512 mTLS``."""
         parts = [self.name, self.security_protocol, f"{self.host or '0.0.0.0'}:{self.port}"]
@@ -147,6 +158,8 @@ class ListenerConfig:
             parts.append(",".join(self.sasl.mechanisms))
         if self.ssl is not None and self.ssl.client_auth != "none":
             parts.append(f"client-auth={self.ssl.client_auth}")
+            if self.ssl.trusts_system_cas:
+                parts.append("(verified by the system's CAs: no ssl.truststore.location)")
         return " ".join(parts)
 
 

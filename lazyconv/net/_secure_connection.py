@@ -80,7 +80,9 @@ class ListenerSecurity:
     (SASL_*); ``plain_users``: PLAIN users of the listener's JAAS line (None: checked elsewhere);
     ``principal_mapper``: how a client certificate becomes a principal;
     ``handshake_timeout_s``: how long a client may take from connecting to being authenticated
-    (the TLS handshake and the SASL exchange together)."""
+    (the TLS handshake and the SASL exchange together); ``trust_warning``: what the server
+    warns of when it starts (:meth:`ListenerConfig.trust_warning`: client certificates verified
+    against the system's CAs), None when nothing."""
 
     name: str
     protocol: str = "PLAINTEXT"
@@ -90,6 +92,7 @@ class ListenerSecurity:
     sasl: SaslServerConfig | None = None
     plain_users: PlainUsers | None = None
     handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S
+    trust_warning: str | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -111,7 +114,8 @@ class ListenerSecurity:
         return cls(config.name, config.security_protocol, context,
                    config.ssl.client_auth if config.ssl is not None else "none",
                    config.ssl.principal_mapper if config.ssl is not None else None,
-                   sasl, config.sasl.plain_users if config.sasl is not None else None, timeout)
+                   sasl, config.sasl.plain_users if config.sasl is not None else None, timeout,
+                   config.trust_warning())
 
     def with_handshake_timeout(self, seconds: float) -> ListenerSecurity:
         """The same listener with another authentication bound (TLS-only listeners take the

@@ -274,6 +274,9 @@ class KafkaServer:
         for listener, port in zip(self.listeners, self.bound_ports, strict=True):
             log.info("listening on port %d (%s), advertised as %s:%d (node %d)", port,
                      listener.security_protocol, listener.host, listener.port, listener.node_id)
+        for spec in self._specs:
+            if spec.security is not None and spec.security.trust_warning is not None:
+                log.warning("%s", spec.security.trust_warning)
 
     async def _stop_accepting(self) -> None:
         for task in self._accept_tasks:
@@ -352,6 +355,9 @@ class KafkaServer:
         if security.protocol != protocol:
             raise ConfigurationError(f"listener {index} is {protocol}, not {security.protocol}: "
                                      "a listener's security protocol changes with a restart")
+        if security.trust_warning is not None and (current is None or
+                                                   current.trust_warning != security.trust_warning):
+            log.warning("%s", security.trust_warning)
         self._security[index] = security
 
     async def _accept_loop(self, server_sock: socket.socket, listener: Listener,

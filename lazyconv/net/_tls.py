@@ -18,7 +18,9 @@ the system's CAs.
 
 **Listeners** (:class:`SslServerSettings`): ``ssl.client.auth`` = ``required`` (mTLS: a client
 without a certificate the trust store verifies is refused), ``requested`` (verified when
-presented) or ``none`` (default); ``ssl.enabled.protocols`` (default ``TLSv1.2,TLSv1.3``);
+presented) or ``none`` (default); without a trust store client certificates are verified
+against the system's CAs, as Kafka does with the JVM's (a warning at start:
+:meth:`~lazyconv.net._listener_config.ListenerConfig.trust_warning`); ``ssl.enabled.protocols`` (default ``TLSv1.2,TLSv1.3``);
 ``ssl.cipher.suites`` (OpenSSL or IANA names of TLS 1.2 suites; TLS 1.3's suites cannot be
 chosen through Python's ssl module, so naming only some of them is an error).
 
@@ -427,6 +429,14 @@ class SslServerSettings:
                        SslPrincipalMapper(_get(props, "ssl.principal.mapping.rules")), dict(props))
         settings.context()  # every mistake shows now, not at the first connection
         return settings
+
+    @property
+    def trusts_system_cas(self) -> bool:
+        """Whether client certificates are verified against the system's CAs: asked for
+        (``ssl.client.auth`` required or requested) with no trust store given. Any public CA
+        then vouches for a client, and a certificate it issues with a chosen subject maps to
+        that principal (Kafka does the same with the JVM's CAs)."""
+        return self.client_auth != "none" and self.trust_store is None
 
     def context(self) -> ssl.SSLContext:
         """A new server-side context."""

@@ -548,3 +548,22 @@ gateway.upstream.credentials.alice.token.file=alice.jwt
     config.write_text(config.read_text().replace("OAUTHBEARER", "PLAIN"))
     with pytest.raises(ConfigurationError, match="a token file is for OAUTHBEARER"):
         GatewaySettings.load(config, oauth_upstream(tmp_path))
+
+
+def test_check_config_flags_client_certificates_verified_by_the_system_cas(
+        tmp_path: Path, certs: dict[str, Path]) -> None:
+    """--check-config's listing warns of an mTLS listener without a trust store (its clients'
+    certificates verified against the system's CAs); with one it does not."""
+    text = (f"listeners=SSL://127.0.0.1:9095\nssl.keystore.location={certs['ks']}\n"
+            "ssl.client.auth=required\n")
+    upstream = write(tmp_path, "upstream.properties", "bootstrap.servers=localhost:9092\n")
+    described = GatewaySettings.load(write(tmp_path, "gateway.properties", text),
+                                     upstream).describe()
+    assert ("#   SSL SSL 127.0.0.1:9095 client-auth=required (verified by the system's CAs: no "
+            "ssl.truststore.location)\n") in described
+    assert ("\n# WARNING listener SSL: ssl.client.auth=required without ssl.truststore.location: "
+            "client certificates are verified against the system's CAs") in described
+    text += f"ssl.truststore.location={certs['ca']}\n"
+    described = GatewaySettings.load(write(tmp_path, "gateway.properties", text),
+                                     upstream).describe()
+    assert "WARNING" not in described and "system's CAs" not in described

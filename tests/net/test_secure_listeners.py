@@ -455,3 +455,43 @@ def test_serve_config_file(tmp_path: Path, material: Material) -> None:
     config.write_text("listeners=PLAINTEXT://127.0.0.1:0\ngateway.identity=gateway\n")
     with pytest.raises(ConfigurationError, match="gateway.identity: not a listener setting"):
         load_listener_specs(config)
+
+
+@pytest.mark.parametrize("client_auth,truststore", [("required", False), ("requested", False),
+                                                    ("required", True), ("none", False)])
+def test_client_certificates_verified_by_the_system_cas_are_warned_of_at_start(
+        material: Material, tmp_path: Path, caplog: pytest.LogCaptureFixture, client_auth: str,
+        truststore: bool) -> None:
+    """ssl.client.auth required or requested without a trust store verifies client
+    certificates against the system's CAs (as Kafka does with the JVM's): any public CA's
+    certificate with a chosen subject would map to that principal. The server says so in one
+    WARNING line per such listener when it starts; with a trust store, or without client
+    authentication, it says nothing."""
+    from lazyconv.net._listener_config import parse_listeners
+    from lazyconv.net._properties import Properties
+    from lazyconv.net._secure_connection import ListenerSecurity
+    from lazyconv.serve import ListenerSpec
+
+    props = {"listeners": "SSL://127.0.0.1:0", "ssl.client.auth": client_auth,
+             "ssl.keystore.location": str(material.server_keystore_pem)}
+    if truststore:
+        props["ssl.truststore.location"] = str(material.ca_pem)
+    (config,) = parse_listeners(Properties.from_mapping(props, "test"))
+    caplog.set_level(logging.INFO, logger="lazyconv")
+    server = ServerThread(tmp_path, specs=[ListenerSpec(
+        config.host, config.port, 0, None, security=ListenerSecurity.from_config(config))])
+    server.stop()
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelno == logging.WARNING and "truststore" in r.getMessage()]
+    if truststore or client_auth == "none":
+        assert warnings == []
+        assert "system's CAs" not in config.describe()
+    else:
+        assert warnings == [
+            f"listener SSL: ssl.client.auth={client_auth} without ssl.truststore.location: "
+            "client certificates are verified against the system's CAs, so one any public CA "
+            "issues with a chosen subject maps to that principal (as on Kafka, with the JVM's "
+            "CAs); set ssl.truststore.location to the CA of your clients' certificates"]
+        # what --check-config lists
+        assert config.describe().endswith(
+            f"client-auth={client_auth} (verified by the system's CAs: no ssl.truststore.location)")
