@@ -31,7 +31,8 @@ After authentication every request is forwarded, except:
 - SaslHandshake: re-authentication (KIP-368) begins when the session has an expiry and the
   last one began at least a second ago, with the session's mechanism (another enabled one is
   accepted by the handshake and fails at the next frame; an unknown one gets 33 and close); the
-  principal must not change. Otherwise ILLEGAL_SASL_STATE, connection kept;
+  principal must not change (a PLAIN token naming another user fails before its password is
+  checked, by the driver or upstream). Otherwise ILLEGAL_SASL_STATE, connection kept;
 - SaslAuthenticate: ILLEGAL_SASL_STATE, connection kept.
 
 PLAIN's check is the driver's (:attr:`SaslOutcome.verify`: it may be asynchronous, e.g. the
@@ -561,6 +562,10 @@ class SaslServerExchange:
                 credentials = parse_plain_token(token)
             except AuthenticationError:
                 return self._authentication_failed("a malformed PLAIN token")
+            if self._reauthenticating and KafkaPrincipal.user(credentials.username) != self.principal:
+                # refused before the driver's check: in passthrough mode that check is a login
+                # upstream as the new user
+                return self._authentication_failed("the principal changed in re-authentication")
             self._pending_user = credentials.username
             self.state = SaslState.VERIFYING
             return SaslOutcome(verify=credentials)

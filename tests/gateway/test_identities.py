@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import pytest
 
 from lazyconv.errors import AuthenticationError
 from lazyconv.gateway._settings import GatewaySettings
+from lazyconv.net._sasl import PlainCredentials
+from lazyconv.net._secure_connection import ListenerSecurity, ListenerUsers
 from lazyconv.net._session import Session
 from lazyconv.protocol import _metadata as metadata
 from lazyconv.protocol._connection import ClientConnection
@@ -168,3 +171,50 @@ class _AdmitsEveryone:
 
     def admit(self, session: Session) -> str | None:
         return None
+
+
+class _CountingUsers(ListenerUsers):
+    """serve's PLAIN check, counting each user's logins (the gateway's upstream ones)."""
+
+    def __init__(self) -> None:
+        self.logins: Counter[str] = Counter()
+
+    async def check_plain(self, credentials: PlainCredentials, session: Session,
+                          security: ListenerSecurity) -> bool:
+        self.logins[credentials.username] += 1
+        return await super().check_plain(credentials, session, security)
+
+
+def test_a_passthrough_reauthentication_as_another_user_never_logs_in_upstream(
+        material: Material, tmp_path: Path) -> None:
+    """KIP-368 in passthrough mode: a client authenticated as alice that re-authenticates as bob
+    is refused (the principal may not change) before the gateway checks bob's password
+    upstream, so the cluster sees no login as bob (it saw one, then the refusal came); a
+    re-authentication as alice herself is checked upstream as before."""
+    (tmp_path / "logdir").mkdir()
+    users = _CountingUsers()
+    upstream = ServerThread(tmp_path / "logdir", specs=[listener_specs(material)[1]],
+                            authenticator=users)
+    config, upstream_config = tmp_path / "gateway.properties", tmp_path / "upstream.properties"
+    upstream_config.write_text(f"bootstrap.servers={upstream.bootstrap}\n"
+                               "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")
+    config.write_text("listeners=SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms=PLAIN\n"
+                      "connections.max.reauth.ms=60000\ngateway.identity=passthrough\n")
+    gateway = GatewayThread(None, settings=GatewaySettings.load(config, upstream_config))
+    try:
+        port = gateway.gateway.listeners[0].port
+        with RawClient(port) as client:
+            assert client.authenticate("PLAIN", "alice", USERS["alice"])
+            assert client.authenticate("PLAIN", "alice", USERS["alice"])  # KIP-368, herself
+            assert client.metadata() is not None
+        logins_as_alice = users.logins["alice"]
+        assert logins_as_alice >= 2
+        with RawClient(port) as client:
+            assert client.authenticate("PLAIN", "alice", USERS["alice"])
+            assert not client.authenticate("PLAIN", "bob", USERS["bob"])
+            assert client.closed_by_server()
+        assert users.logins["bob"] == 0
+        assert users.logins["alice"] == logins_as_alice + 1
+    finally:
+        gateway.stop()
+        upstream.stop()

@@ -399,9 +399,13 @@ def test_reauthentication_at_most_once_a_second() -> None:
 
 
 def test_reauthentication_cannot_change_the_principal() -> None:
+    """A PLAIN token naming another user fails before the driver is asked to check its
+    password (in the gateway's passthrough mode that check is a login upstream as that user)."""
     exchange = authenticated(reauth_ms=60000)
-    out = plain_v1(exchange, "bob", "bob-secret", now=2.0)
-    assert out.close and not out.authenticated
+    exchange.receive(handshake("PLAIN"), 2.0)
+    out = exchange.receive(authenticate(plain_token("bob", "bob-secret")), 2.0)
+    assert out.verify is None and out.close and not out.authenticated
+    assert exchange.state is SaslState.FAILED
     body = response(AUTHENTICATE, 2, out.reply)
     assert body["error_code"] == 58 and "re-authentication" in body["error_message"]
 
