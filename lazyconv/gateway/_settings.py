@@ -76,6 +76,7 @@ from lazyconv.net._sasl import (
     OAUTHBEARER,
     PLAIN,
     SUPPORTED_MECHANISMS,
+    check_scram_credentials,
 )
 from lazyconv.net._scram_credentials import SCRAM_MECHANISMS
 from lazyconv.net._server import send_buffer_problem
@@ -306,6 +307,8 @@ class UpstreamCredentials:
         elif not self.username or not self.password or self.token_file is not None:
             raise ConfigurationError(f"upstream {self.mechanism} credentials need a username and a "
                                      "password (a token file is for OAUTHBEARER)")
+        elif self.mechanism != PLAIN:
+            check_scram_credentials(self.username, self.password)
 
     def token(self) -> str:
         """OAUTHBEARER: the bearer token, read from its file now. Raises
@@ -749,8 +752,12 @@ def _jaas_credentials(props: Properties, mechanism: str) -> UpstreamCredentials 
     if module.class_name != expected:
         raise _refused(props, key, f"sasl.mechanism={mechanism} needs "
                        f"{expected}, not {module.class_name}")
-    return UpstreamCredentials(mechanism, module.require_option("username", _where(props, key)),
-                               module.require_option("password", _where(props, key)))
+    username = module.require_option("username", _where(props, key))
+    password = module.require_option("password", _where(props, key))
+    try:
+        return UpstreamCredentials(mechanism, username, password)
+    except ConfigurationError as exc:
+        raise _refused(props, key, exc.message) from None
 
 
 def _oauthbearer_credentials(props: Properties) -> UpstreamCredentials:

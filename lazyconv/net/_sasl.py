@@ -125,6 +125,7 @@ __all__ = [
     "SaslClientExchange",
     "SaslClientStep",
     "reauthentication_delay_s",
+    "check_scram_credentials",
     "VerifyPlain",
 ]
 
@@ -674,6 +675,24 @@ def reauthentication_delay_s(session_lifetime_ms: int, rng: random.Random | None
     return int(session_lifetime_ms * fraction) / 1000
 
 
+def check_scram_credentials(username: str, password: str) -> None:
+    """That a SCRAM client can authenticate with ``username`` and ``password``: the SCRAM client
+    (``scramp``) prepares both with SASLprep (RFC 4013), which refuses a control character, a
+    private-use, unassigned or non-character code point, or mixed-direction text. Raises
+    :class:`~lazyconv.errors.ConfigurationError` saying which of the two and why (never the
+    password)."""
+    try:
+        scramp.ScramClient([SCRAM_SHA_256], username, "-")
+    except scramp.ScramException as exc:
+        raise ConfigurationError(f"SCRAM user name {username!r} is refused by SASLprep "
+                                 f"(RFC 4013): {exc.args[0]}") from None
+    try:
+        scramp.ScramClient([SCRAM_SHA_256], "-", password)
+    except scramp.ScramException as exc:
+        raise ConfigurationError(f"the SCRAM password of user {username!r} is refused by "
+                                 f"SASLprep (RFC 4013): {exc.args[0]}") from None
+
+
 @dataclass(frozen=True)
 class SaslClientStep:
     """What the upstream driver does next: write ``send`` (a whole frame) if any; ``done``:
@@ -721,6 +740,8 @@ class SaslClientExchange:
                 raise ConfigurationError("OAUTHBEARER needs a token")
         elif not username or not password:
             raise ConfigurationError(f"{mechanism} needs a user name and a password")
+        elif mechanism != PLAIN:
+            check_scram_credentials(username, password)  # scramp's own error, else at the handshake
         self.mechanism = mechanism
         self.username = username
         self._password = password

@@ -222,6 +222,33 @@ def test_service_identity_fallback(tmp_path: Path) -> None:
     assert settings.upstream_credentials_for("anyone").username == "svc"
 
 
+def test_an_upstream_scram_password_saslprep_refuses_is_refused_at_load(tmp_path: Path) -> None:
+    """The upstream SCRAM client SASLpreps passwords: one SASLprep refuses (a control
+    character) is refused when the settings load, with where it was given and never the
+    password, rather than by scramp's ScramException at the first upstream connection. A
+    PLAIN password is sent as written: the same one loads."""
+    config = write(tmp_path, "gw.properties", "listeners=PLAINTEXT://127.0.0.1:9092\n")
+    jaas = f'{SCRAM_MODULE} required username="svc" password="svc\\u0007pw";'
+    upstream = write(tmp_path, "up.properties", "bootstrap.servers=h:1\nsecurity.protocol="
+                     f"SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={jaas}\n")
+    with pytest.raises(ConfigurationError) as info:
+        GatewaySettings.load(config, upstream)
+    assert info.value.message == (
+        f"{upstream}:4 sasl.jaas.config: the SCRAM password of user 'svc' is refused by "
+        "SASLprep (RFC 4013): control characters forbidden")
+    upstream.write_text(upstream.read_text().replace("SCRAM-SHA-512", "PLAIN")
+                        .replace(SCRAM_MODULE, PLAIN_MODULE))
+    assert GatewaySettings.load(config, upstream).upstream.credentials.password == "svc\x07pw"
+    config.write_text(config.read_text() + "gateway.upstream.credentials.alice.sasl.mechanism="
+                      "SCRAM-SHA-256\ngateway.upstream.credentials.alice.username=alice\n"
+                      "gateway.upstream.credentials.alice.password=alice\\u0007pw\n")
+    with pytest.raises(ConfigurationError) as info:
+        GatewaySettings.load(config, upstream)
+    assert info.value.message == (
+        "upstream credentials of principal 'alice': the SCRAM password of user 'alice' is "
+        "refused by SASLprep (RFC 4013): control characters forbidden")
+
+
 def test_every_key_is_documented() -> None:
     keys = [s.key for s in (*GATEWAY_KEYS, *UPSTREAM_KEYS)]
     assert len(set(s.key for s in GATEWAY_KEYS)) == len(GATEWAY_KEYS)

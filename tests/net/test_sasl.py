@@ -488,6 +488,29 @@ def test_client_refused(mechanism: str) -> None:
     assert "WRONG-pw" not in str(info.value) and "alice" in str(info.value)
 
 
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+@pytest.mark.parametrize("user,password,refused", [
+    ("alice", "alice\x07secret", "the SCRAM password of user 'alice' is refused by SASLprep "
+                                  "(RFC 4013): control characters forbidden"),
+    ("alice", "alice\ue000secret", "the SCRAM password of user 'alice' is refused by SASLprep "
+                                    "(RFC 4013): private use characters forbidden"),
+    ("al\x07ice", "alice-secret", "SCRAM user name 'al\\x07ice' is refused by SASLprep "
+                                   "(RFC 4013): control characters forbidden"),
+])
+def test_client_credentials_saslprep_refuses(mechanism: str, user: str, password: str,
+                                             refused: str) -> None:
+    """The SCRAM client SASLpreps the user name and password (scramp): one SASLprep refuses is
+    a ConfigurationError when the exchange is made, saying which and why and never the
+    password (scramp's own ScramException came out of the handshake's answer). PLAIN sends
+    them as written (this server knows no such user)."""
+    server = SaslServerExchange(config(), now=0.0)
+    with pytest.raises(ConfigurationError) as info:
+        drive(SaslClientExchange(mechanism, user, password), server)
+    assert info.value.message == refused and password not in str(info.value)
+    with pytest.raises(AuthenticationError, match="the broker refused PLAIN"):  # sent, not ours
+        drive(SaslClientExchange("PLAIN", user, password), SaslServerExchange(config(), now=0.0))
+
+
 def test_client_mechanism_not_enabled() -> None:
     server = SaslServerExchange(config(mechanisms=("SCRAM-SHA-512",)), now=0.0)
     with pytest.raises(AuthenticationError, match="enables: SCRAM-SHA-512"):
