@@ -486,6 +486,7 @@ class GatewaySettings:
                                     authentication_timeout_s=timeout_ms / 1000)
         upstream_settings = _upstream(upstream)
         principal_credentials = _principal_credentials(gateway, environ)
+        _check_one_password_per_user(principal_credentials, upstream_settings.credentials)
         fallback = gateway.get("gateway.upstream.credentials.fallback") or (
             "none" if principal_credentials else "service")
         if fallback not in ("service", "none"):
@@ -877,6 +878,27 @@ def _principal_credentials(props: Properties,
     return out
 
 
+def _check_one_password_per_user(principal_credentials: Mapping[str, UpstreamCredentials],
+                                 service: UpstreamCredentials | None) -> None:
+    """Each upstream user name with one password, whatever principals (and the service
+    identity) it is given for: the gateway keeps one metadata view per upstream user, whose
+    connection authenticates with the password of whoever made it first, so a second password
+    (a mistake: a Kafka user has one) would share a view it never proved."""
+    seen: dict[str, tuple[str, str]] = {}
+    given = [(f"principal {principal!r}", creds) for principal, creds in
+             sorted(principal_credentials.items())]
+    if service is not None:
+        given.insert(0, ("the service identity (sasl.jaas.config)", service))
+    for who, creds in given:
+        if creds.token_file is not None:
+            continue
+        first = seen.setdefault(creds.username, (who, creds.password))
+        if first[1] != creds.password:
+            raise ConfigurationError(f"upstream user {creds.username!r} is given two passwords "
+                                     f"({first[0]} and {who}): one upstream user, one password "
+                                     "(the gateway keeps one metadata view per upstream user)")
+
+
 def _check_passthrough(listeners: list[ListenerConfig], upstream: UpstreamSettings,
                        gateway: Properties, principal_credentials: Mapping[str, Any]) -> None:
     for listener in listeners:
@@ -940,7 +962,8 @@ def settings_reference() -> str:
         "authenticate |",
         "| `gateway.upstream.credentials.<principal>.username`, `.password` | the principal's "
         "upstream credentials (`<principal>` without `User:`; `=`, `:` and spaces escaped with a "
-        "backslash) |",
+        "backslash); several principals may share an upstream user, with one password (its "
+        "metadata view is one) |",
         "| `gateway.upstream.credentials.<principal>.token.file` | OAUTHBEARER: the file holding "
         "the principal's bearer token, read at each authentication (relative: to the file that "
         "names it) |",

@@ -594,3 +594,38 @@ def test_check_config_flags_client_certificates_verified_by_the_system_cas(
     described = GatewaySettings.load(write(tmp_path, "gateway.properties", text),
                                      upstream).describe()
     assert "WARNING" not in described and "system's CAs" not in described
+
+
+@pytest.mark.parametrize("service", [False, True])
+def test_one_upstream_user_with_two_passwords_is_refused(tmp_path: Path, service: bool) -> None:
+    """The gateway keeps one metadata view per upstream user (its connection authenticated with
+    the password of whoever made it first): principals, or a principal and the service
+    identity, that give one upstream user two passwords are refused at load, in one line that
+    names who (never a password); one user with one password, or two users, load."""
+    jaas = f'sasl.jaas.config={PLAIN_MODULE} required username="svc" password="svc-pw";\n'
+    upstream = write(tmp_path, "up.properties", "bootstrap.servers=h:1\nsecurity.protocol="
+                     "SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n" + (jaas if service else ""))
+    first = "svc" if service else "carol"
+
+    def load(alice: tuple[str, str], bob: tuple[str, str]) -> GatewaySettings:
+        lines = ["listeners=PLAINTEXT://127.0.0.1:9092", "gateway.identity=gateway",
+                 "gateway.upstream.credentials.carol.username=carol",
+                 "gateway.upstream.credentials.carol.password=carol-pw"]
+        for principal, (user, password) in (("alice", alice), ("bob", bob)):
+            lines += [f"gateway.upstream.credentials.{principal}.username={user}",
+                      f"gateway.upstream.credentials.{principal}.password={password}"]
+        return GatewaySettings.load(write(tmp_path, "gw.properties", "\n".join(lines) + "\n"),
+                                    upstream)
+
+    assert load((first, f"{first}-pw"), ("bob", "bob-pw")).principal_credentials["alice"].username == first
+    load(("dave", "dave-pw"), ("dave", "dave-pw"))
+    with pytest.raises(ConfigurationError) as info:
+        load((first, "other-pw"), ("bob", "bob-pw"))
+    who = ("the service identity (sasl.jaas.config) and principal 'alice'" if service
+           else "principal 'alice' and principal 'carol'")
+    assert info.value.message == (f"upstream user {first!r} is given two passwords ({who}): one "
+                                  "upstream user, one password (the gateway keeps one metadata "
+                                  "view per upstream user)")
+    with pytest.raises(ConfigurationError, match="upstream user 'dave' is given two passwords "
+                                                 r"\(principal 'alice' and principal 'bob'\)"):
+        load(("dave", "dave-pw"), ("dave", "dave-other"))
