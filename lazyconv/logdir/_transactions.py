@@ -3,7 +3,8 @@
 What Kafka's ProducerStateManager and TransactionIndex keep, rebuilt from the log:
 
 - a transactional v2 batch (attribute bit 4) opens a transaction for its producer id at its
-  base offset, unless one is open already (a batch without a producer id, -1, opens none);
+  base offset, unless one is open already (a batch without a producer id, -1, opens none); the
+  producer's epoch in it is the largest of its batches';
 - a control batch (bit 5) from that producer ends it; its one record's key is
   ``version int16, type int16`` with type 0 = ABORT, 1 = COMMIT;
 - an aborted transaction is remembered as Kafka's ``AbortedTxn``: producer id, first offset,
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["PartitionTransactions"]
 
-_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_AND_EPOCH = struct.Struct(">qh")
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _CONTROL_READ = 96  # enough of a control batch for its one record's key
 
@@ -95,6 +96,7 @@ class PartitionTransactions:
     """The transaction state of one partition, updated incrementally from its log."""
 
     ongoing: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
+    ongoing_epochs: dict[int, int] = field(default_factory=dict)  # producer id -> its epoch in it
     aborted: list[AbortedTxn] = field(default_factory=list)  # by last offset
     _aborted_last: list[int] = field(default_factory=list)
     _progress: dict[Path, _SegmentProgress] = field(default_factory=dict)
@@ -130,17 +132,20 @@ class PartitionTransactions:
                     continue
                 is_control = bool(entry.attributes & CONTROL_FLAG_MASK)
                 from_index = entry.last_offset in progress.indexed
-                need = _CONTROL_READ if is_control and not from_index else PRODUCER_ID_OFFSET + _PRODUCER_ID.size
+                need = (_CONTROL_READ if is_control and not from_index
+                        else PRODUCER_ID_OFFSET + _PRODUCER_ID_AND_EPOCH.size)
                 header = os.pread(fd, min(need, entry.size), entry.position)
-                (pid,) = _PRODUCER_ID.unpack_from(header, PRODUCER_ID_OFFSET)
+                pid, epoch = _PRODUCER_ID_AND_EPOCH.unpack_from(header, PRODUCER_ID_OFFSET)
                 if pid < 0:
                     # no producer, no transaction (Kafka's producer state skips such batches):
                     # nothing could ever end it and the LSO would stay there for good
                     continue
                 if not is_control:
                     self.ongoing.setdefault(pid, entry.first_offset)
+                    self.ongoing_epochs[pid] = max(self.ongoing_epochs.get(pid, epoch), epoch)
                     continue
                 first = self.ongoing.pop(pid, None)
+                self.ongoing_epochs.pop(pid, None)
                 if from_index or first is None:
                     continue  # the index has this abort; a marker with nothing open
                 try:

@@ -135,7 +135,8 @@ class Broker:
         server's conversion worker pool, where converting fetches are also planned;
         ``remote_sends``: the server has sender processes (:mod:`lazyconv.net._sender_pool`),
         which write the converting Fetch responses; ``txn_config``: when idle transactional
-        ids expire (Kafka's defaults: after 7 days, looked for every hour)."""
+        ids expire (Kafka's defaults: after 7 days, looked for every hour) and when a transaction
+        open in the log at the start that no transactional id holds is aborted (15 minutes)."""
         if not listeners:
             raise ValueError("a broker needs at least one listener")
         self.logdir = logdir
@@ -179,6 +180,7 @@ class Broker:
         self.txn_apis = TransactionApis(self.transactions, self._allocate_producer_id)
         self._handlers = self._handler_table()
         self.transactions.complete_prepared()  # commits a restart interrupted
+        self._recover_open_transactions()  # the transactions a stop or a crash left open
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the timers (group sessions, rebalance and transaction timeouts, transactional
@@ -459,6 +461,24 @@ class Broker:
         self.logdir.refresh()
         return [key for key, plog in sorted(self.logdir.partitions.items())
                 if producer_id in plog.transaction_state().ongoing]
+
+    def _recover_open_transactions(self) -> None:
+        """Give the coordinator the transactions open in the log at the start (each producer
+        id's partitions and its epoch in each), to time them out as Kafka's coordinator does
+        with the ones its transaction log holds. A log that cannot be read for it is logged:
+        its ids' open transactions are then looked up when they come back."""
+        open_in_log: dict[int, dict[tuple[str, int], int]] = {}
+        try:
+            self.logdir.refresh()
+            for key, plog in sorted(self.logdir.partitions.items()):
+                # from the log's headers only: what is served and not produced to stays as it is
+                state = plog.transaction_state()
+                for producer_id in state.ongoing:
+                    open_in_log.setdefault(producer_id, {})[key] = state.ongoing_epochs.get(producer_id, -1)
+        except (OSError, RecordsError) as exc:
+            log.error("cannot look for the transactions left open in the log: %s", exc)
+            return
+        self.transactions.recover(open_in_log)
 
     def _write_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
                       commit: bool) -> None:

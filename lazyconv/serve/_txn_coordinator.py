@@ -1,9 +1,9 @@
 """A single-node transaction coordinator for transactional producers.
 
-What Kafka's TransactionCoordinator does for one broker, kept in memory (a restart forgets open
-transactions; their partitions keep them open until the same transactional id initialises
-again and aborts them: each id's producer id and epoch are recorded through ``save``, and
-after a restart ``open_transactions`` finds the partitions its producer id left open):
+What Kafka's TransactionCoordinator does for one broker, kept in memory; each id's producer id,
+epoch, timeout and last change are recorded through ``save``, so that after a restart
+:meth:`TransactionCoordinator.recover` (given the transactions open in the log) takes back the
+transactions a crash or a stop left open, as Kafka's coordinator reloads its transaction log:
 
 - InitProducerId with a transactional id: the id keeps one producer id; every call bumps the
   epoch (fencing older producers) and aborts a transaction the previous incarnation left open
@@ -12,7 +12,21 @@ after a restart ``open_transactions`` finds the partitions its producer id left 
 - TxnOffsetCommit stashes offsets that become the group's committed offsets on commit;
 - a transaction open longer than its ``transaction_timeout_ms`` is aborted by
   :meth:`TransactionCoordinator.expire` (called by the broker's timer) and its producer fenced
-  (the ABORT markers carry the bumped epoch);
+  (the ABORT markers carry the bumped epoch), as Kafka's ``abortTimedOutTransactions``; after a
+  restart too: a transaction left open in the log by an id's producer is timed out with the
+  id's recorded timeout, counted from its last recorded change (its InitProducerId or the end
+  of its previous transaction: never later than Kafka, which counts from the transaction's
+  first AddPartitionsToTxn), and it can only be aborted (what its producer sent with
+  TxnOffsetCommit is gone): the old incarnation's next call aborts it and is fenced;
+- a transaction open in the log whose producer id no transactional id holds (a log written by
+  Kafka, whose ``__transaction_state`` serve does not have, or by a producer whose id was lost)
+  has nothing that could end it; Kafka would leave it hanging, and the last stable offset with
+  it, until an operator aborts it (``kafka-transactions.sh abort``). Serve, the only
+  coordinator of its log directory, aborts it ``unknown_producer_transaction_timeout_ms``
+  after the start (15 minutes, the default of Kafka's ``transaction.max.timeout.ms``: the
+  longest timeout its coordinator accepts), with markers of the producer's next epoch (fencing
+  a producer still writing with that id); until then nothing is written to a directory that
+  is only served;
 - a transactional id without a transaction open or being committed and unchanged for
   ``transactional_id_expiration_ms`` (Kafka's ``transactional.id.expiration.ms``, 7 days) is
   forgotten, looked for every ``remove_expired_transaction_cleanup_interval_ms`` (Kafka's
@@ -43,7 +57,8 @@ from lazyconv.serve._txn_ids import IdRecord, PreparedCommit
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TransactionCoordinator", "TransactionalProducer", "TransactionConfig", "MAX_EPOCH"]
+__all__ = ["TransactionCoordinator", "TransactionalProducer", "TransactionConfig", "UnknownProducerTransaction",
+           "MAX_EPOCH"]
 
 MAX_EPOCH = 32767
 INVALID_PRODUCER_ID_MAPPING = int(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -59,9 +74,14 @@ class TransactionConfig:
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     # transaction.remove.expired.transaction.cleanup.interval.ms: how often they are looked for
     remove_expired_transaction_cleanup_interval_ms: int = 3600 * 1000
+    # a transaction open in the log at the start whose producer id no transactional id holds is
+    # aborted this long after the start (the default of Kafka's transaction.max.timeout.ms, the
+    # longest timeout its coordinator accepts)
+    unknown_producer_transaction_timeout_ms: int = 15 * 60 * 1000
 
     def __post_init__(self) -> None:
-        for name in ("transactional_id_expiration_ms", "remove_expired_transaction_cleanup_interval_ms"):
+        for name in ("transactional_id_expiration_ms", "remove_expired_transaction_cleanup_interval_ms",
+                     "unknown_producer_transaction_timeout_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"TransactionConfig.{name} must be an int of at least 1 ms, "
@@ -81,12 +101,25 @@ class TransactionalProducer:
     started_at: float | None = None  # when the open transaction added its first partition or group
     pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     restored: bool = False  # from before a restart: its open partitions are still to be found
+    # its open transaction is from before a restart (its TxnOffsetCommit offsets are gone): it
+    # can only be aborted
+    carried_over: bool = False
     prepared: PreparedCommit | None = None  # the commit being completed, as recorded
     last_update_ms: int = 0  # wall clock of its last change (Kafka's txnLastUpdateTimestamp)
 
     @property
     def ongoing(self) -> bool:
         return bool(self.partitions or self.groups)
+
+
+@dataclass
+class UnknownProducerTransaction:
+    """A transaction open in the log whose producer id no transactional id holds."""
+
+    producer_id: int
+    epoch: int  # the producer's latest epoch in those partitions
+    partitions: set[tuple[str, int]]
+    started_at: float  # when it was found (``clock``)
 
 
 class TransactionCoordinator:
@@ -99,9 +132,10 @@ class TransactionCoordinator:
     ``prepared`` to the commits it was completing; ``save(producers, prepared)`` records both
     whenever they change (raising :class:`~lazyconv.errors.StorageError` when it cannot);
     ``open_transactions(producer_id)`` names the partitions where that producer has a
-    transaction open in the log. ``clock`` (seconds, monotonic) times transactions and the
-    expiration sweeps, ``wall_clock`` (seconds since the epoch) the ids' last updates, which
-    outlive a restart; ``config``: when ids expire."""
+    transaction open in the log (asked for an id's producer until :meth:`recover` was given
+    them all). ``clock`` (seconds, monotonic) times transactions and the expiration sweeps,
+    ``wall_clock`` (seconds since the epoch) the ids' last updates, which outlive a restart;
+    ``config``: when ids expire."""
 
     def __init__(self, allocate_producer_id: Callable[[], int],
                  write_marker: Callable[[str, int, int, int, bool], None],
@@ -136,6 +170,8 @@ class TransactionCoordinator:
         for tid, commit in (prepared or {}).items():
             if tid in self.producers:
                 self.producers[tid].prepared = commit
+        # transactions open in the log that no id accounts for, by producer id
+        self.unknown: dict[int, UnknownProducerTransaction] = {}
 
     def complete_prepared(self) -> None:
         """Complete the commits a restart interrupted: a COMMIT marker in each of their
@@ -151,6 +187,28 @@ class TransactionCoordinator:
             log.info("transactional id %s: completing the commit a restart interrupted",
                      producer.transactional_id)
             self._complete(producer, commit=True)
+
+    def recover(self, open_in_log: dict[int, dict[tuple[str, int], int]]) -> None:
+        """Take back the transactions open in the log at the start, after
+        :meth:`complete_prepared`: ``open_in_log`` maps each producer id with a transaction open
+        to its partitions and its epoch in each. An id's producer gets its transaction back, to
+        be timed out (:meth:`expire`) from the id's last recorded change with its recorded
+        timeout, as Kafka's coordinator does with the Ongoing transactions it reloads; a
+        producer id no id holds is timed out ``unknown_producer_transaction_timeout_ms`` from
+        now."""
+        by_producer_id = {producer.producer_id: producer for producer in self.producers.values()}
+        for producer_id, partitions in open_in_log.items():
+            producer = by_producer_id.get(producer_id)
+            if producer is None:
+                log.info("producer id %d, which no transactional id holds, has a transaction open in "
+                         "%d partitions: aborting it in %d ms", producer_id, len(partitions),
+                         self.config.unknown_producer_transaction_timeout_ms)
+                self.unknown[producer_id] = UnknownProducerTransaction(
+                    producer_id, max(partitions.values()), set(partitions), self.clock())
+            elif producer.restored:
+                self._carry_over(producer, list(partitions))
+        for producer in self.producers.values():
+            producer.restored = False  # every open partition was given
 
     def init_producer_id(self, transactional_id: str, timeout_ms: int) -> tuple[int, int, int]:
         """(error code, producer id, epoch) for a (re)starting transactional producer."""
@@ -195,10 +253,21 @@ class TransactionCoordinator:
             return
         found = self.open_transactions(producer.producer_id)
         if found:
-            log.info("transactional id %s: a transaction from before the restart is open in %d "
-                     "partitions", producer.transactional_id, len(found))
-            producer.partitions.update(found)
-            self._started(producer)
+            self._carry_over(producer, found)
+
+    def _carry_over(self, producer: TransactionalProducer, partitions: list[tuple[str, int]]) -> None:
+        """The transaction ``producer`` left open in ``partitions`` before the restart: open
+        again, from the id's last recorded change (Kafka counts from the transaction's start,
+        which came after it), to be aborted."""
+        producer.restored = False
+        producer.partitions.update(partitions)
+        producer.carried_over = True
+        elapsed_s = max(0, self._now_ms() - producer.last_update_ms) / 1000
+        producer.started_at = self.clock() - elapsed_s
+        log.info("transactional id %s: a transaction from before the restart is open in %d "
+                 "partitions, aborted %d ms after the id's last recorded change unless its "
+                 "producer initialises again", producer.transactional_id, len(partitions),
+                 producer.timeout_ms)
 
     def _check(self, transactional_id: str, producer_id: int, epoch: int) -> tuple[int, TransactionalProducer | None]:
         producer = self.producers.get(transactional_id)
@@ -206,14 +275,13 @@ class TransactionCoordinator:
             return INVALID_PRODUCER_ID_MAPPING, None
         if epoch != producer.epoch:
             return int(ErrorCode.INVALID_PRODUCER_EPOCH), None
-        if producer.restored:
+        self._find_open_partitions(producer)
+        if producer.carried_over:
             # the incarnation from before the restart: what its open transaction sent with
             # TxnOffsetCommit is lost, so the transaction is aborted (and it fenced), as a
             # timed-out one
-            self._find_open_partitions(producer)
-            if producer.ongoing:
-                self._fence_and_abort(producer)
-                return int(ErrorCode.INVALID_PRODUCER_EPOCH), None
+            self._fence_and_abort(producer)
+            return int(ErrorCode.INVALID_PRODUCER_EPOCH), None
         return 0, producer
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
@@ -305,13 +373,25 @@ class TransactionCoordinator:
 
     def expire(self, now: float) -> None:
         """Abort transactions open longer than their timeout and fence their producer (Kafka
-        bumps the epoch, so the late producer's next request gets INVALID_PRODUCER_EPOCH)."""
+        bumps the epoch, so the late producer's next request gets INVALID_PRODUCER_EPOCH); a
+        transaction of a producer id no id holds after ``unknown_producer_transaction_timeout_ms``,
+        with markers of its next epoch."""
         for producer in self.producers.values():
             started = producer.started_at
             if started is not None and now - started >= producer.timeout_ms / 1000:
                 log.info("transactional id %s: transaction timed out after %d ms; aborting",
                          producer.transactional_id, producer.timeout_ms)
                 self._fence_and_abort(producer)
+        unknown_timeout_ms = self.config.unknown_producer_transaction_timeout_ms
+        for producer_id, txn in list(self.unknown.items()):
+            if now - txn.started_at < unknown_timeout_ms / 1000:
+                continue
+            del self.unknown[producer_id]
+            epoch = min(txn.epoch + 1, MAX_EPOCH)
+            log.info("producer id %d: the transaction no transactional id holds timed out after %d ms; "
+                     "aborting it in %d partitions", producer_id, unknown_timeout_ms, len(txn.partitions))
+            for topic, partition in sorted(txn.partitions):
+                self.write_marker(topic, partition, producer_id, epoch, False)
 
     def _fence_and_abort(self, producer: TransactionalProducer) -> None:
         """Abort the open transaction with markers of the next epoch, as Kafka's
@@ -348,6 +428,7 @@ class TransactionCoordinator:
         producer.pending_offsets.clear()
         producer.started_at = None
         producer.prepared = None
+        producer.carried_over = False
         # the end recorded with its time (Kafka's CompleteCommit/CompleteAbort): an id in use
         # does not expire after a restart because its last recorded change was older
         producer.last_update_ms = self._now_ms()

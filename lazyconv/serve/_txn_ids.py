@@ -1,10 +1,12 @@
 """Transactional ids → producer id and epoch, kept in the log directory across restarts.
 
-The transaction coordinator keeps open transactions in memory only, but the producer id and
-epoch it gave each transactional id are recorded here, so that after a restart the id's next
-InitProducerId (or a call of its previous incarnation) finds the transactions that incarnation
-left open in the partitions and aborts them. Forgotten, the id got a fresh producer id and
-those transactions stayed open for good: the last stable offset never moved past them.
+The transaction coordinator keeps open transactions in memory only, but the producer id,
+epoch, transaction timeout and last change of each transactional id are recorded here, so that
+after a restart a transaction its producer left open in the partitions is found and aborted
+once that timeout has passed since the id's last change (at once by the id's next
+InitProducerId, or by a call of its previous incarnation). Forgotten, the id got a fresh
+producer id and those transactions stayed open for good: the last stable offset never moved
+past them.
 
 A commit is recorded too, before its first COMMIT marker is written and until its offsets are
 stored (Kafka's PrepareCommit in its transaction log): a restart in between completes it, where

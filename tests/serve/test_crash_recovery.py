@@ -114,6 +114,85 @@ def test_kill_9_during_produce_and_a_torn_tail_lose_nothing_acknowledged(tmp_pat
     assert err.strip().splitlines()[-1] == "stopped (SIGTERM)"
 
 
+def test_a_transaction_a_kill_9_left_open_is_aborted_after_its_timeout(tmp_path):
+    """Found by a review: a transaction open when serve was killed stayed open after the restart
+    until its transactional id came back (or its 7-day expiry), and read_committed consumers got
+    nothing past it. As Kafka's coordinator, which reloads its transaction log and aborts the
+    transactions whose transaction.timeout.ms has passed, the restarted serve aborts it once the
+    producer's timeout (1 s here) has passed: a read_committed fetch gets past it, its records
+    are reported aborted (and in the .txnindex), the committed ones are there, and the old
+    incarnation is fenced."""
+    from lazyconv.logdir._txnindex import AbortedTxn, parse_txnindex
+    from lazyconv.protocol import _add_partitions_to_txn as add_partitions_to_txn
+    from lazyconv.protocol import _end_txn as end_txn
+    from lazyconv.protocol import _fetch as fetch
+    from lazyconv.records import MemoryRecords
+
+    (tmp_path / "t-0").mkdir()
+
+    def transactional(pid: int, epoch: int, seq: int, values: list[bytes]) -> dict:
+        builder = RecordsBuilder(2, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                 is_transactional=True)
+        for value in values:
+            builder.append(None, int(time.time() * 1000), None, value)
+        body = produce_body({0: builder.build()}, 9)
+        body["transactional_id"] = "tx"
+        return body
+
+    proc, port = start_serve(tmp_path)
+    try:
+        with WireClient(port) as client:
+            answer = client.call(init_producer_id.SPEC, 4, {"transactional_id": "tx",
+                                                             "transaction_timeout_ms": 1000})
+            pid, epoch = answer["producer_id"], answer["producer_epoch"]
+            for seq, values in ((0, [b"committed-0", b"committed-1"]), (2, [b"open-0", b"open-1"])):
+                added = client.call(add_partitions_to_txn.SPEC, 3, {
+                    "v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": pid,
+                    "v3_and_below_producer_epoch": epoch,
+                    "v3_and_below_topics": [{"name": "t", "partitions": [0]}]})
+                assert added["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0
+                produced = answers(client.call(produce.SPEC, 9, transactional(pid, epoch, seq, values)))[0]
+                assert produced["error_code"] == 0
+                if seq == 0:  # 0-1, COMMIT at 2; then 3-4 left open
+                    assert client.call(end_txn.SPEC, 3, {"transactional_id": "tx", "producer_id": pid,
+                                                         "producer_epoch": epoch, "committed": True})["error_code"] == 0
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+    proc, port = start_serve(tmp_path)
+    try:
+        with WireClient(port) as client:
+            def read_committed() -> dict:
+                topic = {"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                       "partition_max_bytes": 1 << 20}]}
+                return client.call(fetch.SPEC, 11, {"max_wait_ms": 0, "min_bytes": 0, "isolation_level": 1,
+                                                    "topics": [topic]})["responses"][0]["partitions"][0]
+
+            deadline = time.monotonic() + 15
+            answer = read_committed()
+            while answer["last_stable_offset"] < answer["high_watermark"] and time.monotonic() < deadline:
+                time.sleep(0.1)
+                answer = read_committed()
+            assert (answer["last_stable_offset"], answer["high_watermark"]) == (6, 6)  # ABORT at 5
+            assert answer["aborted_transactions"] == [{"producer_id": pid, "first_offset": 3}]
+            values = {r.offset: r.value for b in MemoryRecords(answer["records"]).batches() if not b.is_control
+                      for r in b}
+            assert values == {0: b"committed-0", 1: b"committed-1", 3: b"open-0", 4: b"open-1"}
+            # the old incarnation is fenced: in the coordinator and in the partition
+            assert client.call(end_txn.SPEC, 3, {"transactional_id": "tx", "producer_id": pid,
+                                                 "producer_epoch": epoch, "committed": True})["error_code"] == 47
+            late = answers(client.call(produce.SPEC, 9, transactional(pid, epoch, 4, [b"late"])))[0]
+            assert late["error_code"] == 47  # INVALID_PRODUCER_EPOCH
+            answer = client.call(init_producer_id.SPEC, 4, {"transactional_id": "tx",
+                                                             "transaction_timeout_ms": 1000})
+            assert (answer["error_code"], answer["producer_id"], answer["producer_epoch"]) == (0, pid, epoch + 2)
+    finally:
+        status, _err = stop(proc)
+    assert status == 0
+    assert parse_txnindex((tmp_path / "t-0" / f"{0:020d}.txnindex").read_bytes()) == [AbortedTxn(pid, 3, 5, 6)]
+
+
 def test_recovery_of_a_torn_tail_is_logged(tmp_path):
     part = tmp_path / "t-0"
     part.mkdir()

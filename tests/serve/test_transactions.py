@@ -81,6 +81,27 @@ def test_state_follows_appends(tmp_path: Path) -> None:
     assert plog.transaction_state().aborted[-1] == AbortedTxn(9, 15, 17, 18)
 
 
+def test_an_open_transactions_producer_epoch_is_kept(tmp_path: Path) -> None:
+    """The largest epoch of its batches: serve aborts a transaction no transactional id holds
+    with markers of the next one, which fence its producer in every partition."""
+    def batch(offset: int, pid: int, epoch: int) -> bytes:
+        return wire.v2_batch([FixtureRecord(offset, 1000 + offset, None, b"v")], producer_id=pid,
+                             producer_epoch=epoch, base_sequence=0, transactional=True)
+
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    (folder / f"{0:020d}.log").write_bytes(batch(0, 7, 2) + batch(1, 8, 1) + batch(2, 7, 3)
+                                           + wire.end_txn_marker(3, 5003, 8, 1, commit=True))
+    plog = LogDirectory(tmp_path).partition("t", 0)
+    assert plog is not None
+    state = plog.transaction_state()
+    assert (state.ongoing, state.ongoing_epochs) == ({7: 0}, {7: 3})
+    with open(folder / f"{0:020d}.log", "ab") as f:
+        f.write(wire.end_txn_marker(4, 5004, 7, 4, commit=False))
+    state = plog.transaction_state()
+    assert (state.ongoing, state.ongoing_epochs) == ({}, {})
+
+
 def test_a_transactional_batch_without_a_producer_id_opens_no_transaction(tmp_path: Path) -> None:
     """As Kafka's producer state, which skips batches without a producer id: such a batch (a
     produce may carry one) opened a transaction of producer -1 that no marker could ever end,

@@ -183,6 +183,160 @@ def test_the_previous_incarnation_is_fenced_after_a_restart(tmp_path) -> None:
     again.close()
 
 
+@pytest.mark.parametrize("clean_stop", [True, False])
+def test_a_transaction_open_at_a_restart_is_aborted_once_its_timeout_has_passed(tmp_path, clean_stop) -> None:
+    """As Kafka's coordinator reloads its Ongoing transactions and aborts the timed-out ones:
+    found by a review, a transaction a stop or a crash left open stayed open until its
+    transactional id came back (or the 7-day expiry), and read_committed consumers saw
+    nothing past it. Aborted with the bumped epoch: the old incarnation is fenced, its id's
+    next InitProducerId gets the epoch after; what was committed before stays."""
+    from lazyconv.logdir._txnindex import AbortedTxn, parse_txnindex
+    from tests.serve.test_append_validation import idem
+
+    for p in (0, 1):
+        (tmp_path / f"t-{p}").mkdir()
+    broker = _broker(tmp_path)
+    c = broker.transactions
+    _, pid, epoch = c.init_producer_id("tx", 60000)
+    c.add_partitions("tx", pid, epoch, [("t", 0)])
+    assert _produce(broker, 0, idem(0, pid=pid, epoch=epoch, txn=True)) == 0  # 0-1
+    assert c.end_txn("tx", pid, epoch, True) == 0  # COMMIT at 2
+    c.add_partitions("tx", pid, epoch, [("t", 0), ("t", 1)])
+    assert _produce(broker, 0, idem(2, pid=pid, epoch=epoch, txn=True)) == 0  # 3-4
+    assert _produce(broker, 1, idem(0, pid=pid, epoch=epoch, txn=True)) == 0  # 0-1
+    if clean_stop:
+        broker.close()
+    again = _broker(tmp_path)
+    again._tick(time.monotonic() + 50)  # within 60 s of the id's last change, the commit
+    plogs = [again.logdir.partition("t", p) for p in (0, 1)]
+    assert [plog.last_stable_offset() for plog in plogs] == [3, 0]
+    again._tick(time.monotonic() + 61)
+    assert [(plog.last_stable_offset(), plog.high_watermark) for plog in plogs] == [(6, 6), (3, 3)]
+    expected = [AbortedTxn(pid, 3, 5, 6), AbortedTxn(pid, 0, 2, 3)]
+    for plog, txn in zip(plogs, expected, strict=True):
+        assert plog.transaction_state().aborted == [txn]
+        assert parse_txnindex((plog.directory / f"{0:020d}.txnindex").read_bytes()) == [txn]
+    assert plogs[0].transaction_state().aborted_between(0, 6) == [expected[0]]  # not 0-1, committed
+    # the old incarnation is fenced, in the coordinator and in the partitions
+    assert again.transactions.end_txn("tx", pid, epoch, True) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert _produce(again, 0, idem(4, pid=pid, epoch=epoch, txn=True)) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert again.transactions.init_producer_id("tx", 60000) == (0, pid, epoch + 2)
+    assert _produce(again, 1, idem(0, pid=pid, epoch=epoch + 2, txn=True)) == 0
+    again.close()
+
+
+def test_recovered_transactions_time_out_from_the_ids_last_recorded_change(tmp_path, clock) -> None:
+    """With the id's recorded timeout, counted from its last recorded change (the transaction
+    began after it: never later than Kafka, which counts from the transaction's start)."""
+    c, store = _stored_world(tmp_path, clock)
+    clock.now = 100.0
+    _, pid, epoch = c.init_producer_id("tx", 5000)
+    _, idle, _ = c.init_producer_id("idle", 5000)
+    c.add_partitions("tx", pid, epoch, [("t", 0), ("t", 1)])
+    clock.now = 103.0  # a crash, and the restart
+    again, _ = _stored_world(tmp_path, clock)
+    markers: list[tuple] = []
+    again.write_marker = lambda *m: markers.append(m)
+    again.recover({pid: {("t", 0): epoch, ("t", 1): epoch}})
+    assert all(not p.restored for p in again.producers.values())  # nothing left to look up
+    again.tick(104.9)
+    assert markers == []
+    again.tick(105.0)
+    assert markers == [("t", 0, pid, epoch + 1, False), ("t", 1, pid, epoch + 1, False)]
+    assert store.load()["tx"][:2] == (pid, epoch + 1)  # the fence is recorded
+    assert again.end_txn("tx", pid, epoch, False) == ErrorCode.INVALID_PRODUCER_EPOCH
+    again.tick(200.0)
+    assert len(markers) == 2 and again.producers["idle"].started_at is None
+    assert again.init_producer_id("tx", 5000) == (0, pid, epoch + 2)
+
+
+@pytest.mark.parametrize("found_by_sweep", [False, True])
+def test_the_previous_incarnation_cannot_commit_a_transaction_from_before_the_restart(clock, found_by_sweep) -> None:
+    """Before its timeout, its next call aborts it (its TxnOffsetCommit offsets are gone), also
+    when the expiration sweep looked its partitions up first (found by a review: the commit was
+    then accepted, and wrote COMMIT markers without the offsets)."""
+    markers: list[tuple] = []
+    c = TransactionCoordinator(lambda: 2000, lambda *m: markers.append(m), lambda g, o: None,
+                               lambda topic, p: True, clock=clock, wall_clock=clock,
+                               restored={"tx": (1000, 3, 60000, 0)},
+                               open_transactions=lambda pid: [("t", 0)] if pid == 1000 else [])
+    if found_by_sweep:
+        clock.now = WEEK
+        assert c.remove_expired_ids() == []
+    assert c.end_txn("tx", 1000, 3, True) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert markers == [("t", 0, 1000, 4, False)]
+
+
+def test_a_transaction_no_transactional_id_holds_is_aborted_after_kafkas_longest_timeout(tmp_path) -> None:
+    """A transaction open in the log whose producer id is in no id's record (a log Kafka wrote,
+    whose __transaction_state serve does not have; an id file that was lost) could never end:
+    it is aborted 15 minutes (the default of Kafka's transaction.max.timeout.ms, the longest
+    timeout its coordinator accepts) after serve started, with markers of the producer's next epoch in
+    each partition, which fence a producer still writing with that id."""
+    from lazyconv.serve._txn_coordinator import TransactionConfig
+    from tests.serve.test_append_validation import idem
+
+    assert TransactionConfig().unknown_producer_transaction_timeout_ms == 15 * 60 * 1000
+    for p in (0, 1):
+        (tmp_path / f"t-{p}").mkdir()
+    broker = _broker(tmp_path)
+    assert _produce(broker, 0, idem(0, pid=777, epoch=3, txn=True)) == 0  # 0-1
+    assert _produce(broker, 1, idem(0, pid=777, epoch=5, txn=True)) == 0  # 0-1
+    assert _produce(broker, 1, idem(0, count=1, pid=778, epoch=0, txn=True)) == 0  # 2
+    broker.close()
+    again = _broker(tmp_path)
+    plogs = [again.logdir.partition("t", p) for p in (0, 1)]
+    again._tick(time.monotonic() + 890)
+    assert [plog.last_stable_offset() for plog in plogs] == [0, 0]
+    again._tick(time.monotonic() + 901)
+    assert [(plog.last_stable_offset(), plog.high_watermark) for plog in plogs] == [(3, 3), (5, 5)]
+    assert [(t.producer_id, t.first_offset) for t in plogs[1].transaction_state().aborted] == [(777, 0), (778, 2)]
+    for p, (pid, epoch) in ((0, (777, 3)), (1, (777, 5)), (1, (778, 0))):
+        late = _produce(again, p, idem(2, pid=pid, epoch=epoch, txn=True))
+        assert late == ErrorCode.INVALID_PRODUCER_EPOCH, (p, pid)
+    assert again.producer_states.table(plogs[0]).entry(777).producer_epoch == 6  # one epoch for all
+    again._tick(time.monotonic() + 3600)
+    assert plogs[1].high_watermark == 5  # aborted once
+    again.close()
+
+
+def test_a_served_kafka_log_is_left_as_it_is_until_its_open_transaction_times_out(tmp_path) -> None:
+    """The committed fixture's transactions-1 ends in a transaction Kafka's producer left open:
+    serving it (and stopping) writes nothing into it before the timeout, as the fixture tests
+    that serve it in place rely on (a producer snapshot of the state looked at was written at
+    the stop); then its ABORT marker lets read_committed consumers past it."""
+    import shutil
+
+    from lazyconv.logdir._directory import LogDirectory
+    from lazyconv.net._model import Listener
+    from lazyconv.serve._broker import Broker
+    from lazyconv.serve._txn_coordinator import TransactionConfig
+    from tests.serve.test_transactions import REPO
+
+    shutil.copytree(REPO / "fixtures" / "transactions-1", tmp_path / "transactions-1")
+
+    def listing() -> dict[str, tuple[int, int]]:
+        return {f.name: (f.stat().st_size, f.stat().st_mtime_ns) for f in (tmp_path / "transactions-1").iterdir()}
+
+    before = listing()
+    broker = Broker(LogDirectory(tmp_path), [Listener(0, "127.0.0.1", 9092)], offsets_in_memory=True)
+    plog = broker.logdir.partition("transactions", 1)
+    open_at = plog.last_stable_offset()
+    assert open_at < plog.high_watermark and list(broker.transactions.unknown) == [1001]
+    broker._tick(time.monotonic() + 60)
+    broker.close()
+    assert listing() == before
+    config = TransactionConfig(unknown_producer_transaction_timeout_ms=1)
+    broker = Broker(LogDirectory(tmp_path), [Listener(0, "127.0.0.1", 9092)], offsets_in_memory=True,
+                    txn_config=config)
+    plog = broker.logdir.partition("transactions", 1)
+    end = plog.high_watermark
+    broker._tick(time.monotonic() + 0.01)
+    assert plog.last_stable_offset() == plog.high_watermark == end + 1
+    assert plog.transaction_state().aborted[-1].first_offset == open_at
+    broker.close()
+
+
 class _Crash(BaseException):
     """A process killed at this point (nothing after it runs)."""
 
@@ -415,6 +569,8 @@ def test_the_expiration_settings_are_the_brokers(tmp_path) -> None:
     for bad in (0, -1, 1.5, True, None):
         with pytest.raises(ConfigurationError, match="transactional_id_expiration_ms"):
             TransactionConfig(transactional_id_expiration_ms=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="unknown_producer_transaction_timeout_ms"):
+            TransactionConfig(unknown_producer_transaction_timeout_ms=bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="TransactionConfig"):
         Broker(LogDirectory(tmp_path), [Listener(0, "127.0.0.1", 9092)],
                txn_config={"transactional_id_expiration_ms": 5})  # type: ignore[arg-type]
