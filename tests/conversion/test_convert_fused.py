@@ -26,7 +26,7 @@ from lazyconv.conversion._down import (
     _convert_v2_batch_into,
     down_convert_bytes,
 )
-from lazyconv.errors import LazyconvError
+from lazyconv.errors import InvalidRecordError, LazyconvError, MalformedVarintError
 from lazyconv.records import FileRecords, MemoryRecords
 from lazyconv.records._codec import (
     V2_HEADER,
@@ -525,3 +525,104 @@ def test_kernel_compressed_conversion_passes_on_the_codecs_error() -> None:
     with pytest.raises(TypeError):
         kernel.convert_v2_compressed(out, data, _payload_of(data), 1, lambda *_: 17)
     assert out == b"x"
+
+
+@pytest.mark.parametrize("to_magic", [0, 1])
+def test_an_offset_below_int64_is_refused_not_written(to_magic: int) -> None:
+    """A compressed batch at the lowest int64 offset whose first record's delta is -1: that
+    offset (which Java would wrap to the highest) cannot be written as a legacy message's int64
+    offset, even as the wrapper's inner messages' relative offsets would fit."""
+    records = _record(-1, 0, b"k", b"v", []) + _record(0, 0, b"k", b"w", [])
+    fused, generic = _both(_batch(records, 2, INT64_MIN, 5, 5, 1, False), to_magic, 0)
+    assert fused == generic
+    assert fused[0] == "error" and fused[1] is InvalidRecordError and fused[3] == 0
+    assert f"record offset {INT64_MIN - 1} cannot be written as an int64 offset" in fused[2]
+
+
+def test_a_timestamp_of_minus_one_does_not_take_the_blame_for_an_offset() -> None:
+    """A record with no timestamp (-1, allowed) at an offset beyond int64 is refused for its
+    offset, not for its timestamp."""
+    records = _record(1, 0, b"k", b"v", [])
+    fused, generic = _both(_batch(records, 1, INT64_MAX, -1, -1, 0, False), 1, 0)
+    assert fused == generic and fused[0] == "error"
+    assert "cannot be written as an int64 offset" in fused[2] and "timestamp" not in fused[2]
+
+
+@pytest.mark.parametrize("codec", [0, 1])
+def test_records_without_timestamps_give_a_v1_wrapper_without_one(codec: int) -> None:
+    """v2 records with timestamp -1 (no timestamp, as Kafka up-converts v0 messages): the v1
+    messages carry -1, and so does the wrapper of a compressed batch, whose timestamp is its
+    inner messages' maximum (Kafka's MemoryRecordsBuilder starts it at NO_TIMESTAMP, -1)."""
+    records = _record(0, 0, b"k", b"v", []) + _record(1, 0, None, b"w", [])
+    data = _batch(records, 2, 40, -1, -1, codec, False, 1)
+    out, _stats = down_convert_bytes(MemoryRecords(data).batches(), 1, 0)
+    messages = [(m.offset, m.timestamp) for m in MemoryRecords(bytes(out)).batches()]
+    assert messages == ([(40, -1), (41, -1)] if codec == 0 else [(41, -1)])
+    for message in MemoryRecords(bytes(out)).batches():
+        assert [r.timestamp for r in message] == [-1] * len(list(message))
+    fused, generic = _both(data, 1, 0)
+    assert fused == generic and fused[0] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("header", "message", "position"),
+    [
+        # count 1, key length 5 with 1 byte left: at the key's first byte (61 + 8)
+        (b"\x02\x0a" + b"a", "record 0: header key length 5 exceeds the 1 bytes left", 69),
+        # count 1, key "a", value length 5 with 1 byte left: at the value's first byte (61 + 10)
+        (b"\x02\x02a\x0a" + b"x", "record 0: header value length 5 exceeds the 1 bytes left", 71),
+    ],
+)
+def test_a_header_longer_than_its_record_is_named_where_it_starts(header: bytes, message: str,
+                                                                   position: int) -> None:
+    """Kafka refuses a header key or value that runs past its record (InvalidRecordException);
+    the error names that header field and the byte where its data would start."""
+    body = b"\x00\x00\x00\x01\x01" + header  # attributes, deltas 0, null key, null value
+    data = _batch(encode_varint(len(body)) + body, 1, 0, 5, 5, 0, False)
+    fused, generic = _both(data, 1, 0)
+    assert fused == generic
+    assert fused[0] == "error" and fused[1] is InvalidRecordError
+    assert fused[2] == f"{message} (at byte {position})" and fused[3] == position
+
+
+def test_a_negative_record_length_is_refused_at_the_record() -> None:
+    """Kafka refuses a record whose length prefix is negative (InvalidRecordException); the
+    error says so, at the record's first byte (61: right after the batch header)."""
+    data = _batch(encode_varint(-1) + b"\x00" * 8, 1, 0, 5, 5, 0, False)
+    fused, generic = _both(data, 1, 0)
+    assert fused == generic
+    assert fused[0] == "error" and fused[1] is InvalidRecordError and fused[3] == 61
+    assert "record 0 declares a body of -1 bytes" in fused[2]
+
+
+def test_bits_of_a_five_byte_varint_past_32_are_dropped_as_java_does() -> None:
+    """Kafka's ByteUtils.readVarint shifts the fifth byte into a Java int, so bits past 32 are
+    lost: a key length written as 82 80 80 80 10 reads as 2 (zig-zag: 1), and the record
+    converts with its one-byte key rather than failing on a length of 2**31 + 1."""
+    body = b"\x00\x00\x00" + bytes([0x82, 0x80, 0x80, 0x80, 0x10]) + b"k" + b"\x01" + b"\x00"
+    data = _batch(encode_varint(len(body)) + body, 1, 0, 5, 5, 0, False)
+    fused, generic = _both(data, 1, 0)
+    assert fused == generic and fused[0] == "ok" and fused[2] == 1
+    out, _stats = down_convert_bytes(MemoryRecords(data).batches(), 1, 0)
+    assert [(r.key, r.value) for b in MemoryRecords(bytes(out)).batches() for r in b] == [(b"k", None)]
+
+
+@pytest.mark.parametrize(
+    ("body", "message", "position"),
+    [
+        # key length: five bytes, all with the continuation bit (Kafka: "Varint is too long")
+        (b"\x00\x00\x00" + b"\x80" * 5 + b"\x00\x01\x00", "varint longer than 5 bytes", 65),
+        # timestamp delta: ten bytes, all with the continuation bit
+        (b"\x00" + b"\x80" * 10 + b"\x00\x00\x01\x01\x00", "varlong longer than 10 bytes", 63),
+        # header count 0x80 0x01 with its second byte past the record's end (the next byte)
+        (b"\x00\x00\x00\x01\x01\x80", "varint runs past the end of its data", 67),
+    ],
+)
+def test_a_malformed_varint_is_named_where_it_starts(body: bytes, message: str, position: int) -> None:
+    """An overlong varint or varlong, or one running past its record, is refused as Kafka's
+    reader refuses it, the error naming which (32 or 64 bits) and the varint's first byte."""
+    data = _batch(encode_varint(len(body)) + body + b"\x01", 1, 0, 5, 5, 0, False)
+    fused, generic = _both(data, 1, 0)
+    assert fused == generic
+    assert fused[0] == "error" and fused[1] is MalformedVarintError
+    assert fused[2] == f"{message} (at byte {position})" and fused[3] == position
