@@ -117,6 +117,9 @@ def test_buffer_arguments_are_annotated_as_any_buffer(tmp_path: Path) -> None:
     exec(compile(BUFFERS_SCRIPT, str(script), "exec"), {})  # what the annotations must allow runs
     repo = PACKAGE.parent
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", str(script)],
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+         # a cache of its own: test_quality's mypy may use the repository's at the same time
+         # on another xdist worker, and two mypys sharing one cache crash (INTERNAL ERROR)
+         "--cache-dir", str(tmp_path / "mypy_cache"), str(script)],
         cwd=repo, env={**os.environ, "MYPYPATH": str(repo)}, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
