@@ -18,10 +18,10 @@ KERNEL_DIR = os.path.join("lazyconv", "records", "_kernel")
 SOURCES = [
     os.path.join(KERNEL_DIR, name)
     for name in (
-        "crc.c", "convert.c", "digest.c", "lz4frame.c", "segment_run.c",
+        "crc.c", "convert.c", "digest.c", "lz4frame.c", "snappy.c", "segment_run.c",
         "module.c", "crc_py.c", "convert_py.c", "compressed_py.c", "record_py.c", "record_iterator.c",
         "plain_iterator.c", "lz4_py.c", "builder_py.c", "digest_py.c", "segment_run_py.c", "chunk_send_py.c",
-        "upconvert_py.c", "buffer_py.c",
+        "upconvert_py.c", "buffer_py.c", "snappy_py.c",
     )
 ]
 
@@ -65,7 +65,7 @@ def extensions() -> list:
             depends=[
                 os.path.join(KERNEL_DIR, name)
                 for name in (
-                    "crc.h", "convert.h", "digest.h", "digest_py.h", "format.h", "lz4frame.h", "records_walk.h",
+                    "crc.h", "convert.h", "digest.h", "digest_py.h", "format.h", "lz4frame.h", "snappy.h", "records_walk.h",
                     "segment_run.h", "segment_run_py.h", "compressed_py.h", "legacy_message.h", "callback_py.h",
                     "wire.h", "module.h", "record_py.h",
                 )

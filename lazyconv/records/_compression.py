@@ -403,7 +403,8 @@ def _snappy_compress(data: bytes | bytearray | memoryview) -> bytes:
     view = memoryview(data).cast("B")
     parts = [_XERIAL_HEADER]
     for start in range(0, len(view), _XERIAL_CHUNK):
-        block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_CHUNK]))
+        # snappy 1.1.10's bytes (snappy-java's, so Kafka's), not snap's: lazyconv.records._snappy
+        block = _impl.snappy_compress_raw(view[start : start + _XERIAL_CHUNK])
         parts.append(struct.pack(">i", len(block)))
         parts.append(block)
     return b"".join(parts)

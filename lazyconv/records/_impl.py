@@ -24,6 +24,7 @@ name                           the reference twin
 ``encode_v2_records``          ``False``: "encode these yourself"
 ``legacy_set_to_v2``           ``None``: "up-convert this set yourself"
 ``lz4_frame_blocks``           ``None``: "walk the frame yourself"
+``snappy_compress_raw``        ``_snappy.compress_raw_reference`` (snappy 1.1.10's bytes, as the kernel's)
 ``uninitialized_bytearray``    ``bytearray(size)``, zeroed (the kernel's is not: a received frame
                                is written whole before any byte is read, so zeroing it is waste)
 ``scan_entries``,              ``None``: the calling module's own reference does the whole job
@@ -70,7 +71,7 @@ from typing import Any, Literal
 
 from crc32c import crc32c as _package_crc32c
 
-from lazyconv.records import _codec
+from lazyconv.records import _codec, _snappy
 from lazyconv.records._format import LOG_HEADER, LOG_OVERHEAD
 from lazyconv.records._types import Record
 
@@ -146,6 +147,7 @@ _ENTRY_POINTS = (
     "send_plain_chunk", "convert_v2_records", "convert_v2_compressed", "encode_v2_records",
     "legacy_set_to_v2", "lz4_frame_blocks", "scan_entries", "segment_run", "convert_v2_run_ends",
     "digest_v2_records", "digest_legacy_run", "digest_delivered", "uninitialized_bytearray",
+    "snappy_compress_raw",
 )
 _kernel: ModuleType | None = _load()  # the extension module: named nowhere else
 IMPLEMENTATION: Literal["native", "python"] = "native" if _kernel is not None else "python"
@@ -212,6 +214,7 @@ REFERENCE = SimpleNamespace(
     encode_v2_records=_decline(False),
     legacy_set_to_v2=_decline(None),
     lz4_frame_blocks=_decline(None),
+    snappy_compress_raw=_snappy.compress_raw_reference,
     uninitialized_bytearray=_reference_uninitialized_bytearray,
     scan_entries=None,
     segment_run=None,
@@ -263,6 +266,7 @@ def _native(kernel: ModuleType) -> SimpleNamespace:
         encode_v2_records=kernel.encode_v2_records,
         legacy_set_to_v2=kernel.legacy_set_to_v2,
         lz4_frame_blocks=kernel.lz4_frame_blocks,
+        snappy_compress_raw=kernel.snappy_compress_raw,
         uninitialized_bytearray=kernel.uninitialized_bytearray,
         scan_entries=kernel.scan_entries,
         segment_run=kernel.segment_run,
@@ -294,6 +298,7 @@ convert_v2_compressed: Callable[..., Any]
 encode_v2_records: Callable[..., bool]
 legacy_set_to_v2: Callable[..., tuple[int, int, int, int, int] | None]
 lz4_frame_blocks: Callable[..., Any]
+snappy_compress_raw: Callable[[Any], bytes]
 uninitialized_bytearray: Callable[[int], bytearray]
 scan_entries: Callable[..., Any] | None
 segment_run: Callable[..., Any] | None

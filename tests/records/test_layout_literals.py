@@ -33,7 +33,8 @@ between 8 and 61 (``b[57]``), and no ``get_i32``/``get_i64``/``put_i32``/``put_i
 is offset by such an integer (``get_i32(p + 8)``).
 
 A value that really is not a layout fact (a codec framing, an error code) has a name defined in
-its own module, as lz4's and gzip's framings in ``compression.py`` (not scanned) do. The
+its own module, as lz4's and gzip's framings in ``compression.py`` and snappy's encoding in
+``_snappy.py`` (not scanned) do. The
 fixture generator's writer (``fixtures/_wire.py``, not scanned) states the layout on its own on
 purpose: the fixtures are the ground truth the codecs are checked against.
 """
@@ -60,7 +61,7 @@ PYTHON_MODULES = sorted(
         for path in (PACKAGE / folder).glob("*.py")
     }
     # the facts themselves; codec framings; the fixtures' independent writer (see above)
-    - {"records/_format.py", "records/_compression.py", "fixtures/_wire.py"}
+    - {"records/_format.py", "records/_compression.py", "records/_snappy.py", "fixtures/_wire.py"}
     | {
         "partitioner/_sizes.py",
         "serve/_append_validation.py",

@@ -52,7 +52,7 @@ PyMODINIT_FUNC PyInit__ckernel(void)
         lc_py_record_init(m) < 0 || lc_py_record_iterator_init(m) < 0 || lc_py_plain_iterator_init(m) < 0 ||
         lc_py_lz4_init(m) < 0 || lc_py_builder_init(m) < 0 || lc_py_digest_init(m) < 0 ||
         lc_py_segment_run_init(m) < 0 || lc_py_chunk_send_init(m) < 0 || lc_py_upconvert_init(m) < 0 ||
-        lc_py_buffer_init(m) < 0 ||
+        lc_py_buffer_init(m) < 0 || lc_py_snappy_init(m) < 0 ||
         add_format(m) < 0) {
         Py_DECREF(m);
         return NULL;

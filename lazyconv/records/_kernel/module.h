@@ -15,9 +15,10 @@
  *   chunk_send_py.c   send_plain_chunk
  *   upconvert_py.c    legacy_set_to_v2
  *   buffer_py.c       uninitialized_bytearray
+ *   snappy_py.c       snappy_compress_raw
  *
  * The C they call works on plain buffers and knows nothing of Python: crc.c, convert.c,
- * lz4frame.c, digest.c, segment_run.c, records_walk.h, legacy_message.h, wire.h. */
+ * lz4frame.c, snappy.c, digest.c, segment_run.c, records_walk.h, legacy_message.h, wire.h. */
 #ifndef LAZYCONV_MODULE_H
 #define LAZYCONV_MODULE_H
 
@@ -41,5 +42,6 @@ int lc_py_segment_run_init(PyObject *module);
 int lc_py_chunk_send_init(PyObject *module);
 int lc_py_upconvert_init(PyObject *module);
 int lc_py_buffer_init(PyObject *module);
+int lc_py_snappy_init(PyObject *module);
 
 #endif
