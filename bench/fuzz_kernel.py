@@ -12,7 +12,8 @@ counts and record lengths, random garbage), and then:
    ``encode_v2_records`` on random builder records, compared with the reference encoder, ``convert_v2_records`` on a batch's payload,
    ``iter_plain_v2`` on the raw bytes with a random end, ``lz4_frame_blocks`` on random and
    mutated lz4 frames with decompression compared against the reference frame parser, and
-   ``xxh32`` against the xxhash package, the record digests ``digest_v2_records`` and
+   ``xxh32`` against the xxhash package, ``snappy_compress_raw`` against the reference
+   compressor, the record digests ``digest_v2_records`` and
    ``digest_legacy_run`` against their references, and the validation job's runs
    ``segment_run`` and ``convert_v2_run_ends`` against ``segment_run_reference`` and
    ``convert_run_ends_reference``, on the input and on logs of in-order batches with a semantic
@@ -755,6 +756,14 @@ def run(seconds: float, seed: int) -> tuple[int, int, int]:
                 differences += 1
                 log.error("xxh32 difference on %s", frame[:97].hex())
             executions += 3
+            # snappy compression (snappy.c) against the reference compressor, on the input, on
+            # runs of repeats (long copies) and on inputs around the hash table's sizes
+            snappy_input = rng.choice((data, data * rng.randint(2, 40), rng.randbytes(rng.randint(8180, 8200)),
+                                       (data[:rng.randint(1, 9)] or b"x") * rng.randint(1, 3000)))
+            if kernel.snappy_compress_raw(snappy_input) != reference_twin.snappy_compress_raw(snappy_input):
+                differences += 1
+                log.error("snappy difference on %s", snappy_input.hex())
+            executions += 1
             # the builder's record encoding: the kernel's bytes are the reference's when it accepts
             records, base_offset, base_timestamp = _random_builder_records(rng)
             encoded = bytearray(b"~")
