@@ -11,11 +11,11 @@ bytes after it are ignored as there. LEADER_CHANGE is not in the list: Kafka pri
 
 from __future__ import annotations
 
-import base64
 import uuid
 from typing import Any
 
 from lazyconv._commands._dump_lines import camel_case
+from lazyconv.logdir._topic_ids import uuid_to_text
 from lazyconv.protocol._primitives import Reader
 from lazyconv.protocol._schema import (
     INT16,
@@ -83,7 +83,7 @@ def _json(value: Any) -> str:
     if isinstance(value, str):
         return _string(value)
     if isinstance(value, uuid.UUID):
-        return _string(base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii"))
+        return _string(uuid_to_text(value))
     return str(int(value))
 
 
