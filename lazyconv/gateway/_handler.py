@@ -196,6 +196,8 @@ class GatewayHandler:
             response = await self._handlers[key](request, session)
         if response is None or not holds_throttled_answers(key, version):
             return response
+        if isinstance(response, Response) and response.throttle_ms <= 0:
+            return response  # the usual answer: nothing to hold, no timer, no await
         if hold is None:
             hold = upstream.extras[ThrottleHold] = ThrottleHold()
         if isinstance(response, Deferred):
