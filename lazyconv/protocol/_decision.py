@@ -300,8 +300,10 @@ class FetchBudget:
         stable offset). Returns 0 when the partition gets nothing. The first partition with
         data gets at least its first whole batch (v3+); on v0–2 the result may end inside it.
         """
-        _check_ints("FetchBudget.take", first_batch_size=first_batch_size, available=available,
-                    partition_max_bytes=partition_max_bytes)
+        if not (isinstance(first_batch_size, int) and isinstance(available, int)
+                and isinstance(partition_max_bytes, int)):  # per partition: no kwargs unless bad
+            _check_ints("FetchBudget.take", first_batch_size=first_batch_size,
+                        available=available, partition_max_bytes=partition_max_bytes)
         budget = min(max(partition_max_bytes, 0), self.remaining)
         if self.min_one:
             budget = max(budget, first_batch_size)
@@ -327,7 +329,9 @@ class FetchBudget:
         if not hasattr(records, "batches") or not hasattr(records, "slice"):
             raise ConfigurationError(f"FetchBudget.read needs records (MemoryRecords, FileRecords), "
                                      f"got {type(records).__name__}")
-        _check_ints("FetchBudget.read", fetch_offset=fetch_offset, partition_max_bytes=partition_max_bytes)
+        if not (isinstance(fetch_offset, int) and isinstance(partition_max_bytes, int)):
+            _check_ints("FetchBudget.read", fetch_offset=fetch_offset,
+                        partition_max_bytes=partition_max_bytes)
         first = None
         for batch in records.batches():
             if batch.last_offset >= fetch_offset:
