@@ -329,7 +329,7 @@ class _Encoder:
             self.value(f, v, version, f"{path}.{f.name}")
         if self.flexible:
             unknown = value.get("_unknown_tagged_fields")
-            if isinstance(unknown, UnknownTags) and unknown and unknown.struct == struct:
+            if isinstance(unknown, UnknownTags) and unknown and unknown.struct is struct:
                 known = {f.tag for f in struct.fields
                          if f.tag is not None and f.present_in(version) and f.tagged_in(version)}
                 tagged += [(tag, None, payload) for tag, payload in unknown.items()
