@@ -81,6 +81,7 @@ from lazyconv.net._sasl import (
 from lazyconv.net._scram_credentials import SCRAM_MECHANISMS
 from lazyconv.net._server import send_buffer_problem
 from lazyconv.net._tls import SslClientSettings
+from lazyconv.protocol._primitives import MAX_STRING_BYTES
 
 __all__ = [
     "Setting",
@@ -100,7 +101,7 @@ __all__ = [
 IDENTITY_MODES = ("passthrough", "gateway")
 
 # A request header's client id: a Kafka string, at most 32767 bytes of UTF-8.
-MAX_CLIENT_ID_BYTES = 0x7FFF
+MAX_CLIENT_ID_BYTES = MAX_STRING_BYTES
 
 # The gateway converts up to 1 MiB of input per step, not Kafka's 128 KiB: every step costs it a
 # fixed hand-off (to a conversion thread and back, and the Python that drives the kernel), and

@@ -18,6 +18,7 @@ import uuid
 from lazyconv.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
 __all__ = [
+    "MAX_STRING_BYTES",
     "Writer",
     "Reader",
     "encode_uvarint",
@@ -26,6 +27,9 @@ __all__ = [
     "MAX_UVARINT64",
     "length_prefix_size",
 ]
+
+#: The longest (non-compact) Kafka string, in bytes of UTF-8: its length is an int16.
+MAX_STRING_BYTES = 0x7FFF
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -134,8 +138,8 @@ class Writer:
             raise LocalProtocolError(f"string is not encodable as UTF-8: {exc.reason}") from None
         except AttributeError:  # not a str: bytes, an int (the schema's own check says the same)
             raise LocalProtocolError(f"string expected, got {value!r:.40}") from None
-        if len(data) > 0x7FFF:
-            raise LocalProtocolError(f"string of {len(data)} bytes is longer than 32767")
+        if len(data) > MAX_STRING_BYTES:
+            raise LocalProtocolError(f"string of {len(data)} bytes is longer than {MAX_STRING_BYTES}")
         if compact:
             self.uvarint(len(data) + 1)
         else:
