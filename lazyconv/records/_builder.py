@@ -317,8 +317,8 @@ def encode_v2_batch(
     length and CRC-32C. Also writes empty batches (``record_count=0``, empty payload). A field
     its wire type cannot hold (a payload past the int32 length too) or a payload that is not
     bytes-like raises :class:`~lazyconv.errors.ConfigurationError`."""
-    if type(payload) is not bytes:
-        payload = bytes(byte_view(payload, "a v2 batch's payload"))
+    if type(payload) is not bytes:  # a view of it: the batch's one copy is the join below
+        payload = byte_view(payload, "a v2 batch's payload")  # type: ignore[assignment]
     try:
         after_crc = V2_AFTER_CRC.pack(
             attributes,
