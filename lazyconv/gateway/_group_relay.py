@@ -213,6 +213,8 @@ class GroupRelay:
                 if not answer["groups"]:  # a broken upstream: Kafka answers every group asked
                     raise UpstreamError(f"DescribeGroups answered nothing for {group_id!r}")
                 results[group_id] = answer["groups"][0]
+                if results[group_id]["error_code"] in COORDINATOR_ERRORS:
+                    self.forget(session, group_id)  # the client's retry asks where it went
             except (CoordinatorError, UpstreamError) as exc:
                 code = exc.code if isinstance(exc, CoordinatorError) else int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
                 self.forget(session, group_id)

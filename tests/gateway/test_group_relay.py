@@ -187,6 +187,25 @@ def test_an_upstream_describe_groups_answer_without_the_group_is_a_retriable_err
         ("g", ErrorCode.COORDINATOR_NOT_AVAILABLE)]
 
 
+@pytest.mark.parametrize("code", [ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE])
+def test_a_describe_groups_coordinator_that_moved_is_forgotten(code: int) -> None:
+    """DescribeGroups converted by the group relay (a version the cluster does not serve) kept
+    the cached coordinator when the group's answer said it was not (or not yet) the one, so
+    every retry went back to the same broker (found by a review). It is forgotten, as Kafka's
+    client marks the coordinator unknown, and the next request asks the cluster again."""
+    conn = _Coordinator({"throttle_time_ms": 0, "groups": [
+        {"error_code": int(code), "group_id": "g", "group_state": "", "protocol_type": "",
+         "protocol_data": "", "members": [], "authorized_operations": -2147483648}]})
+    relay = GroupRelay(_Cluster())
+    relay.coordinators._nodes[("-", find_coordinator.GROUP_KEY, "g")] = 1  # coordinator known
+    answer = asyncio.run(relay.relay(_Session(conn), describe_groups.SPEC, 0, {"groups": ["g"]}))
+    assert [(g["group_id"], g["error_code"]) for g in answer["groups"]] == [("g", code)]
+    assert relay.coordinators.cached(find_coordinator.GROUP_KEY, "g", "-") is None
+    asyncio.run(relay.relay(_Session(conn), describe_groups.SPEC, 0, {"groups": ["g"]}))
+    assert [name for name, _version in conn.sent] == ["DescribeGroups", "FindCoordinator",
+                                                      "DescribeGroups"]
+
+
 def test_a_join_with_a_negative_session_timeout_waits_a_request_timeout() -> None:
     """A negative wait timed the upstream request out at once: COORDINATOR_NOT_AVAILABLE, which
     the client retries for ever, where the coordinator answers INVALID_SESSION_TIMEOUT."""
