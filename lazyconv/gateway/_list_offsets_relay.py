@@ -2,7 +2,10 @@
 accepts (≥ v1); a v0 client gets the one offset as its ``old_style_offsets`` list
 (docs/guide/gateway.md); a partition named twice is asked once per timestamp (v1+ refuses it
 named twice in one request: a further timestamp takes one more request), so each entry gets
-the answer for its own timestamp, as Kafka 3.9 answered v0. A negative timestamp the client's
+the answer for its own timestamp, as Kafka 3.9 answered v0. v1+ (converted when the cluster
+does not serve the client's version) refuses a partition named twice with INVALID_REQUEST on
+each entry without asking, as Kafka 3.9 does (KafkaApis, its ``duplicatePartitions``); the
+relayed versions get the cluster's own answer. A negative timestamp the client's
 version does not define (v0 knows -1 and -2 only; -3 came with v7, -4 with v8, -5 with v9) is
 answered UNSUPPORTED_VERSION without asking, as Kafka answers it, since the upstream version
 would read it as something else (the largest timestamp, the local or tiered log's offsets).
@@ -12,6 +15,7 @@ Errors reach the client as codes its version knows (:mod:`lazyconv.gateway._erro
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +31,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ListOffsetsRelay"]
 
 _UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
+_INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 
 
 @dataclass
@@ -47,9 +52,12 @@ class ListOffsetsRelay:
     async def list_offsets(self, session: UpstreamSession, version: int,
                            request: dict[str, Any]) -> dict[str, Any]:
         asked = [_Asked(t["name"], p) for t in request["topics"] for p in t["partitions"]]
+        named = Counter((a.topic, a.partition["partition_index"]) for a in asked)
         to_ask = []
         for item in asked:
-            if not list_offsets.timestamp_supported(item.partition["timestamp"], version):
+            if version >= 1 and named[(item.topic, item.partition["partition_index"])] > 1:
+                item.answer = {"error_code": _INVALID_REQUEST}
+            elif not list_offsets.timestamp_supported(item.partition["timestamp"], version):
                 item.answer = {"error_code": _UNSUPPORTED_VERSION}
             else:
                 to_ask.append(item)

@@ -158,6 +158,35 @@ def test_list_offsets_v0_answers_each_entry_for_its_own_timestamp() -> None:
     assert all(len(t["partitions"]) == 1 for body in leader.sent for t in body["topics"])
 
 
+@pytest.mark.parametrize("version", [1, 4, 8])
+def test_list_offsets_v1_up_refuses_a_partition_named_twice_as_kafka_does(version: int) -> None:
+    """Converted v1+ (a version the cluster does not serve) answered a partition named twice
+    each entry for its own timestamp, as v0 is answered, where Kafka 3.9 (KafkaApis, its
+    duplicatePartitions) and serve answer INVALID_REQUEST on each entry (found by a review).
+    It is refused so without asking; a partition named once is answered as before."""
+    leader, view = _Leader(), _View()
+    view.topics = {"t": TopicInfo("t", partitions={p: PartitionInfo(p, leader=1) for p in (0, 1)})}
+    session = types.SimpleNamespace(cluster=view)
+
+    async def connection(node: int) -> _Leader:
+        return leader
+
+    session.connection = connection
+    asked = [{"partition_index": p, "timestamp": t, "current_leader_epoch": -1,
+              "max_num_offsets": 1} for p, t in ((0, -1), (1, -2), (0, -2))]
+    request = {"replica_id": -1, "isolation_level": 0,
+               "topics": [{"name": "t", "partitions": asked}]}
+    answer = asyncio.run(ListOffsetsRelay(None).list_offsets(  # type: ignore[arg-type]
+        session, version, request))
+    decoded = list_offsets.SPEC.decode_response(
+        version, list_offsets.SPEC.encode_response(version, answer))
+    assert [(p["partition_index"], p["error_code"], p["offset"]) for t in decoded["topics"]
+            for p in t["partitions"]] == [(0, ErrorCode.INVALID_REQUEST, -1), (1, 0, 3),
+                                           (0, ErrorCode.INVALID_REQUEST, -1)]
+    assert [[(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+            for body in leader.sent] == [[("t", 1)]]
+
+
 class _NoCoordinator(_Coordinator):
     """A broken upstream: FindCoordinator v4 and DescribeGroups answer with empty lists."""
 
