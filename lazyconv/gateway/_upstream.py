@@ -649,9 +649,11 @@ class UpstreamCluster:
 
     def view(self, identity: UpstreamIdentity) -> ClusterView:
         """The cluster as ``identity`` sees it (shared by that identity's sessions; give it
-        back with :meth:`release`)."""
+        back with :meth:`release`). Credentials other than the view's for the same key (a
+        reload changed the password) get a view of their own, which takes the key: its
+        connection logs in with them; the sessions that have the old view keep it."""
         view = self._views.get(identity.key)
-        if view is None:
+        if view is None or view.identity != identity:
             view = self._views[identity.key] = ClusterView(self, identity)
         view.users += 1
         return view
@@ -660,8 +662,9 @@ class UpstreamCluster:
         """A session of the view's identity ended; the last one closes it (its connection,
         its cache and the credentials it held go)."""
         view.users -= 1
-        if view.users <= 0 and self._views.get(view.identity.key) is view:
-            del self._views[view.identity.key]
+        if view.users <= 0:
+            if self._views.get(view.identity.key) is view:
+                del self._views[view.identity.key]
             view.close()
 
     @property

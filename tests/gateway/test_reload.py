@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,8 +16,17 @@ import pytest
 
 from lazyconv.errors import ConfigurationError
 from lazyconv.gateway._settings import GatewaySettings
+from lazyconv.net._sasl import PlainCredentials
+from lazyconv.net._secure_connection import ListenerSecurity, ListenerUsers
+from lazyconv.net._session import Session
 from tests.gateway.conftest import GatewayThread
-from tests.net.secure_support import Material, RawClient, client_context, make_material
+from tests.net.secure_support import (
+    Material,
+    RawClient,
+    client_context,
+    listener_specs,
+    make_material,
+)
 from tests.server_thread import ServerThread
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -247,3 +257,67 @@ def test_a_change_the_credentials_depend_on_changes_nothing(
     assert errors[0].endswith("that takes a restart; nothing was reloaded")
     assert logs_in(thread, "alice", "first-secret")
     assert not logs_in(thread, "alice", "second-secret")
+
+
+class _RotatingUsers(ListenerUsers):
+    """The upstream's PLAIN check against passwords the test changes (a password rotated on the
+    cluster), counting each user's refused logins."""
+
+    def __init__(self, passwords: dict[str, str]) -> None:
+        self.passwords = passwords
+        self.refused: Counter[str] = Counter()
+
+    async def check_plain(self, credentials: PlainCredentials, session: Session,
+                          security: ListenerSecurity) -> bool:
+        ok = self.passwords.get(credentials.username) == credentials.password
+        if not ok:
+            self.refused[credentials.username] += 1
+        return ok
+
+
+def test_a_reloaded_upstream_password_is_what_new_clients_log_in_with(
+        material: Material, tmp_path: Path, served_fixtures: Path) -> None:
+    """alice's upstream password rotated on the cluster and in the gateway's file, reloaded
+    while a client of hers from before stays connected: the metadata view of her upstream user,
+    which that client keeps alive, logged in again with the old password once its connection
+    went (a broker restart), and a client of hers accepted after the reload was answered from
+    that view's stale cache (found by a review). A client accepted after a reload has a view of
+    its own credentials; the one from before keeps what it was accepted with."""
+    users = _RotatingUsers({"alice": "alice-old"})
+    upstream_server = ServerThread(served_fixtures, specs=[listener_specs(material)[1]],
+                                   authenticator=users)
+    config, upstream = tmp_path / "gateway.properties", tmp_path / "upstream.properties"
+    upstream.write_text(f"bootstrap.servers=127.0.0.1:{upstream_server.port}\n"
+                        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")
+
+    def write(password: str) -> None:
+        write_config(config, material, {"alice": "alice-gw"}, extra=(
+            "gateway.upstream.credentials.alice.sasl.mechanism=PLAIN\n"
+            "gateway.upstream.credentials.alice.username=alice\n"
+            f"gateway.upstream.credentials.alice.password={password}\n"))
+
+    write("alice-old")
+    thread = GatewayThread(None, settings=GatewaySettings.load(config, upstream))
+    cluster = thread.gateway.cluster
+
+    async def drop_metadata_connections() -> None:  # what a broker restart does to them
+        for view in cluster.views.values():
+            view.close()
+
+    try:
+        with RawClient(thread.gateway.listeners[0].port) as before:
+            assert before.authenticate("PLAIN", "alice", "alice-gw")
+            answer = before.metadata()
+            assert answer is not None and answer["topics"]
+            users.passwords["alice"] = "alice-new"
+            write("alice-new")
+            reload(thread, config, upstream)
+            asyncio.run_coroutine_threadsafe(drop_metadata_connections(), thread.loop).result(10)
+            with RawClient(thread.gateway.listeners[0].port) as after:
+                assert after.authenticate("PLAIN", "alice", "alice-gw")
+                answer = after.metadata()
+                assert answer is not None and answer["topics"]
+            assert users.refused["alice"] == 0
+    finally:
+        thread.stop()
+        upstream_server.stop()
