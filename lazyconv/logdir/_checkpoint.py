@@ -6,9 +6,10 @@ Format: a version line ``0``, a count line, then ``topic partition offset`` per 
   known to be on disk; written at a clean shutdown and after timed flushes; on start only what
   lies after it (and after the latest producer snapshot) is validated
   (:mod:`lazyconv.logdir._recovery`).
-- a partition folder's ``leader-epoch-checkpoint`` (read only): ``epoch start-offset`` per
-  line, the first offset written under each partition leader epoch (a broker adds an entry
-  when it becomes leader).
+- a partition folder's ``leader-epoch-checkpoint``: ``epoch start-offset`` per line, the first
+  offset written under each partition leader epoch (a broker adds an entry when it becomes
+  leader); read, and emptied when the partition's segments are deleted because its log start
+  lies above its log end (Kafka's LogLoader clears the leader epoch cache then).
 - ``log-start-offset-checkpoint`` (read only): a partition's log start offset where it lies
   above the base offset of its first segment, as DeleteRecords leaves it (Kafka deletes the
   segments below it later, or never for the segment holding it). Kafka's log start offset is
@@ -34,6 +35,7 @@ __all__ = [
     "read_leader_epochs",
     "read_log_start_offsets",
     "read_recovery_points",
+    "clear_leader_epochs",
     "write_recovery_points",
 ]
 
@@ -68,6 +70,15 @@ def read_leader_epochs(partition_dir: Path) -> list[tuple[int, int]]:
         return pairs
     except (OSError, ValueError, IndexError):
         return []
+
+
+def clear_leader_epochs(partition_dir: Path) -> None:
+    """Empty a partition's ``leader-epoch-checkpoint`` (version and a count of 0, as Kafka's
+    clearAndFlush writes it), atomically; nothing when the partition has none. Raises
+    ``OSError``."""
+    path = partition_dir / LEADER_EPOCH_CHECKPOINT
+    if path.exists():
+        write_atomically(path, f"{_CHECKPOINT_VERSION}\n0\n".encode())
 
 
 def _read_offsets(path: Path) -> dict[tuple[str, int], int]:

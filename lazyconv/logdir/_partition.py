@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lazyconv.errors import ConfigurationError, CorruptRecordError, StorageError
-from lazyconv.logdir._checkpoint import read_leader_epochs
+from lazyconv.logdir._checkpoint import clear_leader_epochs, read_leader_epochs
 from lazyconv.logdir._durability import Flusher, fsync_directory, fsync_path, write_atomically
 from lazyconv.logdir._entry import (
     HEADER_READ,
@@ -159,8 +159,10 @@ class PartitionLog:
     def _start_at_log_start_checkpoint(self) -> None:
         """Kafka's LogLoader: when ``log-start-offset-checkpoint`` puts the log start above the
         log end offset (segment files deleted behind the broker's back), every segment and
-        producer snapshot is deleted, with a warning, and the log starts again, empty, at the
-        checkpoint; a partition without segments gets its first one there.
+        producer snapshot is deleted, with a warning, the leader epochs are cleared (in memory
+        and in ``leader-epoch-checkpoint``: they were those of offsets that no longer exist),
+        and the log starts again, empty, at the checkpoint; a partition without segments gets
+        its first one there.
 
         Nothing deleted was readable: every record in it lies below the log start offset."""
         checkpoint = self.log_start_checkpoint
@@ -178,9 +180,13 @@ class PartitionLog:
                              segment.txnindex_path):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(path)
+            had_segments = bool(self.segments)
             self.segments.clear()
             for offset in list(self.snapshot_offsets):
                 self.delete_snapshot(offset)
+            if had_segments:  # Kafka's LogLoader clears the epochs only with the segments
+                self.leader_epochs = []
+                clear_leader_epochs(self.directory)
             self._create_segment(checkpoint)
         except (OSError, StorageError) as exc:
             log.error("%s-%d: cannot start the log at its log start offset %d: %s", self.topic,

@@ -88,3 +88,24 @@ def test_a_partition_without_segments_starts_at_its_checkpoint(tmp_path: Path) -
     plog = LogDirectory(tmp_path).partitions[("t", 0)]
     assert (plog.log_start_offset, plog.high_watermark) == (7, 7)
     assert plog.append([(_one_record(b"first"), 1)]) == (7, 7)
+
+
+def test_resetting_the_log_start_clears_the_leader_epochs(tmp_path: Path, caplog) -> None:
+    # Kafka's LogLoader clears the leader epoch cache (clearAndFlush) with the segments: the
+    # epochs were those of offsets that no longer exist; serve kept them, in memory and in the
+    # file, so ListOffsets reported epoch 3 for a log start (20) no epoch ever started at
+    (tmp_path / "t-0").mkdir()
+    epochs = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    epochs.write_text("0\n2\n0 0\n3 5\n")
+    plog = _log(tmp_path, "0\n1\nt 0 20\n").partitions[("t", 0)]
+    assert "deleting all segments" in caplog.text
+    assert plog.leader_epochs == [] and plog.epoch_for_offset(20) == 0 and plog.latest_epoch() == 0
+    assert epochs.read_text() == "0\n0\n"
+    assert LogDirectory(tmp_path).partitions[("t", 0)].leader_epochs == []  # and once reopened
+
+
+def test_a_log_start_inside_the_log_keeps_the_leader_epochs(tmp_path: Path) -> None:
+    (tmp_path / "t-0").mkdir()
+    (tmp_path / "t-0" / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n3 5\n")
+    plog = _log(tmp_path, "0\n1\nt 0 6\n").partitions[("t", 0)]
+    assert plog.leader_epochs == [(0, 0), (3, 5)] and plog.epoch_for_offset(6) == 3
