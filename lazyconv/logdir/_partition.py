@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lazyconv.errors import ConfigurationError, CorruptRecordError, StorageError
 from lazyconv.logdir._checkpoint import clear_leader_epochs, read_leader_epochs
@@ -39,6 +40,9 @@ from lazyconv.logdir._snapshot import decode_snapshot, snapshot_offsets, snapsho
 from lazyconv.logdir._transactions import PartitionTransactions
 from lazyconv.logdir._txnindex import AbortedTxn, encode_txnindex_entry
 from lazyconv.records._format import PARTITION_LEADER_EPOCH_LENGTH, PARTITION_LEADER_EPOCH_OFFSET
+
+if TYPE_CHECKING:
+    from lazyconv.logdir._recovery import RecoveryReport
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +116,9 @@ class PartitionLog:
     ``recover`` is false: the entries written after the last clean point are validated, a torn
     last entry is cut off, missing or torn index files are rebuilt. ``recovery_point`` is the
     offset below which the log is known to be on disk (from the log directory's
-    ``recovery-point-offset-checkpoint``).
+    ``recovery-point-offset-checkpoint``). What recovery found and did (bytes and offsets cut
+    off, corruption kept, index files rebuilt) is :attr:`recovery_report` (``None`` when it did
+    not run); a cut is also logged, one warning per partition.
     """
 
     def __init__(self, topic: str, partition: int, directory: Path, *,
@@ -149,11 +155,12 @@ class PartitionLog:
         self._listed_stamp: tuple[int, int] | None = None
         self._listed_at_ns = 0
         self.snapshot_offsets = snapshot_offsets(directory)
+        self.recovery_report: RecoveryReport | None = None
         self._scan(quiet=recover)
         if recover:
             from lazyconv.logdir._recovery import recover_partition
 
-            recover_partition(self)
+            self.recovery_report = recover_partition(self)
             self._start_at_log_start_checkpoint()
 
     def _start_at_log_start_checkpoint(self) -> None:

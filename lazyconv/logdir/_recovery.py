@@ -57,6 +57,9 @@ class RecoveryReport:
     entries_checked: int = 0
     truncated_bytes: int = 0
     truncated_at: int | None = None  # byte position in the active segment
+    # first and last offset of the complete entry cut off (its CRC failed; a fetch could read
+    # it before the crash); None when nothing was cut or only an incomplete entry, never readable
+    truncated_offsets: tuple[int, int] | None = None
     corrupt: list[str] = field(default_factory=list)  # corruption kept (reported, not cut)
     rebuilt_indexes: list[Path] = field(default_factory=list)
 
@@ -74,6 +77,7 @@ def recover_partition(plog: PartitionLog) -> RecoveryReport:
     start = max(clean_points) if clean_points else last.base_offset
 
     truncate_at: int | None = None
+    cut_offsets: tuple[int, int] | None = None
     checked: list[Segment] = []
     if start < end:
         report.start_offset = start
@@ -86,6 +90,7 @@ def recover_partition(plog: PartitionLog) -> RecoveryReport:
                 entry = segment.entries[j]
                 if segment is last and j == len(segment.entries) - 1:
                     truncate_at = entry.position  # the last entry was torn: cut it off
+                    cut_offsets = (entry.first_offset, entry.last_offset)
                 else:
                     # kept, entries follow it; fenced: read up to it, never from or past it, and
                     # nothing appended after it (logged once, with the other corruption, below)
@@ -122,13 +127,18 @@ def recover_partition(plog: PartitionLog) -> RecoveryReport:
             plog.modified = True
             report.truncated_at = truncate_at
             report.truncated_bytes = file_size - truncate_at
-            log.warning("recovered %s-%d: cut %d bytes of a torn entry off %s at byte %d",
-                        plog.topic, plog.partition, file_size - truncate_at, last.path.name, truncate_at)
+            report.truncated_offsets = cut_offsets
             last.corruption = None  # it was in the part cut off
-            last.refresh()
+            last.refresh(quiet=True)  # this line is the one that says what was cut
             if last not in checked:
                 checked.append(last)
             end = plog.high_watermark
+            log.warning("recovered %s-%d: cut %d bytes of a torn entry (%s) off %s at byte %d; the "
+                        "log now ends at offset %d", plog.topic, plog.partition,
+                        file_size - truncate_at,
+                        "incomplete, never readable" if cut_offsets is None else
+                        f"offsets {cut_offsets[0]}-{cut_offsets[1]}, its CRC fails",
+                        last.path.name, truncate_at, end)
             plog.delete_snapshots_after(end)
             trim_txnindex(last.txnindex_path, end)
 

@@ -63,7 +63,8 @@ class Segment:
         segment that is no longer ``active``) stops the scan for good: the entries before it
         stay readable and :attr:`corruption` says what and where (a fetch reaching it is
         answered with an error). Only the active segment can end in an entry still being written.
-        ``quiet``: do not log corruption (log recovery decides what it is and reports it).
+        ``quiet``: do not log corruption or a shrunk file (log recovery decides what it is and
+        reports it).
         """
         try:
             fd = os.open(self.path, os.O_RDONLY)
@@ -72,7 +73,7 @@ class Segment:
         try:
             file_size = os.fstat(fd).st_size
             if file_size < self.scanned_bytes:
-                self._forget_beyond(file_size)
+                self._forget_beyond(file_size, quiet)
             if self.corruption is not None:
                 return
             position = self.scanned_bytes
@@ -108,13 +109,15 @@ class Segment:
         self.scanned_bytes = (self.positions[-1] + self.entries[-1].size) if self.entries else 0
         self.corruption = error
 
-    def _forget_beyond(self, file_size: int) -> None:
-        """The file shrank (truncated under us): drop the entries that are no longer in it."""
+    def _forget_beyond(self, file_size: int, quiet: bool = False) -> None:
+        """The file shrank (truncated under us, or by log recovery, which says so itself:
+        ``quiet``): drop the entries that are no longer in it."""
         keep = bisect.bisect_right(self.positions, file_size)
         while keep and self.positions[keep - 1] + self.entries[keep - 1].size > file_size:
             keep -= 1
-        log.warning("%s shrank to %d bytes: %d of %d entries remain", self.path, file_size, keep,
-                    len(self.entries))
+        if not quiet:
+            log.warning("%s shrank to %d bytes: %d of %d entries remain", self.path, file_size,
+                        keep, len(self.entries))
         del self.entries[keep:], self.last_offsets[keep:], self.positions[keep:]
         self.scanned_bytes = self.positions[keep - 1] + self.entries[keep - 1].size if keep else 0
         self.corruption = None  # what was corrupt may be gone: scan again

@@ -62,6 +62,30 @@ def test_a_torn_end_is_cut_off_and_everything_before_it_kept(tmp_path, tail, cap
     assert base == 6 and offsets_on_disk(part / SEGMENT) == list(range(9))
 
 
+@pytest.mark.parametrize(("tail", "cut_offsets", "what"), [
+    pytest.param(batch(6)[:-1] + bytes([batch(6)[-1] ^ 0xFF]), (6, 8), "offsets 6-8, its CRC fails",
+                 id="last-batch-bad-crc"),
+    pytest.param(batch(6)[:40], None, "incomplete, never readable", id="half-a-batch"),
+])
+def test_a_cut_is_one_warning_and_the_partitions_recovery_report(tmp_path, tail, cut_offsets, what,
+                                                                 caplog):
+    """The operator learns what a cut took: one warning for the partition with its bytes, the
+    offsets of a complete entry cut (a fetch could read it before the crash), the file and byte,
+    and the new log end; the report recovery made is kept on the partition (it was discarded,
+    the warning named bytes only, and the segment added a second one, "shrank", for the cut)."""
+    part = write_partition(tmp_path, GOOD + tail)
+    with caplog.at_level(logging.WARNING):
+        plog = LogDirectory(tmp_path).partition("t", 0)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == [f"recovered t-0: cut {len(tail)} bytes of a torn entry ({what}) off {SEGMENT} "
+                        f"at byte {len(GOOD)}; the log now ends at offset 6"]
+    report = plog.recovery_report
+    assert report is not None and (part / SEGMENT).stat().st_size == len(GOOD)
+    assert (report.truncated_bytes, report.truncated_at, report.truncated_offsets) == (
+        len(tail), len(GOOD), cut_offsets)
+    assert LogDirectory(tmp_path).partition("t", 0).recovery_report.truncated_bytes == 0  # cut once
+
+
 def test_a_clean_point_at_the_log_end_skips_validation(tmp_path):
     """After a clean shutdown (recovery point = log end) nothing is read again; what was
     appended after the clean point is validated."""
