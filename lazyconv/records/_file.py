@@ -67,6 +67,11 @@ class _FileSource:
         return data
 
 
+# The largest file offset (an off_t: what os.pread and sendfile take); past it they raise
+# OverflowError or EINVAL instead of reading.
+_MAX_FILE_OFFSET = (1 << 63) - 1
+
+
 def _range_error(start: object, end: object) -> ConfigurationError:
     return ConfigurationError(f"file records need 0 <= start <= end, got start={start!r:.40}, end={end!r:.40}")
 
@@ -98,6 +103,9 @@ class FileRecords:
         if not isinstance(start, int) or not isinstance(end, int | None) or start < 0 or (
                 end is not None and end < start):
             raise _range_error(start, end)
+        if start > _MAX_FILE_OFFSET:
+            raise ConfigurationError(f"file records start must be at most 2**63 - 1 (the largest file "
+                                     f"offset), got start={start!r:.40}")
         check_max_decompressed_size(max_decompressed_size)
         if isinstance(path_or_file, int):
             if not 0 <= path_or_file < 1 << 31:
@@ -163,9 +171,26 @@ class FileRecords:
         return chain.from_iterable(self.batches())  # no generator frame per record
 
     def read(self, position: int, size: int) -> bytes:
-        """``size`` bytes at ``position`` relative to :attr:`start`."""
+        """``size`` bytes at ``position`` relative to :attr:`start`.
+
+        Raises :class:`~lazyconv.errors.ConfigurationError` for a position or size that is not
+        an int >= 0 or that runs past the largest file offset (2**63 - 1), and
+        :class:`~lazyconv.errors.TruncatedDataError` when the file ends first."""
         check_slice(position, size)
-        return self._source.read(self.start + position, size)
+        begin = self.start + position
+        if begin > _MAX_FILE_OFFSET:
+            raise ConfigurationError(f"FileRecords.read position {position!r:.40} is past the largest "
+                                     f"file offset (2**63 - 1)")
+        if begin + size > _MAX_FILE_OFFSET:
+            raise ConfigurationError(f"FileRecords.read size {size!r:.40} at position {position} runs past "
+                                     f"the largest file offset (2**63 - 1)")
+        self._source.root._check_open()
+        file_size = os.fstat(self._fd).st_size
+        if begin + size > file_size:  # refused before a buffer of ``size`` bytes is allocated
+            got = max(0, file_size - begin)
+            raise TruncatedDataError(f"file ends after {got} of the {size} bytes expected here",
+                                     begin + got)
+        return self._source.read(begin, size)
 
     def slice(self, position: int, size: int) -> FileRecords:
         """The region ``[start + position, start + position + size)`` clamped to :attr:`end`

@@ -397,6 +397,25 @@ def _file_read(tmp_path: object, position: object, size: object) -> bytes:
         return records.read(position, size)  # type: ignore[arg-type]
 
 
+def _file_records(tmp_path: object, start: int, end: int) -> FileRecords:
+    import pathlib
+
+    path = pathlib.Path(str(tmp_path)) / "records.log"
+    path.write_bytes(b"\0" * 100)
+    return FileRecords(path, start, end)
+
+
+def test_a_file_read_past_the_end_of_the_file_allocates_nothing(tmp_path: object) -> None:
+    """A size past the file's end is refused before os.pread allocates a buffer of that size
+    (2**40 bytes was a MemoryError); the file's end is a TruncatedDataError, as for 200."""
+    from lazyconv.errors import TruncatedDataError
+
+    for size in (200, 1 << 40):
+        with pytest.raises(TruncatedDataError, match=f"file ends after 90 of the {size} bytes"):
+            _file_read(tmp_path, 10, size)
+    assert _file_read(tmp_path, 10, 90) == bytes(90)
+
+
 _V2_FIELDS = dict(base_offset=0, partition_leader_epoch=-1, attributes=0, last_offset_delta=0, base_timestamp=0,
                   max_timestamp=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, record_count=0)
 # each: a public records call given a wrong type or value -> the words its ConfigurationError has
@@ -425,6 +444,15 @@ WRONG_ARGUMENTS = {
     "scan_batches base_position None": (lambda _: scan_batches(b"", None), "base_position must be an int"),  # type: ignore[arg-type]
     "FileRecords.read position None": (lambda tmp: _file_read(tmp, None, 1), "slice needs"),
     "FileRecords.read size -1": (lambda tmp: _file_read(tmp, 0, -1), "slice needs"),
+    # past the largest file offset: os.pread's OverflowError, or OSError EINVAL
+    "FileRecords.read position 2**70": (lambda tmp: _file_read(tmp, 1 << 70, 1),
+                                        "FileRecords.read position 1180591620717411303424 is past"),
+    "FileRecords.read size 2**70": (lambda tmp: _file_read(tmp, 0, 1 << 70),
+                                    "FileRecords.read size 1180591620717411303424 at position 0 runs past"),
+    "FileRecords.read at 2**63 - 1": (lambda tmp: _file_read(tmp, (1 << 63) - 1, 1),
+                                      "FileRecords.read size 1 at position 9223372036854775807 runs past"),
+    "FileRecords start 2**70": (lambda tmp: _file_records(tmp, 1 << 70, 1 << 70).read(0, 0),
+                                "file records start must be at most 2**63 - 1"),
     "FileRecords(-1)": (lambda _: FileRecords(-1), "a file descriptor is an int from 0"),
     "FileRecords.open(3)": (lambda _: FileRecords.open(3), "FileRecords.open needs a path"),  # type: ignore[arg-type]
 }
