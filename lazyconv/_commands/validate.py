@@ -181,8 +181,9 @@ def prepare_out(out: str) -> tuple[str, list[str]]:
     """``--out`` checked before Spark starts: a local path is made absolute and created (with
     its missing parents, nothing outside it), and must be a writable folder; returns the path
     and the folders created (removed again if the run writes nothing). A URL is left to the
-    writer. Raises :class:`~lazyconv.errors.ConfigurationError` with one line."""
-    from lazyconv.errors import ConfigurationError
+    writer. Raises :class:`~lazyconv._commands._common.OptionError` (a
+    :class:`~lazyconv.errors.ConfigurationError`) with one line."""
+    from lazyconv._commands._common import OptionError
 
     if "://" in out:
         return out, []
@@ -194,7 +195,7 @@ def prepare_out(out: str) -> tuple[str, list[str]]:
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe):
         what = "is not a folder" if probe == path else f"is inside {probe}, which is not a folder"
-        raise ConfigurationError(f"--out {out} {what}")
+        raise OptionError("--out", f"{out} {what}")
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
@@ -203,14 +204,14 @@ def prepare_out(out: str) -> tuple[str, list[str]]:
         for folder in missing:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
-        raise ConfigurationError(f"--out {out} cannot be written: {exc.strerror or exc}") from None
+        raise OptionError("--out", f"{out} cannot be written: {exc.strerror or exc}") from None
     return path, missing
 
 
 def check_paths_for_master(master: str, logdir: str | None, out: str) -> None:
     """Raise :class:`~lazyconv.errors.ConfigurationError` (one line, before Spark starts) when
     ``master`` is a cluster's (not ``local...``) and LOGDIR is omitted or ``--out`` is a path on
-    this machine.
+    this machine (an :class:`~lazyconv._commands._common.OptionError` of ``--out`` then).
 
     Without LOGDIR the fixture would be generated in this machine's temporary folder, which
     the executors of other hosts cannot read (the scan would find every segment missing).
@@ -219,6 +220,7 @@ def check_paths_for_master(master: str, logdir: str | None, out: str) -> None:
     not collected to the driver, whose memory is bounded by the partitions and ranges only. On
     a cluster of several hosts each executor would write its part of a plain path on its own
     host, away from the tables the driver writes; a URL names a place every host can write."""
+    from lazyconv._commands._common import OptionError
     from lazyconv.errors import ConfigurationError
 
     if master.startswith("local"):
@@ -230,8 +232,8 @@ def check_paths_for_master(master: str, logdir: str | None, out: str) -> None:
             "generate DIR) and give it as LOGDIR")
     if "://" in out:
         return
-    raise ConfigurationError(
-        f"--out {out} is a path on this machine, which the executors of {master} would write "
+    raise OptionError(
+        "--out", f"{out} is a path on this machine, which the executors of {master} would write "
         "on their own hosts: give a URL every host can write (hdfs://..., s3a://..., or "
         "file:///... of a folder mounted on every host)")
 
@@ -385,10 +387,11 @@ def _run(args: argparse.Namespace, holder: dict[str, Any], created: list[str]) -
 
 
 def _check_out_url(spark: Any, out: str) -> None:
-    """Raise :class:`~lazyconv.errors.ConfigurationError` when Spark has no filesystem for an
-    ``--out`` URL (``s3://`` without EMR's, ``s3a://`` without hadoop-aws): its writer would
-    fail only after the whole scan."""
-    from lazyconv.errors import ConfigurationError
+    """Raise :class:`~lazyconv._commands._common.OptionError` (a
+    :class:`~lazyconv.errors.ConfigurationError`) when Spark has no filesystem for an ``--out``
+    URL (``s3://`` without EMR's, ``s3a://`` without hadoop-aws): its writer would fail only
+    after the whole scan."""
+    from lazyconv._commands._common import OptionError
 
     if "://" not in out:
         return
@@ -396,8 +399,7 @@ def _check_out_url(spark: Any, out: str) -> None:
     try:
         sc._jvm.org.apache.hadoop.fs.Path(out).getFileSystem(sc._jsc.hadoopConfiguration())
     except Exception as exc:  # noqa: BLE001 - Py4J's error for the JVM's, one line
-        raise ConfigurationError(f"--out {out}: Spark cannot write there: {_one_line(exc)}"
-                                 ) from None
+        raise OptionError("--out", f"{out}: Spark cannot write there: {_one_line(exc)}") from None
 
 
 def _one_line(exc: BaseException) -> str:

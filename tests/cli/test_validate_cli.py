@@ -118,6 +118,25 @@ def test_out_in_an_unwritable_place_is_exit_2_before_spark(capsys) -> None:
     assert not Path("/sys/lazyconv-validate-out").exists()
 
 
+@pytest.mark.parametrize(("out", "master", "says"), [
+    ("{file}", "local[1]", "{file} is not a folder"),
+    ("{file}/inside", "local[1]", "{file}/inside is inside {file}, which is not a folder"),
+    ("/sys/lazyconv-validate-out", "local[1]", "/sys/lazyconv-validate-out cannot be written: "),
+    ("{tmp}/out", "yarn", "{tmp}/out is a path on this machine, which the executors of yarn "),
+])
+def test_out_errors_are_worded_as_every_other_options(tmp_path: Path, capsys, out: str,
+                                                      master: str, says: str) -> None:
+    """``--out``'s refusals began "--out PATH ..." with no "(see --help)", where every other
+    option's are worded as argparse words its own: "argument --out: ... (see ... --help)"."""
+    file = tmp_path / "report"
+    file.write_text("not a folder")
+    out, says = (text.format(file=file, tmp=tmp_path) for text in (out, says))
+    status, stdout, err = _run(capsys, str(COMMITTED), "--master", master, "--out", out)
+    assert status == 2 and stdout == "" and err.count("\n") == 1, err
+    assert err.startswith(f"lazyconv validate: error: argument --out: {says}"), err
+    assert err.rstrip().endswith(" (see 'lazyconv validate --help')"), err
+
+
 def test_out_is_created_where_given_and_removed_when_nothing_is_written(
         tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     from lazyconv._commands.validate import prepare_out
@@ -142,7 +161,7 @@ def test_a_local_out_with_a_cluster_master_is_exit_2_before_spark(
     status, out, err = _run(capsys, str(COMMITTED), "--master", master,
                             "--out", str(tmp_path / "out"))
     assert status == 2 and out == "" and err.count("\n") == 1, err
-    assert f"--out {tmp_path / 'out'} is a path on this machine" in err
+    assert f"argument --out: {tmp_path / 'out'} is a path on this machine" in err
     assert f"the executors of {master}" in err and "file:///" in err
     assert not (tmp_path / "out").exists()
 
@@ -304,7 +323,7 @@ def test_an_out_url_spark_has_no_filesystem_for_is_exit_2_before_the_scan(
     monkeypatch.setattr(job, "run_validation", scan)
     status, out, err = _run(capsys, str(COMMITTED), "--out", "s3://bucket/validate-out")
     assert status == 2 and out == ""
-    assert err == ("lazyconv validate: error: --out s3://bucket/validate-out: Spark cannot write "
-                   "there: org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem "
-                   'for scheme "s3"\n')
+    assert err == ("lazyconv validate: error: argument --out: s3://bucket/validate-out: Spark "
+                   "cannot write there: org.apache.hadoop.fs.UnsupportedFileSystemException: No "
+                   'FileSystem for scheme "s3" (see \'lazyconv validate --help\')\n')
     assert stopped == [True]
