@@ -3,7 +3,7 @@
 Kafka compresses snappy with snappy-java, which bundles Google's snappy 1.1.10. The bytes of a
 snappy stream are the encoder's choices, and snappy 1.1.10 chooses differently from the Rust
 ``snap`` crate (cramjam) for small inputs: it finds a hash table entry from bits 18-31 of
-``bytes * 0x1e35a7bd`` masked to the table's size, where ``snap`` (and snappy before 1.1.10)
+``bytes * 0x1e35a7bd`` masked to the table's size, where ``snap`` (and snappy before 1.1.9)
 take the top ``log2(size)`` bits. So a down-converted snappy wrapper compressed with ``snap``
 differs from Kafka's, and its size too, by up to a few per cent for one small message; a lazy
 send cut at its committed size then holds another number of records than Kafka's.

@@ -8,8 +8,9 @@
  * - the input is compressed in independent fragments of 64 KiB, each with a fresh hash table of
  *   the smallest power of two >= its size, at least 256 and at most 16384 entries;
  * - a table entry is found from the 4 bytes at a position as bits 18-31 of bytes * 0x1e35a7bd,
- *   masked to the table's size (snappy 1.1.10's hash: older versions, and Rust's snap, take the
- *   top log2(size) bits, the same only for a full table);
+ *   masked to the table's size (the hash of snappy 1.1.9 and 1.1.10 built without the CPU's
+ *   CRC32 instructions, as all snappy-java's libraries but macOS arm64's are: earlier versions,
+ *   and Rust's snap, take the top log2(size) bits, the same only for a full table);
  * - the search steps one byte at a time for 32 misses, then ever more (skip >> 5) bytes;
  * - after a copy, the positions before and at its end enter the table, and a match found right
  *   there continues the copy run without a literal;
