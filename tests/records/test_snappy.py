@@ -55,11 +55,14 @@ def test_the_fixed_inputs_tell_snappy_from_snap(fixed_inputs: dict[str, bytes]) 
 
 
 def _corpus() -> list[bytes]:
+    """Inputs around every table size (a fragment of 2**k + 1 bytes takes the next table) and
+    fragment edge, the last fragment 1 to 16 bytes long among them, in four shapes."""
     rng = random.Random(1110)
     long_text = text(300_000, b"corpus")
     found = [b"", b"a", bytes(15), bytes(16), bytes(300_000), long_text]
-    for size in (*range(1, 40), 255, 256, 257, 4095, 4096, 8191, 8192, 8193, 8194, 16383, 16384,
-                 16385, 65535, 65536, 65537, 65536 + 8192, 65536 + 8193, 131072 + 15, 200_000):
+    table_edges = [edge + d for edge in (256, 512, 1024, 2048, 4096, 8192) for d in (-1, 0, 1)]
+    for size in (*range(1, 40), *table_edges, 8194, 16383, 16384, 16385, 65535, 65536, 65537,
+                 65536 + 8192, 65536 + 8193, *(131072 + tail for tail in range(1, 17)), 200_000):
         found.append(long_text[:size])
         found.append(rng.randbytes(size))
         found.append(bytes(rng.choice(b"ab") for _ in range(size)))
