@@ -7,6 +7,7 @@ tests/records/test_snappy.py pins the same comparison on fixed inputs without Ja
 
 from __future__ import annotations
 
+import platform
 import random
 import shutil
 import subprocess
@@ -19,7 +20,13 @@ from snappy_parity import inputs as parity_inputs
 from lazyconv.records import _impl
 from lazyconv.records._compression import Compression, compress
 
-pytestmark = pytest.mark.kafka
+pytestmark = [
+    pytest.mark.kafka,
+    # snappy-java's macOS arm64 library hashes with the CPU's CRC32 instructions: other (valid)
+    # bytes than every other platform's, which lazyconv writes (docs/kernel.md)
+    pytest.mark.skipif(platform.system() == "Darwin" and platform.machine() == "arm64",
+                       reason="snappy-java on Apple silicon writes other snappy bytes than on Linux"),
+]
 
 SOURCE = Path(__file__).with_name("SnappyReference.java")
 

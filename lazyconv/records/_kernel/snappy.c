@@ -36,7 +36,7 @@ static inline uint32_t load32(const uint8_t *p)
 {
     uint32_t v;
     memcpy(&v, p, 4);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     v = __builtin_bswap32(v);
 #endif
     return v;
