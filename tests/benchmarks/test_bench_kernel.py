@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import decode, fuzz_kernel, lazy_sink, lz4_overhead
+from bench import decode, fuzz_kernel, lazy_sink, lz4_overhead, snappy_compress
 from lazyconv.records import _impl
 
 
@@ -34,3 +34,10 @@ def test_lz4_overhead_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
 def test_fuzz_kernel_runs_without_differences() -> None:
     executions, inputs, differences = fuzz_kernel.run(1.0, seed=1)
     assert executions > inputs > 0 and differences == 0
+
+
+@pytest.mark.skipif(_impl.NATIVE is None, reason="compiled kernel not in use")
+def test_snappy_compress_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
+    assert snappy_compress.main(["--mib", "0.05", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| text 200 B |" in out and "| random 32768 B |" in out

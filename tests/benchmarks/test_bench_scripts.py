@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 # the benchmarks moved out of the package (lazyconv/benchmarks/) into bench/
 SCRIPTS = ["peers", "lazy_sink", "chunk_sizes", "memory", "codecs", "decode", "lz4_overhead",
            "fuzz", "fuzz_kernel", "serve_reads", "message_codec", "gateway_profile",
-           "relay_floor", "fetch_sessions"]
+           "relay_floor", "fetch_sessions", "snappy_compress"]
 
 
 def test_the_package_holds_no_benchmarks() -> None:

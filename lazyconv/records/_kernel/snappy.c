@@ -42,6 +42,25 @@ static inline uint32_t load32(const uint8_t *p)
     return v;
 }
 
+/* How many bytes at a equal those at b, b's run ending at end (a < b): 8 at a time. */
+static inline size_t match_length(const uint8_t *a, const uint8_t *b, const uint8_t *end)
+{
+    size_t n = 0, left = (size_t)(end - b);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (left - n >= 8) {
+        uint64_t x, y;
+        memcpy(&x, a + n, 8);
+        memcpy(&y, b + n, 8);
+        if (x != y) /* the lowest differing byte is the first: little-endian */
+            return n + ((size_t)__builtin_ctzll(x ^ y) >> 3);
+        n += 8;
+    }
+#endif
+    while (n < left && a[n] == b[n])
+        n++;
+    return n;
+}
+
 static uint8_t *put_varint(uint8_t *op, size_t n)
 {
     while (n >= 0x80) {
@@ -133,9 +152,7 @@ static uint8_t *compress_fragment(const uint8_t *base, size_t size, uint8_t *op,
         op = emit_literal(op, next_emit, (size_t)(ip - next_emit));
         for (;;) { /* copies while the bytes right after one match again */
             const uint8_t *start = ip;
-            size_t matched = 4;
-            while (ip + matched < end && candidate[matched] == ip[matched])
-                matched++;
+            size_t matched = 4 + match_length(candidate + 4, ip + 4, end);
             ip += matched;
             op = emit_copy(op, (size_t)(start - candidate), matched);
             next_emit = ip;
