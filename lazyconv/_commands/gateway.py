@@ -264,25 +264,10 @@ def load_settings(args: argparse.Namespace) -> GatewaySettings:
     from lazyconv.gateway import GatewaySettings
 
     gateway, upstream, options = _overrides(args)
-    settings = GatewaySettings.load(args.config, args.upstream_config, overrides=gateway,
-                                    upstream_overrides=upstream, host=args.host, port=args.port,
-                                    metrics_host=args.metrics_host, metrics_port=args.metrics_port,
-                                    options=options)
-    if args.host is not None and args.advertised_host is None:
-        _refuse_a_wildcard_host(args.host, settings)
-    return settings
-
-
-def _refuse_a_wildcard_host(host: str, settings: GatewaySettings) -> None:
-    """A wildcard ``--host`` needs ``--advertised-host`` (or the file's advertised.listeners),
-    as ``Gateway(host=...)`` does and as Kafka refuses a non-routable advertised.listeners."""
-    from lazyconv.net._server import WILDCARD_HOSTS
-
-    if any(listener.host in WILDCARD_HOSTS and listener.advertised_host is None
-           for listener in settings.listeners):
-        raise UsageError(f"--host {host or '(any)'} is a wildcard address, which clients cannot "
-                         "connect to: give the address clients reach the gateway at with "
-                         "--advertised-host")
+    return GatewaySettings.load(args.config, args.upstream_config, overrides=gateway,
+                                upstream_overrides=upstream, host=args.host, port=args.port,
+                                metrics_host=args.metrics_host, metrics_port=args.metrics_port,
+                                options=options, advertised_host=args.advertised_host)
 
 
 @contextlib.contextmanager

@@ -42,6 +42,7 @@ from lazyconv.gateway._settings import (
     DEFAULT_GATEWAY_SEND_BUFFER,
     GatewaySettings,
     client_id_prefix_problem,
+    refuse_a_wildcard_host,
 )
 from lazyconv.gateway._upstream import BrokerAddress, UpstreamCluster, parse_bootstrap
 from lazyconv.gateway._upstream_security import (
@@ -53,7 +54,7 @@ from lazyconv.net._limits import ConnectionLimits
 from lazyconv.net._listener_config import ListenerConfig
 from lazyconv.net._model import Listener
 from lazyconv.net._secure_connection import ListenerSecurity
-from lazyconv.net._server import WILDCARD_HOSTS, KafkaServer, ListenerSpec, send_buffer_problem
+from lazyconv.net._server import KafkaServer, ListenerSpec, send_buffer_problem
 from lazyconv.net._workers import ConversionWorkers
 
 log = logging.getLogger(__name__)
@@ -124,11 +125,8 @@ class Gateway:
             socket_send_buffer_bytes = settings.socket_send_buffer_bytes
         if not upstream:
             raise ConfigurationError("no upstream brokers given")
-        if settings is None and advertised_host is None and host in WILDCARD_HOSTS:
-            # Kafka refuses the same (advertised.listeners cannot use a non-routable address)
-            raise ConfigurationError(
-                f"--host {host or '(any)'} is a wildcard address, which clients cannot connect "
-                "to: give the address clients reach the gateway at with --advertised-host")
+        if settings is None:
+            refuse_a_wildcard_host(host, advertised_host)
         # the port listened on too: out of range, binding it raised OverflowError in start()
         for name, port_value in (("port", None if settings is not None else port),
                                  ("advertised port", advertised_port), ("metrics port", metrics_port)):

@@ -79,7 +79,7 @@ from lazyconv.net._sasl import (
     check_scram_credentials,
 )
 from lazyconv.net._scram_credentials import SCRAM_MECHANISMS
-from lazyconv.net._server import send_buffer_problem
+from lazyconv.net._server import WILDCARD_HOSTS, send_buffer_problem
 from lazyconv.net._tls import SslClientSettings
 from lazyconv.protocol._primitives import MAX_STRING_BYTES
 
@@ -95,6 +95,7 @@ __all__ = [
     "DEFAULT_GATEWAY_SEND_BUFFER",
     "check_materials",
     "client_id_prefix_problem",
+    "refuse_a_wildcard_host",
     "settings_reference",
 ]
 
@@ -452,13 +453,17 @@ class GatewaySettings:
              environ: Mapping[str, str] | None = None,
              host: str | None = None, port: int | None = None,
              metrics_host: str | None = None, metrics_port: int | None = None,
-             options: Mapping[str, str] | None = None) -> GatewaySettings:
+             options: Mapping[str, str] | None = None,
+             advertised_host: str | None = None) -> GatewaySettings:
         """Read the two files (either may be None), apply the overrides (command-line values
         for the gateway's keys and for the upstream's, e.g. ``bootstrap.servers`` from
         ``--upstream``), check everything, and build the settings.
 
         ``host``/``port`` (``--host``/``--port``): one PLAINTEXT listener (127.0.0.1 and 9092
-        where one is not given), refused when the config file has ``listeners=``.
+        where one is not given), refused when the config file has ``listeners=``; a wildcard
+        ``host`` is refused (as ``argument --host: ...``) unless ``advertised_host``
+        (``--advertised-host``) or the file's ``advertised.listeners`` names what clients
+        connect to (see :func:`refuse_a_wildcard_host`).
         ``metrics_host``/``metrics_port`` (``--metrics-host``/``--metrics-port``): each
         replaces only its part of the config file's ``gateway.metrics.listener``. ``options``:
         the command-line option that gave an override, by key (``gateway.chunk.size`` ->
@@ -474,7 +479,12 @@ class GatewaySettings:
         upstream = _trimmed(upstream.merged(_overrides(upstream_overrides, "upstream", options)))
         _check_keys(gateway, _gateway_key_known, _GATEWAY_BY_KEY)
         _check_keys(upstream, lambda k: k in _UPSTREAM_BY_KEY, _UPSTREAM_BY_KEY)
-        return cls._build(gateway, upstream, environ)
+        settings = cls._build(gateway, upstream, environ)
+        if host is not None:  # the command line's listener (the file's listeners= is refused)
+            for listener in settings.listeners:
+                refuse_a_wildcard_host(listener.host, listener.advertised_host or advertised_host,
+                                       option="--host")
+        return settings
 
     @classmethod
     def _build(cls, gateway: Properties, upstream: Properties,
@@ -558,6 +568,22 @@ def client_id_prefix_problem(prefix: str) -> str | None:
     if size > MAX_CLIENT_ID_BYTES:
         return f"is {size} bytes of UTF-8, longer than a client id may be ({MAX_CLIENT_ID_BYTES})"
     return None
+
+
+def refuse_a_wildcard_host(host: str, advertised_host: str | None, *,
+                           option: str | None = None) -> None:
+    """Refuse to listen on a wildcard address (``0.0.0.0``, ``::``, every interface) with no
+    ``advertised_host``: Metadata would name an address clients cannot connect to, and Kafka
+    refuses the same (advertised.listeners cannot use a non-routable address). The one place
+    of this rule, for :meth:`GatewaySettings.load` (``--host``, the error's ``option``) and for
+    ``Gateway(host=...)``."""
+    if advertised_host is not None or host not in WILDCARD_HOSTS:
+        return
+    shown = host or "(any)"
+    what = f"argument {option}: {shown}" if option is not None else f"--host {shown}"
+    raise ConfigurationError(f"{what} is a wildcard address, which clients cannot connect to: "
+                             "give the address clients reach the gateway at with "
+                             "--advertised-host", option=option)
 
 
 def _client_id_prefix(props: Properties) -> str:

@@ -432,6 +432,39 @@ def test_the_command_line_refuses_a_wildcard_host_without_an_advertised_host(hos
     # an IPv6 --host is written into listeners= in brackets, as Kafka writes it
     args = parser.parse_args(["gateway", "--upstream", "b:1", "--host", "::1", "--port", "19092"])
     assert [(c.host, c.port) for c in load_settings(args).listeners] == [("::1", 19092)]
+
+
+def test_a_wildcard_host_is_refused_by_the_settings_as_the_host_option(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The rule has one home, GatewaySettings.load (the command line had its own copy, whose
+    error named no option): the refusal is --host's, said as argparse says a bad value, and
+    the file's advertised.listeners (or advertised_host) lets a wildcard host through."""
+    from lazyconv._cli import main
+
+    with pytest.raises(ConfigurationError) as refused:
+        GatewaySettings.load(upstream_overrides={"bootstrap.servers": "b:1"}, host="0.0.0.0")
+    assert refused.value.option == "--host"
+    assert str(refused.value).startswith("argument --host: 0.0.0.0 is a wildcard address")
+    GatewaySettings.load(upstream_overrides={"bootstrap.servers": "b:1"}, host="0.0.0.0",
+                         advertised_host="gw.example")
+    config = write(tmp_path, "gw.properties", "advertised.listeners=PLAINTEXT://gw.example:9092\n")
+    GatewaySettings.load(config, upstream_overrides={"bootstrap.servers": "b:1"}, host="::")
+    assert main(["gateway", "--upstream", "b:1", "--host", "::"]) == 2
+    assert capsys.readouterr().err == (
+        "lazyconv gateway: error: argument --host: :: is a wildcard address, which clients "
+        "cannot connect to: give the address clients reach the gateway at with "
+        "--advertised-host (see 'lazyconv gateway --help')\n")
+
+
+def test_the_wildcard_host_rule_is_written_once() -> None:
+    """Gateway(host=...) and the command line refuse a wildcard host through
+    refuse_a_wildcard_host: its words are in no other module of the package."""
+    import lazyconv
+
+    package = Path(lazyconv.__file__).resolve().parent
+    holders = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
+                     if "is a wildcard address" in path.read_text(encoding="utf-8"))
+    assert holders == ["gateway/_settings.py"]
 @pytest.mark.parametrize("options, expected", [
     ({}, ("0.0.0.0", 9404)),
     ({"metrics_port": 9500}, ("0.0.0.0", 9500)),
