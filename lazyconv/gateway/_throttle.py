@@ -3,11 +3,12 @@
 Since Kafka 2.0 a broker over a client's quota answers at once with the throttle time and the
 client waits that long before its next request to the broker — from the version of each API
 that KIP-219 bumped (Fetch v8, Produce v6, Metadata v6, ...: Kafka's
-``AbstractResponse.shouldClientThrottle``). Before those versions the broker held the answer
-for the throttle time and the client, relying on that, never waits itself. The gateway asks the
-cluster at new versions, so the cluster answers at once and expects the gateway to wait; a
-client of an older version behind the gateway would get the answer at once and ask again at
-once, never slowed down. For such a client the gateway does what the broker did: it holds the
+``AbstractResponse.shouldClientThrottle``, declared with each API as
+:attr:`~lazyconv.protocol.ApiSpec.first_client_throttled`). Before those versions the broker
+held the answer for the throttle time and the client, relying on that, never waits itself.
+The gateway asks the cluster at new versions, so the cluster answers at once and expects the
+gateway to wait; a client of an older version behind the gateway would get the answer at once
+and ask again at once, never slowed down. For such a client the gateway does what the broker did: it holds the
 answer for the throttle time it carries (at most :data:`MAX_THROTTLE_HOLD_MS`) and acts on none
 of that client's later requests meanwhile — only that client's connection waits, on a timer of
 the event loop. A client of a KIP-219 version gets its answer at once, the throttle time in it,
@@ -36,27 +37,13 @@ __all__ = ["MAX_THROTTLE_HOLD_MS", "ThrottleHold", "holds_throttled_answers", "t
 #: would take it for lost and connect again.
 MAX_THROTTLE_HOLD_MS = 10_000
 
-# The first version of each API whose client backs off itself (Kafka's shouldClientThrottle):
-# the versions below it are held. Only the APIs that existed before KIP-219 have one.
-_CLIENT_BACKS_OFF_FROM: dict[str, int] = {
-    "Produce": 6, "Fetch": 8, "ListOffsets": 3, "Metadata": 6, "OffsetCommit": 4,
-    "OffsetFetch": 4, "FindCoordinator": 2, "JoinGroup": 3, "Heartbeat": 2, "LeaveGroup": 2,
-    "SyncGroup": 2, "DescribeGroups": 2, "ListGroups": 2, "ApiVersions": 2, "CreateTopics": 3,
-    "DeleteTopics": 2, "DeleteRecords": 1, "InitProducerId": 1, "AddPartitionsToTxn": 1,
-    "AddOffsetsToTxn": 1, "EndTxn": 1, "TxnOffsetCommit": 1, "DescribeAcls": 1, "CreateAcls": 1,
-    "DeleteAcls": 1, "DescribeConfigs": 2, "AlterConfigs": 1, "AlterReplicaLogDirs": 1,
-    "DescribeLogDirs": 1, "CreatePartitions": 1, "CreateDelegationToken": 1,
-    "RenewDelegationToken": 1, "ExpireDelegationToken": 1, "DescribeDelegationToken": 1,
-    "DeleteGroups": 1,
-}
-_BY_KEY: dict[int, int] = {spec.key: _CLIENT_BACKS_OFF_FROM[spec.name]
-                           for spec in KAFKA_API_BY_KEY.values() if spec.name in _CLIENT_BACKS_OFF_FROM}
-
-
 def holds_throttled_answers(api_key: int, version: int) -> bool:
     """Whether a throttled answer to ``version`` of ``api_key`` is held by the broker (the
-    client predates KIP-219 there and does not back off itself)."""
-    return version < _BY_KEY.get(api_key, 0)
+    client predates KIP-219 there and does not back off itself): the declaration's
+    :attr:`~lazyconv.protocol.ApiSpec.first_client_throttled`; no version of an API lazyconv
+    does not declare."""
+    spec = KAFKA_API_BY_KEY.get(api_key)
+    return spec is not None and spec.holds_throttled_answers(version)
 
 
 def throttle_of(body: dict[str, Any]) -> int:

@@ -2,7 +2,7 @@
 
 Each API module (``metadata``, ``fetch``, ``join_group``, ...) declares its ``SPEC``
 (:class:`~lazyconv.protocol._api.ApiSpec`: key, version range, first flexible version, request and
-response schemas); :mod:`lazyconv.protocol._registry` lists the ones ``serve`` answers
+response schemas, first client-throttled version); :mod:`lazyconv.protocol._registry` lists the ones ``serve`` answers
 (``ALL_APIS``) and derives the ApiVersions table; ``KAFKA_APIS`` declares every API a Kafka 4.0.1
 broker serves (loaded on first use) and :mod:`lazyconv.protocol._routing` says how Kafka routes
 each. Nothing here touches a socket: requests are decoded from bytes, responses become bytes or

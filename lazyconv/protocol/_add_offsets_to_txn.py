@@ -29,5 +29,5 @@ RESPONSE = Struct(
     "AddOffsetsToTxnResponse", (Field("throttle_time_ms", INT32), Field("error_code", INT16))
 )
 
-SPEC = ApiSpec(25, "AddOffsetsToTxn", 0, 3, 3, REQUEST, RESPONSE)
-KAFKA_SPEC = ApiSpec(25, "AddOffsetsToTxn", 0, 4, 3, REQUEST, RESPONSE)
+SPEC = ApiSpec(25, "AddOffsetsToTxn", 0, 3, 3, REQUEST, RESPONSE, first_client_throttled=1)
+KAFKA_SPEC = ApiSpec(25, "AddOffsetsToTxn", 0, 4, 3, REQUEST, RESPONSE, first_client_throttled=1)

@@ -72,5 +72,5 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(24, "AddPartitionsToTxn", 0, 3, 3, REQUEST, RESPONSE)
-KAFKA_SPEC = ApiSpec(24, "AddPartitionsToTxn", 0, 5, 3, REQUEST, RESPONSE)
+SPEC = ApiSpec(24, "AddPartitionsToTxn", 0, 3, 3, REQUEST, RESPONSE, first_client_throttled=1)
+KAFKA_SPEC = ApiSpec(24, "AddPartitionsToTxn", 0, 5, 3, REQUEST, RESPONSE, first_client_throttled=1)

@@ -58,4 +58,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(33, "AlterConfigs", 0, 2, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(33, "AlterConfigs", 0, 2, 2, REQUEST, RESPONSE, first_client_throttled=1)

@@ -56,4 +56,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(34, "AlterReplicaLogDirs", 1, 2, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(34, "AlterReplicaLogDirs", 1, 2, 2, REQUEST, RESPONSE, first_client_throttled=1)

@@ -1,4 +1,5 @@
-"""One declaration per API: key, version range, first flexible version, request/response schemas.
+"""One declaration per API: key, version range, first flexible version, request/response
+schemas, first client-throttled version.
 
 Every API module of :mod:`lazyconv.protocol` builds one :class:`ApiSpec` (``SPEC``) from the
 facts of Kafka's message JSON (``validVersions``, ``flexibleVersions``, the fields). Everything
@@ -29,6 +30,15 @@ class ApiSpec:
 
     ``first_flexible`` is the first version using compact encodings, tagged fields, request
     header v2 and response header v1 (``None``: no flexible version in the range).
+
+    ``first_client_throttled`` is the first version whose client throttles itself (KIP-219):
+    over a quota, a broker sends the answer at once, its throttle time in it, and the client
+    waits that long before its next request; to the versions below it a broker held the
+    answer for the throttle time instead, and their clients never wait themselves. 0: no
+    version is held (an API newer than KIP-219, or one whose client never backs off). It is
+    Kafka's ``shouldClientThrottle`` of the response class, which the response JSON says as
+    "Starting in version N, on quota violation, brokers send out responses before throttling"
+    (ProduceResponse.json does not say it: v6).
     """
 
     key: int
@@ -38,6 +48,7 @@ class ApiSpec:
     first_flexible: int | None
     request: Struct
     response: Struct
+    first_client_throttled: int = 0
 
     def __post_init__(self) -> None:
         if self.min_version > self.max_version:
@@ -64,6 +75,11 @@ class ApiSpec:
     def is_flexible(self, version: int) -> bool:
         """Whether ``version`` uses compact encodings and tagged fields."""
         return self.first_flexible is not None and version >= self.first_flexible
+
+    def holds_throttled_answers(self, version: int) -> bool:
+        """Whether a broker holds a throttled answer to ``version`` for its throttle time (the
+        client predates KIP-219 there and does not back off itself)."""
+        return version < self.first_client_throttled
 
     def request_header_version(self, version: int) -> int:
         """2 for flexible versions, else 1 (ApiVersions included: KIP-511)."""

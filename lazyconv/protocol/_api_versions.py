@@ -84,7 +84,7 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(18, "ApiVersions", 0, 4, 3, REQUEST, RESPONSE)
+SPEC = ApiSpec(18, "ApiVersions", 0, 4, 3, REQUEST, RESPONSE, first_client_throttled=2)
 API_KEY = SPEC.key
 MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version

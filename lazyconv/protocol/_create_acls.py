@@ -45,4 +45,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(30, "CreateAcls", 1, 3, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(30, "CreateAcls", 1, 3, 2, REQUEST, RESPONSE, first_client_throttled=1)

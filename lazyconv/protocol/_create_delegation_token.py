@@ -50,4 +50,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(38, "CreateDelegationToken", 1, 3, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(38, "CreateDelegationToken", 1, 3, 2, REQUEST, RESPONSE, first_client_throttled=1)

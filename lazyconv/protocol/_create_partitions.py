@@ -56,4 +56,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(37, "CreatePartitions", 0, 3, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(37, "CreatePartitions", 0, 3, 2, REQUEST, RESPONSE, first_client_throttled=1)

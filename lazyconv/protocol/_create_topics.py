@@ -87,4 +87,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(19, "CreateTopics", 2, 7, 5, REQUEST, RESPONSE)
+SPEC = ApiSpec(19, "CreateTopics", 2, 7, 5, REQUEST, RESPONSE, first_client_throttled=3)

@@ -62,4 +62,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(31, "DeleteAcls", 1, 3, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(31, "DeleteAcls", 1, 3, 2, REQUEST, RESPONSE, first_client_throttled=1)

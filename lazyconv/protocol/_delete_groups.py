@@ -32,4 +32,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(42, "DeleteGroups", 0, 2, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(42, "DeleteGroups", 0, 2, 2, REQUEST, RESPONSE, first_client_throttled=1)

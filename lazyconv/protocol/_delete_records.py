@@ -63,4 +63,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(21, "DeleteRecords", 0, 2, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(21, "DeleteRecords", 0, 2, 2, REQUEST, RESPONSE, first_client_throttled=1)

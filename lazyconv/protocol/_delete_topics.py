@@ -51,4 +51,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(20, "DeleteTopics", 1, 6, 4, REQUEST, RESPONSE)
+SPEC = ApiSpec(20, "DeleteTopics", 1, 6, 4, REQUEST, RESPONSE, first_client_throttled=2)

@@ -58,4 +58,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(29, "DescribeAcls", 1, 3, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(29, "DescribeAcls", 1, 3, 2, REQUEST, RESPONSE, first_client_throttled=1)

@@ -76,4 +76,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(32, "DescribeConfigs", 1, 4, 4, REQUEST, RESPONSE)
+SPEC = ApiSpec(32, "DescribeConfigs", 1, 4, 4, REQUEST, RESPONSE, first_client_throttled=2)

@@ -60,5 +60,5 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(15, "DescribeGroups", 0, 5, 5, REQUEST, RESPONSE)
-KAFKA_SPEC = ApiSpec(15, "DescribeGroups", 0, 6, 5, REQUEST, RESPONSE)
+SPEC = ApiSpec(15, "DescribeGroups", 0, 5, 5, REQUEST, RESPONSE, first_client_throttled=2)
+KAFKA_SPEC = ApiSpec(15, "DescribeGroups", 0, 6, 5, REQUEST, RESPONSE, first_client_throttled=2)

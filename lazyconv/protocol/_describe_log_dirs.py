@@ -68,4 +68,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(35, "DescribeLogDirs", 1, 4, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(35, "DescribeLogDirs", 1, 4, 2, REQUEST, RESPONSE, first_client_throttled=1)

@@ -36,5 +36,5 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(26, "EndTxn", 0, 3, 3, REQUEST, RESPONSE)
-KAFKA_SPEC = ApiSpec(26, "EndTxn", 0, 5, 3, REQUEST, RESPONSE)
+SPEC = ApiSpec(26, "EndTxn", 0, 3, 3, REQUEST, RESPONSE, first_client_throttled=1)
+KAFKA_SPEC = ApiSpec(26, "EndTxn", 0, 5, 3, REQUEST, RESPONSE, first_client_throttled=1)

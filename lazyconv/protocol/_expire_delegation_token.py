@@ -31,4 +31,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(40, "ExpireDelegationToken", 1, 2, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(40, "ExpireDelegationToken", 1, 2, 2, REQUEST, RESPONSE, first_client_throttled=1)

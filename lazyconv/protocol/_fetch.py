@@ -186,7 +186,8 @@ FETCH_RESPONSE_SCHEMA = Struct(
 )
 
 
-SPEC = ApiSpec(1, "Fetch", 0, 17, 12, FETCH_REQUEST_SCHEMA, FETCH_RESPONSE_SCHEMA)
+SPEC = ApiSpec(1, "Fetch", 0, 17, 12, FETCH_REQUEST_SCHEMA, FETCH_RESPONSE_SCHEMA,
+               first_client_throttled=8)
 FETCH_API_KEY = SPEC.key
 MIN_FETCH_VERSION = SPEC.min_version
 MAX_FETCH_VERSION = SPEC.max_version

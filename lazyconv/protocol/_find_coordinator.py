@@ -59,8 +59,8 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(10, "FindCoordinator", 0, 4, 3, REQUEST, RESPONSE)
-KAFKA_SPEC = ApiSpec(10, "FindCoordinator", 0, 6, 3, REQUEST, RESPONSE)
+SPEC = ApiSpec(10, "FindCoordinator", 0, 4, 3, REQUEST, RESPONSE, first_client_throttled=2)
+KAFKA_SPEC = ApiSpec(10, "FindCoordinator", 0, 6, 3, REQUEST, RESPONSE, first_client_throttled=2)
 API_KEY = SPEC.key
 MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version

@@ -25,4 +25,4 @@ RESPONSE = Struct(
     (Field("throttle_time_ms", INT32, "1+", ignorable=True), Field("error_code", INT16)),
 )
 
-SPEC = ApiSpec(12, "Heartbeat", 0, 4, 4, REQUEST, RESPONSE)
+SPEC = ApiSpec(12, "Heartbeat", 0, 4, 4, REQUEST, RESPONSE, first_client_throttled=2)

@@ -36,7 +36,7 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(22, "InitProducerId", 0, 5, 2, REQUEST, RESPONSE)
+SPEC = ApiSpec(22, "InitProducerId", 0, 5, 2, REQUEST, RESPONSE, first_client_throttled=1)
 API_KEY = SPEC.key
 MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version

@@ -54,4 +54,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(11, "JoinGroup", 0, 9, 6, REQUEST, RESPONSE)
+SPEC = ApiSpec(11, "JoinGroup", 0, 9, 6, REQUEST, RESPONSE, first_client_throttled=3)

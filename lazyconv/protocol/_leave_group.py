@@ -47,4 +47,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(13, "LeaveGroup", 0, 5, 4, REQUEST, RESPONSE)
+SPEC = ApiSpec(13, "LeaveGroup", 0, 5, 4, REQUEST, RESPONSE, first_client_throttled=2)

@@ -38,4 +38,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(16, "ListGroups", 0, 5, 3, REQUEST, RESPONSE)
+SPEC = ApiSpec(16, "ListGroups", 0, 5, 3, REQUEST, RESPONSE, first_client_throttled=2)

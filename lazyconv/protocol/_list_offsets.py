@@ -110,8 +110,8 @@ RESPONSE = Struct(
 )
 
 
-SPEC = ApiSpec(2, "ListOffsets", 0, 8, 6, REQUEST, RESPONSE)
-KAFKA_SPEC = ApiSpec(2, "ListOffsets", 0, 10, 6, REQUEST, RESPONSE)
+SPEC = ApiSpec(2, "ListOffsets", 0, 8, 6, REQUEST, RESPONSE, first_client_throttled=3)
+KAFKA_SPEC = ApiSpec(2, "ListOffsets", 0, 10, 6, REQUEST, RESPONSE, first_client_throttled=3)
 API_KEY = SPEC.key
 MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version

@@ -102,8 +102,8 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(3, "Metadata", 0, 12, 9, REQUEST, RESPONSE)
-KAFKA_SPEC = ApiSpec(3, "Metadata", 0, 13, 9, REQUEST, RESPONSE)
+SPEC = ApiSpec(3, "Metadata", 0, 12, 9, REQUEST, RESPONSE, first_client_throttled=6)
+KAFKA_SPEC = ApiSpec(3, "Metadata", 0, 13, 9, REQUEST, RESPONSE, first_client_throttled=6)
 API_KEY = SPEC.key
 MIN_VERSION = SPEC.min_version
 MAX_VERSION = SPEC.max_version

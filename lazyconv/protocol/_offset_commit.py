@@ -62,5 +62,5 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(8, "OffsetCommit", 0, 8, 8, REQUEST, RESPONSE)
-KAFKA_SPEC = ApiSpec(8, "OffsetCommit", 0, 9, 8, REQUEST, RESPONSE)
+SPEC = ApiSpec(8, "OffsetCommit", 0, 8, 8, REQUEST, RESPONSE, first_client_throttled=4)
+KAFKA_SPEC = ApiSpec(8, "OffsetCommit", 0, 9, 8, REQUEST, RESPONSE, first_client_throttled=4)

@@ -98,5 +98,5 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(9, "OffsetFetch", 0, 8, 6, REQUEST, RESPONSE)
-KAFKA_SPEC = ApiSpec(9, "OffsetFetch", 0, 9, 6, REQUEST, RESPONSE)
+SPEC = ApiSpec(9, "OffsetFetch", 0, 8, 6, REQUEST, RESPONSE, first_client_throttled=4)
+KAFKA_SPEC = ApiSpec(9, "OffsetFetch", 0, 9, 6, REQUEST, RESPONSE, first_client_throttled=4)

@@ -40,4 +40,4 @@ RESPONSE = Struct(
     ),
 )
 
-SPEC = ApiSpec(14, "SyncGroup", 0, 5, 4, REQUEST, RESPONSE)
+SPEC = ApiSpec(14, "SyncGroup", 0, 5, 4, REQUEST, RESPONSE, first_client_throttled=2)

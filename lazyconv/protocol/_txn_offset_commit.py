@@ -59,5 +59,5 @@ RESPONSE = Struct(
     (Field("throttle_time_ms", INT32), Field("topics", ArrayOf(_RESPONSE_TOPIC))),
 )
 
-SPEC = ApiSpec(28, "TxnOffsetCommit", 0, 3, 3, REQUEST, RESPONSE)
-KAFKA_SPEC = ApiSpec(28, "TxnOffsetCommit", 0, 5, 3, REQUEST, RESPONSE)
+SPEC = ApiSpec(28, "TxnOffsetCommit", 0, 3, 3, REQUEST, RESPONSE, first_client_throttled=1)
+KAFKA_SPEC = ApiSpec(28, "TxnOffsetCommit", 0, 5, 3, REQUEST, RESPONSE, first_client_throttled=1)

@@ -438,16 +438,28 @@ def test_the_throttle_of_a_relayed_answer_is_read_where_it_is_held() -> None:
         assert spec.decode_response(version, reader)["throttle_time_ms"] == 250
 
 
-def test_every_kip219_version_names_an_api() -> None:
-    """The table of the first client-throttled versions (Kafka's shouldClientThrottle) names
-    APIs lazyconv declares, and holds what it should: Fetch v7 but not v8, Produce v5 but not
-    v6, no version of an API whose client never backs off (DescribeCluster)."""
-    from lazyconv.gateway._throttle import _BY_KEY, _CLIENT_BACKS_OFF_FROM, holds_throttled_answers
+def test_the_gateway_holds_the_versions_the_declarations_say(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway holds a throttled answer below its API's first client-throttled version, as
+    declared with the API (ApiSpec.first_client_throttled, the one place of that fact; the
+    gateway kept its own table): Fetch v7 but not v8, Produce v5 but not v6, no version of an
+    API whose client never backs off (DescribeCluster), none of an undeclared API."""
+    import dataclasses
 
-    assert len(_BY_KEY) == len(_CLIENT_BACKS_OFF_FROM)
-    assert holds_throttled_answers(1, 7) and not holds_throttled_answers(1, 8)
-    assert holds_throttled_answers(0, 5) and not holds_throttled_answers(0, 6)
-    assert not holds_throttled_answers(60, 0)
+    from lazyconv.gateway import _throttle
+    from lazyconv.protocol import KAFKA_APIS
+
+    assert _throttle.holds_throttled_answers(1, 7) and not _throttle.holds_throttled_answers(1, 8)
+    assert _throttle.holds_throttled_answers(0, 5) and not _throttle.holds_throttled_answers(0, 6)
+    assert not _throttle.holds_throttled_answers(60, 0)
+    assert not _throttle.holds_throttled_answers(999, 0)
+    for spec in KAFKA_APIS:
+        for version in range(spec.min_version, spec.max_version + 1):
+            assert _throttle.holds_throttled_answers(spec.key, version) is (
+                version < spec.first_client_throttled), (spec.name, version)
+    # read from the declaration, not from a copy: a Fetch declared otherwise is held otherwise
+    wider = dataclasses.replace(KAFKA_API_BY_KEY[1], first_client_throttled=12)
+    monkeypatch.setattr(_throttle, "KAFKA_API_BY_KEY", {**KAFKA_API_BY_KEY, 1: wider})
+    assert _throttle.holds_throttled_answers(1, 11) and not _throttle.holds_throttled_answers(1, 12)
 
 
 def test_a_held_deferred_answer_let_go_closes_its_response() -> None:

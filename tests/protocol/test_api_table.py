@@ -9,6 +9,7 @@ import pytest
 from lazyconv.errors import ProtocolError
 from lazyconv.protocol import _metadata as metadata
 from lazyconv.protocol._fetch import FetchResponse
+from lazyconv.protocol._kafka_apis import KAFKA_API_BY_KEY, KAFKA_APIS
 from lazyconv.protocol._registry import ALL_APIS, API_BY_KEY, api_versions_table
 
 # (key, min, max, first flexible) the issue asks for, with Kafka's flexibleVersions
@@ -29,6 +30,34 @@ def test_versions_table_is_derived_from_the_declarations() -> None:
         assert (spec.min_version, spec.max_version, spec.first_flexible) == EXPECTED[spec.key]
     capped = {row["api_key"]: row["max_version"] for row in api_versions_table({1: 4})}
     assert capped[1] == 4 and capped[3] == 12
+
+
+# The first version whose client throttles itself (KIP-219): Kafka 4.0.1's
+# <Api>Response.shouldClientThrottle, "version >= N"; the APIs answering true at every version,
+# and those answering false (AbstractResponse's default), have none below which a broker holds.
+KAFKA_CLIENT_THROTTLED_FROM = {
+    "Produce": 6, "Fetch": 8, "ListOffsets": 3, "Metadata": 6, "OffsetCommit": 4,
+    "OffsetFetch": 4, "FindCoordinator": 2, "JoinGroup": 3, "Heartbeat": 2, "LeaveGroup": 2,
+    "SyncGroup": 2, "DescribeGroups": 2, "ListGroups": 2, "ApiVersions": 2, "CreateTopics": 3,
+    "DeleteTopics": 2, "DeleteRecords": 1, "InitProducerId": 1, "AddPartitionsToTxn": 1,
+    "AddOffsetsToTxn": 1, "EndTxn": 1, "TxnOffsetCommit": 1, "DescribeAcls": 1, "CreateAcls": 1,
+    "DeleteAcls": 1, "DescribeConfigs": 2, "AlterConfigs": 1, "AlterReplicaLogDirs": 1,
+    "DescribeLogDirs": 1, "CreatePartitions": 1, "CreateDelegationToken": 1,
+    "RenewDelegationToken": 1, "ExpireDelegationToken": 1, "DescribeDelegationToken": 1,
+    "DeleteGroups": 1,
+}
+
+
+def test_each_api_declares_its_first_client_throttled_version_as_kafka() -> None:
+    """The KIP-219 versions are declared with each API (ApiSpec.first_client_throttled), the
+    same in serve's declaration and in the wider one for Kafka's versions."""
+    assert {spec.name: spec.first_client_throttled for spec in KAFKA_APIS
+            if spec.first_client_throttled} == KAFKA_CLIENT_THROTTLED_FROM
+    for spec in ALL_APIS:
+        assert spec.first_client_throttled == KAFKA_API_BY_KEY[spec.key].first_client_throttled
+    fetch = KAFKA_API_BY_KEY[1]
+    assert fetch.holds_throttled_answers(7) and not fetch.holds_throttled_answers(8)
+    assert not KAFKA_API_BY_KEY[60].holds_throttled_answers(0)  # DescribeCluster
 
 
 @pytest.mark.parametrize("spec", ALL_APIS, ids=lambda s: s.name)
