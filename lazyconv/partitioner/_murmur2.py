@@ -23,7 +23,7 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     (Java's result); anything else raises :class:`~lazyconv.errors.ConfigurationError`."""
     try:
         data = memoryview(data).tobytes()  # bytes(5) would hash five zero bytes, silently
-    except TypeError:
+    except (TypeError, ValueError):  # not a buffer, or a released memoryview
         raise ConfigurationError(f"murmur2 hashes bytes-like data, got {type(data).__name__}") from None
     length = len(data)
     h = (_SEED ^ length) & _MASK

@@ -77,3 +77,11 @@ def test_murmur2_refuses_what_is_not_bytes(data) -> None:
     with pytest.raises(ConfigurationError, match="bytes-like"):
         murmur2(data)
     assert murmur2(bytearray(b"abc")) == murmur2(memoryview(b"abc")) == murmur2(b"abc")
+
+
+def test_murmur2_refuses_a_released_memoryview() -> None:
+    """memoryview() of a released view raises ValueError, which escaped bare."""
+    view = memoryview(b"key")
+    view.release()
+    with pytest.raises(ConfigurationError, match="bytes-like"):
+        murmur2(view)
