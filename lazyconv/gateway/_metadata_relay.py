@@ -6,6 +6,9 @@ it); a topic the cluster did not answer for is LEADER_NOT_AVAILABLE (retriable),
 knows UNKNOWN_TOPIC_ID. Partition errors reach the client as codes its version knows
 (:mod:`lazyconv.gateway._error_map`); when the cluster cannot be reached, what the cache still
 holds is answered, topics asked by id included (an id not in it is LEADER_NOT_AVAILABLE then).
+The authorized operations a v8+ request asks for are the cluster's answer to the client's
+upstream identity: a topic's from the cluster's Metadata (which the cache always asks for), the
+cluster's (v8-10) from its DescribeCluster.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ _FIRST_BY_ID_VERSION = 12  # Metadata asks for topics by id (a null name) from v
 __all__ = ["MetadataRelay"]
 
 _LEADER_NOT_AVAILABLE = 5
+_OMITTED = metadata.AUTHORIZED_OPERATIONS_OMITTED  # an authorized-operations field not asked for
+_LAST_CLUSTER_OPERATIONS_VERSION = 10  # Metadata v8-10 answer the cluster's operations
 
 
 class MetadataRelay:
@@ -96,12 +101,18 @@ class MetadataRelay:
                                    "replica_nodes": [me], "isr_nodes": [me] if leader >= 0 else []})
             topics.append({"error_code": downstream_error(metadata.SPEC.key, version, info.error_code),
                            "name": name, "topic_id": info.topic_id, "is_internal": info.is_internal,
-                           "partitions": partitions})
+                           "partitions": partitions,
+                           "topic_authorized_operations": info.authorized_operations if
+                           request.get("include_topic_authorized_operations") else _OMITTED})
         for topic_id, found in id_names.items():  # ids nobody knows: never asked by an empty name
             if found is None:  # unknown to the cache while the cluster is away: retriable
                 code = int(ErrorCode.UNKNOWN_TOPIC_ID) if answered else _LEADER_NOT_AVAILABLE
                 topics.append({"error_code": code, "name": None, "topic_id": topic_id,
                                "partitions": []})
-        return {"throttle_time_ms": 0,
-                "brokers": [{"node_id": me, "host": listener.host, "port": listener.port}],
-                "cluster_id": cluster.cluster_id, "controller_id": me, "topics": topics}
+        answer = {"throttle_time_ms": 0,
+                  "brokers": [{"node_id": me, "host": listener.host, "port": listener.port}],
+                  "cluster_id": cluster.cluster_id, "controller_id": me, "topics": topics}
+        if version <= _LAST_CLUSTER_OPERATIONS_VERSION and \
+                request.get("include_cluster_authorized_operations"):
+            answer["cluster_authorized_operations"] = await cluster.cluster_authorized_operations()
+        return answer

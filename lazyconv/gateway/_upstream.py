@@ -56,6 +56,7 @@ from lazyconv.gateway._upstream_security import (
 )
 from lazyconv.net._server import frame_buffer
 from lazyconv.protocol import _api_versions as api_versions
+from lazyconv.protocol import _describe_cluster as describe_cluster
 from lazyconv.protocol import _metadata as metadata
 from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._connection import ClientConnection, Pending
@@ -85,6 +86,7 @@ HANDSHAKE_TIMEOUT = 5.0
 # APIs only a KRaft controller listener offers (Vote, BeginQuorumEpoch, EndQuorumEpoch,
 # BrokerRegistration, BrokerHeartbeat): such a listener has no Metadata, Produce or Fetch for
 # clients.
+_FIRST_AUTHORIZED_OPERATIONS_VERSION = 8  # Metadata asks for authorized operations from v8 on
 _CONTROLLER_APIS = frozenset({52, 53, 54, 62, 63})
 _NOT_A_BROKER_HINT = ("--upstream must name a Kafka broker's PLAINTEXT listener (Kafka's stock "
                       "configuration: 9092, not the controller's 9093)")
@@ -503,6 +505,8 @@ class TopicInfo:
     is_internal: bool = False
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
     fetched_at: float = 0.0
+    # the operations the identity may perform on it, as the cluster's Metadata says (a bit field)
+    authorized_operations: int = metadata.AUTHORIZED_OPERATIONS_OMITTED
 
 
 # what a lookup by name answers for a topic that is not there for this identity
@@ -815,6 +819,8 @@ class ClusterView:
         body: dict[str, Any] = {
             "topics": None if topics is None else [{"topic_id": ZERO_UUID, "name": t} for t in topics],
             "allow_auto_topic_creation": allow_auto_create,
+            # what a client's Metadata v8+ may ask for (the cluster answers for this identity)
+            "include_topic_authorized_operations": version >= _FIRST_AUTHORIZED_OPERATIONS_VERSION,
         }
         try:
             return await conn.request(metadata.SPEC, version, body, timeout=timeout)
@@ -832,7 +838,9 @@ class ClusterView:
                 continue
             seen.add(name)
             info = TopicInfo(name, topic["error_code"], topic.get("topic_id") or ZERO_UUID,
-                             bool(topic.get("is_internal")), fetched_at=now)
+                             bool(topic.get("is_internal")), fetched_at=now,
+                             authorized_operations=topic.get(
+                                 "topic_authorized_operations", metadata.AUTHORIZED_OPERATIONS_OMITTED))
             for p in topic["partitions"]:
                 info.partitions[p["partition_index"]] = PartitionInfo(
                     p["partition_index"], p["leader_id"], p.get("leader_epoch", -1),
@@ -862,6 +870,30 @@ class ClusterView:
         if missing:
             await self.refresh(missing, allow_auto_create=allow_auto_create)
         return {n: self.topics[n] for n in names if n in self.topics}
+
+    async def cluster_authorized_operations(self) -> int:
+        """The operations this identity may perform on the cluster (a bit field), as the
+        cluster's DescribeCluster answers it; ``AUTHORIZED_OPERATIONS_OMITTED`` when the cluster
+        does not serve DescribeCluster or does not answer (the client then reads "not known")."""
+        try:
+            async with self._lock:  # the control connection: opened once
+                conn = await self._control_connection()
+                served = conn.versions.get(describe_cluster.SPEC.key)
+                if served is None or served[0] > describe_cluster.SPEC.max_version:
+                    return metadata.AUTHORIZED_OPERATIONS_OMITTED
+                try:
+                    answer = await conn.request(
+                        describe_cluster.SPEC, min(served[1], describe_cluster.SPEC.max_version),
+                        {"include_cluster_authorized_operations": True})
+                except UpstreamError:
+                    conn.close()
+                    raise
+        except UpstreamError as exc:
+            log.debug("cluster authorized operations: the cluster did not answer: %s", exc)
+            return metadata.AUTHORIZED_OPERATIONS_OMITTED
+        if answer.get("error_code"):
+            return metadata.AUTHORIZED_OPERATIONS_OMITTED
+        return int(answer.get("cluster_authorized_operations", metadata.AUTHORIZED_OPERATIONS_OMITTED))
 
     def listed(self) -> dict[str, TopicInfo]:
         """Every topic in the cache, as a list of every topic names them: not the names looked
