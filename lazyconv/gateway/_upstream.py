@@ -78,7 +78,9 @@ MAX_RESPONSE_SIZE = 256 << 20
 _READ_BUFFER = 64 << 10
 _SHARED_READ_BUFFER = bytearray(_READ_BUFFER)
 CLIENT_SOFTWARE_NAME = "lazyconv-gateway"
-_API_VERSIONS_VERSION = 3
+# v4 lists every supported feature (v3 leaves out those of minimum version 0); a cluster
+# without v4 is asked v3, one without v3 v0
+_API_VERSIONS_VERSIONS = (4, 3, 0)
 # A Kafka broker answers ApiVersions at once; a port that is not Kafka's often waits for more
 # bytes (an HTTP server for the end of a request line): it is given this long, not the request
 # timeout.
@@ -231,10 +233,11 @@ class UpstreamConnection:
                                 "client_software_version": __version__}
         handshake = min(self.request_timeout, HANDSHAKE_TIMEOUT)
         try:
-            answer = await self.request(api_versions.SPEC, _API_VERSIONS_VERSION, body,
-                                        timeout=handshake)
-            if answer["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
-                answer = await self.request(api_versions.SPEC, 0, {}, timeout=handshake)
+            for version in _API_VERSIONS_VERSIONS:
+                answer = await self.request(api_versions.SPEC, version,
+                                            body if version >= 3 else {}, timeout=handshake)
+                if answer["error_code"] != ErrorCode.UNSUPPORTED_VERSION:
+                    break
         except UpstreamError as exc:
             self.close()
             raise UpstreamError(f"{self.address} does not answer like a Kafka broker: {exc} "

@@ -119,4 +119,4 @@ class FrontDoor:
             else:
                 session.client_software_name = body.get("client_software_name")
                 session.client_software_version = body.get("client_software_version")
-        return reply(request, self.table_for(session).api_versions_response())
+        return reply(request, self.table_for(session).api_versions_response(request.api_version))

@@ -212,13 +212,21 @@ class ApiTable:
         """ApiVersions' ``api_keys`` list."""
         return [dict(entry) for entry in self._table]
 
-    def api_versions_response(self) -> dict[str, Any]:
-        """The body of a successful ApiVersions response."""
+    def api_versions_response(self, version: int = api_versions.MAX_VERSION) -> dict[str, Any]:
+        """The body of a successful ApiVersions response of ``version``: below v4 without the
+        supported features whose minimum version is 0, as Kafka answers (KAFKA-17011: older
+        clients refuse a minimum of 0)."""
+        features = dict(self.features)
+        supported = features.get("supported_features")
+        if version < _FIRST_MIN_ZERO_FEATURES_VERSION and supported:
+            features["supported_features"] = [f for f in supported if f.get("min_version") != 0]
         return {"error_code": 0, "api_keys": self.version_table(), "throttle_time_ms": 0,
-                **self.features}
+                **features}
 
 
 _NO_BODY = memoryview(b"")
+# ApiVersions lists supported features of minimum version 0 from v4 on (KAFKA-17011)
+_FIRST_MIN_ZERO_FEATURES_VERSION = 4
 
 
 @dataclass(frozen=True, slots=True)

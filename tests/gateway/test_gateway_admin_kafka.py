@@ -1,10 +1,12 @@
 """Admin clients through the gateway against Kafka 4.0.1 (marker ``kafka``): what they ask of
-the Metadata the gateway answers itself is what Kafka answers straight.
+the answers the gateway builds itself (Metadata, ApiVersions) is what Kafka answers straight.
 
 - confluent-kafka's ``describe_topics`` and ``describe_cluster`` with
   ``include_authorized_operations`` (librdkafka asks Metadata v10 for both) get the operations
   the cluster grants, as straight on Kafka; a Metadata request that does not ask for them gets
-  −2147483648 ("not asked") in both fields.
+  −2147483648 ("not asked") in both fields;
+- ApiVersions lists the supported features Kafka lists at each version (v4 every one, v3 those
+  whose minimum version is not 0), which Admin.describeFeatures reads.
 """
 
 from __future__ import annotations
@@ -84,3 +86,23 @@ def test_metadata_authorized_operations_at_each_version(
         assert ask(gateway.port, include) == direct, include
     assert ask(gateway.port, False)[1] == NOT_ASKED
     assert ask(gateway.port, True)[1] != NOT_ASKED
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_api_versions_lists_the_features_kafka_lists_at_each_version(
+        kafka_broker: KafkaBroker, gateway: GatewayThread, version: int) -> None:
+    """ApiVersions v4 lists every supported feature (Admin.describeFeatures shows them); v3 and
+    below leave out those whose minimum version is 0 (KAFKA-17011), on Kafka as on the gateway
+    (which asks the cluster at v4)."""
+    def supported(port: int) -> list[tuple[str, int, int]]:
+        with WireClient(port) as client:
+            answer = client.call(KAFKA_API_BY_KEY[18], version, {
+                "client_software_name": "lazyconv-test", "client_software_version": "1"})
+        return sorted((f["name"], f["min_version"], f["max_version"])
+                      for f in answer["supported_features"])
+
+    direct = supported(kafka_broker.port)
+    assert ("metadata.version" in {name for name, _, _ in direct})
+    assert supported(gateway.port) == direct
+    if version >= 4:
+        assert any(low == 0 for _, low, _ in direct)  # group.version, transaction.version, ...
