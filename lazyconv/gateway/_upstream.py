@@ -85,10 +85,10 @@ _API_VERSIONS_VERSIONS = (4, 3, 0)
 # bytes (an HTTP server for the end of a request line): it is given this long, not the request
 # timeout.
 HANDSHAKE_TIMEOUT = 5.0
+_FIRST_AUTHORIZED_OPERATIONS_VERSION = 8  # Metadata asks for authorized operations from v8 on
 # APIs only a KRaft controller listener offers (Vote, BeginQuorumEpoch, EndQuorumEpoch,
 # BrokerRegistration, BrokerHeartbeat): such a listener has no Metadata, Produce or Fetch for
 # clients.
-_FIRST_AUTHORIZED_OPERATIONS_VERSION = 8  # Metadata asks for authorized operations from v8 on
 _CONTROLLER_APIS = frozenset({52, 53, 54, 62, 63})
 _NOT_A_BROKER_HINT = ("--upstream must name a Kafka broker's PLAINTEXT listener (Kafka's stock "
                       "configuration: 9092, not the controller's 9093)")
