@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import cramjam
 
+from lazyconv.records._codec import _encode_unsigned  # snappy's length: an unsigned varint
+
 __all__ = ["compress_raw_reference"]
 
 _FRAGMENT = 65536
@@ -27,15 +29,6 @@ _MIN_TABLE = 256
 _MARGIN = 15  # the search stops this far from a fragment's end
 _MULTIPLIER = 0x1E35A7BD
 _FULL_TABLE_ABOVE = (1 << _MAX_TABLE_BITS) // 2  # a fragment larger than this fills the table
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _literal(out: bytearray, data: bytes, start: int, end: int) -> None:
@@ -129,22 +122,15 @@ def _fragment(out: bytearray, data: bytes) -> None:
         ip += 1
 
 
-def _skip_varint(data: bytes) -> int:
-    position = 0
-    while data[position] & 0x80:
-        position += 1
-    return position + 1
-
-
 def compress_raw_reference(data: bytes | bytearray | memoryview) -> bytes:
     """``data`` as one raw snappy stream, byte for byte as snappy 1.1.10 writes it."""
     view = memoryview(data).cast("B")
-    out = bytearray(_varint(len(view)))
+    out = bytearray(_encode_unsigned(len(view)))
     for start in range(0, len(view), _FRAGMENT):
         fragment = bytes(view[start : start + _FRAGMENT])
         if len(fragment) > _FULL_TABLE_ABOVE:  # the hashes agree: snap's bytes are snappy's
-            compressed = bytes(cramjam.snappy.compress_raw(fragment))
-            out += memoryview(compressed)[_skip_varint(compressed) :]
+            compressed = cramjam.snappy.compress_raw(fragment)  # its own length first
+            out += memoryview(compressed)[len(_encode_unsigned(len(fragment))) :]
         else:
             _fragment(out, fragment)
     return bytes(out)
