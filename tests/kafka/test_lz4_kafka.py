@@ -8,11 +8,10 @@ tests/records/test_lz4_parity.py pins the same comparison on fixed inputs withou
 from __future__ import annotations
 
 import random
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from java_reference import run_java_reference
 from lz4_parity import inputs as parity_inputs
 
 from lazyconv.records._compression import Compression, compress
@@ -42,19 +41,9 @@ def inputs() -> dict[str, bytes]:
 @pytest.fixture(scope="module", params=["3", "4"])
 def kafka_lz4(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     dist: Path = request.getfixturevalue("kafka_dist_3" if request.param == "3" else "kafka_dist")
-    javac, java = shutil.which("javac"), shutil.which("java")
-    if not javac or not java:
-        pytest.fail("the lz4 reference needs java and javac (a JDK 17)", pytrace=False)
-    work = tmp_path_factory.mktemp(f"lz4-{request.param}")
-    classpath = f"{dist}/libs/*"
-    subprocess.run([javac, "-nowarn", "-cp", classpath, "-d", str(work), str(SOURCE)], check=True)
     data = inputs()
-    files = {}
-    for index, (name, value) in enumerate(data.items()):
-        files[name] = work / f"in{index}"
-        files[name].write_bytes(value)
-    subprocess.run([java, "-cp", f"{work}:{classpath}", "Lz4Reference", ",".join(map(str, LEVELS)),
-                    "0,1,2", *map(str, files.values())], check=True, timeout=300)
+    files = run_java_reference(dist, SOURCE, tmp_path_factory.mktemp(f"lz4-{request.param}"), data,
+                               ",".join(map(str, LEVELS)), "0,1,2")
 
     def frame(name: str, level: int, magic: int) -> bytes:
         return Path(f"{files[name]}.L{level}.M{magic}.lz4").read_bytes()

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import platform
 import random
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from java_reference import run_java_reference
 from lz4_parity import text
 from snappy_parity import inputs as parity_inputs
 
@@ -53,19 +52,8 @@ def inputs() -> dict[str, bytes]:
 @pytest.fixture(scope="module", params=["3", "4"])
 def kafka_snappy(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     dist: Path = request.getfixturevalue("kafka_dist_3" if request.param == "3" else "kafka_dist")
-    javac, java = shutil.which("javac"), shutil.which("java")
-    if not javac or not java:
-        pytest.fail("the snappy reference needs java and javac (a JDK 17)", pytrace=False)
-    work = tmp_path_factory.mktemp(f"snappy-{request.param}")
-    classpath = f"{dist}/libs/*"
-    subprocess.run([javac, "-nowarn", "-cp", classpath, "-d", str(work), str(SOURCE)], check=True)
     data = inputs()
-    files = {}
-    for index, (name, value) in enumerate(data.items()):
-        files[name] = work / f"in{index}"
-        files[name].write_bytes(value)
-    subprocess.run([java, "-cp", f"{work}:{classpath}", "SnappyReference", *map(str, files.values())],
-                   check=True, timeout=300)
+    files = run_java_reference(dist, SOURCE, tmp_path_factory.mktemp(f"snappy-{request.param}"), data)
     return data, {name: Path(f"{path}.snappy").read_bytes() for name, path in files.items()}
 
 
