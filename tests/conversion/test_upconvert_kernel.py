@@ -79,8 +79,10 @@ def message_sets(draw: Any) -> tuple[bytes, list[bytes]]:
                 at += 4 + max(key_length, 0)
             if at + 4 <= len(entry):
                 length = struct.unpack_from(">i", entry, at)[0]
+                lies = [length - 1, length + 1, -2, -1, 0, 1, 5, 2**31 - 1, len(entry)]
+                # an int32 field: a length already at either end has no neighbour past it
                 struct.pack_into(">i", entry, at, draw(st.sampled_from(
-                    [length - 1, length + 1, -2, -1, 0, 1, 5, 2**31 - 1, len(entry)])))
+                    [lie for lie in lies if -2**31 <= lie < 2**31])))
         elif kind == "magic":
             entry[16] = draw(st.sampled_from([2, 3, 0xFF, 1 - entry[16] if entry[16] < 2 else 0]))
         elif kind == "cut":
