@@ -15,7 +15,9 @@ whole request (:mod:`~lazyconv.gateway._relayed`):
   are split per coordinator and the answers merged in the request's order.
 - **partition leader**: split per leader (ListOffsets, DeleteRecords, OffsetForLeaderEpoch,
   DescribeProducers), the answers merged in the request's order; a partition without a known
-  leader is answered with the cluster's error for its topic or NOT_LEADER_OR_FOLLOWER.
+  leader is answered with the cluster's error for its topic or NOT_LEADER_OR_FOLLOWER, in the
+  entry Kafka answers it with (its "not known" offsets and epochs; DescribeProducers' message
+  for a topic refused as a whole).
 - **each broker**: asked of every broker, the lists merged (ListGroups, ListTransactions,
   DescribeLogDirs: the gateway stands for every broker).
 - **named broker**: config resources of brokers (:mod:`~lazyconv.gateway._config_relay`).
@@ -45,6 +47,7 @@ from lazyconv.gateway._relayed import Relayed
 from lazyconv.gateway._routing import route_to_leaders
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
 from lazyconv.net._model import Listener, Response
+from lazyconv.protocol import _describe_producers as describe_producers
 from lazyconv.protocol._connection import Request
 from lazyconv.protocol._routing import FieldPath, Route
 
@@ -70,6 +73,11 @@ _PARTITION_ANSWERS: dict[int, tuple[str, str, str, str]] = {
     21: ("topics", "name", "partitions", "partition_index"),  # DeleteRecords
     23: ("topics", "topic", "partitions", "partition"),  # OffsetForLeaderEpoch
     61: ("topics", "name", "partitions", "partition_index"),  # DescribeProducers
+}
+# Partition-leader APIs whose broker puts a message on the partitions of a topic it refuses as a
+# whole: API key -> the message of (topic, code).
+_TOPIC_ERROR_MESSAGES: dict[int, Callable[[str, int], str | None]] = {
+    describe_producers.SPEC.key: describe_producers.topic_error_message,
 }
 # Asked of every broker: API key -> the answer's list that is merged.
 _EACH_BROKER_LISTS: dict[int, str] = {
@@ -306,8 +314,15 @@ class ApiRelay:
             collect(answer)
 
         await asyncio.gather(*(ask(node, items) for node, items in by_leader.items()))
-        for code in set(failed.values()):
-            collect(relayed.refusal(code, subset(_failed_with(failed, code))))
+        topic_message = _TOPIC_ERROR_MESSAGES.get(relayed.request.api_key)
+        refused: dict[tuple[int, str | None], set[tuple[str, int]]] = {}
+        for (name, index), code in failed.items():
+            info = relayed.cluster.topics.get(name)
+            message = topic_message(name, code) if topic_message is not None and \
+                info is not None and info.error_code == code else None
+            refused.setdefault((code, message), set()).add((name, index))
+        for (code, message), items in refused.items():
+            collect(relayed.refusal(code, subset(_one_of(items)), message))
         a_topics, a_name, a_parts, a_index = answer_fields
         merged = dict(first) if first is not None else relayed.refusal(0, subset(lambda t, p: False))
         out = []
@@ -379,8 +394,8 @@ def _longest_throttle(merged: dict[str, Any], throttles: list[int]) -> None:
         merged["throttle_time_ms"] = max([merged["throttle_time_ms"], *throttles])
 
 
-def _failed_with(failed: dict[tuple[str, int], int], code: int) -> Callable[[str, int], bool]:
-    return lambda topic, partition: failed.get((topic, partition)) == code
+def _one_of(items: set[tuple[str, int]]) -> Callable[[str, int], bool]:
+    return lambda topic, partition: (topic, partition) in items
 
 
 def _present_path(relayed: Relayed, paths: tuple[FieldPath, ...]) -> FieldPath | None:

@@ -4,15 +4,17 @@ An admin client lists the active producers (ids, epochs, last sequence and times
 transaction start offset) of partitions (KIP-664); sent to each partition's leader.
 
 Declared as in Kafka 4.0.1's DescribeProducersRequest.json and DescribeProducersResponse.json;
-field names in snake_case.
+field names in snake_case. :func:`topic_error_message`: the message a broker gives with an error
+that refuses a whole topic.
 """
 
 from __future__ import annotations
 
+from lazyconv.errors import ErrorCode
 from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._schema import INT16, INT32, INT64, STRING, ArrayOf, Field, Struct
 
-__all__ = ["SPEC"]
+__all__ = ["SPEC", "topic_error_message"]
 
 _TOPIC_REQUEST = Struct(
     "TopicRequest",
@@ -63,3 +65,38 @@ RESPONSE = Struct(
 )
 
 SPEC = ApiSpec(61, "DescribeProducers", 0, 0, 0, REQUEST, RESPONSE)
+
+# Errors.java's messages of the codes a broker refuses a whole topic with
+_TOPIC_ERROR_MESSAGES = {
+    int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION): "This server does not host this topic-partition.",
+    int(ErrorCode.TOPIC_AUTHORIZATION_FAILED): "Topic authorization failed.",
+    int(ErrorCode.INVALID_TOPIC_EXCEPTION):
+        "The request attempted to perform an operation on an invalid topic.",
+}
+_MAX_TOPIC_NAME = 249  # Topic.MAX_NAME_LENGTH, in UTF-16 units (Java's String.length)
+_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def topic_error_message(topic: str, code: int) -> str | None:
+    """The ``error_message`` a broker (Kafka 3.9 and 4.0, KafkaApis.handleDescribeProducersRequest)
+    puts on every partition of ``topic`` when it refuses the whole topic with ``code``: an
+    invalid name (Topic.validate's reason), a topic the client may not read, one that does not
+    exist; ``None`` for any other code (a partition's own error carries no message)."""
+    if code == ErrorCode.INVALID_TOPIC_EXCEPTION:
+        reason = _invalid_topic_reason(topic)
+        if reason is not None:
+            return f"Topic name is invalid: {reason}"
+    return _TOPIC_ERROR_MESSAGES.get(code)
+
+
+def _invalid_topic_reason(name: str) -> str | None:
+    """Why Kafka's Topic.validate refuses ``name`` (its words), ``None`` when it does not."""
+    if not name:
+        return "the empty string is not allowed"
+    if name in (".", ".."):
+        return f"'{name}' is not allowed"
+    if len(name.encode("utf-16-le")) // 2 > _MAX_TOPIC_NAME:
+        return f"the length of '{name}' is longer than the max allowed length {_MAX_TOPIC_NAME}"
+    if not set(name) <= _TOPIC_CHARS:
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None

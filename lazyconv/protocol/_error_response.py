@@ -6,7 +6,9 @@ request named, each carrying the error — plus the top-level ``ErrorCode`` wher
 has one. :func:`error_response` builds the same from the declarations alone: it walks the
 response schema beside the request's, gives each response array that answers a request array
 (:data:`_ANSWERS`, per API) an element per request element, copies the identifying fields
-(names, partition indexes, resource types: the same names or :data:`_SAME_AS`) and sets every
+(names, partition indexes, resource types: the same names or :data:`_SAME_AS`), sets the values
+Kafka's class sets for "not known" (:data:`_UNKNOWN`: where a field of the answer shares a name
+with one of the request that says something else, or has no such default) and sets every
 error code (and, with ``message``, every ``error_message``) on the way. A relay uses it when it cannot or will not forward a request
 (an API it does not route, an upstream it cannot reach).
 """
@@ -91,6 +93,17 @@ _ANSWERS: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
     "DescribeQuorum": {("DescribeQuorumResponse", "topics"): ("topics",),
                        ("TopicData", "partitions"): ("partitions",)},
 }
+# API -> {(response struct, field): the value Kafka's getErrorResponse sets}, where the request
+# has a field of the same name that is not the same thing (a ListOffsets timestamp asked for, an
+# OffsetForLeaderEpoch epoch asked about) or the declared default is not Kafka's value
+# (DeleteRecordsResponse.INVALID_LOW_WATERMARK)
+_UNKNOWN: dict[str, dict[tuple[str, str], Any]] = {
+    "ListOffsets": {("ListOffsetsPartitionResponse", "timestamp"): -1,
+                    ("ListOffsetsPartitionResponse", "offset"): -1},
+    "OffsetForLeaderEpoch": {("EpochEndOffset", "leader_epoch"): -1,
+                             ("EpochEndOffset", "end_offset"): -1},
+    "DeleteRecords": {("DeleteRecordsPartitionResult", "low_watermark"): -1},
+}
 # a response field -> request fields holding the same value under another name
 _SAME_AS: dict[str, tuple[str, ...]] = {
     "partition_index": ("partition", "index"),
@@ -109,8 +122,8 @@ def error_response(spec: ApiSpec, version: int, request: Mapping[str, Any] | Non
     """``spec``'s response at ``version`` refusing ``request`` (its decoded body; ``None``:
     only the top-level fields) with ``code`` everywhere a code goes."""
     answers = _ANSWERS.get(spec.name, {})
-    return _Mirror(answers, version, code, message).struct(spec.response, spec.request,
-                                                           request or {})
+    return _Mirror(answers, _UNKNOWN.get(spec.name, {}), version, code, message).struct(
+        spec.response, spec.request, request or {})
 
 
 def _is_code(name: str) -> bool:
@@ -118,9 +131,11 @@ def _is_code(name: str) -> bool:
 
 
 class _Mirror:
-    def __init__(self, answers: Mapping[tuple[str, str], tuple[str, ...]], version: int,
-                 code: int, message: str | None) -> None:
+    def __init__(self, answers: Mapping[tuple[str, str], tuple[str, ...]],
+                 unknown: Mapping[tuple[str, str], Any], version: int, code: int,
+                 message: str | None) -> None:
         self.answers = answers
+        self.unknown = unknown
         self.version = version
         self.code = code
         self.message = message
@@ -136,6 +151,8 @@ class _Mirror:
                 out[f.name] = self.code
             elif f.name == "error_message" and self.message is not None:
                 out[f.name] = self.message
+            elif (struct.name, f.name) in self.unknown:
+                out[f.name] = self.unknown[(struct.name, f.name)]
             elif isinstance(f.type, ArrayOf) and isinstance(f.type.element, Struct):
                 sources = self.answers.get((struct.name, f.name), ())
                 out[f.name] = self.array(f.type.element, sources, source_fields, source)

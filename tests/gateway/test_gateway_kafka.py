@@ -15,6 +15,7 @@ import pytest
 from kafka_broker import KafkaBroker, consume_all, create_topic, produce_records, unique_topic
 
 from lazyconv.gateway._floor import upstream_floor
+from lazyconv.protocol import KAFKA_API_BY_KEY
 from lazyconv.protocol import (
     _fetch as fetch,
 )
@@ -342,3 +343,52 @@ def test_a_batch_the_cluster_refuses_is_refused_with_the_same_meaning(
     stored = consume_all(bootstrap, fine, [0])
     assert [(r[2], r[3]) for r in stored] == [(b"k", b"v")] * 2
     assert consume_all(bootstrap, small, [0]) == []
+
+
+def _partition_entries(spec, version: int, answer: dict) -> dict[tuple[str, int], dict]:
+    """A partition-leader API's answer by (topic, partition)."""
+    topics, name, partitions, index = {
+        "ListOffsets": ("topics", "name", "partitions", "partition_index"),
+        "DeleteRecords": ("topics", "name", "partitions", "partition_index"),
+        "OffsetForLeaderEpoch": ("topics", "topic", "partitions", "partition"),
+        "DescribeProducers": ("topics", "name", "partitions", "partition_index")}[spec.name]
+    return {(t[name], p[index]): p for t in answer[topics] for p in t[partitions]}
+
+
+def test_partitions_the_gateway_cannot_route_are_answered_as_the_broker_answers_them(
+        kafka_broker: KafkaBroker, gateway: GatewayThread) -> None:
+    """A partition the topic lacks and a topic that does not exist, in ListOffsets,
+    OffsetForLeaderEpoch, DeleteRecords and DescribeProducers: the gateway answers them without
+    asking (its metadata knows), and its entries are the broker's, field for field (it copied
+    the request's timestamp and leader epoch, gave low watermark 0 and no DescribeProducers
+    message where Kafka gives one)."""
+    topic, missing = unique_topic("gw-routes"), unique_topic("gw-no-such")
+    create_topic(kafka_broker.bootstrap, topic, 1)
+    named = [(topic, 0), (topic, 7), (missing, 0)]
+
+    def grouped(partition) -> dict[str, list]:
+        out: dict[str, list] = {}
+        for name, index in named:
+            out.setdefault(name, []).append(partition(index))
+        return out
+
+    requests = {
+        (list_offsets.SPEC, 7): {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": n, "partitions": parts} for n, parts in grouped(lambda p: {
+                "partition_index": p, "current_leader_epoch": 0, "timestamp": 1000}).items()]},
+        (KAFKA_API_BY_KEY[23], 4): {"replica_id": -1, "topics": [
+            {"topic": n, "partitions": parts} for n, parts in grouped(lambda p: {
+                "partition": p, "current_leader_epoch": -1, "leader_epoch": 5}).items()]},
+        (KAFKA_API_BY_KEY[21], 2): {"timeout_ms": 10000, "topics": [
+            {"name": n, "partitions": parts} for n, parts in grouped(lambda p: {
+                "partition_index": p, "offset": 0}).items()]},
+        (KAFKA_API_BY_KEY[61], 0): {"topics": [
+            {"name": n, "partition_indexes": parts} for n, parts in grouped(lambda p: p).items()]},
+    }
+    with WireClient(gateway.port, timeout=30.0) as through, \
+            WireClient(kafka_broker.port, timeout=30.0) as direct:
+        for (spec, version), body in requests.items():
+            got = _partition_entries(spec, version, through.call(spec, version, body))
+            want = _partition_entries(spec, version, direct.call(spec, version, body))
+            assert got == want, spec.name
+            assert want[(missing, 0)]["error_code"] == 3, spec.name

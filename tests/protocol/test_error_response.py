@@ -88,3 +88,42 @@ def test_a_listing_stays_empty_and_the_top_level_code_is_set() -> None:
     assert answer["error_code"] == 35 and answer["resources"] == []
     answer = error_response(KAFKA_API_BY_KEY[16], 5, None, 15)
     assert answer == {"error_code": 15, "groups": []}
+
+
+
+def _sent(spec: ApiSpec, version: int, request: dict[str, Any], code: int) -> dict[str, Any]:
+    """error_response as a client reads it (encoded and decoded: defaults filled in)."""
+    body = error_response(spec, version, request, code)
+    return spec.decode_response(version, spec.encode_response(version, body))
+
+
+def test_partition_results_carry_kafka_s_unknown_values_not_the_request_s() -> None:
+    """The entries of the partition-leader APIs hold what Kafka's ``getErrorResponse`` sets, as
+    Kafka 4.0.1 and 3.9.0 answered an unknown topic (seen live): OffsetForLeaderEpoch leader
+    epoch and end offset -1 (the request's leader epoch was copied), ListOffsets v1+ timestamp
+    and offset -1 (the request's timestamp was copied), DeleteRecords low watermark -1 (was 0);
+    DescribeProducers no error message (``getErrorResponse`` sets none)."""
+    epochs = _sent(KAFKA_API_BY_KEY[23], 4, {"replica_id": -1, "topics": [
+        {"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": 7,
+                                       "leader_epoch": 5}]}]}, 3)
+    assert epochs["topics"] == [{"topic": "t", "partitions": [
+        {"error_code": 3, "partition": 0, "leader_epoch": -1, "end_offset": -1}]}]
+    for version in (1, 4, 7, 10):
+        offsets = _sent(KAFKA_API_BY_KEY[2], version, {"replica_id": -1, "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0, "current_leader_epoch": 3,
+                                          "timestamp": 5}]}]}, 3)
+        part = offsets["topics"][0]["partitions"][0]
+        assert (part["error_code"], part["timestamp"], part["offset"], part["leader_epoch"]) == \
+            (3, -1, -1, -1), version
+    offsets = _sent(KAFKA_API_BY_KEY[2], 0, {"replica_id": -1, "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0, "timestamp": 5,
+                                      "max_num_offsets": 1}]}]}, 3)
+    assert offsets["topics"][0]["partitions"][0]["old_style_offsets"] == []
+    deleted = _sent(KAFKA_API_BY_KEY[21], 2, {"topics": [
+        {"name": "t", "partitions": [{"partition_index": 0, "offset": 3}]}], "timeout_ms": 1}, 3)
+    assert deleted["topics"] == [{"name": "t", "partitions": [
+        {"partition_index": 0, "low_watermark": -1, "error_code": 3}]}]
+    producers = _sent(KAFKA_API_BY_KEY[61], 0, {"topics": [
+        {"name": "t", "partition_indexes": [0]}]}, 3)
+    assert producers["topics"] == [{"name": "t", "partitions": [
+        {"partition_index": 0, "error_code": 3, "error_message": None, "active_producers": []}]}]
