@@ -17,7 +17,8 @@ whole request (:mod:`~lazyconv.gateway._relayed`):
   DescribeProducers), the answers merged in the request's order; a partition without a known
   leader is answered with the cluster's error for its topic or NOT_LEADER_OR_FOLLOWER, in the
   entry Kafka answers it with (its "not known" offsets and epochs; DescribeProducers' message
-  for a topic refused as a whole).
+  for a topic refused as a whole); one a ListOffsets names twice as Kafka refuses it before it
+  looks for a leader (:func:`~lazyconv.gateway._list_offsets_relay.named_twice_error`).
 - **each broker**: asked of every broker, the lists merged (ListGroups, ListTransactions,
   DescribeLogDirs: the gateway stands for every broker).
 - **named broker**: config resources of brokers (:mod:`~lazyconv.gateway._config_relay`).
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -43,11 +45,13 @@ from lazyconv.errors import ErrorCode, LazyconvError, UpstreamError
 from lazyconv.gateway._config_relay import CONFIG_APIS, relay_configs
 from lazyconv.gateway._coordinators import COORDINATOR_ERRORS, CoordinatorError, Coordinators
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, UPSTREAM_UNAVAILABLE
+from lazyconv.gateway._list_offsets_relay import named_twice_error
 from lazyconv.gateway._relayed import Relayed
 from lazyconv.gateway._routing import route_to_leaders
 from lazyconv.gateway._upstream import UpstreamCluster, UpstreamSession
 from lazyconv.net._model import Listener, Response
 from lazyconv.protocol import _describe_producers as describe_producers
+from lazyconv.protocol import _list_offsets as list_offsets
 from lazyconv.protocol._connection import Request
 from lazyconv.protocol._routing import FieldPath, Route
 
@@ -272,6 +276,14 @@ class ApiRelay:
         failed: dict[tuple[str, int], int] = {}
         by_leader = route_to_leaders(relayed.cluster, wanted, lambda tp: tp,
                                      lambda tp, code: failed.__setitem__(tp, code))
+        if relayed.request.api_key == list_offsets.SPEC.key and len(set(wanted)) < len(wanted):
+            # a partition named twice is refused before its leader is looked for: one the
+            # gateway cannot route is refused as its leader would refuse it
+            named = Counter(wanted)
+            for tp in failed:
+                code = named_twice_error(relayed.cluster, tp[0]) if named[tp] > 1 else None
+                if code is not None:
+                    failed[tp] = code
 
         def subset(keep: Callable[[str, int], bool]) -> dict[str, Any]:
             topics = []

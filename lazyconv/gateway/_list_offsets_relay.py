@@ -3,12 +3,15 @@ accepts (≥ v1); a v0 client gets the one offset as its ``old_style_offsets`` l
 (docs/guide/gateway.md); a partition named twice is asked once per timestamp (v1+ refuses it
 named twice in one request: a further timestamp takes one more request), so each entry gets
 the answer for its own timestamp, as Kafka 3.9 answered v0. v1+ (converted when the cluster
-does not serve the client's version) refuses a partition named twice with INVALID_REQUEST on
-each entry without asking, as Kafka 3.9 does (KafkaApis, its ``duplicatePartitions``); the
-relayed versions get the cluster's own answer. A negative timestamp the client's
-version does not define (v0 knows -1 and -2 only; -3 came with v7, -4 with v8, -5 with v9) is
-answered UNSUPPORTED_VERSION without asking, as Kafka answers it, since the upstream version
-would read it as something else (the largest timestamp, the local or tiered log's offsets).
+does not serve the client's version) refuses a partition named twice on each entry without
+asking the leader, as Kafka 3.9 does (KafkaApis, its ``duplicatePartitions``):
+:func:`named_twice_error`, TOPIC_AUTHORIZATION_FAILED in a topic the client may not describe
+(Kafka checks that first), INVALID_REQUEST otherwise; the relayed versions get the cluster's
+own answer, or the same refusal where the gateway cannot route the partition. A negative
+timestamp the client's version does not define (v0 knows -1 and -2 only; -3 came with v7, -4
+with v8, -5 with v9) is answered UNSUPPORTED_VERSION without asking, as Kafka answers it, since
+the upstream version would read it as something else (the largest timestamp, the local or
+tiered log's offsets).
 Errors reach the client as codes its version knows (:mod:`lazyconv.gateway._error_map`).
 """
 
@@ -22,16 +25,35 @@ from typing import Any
 from lazyconv.errors import ErrorCode, UpstreamError
 from lazyconv.gateway._error_map import RETRIABLE_ROUTING_ERRORS, UNREACHABLE, downstream_error
 from lazyconv.gateway._routing import ask_leaders, route_to_leaders
-from lazyconv.gateway._upstream import UpstreamCluster, UpstreamConnection, UpstreamSession
+from lazyconv.gateway._upstream import (
+    ClusterView,
+    UpstreamCluster,
+    UpstreamConnection,
+    UpstreamSession,
+)
 from lazyconv.protocol import _list_offsets as list_offsets
 from lazyconv.protocol._grouping import group_by_topic
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ListOffsetsRelay"]
+__all__ = ["ListOffsetsRelay", "named_twice_error"]
 
 _UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
+_TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
+def named_twice_error(cluster: ClusterView, topic: str) -> int | None:
+    """What Kafka answers each entry of a partition of ``topic`` that a ListOffsets v1+ names
+    twice: it checks first that the client may describe the topic (TOPIC_AUTHORIZATION_FAILED,
+    as the Metadata of the client's identity says), then partitions named twice
+    (INVALID_REQUEST), before it looks for the partition or its leader (3.9 KafkaApis, 4.0
+    ReplicaManager.fetchOffset). ``None`` while that metadata is not known."""
+    info = cluster.topics.get(topic)
+    if info is None:
+        return None
+    return _TOPIC_AUTHORIZATION_FAILED if info.error_code == _TOPIC_AUTHORIZATION_FAILED \
+        else _INVALID_REQUEST
 
 
 @dataclass
@@ -53,18 +75,26 @@ class ListOffsetsRelay:
                            request: dict[str, Any]) -> dict[str, Any]:
         asked = [_Asked(t["name"], p) for t in request["topics"] for p in t["partitions"]]
         named = Counter((a.topic, a.partition["partition_index"]) for a in asked)
+
+        def named_twice(item: _Asked) -> bool:
+            return version >= 1 and named[(item.topic, item.partition["partition_index"])] > 1
+
+        twice = [a for a in asked if named_twice(a)]
         to_ask = []
         for item in asked:
-            if version >= 1 and named[(item.topic, item.partition["partition_index"])] > 1:
-                item.answer = {"error_code": _INVALID_REQUEST}
-            elif not list_offsets.timestamp_supported(item.partition["timestamp"], version):
-                item.answer = {"error_code": _UNSUPPORTED_VERSION}
-            else:
+            if named_twice(item):
+                continue
+            if list_offsets.timestamp_supported(item.partition["timestamp"], version):
                 to_ask.append(item)
+            else:
+                item.answer = {"error_code": _UNSUPPORTED_VERSION}
         try:
-            await session.cluster.topics_for(list(dict.fromkeys(a.topic for a in to_ask)))
+            await session.cluster.topics_for(list(dict.fromkeys(a.topic for a in twice + to_ask)))
         except UpstreamError as exc:
             log.debug("list offsets: no metadata from the cluster: %s", exc)
+        for item in twice:  # refused before the timestamp is looked at, as Kafka does
+            code = named_twice_error(session.cluster, item.topic)
+            item.answer = {"error_code": UNREACHABLE if code is None else code}
         isolation = request.get("isolation_level", 0) if version >= 2 else 0
 
         def fail(item: _Asked, code: int) -> None:

@@ -187,6 +187,52 @@ def test_list_offsets_v1_up_refuses_a_partition_named_twice_as_kafka_does(versio
             for body in leader.sent] == [[("t", 1)]]
 
 
+
+@pytest.mark.parametrize("version", [1, 4, 8])
+def test_list_offsets_v1_up_naming_a_partition_twice_in_a_topic_it_may_not_describe(
+        version: int) -> None:
+    """Kafka checks the client may describe each topic before it looks for partitions named
+    twice (3.9 KafkaApis.handleListOffsetRequestV1AndAbove, 4.0 the same, then
+    ReplicaManager.fetchOffset): a partition named twice in a topic the client may not describe
+    is TOPIC_AUTHORIZATION_FAILED, seen live on Kafka 4.0.1 and 3.9.0. The converted request
+    answered INVALID_REQUEST without asking; the metadata of the client's identity says which
+    (a topic that does not exist is INVALID_REQUEST, as Kafka answers it), still without asking
+    the leader. While that metadata cannot be had, the retriable NOT_LEADER_OR_FOLLOWER."""
+    leader, view = _Leader(), _View()
+    view.topics = {"t": TopicInfo("t", partitions={p: PartitionInfo(p, leader=1) for p in (0, 1)}),
+                   "secret": TopicInfo("secret", int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)),
+                   "gone": TopicInfo("gone", int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))}
+    session = types.SimpleNamespace(cluster=view)
+
+    async def connection(node: int) -> _Leader:
+        return leader
+
+    async def topics_for(names: list[str], **kwargs: Any) -> dict[str, TopicInfo]:
+        return {name: view.topics[name] for name in names if name in view.topics}
+
+    view.topics_for = topics_for  # type: ignore[method-assign]
+    session.connection = connection
+    twice = [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1,
+              "max_num_offsets": 1}] * 2
+    request = {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": "secret", "partitions": twice}, {"name": "gone", "partitions": twice},
+        {"name": "dark", "partitions": twice},
+        {"name": "t", "partitions": [*twice, {**twice[0], "partition_index": 1}]}]}
+    answer = asyncio.run(ListOffsetsRelay(None).list_offsets(  # type: ignore[arg-type]
+        session, version, request))
+    decoded = list_offsets.SPEC.decode_response(
+        version, list_offsets.SPEC.encode_response(version, answer))
+    refused, invalid = ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.INVALID_REQUEST
+    unreachable = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert [(t["name"], p["partition_index"], p["error_code"]) for t in decoded["topics"]
+            for p in t["partitions"]] == [
+        ("secret", 0, refused), ("secret", 0, refused), ("gone", 0, invalid),
+        ("gone", 0, invalid), ("dark", 0, unreachable), ("dark", 0, unreachable),
+        ("t", 0, invalid), ("t", 0, invalid), ("t", 1, 0)]
+    assert [[(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+            for body in leader.sent] == [[("t", 1)]]
+
+
 class _NoCoordinator(_Coordinator):
     """A broken upstream: FindCoordinator v4 and DescribeGroups answer with empty lists."""
 

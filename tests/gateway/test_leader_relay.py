@@ -172,3 +172,34 @@ def test_unroutable_partitions_are_answered_as_kafka_answers_them() -> None:
                                     "characters other than ASCII alphanumerics, '.', '_' and '-'")}
     assert [[(t["name"], t["partition_indexes"]) for t in body["topics"]]
             for body in leader.sent] == [[("t", [0])]]
+
+
+def test_list_offsets_naming_a_partition_twice_is_refused_as_kafka_refuses_it() -> None:
+    """Kafka (3.9 KafkaApis, 4.0 ReplicaManager.fetchOffset) checks the client may describe the
+    topic, then a partition named twice, before it looks for the partition: INVALID_REQUEST on
+    a partition named twice whatever its topic or leader, TOPIC_AUTHORIZATION_FAILED on a topic
+    the client may not describe. The gateway answered the ones it could not route with the
+    routing error (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, INVALID_TOPIC_EXCEPTION)
+    instead; a topic whose metadata it could not get keeps the retriable NOT_LEADER_OR_FOLLOWER.
+    A partition with a leader is the leader's to refuse (as the stand-in, Kafka 3.9, does)."""
+    named = [("t", 0), ("t", 5), ("t", 1), ("gone", 0), ("secret", 0), ("a b", 0), ("dark", 0)]
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for topic, index in named + named:
+        topics.setdefault(topic, []).append(
+            {"partition_index": index, "current_leader_epoch": -1, "timestamp": -1})
+
+    def leader(body: dict[str, Any]) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "topics": [{"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": INVALID_REQUEST,
+             "timestamp": -1, "offset": -1} for p in t["partitions"]]} for t in body["topics"]]}
+
+    for version in (1, 7, 10):
+        offsets, upstream = _relay("ListOffsets", version, {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()]}, leader)
+        got = [(t["name"], p["partition_index"], p["error_code"])
+               for t in offsets["topics"] for p in t["partitions"]]
+        assert got == [(t, q["partition_index"], {"secret": REFUSED, "dark": NOT_LEADER}.get(
+            t, INVALID_REQUEST)) for t, parts in topics.items() for q in parts], version
+        assert [[(t["name"], [p["partition_index"] for p in t["partitions"]])
+                 for t in body["topics"]] for body in upstream.sent] == [[("t", [0, 0])]]

@@ -455,6 +455,43 @@ def test_acls_through_the_gateway_act_as_the_client(secured_kafka_4: SecuredKafk
     assert alice.describe_acls(wanted, request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S) == held
 
 
+
+@pytest.mark.parametrize("mode", ["passthrough", "gateway"])
+def test_list_offsets_naming_a_partition_twice_is_refused_as_the_cluster_refuses_it(
+        secured_kafka_4: SecuredKafka, gateways: dict, mode: str) -> None:
+    """ListOffsets v7 and v10 (relayed) as bob: a partition of A (bob may not describe it)
+    named twice is TOPIC_AUTHORIZATION_FAILED, one of B named twice INVALID_REQUEST whether B
+    has it or not, a partition B lacks named once UNKNOWN_TOPIC_OR_PARTITION; the same codes
+    as Kafka 4.0.1 answers bob directly (Kafka 4 answers a partition named twice with one
+    entry, the gateway each entry, as 3.9). The partition B lacks, named twice, was
+    UNKNOWN_TOPIC_OR_PARTITION through the gateway (which answers it without asking)."""
+    from lazyconv.protocol import _list_offsets
+
+    named = [(TOPIC_A, 0), (TOPIC_A, 0), (TOPIC_B, 0), (TOPIC_B, 7), (TOPIC_B, 0), (TOPIC_B, 7),
+             (TOPIC_B, 9)]
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for topic, index in named:
+        topics.setdefault(topic, []).append(
+            {"partition_index": index, "current_leader_epoch": -1, "timestamp": -1})
+    body = {"replica_id": -1, "isolation_level": 0, "timeout_ms": 10000,
+            "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()]}
+    direct = RawClient(secured_kafka_4.sasl_plaintext_port)
+    assert direct.authenticate("PLAIN", "bob", secured_kafka_4.users["bob"])
+    with direct, _raw(gateways[mode], secured_kafka_4, "bob") as through:
+        for version in (7, 10):
+            spec = _list_offsets.KAFKA_SPEC
+            want = {(t["name"], p["partition_index"], p["error_code"])
+                    for t in direct.request(spec, version, body)["topics"] for p in t["partitions"]}
+            got = [(t["name"], p["partition_index"], p["error_code"])
+                   for t in through.request(spec, version, body)["topics"] for p in t["partitions"]]
+            assert set(got) == want == {
+                (TOPIC_A, 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                (TOPIC_B, 0, ErrorCode.INVALID_REQUEST), (TOPIC_B, 7, ErrorCode.INVALID_REQUEST),
+                (TOPIC_B, 9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}, version
+            assert sorted(got) == sorted((t, p, code) for t, p in named
+                                         for tt, pp, code in want if (tt, pp) == (t, p)), version
+
+
 def test_no_log_line_holds_a_secret(secured_kafka_4: SecuredKafka, gateways: dict) -> None:
     """Every line this module's gateways logged (DEBUG included), grepped for every password,
     key password and private key it used: the last test of the module."""
