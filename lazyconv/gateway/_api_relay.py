@@ -173,9 +173,11 @@ class ApiRelay:
             decoded = relayed.decode(frame)
         except LazyconvError as exc:
             # the upstream's fault, met again by every request of every client: said once, then
-            # at most once a minute with the repeats counted
+            # at most once a minute with the repeats counted; the client looks for the
+            # coordinator again (COORDINATOR_NOT_AVAILABLE), and so does the gateway
             self.cluster.state.warn(f"{relayed.spec.name} at a coordinator",
                                     f"an answer for {key!r} that does not decode: {exc}")
+            self.coordinators.forget(relayed.session, key_type, key)
             return relayed.refuse(_COORDINATOR_NOT_AVAILABLE)
         if _codes(decoded) & COORDINATOR_ERRORS:
             self.coordinators.forget(relayed.session, key_type, key)

@@ -110,3 +110,35 @@ def test_a_broker_resource_named_by_a_digit_int_refuses_is_relayed() -> None:
     answer = spec.decode_response(version, reader)
     assert [(r["resource_name"], r["error_code"]) for r in answer["results"]] == [
         ("\u00b2", int(ErrorCode.INVALID_REQUEST))]
+
+
+class _CutBroker(_Broker):
+    """Answers with the first bytes of the answer only: a frame that does not decode."""
+
+    async def relay(self, spec: Any, version: int, payload: Any, timeout: float | None = None) -> bytes:
+        return (await super().relay(spec, version, payload, timeout))[:5]
+
+
+def test_a_coordinator_whose_answer_does_not_decode_is_forgotten() -> None:
+    """The cached coordinator answers with a frame that does not decode: the request is answered
+    COORDINATOR_NOT_AVAILABLE, which sends the client to FindCoordinator, and the gateway
+    forgot the coordinator after a lost connection or a NOT_COORDINATOR, but not after this,
+    so it named the same broker again and the client's retries met the same answer (found by
+    a review). It is forgotten: the next request asks the cluster where the coordinator is."""
+    spec, version = end_txn.SPEC, 3
+    body = {"transactional_id": "txn", "producer_id": 5, "producer_epoch": 0, "committed": True}
+    cluster = SimpleNamespace(brokers={1: "a", 2: "b"}, state=SimpleNamespace(warn=lambda *a: None))
+    coordinators = Coordinators(cluster)  # type: ignore[arg-type]
+    coordinators._nodes[(ANONYMOUS_IDENTITY.key, TRANSACTION, "txn")] = 1
+    request = Request(spec, version, {"correlation_id": 7, "client_id": "c"},
+                      memoryview(spec.encode_request(version, body)), 0)
+    relayed = Relayed(request, body, _Session(_CutBroker({"throttle_time_ms": 0, "error_code": 0})),
+                      None)  # type: ignore[arg-type]
+    response = asyncio.run(ApiRelay(cluster, coordinators)._to_coordinator(  # type: ignore[arg-type]
+        relayed, TRANSACTION, "txn"))
+    out = io.BytesIO()
+    drain(response.send, out)
+    reader = Reader(out.getvalue()[4:])
+    decode_response_header(reader, spec.response_header_version(version))
+    assert spec.decode_response(version, reader)["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert coordinators.cached(TRANSACTION, "txn") is None

@@ -246,10 +246,11 @@ def test_a_coordinator_answer_that_does_not_decode_is_warned_of_once_a_minute(
     cluster = SimpleNamespace(brokers={1: "a"}, request_timeout=30,
                               state=ClusterState(max_age=60))
     coordinators = Coordinators(cluster)  # type: ignore[arg-type]
-    coordinators._nodes[(ANONYMOUS_IDENTITY.key, 0, "g")] = 1
     body = {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None}
     with caplog.at_level(logging.DEBUG, logger="lazyconv.gateway"):
         for _ in range(3):
+            # forgotten after each such answer: found again on the same broker
+            coordinators._nodes[(ANONYMOUS_IDENTITY.key, 0, "g")] = 1
             answer = _relayed_answer(spec, version, body, {1: cut}, cluster, coordinators)
             assert answer["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
