@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ApiRelay"]
 
 _COORDINATOR_NOT_AVAILABLE = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+_INVALID_TOPIC = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
 
 # Requests naming several coordinator keys: API key -> (the answer's list, its key field).
 # The request's list is the route's key path.
@@ -276,7 +277,13 @@ class ApiRelay:
             except UpstreamError as exc:
                 log.debug("%s: no metadata from the cluster: %s", relayed.spec.name, exc)
         failed: dict[tuple[str, int], int] = {}
-        by_leader = route_to_leaders(relayed.cluster, wanted, lambda tp: tp,
+        routed = wanted
+        if relayed.request.api_key == describe_producers.SPEC.key:
+            # Kafka refuses an invalid name before anything else, authorization included
+            failed = {tp: _INVALID_TOPIC for tp in wanted
+                      if describe_producers.invalid_topic_reason(tp[0]) is not None}
+            routed = [tp for tp in wanted if tp not in failed]
+        by_leader = route_to_leaders(relayed.cluster, routed, lambda tp: tp,
                                      lambda tp, code: failed.__setitem__(tp, code))
         if relayed.request.api_key == list_offsets.SPEC.key and len(set(wanted)) < len(wanted):
             # a partition named twice is refused before its leader is looked for: one the
@@ -332,8 +339,9 @@ class ApiRelay:
         refused: dict[tuple[int, str | None], set[tuple[str, int]]] = {}
         for (name, index), code in failed.items():
             info = relayed.cluster.topics.get(name)
-            message = topic_message(name, code) if topic_message is not None and \
-                info is not None and info.error_code == code else None
+            whole_topic = code == _INVALID_TOPIC or info is not None and info.error_code == code
+            message = topic_message(name, code) if topic_message is not None and whole_topic \
+                else None
             refused.setdefault((code, message), set()).add((name, index))
         for (code, message), items in refused.items():
             collect(relayed.refusal(code, subset(_one_of(items)), message))

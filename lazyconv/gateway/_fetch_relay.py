@@ -51,7 +51,7 @@ from lazyconv.gateway._fetch_splice import (
 )
 from lazyconv.gateway._metrics import fetch_written, session_metrics
 from lazyconv.gateway._on_loop import quick_to_down_convert
-from lazyconv.gateway._routing import ask_leaders, route_to_leaders
+from lazyconv.gateway._routing import ask_leaders, route_to_leaders, topic_error
 from lazyconv.gateway._upstream import (
     ClusterView,
     UpstreamCluster,
@@ -498,7 +498,7 @@ class FetchRelay:
                 if info is None:
                     item.entry = error_partition(index, UNREACHABLE)
                 elif info.error_code or index not in info.partitions:
-                    code = info.error_code or int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    code = topic_error(info.error_code or int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     item.entry = error_partition(index, downstream_error(fetch.SPEC.key, version, code))
         return wanted
 

@@ -3,7 +3,8 @@
 
 :func:`route_to_leaders` sorts a request's partitions by the broker that leads each (from the
 metadata cache of the client's own upstream identity, ``session.cluster``), failing at once those whose topic has an error, that do not exist or
-that have no leader (their metadata is forgotten, so the next request asks the cluster again);
+that have no leader (their metadata is forgotten, so the next request asks the cluster again;
+a topic whose name is invalid does not exist, as Kafka's partition lookups answer it);
 :func:`ask_leaders` asks each leader concurrently on the client's own upstream connections, and
 fails every partition of a leader that cannot be reached with NOT_LEADER_OR_FOLLOWER, which every
 client retries after refreshing its metadata (the gateway's whole cache is forgotten then: a
@@ -23,10 +24,21 @@ from lazyconv.gateway._upstream import ClusterView, UpstreamConnection, Upstream
 
 log = logging.getLogger(__name__)
 
-__all__ = ["route_to_leaders", "ask_leaders", "leader_unreachable"]
+__all__ = ["route_to_leaders", "ask_leaders", "leader_unreachable", "topic_error"]
 
 T = TypeVar("T")
 _UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+# what Kafka's Metadata answers a topic named invalidly; the partition-routed APIs never look at
+# the name (KafkaApis, ReplicaManager: Fetch, Produce, ListOffsets, OffsetForLeaderEpoch,
+# DeleteRecords), so such a topic is one that does not exist there
+_METADATA_ONLY = {int(ErrorCode.INVALID_TOPIC_EXCEPTION): _UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def topic_error(code: int) -> int:
+    """What a partition-routed API answers a partition of a topic whose metadata error is
+    ``code``: the same code, but an invalid name's (INVALID_TOPIC_EXCEPTION, Metadata's only)
+    UNKNOWN_TOPIC_OR_PARTITION, as Kafka 4.0.1 and 3.9.0 answer it."""
+    return _METADATA_ONLY.get(code, code)
 
 
 def route_to_leaders(cluster: ClusterView, items: Iterable[T],
@@ -34,14 +46,15 @@ def route_to_leaders(cluster: ClusterView, items: Iterable[T],
                      fail: Callable[[T, int], None]) -> dict[int, list[T]]:
     """``items`` by the node id of their partition's leader, in order; ``where(item)`` is its
     (topic, partition). An item whose topic has an error or lacks the partition is failed with
-    that (upstream) code, one without a leader with :data:`UNREACHABLE`."""
+    that (upstream) code (an invalid name's: UNKNOWN_TOPIC_OR_PARTITION), one without a leader
+    with :data:`UNREACHABLE`."""
     by_leader: dict[int, list[T]] = {}
     for item in items:
         topic, partition = where(item)
         info = cluster.topics.get(topic)
         leader = cluster.leader(topic, partition)
         if info is not None and (info.error_code or partition not in info.partitions):
-            fail(item, info.error_code or _UNKNOWN_TOPIC_OR_PARTITION)
+            fail(item, topic_error(info.error_code or _UNKNOWN_TOPIC_OR_PARTITION))
             cluster.invalidate(topic)
         elif leader is None:
             fail(item, UNREACHABLE)

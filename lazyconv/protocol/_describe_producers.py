@@ -14,7 +14,7 @@ from lazyconv.errors import ErrorCode
 from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._schema import INT16, INT32, INT64, STRING, ArrayOf, Field, Struct
 
-__all__ = ["SPEC", "topic_error_message"]
+__all__ = ["SPEC", "invalid_topic_reason", "topic_error_message"]
 
 _TOPIC_REQUEST = Struct(
     "TopicRequest",
@@ -83,14 +83,16 @@ def topic_error_message(topic: str, code: int) -> str | None:
     invalid name (Topic.validate's reason), a topic the client may not read, one that does not
     exist; ``None`` for any other code (a partition's own error carries no message)."""
     if code == ErrorCode.INVALID_TOPIC_EXCEPTION:
-        reason = _invalid_topic_reason(topic)
+        reason = invalid_topic_reason(topic)
         if reason is not None:
             return f"Topic name is invalid: {reason}"
     return _TOPIC_ERROR_MESSAGES.get(code)
 
 
-def _invalid_topic_reason(name: str) -> str | None:
-    """Why Kafka's Topic.validate refuses ``name`` (its words), ``None`` when it does not."""
+def invalid_topic_reason(name: str) -> str | None:
+    """Why Kafka's Topic.validate refuses ``name`` (its words), ``None`` when it does not. A
+    broker answers DescribeProducers for such a name INVALID_TOPIC_EXCEPTION before it checks
+    anything else (the client's authorization included)."""
     if not name:
         return "the empty string is not allowed"
     if name in (".", ".."):

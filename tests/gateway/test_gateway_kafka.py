@@ -357,14 +357,16 @@ def _partition_entries(spec, version: int, answer: dict) -> dict[tuple[str, int]
 
 def test_partitions_the_gateway_cannot_route_are_answered_as_the_broker_answers_them(
         kafka_broker: KafkaBroker, gateway: GatewayThread) -> None:
-    """A partition the topic lacks and a topic that does not exist, in ListOffsets,
-    OffsetForLeaderEpoch, DeleteRecords and DescribeProducers: the gateway answers them without
-    asking (its metadata knows), and its entries are the broker's, field for field (it copied
-    the request's timestamp and leader epoch, gave low watermark 0 and no DescribeProducers
-    message where Kafka gives one)."""
+    """A partition the topic lacks, a topic that does not exist and one whose name is invalid,
+    in ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeProducers: the gateway
+    answers them without asking (its metadata knows), and its entries are the broker's, field
+    for field (it copied the request's timestamp and leader epoch, gave low watermark 0 and no
+    DescribeProducers message where Kafka gives one, and the invalid name Metadata's
+    INVALID_TOPIC_EXCEPTION where only DescribeProducers answers it); Fetch and Produce answer
+    the invalid name UNKNOWN_TOPIC_OR_PARTITION, as the broker does."""
     topic, missing = unique_topic("gw-routes"), unique_topic("gw-no-such")
     create_topic(kafka_broker.bootstrap, topic, 1)
-    named = [(topic, 0), (topic, 7), (missing, 0)]
+    named = [(topic, 0), (topic, 7), (missing, 0), ("a b", 0)]
 
     def grouped(partition) -> dict[str, list]:
         out: dict[str, list] = {}
@@ -392,3 +394,21 @@ def test_partitions_the_gateway_cannot_route_are_answered_as_the_broker_answers_
             want = _partition_entries(spec, version, direct.call(spec, version, body))
             assert got == want, spec.name
             assert want[(missing, 0)]["error_code"] == 3, spec.name
+        records = RecordsBuilder(2, Compression.NONE)
+        records.append(timestamp=1_700_000_000_000, key=b"k", value=b"v")
+        written = records.build()
+        for spec, version, body, listed, entries in (
+                (fetch.SPEC, 12, {
+                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                    "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+                    "forgotten_topics_data": [], "topics": [{"topic": "a b", "partitions": [
+                        {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                         "last_fetched_epoch": -1, "log_start_offset": -1,
+                         "partition_max_bytes": 1 << 20}]}]}, "responses", "partitions"),
+                (produce.SPEC, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 10000,
+                                   "topic_data": [{"name": "a b", "partition_data": [
+                                       {"index": 0, "records": written}]}]},
+                 "responses", "partition_responses")):
+            codes = [[p["error_code"] for t in client.call(spec, version, body)[listed]
+                      for p in t[entries]] for client in (through, direct)]
+            assert codes == [[3], [3]], spec.name

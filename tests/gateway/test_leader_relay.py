@@ -47,7 +47,8 @@ class _Leader:
 
 class _View:
     """The metadata of the client's identity: t (partitions 0 and 1, only 0 with a leader),
-    gone (does not exist), secret (may not be described), "a b" (an invalid name)."""
+    gone (does not exist), secret (may not be described), "a b" (an invalid name), "x y" (an
+    invalid name that may not be described: Metadata checks that first)."""
 
     request_timeout = 30
     brokers = {1: "a"}
@@ -57,7 +58,7 @@ class _View:
         self.topics = {
             "t": TopicInfo("t", partitions={0: PartitionInfo(0, 1), 1: PartitionInfo(1, -1)}),
             "gone": TopicInfo("gone", UNKNOWN), "secret": TopicInfo("secret", REFUSED),
-            "a b": TopicInfo("a b", INVALID_TOPIC)}
+            "a b": TopicInfo("a b", INVALID_TOPIC), "x y": TopicInfo("x y", REFUSED)}
 
     async def topics_for(self, names: list[str]) -> dict[str, TopicInfo]:
         return {n: self.topics[n] for n in names if n in self.topics}
@@ -104,7 +105,7 @@ def _relay(name: str, version: int, body: dict[str, Any], answer: Any) -> tuple[
 
 
 # what the request names: a partition with a leader, then the ones the gateway cannot route
-_NAMED = [("t", 0), ("t", 5), ("t", 1), ("gone", 0), ("secret", 0), ("a b", 0)]
+_NAMED = [("t", 0), ("t", 5), ("t", 1), ("gone", 0), ("secret", 0), ("a b", 0), ("x y", 0)]
 
 
 def _topics(name_field: str, partitions_field: str, partition: Any) -> list[dict[str, Any]]:
@@ -123,7 +124,7 @@ def test_unroutable_partitions_are_answered_as_kafka_answers_them() -> None:
     failed.", an invalid name: Topic.validate's reason) and none for one partition. The gateway
     copied the request's leader epoch and timestamp, gave low watermark 0 and no message."""
     codes = {("t", 5): UNKNOWN, ("t", 1): NOT_LEADER, ("gone", 0): UNKNOWN,
-             ("secret", 0): REFUSED, ("a b", 0): INVALID_TOPIC}
+             ("secret", 0): REFUSED, ("a b", 0): UNKNOWN, ("x y", 0): REFUSED}
 
     epochs, leader = _relay("OffsetForLeaderEpoch", 4, {"replica_id": -1, "topics": _topics(
         "topic", "partitions", lambda p: {"partition": p, "current_leader_epoch": 7,
@@ -169,6 +170,8 @@ def test_unroutable_partitions_are_answered_as_kafka_answers_them() -> None:
         ("gone", 0): (UNKNOWN, "This server does not host this topic-partition."),
         ("secret", 0): (REFUSED, "Topic authorization failed."),
         ("a b", 0): (INVALID_TOPIC, "Topic name is invalid: 'a b' contains one or more "
+                                    "characters other than ASCII alphanumerics, '.', '_' and '-'"),
+        ("x y", 0): (INVALID_TOPIC, "Topic name is invalid: 'x y' contains one or more "
                                     "characters other than ASCII alphanumerics, '.', '_' and '-'")}
     assert [[(t["name"], t["partition_indexes"]) for t in body["topics"]]
             for body in leader.sent] == [[("t", [0])]]
@@ -203,3 +206,33 @@ def test_list_offsets_naming_a_partition_twice_is_refused_as_kafka_refuses_it() 
             t, INVALID_REQUEST)) for t, parts in topics.items() for q in parts], version
         assert [[(t["name"], [p["partition_index"] for p in t["partitions"]])
                  for t in body["topics"]] for body in upstream.sent] == [[("t", [0, 0])]]
+
+
+
+def test_a_topic_with_an_invalid_name_is_answered_as_kafka_answers_it() -> None:
+    """Kafka's Metadata answers a topic whose name is invalid INVALID_TOPIC_EXCEPTION, but the
+    partition-routed APIs never look at the name: ListOffsets, OffsetForLeaderEpoch and
+    DeleteRecords (and Fetch and Produce) answer UNKNOWN_TOPIC_OR_PARTITION for it, as for any
+    topic that does not exist (Kafka 4.0.1 and 3.9.0, seen live); DescribeProducers checks the
+    name first of all (KafkaApis' checkValidTopic, before the client's authorization):
+    INVALID_TOPIC_EXCEPTION with Topic.validate's reason, also in a topic the client may not
+    describe. The gateway passed the metadata's code on (INVALID_TOPIC_EXCEPTION,
+    TOPIC_AUTHORIZATION_FAILED)."""
+    from lazyconv.gateway._routing import route_to_leaders
+
+    failed: dict[str, int] = {}
+    view = _View()
+    assert route_to_leaders(view, ["a b", "x y", "gone"], lambda name: (name, 0),  # type: ignore[arg-type]
+                            failed.__setitem__) == {}
+    assert failed == {"a b": UNKNOWN, "x y": REFUSED, "gone": UNKNOWN}
+    producers, leader = _relay("DescribeProducers", 0, {"topics": [
+        {"name": n, "partition_indexes": [0, 1]} for n in ("x y", ".", "")]},
+        lambda body: {"throttle_time_ms": 0, "topics": []})
+    assert [(t["name"], [(p["partition_index"], p["error_code"], p["error_message"])
+                         for p in t["partitions"]]) for t in producers["topics"]] == [
+        (name, [(p, INVALID_TOPIC, f"Topic name is invalid: {reason}") for p in (0, 1)])
+        for name, reason in (
+            ("x y", "'x y' contains one or more characters other than ASCII alphanumerics, "
+                    "'.', '_' and '-'"),
+            (".", "'.' is not allowed"), ("", "the empty string is not allowed"))]
+    assert leader.sent == []
