@@ -171,11 +171,13 @@ class FileRecords:
         return chain.from_iterable(self.batches())  # no generator frame per record
 
     def read(self, position: int, size: int) -> bytes:
-        """``size`` bytes at ``position`` relative to :attr:`start`.
+        """``size`` bytes at ``position`` relative to :attr:`start`, all within the records'
+        region ``[start, end)`` (bytes the file has past :attr:`end` are never returned).
 
         Raises :class:`~lazyconv.errors.ConfigurationError` for a position or size that is not
         an int >= 0 or that runs past the largest file offset (2**63 - 1), and
-        :class:`~lazyconv.errors.TruncatedDataError` when the file ends first."""
+        :class:`~lazyconv.errors.TruncatedDataError` when the records (or the file, cut since)
+        end first."""
         check_slice(position, size)
         begin = self.start + position
         if begin > _MAX_FILE_OFFSET:
@@ -184,9 +186,19 @@ class FileRecords:
         if begin + size > _MAX_FILE_OFFSET:
             raise ConfigurationError(f"FileRecords.read size {size!r:.40} at position {position} runs past "
                                      f"the largest file offset (2**63 - 1)")
+        if begin > self.end:
+            raise TruncatedDataError(f"FileRecords.read position {position} is past the records' end "
+                                     f"({self.size_in_bytes} bytes)", self.end)
+        if begin + size > self.end:
+            raise TruncatedDataError(f"the records end after {self.end - begin} of the {size} bytes asked "
+                                     f"for at position {position}", self.end)
+        return self._read_at(begin, size)
+
+    def _read_at(self, begin: int, size: int) -> bytes:
+        """``size`` bytes at file position ``begin``, a range of the records already checked."""
         self._source.root._check_open()
         file_size = os.fstat(self._fd).st_size
-        if begin + size > file_size:  # refused before a buffer of ``size`` bytes is allocated
+        if begin + size > file_size:  # cut since it was opened: refused before a buffer is allocated
             got = max(0, file_size - begin)
             raise TruncatedDataError(f"file ends after {got} of the {size} bytes expected here",
                                      begin + got)

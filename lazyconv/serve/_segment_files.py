@@ -228,8 +228,8 @@ class CachedFileRecords(FileRecords):
         self._check_open()
         return BatchIterator(self._cached_source, self.start, self.end, self.max_decompressed_size)
 
-    def read(self, position: int, size: int) -> bytes:
-        return self._cached_source.read(self.start + position, size)
+    def _read_at(self, begin: int, size: int) -> bytes:  # FileRecords.read's checks, then the cache
+        return self._cached_source.read(begin, size)
 
     def to_send(self) -> FileRegionSend:
         self._check_open()

@@ -197,3 +197,35 @@ def _tracebacks(tb: object) -> list[types.TracebackType]:
         out.append(tb)
         tb = tb.tb_next
     return out
+
+
+def test_a_read_never_returns_bytes_past_the_records_end(tmp_path: Path) -> None:
+    """read(position, size) is of the region [start, end): bytes the file has past a slice's
+    end (or past the end the file had when opened) are not the records' and are refused as
+    the records' end, a TruncatedDataError at that file position (they were returned)."""
+    path = tmp_path / "seg.log"
+    path.write_bytes(bytes(range(100)))
+    with FileRecords.open(path) as records:
+        sliced = records.slice(10, 5)
+        assert sliced.read(0, 5) == bytes(range(10, 15))
+        assert sliced.read(5, 0) == b""
+        for position, size in ((0, 6), (4, 2), (5, 1)):
+            with pytest.raises(TruncatedDataError, match=f"the records end after {5 - position} of the {size} "
+                                                         f"bytes asked for at position {position}"):
+                sliced.read(position, size)
+        for position, size in ((6, 0), (1000, 1)):
+            with pytest.raises(TruncatedDataError, match=f"position {position} is past the records' end "
+                                                         r"\(5 bytes\) \(at byte 15\)"):
+                sliced.read(position, size)
+        nested = sliced.slice(2, 10)  # clamped to its parent's end
+        assert nested.read(0, 3) == bytes(range(12, 15))
+        with pytest.raises(TruncatedDataError, match=r"\(at byte 15\)"):
+            nested.read(0, 4)
+        with open(path, "ab") as f:  # the file grows: the records opened before end where it ended
+            f.write(b"more")
+        with pytest.raises(TruncatedDataError, match=r"after 1 of the 2 bytes .* \(at byte 100\)"):
+            records.read(99, 2)
+        assert records.read(99, 1) == b"\x63"
+        os.truncate(path, 12)  # cut since opened: the file's end, still before any buffer
+        with pytest.raises(TruncatedDataError, match=r"file ends after 2 of the 5 bytes .* \(at byte 12\)"):
+            sliced.read(0, 5)

@@ -407,11 +407,11 @@ def _file_records(tmp_path: object, start: int, end: int) -> FileRecords:
 
 def test_a_file_read_past_the_end_of_the_file_allocates_nothing(tmp_path: object) -> None:
     """A size past the file's end is refused before os.pread allocates a buffer of that size
-    (2**40 bytes was a MemoryError); the file's end is a TruncatedDataError, as for 200."""
+    (2**40 bytes was a MemoryError); the records' end is a TruncatedDataError, as for 200."""
     from lazyconv.errors import TruncatedDataError
 
     for size in (200, 1 << 40):
-        with pytest.raises(TruncatedDataError, match=f"file ends after 90 of the {size} bytes"):
+        with pytest.raises(TruncatedDataError, match=f"the records end after 90 of the {size} bytes"):
             _file_read(tmp_path, 10, size)
     assert _file_read(tmp_path, 10, 90) == bytes(90)
 

@@ -87,3 +87,28 @@ def test_fetches_in_flight_on_many_connections_share_one_descriptor(serve_logdir
                 sock.close()
     assert server.server.handler.segment_files.opened == 1
     assert wait_for(lambda: open_fds() <= baseline + 1)  # the segment stays cached for reuse
+
+
+def test_cached_file_records_read_only_their_region_and_refuse_a_position_past_any_file(tmp_path):
+    """CachedFileRecords.read is FileRecords.read through the cache: bytes of the segment past
+    the region's end are refused (they were returned), and a position past the largest file
+    offset is a ConfigurationError (os.pread's OverflowError was)."""
+    from lazyconv.errors import ConfigurationError, TruncatedDataError
+    from lazyconv.serve._segment_files import CachedFileRecords
+
+    path = tmp_path / "s.log"
+    path.write_bytes(bytes(range(200)))
+    cache = SegmentFileCache(1)
+    records = CachedFileRecords(cache, path, 10, 60)
+    try:
+        assert records.read(0, 50) == bytes(range(10, 60))
+        with pytest.raises(TruncatedDataError, match=r"the records end after 50 of the 51 bytes .* \(at byte 60\)"):
+            records.read(0, 51)
+        with pytest.raises(ConfigurationError, match="FileRecords.read position 1180591620717411303424 is past"):
+            records.read(1 << 70, 1)
+        with pytest.raises(ConfigurationError, match="slice needs"):
+            records.read(-1, 1)
+        assert cache.open_files == 1  # each read gave the descriptor back
+    finally:
+        records.close()
+        cache.close()
