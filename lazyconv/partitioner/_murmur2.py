@@ -8,6 +8,7 @@ values and is defined for ``-2**31``.
 
 from __future__ import annotations
 
+from lazyconv._buffers import byte_view
 from lazyconv.errors import ConfigurationError
 
 __all__ = ["murmur2", "to_positive", "partition_for_key"]
@@ -19,12 +20,10 @@ _MASK = 0xFFFFFFFF
 
 
 def murmur2(data: bytes | bytearray | memoryview) -> int:
-    """Return Kafka's murmur2 hash of ``data`` (any bytes-like buffer) as a signed 32-bit int
-    (Java's result); anything else raises :class:`~lazyconv.errors.ConfigurationError`."""
-    try:
-        data = memoryview(data).tobytes()  # bytes(5) would hash five zero bytes, silently
-    except (TypeError, ValueError):  # not a buffer, or a released memoryview
-        raise ConfigurationError(f"murmur2 hashes bytes-like data, got {type(data).__name__}") from None
+    """Return Kafka's murmur2 hash of ``data`` (any C-contiguous bytes-like buffer, as records
+    take one) as a signed 32-bit int (Java's result); anything else raises
+    :class:`~lazyconv.errors.ConfigurationError`."""
+    data = byte_view(data, "murmur2's data").tobytes()  # bytes(5) would hash five zero bytes, silently
     length = len(data)
     h = (_SEED ^ length) & _MASK
     blocks_end = length - (length % 4)

@@ -8,8 +8,9 @@ the key's murmur2 partition (unless ``partitioner.ignore.keys``); else the built
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from lazyconv._buffers import byte_size
 from lazyconv.errors import ConfigurationError
 from lazyconv.partitioner._accumulator import (
     UNKNOWN_PARTITION,
@@ -21,6 +22,9 @@ from lazyconv.partitioner._cluster import ClusterView, RandomSource
 from lazyconv.partitioner._legacy import Partitioner
 from lazyconv.partitioner._murmur2 import partition_for_key
 from lazyconv.partitioner._sizes import headers_size
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from 3.12: any buffer object
 
 __all__ = ["PartitioningProducer"]
 
@@ -75,10 +79,12 @@ class PartitioningProducer:
         """
         if not isinstance(topic, str):
             raise ConfigurationError(f"topic must be a str, got {topic!r:.40}")
-        key_size = _size("key", key)
-        value_size = _size("value", value)
+        key_size = _size("a record's key", key)
+        value_size = _size("a record's value", value)
         try:
             headers_bytes = headers_size(headers) if headers else 1
+        except ConfigurationError:  # a header value that is not bytes-like: records' words
+            raise
         except (TypeError, ValueError, AttributeError):  # not pairs of a str and bytes or None
             raise ConfigurationError(f"headers must be (str, bytes-like or None) pairs, got {headers!r:.60}") from None
         acc = self.accumulator
@@ -111,12 +117,7 @@ class PartitioningProducer:
                           now, token=token)
 
 
-def _size(what: str, data: object) -> int:
-    """A key's or value's size in bytes, -1 for None; what is not bytes-like is refused (a str's
-    len() counts characters, an int has none)."""
-    if data is None:
-        return -1
-    try:
-        return memoryview(data).nbytes  # type: ignore[arg-type]
-    except (TypeError, ValueError):  # not a buffer, or a released one
-        raise ConfigurationError(f"a record's {what} must be bytes-like or None, got {type(data).__name__}") from None
+def _size(what: str, data: Buffer | None) -> int:
+    """A key's or value's size in bytes, -1 for None; what is not bytes-like (as records take
+    one) is refused (a str's len() counts characters, an int has none)."""
+    return -1 if data is None else byte_size(data, what)

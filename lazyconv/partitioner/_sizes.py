@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lazyconv._buffers import byte_size
 from lazyconv.records._format import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 __all__ = [
@@ -54,7 +55,11 @@ def headers_size(headers: Headers) -> int:
     for name, value in headers:
         name_bytes = name.encode("utf-8")
         size += varint_size(len(name_bytes)) + len(name_bytes)
-        size += 1 if value is None else varint_size(len(value)) + len(value)
+        if value is None:
+            size += 1
+        else:  # bytes-like as records take one (a str's len() counts characters)
+            value_size = byte_size(value, "a record's header value")
+            size += varint_size(value_size) + value_size
     return size
 
 

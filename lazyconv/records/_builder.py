@@ -7,6 +7,7 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from lazyconv._buffers import byte_view
 from lazyconv.errors import ConfigurationError, UnknownCompressionError, UnsupportedCompressionError
 from lazyconv.records import _impl
 from lazyconv.records._batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL
@@ -15,7 +16,6 @@ from lazyconv.records._compression import Compression, compress
 from lazyconv.records._control import ControlRecordType, control_key, end_txn_marker_value
 from lazyconv.records._format import BATCH_LENGTH_MIN, V2_AFTER_CRC, V2_BEFORE_ATTRIBUTES
 from lazyconv.records._legacy import LEGACY_ATTR_TIMESTAMP_TYPE
-from lazyconv.records._memory import byte_view
 from lazyconv.records._types import TimestampType
 
 if TYPE_CHECKING:

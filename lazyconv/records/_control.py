@@ -5,9 +5,9 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from lazyconv._buffers import byte_view
 from lazyconv.errors import InvalidRecordError
 from lazyconv.records._format import ArgumentEnum
-from lazyconv.records._memory import byte_view
 
 __all__ = [
     "ControlRecordType",

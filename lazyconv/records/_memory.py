@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from itertools import chain
 from typing import TYPE_CHECKING
 
+from lazyconv._buffers import byte_view
 from lazyconv._send import BytesSend
 from lazyconv.errors import ConfigurationError, TruncatedDataError
 from lazyconv.records._batch import plain_v2_records
@@ -16,26 +17,7 @@ from lazyconv.records._types import Record, RecordBatch
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from 3.12: any buffer object
 
-__all__ = ["MemoryRecords", "byte_view"]
-
-
-def byte_view(buffer: Buffer, what: str = "records") -> memoryview:
-    """``buffer`` as a flat view of unsigned bytes (format ``"B"``), which every implementation
-    reads alike: any C-contiguous buffer (bytes, bytearray, mmap, array, a ctypes or numpy
-    array, a view of any of these) is accepted as its bytes; anything else (a released view
-    too) raises :class:`~lazyconv.errors.ConfigurationError` naming the argument, ``what``.
-    The one definition of a bytes-like argument: records, keys, values and header values."""
-    try:
-        view = memoryview(buffer)
-        if not view.c_contiguous:
-            raise TypeError("a strided (non-contiguous) buffer")
-        if view.format != "B" or view.ndim != 1:  # ctypes' "<B", "c", "b", wider items, ndim > 1
-            view = view.cast("B")
-    except (TypeError, ValueError) as exc:  # not a buffer, not C-contiguous, or released
-        raise ConfigurationError(
-            f"{what} must be bytes-like (a C-contiguous buffer), got {type(buffer).__name__}: {exc}"
-        ) from None
-    return view
+__all__ = ["MemoryRecords"]
 
 
 def check_max_decompressed_size(max_decompressed_size: object) -> None:
@@ -66,7 +48,7 @@ class _MemorySource:
 class MemoryRecords:
     """A record set in memory (a fetch response's records, a built batch, a file's bytes).
 
-    ``buffer`` is any C-contiguous bytes-like object (see :func:`byte_view`). Nothing is copied
+    ``buffer`` is any C-contiguous bytes-like object (see :func:`~lazyconv._buffers.byte_view`). Nothing is copied
     on construction; :meth:`batches` walks the entries lazily (Kafka's
     splitting rules, docs/guide/records.md). Byte positions in errors are relative to this buffer.
     ``max_decompressed_size`` bounds every decompressed batch payload.

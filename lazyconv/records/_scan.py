@@ -26,6 +26,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from lazyconv._buffers import byte_view
 from lazyconv.errors import ConfigurationError, LazyconvError, RecordsError
 from lazyconv.records import _impl
 from lazyconv.records._batch import DefaultBatch
@@ -48,7 +49,6 @@ from lazyconv.records._format import (
     SIZE_OFFSET,
 )
 from lazyconv.records._legacy import LegacyBatch
-from lazyconv.records._memory import byte_view
 from lazyconv.records._types import RecordBatch
 
 if TYPE_CHECKING:

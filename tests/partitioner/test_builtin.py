@@ -219,3 +219,32 @@ def test_wrong_argument_types_are_configuration_errors(case: str) -> None:
     call, says = WRONG_ARGUMENTS[case]
     with pytest.raises(ConfigurationError, match=re.escape(says)):
         call()  # type: ignore[no-untyped-call]
+
+
+def _released_view() -> memoryview:
+    view = memoryview(bytearray(b"key"))
+    view.release()
+    return view
+
+
+@pytest.mark.parametrize("bad", [lambda: 42, lambda: "text", _released_view, lambda: memoryview(b"keykey")[::2]],
+                         ids=["int", "str", "released view", "strided view"])
+def test_the_partitioner_refuses_a_buffer_as_records_do(bad) -> None:
+    """One definition of a bytes-like argument (records' byte_view): murmur2 and the
+    producer's key, value and header value are refused with the records' words (the
+    partitioner kept a memoryview() check of its own: a strided view was copied and hashed or
+    sized, a str header value was sized by its characters)."""
+    from lazyconv.partitioner import murmur2
+    from lazyconv.records import MemoryRecords
+
+    with pytest.raises(ConfigurationError) as refused:
+        MemoryRecords(bad())
+    reason = str(refused.value).removeprefix("records ")
+    calls = {"murmur2's data": lambda: murmur2(bad()),
+             "a record's key": lambda: _producer_send(key=bad()),
+             "a record's value": lambda: _producer_send(value=bad()),
+             "a record's header value": lambda: _producer_send(headers=[("h", bad())])}
+    for what, call in calls.items():
+        with pytest.raises(ConfigurationError) as caught:
+            call()
+        assert str(caught.value) == f"{what} {reason}"
