@@ -21,7 +21,12 @@ from typing import Any
 
 from lazyconv.errors import ConfigurationError
 from lazyconv.partitioner._builtin import BuiltInPartitioner, StickyPartitionInfo, SwitchRule
-from lazyconv.partitioner._cluster import ClusterView, RandomSource, default_random_source
+from lazyconv.partitioner._cluster import (
+    ClusterView,
+    RandomSource,
+    check_cluster,
+    default_random_source,
+)
 from lazyconv.partitioner._sizes import RECORD_BATCH_OVERHEAD, batch_size_upper_bound, record_size
 
 __all__ = [
@@ -172,6 +177,7 @@ class RecordAccumulator:
     ) -> None:
         if config is not None and not isinstance(config, ProducerConfig):
             raise ConfigurationError(f"config must be a ProducerConfig or None, got {type(config).__name__}")
+        check_cluster(cluster)  # kept for every record: refused here rather than at the first
         self.cluster = cluster
         self.config = config if config is not None else ProducerConfig()
         self.batch_size = self.config.effective_batch_size

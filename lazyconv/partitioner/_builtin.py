@@ -26,7 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lazyconv.errors import ConfigurationError
-from lazyconv.partitioner._cluster import ClusterView, RandomSource, default_random_source
+from lazyconv.partitioner._cluster import (
+    ClusterView,
+    RandomSource,
+    check_cluster,
+    default_random_source,
+)
 
 __all__ = ["SwitchRule", "StickyPartitionInfo", "PartitionLoadStats", "BuiltInPartitioner"]
 
@@ -107,11 +112,15 @@ class BuiltInPartitioner:
         random = self._random()
         stats = self._load_stats
         if stats is None:
-            available = cluster.available_partitions_for_topic(self.topic)
-            if available:
-                return available[random % len(available)]
-            # No leader anywhere: Kafka uses the draw directly as a partition number.
-            return random % len(cluster.partitions_for_topic(self.topic))
+            try:
+                available = cluster.available_partitions_for_topic(self.topic)
+                if available:
+                    return available[random % len(available)]
+                # No leader anywhere: Kafka uses the draw directly as a partition number.
+                return random % len(cluster.partitions_for_topic(self.topic))
+            except AttributeError:  # not a ClusterView (None, a dict): a ConfigurationError
+                check_cluster(cluster)
+                raise
         table = stats.cumulative_frequency_table
         total = table[stats.length - 1]
         # Kafka keeps the table in Java ints, which wrap once the weights sum past 2**31 - 1

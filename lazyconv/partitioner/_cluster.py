@@ -13,7 +13,7 @@ from typing import Protocol
 from lazyconv.errors import ConfigurationError
 from lazyconv.partitioner._murmur2 import to_positive
 
-__all__ = ["ClusterView", "StaticCluster", "RandomSource", "default_random_source"]
+__all__ = ["ClusterView", "StaticCluster", "RandomSource", "default_random_source", "check_cluster"]
 
 RandomSource = Callable[[], int]
 """A callable returning a non-negative int (Kafka: ``toPositive(random 32-bit int)``)."""
@@ -39,6 +39,19 @@ class ClusterView(Protocol):
     def leader_for(self, topic: str, partition: int) -> int | None:
         """Node id leading ``partition`` of ``topic``, or ``None`` when unknown."""
         ...
+
+
+def check_cluster(cluster: object) -> None:
+    """Raise :class:`~lazyconv.errors.ConfigurationError` unless ``cluster`` has the methods of a
+    :class:`ClusterView`. Called where a cluster is kept, and where one given per call failed
+    with an AttributeError (then a cluster that has them re-raises its own error): never on the
+    per-record path of a good cluster."""
+    if not all(callable(getattr(cluster, name, None)) for name in _CLUSTER_VIEW_METHODS):
+        raise ConfigurationError(f"the cluster must be a ClusterView ({', '.join(_CLUSTER_VIEW_METHODS)}), "
+                                 f"got {type(cluster).__name__}") from None
+
+
+_CLUSTER_VIEW_METHODS = ("partitions_for_topic", "available_partitions_for_topic", "leader_for")
 
 
 class StaticCluster:

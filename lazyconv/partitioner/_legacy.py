@@ -16,7 +16,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from lazyconv.partitioner._cluster import ClusterView, RandomSource, default_random_source
+from lazyconv.partitioner._cluster import (
+    ClusterView,
+    RandomSource,
+    check_cluster,
+    default_random_source,
+)
 from lazyconv.partitioner._murmur2 import partition_for_key, to_positive
 
 __all__ = [
@@ -64,15 +69,19 @@ class StickyPartitionCache:
         old = self._cache.get(topic)
         if old is not None and old != prev_partition:
             return old
-        available = cluster.available_partitions_for_topic(topic)
-        if not available:
-            new = self._random() % len(cluster.partitions_for_topic(topic))
-        elif len(available) == 1:
-            new = available[0]
-        else:
-            new = available[self._random() % len(available)]
-            while new == old:
+        try:
+            available = cluster.available_partitions_for_topic(topic)
+            if not available:
+                new = self._random() % len(cluster.partitions_for_topic(topic))
+            elif len(available) == 1:
+                new = available[0]
+            else:
                 new = available[self._random() % len(available)]
+                while new == old:
+                    new = available[self._random() % len(available)]
+        except AttributeError:  # not a ClusterView (None, a dict): a ConfigurationError
+            check_cluster(cluster)
+            raise
         self._cache[topic] = new
         return new
 
@@ -88,7 +97,12 @@ class DefaultPartitioner:
     ) -> int:
         if key is None:
             return self.sticky.partition(topic, cluster)
-        return partition_for_key(key, len(cluster.partitions_for_topic(topic)))
+        try:
+            all_partitions = cluster.partitions_for_topic(topic)
+        except AttributeError:  # not a ClusterView (None, a dict): a ConfigurationError
+            check_cluster(cluster)
+            raise
+        return partition_for_key(key, len(all_partitions))
 
     def on_new_batch(self, topic: str, cluster: ClusterView, prev_partition: int) -> None:
         self.sticky.next_partition(topic, cluster, prev_partition)
@@ -122,10 +136,14 @@ class RoundRobinPartitioner:
         # Java's AtomicInteger wraps; toPositive keeps the index non-negative.
         self._counters[topic] = (counter + 1) & 0xFFFFFFFF
         index = to_positive(counter)
-        available = cluster.available_partitions_for_topic(topic)
-        if available:
-            return available[index % len(available)]
-        return index % len(cluster.partitions_for_topic(topic))
+        try:
+            available = cluster.available_partitions_for_topic(topic)
+            if available:
+                return available[index % len(available)]
+            return index % len(cluster.partitions_for_topic(topic))
+        except AttributeError:  # not a ClusterView (None, a dict): a ConfigurationError
+            check_cluster(cluster)
+            raise
 
     def on_new_batch(self, topic: str, cluster: ClusterView, prev_partition: int) -> None:
         """Nothing to do: the producer's second ``partition()`` call advances the counter."""

@@ -18,7 +18,7 @@ from lazyconv.partitioner._accumulator import (
     ProducerConfig,
     RecordAccumulator,
 )
-from lazyconv.partitioner._cluster import ClusterView, RandomSource
+from lazyconv.partitioner._cluster import ClusterView, RandomSource, check_cluster
 from lazyconv.partitioner._legacy import Partitioner
 from lazyconv.partitioner._murmur2 import partition_for_key
 from lazyconv.partitioner._sizes import headers_size
@@ -45,6 +45,7 @@ class PartitioningProducer:
     ) -> None:
         if config is not None and not isinstance(config, ProducerConfig):
             raise ConfigurationError(f"config must be a ProducerConfig or None, got {type(config).__name__}")
+        check_cluster(cluster)  # kept for every record: refused here rather than at the first
         self.cluster = cluster
         self.config = config if config is not None else ProducerConfig()
         self.partitioner = partitioner

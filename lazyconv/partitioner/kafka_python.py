@@ -63,17 +63,39 @@ class KafkaPythonCluster:
         self._cluster = cluster
 
     def partitions_for_topic(self, topic: str) -> Sequence[int]:
-        partitions = self._cluster.partitions_for_topic(topic)
+        try:
+            partitions = self._cluster.partitions_for_topic(topic)
+        except AttributeError:  # not kafka-python's metadata (None): a ConfigurationError
+            self._check()
+            raise
         if not partitions:
             raise ConfigurationError(f"topic {topic!r} has no partitions in kafka-python's metadata")
         return sorted(partitions)
 
     def available_partitions_for_topic(self, topic: str) -> Sequence[int]:
-        return sorted(self._cluster.available_partitions_for_topic(topic) or ())
+        try:
+            return sorted(self._cluster.available_partitions_for_topic(topic) or ())
+        except AttributeError:
+            self._check()
+            raise
 
     def leader_for(self, topic: str, partition: int) -> int | None:
-        leader = self._cluster.leader_for_partition(TopicPartition(topic, partition))
+        try:
+            leader = self._cluster.leader_for_partition(TopicPartition(topic, partition))
+        except AttributeError:
+            self._check()
+            raise
         return None if leader is None or leader < 0 else leader
+
+    def _check(self) -> None:
+        """Raise :class:`~lazyconv.errors.ConfigurationError` unless the adapted cluster has the
+        methods of kafka-python's ``ClusterMetadata`` this adapter calls."""
+        if not all(callable(getattr(self._cluster, name, None)) for name in _METADATA_METHODS):
+            raise ConfigurationError(f"the cluster must be kafka-python's ClusterMetadata "
+                                     f"({', '.join(_METADATA_METHODS)}), got {type(self._cluster).__name__}") from None
+
+
+_METADATA_METHODS = ("partitions_for_topic", "available_partitions_for_topic", "leader_for_partition")
 
 
 @dataclass

@@ -248,3 +248,49 @@ def test_the_partitioner_refuses_a_buffer_as_records_do(bad) -> None:
         with pytest.raises(ConfigurationError) as caught:
             call()
         assert str(caught.value) == f"{what} {reason}"
+
+
+def _cluster_calls() -> dict[str, object]:
+    from lazyconv.partitioner import (
+        DefaultPartitioner,
+        RoundRobinPartitioner,
+        StickyPartitionCache,
+        UniformStickyPartitioner,
+    )
+
+    return {
+        "DefaultPartitioner keyless": lambda c: DefaultPartitioner().partition("t", None, b"v", c),
+        "DefaultPartitioner keyed": lambda c: DefaultPartitioner().partition("t", b"k", b"v", c),
+        "DefaultPartitioner.on_new_batch": lambda c: DefaultPartitioner().on_new_batch("t", c, -1),
+        "UniformStickyPartitioner": lambda c: UniformStickyPartitioner().partition("t", None, b"v", c),
+        "RoundRobinPartitioner": lambda c: RoundRobinPartitioner().partition("t", None, b"v", c),
+        "StickyPartitionCache": lambda c: StickyPartitionCache().partition("t", c),
+        "BuiltInPartitioner.next_partition": lambda c: BuiltInPartitioner("t", 1).next_partition(c),
+        "BuiltInPartitioner.peek": lambda c: BuiltInPartitioner("t", 1).peek_current_partition_info(c),
+        "PartitioningProducer": lambda c: PartitioningProducer(c),
+        "RecordAccumulator": lambda c: RecordAccumulator(c),
+    }
+
+
+@pytest.mark.parametrize("cluster", [None, 5, {"t": {0: 1}}], ids=["None", "int", "dict"])
+@pytest.mark.parametrize("call", list(_cluster_calls()))
+def test_a_cluster_that_is_not_a_cluster_view_is_a_configuration_error(call: str, cluster: object) -> None:
+    """partition(..., cluster=None) was an AttributeError ('NoneType' object has no attribute
+    'available_partitions_for_topic'); the producer and accumulator took it and failed later."""
+    with pytest.raises(ConfigurationError) as refused:
+        _cluster_calls()[call](cluster)  # type: ignore[operator]
+    assert str(refused.value) == (f"the cluster must be a ClusterView (partitions_for_topic, "
+                                  f"available_partitions_for_topic, leader_for), got {type(cluster).__name__}")
+
+
+def test_an_attribute_error_inside_a_cluster_view_is_its_own() -> None:
+    """Only a cluster without the methods is refused as a wrong argument: an AttributeError
+    raised by a real ClusterView's own code is not hidden under that message."""
+    from lazyconv.partitioner import DefaultPartitioner
+
+    class Broken(StaticCluster):
+        def available_partitions_for_topic(self, topic: str):  # type: ignore[override]
+            return self.no_such_attribute  # type: ignore[attr-defined]
+
+    with pytest.raises(AttributeError, match="no_such_attribute"):
+        DefaultPartitioner().partition("t", None, b"v", Broken({"t": {0: 1}}))

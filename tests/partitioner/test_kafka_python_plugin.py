@@ -191,3 +191,14 @@ def test_bound_plugin_weights_switches_by_kafka_python_queue_sizes():
     unweighted.bind(producer)
     unweighted.partition(TOPIC, None, None, None, bytes(200), cluster)
     assert unweighted.built_in_partitioner(TOPIC).load_stats is None
+
+
+@pytest.mark.parametrize("cluster", [None, 5], ids=["None", "int"])
+@pytest.mark.parametrize("key", [None, b"k"], ids=["keyless", "keyed"])
+def test_a_cluster_that_is_not_kafka_pythons_metadata_is_a_configuration_error(cluster, key) -> None:
+    """partition(..., cluster=None) was an AttributeError of the adapter's first call."""
+    with pytest.raises(ConfigurationError) as refused:
+        KIP794Partitioner().partition("t", key, key, b"v", b"v", cluster)
+    assert str(refused.value) == (
+        "the cluster must be kafka-python's ClusterMetadata (partitions_for_topic, "
+        f"available_partitions_for_topic, leader_for_partition), got {type(cluster).__name__}")
