@@ -248,6 +248,18 @@ def _native(kernel: ModuleType) -> SimpleNamespace:
         except (OverflowError, ValueError, TypeError):
             return reference_append(out, offset, timestamp, key, value, magic, attributes)
 
+    compress_snappy = kernel.snappy_compress_raw
+    reference_snappy = _snappy.compress_raw_reference
+
+    def snappy_compress_raw(data: Any) -> bytes:
+        """:func:`~lazyconv.records._snappy.compress_raw_reference` by the kernel; what the
+        kernel refuses as past snappy's uint32 length (an OverflowError, before it allocates or
+        reads) goes to the reference, which raises its CompressionError before reading too."""
+        try:
+            return compress_snappy(data)
+        except OverflowError:
+            return reference_snappy(data)
+
     return SimpleNamespace(
         name="native",
         converts_runs=True,
@@ -266,7 +278,7 @@ def _native(kernel: ModuleType) -> SimpleNamespace:
         encode_v2_records=kernel.encode_v2_records,
         legacy_set_to_v2=kernel.legacy_set_to_v2,
         lz4_frame_blocks=kernel.lz4_frame_blocks,
-        snappy_compress_raw=kernel.snappy_compress_raw,
+        snappy_compress_raw=snappy_compress_raw,
         uninitialized_bytearray=kernel.uninitialized_bytearray,
         scan_entries=kernel.scan_entries,
         segment_run=kernel.segment_run,

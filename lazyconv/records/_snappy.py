@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import cramjam
 
+from lazyconv.errors import CompressionError
 from lazyconv.records._codec import _encode_unsigned  # snappy's length: an unsigned varint
 
 __all__ = ["compress_raw_reference"]
@@ -29,6 +30,7 @@ _MIN_TABLE = 256
 _MARGIN = 15  # the search stops this far from a fragment's end
 _MULTIPLIER = 0x1E35A7BD
 _FULL_TABLE_ABOVE = (1 << _MAX_TABLE_BITS) // 2  # a fragment larger than this fills the table
+_MAX_LENGTH = 0xFFFFFFFF  # the stream's length preamble is a varint of a uint32
 
 
 def _literal(out: bytearray, data: bytes, start: int, end: int) -> None:
@@ -123,8 +125,15 @@ def _fragment(out: bytearray, data: bytes) -> None:
 
 
 def compress_raw_reference(data: bytes | bytearray | memoryview) -> bytes:
-    """``data`` as one raw snappy stream, byte for byte as snappy 1.1.10 writes it."""
+    """``data`` as one raw snappy stream, byte for byte as snappy 1.1.10 writes it; more than
+    4 GiB - 1 bytes, more than the stream's length preamble can say, is refused with a
+    :class:`~lazyconv.errors.CompressionError` before a byte is read (the kernel's twin too)."""
     view = memoryview(data).cast("B")
+    if len(view) > _MAX_LENGTH:
+        size = len(view)
+        view.release()  # the error's traceback does not hold the caller's buffer
+        raise CompressionError(f"snappy cannot compress {size} bytes in one raw stream: its length "
+                               f"preamble is a uint32 (at most {_MAX_LENGTH} bytes)")
     out = bytearray(_encode_unsigned(len(view)))
     for start in range(0, len(view), _FRAGMENT):
         fragment = bytes(view[start : start + _FRAGMENT])

@@ -112,3 +112,41 @@ def test_the_kernel_refuses_what_is_not_bytes_like(bad: object) -> None:
         pytest.skip("compiled kernel not in use")
     with pytest.raises(TypeError):
         _impl.NATIVE.snappy_compress_raw(bad)
+
+
+def _past_snappys_length() -> object:
+    """An anonymous mapping of 4 GiB + 1 bytes, one past the most a snappy stream's length
+    preamble (a uint32) can say: untouched, it costs address space, not memory."""
+    import mmap
+    import sys
+
+    if sys.maxsize < 1 << 32:
+        pytest.skip("a 32-bit process cannot map 4 GiB")
+    try:
+        return mmap.mmap(-1, (1 << 32) + 1, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (OSError, OverflowError, ValueError, AttributeError) as exc:  # no room, no mmap flags
+        pytest.skip(f"cannot map 4 GiB + 1 bytes of address space here: {exc}")
+
+
+@pytest.mark.parametrize("twin", ["native", "python"])
+def test_the_twins_refuse_more_than_snappys_length_says_before_reading_a_byte(twin: str) -> None:
+    """snappy's stream begins with its length as a varint of a uint32: 4 GiB or more was written
+    as a longer varint no snappy reads (the kernel allocated its output first, then read every
+    byte). Both twins refuse it alike, before reading (the mapping's pages stay untouched)."""
+    import resource
+
+    from lazyconv.errors import CompressionError
+
+    if twin == "native" and _impl.NATIVE is None:
+        pytest.skip("compiled kernel not in use")
+    data = _past_snappys_length()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with _impl.using(twin):
+        with pytest.raises(CompressionError) as refused:
+            _impl.snappy_compress_raw(data)
+    assert str(refused.value) == ("snappy cannot compress 4294967297 bytes in one raw stream: its "
+                                  "length preamble is a uint32 (at most 4294967295 bytes)")
+    if twin == "native":  # the kernel's own entry refuses before allocating: the wrapper's cue
+        with pytest.raises(OverflowError, match="past snappy's length preamble"):
+            _impl._kernel.snappy_compress_raw(data)  # type: ignore[union-attr]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024  # KiB: nothing read

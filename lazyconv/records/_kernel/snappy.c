@@ -61,7 +61,7 @@ static inline size_t match_length(const uint8_t *a, const uint8_t *b, const uint
     return n;
 }
 
-static uint8_t *put_varint(uint8_t *op, size_t n)
+static uint8_t *put_varint(uint8_t *op, uint32_t n)
 {
     while (n >= 0x80) {
         *op++ = (uint8_t)(n | 0x80);
@@ -174,7 +174,9 @@ static uint8_t *compress_fragment(const uint8_t *base, size_t size, uint8_t *op,
 size_t lc_snappy_compress(const uint8_t *in, size_t n, uint8_t *out)
 {
     uint16_t table[1u << MAX_TABLE_BITS];
-    uint8_t *op = put_varint(out, n);
+    if (n > LC_SNAPPY_MAX_INPUT) /* a longer length varint than snappy's format has */
+        return 0;
+    uint8_t *op = put_varint(out, (uint32_t)n);
     for (size_t start = 0; start < n; start += FRAGMENT_SIZE) {
         size_t size = n - start < FRAGMENT_SIZE ? n - start : FRAGMENT_SIZE;
         op = compress_fragment(in + start, size, op, table);

@@ -8,12 +8,20 @@
 PyDoc_STRVAR(snappy_compress_raw_doc,
              "snappy_compress_raw(data) -> bytes\n\n"
              "data (any bytes-like object) as one raw snappy stream, byte for byte as snappy 1.1.10\n"
-             "(bundled by snappy-java, Kafka's codec) writes it.");
+             "(bundled by snappy-java, Kafka's codec) writes it. More than 4 GiB - 1 bytes (past\n"
+             "the uint32 of the stream's length preamble) raises OverflowError before a byte is read.");
 static PyObject *py_snappy_compress_raw(PyObject *self, PyObject *args)
 {
     Py_buffer data;
     if (!PyArg_ParseTuple(args, "y*", &data))
         return NULL;
+    if ((uint64_t)data.len > LC_SNAPPY_MAX_INPUT) { /* before the output is allocated or a byte read */
+        PyErr_Format(PyExc_OverflowError,
+                     "snappy_compress_raw: %zd bytes is past snappy's length preamble (a uint32)",
+                     data.len);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
     size_t bound = lc_snappy_max_compressed((size_t)data.len);
     if (bound > (size_t)PY_SSIZE_T_MAX) {
         PyBuffer_Release(&data);
