@@ -3,8 +3,23 @@ clients (markers ``kafka``, ``interop``) get one more try; nothing else is retri
 
 from __future__ import annotations
 
-import conftest
+from pathlib import Path
+from types import ModuleType
+
 import pytest
+
+_ROOT_CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+
+
+@pytest.fixture
+def conftest(request: pytest.FixtureRequest) -> ModuleType:
+    """tests/conftest.py as pytest loaded it: ``import conftest`` would give whichever of the
+    suite's conftest modules (tests/partitioner/, tests/kafka/, ...) sys.path finds first."""
+    for plugin in request.config.pluginmanager.get_plugins():
+        if isinstance(plugin, ModuleType) and getattr(plugin, "__file__", None) and \
+                Path(plugin.__file__).resolve() == _ROOT_CONFTEST:
+            return plugin
+    raise AssertionError(f"pytest did not load {_ROOT_CONFTEST}")
 
 
 class _Item:
@@ -40,7 +55,7 @@ def _reruns(item: _Item) -> int | None:
     return None if mark is None else mark.kwargs["reruns"]
 
 
-def test_only_live_tests_get_one_more_try() -> None:
+def test_only_live_tests_get_one_more_try(conftest: ModuleType) -> None:
     broker = _Item("tests/kafka/test_a.py::t", pytest.mark.kafka)
     client = _Item("tests/interop/test_b.py::t", pytest.mark.interop)
     unit = _Item("tests/records/test_c.py::t")
@@ -52,7 +67,7 @@ def test_only_live_tests_get_one_more_try() -> None:
     assert _reruns(own) == 3  # a test's own policy is kept
 
 
-def test_without_the_plugin_nothing_is_marked() -> None:
+def test_without_the_plugin_nothing_is_marked(conftest: ModuleType) -> None:
     broker = _Item("tests/kafka/test_a.py::t", pytest.mark.kafka)
     conftest.pytest_collection_modifyitems(_Config(False), [broker])
     assert _reruns(broker) is None
