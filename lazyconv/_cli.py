@@ -23,6 +23,7 @@ from typing import NoReturn
 
 import lazyconv._commands
 from lazyconv._commands._common import EXIT_DATA, EXIT_USAGE, missing_extra, one_line
+from lazyconv._commands._sighup import HeldSighup, held_sighup, reloads_on
 from lazyconv._version import __version__
 from lazyconv.errors import ConfigurationError, LazyconvError, UpstreamError
 from lazyconv.records._impl import describe
@@ -153,8 +154,18 @@ def _describe(exc: BaseException) -> tuple[str, int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
+    # first: a SIGHUP while the command starts is counted, not the end of the process (a
+    # reload sent to a gateway that is starting); given back at once to any command that
+    # does not reload on it
+    with held_sighup() as held:
+        return _main(argv, held)
+
+
+def _main(argv: Sequence[str] | None, held: HeldSighup) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not reloads_on(args.handler):
+        held.release()
     action = (getattr(args, "fixtures_action", None) or getattr(args, "simulation", None)
               or getattr(args, "gateway_action", None))
     command = f"{args.command} {action}" if action else args.command

@@ -11,13 +11,10 @@ one stops it at once; SIGHUP reloads; ``--log-format json`` for log shippers.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import signal
 import sys
-import threading
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from lazyconv._commands._common import (
@@ -30,6 +27,7 @@ from lazyconv._commands._common import (
     send_buffer_type,
     size_type,
 )
+from lazyconv._commands._sighup import HeldSighup, held_sighup, reloads_on_sighup
 from lazyconv.conversion._cache import GATEWAY_CONVERSION_CACHE_BYTES
 from lazyconv.conversion._chunks import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 
@@ -270,30 +268,19 @@ def load_settings(args: argparse.Namespace) -> GatewaySettings:
                                 options=options, advertised_host=args.advertised_host)
 
 
-@contextlib.contextmanager
-def _sighup_kept() -> Iterator[list[int]]:
-    """SIGHUP inside the block is remembered (in the list yielded) instead of ending the
-    process, its default action: the gateway's loop takes SIGHUP as a reload only once the
-    gateway has started, and a reload sent while it starts (a service manager's, a certificate
-    renewal's) killed it. The previous handler is back after the block (main thread only,
-    where signal handlers live)."""
-    received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-    previous = signal.signal(signal.SIGHUP, lambda signum, frame: received.append(signum))
-    try:
-        yield received
-    finally:
-        signal.signal(signal.SIGHUP, previous)
-
-
+@reloads_on_sighup
 def run(args: argparse.Namespace) -> int:
-    with _sighup_kept() as early_sighup:
-        return _run(args, early_sighup)
+    # a SIGHUP from the CLI's first statement on is counted (lazyconv._commands._sighup), and
+    # the reload done once the gateway has started, instead of the signal ending the process
+    with held_sighup() as held:
+        try:
+            return _run(args, held)
+        finally:
+            if held.take():  # it never ran: its settings are read again at its next start
+                log.info("a SIGHUP came before the gateway ran: nothing to reload")
 
 
-def _run(args: argparse.Namespace, early_sighup: list[int]) -> int:
+def _run(args: argparse.Namespace, held: HeldSighup) -> int:
     import asyncio
 
     from lazyconv._commands._log_format import ReopenableFileHandler, use_log_format
@@ -342,7 +329,7 @@ def _run(args: argparse.Namespace, early_sighup: list[int]) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_stop, sig)
         loop.add_signal_handler(signal.SIGHUP, gateway.reload)
-        if early_sighup:  # sent while the gateway started: done now
+        if held.take():  # sent while the gateway started: done now
             log.info("a SIGHUP came while the gateway started: reloading now")
             gateway.reload()
         metrics = (f", metrics on http://{gateway.metrics_host}:{gateway.metrics_port}"

@@ -225,6 +225,97 @@ def test_a_sighup_during_start_up_is_kept_for_after_it(served_fixtures) -> None:
         upstream.stop()
 
 
+# A child that runs the CLI as `python -m lazyconv._cli` does, but stops when the CLI imports
+# the module named in LAZYCONV_TEST_PAUSE_AT (the sub-commands are imported while the command
+# line is parsed): it prints "paused" and goes on when a line comes on its stdin.
+_PAUSING_CLI = """
+import importlib.abc, os, runpy, sys
+
+class Pause(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["LAZYCONV_TEST_PAUSE_AT"] and self in sys.meta_path:
+            sys.meta_path.remove(self)
+            print("paused", flush=True)
+            sys.stdin.readline()
+        return None
+
+sys.meta_path.insert(0, Pause())
+runpy.run_module("lazyconv._cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def _run_pausing_cli(*args: str) -> subprocess.Popen:
+    import os
+    import sys
+
+    from tests.cli.test_serve_cli import REPO_ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT),
+               LAZYCONV_TEST_PAUSE_AT="lazyconv._commands.gateway")
+    proc = subprocess.Popen([sys.executable, "-c", _PAUSING_CLI, *args], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline() == "paused\n", proc.communicate(timeout=20)
+    return proc
+
+
+def test_sighups_from_the_cli_s_start_on_never_end_the_gateway(served_fixtures) -> None:
+    """The gateway counted a SIGHUP only from its own command's start: one sent while the
+    interpreter imported the sub-commands and parsed the command line (a service manager's
+    ExecReload right after the start) ended the process (found by a review). The child is
+    stopped there, gets SIGHUPs, then starts with a SIGHUP every 10 ms until it announces
+    itself: it serves, did one reload for the early ones, and stops on SIGTERM with status 0."""
+    import threading
+    import time
+
+    upstream = ServerThread(served_fixtures)
+    proc = _run_pausing_cli("gateway", "--upstream", upstream.bootstrap, "--port", "0")
+    try:
+        for _ in range(3):
+            proc.send_signal(signal.SIGHUP)
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate(timeout=20)
+        announced: list[str] = []
+        reader = threading.Thread(target=lambda: announced.append(proc.stdout.readline()))
+        reader.start()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        sent = 0
+        while reader.is_alive() and proc.poll() is None:
+            proc.send_signal(signal.SIGHUP)
+            sent += 1
+            time.sleep(0.01)
+        reader.join(20)
+        assert proc.poll() is None and announced[0].startswith("gateway to "), (
+            announced, proc.communicate(timeout=20))
+        assert sent > 3  # SIGHUPs came all along its start
+        port = int(announced[0].split(" on ")[1].split()[0].rsplit(":", 1)[1])
+        assert metadata_roundtrip(port)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err
+        assert "a SIGHUP came while the gateway started: reloading now" in err
+        assert err.strip().splitlines()[-1] == "gateway stopped (SIGTERM)"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        upstream.stop()
+
+
+def test_a_sighup_while_another_command_starts_still_ends_it(tmp_path) -> None:
+    """Only a command that reloads on SIGHUP keeps one sent while it starts: for any other, the
+    SIGHUP the CLI counted meanwhile is raised again once the command line is parsed, and
+    ends the process as SIGHUP always did (a dump reading a terminal that hung up)."""
+    (tmp_path / "t-0").mkdir()
+    proc = _run_pausing_cli("dump", str(tmp_path / "t-0"))
+    proc.send_signal(signal.SIGHUP)
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == -signal.SIGHUP, (out, err)
+    assert out == ""
+
+
 def test_a_password_typed_at_a_terminal_is_not_shown(tmp_path) -> None:
     """`scram-credentials add` reading the password from a terminal asks without echo (it
     showed what was typed, found by a review)."""
