@@ -169,7 +169,7 @@ class ClientRegistry(ServerObserver):
             self.metrics.connection_opened(session)
 
     def request_done(self, session: Session, seconds: float, request_bytes: int,
-                     response_bytes: int) -> None:
+                     response_bytes: int, throttled: float = 0.0) -> None:
         session.last_seen = time.time()
         record = session.record
         if (record is None or record.client_id != _capped(session.client_id)
@@ -177,7 +177,7 @@ class ClientRegistry(ServerObserver):
                 or record.principal != session.principal):
             self._attach(session)
         if self.metrics is not None:
-            self.metrics.request_done(session, seconds, request_bytes, response_bytes)
+            self.metrics.request_done(session, seconds, request_bytes, response_bytes, throttled)
 
     def authenticated(self, session: Session, mechanism: str, ok: bool) -> None:
         if self.metrics is not None:

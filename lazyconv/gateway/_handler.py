@@ -185,7 +185,9 @@ class GatewayHandler:
             return reply(request, error_response(request.spec, version, request.decode(),
                                                  _UNSUPPORTED_VERSION))
         # a client that does not back off itself (KIP-219): nothing of it is acted on while a
-        # throttled answer of its is held, as a broker muted its connection
+        # throttled answer of its is held, as a broker muted its connection (the connection
+        # loop waits for session.muted_until before acting on a request, writing the answers
+        # owed meanwhile: this wait is for the callers without one)
         hold: ThrottleHold | None = upstream.extras.get(ThrottleHold)
         if hold is not None:
             await hold.wait()
@@ -199,7 +201,7 @@ class GatewayHandler:
         if isinstance(response, Response) and response.throttle_ms <= 0:
             return response  # the usual answer: nothing to hold, no timer, no await
         if hold is None:
-            hold = upstream.extras[ThrottleHold] = ThrottleHold()
+            hold = upstream.extras[ThrottleHold] = ThrottleHold(session=session)
         if isinstance(response, Deferred):
             return Deferred(hold.hold_when_answered(response.answer))
         return await hold.hold(response)

@@ -150,8 +150,12 @@ class GatewayMetrics:
         # the raw values the hooks have (API keys, magic values), named at scrape time.
         self.request_seconds = LatencyTally(
             f"{PREFIX}_request_duration_seconds",
-            "Downstream requests: from the whole request read to its response written",
-            ["api"], _api_labels, LATENCY_BUCKETS)
+            "Downstream requests: from the whole request read to its response written, a "
+            "quota's throttle hold left out", ["api"], _api_labels, LATENCY_BUCKETS)
+        self.throttle_seconds = LatencyTally(
+            f"{PREFIX}_request_throttle_seconds",
+            "Downstream answers held for a quota's throttle time (clients older than KIP-219, "
+            "which do not back off themselves): how long", ["api"], _api_labels, LATENCY_BUCKETS)
         self.request_bytes = Tally(
             f"{PREFIX}_request_bytes", "Bytes of downstream requests (size fields included)",
             ["api"], _api_labels)
@@ -219,9 +223,11 @@ class GatewayMetrics:
         self.connections_opened.labels(session.listener.label).inc()
 
     def request_done(self, session: Session, seconds: float, request_bytes: int,
-                     response_bytes: int) -> None:
+                     response_bytes: int, throttled: float = 0.0) -> None:
         key = session.request[0] if session.request is not None else -1
         self.request_seconds.observe(key, seconds)
+        if throttled > 0:
+            self.throttle_seconds.observe(key, throttled)
         self.request_bytes.add(key, request_bytes)
         self.response_bytes.add(key, response_bytes)  # a series at 0 for acks=0, as it was
 

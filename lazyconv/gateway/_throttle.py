@@ -14,6 +14,14 @@ of that client's later requests meanwhile — only that client's connection wait
 the event loop. A client of a KIP-219 version gets its answer at once, the throttle time in it,
 as from the cluster.
 
+Each answer is held for its own throttle time, from when it came. The connection is muted
+until the latest end (:attr:`~lazyconv.net._session.Session.muted_until`: the connection loop
+acts on none of its requests), but the answers it owes still go out as they come, as a broker
+sends the answers of a channel it muted: a Produce answer owed before a held one waits for its
+own throttle time only, never for a later request's. How long an answer was held is its
+``throttled_s``, which the request's duration leaves out (Kafka's ``TotalTimeMs`` does not
+count the throttle either, its ``ThrottleTimeMs`` does).
+
 The APIs whose every version is client-throttled, and those whose client never backs off at any
 version (the newer ones Kafka never bumped: DescribeCluster, ConsumerGroupHeartbeat, ...), are
 passed on at once: a broker never held their answers either, it mutes the throttled connection,
@@ -27,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lazyconv.net._model import Response
+from lazyconv.net._session import Session
 from lazyconv.protocol import KAFKA_API_BY_KEY
 
 __all__ = ["MAX_THROTTLE_HOLD_MS", "ThrottleHold", "holds_throttled_answers", "throttle_of"]
@@ -54,17 +63,24 @@ def throttle_of(body: dict[str, Any]) -> int:
 
 @dataclass
 class ThrottleHold:
-    """Until when one client's answers are held (the event loop's clock): each throttled answer
-    of a held version pushes it to the end of its throttle time."""
+    """Until when one client's requests are held (the event loop's clock): each throttled
+    answer of a held version pushes it to the end of its throttle time, and mutes ``session``
+    (its connection loop acts on none of its requests) until then."""
 
     until: float = 0.0
+    session: Session | None = None
 
-    def throttled(self, throttle_ms: int) -> None:
-        """An answer said ``throttle_ms``: hold from now for that long (at most
-        :data:`MAX_THROTTLE_HOLD_MS`)."""
-        if throttle_ms > 0:
-            end = asyncio.get_running_loop().time() + min(throttle_ms, MAX_THROTTLE_HOLD_MS) / 1000
-            self.until = max(self.until, end)
+    def throttled(self, throttle_ms: int) -> float:
+        """An answer said ``throttle_ms``: hold it from now for that long (at most
+        :data:`MAX_THROTTLE_HOLD_MS`), and the client's next requests at least as long.
+        Returns when its hold ends."""
+        end = asyncio.get_running_loop().time() + min(max(throttle_ms, 0),
+                                                      MAX_THROTTLE_HOLD_MS) / 1000
+        if end > self.until:
+            self.until = end
+            if self.session is not None:
+                self.session.muted_until = max(self.session.muted_until, end)
+        return end
 
     async def wait(self) -> None:
         """Until the hold is over (at once when there is none)."""
@@ -74,27 +90,33 @@ class ThrottleHold:
 
     async def hold(self, response: Response) -> Response:
         """``response`` once the throttle time it carries is over (closed if the wait is
-        cancelled: the connection ends)."""
-        self.throttled(response.throttle_ms)
+        cancelled: the connection ends); its ``throttled_s`` says how long it was held."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        end = self.throttled(response.throttle_ms)
         try:
-            await self.wait()
+            await asyncio.sleep(max(0.0, end - started))
         except BaseException:
             response.close()
             raise
+        response.throttled_s = loop.time() - started
         return response
 
     def hold_when_answered(self, answer: asyncio.Future[Response | None]) -> asyncio.Future[Response | None]:
         """A future of ``answer``'s response, once the throttle time it carries is over (a
-        Deferred's: the connection loop meanwhile acts on none of the client's requests, as
-        :meth:`wait` holds them). Cancelling it cancels ``answer``, or closes the response it
-        holds; a failed ``answer`` fails it."""
+        Deferred's: the connection loop meanwhile acts on none of the client's requests, but
+        writes the answers before it as they come); its ``throttled_s`` says how long it was
+        held. Cancelling it cancels ``answer``, or closes the response it holds; a failed
+        ``answer`` fails it."""
         loop = answer.get_loop()
         result: asyncio.Future[Response | None] = loop.create_future()
         held: list[Response] = []  # the response while its timer runs
         timer: asyncio.TimerHandle | None = None
 
-        def settle(response: Response | None) -> None:
+        def settle(response: Response | None, since: float | None = None) -> None:
             held.clear()
+            if response is not None and since is not None:
+                response.throttled_s = loop.time() - since
             if result.done():  # let go meanwhile
                 if response is not None:
                     response.close()
@@ -115,9 +137,10 @@ class ThrottleHold:
             if response is None or response.throttle_ms <= 0 or result.done():
                 settle(response)
                 return
-            self.throttled(response.throttle_ms)
             held.append(response)
-            timer = loop.call_at(self.until, settle, response)
+            # its own throttle time: an earlier request's answer never waits for a later one's
+            timer = loop.call_at(self.throttled(response.throttle_ms), settle, response,
+                                 loop.time())
 
         def let_go(finished: asyncio.Future[Response | None]) -> None:
             if not finished.cancelled():

@@ -59,7 +59,9 @@ class Response:
     ``remote_done`` is then called with the sender's report. ``written`` is called once the
     server wrote the whole response itself (what a handler counts of it: records converted).
     ``throttle_ms``: the quota throttle time the answer carries, where its handler must know it
-    (the gateway holds it for a client that does not back off itself; 0: none, or not read).
+    (the gateway holds it for a client that does not back off itself; 0: none, or not read);
+    ``throttled_s``: how long its handler held it for that (seconds), which the request's
+    duration leaves out, as Kafka counts a throttle apart from a request's total time.
     """
 
     send: Send
@@ -69,6 +71,7 @@ class Response:
     remote_done: Callable[[SendReport], None] | None = None
     written: Callable[[], None] | None = None
     throttle_ms: int = 0
+    throttled_s: float = 0.0
 
     def close(self) -> None:
         for resource in self.resources:

@@ -44,11 +44,13 @@ class ServerObserver:
         """A client connected (before its first request)."""
 
     def request_done(self, session: Session, seconds: float, request_bytes: int,
-                     response_bytes: int) -> None:
+                     response_bytes: int, throttled: float = 0.0) -> None:
         """A request of ``session`` was answered: ``session.request`` is its (API key,
         version), ``session.bytes_in``/``bytes_out`` already count it (``request_bytes`` and
         ``response_bytes``, size fields included; 0 for no response, acks=0); ``seconds`` from
-        the whole request read to its response written."""
+        the whole request read to its response written, but for ``throttled``: the seconds
+        its answer was held for a quota's throttle (Kafka's ThrottleTimeMs, apart from its
+        TotalTimeMs)."""
 
     def authenticated(self, session: Session, mechanism: str, ok: bool) -> None:
         """``session`` authenticated (``ok``; a KIP-368 re-authentication too, its principal

@@ -32,6 +32,10 @@ shared fairly: small requests have a reserved slice, and a stalled large request
 share is cut after ``request_stall_ms`` when others wait; see :mod:`lazyconv.net._limits`),
 idle, request-read and write timeouts (docs/guide/robustness.md).
 
+A handler may mute a connection (:attr:`~lazyconv.net._session.Session.muted_until`: the
+gateway, for a quota's throttle): none of its requests is acted on until then, but the answers
+it is owed go out as they come, as a Kafka broker writes the answers of a channel it muted.
+
 A :class:`~lazyconv.net._observer.ServerObserver` (if given) hears of every connection that
 opens and ends (and why) and of every request answered; :data:`~lazyconv.net._session.current_session`
 is set in each connection's task. :meth:`KafkaServer.drain` is how a server stops without
@@ -540,6 +544,8 @@ class KafkaServer:
                         assert frame is not None
                     reservation.read()  # answering it (a Produce's append, an fsync) is no stall
                     session.bytes_in += size + SIZE_LENGTH
+                    if session.muted_until > loop.time():  # a quota's throttle: Kafka's mute
+                        waited = await self._while_muted(loop, conn, peer, session, owed) or waited
                     exchange = secure is not None and secure.needs_exchange(frame, loop.time())
                     if owed and (exchange or len(frame) < 2 or
                                  int.from_bytes(frame[:2], "big") not in deferrable):
@@ -684,6 +690,24 @@ class KafkaServer:
         finally:
             owed.popleft()
 
+    async def _while_muted(self, loop: asyncio.AbstractEventLoop,
+                           conn: socket.socket | TlsChannel, peer: object, session: Session,
+                           owed: deque[_Owed]) -> bool:
+        """Until ``session.muted_until``: none of its requests is acted on, but the answers it
+        is owed go out as they come, as a broker sends the answers of a channel it muted (an
+        answer owed before a held one must not wait for its hold). True when the last one went
+        through a sender (see :meth:`_write_answer`)."""
+        waited = False
+        while (left := session.muted_until - loop.time()) > 0:
+            head = owed[0][0] if owed else None
+            if head is None:
+                await asyncio.sleep(left)
+            elif isinstance(head, Deferred) and not head.answer.done():
+                await asyncio.wait((head.answer,), timeout=left)
+            else:
+                waited = await self._write_owed(loop, conn, peer, session, owed)
+        return waited
+
     async def _write_owed_if_possible(self, loop: asyncio.AbstractEventLoop,
                                       conn: socket.socket | TlsChannel, peer: object,
                                       session: Session, owed: deque[_Owed]) -> None:
@@ -693,13 +717,15 @@ class KafkaServer:
                 await self._write_owed(loop, conn, peer, session, owed)
 
     def _request_done(self, session: Session, request: tuple[int, int] | None, started: float,
-                      request_size: int, response_size: int) -> None:
+                      request_size: int, response_size: int, throttled: float = 0.0) -> None:
         """Tell the observer of an answered request (of ``request``'s API and version, which may
-        be earlier than the request the session reads now)."""
+        be earlier than the request the session reads now); ``throttled``: the seconds its
+        answer was held for a throttle, left out of its duration."""
         current, session.request = session.request, request
         try:
-            self.observer.request_done(session, time.perf_counter() - started, request_size,
-                                       response_size)
+            self.observer.request_done(
+                session, max(0.0, time.perf_counter() - started - throttled), request_size,
+                response_size, throttled)
         finally:
             session.request = current
 
@@ -712,14 +738,16 @@ class KafkaServer:
             if response.remote is not None and self.senders is not None and \
                     type(conn) is socket.socket and await self._write_remote(conn, peer, response):
                 session.bytes_out += response.send.size
-                self._request_done(session, request, started, request_size, response.send.size)
+                self._request_done(session, request, started, request_size, response.send.size,
+                                   response.throttled_s)
                 return True
             await _write_send(loop, conn, response, self.limits.write_timeout_ms / 1000,
                               self.workers if response.off_loop else None)
             session.bytes_out += response.send.size
             if response.written is not None:
                 response.written()
-            self._request_done(session, request, started, request_size, response.send.size)
+            self._request_done(session, request, started, request_size, response.send.size,
+                               response.throttled_s)
             return False
         except LazyconvError as exc:
             # e.g. a segment truncated under a zero-copy send: the committed size can no longer

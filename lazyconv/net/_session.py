@@ -66,6 +66,9 @@ class Session:
     last_seen: float = field(default_factory=time.time)
     #: waiting for its next request (nothing of one read yet): a draining server may close it
     idle: bool = False
+    #: until when (the event loop's clock) none of its requests is acted on: a quota's
+    #: throttle, as Kafka mutes a throttled channel; the answers it is owed still go out
+    muted_until: float = 0.0
     #: the caller writes :class:`~lazyconv.net._model.Deferred` answers in order (the
     #: connection loop): a handler may act on the next request before answering this one
     may_defer: bool = False

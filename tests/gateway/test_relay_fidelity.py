@@ -500,3 +500,90 @@ def test_a_held_deferred_answer_let_go_closes_its_response() -> None:
         assert (await held) is answer.result() and loop.time() - started >= 0.04
 
     asyncio.run(run())
+
+
+def test_a_held_answer_does_not_hold_the_answers_before_it(
+        served_fixtures, gateway_factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Produce v2 pipelined: the first answer says 800 ms, the second 3 s. A broker mutes a
+    throttled connection (it reads none of its requests) but the answers owed go out; the
+    gateway, waiting for the second's hold before acting on a third request, wrote nothing
+    meanwhile, so the first answer came with the second, 3 s late (found by a review). The
+    first comes after its own 800 ms, and the request durations leave the holds out (Kafka
+    counts a throttle apart from a request's total time): they are counted apart."""
+    import threading
+
+    said = [800, 3000]
+    second_in = threading.Event()
+    decode = ClientConnection.decode_response
+
+    def with_throttle(pending: Pending, frame: bytes | bytearray, **kwargs: Any) -> dict[str, Any]:
+        answer = decode(pending, frame, **kwargs)
+        if pending.spec is not None and pending.spec.key == produce.SPEC.key:
+            answer["throttle_time_ms"] = said.pop(0) if said else 0
+            if not said:
+                second_in.set()
+        return answer
+
+    monkeypatch.setattr(ClientConnection, "decode_response", staticmethod(with_throttle))
+    (served_fixtures / "sink-0").mkdir()
+    upstream = ServerThread(served_fixtures)
+    try:
+        gateway: GatewayThread = gateway_factory(upstream.bootstrap, metrics_port=0)
+        builder = RecordsBuilder(1, Compression.NONE, base_offset=0)
+        builder.append(timestamp=1_700_000_000_000, key=b"k", value=b"v")
+        body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
+            {"name": "sink", "partition_data": [{"index": 0, "records": builder.build()}]}]}
+        with WireClient(gateway.port) as client:
+            started = time.monotonic()
+            client.send(produce.SPEC, 2, body)
+            client.send(produce.SPEC, 2, body)
+            assert second_in.wait(10)
+            time.sleep(0.1)  # the gateway holds the second answer (3 s) from now on
+            client.send(produce.SPEC, 2, body)
+            answers = []
+            for _ in range(3):
+                answers.append(client.receive(produce.SPEC, 2)[1])
+                answers[-1]["at"] = time.monotonic() - started
+        assert [a["throttle_time_ms"] for a in answers] == [800, 3000, 0]
+        assert 0.8 <= answers[0]["at"] < 2.5, answers  # its own hold, not the second's
+        assert answers[1]["at"] >= 3.0
+        metrics = gateway.gateway.metrics
+        assert metrics is not None
+        deadline = time.monotonic() + 5  # counted once written: maybe after the client read it
+        while sum(metrics.request_seconds.series[produce.SPEC.key][:-1]) < 3 and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        counts = metrics.request_seconds.series[produce.SPEC.key]
+        assert sum(counts[:-1]) == 3 and counts[-1] < 1.5, counts  # the holds left out
+        held = metrics.throttle_seconds.series[produce.SPEC.key]
+        assert sum(held[:-1]) == 2 and 3.7 <= held[-1] < 4.5, held
+    finally:
+        upstream.stop()
+
+
+def test_each_deferred_answer_is_held_for_its_own_throttle_time() -> None:
+    """Two Produce answers held at once, the later request's answered first (another leader)
+    with 2 s, the earlier's then with 50 ms: the earlier one waited for the end of the 2 s
+    (each answer was held until the latest end of any; found by a review). Each is held for
+    its own throttle time; the client's next requests wait for the latest end."""
+    from lazyconv._send import BytesSend
+    from lazyconv.gateway._throttle import ThrottleHold
+    from lazyconv.net._model import Response
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        hold = ThrottleHold()
+        first: asyncio.Future[Response | None] = loop.create_future()
+        second: asyncio.Future[Response | None] = loop.create_future()
+        held_first, held_second = hold.hold_when_answered(first), hold.hold_when_answered(second)
+        started = loop.time()
+        second.set_result(Response(BytesSend(b""), throttle_ms=2000))
+        await asyncio.sleep(0)
+        first.set_result(Response(BytesSend(b""), throttle_ms=50))
+        response = await asyncio.wait_for(held_first, 1.5)
+        assert response is not None and 0.04 <= response.throttled_s < 1.5
+        assert hold.until >= started + 2 and not held_second.done()
+        held_second.cancel()
+
+    asyncio.run(run())
+

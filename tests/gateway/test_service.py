@@ -366,6 +366,7 @@ def test_the_metrics_reference_lists_every_metric(serve_upstream: ServerThread, 
                                    "lazyconv_gateway_up_converted_records",
                                    "lazyconv_gateway_up_converted_batches",
                                    "lazyconv_gateway_up_converted_bytes",
+                                   "lazyconv_gateway_request_throttle_seconds",
                                    "lazyconv_gateway_connections_closed"}, sorted(documented - served)
     assert "process_resident_memory_bytes" in text
 
