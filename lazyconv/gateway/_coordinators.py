@@ -50,10 +50,12 @@ class Coordinators:
         """The cached coordinator of ``key`` for ``identity`` (``None`` when not known)."""
         return self._nodes.get((identity, key_type, key))
 
-    async def find(self, session: UpstreamSession, key_type: int, key: str) -> int:
+    async def find(self, session: UpstreamSession, key_type: int, key: str,
+                   throttles: list[int] | None = None) -> int:
         """The coordinator's node id (cached); raises :class:`CoordinatorError` when the
         cluster answers with an error and :class:`~lazyconv.errors.UpstreamError` when no
-        broker can be asked."""
+        broker can be asked. The throttle time of the cluster's answer, when it was asked, is
+        added to ``throttles`` (a quota's: the client's answer made of it carries it)."""
         cache_key = (session.identity.key, key_type, key)
         node = self._nodes.get(cache_key)
         if node is not None and node in self.cluster.brokers:
@@ -64,6 +66,8 @@ class Coordinators:
         if version == 0 and key_type != find_coordinator.GROUP_KEY:
             raise CoordinatorError(int(ErrorCode.INVALID_REQUEST))  # v0 finds groups only
         answer = await conn.request(find_coordinator.SPEC, version, body)
+        if throttles is not None:
+            throttles.append(answer.get("throttle_time_ms", 0))
         if version >= 4:
             if not answer["coordinators"]:  # a broken upstream: Kafka answers every key asked
                 raise UpstreamError(f"FindCoordinator v{version} answered no coordinator for {key!r}")

@@ -35,6 +35,13 @@ lacks the client's version: Kafka 4 serves them all):
   This relay answers up to v7 (one group per request); v8+ batches groups, which the API relay
   splits per coordinator.
 - **ListGroups** asks every broker and merges; **DescribeGroups** asks each group's coordinator.
+
+The answers the relay makes itself (FindCoordinator, the merged DescribeGroups and ListGroups,
+an error after a coordinator lookup) carry the longest throttle time of the cluster's answers
+they are made of, the lookup's included, as every answer the gateway builds: a client over its
+quota backs off, an old client's answer is held (:mod:`~lazyconv.gateway._throttle`). One made
+without asking the cluster (a coordinator already known) says 0: the gateway has no quota of
+its own.
 """
 
 from __future__ import annotations
@@ -105,9 +112,12 @@ class GroupRelay:
 
     # -- coordinators ---------------------------------------------------------------------
 
-    async def coordinator(self, session: UpstreamSession, group_id: str) -> int:
-        """The node id of ``group_id``'s coordinator (cached); raises UpstreamError."""
-        return await self.coordinators.find(session, find_coordinator.GROUP_KEY, group_id)
+    async def coordinator(self, session: UpstreamSession, group_id: str,
+                          throttles: list[int] | None = None) -> int:
+        """The node id of ``group_id``'s coordinator (cached); raises UpstreamError. The
+        throttle time of the cluster's answer, when it was asked, is added to ``throttles``."""
+        return await self.coordinators.find(session, find_coordinator.GROUP_KEY, group_id,
+                                            throttles)
 
     def forget(self, session: UpstreamSession, group_id: str) -> None:
         self.coordinators.forget(session, find_coordinator.GROUP_KEY, group_id)
@@ -119,10 +129,11 @@ class GroupRelay:
         keys = request["coordinator_keys"] if version >= 4 else [request["key"]]
         key_type = request.get("key_type", find_coordinator.GROUP_KEY) if version >= 1 else \
             find_coordinator.GROUP_KEY
+        throttles: list[int] = []  # of the cluster's answers (none for a cached coordinator)
 
         async def find(key: str) -> int:
             try:
-                await self.coordinators.find(session, key_type, key)
+                await self.coordinators.find(session, key_type, key, throttles)
             except CoordinatorError as exc:
                 return exc.code
             except UpstreamError as exc:
@@ -136,10 +147,11 @@ class GroupRelay:
             results.append({"key": key, "node_id": me.node_id if not code else -1,
                             "host": me.host if not code else "", "port": me.port if not code else -1,
                             "error_code": code, "error_message": None})
+        throttle = max(throttles, default=0)
         if version >= 4:
-            return {"throttle_time_ms": 0, "coordinators": results}
+            return {"throttle_time_ms": throttle, "coordinators": results}
         first = results[0]
-        return {"throttle_time_ms": 0, "error_code": first["error_code"], "error_message": None,
+        return {"throttle_time_ms": throttle, "error_code": first["error_code"], "error_message": None,
                 "node_id": first["node_id"], "host": first["host"], "port": first["port"]}
 
     # -- per-group requests ---------------------------------------------------------------
@@ -153,8 +165,9 @@ class GroupRelay:
         if key == list_groups.SPEC.key:
             return await self._list_groups(session, version, request)
         group_id = request["group_id"]
+        found: list[int] = []  # the throttle time of the cluster's FindCoordinator answer
         try:
-            node = await self.coordinator(session, group_id)
+            node = await self.coordinator(session, group_id, found)
             conn = await session.connection(node)
             upstream_version = min(conn.version(spec), _UPSTREAM_CAPS.get(key, spec.max_version))
             body = _upstream_request(spec, version, upstream_version, request)
@@ -170,7 +183,7 @@ class GroupRelay:
                 answer = await conn.request(spec, upstream_version, body,
                                             timeout=self._timeout(spec, body))
         except CoordinatorError as exc:
-            return _error_response(spec, version, request, exc.code)
+            return _longest_throttle(_error_response(spec, version, request, exc.code), found)
         except UpstreamError as exc:
             self.cluster.state.warn(f"{spec.name} at a group coordinator", exc)
             self.forget(session, group_id)
@@ -188,7 +201,8 @@ class GroupRelay:
                 self._joined.pop((group_id, member["member_id"]), None)
         if _response_codes(spec, answer) & COORDINATOR_ERRORS:
             self.forget(session, group_id)
-        return _downstream_response(spec, version, upstream_version, request, answer)
+        return _longest_throttle(
+            _downstream_response(spec, version, upstream_version, request, answer), found)
 
     def _timeout(self, spec: ApiSpec, body: dict[str, Any]) -> float:
         """A JoinGroup waits for the rebalance; anything else for a request timeout."""
@@ -202,14 +216,16 @@ class GroupRelay:
     async def _describe_groups(self, session: UpstreamSession, version: int,
                                request: dict[str, Any]) -> dict[str, Any]:
         results: dict[str, dict[str, Any]] = {}
+        throttles: list[int] = []  # of every upstream answer it is made of
 
         async def describe(group_id: str) -> None:
             try:
-                node = await self.coordinator(session, group_id)
+                node = await self.coordinator(session, group_id, throttles)
                 conn = await session.connection(node)
                 uv = conn.version(describe_groups.SPEC)
                 answer = await conn.request(describe_groups.SPEC, uv, {
                     "groups": [group_id], "include_authorized_operations": False})
+                throttles.append(answer.get("throttle_time_ms", 0))
                 if not answer["groups"]:  # a broken upstream: Kafka answers every group asked
                     raise UpstreamError(f"DescribeGroups answered nothing for {group_id!r}")
                 results[group_id] = answer["groups"][0]
@@ -222,7 +238,8 @@ class GroupRelay:
                                      "protocol_type": "", "protocol_data": "", "members": []}
 
         await asyncio.gather(*(describe(g) for g in dict.fromkeys(request["groups"])))
-        return {"throttle_time_ms": 0, "groups": [results[g] for g in request["groups"]]}
+        return {"throttle_time_ms": max(throttles, default=0),
+                "groups": [results[g] for g in request["groups"]]}
 
     async def _list_groups(self, session: UpstreamSession, version: int,
                            request: dict[str, Any]) -> dict[str, Any]:
@@ -230,6 +247,7 @@ class GroupRelay:
             await session.cluster.refresh([])
         groups: list[dict[str, Any]] = []
         errors: list[int] = []
+        throttles: list[int] = []
 
         async def ask(node: int) -> None:
             try:
@@ -242,13 +260,14 @@ class GroupRelay:
                 self.cluster.state.broker_failed(node, "ListGroups", exc)
                 errors.append(int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
                 return
+            throttles.append(answer.get("throttle_time_ms", 0))
             if answer["error_code"]:
                 errors.append(answer["error_code"])
             groups.extend(answer["groups"])
 
         await asyncio.gather(*(ask(node) for node in sorted(self.cluster.brokers)))
-        return {"throttle_time_ms": 0, "error_code": errors[0] if errors and not groups else 0,
-                "groups": groups}
+        return {"throttle_time_ms": max(throttles, default=0),
+                "error_code": errors[0] if errors and not groups else 0, "groups": groups}
 
 
 def _upstream_request(spec: ApiSpec, version: int, upstream_version: int,
@@ -279,6 +298,14 @@ def _downstream_response(spec: ApiSpec, version: int, upstream_version: int,
         if not code and answer.get("members"):
             code = answer["members"][0]["error_code"]
         return {"throttle_time_ms": answer.get("throttle_time_ms", 0), "error_code": code}
+    return answer
+
+
+def _longest_throttle(answer: dict[str, Any], throttles: list[int]) -> dict[str, Any]:
+    """``answer`` saying the longest of its own throttle time and ``throttles`` (those of the
+    other upstream answers it is made of: a coordinator looked up)."""
+    if throttles and max(throttles) > answer.get("throttle_time_ms", 0):
+        return {**answer, "throttle_time_ms": max(throttles)}
     return answer
 
 

@@ -17,7 +17,9 @@ from lazyconv.gateway._list_offsets_relay import ListOffsetsRelay
 from lazyconv.gateway._upstream import PartitionInfo, TopicInfo
 from lazyconv.protocol import _describe_groups as describe_groups
 from lazyconv.protocol import _find_coordinator as find_coordinator
+from lazyconv.protocol import _heartbeat as heartbeat
 from lazyconv.protocol import _join_group as join_group
+from lazyconv.protocol import _list_groups as list_groups
 from lazyconv.protocol import _list_offsets as list_offsets
 from lazyconv.protocol import _offset_fetch as offset_fetch
 
@@ -287,3 +289,61 @@ def test_a_join_with_a_negative_session_timeout_waits_a_request_timeout() -> Non
     relay = GroupRelay(_Cluster())
     assert relay._timeout(join_group.SPEC, {"session_timeout_ms": -60_000,
                                             "rebalance_timeout_ms": -60_000}) == 30.0
+
+
+class _Throttled(_Coordinator):
+    """A broker over the client's request quota: every answer says ``throttle`` ms, and
+    FindCoordinator names node 1 (or answers ``find_error``)."""
+
+    def __init__(self, throttle: int, find_error: int = 0) -> None:
+        super().__init__({})
+        self.throttle = throttle
+        self.find_error = find_error
+
+    async def request(self, spec: Any, version: int, body: dict, timeout: float | None = None) -> dict:
+        self.sent.append((spec.name, version))
+        if spec.key == find_coordinator.SPEC.key:
+            return {"throttle_time_ms": self.throttle, "coordinators": [
+                {"key": k, "node_id": -1 if self.find_error else 1, "host": "h", "port": 1,
+                 "error_code": self.find_error, "error_message": None}
+                for k in body["coordinator_keys"]]}
+        if spec.key == describe_groups.SPEC.key:
+            return {"throttle_time_ms": self.throttle, "groups": [
+                {"error_code": 0, "group_id": g, "group_state": "Empty", "protocol_type": "",
+                 "protocol_data": "", "members": []} for g in body["groups"]]}
+        if spec.key == list_groups.SPEC.key:
+            return {"throttle_time_ms": self.throttle, "error_code": 0, "groups": []}
+        return {"throttle_time_ms": self.throttle, "error_code": 0}
+
+
+def test_the_answers_the_group_relay_makes_carry_the_upstream_throttle() -> None:
+    """FindCoordinator (answered by the gateway, from the cluster's FindCoordinator),
+    DescribeGroups and ListGroups (merged from the coordinators' and brokers' answers) said a
+    throttle time of 0 whatever the cluster said (found by a review): a client over its quota
+    never backed off, nor was an old client's answer held. They carry the longest throttle of
+    the upstream answers they are made of; an answer made of none (the coordinator known
+    already) says 0, the gateway having no quota of its own."""
+    relay = GroupRelay(_Cluster())
+    session = _Session(_Throttled(250))
+    me = types.SimpleNamespace(node_id=0, host="gateway", port=9092)
+    find = {"key": "g", "key_type": 0, "coordinator_keys": ["g"]}
+    for version in (1, 4):
+        relay.coordinators._nodes.clear()
+        answer = asyncio.run(relay.find_coordinator(session, version, find, me))  # type: ignore[arg-type]
+        assert answer["throttle_time_ms"] == 250, version
+        cached = asyncio.run(relay.find_coordinator(session, version, find, me))  # type: ignore[arg-type]
+        assert cached["throttle_time_ms"] == 0, version  # no upstream answer: nothing to say
+    answer = asyncio.run(relay.relay(session, describe_groups.SPEC, 5,  # type: ignore[arg-type]
+                                     {"groups": ["g"], "include_authorized_operations": False}))
+    assert answer["throttle_time_ms"] == 250
+    answer = asyncio.run(relay.relay(session, list_groups.SPEC, 4,  # type: ignore[arg-type]
+                                     {"states_filter": []}))
+    assert answer["throttle_time_ms"] == 250
+    # a FindCoordinator refused: the refusal carries the cluster's throttle all the same
+    refused = GroupRelay(_Cluster())
+    answer = asyncio.run(refused.relay(
+        _Session(_Throttled(300, int(ErrorCode.GROUP_AUTHORIZATION_FAILED))),  # type: ignore[arg-type]
+        heartbeat.SPEC, 4, {"group_id": "g", "generation_id": 1, "member_id": "m",
+                            "group_instance_id": None}))
+    assert (answer["error_code"], answer["throttle_time_ms"]) == (
+        ErrorCode.GROUP_AUTHORIZATION_FAILED, 300)

@@ -587,3 +587,35 @@ def test_each_deferred_answer_is_held_for_its_own_throttle_time() -> None:
 
     asyncio.run(run())
 
+
+@pytest.mark.parametrize(("version", "held"), [(0, True), (1, True), (2, False)])
+def test_find_coordinator_carries_the_cluster_s_throttle(
+        serve_upstream: ServerThread, gateway_factory, monkeypatch: pytest.MonkeyPatch,
+        version: int, held: bool) -> None:
+    """The gateway answers FindCoordinator itself, from the cluster's FindCoordinator answer:
+    it said a throttle time of 0 whatever the cluster said (found by a review). It carries the
+    cluster's, so a v2+ client backs off, and a v0-1 client's answer is held (v0 has no field
+    for it); a coordinator already known asks the cluster nothing and says 0."""
+    from lazyconv.protocol import _find_coordinator as find_coordinator
+
+    decode = ClientConnection.decode_response
+
+    def with_throttle(pending: Pending, frame: bytes | bytearray, **kwargs: Any) -> dict[str, Any]:
+        answer = decode(pending, frame, **kwargs)
+        if pending.spec is not None and pending.spec.key == find_coordinator.SPEC.key:
+            answer["throttle_time_ms"] = 600
+        return answer
+
+    monkeypatch.setattr(ClientConnection, "decode_response", staticmethod(with_throttle))
+    gateway: GatewayThread = gateway_factory(serve_upstream.bootstrap)
+    body = {"key": "throttled-group", "key_type": 0}
+    with WireClient(gateway.port) as client:
+        started = time.monotonic()
+        answer = client.call(find_coordinator.SPEC, version, body)
+        took = time.monotonic() - started
+        assert answer["error_code"] == 0 and answer["host"]
+        assert answer["throttle_time_ms"] == (600 if version else 0)  # v0: no such field
+        assert (took >= 0.6) is held, took
+        started = time.monotonic()
+        again = client.call(find_coordinator.SPEC, version, body)  # known: nothing asked
+        assert again["throttle_time_ms"] == 0 and time.monotonic() - started < 0.6
