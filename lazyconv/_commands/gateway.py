@@ -4,7 +4,9 @@
 
 Run as a service (docs/guide/gateway.md, "Running it as a service"): ``--metrics-port`` serves
 Prometheus metrics, health and the clients report; SIGTERM (and SIGINT) drain it, a second
-one stops it at once; SIGHUP reloads; ``--log-format json`` for log shippers.
+one stops it at once; SIGHUP reloads; ``--log-format json`` for log shippers; a systemd
+``Type=notify`` unit is told when it listens (``READY=1``: systemd sends no reload before) and
+when it drains (``STOPPING=1``).
 ``lazyconv gateway clients URL`` prints a running gateway's clients report as a table.
 """
 
@@ -321,6 +323,7 @@ def _run(args: argparse.Namespace, held: HeldSighup) -> int:
         def on_stop(sig: signal.Signals) -> None:
             stopped_by.append(sig.name)
             if len(stopped_by) == 1:
+                notify_service_manager("STOPPING=1")
                 stop.set()  # drain
             else:
                 main_task.cancel()  # a second signal: at once
@@ -343,6 +346,8 @@ def _run(args: argparse.Namespace, held: HeldSighup) -> int:
                           if (listener.host, listener.port) != (host, port) else "")
             print(f"gateway to {bootstrap} on {host}:{port}{over} as node {listener.node_id}"
                   f"{advertised}{metrics if index == 0 else ''}", flush=True)
+        # a Type=notify unit is started now: systemd runs no ExecReload before
+        notify_service_manager("READY=1")
         serving = loop.create_task(gateway.serve_forever())
         try:
             await stop.wait()
@@ -357,6 +362,29 @@ def _run(args: argparse.Namespace, held: HeldSighup) -> int:
         pass
     print(f"gateway stopped ({stopped_by[0] if stopped_by else 'interrupted'})", file=sys.stderr)
     return 0
+
+
+def notify_service_manager(state: str) -> bool:
+    """Tell the service manager the gateway's ``state`` (``READY=1``, ``STOPPING=1``), where one
+    asks for it: systemd's ``Type=notify`` units, by a datagram to ``$NOTIFY_SOCKET`` (a path,
+    or ``@name`` in Linux's abstract namespace). False when none asks, or the datagram could
+    not be sent (said in a warning: the gateway serves all the same)."""
+    import os
+    import socket
+
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address or not hasattr(socket, "AF_UNIX"):
+        return False
+    target = "\0" + address[1:] if address.startswith("@") else address
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(target)
+            sock.sendall(state.encode("ascii"))
+    except OSError as exc:
+        log.warning("cannot tell the service manager %s at NOTIFY_SOCKET=%s: %s", state,
+                    address, exc.strerror or exc)
+        return False
+    return True
 
 
 def run_clients(args: argparse.Namespace) -> int:

@@ -316,6 +316,39 @@ def test_a_sighup_while_another_command_starts_still_ends_it(tmp_path) -> None:
     assert out == ""
 
 
+def test_a_notify_unit_is_told_when_the_gateway_is_ready_and_when_it_stops(
+        served_fixtures, tmp_path, monkeypatch) -> None:
+    """systemd runs ExecReload (kill -HUP) on a Type=simple unit from its start on, also while
+    the interpreter starts, before anything of lazyconv can keep SIGHUP; a Type=notify unit is
+    reloaded only once the service said READY=1. The gateway says it on $NOTIFY_SOCKET once it
+    listens (nothing before), and STOPPING=1 when SIGTERM drains it."""
+    import time
+
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify"))
+    notify.settimeout(20)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "notify"))
+    upstream = ServerThread(served_fixtures)
+    proc = run_cli("gateway", "--upstream", upstream.bootstrap, "--port", "0")
+    try:
+        started = time.monotonic()
+        said = notify.recv(4096)
+        line = proc.stdout.readline()  # printed before it said READY=1
+        assert said == b"READY=1" and line.startswith("gateway to "), (said, line)
+        assert time.monotonic() - started < 20
+        port = int(line.split(" on ")[1].split()[0].rsplit(":", 1)[1])
+        assert metadata_roundtrip(port)
+        proc.send_signal(signal.SIGTERM)
+        assert notify.recv(4096) == b"STOPPING=1"
+        _out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        notify.close()
+        upstream.stop()
+
+
 def test_a_password_typed_at_a_terminal_is_not_shown(tmp_path) -> None:
     """`scram-credentials add` reading the password from a terminal asks without echo (it
     showed what was typed, found by a review)."""
