@@ -43,8 +43,16 @@ The checks, in Kafka's order (first failing check decides; codes in :class:`Appe
    outer magic, inner v0/v1 CRCs, offset deltas ``0..n-1`` in order, timestamps (out of range, or
    a producer's LogAppendTime entry without one), keys for compacted topics → INVALID_RECORD (or
    INVALID_TIMESTAMP if any timestamp is refused) with ``(batch_index, message)`` per record;
-6. producer state: epoch (INVALID_PRODUCER_EPOCH), sequence (OUT_OF_ORDER_SEQUENCE_NUMBER),
-   a non-transactional write during an open transaction (INVALID_TXN_STATE), duplicates.
+6. producer state: duplicates; with ``verified_producers`` (Kafka's
+   ``transaction.partition.verification.enable``), a transactional batch that would open a
+   transaction the coordinator did not verify (INVALID_TXN_STATE); epoch
+   (INVALID_PRODUCER_EPOCH), sequence (OUT_OF_ORDER_SEQUENCE_NUMBER), a non-transactional write
+   during an open transaction (INVALID_TXN_STATE).
+
+A server verifies a transactional batch with the transaction coordinator before it validates
+it, as Kafka's ``ReplicaManager.handleProduceAppend`` does (KIP-890 part 1):
+:func:`transactional_producers` names the producers to verify, and the ones verified are passed
+as ``verified_producers``.
 
 Where this is stricter than Kafka, on purpose (docs/differences.md, "Produce validation"):
 
@@ -64,7 +72,7 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -116,6 +124,7 @@ __all__ = [
     "AppendEntry",
     "AppendDecision",
     "validate_produce",
+    "transactional_producers",
     "DEFAULT_MAX_MESSAGE_BYTES",
 ]
 
@@ -276,13 +285,18 @@ def validate_produce(
     producers: ProducerStateTable | None = None,
     config: AppendConfig | None = None,
     now_ms: int | None = None,
+    verified_producers: Collection[int] | None = None,
 ) -> AppendDecision:
     """Validate the records of one partition of a Produce request of ``produce_version``.
 
     ``producers`` is the partition's producer state (``None``: producer ids are checked for
     structure only); ``now_ms`` is the broker time for timestamp bounds (needed only when
-    ``config`` bounds timestamps). Never raises on bad records: every problem becomes the
-    decision's error code. Raises :class:`~lazyconv.errors.ConfigurationError` for bad arguments.
+    ``config`` bounds timestamps); ``verified_producers``: the producer ids whose transaction
+    the coordinator said includes this partition (``None``: transactions are not verified). A
+    transactional batch of another producer that would open a transaction here (its producer has
+    none open in ``producers``) is refused. Never raises on bad records: every problem becomes
+    the decision's error code. Raises :class:`~lazyconv.errors.ConfigurationError` for bad
+    arguments.
     """
     config = config or AppendConfig()
     if not 0 <= produce_version <= 12:
@@ -292,13 +306,31 @@ def validate_produce(
         raise ConfigurationError("timestamp bounds need now_ms")
     try:
         entries = _validate_records(records, produce_version, config, now_ms)
-        duplicate = _check_producers(entries, producers)
+        duplicate = _check_producers(entries, producers, verified_producers)
     except _Rejected as rejected:
         log.info("produce rejected (%s): %s", rejected.code.name, rejected.message)
         return AppendDecision(rejected.code, rejected.message, rejected.record_errors)
     if duplicate is not None:
         return AppendDecision(AppendErrorCode.NONE, duplicate=duplicate)
     return AppendDecision(AppendErrorCode.NONE, entries=tuple(entries))
+
+
+def transactional_producers(
+    records: bytes | bytearray | memoryview | None, produce_version: int
+) -> list[tuple[int, int]]:
+    """``(producer id, epoch)`` of each transactional batch with a producer id in the records of
+    one partition, read from the batch headers only, as Kafka's ``handleProduceAppend`` collects
+    the transactions to verify; none for records the request's shape check refuses (Kafka answers
+    those before it verifies anything)."""
+    if records is None:
+        return []
+    try:
+        batches = _split(bytes(records), AppendConfig())
+        _check_request_shape(batches, produce_version)
+    except _Rejected:
+        return []
+    return [(batch.producer_id, batch.producer_epoch) for batch in batches
+            if isinstance(batch, DefaultBatch) and batch.producer_id >= 0 and batch.is_transactional]
 
 
 # -- record-level validation ---------------------------------------------------------------------
@@ -654,7 +686,8 @@ def _in_sequence(last: int, first: int) -> bool:
 
 
 def _check_producers(
-    entries: Iterable[AppendEntry], producers: ProducerStateTable | None
+    entries: Iterable[AppendEntry], producers: ProducerStateTable | None,
+    verified: Collection[int] | None = None,
 ) -> BatchMetadata | None:
     """``analyzeAndValidateProducerState``; returns the earlier append a retry duplicates."""
     if producers is None:
@@ -672,6 +705,14 @@ def _check_producers(
                 log.info("producer %d: duplicate of the batch at offset %d", entry.producer_id,
                          duplicate.first_offset)
                 return duplicate
+        if (verified is not None and entry.is_transactional and entry.producer_id not in verified
+                and (current is None or current.transaction_first_offset is None)):
+            # Kafka's batchMissingRequiredVerification: the log's own check, whatever asked
+            raise _Rejected(
+                AppendErrorCode.INVALID_TXN_STATE,
+                f"Record of producer {entry.producer_id} was not part of an ongoing transaction "
+                "(no transactional id of the coordinator verified this partition)",
+            )
         state = updated.get(entry.producer_id)
         if state is None:
             state = current.copy() if current is not None else ProducerEntry(entry.producer_id)

@@ -62,7 +62,11 @@ from lazyconv.protocol._primitives import Reader
 from lazyconv.protocol._registry import ALL_APIS
 from lazyconv.records import ControlRecordType, RecordsBuilder
 from lazyconv.records._control import control_key, end_txn_marker_value
-from lazyconv.serve._append_validation import AppendConfig, validate_produce
+from lazyconv.serve._append_validation import (
+    AppendConfig,
+    transactional_producers,
+    validate_produce,
+)
 from lazyconv.serve._fetch_handler import (
     DEFAULT_MAX_DECOMPRESSED_BATCH,
     DEFAULT_MAX_PARTITIONS_PER_REQUEST,
@@ -518,7 +522,12 @@ class Broker:
 
         A rejected partition appends nothing and answers with Kafka's error code (and, from
         Produce v8, the error message and record errors); the other partitions of the request
-        are not affected (see :mod:`lazyconv.serve._append_validation`). A partition the log
+        are not affected (see :mod:`lazyconv.serve._append_validation`). A transactional batch
+        that would open a transaction in its partition is verified first, as Kafka 3.6+ does
+        (KIP-890 part 1, ``transaction.partition.verification.enable``): the request's
+        transactional id must hold its producer id and epoch and its transaction include the
+        partition (:meth:`TransactionApis.verify_produce`); without a transactional id it is
+        refused. A partition the log
         cannot take (a full disk, an I/O error) answers KAFKA_STORAGE_ERROR (below Produce v4:
         NOT_LEADER_OR_FOLLOWER) with nothing of it left on disk. Partitions due for an fsync
         (``flush_messages``) are added to ``to_flush`` with their answers, for the caller."""
@@ -534,7 +543,8 @@ class Broker:
                 if plog is None:
                     answer["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
-                    answer.update(self._append(version, topic["name"], plog, part["records"], now_ms))
+                    answer.update(self._append(version, topic["name"], plog, part["records"], now_ms,
+                                               request.get("transactional_id")))
                     flush_messages = self.logdir.config.flush_messages
                     # the count as this append left it: a flush that started since may have zeroed
                     # unflushed_messages with its fsync still running, and the flush asked here
@@ -548,11 +558,26 @@ class Broker:
         return {"responses": responses, "throttle_time_ms": 0}
 
     def _append(self, version: int, topic: str, plog: PartitionLog, records: Any,
-                now_ms: int) -> dict[str, Any]:
+                now_ms: int, transactional_id: str | None) -> dict[str, Any]:
         """One partition of a Produce: the response fields it answers with."""
         table = self.producer_states.table(plog)
+        verified: set[int] = set()
+        for producer_id, epoch in dict.fromkeys(transactional_producers(records, version)):
+            entry = table.entry(producer_id)
+            if transactional_id is None or (entry is not None and entry.transaction_first_offset is not None):
+                continue  # nothing to verify with, or its transaction is open here already
+            code, message = self.txn_apis.verify_produce(version, transactional_id, producer_id, epoch,
+                                                         (topic, plog.partition))
+            if code:
+                self.stats.rejected_produce_partitions += 1
+                log.warning("rejected produce to %s-%d: producer %d of transactional id %r not "
+                            "verified (%s)", topic, plog.partition, producer_id, transactional_id,
+                            ErrorCode(code).name)
+                return {"error_code": code, "error_message": message, "record_errors": []}
+            verified.add(producer_id)
         decision = validate_produce(records, produce_version=version, producers=table,
-                                    config=self.append_config, now_ms=now_ms)
+                                    config=self.append_config, now_ms=now_ms,
+                                    verified_producers=verified)
         fields = decision.response_fields()
         if not decision.accepted:
             self.stats.rejected_produce_partitions += 1

@@ -7,6 +7,13 @@ restarts: :mod:`lazyconv.serve._producer_ids`) for an idempotent producer, the o
 transactional id, with a bumped epoch, for a transactional one. AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn and TxnOffsetCommit are the coordinator's, answered per partition or
 per request with its error code.
+
+:meth:`TransactionApis.verify_produce` is Kafka's transaction verification of a Produce (KIP-890
+part 1: ``ReplicaManager.handleProduceAppend`` asks the coordinator through
+``AddPartitionsToTxnManager``), with the coordinator's answer turned into the producer's error
+as Kafka turns it: PRODUCER_FENCED into INVALID_PRODUCER_EPOCH, and TRANSACTION_ABORTABLE, which
+clients know from Produce v11, into INVALID_TXN_STATE "Partition was not added to the
+transaction" below it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,11 @@ from lazyconv.serve._txn_coordinator import TransactionCoordinator
 log = logging.getLogger(__name__)
 
 __all__ = ["TransactionApis"]
+
+# Produce v11 brought TRANSACTION_ABORTABLE (KIP-890); older producers get INVALID_TXN_STATE
+# (Kafka's produceRequestVersionToTransactionSupportedOperation: genericError above v10)
+_FIRST_ABORTABLE_PRODUCE_VERSION = 11
+_NOT_ADDED = "Partition was not added to the transaction"  # Kafka's words for the 48
 
 
 class TransactionApis:
@@ -49,6 +61,18 @@ class TransactionApis:
             log.error("InitProducerId: %s", exc)
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
                     "producer_id": -1, "producer_epoch": -1}
+
+    def verify_produce(self, version: int, transactional_id: str, producer_id: int, epoch: int,
+                       partition: tuple[str, int]) -> tuple[int, str | None]:
+        """``(error code, error message)`` of a Produce ``version`` partition whose
+        transactional batch would open a transaction in ``partition``: ``(0, None)`` when the
+        producer's transaction includes it (Kafka words only the INVALID_TXN_STATE)."""
+        code = self.coordinator.verify_partition(transactional_id, producer_id, epoch, partition)
+        if code == ErrorCode.PRODUCER_FENCED:
+            return int(ErrorCode.INVALID_PRODUCER_EPOCH), None
+        if code == ErrorCode.TRANSACTION_ABORTABLE and version < _FIRST_ABORTABLE_PRODUCE_VERSION:
+            return int(ErrorCode.INVALID_TXN_STATE), _NOT_ADDED
+        return code, None
 
     def add_partitions_to_txn(self, version: int, request: dict[str, Any]) -> dict[str, Any]:
         partitions = [(t["name"], p) for t in request["v3_and_below_topics"] for p in t["partitions"]]

@@ -9,6 +9,9 @@ transactions a crash or a stop left open, as Kafka's coordinator reloads its tra
   epoch (fencing older producers) and aborts a transaction the previous incarnation left open
   (its markers carry a bumped epoch, which fences the old producer in the partitions too);
 - AddPartitionsToTxn / AddOffsetsToTxn record what the transaction touches;
+- before Produce appends a transactional batch that would open a transaction in a partition,
+  :meth:`TransactionCoordinator.verify_partition` says whether the producer's transaction
+  includes that partition (KIP-890 part 1, Kafka's ``handleVerifyPartitionsInTransaction``);
 - TxnOffsetCommit stashes offsets that become the group's committed offsets on commit;
 - a transaction open longer than its ``transaction_timeout_ms`` is aborted by
   :meth:`TransactionCoordinator.expire` (called by the broker's timer) and its producer fenced
@@ -63,6 +66,8 @@ __all__ = ["TransactionCoordinator", "TransactionalProducer", "TransactionConfig
 MAX_EPOCH = 32767
 INVALID_PRODUCER_ID_MAPPING = int(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
 INVALID_TXN_STATE = int(ErrorCode.INVALID_TXN_STATE)
+PRODUCER_FENCED = int(ErrorCode.PRODUCER_FENCED)
+TRANSACTION_ABORTABLE = int(ErrorCode.TRANSACTION_ABORTABLE)
 
 
 @dataclass(frozen=True)
@@ -299,6 +304,24 @@ class TransactionCoordinator:
         self._started(producer)
         producer.last_update_ms = self._now_ms()
         return dict.fromkeys(partitions, 0)
+
+    def verify_partition(self, transactional_id: str, producer_id: int, epoch: int,
+                         partition: tuple[str, int]) -> int:
+        """Whether the open transaction of ``transactional_id``'s producer includes
+        ``partition``, asked before a Produce appends a transactional batch that would open a
+        transaction there, as Kafka's ``handleVerifyPartitionsInTransaction``: 0, or
+        INVALID_REQUEST for an empty id, INVALID_PRODUCER_ID_MAPPING for an id this
+        coordinator does not hold or that holds another producer id, PRODUCER_FENCED for
+        another epoch, TRANSACTION_ABORTABLE for a partition no AddPartitionsToTxn named.
+        Changes nothing."""
+        if not transactional_id:
+            return int(ErrorCode.INVALID_REQUEST)
+        producer = self.producers.get(transactional_id)
+        if producer is None or producer.producer_id != producer_id:
+            return INVALID_PRODUCER_ID_MAPPING
+        if epoch != producer.epoch:
+            return PRODUCER_FENCED
+        return 0 if partition in producer.partitions else TRANSACTION_ABORTABLE
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
         code, producer = self._check(transactional_id, producer_id, epoch)

@@ -12,7 +12,12 @@ from lazyconv.errors import ConfigurationError
 from lazyconv.protocol import _produce as produce
 from lazyconv.records import Compression, MemoryRecords, RecordsBuilder, build_end_txn_marker
 from lazyconv.records._builder import encode_v2_batch
-from lazyconv.serve._append_validation import AppendConfig, AppendErrorCode, validate_produce
+from lazyconv.serve._append_validation import (
+    AppendConfig,
+    AppendErrorCode,
+    transactional_producers,
+    validate_produce,
+)
 from lazyconv.serve._producer_table import ProducerStateTable
 
 E = AppendErrorCode
@@ -352,6 +357,40 @@ def test_non_transactional_write_during_an_open_transaction() -> None:
     assert_rejected(append(table, idem(2), 2), E.INVALID_TXN_STATE)
     table.end_transaction(42, 0)
     assert append(table, idem(2), 3).accepted
+
+
+def test_a_transaction_the_coordinator_did_not_verify_is_not_opened() -> None:
+    """With ``verified_producers`` (Kafka's transaction.partition.verification.enable), a
+    transactional batch opens a transaction only for a producer the coordinator verified; one
+    continuing a transaction open here, a retry of an appended batch and an idempotent batch
+    need no verification; ``None`` verifies nothing."""
+    table = ProducerStateTable()
+
+    def check(data: bytes, verified):
+        return validate_produce(data, produce_version=11, producers=table, verified_producers=verified)
+
+    assert check(idem(0, txn=True), None).accepted
+    assert_rejected(check(idem(0, txn=True), set()), E.INVALID_TXN_STATE,
+                    "Record of producer 42 was not part of an ongoing transaction")
+    assert_rejected(check(idem(0, txn=True), {7}), E.INVALID_TXN_STATE)
+    assert check(idem(0), set()).accepted
+    opened = check(idem(0, txn=True), {42})
+    table.apply(opened, 0)
+    assert check(idem(2, txn=True), set()).accepted  # continuing
+    table.end_transaction(42, 0)
+    assert check(idem(0, txn=True), set()).duplicate is not None  # a retry: the duplicate check comes first
+    assert_rejected(check(idem(2, txn=True), set()), E.INVALID_TXN_STATE)
+
+
+def test_transactional_producers_are_read_from_the_batch_headers() -> None:
+    """What the server verifies: the transactional batches with a producer id, of sets that pass
+    the request's shape check (Kafka refuses the others before it verifies anything)."""
+    assert transactional_producers(idem(0, pid=7, epoch=3, txn=True), 11) == [(7, 3)]
+    assert transactional_producers(idem(0, pid=7, epoch=3), 11) == []
+    assert transactional_producers(v2_batch(2, is_transactional=True), 11) == []  # no producer id
+    assert transactional_producers(idem(0, txn=True) * 2, 11) == []  # two batches: INVALID_RECORD
+    assert transactional_producers(idem(0, txn=True) * 2, 2) == [(42, 0), (42, 0)]
+    assert transactional_producers(None, 11) == transactional_producers(b"\x00" * 7, 11) == []
 
 
 def test_idempotent_records_need_message_format_v2() -> None:

@@ -104,10 +104,13 @@ def _broker(root):
     return Broker(LogDirectory(root), [Listener(0, "127.0.0.1", 9092)])
 
 
-def _produce(broker, partition: int, records: bytes) -> int:
+def _produce(broker, partition: int, records: bytes, transactional_id: str | None = "tx") -> int:
+    """Produce v9 of one partition's records, as a producer of ``transactional_id`` sends them."""
     from tests.serve.test_produce_validation_e2e import answers, produce_body
 
-    return answers(broker.produce(9, produce_body({partition: records}, 9)))[partition]["error_code"]
+    body = produce_body({partition: records}, 9)
+    body["transactional_id"] = transactional_id
+    return answers(broker.produce(9, body))[partition]["error_code"]
 
 
 def test_a_fenced_producer_cannot_open_a_transaction_nothing_ends(tmp_path) -> None:
@@ -123,14 +126,14 @@ def test_a_fenced_producer_cannot_open_a_transaction_nothing_ends(tmp_path) -> N
     for partition, reinit in ((0, False), (1, True)):
         _, pid, epoch = c.init_producer_id(f"tx{partition}", 60000)
         c.add_partitions(f"tx{partition}", pid, epoch, [("t", partition)])
-        assert _produce(broker, partition, idem(0, pid=pid, epoch=epoch, txn=True)) == 0
+        assert _produce(broker, partition, idem(0, pid=pid, epoch=epoch, txn=True), f"tx{partition}") == 0
         if reinit:
             c.init_producer_id(f"tx{partition}", 60000)
         else:
             c.expire(time.monotonic() + 3600)  # timed out
         plog = broker.logdir.partition("t", partition)
         assert plog.last_stable_offset() == plog.high_watermark == 3
-        late = _produce(broker, partition, idem(2, pid=pid, epoch=epoch, txn=True))
+        late = _produce(broker, partition, idem(2, pid=pid, epoch=epoch, txn=True), f"tx{partition}")
         assert late == ErrorCode.INVALID_PRODUCER_EPOCH
         assert plog.last_stable_offset() == plog.high_watermark == 3
     broker.close()
@@ -221,6 +224,7 @@ def test_a_transaction_open_at_a_restart_is_aborted_once_its_timeout_has_passed(
     assert again.transactions.end_txn("tx", pid, epoch, True) == ErrorCode.INVALID_PRODUCER_EPOCH
     assert _produce(again, 0, idem(4, pid=pid, epoch=epoch, txn=True)) == ErrorCode.INVALID_PRODUCER_EPOCH
     assert again.transactions.init_producer_id("tx", 60000) == (0, pid, epoch + 2)
+    again.transactions.add_partitions("tx", pid, epoch + 2, [("t", 1)])
     assert _produce(again, 1, idem(0, pid=pid, epoch=epoch + 2, txn=True)) == 0
     again.close()
 
@@ -273,17 +277,20 @@ def test_a_transaction_no_transactional_id_holds_is_aborted_after_kafkas_longest
     it is aborted 15 minutes (the default of Kafka's transaction.max.timeout.ms, the longest
     timeout its coordinator accepts) after serve started, with markers of the producer's next epoch in
     each partition, which fence a producer still writing with that id."""
+    from lazyconv.logdir._directory import LogDirectory
+    from lazyconv.serve._offsets import split_entries
     from lazyconv.serve._txn_coordinator import TransactionConfig
     from tests.serve.test_append_validation import idem
 
     assert TransactionConfig().unknown_producer_transaction_timeout_ms == 15 * 60 * 1000
     for p in (0, 1):
         (tmp_path / f"t-{p}").mkdir()
-    broker = _broker(tmp_path)
-    assert _produce(broker, 0, idem(0, pid=777, epoch=3, txn=True)) == 0  # 0-1
-    assert _produce(broker, 1, idem(0, pid=777, epoch=5, txn=True)) == 0  # 0-1
-    assert _produce(broker, 1, idem(0, count=1, pid=778, epoch=0, txn=True)) == 0  # 2
-    broker.close()
+    written = LogDirectory(tmp_path)  # by another coordinator: serve's Produce verifies
+    for p, batch in ((0, idem(0, pid=777, epoch=3, txn=True)),  # 0-1
+                     (1, idem(0, pid=777, epoch=5, txn=True)),  # 0-1
+                     (1, idem(0, count=1, pid=778, epoch=0, txn=True))):  # 2
+        written.partition("t", p).append(split_entries(batch))
+    written.close()
     again = _broker(tmp_path)
     plogs = [again.logdir.partition("t", p) for p in (0, 1)]
     again._tick(time.monotonic() + 890)
@@ -292,8 +299,8 @@ def test_a_transaction_no_transactional_id_holds_is_aborted_after_kafkas_longest
     assert [(plog.last_stable_offset(), plog.high_watermark) for plog in plogs] == [(3, 3), (5, 5)]
     assert [(t.producer_id, t.first_offset) for t in plogs[1].transaction_state().aborted] == [(777, 0), (778, 2)]
     for p, (pid, epoch) in ((0, (777, 3)), (1, (777, 5)), (1, (778, 0))):
-        late = _produce(again, p, idem(2, pid=pid, epoch=epoch, txn=True))
-        assert late == ErrorCode.INVALID_PRODUCER_EPOCH, (p, pid)
+        late = _produce(again, p, idem(2, pid=pid, epoch=epoch, txn=True), None)
+        assert late == ErrorCode.INVALID_TXN_STATE, (p, pid)  # its transaction ended: not verified
     assert again.producer_states.table(plogs[0]).entry(777).producer_epoch == 6  # one epoch for all
     again._tick(time.monotonic() + 3600)
     assert plogs[1].high_watermark == 5  # aborted once
