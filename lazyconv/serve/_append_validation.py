@@ -125,6 +125,7 @@ __all__ = [
     "AppendDecision",
     "validate_produce",
     "transactional_producers",
+    "opens_with_a_transactional_batch",
     "DEFAULT_MAX_MESSAGE_BYTES",
 ]
 
@@ -331,6 +332,20 @@ def transactional_producers(
         return []
     return [(batch.producer_id, batch.producer_epoch) for batch in batches
             if isinstance(batch, DefaultBatch) and batch.producer_id >= 0 and batch.is_transactional]
+
+
+def opens_with_a_transactional_batch(records: bytes | bytearray | memoryview | None) -> bool:
+    """Whether the first complete batch of one partition's records is transactional (a v2
+    batch with the flag, whatever its producer id), as Kafka's
+    ``RequestUtils.hasTransactionalRecords`` looks at each partition: a Produce carrying one
+    needs a transactional id."""
+    if records is None:
+        return False
+    try:
+        first = next(iter(MemoryRecords(records).batches()), None)
+    except RecordsError:
+        return False
+    return isinstance(first, DefaultBatch) and first.is_transactional
 
 
 # -- record-level validation ---------------------------------------------------------------------

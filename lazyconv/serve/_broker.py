@@ -64,6 +64,7 @@ from lazyconv.records import ControlRecordType, RecordsBuilder
 from lazyconv.records._control import control_key, end_txn_marker_value
 from lazyconv.serve._append_validation import (
     AppendConfig,
+    opens_with_a_transactional_batch,
     transactional_producers,
     validate_produce,
 )
@@ -526,12 +527,19 @@ class Broker:
         that would open a transaction in its partition is verified first, as Kafka 3.6+ does
         (KIP-890 part 1, ``transaction.partition.verification.enable``): the request's
         transactional id must hold its producer id and epoch and its transaction include the
-        partition (:meth:`TransactionApis.verify_produce`); without a transactional id it is
-        refused. A partition the log
+        partition (:meth:`TransactionApis.verify_produce`). A request without a transactional
+        id whose partition opens with a transactional batch is refused as a whole, every
+        partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's ``handleProduceRequest``
+        refuses it before anything else. A partition the log
         cannot take (a full disk, an I/O error) answers KAFKA_STORAGE_ERROR (below Produce v4:
         NOT_LEADER_OR_FOLLOWER) with nothing of it left on disk. Partitions due for an fsync
         (``flush_messages``) are added to ``to_flush`` with their answers, for the caller."""
         now_ms = int(time.time() * 1000)
+        if request.get("transactional_id") is None and any(
+                opens_with_a_transactional_batch(part["records"])
+                for topic in request["topic_data"] for part in topic["partition_data"]):
+            return self._refuse_produce(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                        "transactional records without a transactional id")
         responses = []
         for topic in request["topic_data"]:
             partitions = []
@@ -556,6 +564,20 @@ class Broker:
                 partitions.append(answer)
             responses.append({"name": topic["name"], "partition_responses": partitions})
         return {"responses": responses, "throttle_time_ms": 0}
+
+    def _refuse_produce(self, request: dict[str, Any], code: ErrorCode, why: str) -> dict[str, Any]:
+        """The answer to a Produce refused as a whole (Kafka's ``ProduceRequest.getErrorResponse``):
+        ``code`` in every partition, nothing appended."""
+        count = sum(len(topic["partition_data"]) for topic in request["topic_data"])
+        self.stats.rejected_produce_partitions += count
+        log.warning("rejected produce to %d partitions: %s (%s)", count, why, code.name)
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": topic["name"], "partition_responses": [
+                {"index": part["index"], "error_code": int(code), "base_offset": -1,
+                 "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
+                 "error_message": None}
+                for part in topic["partition_data"]]}
+            for topic in request["topic_data"]]}
 
     def _append(self, version: int, topic: str, plog: PartitionLog, records: Any,
                 now_ms: int, transactional_id: str | None) -> dict[str, Any]:

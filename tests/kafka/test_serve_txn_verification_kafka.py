@@ -4,7 +4,7 @@ transactional batch at every version both serve (v3-v11), EndTxn - go to the ses
 and to ``lazyconv serve`` over an empty log directory with the same topic, and the Produce
 answers must carry the same error codes (and, where Kafka words one, the same message): an
 unknown transactional id or producer id, a fenced epoch, a partition no AddPartitionsToTxn named,
-and the normal path with a batch continuing the transaction.
+no transactional id in the request, and the normal path with a batch continuing the transaction.
 
 Each side uses the producer ids and epochs its own InitProducerId handed out.
 """
@@ -96,6 +96,7 @@ def _outcomes(side: Side, run: str) -> dict[str, Any]:
 
     each_version("unknown transactional id", f"lazyconv-nobody-{run}", 0, pid, epoch)
     each_version("another producer id", tx, 0, pid + 1, epoch)
+    each_version("no transactional id", None, 0, pid, epoch)
     old_pid, old_epoch = side.init(fenced)
     new_pid, new_epoch = side.init(fenced)
     assert (new_pid, new_epoch) == (old_pid, old_epoch + 1)
@@ -104,13 +105,16 @@ def _outcomes(side: Side, run: str) -> dict[str, Any]:
     side.add(tx, pid, epoch, 0)
     found["added partition"] = side.produce(11, tx, 0, pid, epoch, 0)
     each_version("partition not added", tx, 1, pid, epoch)
+    found["continuing, without the transactional id"] = side.produce(9, None, 0, pid, epoch, 2)
     found["continuing"] = side.produce(9, tx, 0, pid, epoch, 2)
     found["commit"] = side.end(tx, pid, epoch, True)
     return found
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def sides(kafka_broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, Side]]:
+    """The session's broker and a serve, each with a fresh two-partition topic of the same name
+    (fresh at a rerun too: the offsets are compared)."""
     topic = f"lazyconv-verify-{uuid.uuid4().hex[:8]}"
     kafka = Side(kafka_broker.port, topic)
     created = kafka.client.call(KAFKA_API_BY_KEY[19], 7, {"topics": [{
@@ -150,6 +154,9 @@ def test_transactional_produce_is_verified_as_by_kafka(sides: tuple[Side, Side])
     assert theirs["partition not added"] == {
         v: (120, None) if v >= 11 else (48, not_added if v >= 8 else None) for v in VERSIONS}
     assert theirs["added partition"] == (0, None, 0)
+    # a request without a transactional id: refused as a whole, whatever the producer
+    assert theirs["no transactional id"] == {v: (53, None) for v in VERSIONS}
+    assert theirs["continuing, without the transactional id"] == (53, None, -1)
     assert theirs["continuing"] == (0, None, 2)
     assert theirs["commit"] == 0
 

@@ -15,6 +15,7 @@ from lazyconv.records._builder import encode_v2_batch
 from lazyconv.serve._append_validation import (
     AppendConfig,
     AppendErrorCode,
+    opens_with_a_transactional_batch,
     transactional_producers,
     validate_produce,
 )
@@ -391,6 +392,19 @@ def test_transactional_producers_are_read_from_the_batch_headers() -> None:
     assert transactional_producers(idem(0, txn=True) * 2, 11) == []  # two batches: INVALID_RECORD
     assert transactional_producers(idem(0, txn=True) * 2, 2) == [(42, 0), (42, 0)]
     assert transactional_producers(None, 11) == transactional_producers(b"\x00" * 7, 11) == []
+
+
+def test_a_transactional_first_batch_is_what_needs_a_transactional_id() -> None:
+    """Kafka's RequestUtils.hasTransactionalRecords: the first complete batch of the set, with
+    the transactional flag, whatever its producer id (a control batch has it too)."""
+    marker = build_end_txn_marker(0, 1_000, producer_id=5, producer_epoch=0, commit=True)
+    assert opens_with_a_transactional_batch(idem(0, txn=True))
+    assert opens_with_a_transactional_batch(v2_batch(2, is_transactional=True))
+    assert opens_with_a_transactional_batch(marker)
+    assert not opens_with_a_transactional_batch(idem(0))
+    assert not opens_with_a_transactional_batch(idem(0) + idem(2, txn=True))  # only the first counts
+    assert not opens_with_a_transactional_batch(idem(0, txn=True)[:-1])  # not complete
+    assert not opens_with_a_transactional_batch(None)
 
 
 def test_idempotent_records_need_message_format_v2() -> None:

@@ -23,8 +23,11 @@ BAD_PRODUCES = {
     "count-vs-offset-range": (lambda: recrafted(v2_batch(3), record_count=2), E.INVALID_RECORD),
     "last-offset-delta-int32-max": (lambda: recrafted(v2_batch(1), last_offset_delta=2**31 - 1),
                                     E.INVALID_RECORD),
-    "client-control-batch": (lambda: build_end_txn_marker(0, 1_000, producer_id=5, producer_epoch=0,
-                                                          commit=True), E.INVALID_RECORD),
+    # without its transactional flag: a transactional batch in a request without a transactional
+    # id refuses the whole request (tests/serve/test_txn_verification.py)
+    "client-control-batch": (lambda: recrafted(build_end_txn_marker(0, 1_000, producer_id=5, producer_epoch=0,
+                                                                    commit=True), attributes=0x20),
+                             E.INVALID_RECORD),
     "count-zero-with-a-record": (lambda: recrafted(v2_batch(1), record_count=0), E.INVALID_RECORD),
     "broken-crc": (lambda: v2_batch(2)[:-2] + b"!\x00", E.CORRUPT_MESSAGE),
 }

@@ -299,8 +299,8 @@ def test_a_transaction_no_transactional_id_holds_is_aborted_after_kafkas_longest
     assert [(plog.last_stable_offset(), plog.high_watermark) for plog in plogs] == [(3, 3), (5, 5)]
     assert [(t.producer_id, t.first_offset) for t in plogs[1].transaction_state().aborted] == [(777, 0), (778, 2)]
     for p, (pid, epoch) in ((0, (777, 3)), (1, (777, 5)), (1, (778, 0))):
-        late = _produce(again, p, idem(2, pid=pid, epoch=epoch, txn=True), None)
-        assert late == ErrorCode.INVALID_TXN_STATE, (p, pid)  # its transaction ended: not verified
+        late = _produce(again, p, idem(2, pid=pid, epoch=epoch, txn=True))
+        assert late == ErrorCode.INVALID_PRODUCER_ID_MAPPING, (p, pid)  # no transactional id holds it
     assert again.producer_states.table(plogs[0]).entry(777).producer_epoch == 6  # one epoch for all
     again._tick(time.monotonic() + 3600)
     assert plogs[1].high_watermark == 5  # aborted once

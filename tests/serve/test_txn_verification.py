@@ -23,7 +23,7 @@ from lazyconv.protocol import _init_producer_id as init_producer_id
 from lazyconv.protocol import _produce as produce
 from lazyconv.serve._broker import Broker
 from lazyconv.serve._offsets import split_entries
-from tests.serve.test_append_validation import idem
+from tests.serve.test_append_validation import idem, v2_batch
 from tests.serve.wire import WireClient
 
 NOT_ADDED = "Partition was not added to the transaction"  # Kafka's message for the 48
@@ -63,6 +63,33 @@ def test_a_producer_id_no_transactional_id_holds_opens_no_transaction(tmp_path, 
             ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, None)
         assert _untouched(broker, 0)
     assert broker.stats.rejected_produce_partitions == 2
+    broker.close()
+
+
+@pytest.mark.parametrize("version", range(0, 12))
+def test_transactional_records_without_a_transactional_id_refuse_the_whole_request(tmp_path, version) -> None:
+    """Kafka's ``handleProduceRequest`` answers a request in which a partition opens with a
+    transactional batch, but that carries no transactional id (the field came with Produce v3),
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED in every partition, the other partitions and a topic it
+    does not have included, before it looks at anything else: the batch of a producer no
+    transactional id holds, and one continuing an open transaction too."""
+    broker = _broker(tmp_path)
+    c = broker.transactions
+    _, pid, epoch = c.init_producer_id("tx", 60000)
+    c.add_partitions("tx", pid, epoch, [("t", 0)])
+    assert _produce(broker, 9, {0: idem(0, pid=pid, epoch=epoch, txn=True)}, "tx")[0]["base_offset"] == 0
+    for batch in (idem(0, pid=4242, txn=True), idem(2, pid=pid, epoch=epoch, txn=True)):
+        body = _body({1: v2_batch(2), 0: batch}, None)
+        body["topic_data"].append({"name": "nope", "partition_data": [{"index": 0, "records": v2_batch(1)}]})
+        answer = broker.produce(version, body)
+        got = [(t["name"], p["index"], p["error_code"], p["base_offset"], p["log_start_offset"], p["error_message"])
+               for t in answer["responses"] for p in t["partition_responses"]]
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert got == [("t", 1, refused, -1, -1, None), ("t", 0, refused, -1, -1, None),
+                       ("nope", 0, refused, -1, -1, None)]
+        assert _untouched(broker, 1)
+        plog = broker.logdir.partition("t", 0)
+        assert (plog.last_stable_offset(), plog.high_watermark) == (0, 2)
     broker.close()
 
 
