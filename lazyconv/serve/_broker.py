@@ -530,29 +530,44 @@ class Broker:
         partition (:meth:`TransactionApis.verify_produce`). A request without a transactional
         id whose partition opens with a transactional batch is refused as a whole, every
         partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's ``handleProduceRequest``
-        refuses it before anything else. A partition the log
+        refuses it before anything else; one whose transactional batches carry more than one
+        producer id (or epoch), every partition INVALID_PRODUCER_ID_MAPPING, as Kafka's
+        ``handleProduceAppend`` refuses it before it verifies them. A partition the log
         cannot take (a full disk, an I/O error) answers KAFKA_STORAGE_ERROR (below Produce v4:
         NOT_LEADER_OR_FOLLOWER) with nothing of it left on disk. Partitions due for an fsync
         (``flush_messages``) are added to ``to_flush`` with their answers, for the caller."""
         now_ms = int(time.time() * 1000)
-        if request.get("transactional_id") is None and any(
+        transactional_id = request.get("transactional_id")
+        if transactional_id is None and any(
                 opens_with_a_transactional_batch(part["records"])
                 for topic in request["topic_data"] for part in topic["partition_data"]):
             return self._refuse_produce(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                         "transactional records without a transactional id")
-        responses = []
+        # each partition's log (None: unknown) and the (producer id, epoch) of its transactional batches
+        targets: list[list[tuple[dict[str, Any], PartitionLog | None, list[tuple[int, int]]]]] = []
         for topic in request["topic_data"]:
-            partitions = []
+            parts = []
             for part in topic["partition_data"]:
+                plog = self.logdir.partition(topic["name"], part["index"])
+                producers = transactional_producers(part["records"], version) if plog is not None else []
+                parts.append((part, plog, producers))
+            targets.append(parts)
+        if len({pair for parts in targets for _, _, pairs in parts for pair in pairs}) > 1:
+            return self._refuse_produce(request, ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                                        "transactional records of several producers",
+                                        "Transactional records contained more than one producer ID")
+        responses = []
+        for topic, parts in zip(request["topic_data"], targets, strict=True):
+            partitions = []
+            for part, plog, producers in parts:
                 answer: dict[str, Any] = {"index": part["index"], "error_code": 0, "base_offset": -1,
                                           "log_append_time_ms": -1, "log_start_offset": -1,
                                           "record_errors": [], "error_message": None}
-                plog = self.logdir.partition(topic["name"], part["index"])
                 if plog is None:
                     answer["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
                     answer.update(self._append(version, topic["name"], plog, part["records"], now_ms,
-                                               request.get("transactional_id")))
+                                               transactional_id, producers))
                     flush_messages = self.logdir.config.flush_messages
                     # the count as this append left it: a flush that started since may have zeroed
                     # unflushed_messages with its fsync still running, and the flush asked here
@@ -565,9 +580,10 @@ class Broker:
             responses.append({"name": topic["name"], "partition_responses": partitions})
         return {"responses": responses, "throttle_time_ms": 0}
 
-    def _refuse_produce(self, request: dict[str, Any], code: ErrorCode, why: str) -> dict[str, Any]:
+    def _refuse_produce(self, request: dict[str, Any], code: ErrorCode, why: str,
+                        message: str | None = None) -> dict[str, Any]:
         """The answer to a Produce refused as a whole (Kafka's ``ProduceRequest.getErrorResponse``):
-        ``code`` in every partition, nothing appended."""
+        ``code`` and ``message`` in every partition, nothing appended."""
         count = sum(len(topic["partition_data"]) for topic in request["topic_data"])
         self.stats.rejected_produce_partitions += count
         log.warning("rejected produce to %d partitions: %s (%s)", count, why, code.name)
@@ -575,16 +591,18 @@ class Broker:
             {"name": topic["name"], "partition_responses": [
                 {"index": part["index"], "error_code": int(code), "base_offset": -1,
                  "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
-                 "error_message": None}
+                 "error_message": message}
                 for part in topic["partition_data"]]}
             for topic in request["topic_data"]]}
 
     def _append(self, version: int, topic: str, plog: PartitionLog, records: Any,
-                now_ms: int, transactional_id: str | None) -> dict[str, Any]:
-        """One partition of a Produce: the response fields it answers with."""
+                now_ms: int, transactional_id: str | None,
+                producers: list[tuple[int, int]]) -> dict[str, Any]:
+        """One partition of a Produce, whose transactional batches are ``producers``'s: the
+        response fields it answers with."""
         table = self.producer_states.table(plog)
         verified: set[int] = set()
-        for producer_id, epoch in dict.fromkeys(transactional_producers(records, version)):
+        for producer_id, epoch in dict.fromkeys(producers):
             entry = table.entry(producer_id)
             if transactional_id is None or (entry is not None and entry.transaction_first_offset is not None):
                 continue  # nothing to verify with, or its transaction is open here already

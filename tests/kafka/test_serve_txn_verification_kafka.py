@@ -4,7 +4,8 @@ transactional batch at every version both serve (v3-v11), EndTxn - go to the ses
 and to ``lazyconv serve`` over an empty log directory with the same topic, and the Produce
 answers must carry the same error codes (and, where Kafka words one, the same message): an
 unknown transactional id or producer id, a fenced epoch, a partition no AddPartitionsToTxn named,
-no transactional id in the request, and the normal path with a batch continuing the transaction.
+no transactional id in the request, transactional batches of two producers in one request, and
+the normal path with a batch continuing the transaction.
 
 Each side uses the producer ids and epochs its own InitProducerId handed out.
 """
@@ -74,15 +75,24 @@ class Side:
 
     def produce(self, version: int, transactional_id: str | None, partition: int, pid: int, epoch: int,
                 sequence: int = 0) -> tuple[int, str | None, int]:
-        builder = RecordsBuilder(2, producer_id=pid, producer_epoch=epoch, base_sequence=sequence,
-                                 is_transactional=True)
-        for i in range(2):
-            builder.append(timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"v%d" % i)
+        (answer,) = self.produce_many(version, transactional_id, [(partition, pid, epoch, sequence)])
+        return answer
+
+    def produce_many(self, version: int, transactional_id: str | None,
+                     batches: list[tuple[int, int, int, int]]) -> list[tuple[int, str | None, int]]:
+        """One request: a transactional batch (partition, producer id, epoch, sequence) each."""
+        data = []
+        for partition, pid, epoch, sequence in batches:
+            builder = RecordsBuilder(2, producer_id=pid, producer_epoch=epoch, base_sequence=sequence,
+                                     is_transactional=True)
+            for i in range(2):
+                builder.append(timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"v%d" % i)
+            data.append({"index": partition, "records": builder.build()})
         answer = self.client.call(produce.SPEC, version, {
-            "transactional_id": transactional_id, "acks": -1, "timeout_ms": 10000, "topic_data": [
-                {"name": self.topic, "partition_data": [{"index": partition, "records": builder.build()}]}]})
-        (part,) = answer["responses"][0]["partition_responses"]
-        return part["error_code"], part["error_message"] if version >= 8 else None, part["base_offset"]
+            "transactional_id": transactional_id, "acks": -1, "timeout_ms": 10000,
+            "topic_data": [{"name": self.topic, "partition_data": data}]})
+        return [(part["error_code"], part["error_message"] if version >= 8 else None, part["base_offset"])
+                for part in answer["responses"][0]["partition_responses"]]
 
 
 def _outcomes(side: Side, run: str) -> dict[str, Any]:
@@ -97,6 +107,10 @@ def _outcomes(side: Side, run: str) -> dict[str, Any]:
     each_version("unknown transactional id", f"lazyconv-nobody-{run}", 0, pid, epoch)
     each_version("another producer id", tx, 0, pid + 1, epoch)
     each_version("no transactional id", None, 0, pid, epoch)
+    found["two producers"] = {v: side.produce_many(v, tx, [(0, pid, epoch, 0), (1, pid + 1, epoch, 0)])
+                              for v in VERSIONS}
+    found["two epochs"] = {v: side.produce_many(v, tx, [(0, pid, epoch, 0), (1, pid, epoch + 1, 0)])
+                           for v in VERSIONS}
     old_pid, old_epoch = side.init(fenced)
     new_pid, new_epoch = side.init(fenced)
     assert (new_pid, new_epoch) == (old_pid, old_epoch + 1)
@@ -154,6 +168,9 @@ def test_transactional_produce_is_verified_as_by_kafka(sides: tuple[Side, Side])
     assert theirs["partition not added"] == {
         v: (120, None) if v >= 11 else (48, not_added if v >= 8 else None) for v in VERSIONS}
     assert theirs["added partition"] == (0, None, 0)
+    several = "Transactional records contained more than one producer ID"
+    for case in ("two producers", "two epochs"):  # refused as a whole
+        assert theirs[case] == {v: [(49, several if v >= 8 else None, -1)] * 2 for v in VERSIONS}
     # a request without a transactional id: refused as a whole, whatever the producer
     assert theirs["no transactional id"] == {v: (53, None) for v in VERSIONS}
     assert theirs["continuing, without the transactional id"] == (53, None, -1)

@@ -93,6 +93,35 @@ def test_transactional_records_without_a_transactional_id_refuse_the_whole_reque
     broker.close()
 
 
+@pytest.mark.parametrize("version", [3, 11])
+def test_transactional_batches_of_two_producers_refuse_the_whole_request(tmp_path, version) -> None:
+    """Kafka's ``handleProduceAppend`` verifies the one producer of a request's transactional
+    batches: two producer ids (or two epochs of one) refuse every partition of the request with
+    INVALID_PRODUCER_ID_MAPPING "Transactional records contained more than one producer ID",
+    before anything is verified or appended; an idempotent batch of another producer is no
+    transactional batch."""
+    broker = _broker(tmp_path)
+    c = broker.transactions
+    _, pid, epoch = c.init_producer_id("tx", 60000)
+    _, other, other_epoch = c.init_producer_id("other", 60000)
+    c.add_partitions("tx", pid, epoch, [("t", 0), ("t", 1)])
+    c.add_partitions("other", other, other_epoch, [("t", 1)])
+    message = "Transactional records contained more than one producer ID"  # sent from Produce v8
+    for second in (idem(0, pid=other, epoch=other_epoch, txn=True), idem(0, pid=pid, epoch=epoch + 1, txn=True)):
+        body = _body({0: idem(0, pid=pid, epoch=epoch, txn=True), 1: second}, "tx")
+        body["topic_data"].append({"name": "nope", "partition_data": [{"index": 0, "records": v2_batch(1)}]})
+        answer = broker.produce(version, body)
+        got = [(t["name"], p["index"], p["error_code"], p["base_offset"], p["error_message"])
+               for t in answer["responses"] for p in t["partition_responses"]]
+        refused = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        assert got == [("t", 0, refused, -1, message), ("t", 1, refused, -1, message),
+                       ("nope", 0, refused, -1, message)]
+        assert _untouched(broker, 0) and _untouched(broker, 1)
+    got = _produce(broker, version, {0: idem(0, pid=pid, epoch=epoch, txn=True), 1: idem(0, pid=777)}, "tx")
+    assert [(got[p]["error_code"], got[p]["base_offset"]) for p in (0, 1)] == [(0, 0), (0, 0)]
+    broker.close()
+
+
 @pytest.mark.parametrize("version", range(3, 12))
 def test_a_partition_the_transaction_does_not_include_is_refused(tmp_path, version) -> None:
     """The producer holds its transactional id, but no AddPartitionsToTxn named t-1: Kafka's
