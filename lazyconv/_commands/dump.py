@@ -52,10 +52,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "and Kafka's index checks (--verify-index-only, --index-sanity-check). A trailing "
             "partial batch is skipped with a warning (an error with --strict). Corrupt input: "
             "what was valid is printed, then the command exits with status 1 and the error and "
-            "its byte position on stderr."
+            "its byte position on stderr. The files are PATH arguments or, as Kafka's tool "
+            "takes them, --files FILE1,FILE2,..."
         ),
     )
-    parser.add_argument("paths", metavar="PATH", nargs="+", help="segment files to read, in order")
+    parser.add_argument("paths", metavar="PATH", nargs="*",
+                        help="segment files to read, in order (or --files)")
+    parser.add_argument(
+        "--files",
+        type=_file_list,
+        action="extend",
+        default=None,
+        metavar="FILE1,FILE2,...",
+        help="the files to read, in order, as a comma-separated list, as Kafka's tool takes "
+        "them (instead of PATH arguments; repeated, the lists add up; a trailing comma is "
+        "ignored; a name with a comma is given as a PATH)",
+    )
     parser.add_argument(
         "--type",
         choices=segment_files.FILE_TYPES,
@@ -145,13 +157,47 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run)
 
 
+def _file_list(text: str) -> list[str]:
+    """``--files A,B,C``: the names between the commas; trailing commas are dropped, as Java's
+    ``String.split`` drops them in Kafka's tool; an empty name before another is refused
+    (Kafka's tool fails on it with a StringIndexOutOfBoundsException)."""
+    names = text.split(",")
+    while names and not names[-1]:
+        names.pop()
+    if not names or "" in names:
+        raise argparse.ArgumentTypeError(f"an empty file name in {text!r} (expected FILE1,FILE2,...)")
+    return names
+
+
+def _paths(args: argparse.Namespace) -> list[str]:
+    """The files to read, from the PATH arguments or ``--files`` (checked to be readable)."""
+    from lazyconv._commands._common import OptionError, UsageError
+
+    if args.files is None:
+        if not args.paths:
+            raise UsageError("the following arguments are required: PATH or --files",
+                             option="PATH")
+        for path in args.paths:
+            input_file(path)
+        return list(args.paths)
+    if args.paths:
+        raise OptionError("--files", "give the files either as PATH arguments or with --files, "
+                                     "not both")
+    for path in args.files:
+        try:
+            input_file(path)
+        except UsageError as exc:
+            raise OptionError("--files", exc.message) from None
+    return list(args.files)
+
+
 def run(args: argparse.Namespace) -> int:
     """Dump every PATH in order; returns the exit status (errors propagate as LazyconvError)."""
     from lazyconv._commands._common import UsageError
 
+    args.paths = _paths(args)
     kinds = []
     for path in args.paths:
-        input_file(path)
         kind = args.type or _guess_type(path)
         if kind is None:
             raise UsageError(

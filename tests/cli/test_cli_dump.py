@@ -526,7 +526,8 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["dump", "--help"])
     help_text = capsys.readouterr().out
-    for option in ("--json", "--batches", "--no-validate", "--max-decompressed-size", "--quiet"):
+    for option in ("--json", "--batches", "--no-validate", "--max-decompressed-size", "--quiet",
+                   "--files"):
         assert option in help_text
 
 
@@ -671,6 +672,33 @@ def test_several_files_in_one_call(tmp_path: Path, capsys: pytest.CaptureFixture
     headers = [line for line in out.splitlines() if line.startswith("Dumping ")]
     assert headers == [f"Dumping {log_file.with_suffix(s)}" for s in (".log", ".index", ".timeindex")]
     assert "offset: " in out and "position: " in out and "timestamp: " in out
+
+
+def test_files_is_kafkas_comma_separated_list_of_the_paths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # kafka-dump-log.sh --files A,B,C: the same listing as the paths given one by one; a
+    # trailing comma is allowed (Java's String.split drops trailing empty names); repeated,
+    # the lists add up
+    folder = _small_log_dir(tmp_path)
+    log_file = sorted(folder.glob("*.log"))[0]
+    paths = [str(log_file.with_suffix(s)) for s in (".log", ".index", ".timeindex")]
+    status = main(["dump", "-q", "--deep-iteration", *paths])
+    expected = capsys.readouterr()
+    assert status == 0, expected.err
+    for files in ([",".join(paths)], [",".join(paths) + ","], [paths[0], ",".join(paths[1:])]):
+        argv = ["dump", "-q", "--deep-iteration"]
+        for value in files:
+            argv += ["--files", value]
+        status = main(argv)
+        got = capsys.readouterr()
+        assert status == 0, got.err
+        assert (got.out, got.err) == (expected.out, expected.err)
+    # a name with a comma is given as a PATH argument
+    odd = tmp_path / "a,b.log"
+    odd.write_bytes(log_file.read_bytes())
+    status = main(["dump", "-q", str(odd)])
+    assert status == 0 and capsys.readouterr().out.startswith(f"Dumping {odd}\n")
 
 
 def test_transaction_index_and_producer_snapshot(

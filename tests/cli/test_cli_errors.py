@@ -99,6 +99,16 @@ def _cases(f: dict[str, Path], tmp: Path) -> Iterator[tuple[str, list[str], int,
     # the whole entries are listed and checked against the log first (here the same text file,
     # which does not decode), before the partial last entry is reported
     yield "dump", ["dump", str(f["text.log"]), "--type", "index"], DATA, "at byte"
+    segment = str(f["segment.log"])
+    yield "dump", ["dump"], USAGE, "required: PATH or --files"
+    yield "dump", ["dump", "--files", f"{segment},{missing}"], USAGE, \
+        f"argument --files: cannot open {missing}: No such file or directory"
+    yield "dump", ["dump", "--files", f"{segment},{folder}"], USAGE, \
+        f"argument --files: cannot open {folder}: Is a directory"
+    yield "dump", ["dump", "--files", f"{segment},,{segment}"], USAGE, \
+        "argument --files: an empty file name"
+    yield "dump", ["dump", "--files", ""], USAGE, "argument --files: an empty file name"
+    yield "dump", ["dump", segment, "--files", segment], USAGE, "not both"
 
     yield "assign", ["assign", missing], USAGE, "No such file or directory"
     yield "assign", ["assign", folder], USAGE, "Is a directory"
@@ -210,6 +220,26 @@ def test_a_bad_option_value_is_named_as_argparse_names_it(
     assert status == USAGE, err
     assert_one_error_line(err, command, f"lazyconv {command}: error: argument {option}: ")
     assert err.rstrip().endswith(f" (see 'lazyconv {command} --help')"), err
+
+
+def test_dump_files_refusals_name_the_option(files: dict[str, Path],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # --files is Kafka's comma-separated list: an entry that is not a readable file, or an empty
+    # one between commas (Kafka's tool fails there with a StringIndexOutOfBoundsException), is
+    # refused before anything is printed, naming the option and the entry
+    segment, missing = files["segment.log"], files["missing"]
+    for value, fragment in ((f"{segment},{missing}", f"cannot open {missing}: No such file"),
+                            (f"{segment},,{segment}", "an empty file name"),
+                            (",", "an empty file name")):
+        status, out, err = run(["dump", "--files", value], capsys)
+        assert status == USAGE and out == "", err
+        assert_one_error_line(err, "dump", f"lazyconv dump: error: argument --files: {fragment}")
+        assert err.rstrip().endswith(" (see 'lazyconv dump --help')"), err
+    for argv in (["dump"], ["dump", str(segment), "--files", str(segment)]):
+        status, out, err = run(argv, capsys)
+        assert status == USAGE and out == "", err
+        assert_one_error_line(err, "dump", "PATH")
+        assert err.rstrip().endswith(" (see 'lazyconv dump --help')"), err
 
 
 def test_only_an_option_s_error_points_at_help(

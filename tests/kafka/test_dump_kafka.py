@@ -34,10 +34,12 @@ from lazyconv._cli import main
 pytestmark = pytest.mark.kafka
 
 
-def kafka_dump(dist: Path, files: list[Path], *options: str) -> tuple[int, list[str], list[str]]:
+def kafka_dump(dist: Path, files: list[Path] | str, *options: str) -> tuple[int, list[str], list[str]]:
+    """Kafka's tool on ``files`` (a list, or the text of its ``--files`` as is)."""
+    listing = files if isinstance(files, str) else ",".join(map(str, files))
     done = subprocess.run(
         ["java", "-cp", f"{dist}/libs/*", "kafka.tools.DumpLogSegments",
-         "--files", ",".join(map(str, files)), *options],
+         "--files", listing, *options],
         capture_output=True, text=True, timeout=120,
     )
     err = [line for line in done.stderr.splitlines() if not line.startswith("log4j:")]
@@ -109,6 +111,23 @@ def test_log_segments_line_for_line(oracle_log_4, dist: Path, capsys, options) -
     if options:
         assert "endTxnMarker: ABORT" in text and "endTxnMarker: COMMIT" in text
         assert "headerKeys: [h1,bin]" in text
+
+
+def test_files_option_line_for_line(oracle_log_4, dist: Path, capsys) -> None:
+    """``--files A,B,...``, the way Kafka's tool is given its files (here with the trailing
+    comma its String.split drops): the same listing and reports as Kafka's, and as the same
+    files given as PATH arguments."""
+    files = segment_files(oracle_log_4.copy, ".log", ".index", ".timeindex", ".txnindex",
+                          ".snapshot")
+    listing = ",".join(map(str, files)) + ","
+    status = main(["dump", "-q", "--files", listing, "--deep-iteration"])
+    ours = capsys.readouterr()
+    _, theirs, their_err = kafka_dump(dist, listing, "--deep-iteration")
+    assert status == 0, ours.err
+    assert ours.out.splitlines() == theirs
+    assert reports(ours.err.splitlines()) == reports(their_err)
+    assert sum(line.startswith("Dumping ") for line in theirs) == len(files)
+    assert lazyconv_dump(capsys, files, "--deep-iteration")[1] == theirs
 
 
 def test_skip_record_metadata_keeps_the_record_indent(oracle_log_4, dist: Path, capsys) -> None:
