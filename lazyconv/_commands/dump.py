@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from lazyconv._commands import _segment_files as segment_files
-from lazyconv._commands._common import finish_progress, input_file, progress_bar, size_type
+from lazyconv._commands._common import (
+    finish_progress,
+    input_file,
+    int_range,
+    progress_bar,
+    size_type,
+)
 from lazyconv._commands._dump_lines import Dumper, camel_case, snapshot_line
 from lazyconv.logdir._index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 from lazyconv.logdir._naming import LOG_SUFFIX
@@ -33,6 +39,10 @@ log = logging.getLogger(__name__)
 _SNAPSHOT_SUFFIX = ".checkpoint"
 _BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 _SNAPSHOT_NAME = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$", re.IGNORECASE)
+
+# Kafka's default --max-bytes (Integer.MAX_VALUE): its tool prints "Found N invalid bytes at the
+# end of FILE" only with this value
+_KAFKA_NO_LIMIT = 2**31 - 1
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -145,6 +155,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         metavar="SIZE",
         help="refuse a compressed batch that decompresses to more than SIZE (default 128M)",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=int_range(0),
+        default=None,
+        metavar="N",
+        help="read only the first N bytes of each file of record batches (.log, .bin, "
+        ".checkpoint): the batches that end within them, as Kafka's --max-bytes (a batch the "
+        "limit cuts is not a trailing partial batch); index and other files are read whole "
+        "(default: no limit; as in Kafka's tool, 'Found N invalid bytes' is printed only "
+        "without a limit or with Kafka's default, 2147483647)",
     )
     parser.add_argument(
         "--strict",
@@ -438,12 +459,16 @@ def _dump_records(path: str, args: argparse.Namespace, report: _Report) -> None:
     from lazyconv.records import DEFAULT_MAX_DECOMPRESSED_SIZE, FileRecords
 
     max_size = args.max_decompressed_size or DEFAULT_MAX_DECOMPRESSED_SIZE
+    limit = args.max_bytes
     try:
-        records = FileRecords(path, max_decompressed_size=max_size)
+        # --max-bytes: Kafka's FileRecords.slice(0, N), the batches ending within N bytes
+        records = FileRecords(path, 0, limit, max_decompressed_size=max_size)
     except OSError as exc:
         raise ConfigurationError(f"cannot open {path}: {exc.strerror or exc}") from None
     out = sys.stdout
     with records, _progress(records.size_in_bytes, args.quiet) as progress:
+        # a batch cut by the limit is the end of what was asked for, not a torn tail
+        cut = limit is not None and limit < os.fstat(records.fileno).st_size
         dumper = Dumper(out, json_lines=args.json, validate=not args.no_validate, args=args)
         if not args.json:
             out.write(f"Dumping {_file_text(path)}\n")
@@ -462,12 +487,12 @@ def _dump_records(path: str, args: argparse.Namespace, report: _Report) -> None:
                 dumper.batch_only(batch)
             end = batch.position + batch.size_in_bytes
         trailing = records.size_in_bytes - end
-        if trailing > 0:
+        if trailing > 0 and not cut:
             if args.strict:
                 raise TruncatedDataError(
                     f"{trailing} trailing bytes do not form a complete batch (--strict)", end
                 )
-            if not args.json:
+            if not args.json and limit in (None, _KAFKA_NO_LIMIT):
                 out.write(f"Found {trailing} invalid bytes at the end of {Path(path).name}\n")
             log.warning(
                 "%s: %d trailing bytes at byte %d do not form a complete batch (skipped)",

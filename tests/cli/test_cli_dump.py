@@ -500,6 +500,68 @@ def test_truncated_tail_is_skipped_with_warning(
     assert "trailing bytes" in caplog.text
 
 
+def test_max_bytes_reads_the_batches_within_the_first_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Kafka's --max-bytes N reads a .log as its first N bytes (FileRecords.slice(0, N)): the
+    # batches that end within them; the batch the limit cuts is not a torn tail (no "Found N
+    # invalid bytes" line, no warning, not an error under --strict)
+    first, second = _two_batches()
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(first + second)
+    ends = [len(first), len(first) + len(second)]
+    status = main(["dump", "-q", str(path), "--deep-iteration"])
+    full = capsys.readouterr().out.splitlines()
+    assert status == 0 and len(full) == 2 + 2 * len(ends)
+    for limit in [*range(ends[-1] + 3), 2**31 - 1, 2**40]:
+        whole = sum(end <= limit for end in ends)
+        status = main(["dump", "-q", str(path), "--deep-iteration", "--strict", "--max-bytes",
+                       str(limit)])
+        out, err = capsys.readouterr()
+        assert (status, err) == (0, ""), limit
+        assert out.splitlines() == full[:2 + 2 * whole], limit
+        status = main(["dump", "-q", str(path), "--json", "--max-bytes", str(limit)])
+        out, err = capsys.readouterr()
+        assert (status, err) == (0, ""), limit
+        assert [json.loads(line)["offset"] for line in out.splitlines()] == list(range(whole))
+
+
+def test_max_bytes_over_a_torn_tail_prints_kafkas_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Kafka's tool prints "Found N invalid bytes at the end of FILE" only with its default
+    # --max-bytes (2147483647, no limit); a limit past the end of the file reads the torn
+    # tail all the same: lazyconv still warns on stderr, and --strict fails
+    first, second = _two_batches()
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(first + second[:-5])
+    found = f"Found {len(second) - 5} invalid bytes at the end of {path.name}"
+    for limit, kafka_prints_it in ((None, True), (2**31 - 1, True), (len(first + second), False)):
+        option = [] if limit is None else ["--max-bytes", str(limit)]
+        status = main(["dump", "-q", str(path), *option])
+        out, err = capsys.readouterr()
+        assert status == 0
+        assert (found in out.splitlines()) == kafka_prints_it, limit
+        assert "trailing bytes" in err
+        status = main(["dump", "-q", str(path), "--strict", *option])
+        assert status == 1 and "trailing bytes" in capsys.readouterr().err
+
+
+def test_max_bytes_leaves_index_files_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Kafka's tool limits only the .log files it reads (and KRaft snapshots); an index and
+    # the check of its entries against its .log are read whole
+    folder = _small_log_dir(tmp_path)
+    log_file = sorted(folder.glob("*.log"))[0]
+    files = [str(log_file.with_suffix(s)) for s in (".index", ".timeindex")]
+    status = main(["dump", "-q", *files])
+    whole = capsys.readouterr().out
+    status = main(["dump", "-q", *files, "--max-bytes", "0"])
+    assert status == 0 and capsys.readouterr().out == whole
+    assert whole.count("offset: ") >= 2
+
+
 def test_missing_file_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = dump(tmp_path / "nope.log", capsys=capsys)
     assert status == 2 and "cannot open" in err
@@ -527,7 +589,7 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
         main(["dump", "--help"])
     help_text = capsys.readouterr().out
     for option in ("--json", "--batches", "--no-validate", "--max-decompressed-size", "--quiet",
-                   "--files"):
+                   "--files", "--max-bytes"):
         assert option in help_text
 
 

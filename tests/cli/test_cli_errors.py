@@ -202,6 +202,9 @@ _OPTION_MISTAKES = [
     ("validate", ["--fetch-max-bytes", "lots"], "--fetch-max-bytes"),
     ("validate", ["--topic-config", "t"], "--topic-config"),
     ("validate", ["--topic-config", "t:retention.ms=1"], "--topic-config"),
+    ("dump", ["--max-bytes", "-1"], "--max-bytes"),
+    ("dump", ["--max-bytes", "1.5"], "--max-bytes"),
+    ("dump", ["--max-bytes", "lots"], "--max-bytes"),
 ]
 
 
@@ -215,7 +218,8 @@ def test_a_bad_option_value_is_named_as_argparse_names_it(
               "gateway": ["gateway", "--upstream", "127.0.0.1:9092", "--port", "0"],
               "fixtures generate": ["fixtures", "generate", str(files["dir"]), "--size", "1M"],
               "simulate partitioner": ["simulate", "partitioner", "--no-plot"],
-              "validate": ["validate", str(files["dir"])]}[command]
+              "validate": ["validate", str(files["dir"])],
+              "dump": ["dump", str(files["segment.log"])]}[command]
     status, _, err = run([*before, *args], capsys)
     assert status == USAGE, err
     assert_one_error_line(err, command, f"lazyconv {command}: error: argument {option}: ")
@@ -240,6 +244,20 @@ def test_dump_files_refusals_name_the_option(files: dict[str, Path],
         assert status == USAGE and out == "", err
         assert_one_error_line(err, "dump", "PATH")
         assert err.rstrip().endswith(" (see 'lazyconv dump --help')"), err
+
+
+def test_dump_max_bytes_refusals_say_what_is_wrong(files: dict[str, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # Kafka's --max-bytes is a whole number of bytes (its tool: an Integer; a negative one fails
+    # there with an IllegalArgumentException from FileRecords.slice)
+    for value, message in (("-1", "must be at least 0, got -1"),
+                           ("1.5", "expected a whole number, got '1.5'"),
+                           ("1K", "expected a whole number, got '1K'"),
+                           ("", "expected a whole number, got ''")):
+        status, out, err = run(["dump", str(files["segment.log"]), "--max-bytes", value], capsys)
+        assert status == USAGE and out == "", err
+        assert_one_error_line(err, "dump", f"lazyconv dump: error: argument --max-bytes: {message} "
+                                           "(see 'lazyconv dump --help')")
 
 
 def test_only_an_option_s_error_points_at_help(

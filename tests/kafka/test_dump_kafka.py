@@ -19,6 +19,7 @@ The only differences are documented ones (docs/differences.md, "dump"):
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import struct
@@ -30,6 +31,7 @@ import pytest
 from kafka_broker import random_cluster_id
 
 from lazyconv._cli import main
+from lazyconv.records import FileRecords
 
 pytestmark = pytest.mark.kafka
 
@@ -128,6 +130,36 @@ def test_files_option_line_for_line(oracle_log_4, dist: Path, capsys) -> None:
     assert reports(ours.err.splitlines()) == reports(their_err)
     assert sum(line.startswith("Dumping ") for line in theirs) == len(files)
     assert lazyconv_dump(capsys, files, "--deep-iteration")[1] == theirs
+
+
+def test_max_bytes_line_for_line(oracle_log_4, dist: Path, capsys, tmp_path: Path) -> None:
+    """``--max-bytes N``: each .log read as its first N bytes, the batches that end within them
+    listed (limits cutting the files at different batches; 2147483647 is Kafka's default);
+    the indexes are read whole; a torn tail gives "Found N invalid bytes" only with Kafka's
+    default."""
+    logs = segment_files(oracle_log_4.copy, ".log")
+    torn = tmp_path / logs[0].name
+    data = logs[0].read_bytes()
+    torn.write_bytes(data + data[:40])
+    files = [*logs, *segment_files(oracle_log_4.copy, ".index", ".timeindex"), torn]
+    largest = max(logs, key=lambda p: p.stat().st_size)
+    with FileRecords(str(largest)) as records:
+        second = [b.position + b.size_in_bytes for b in itertools.islice(records.batches(), 2)][1]
+    # a limit one byte short of a batch's end, and at its end
+    limits = sorted({0, second - 1, second, 4096, largest.stat().st_size // 2, 2**31 - 1})
+    listed = []
+    for limit in limits:
+        options = ("--deep-iteration", "--max-bytes", str(limit))
+        status, ours, our_err = lazyconv_dump(capsys, files, *options)
+        _, theirs, their_err = kafka_dump(dist, files, *options)
+        assert status == 0, our_err
+        assert ours == theirs, limit
+        assert reports([e for e in our_err if "lazyconv dump: warning:" not in e]) == \
+            reports(their_err)
+        listed.append(sum(line.startswith("baseOffset: ") for line in theirs))
+        found = f"Found 40 invalid bytes at the end of {torn.name}"
+        assert (found in theirs) == (limit == 2**31 - 1), limit
+    assert listed == sorted(set(listed)), (limits, listed)  # each limit lists more batches
 
 
 def test_skip_record_metadata_keeps_the_record_indent(oracle_log_4, dist: Path, capsys) -> None:
