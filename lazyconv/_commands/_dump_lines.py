@@ -7,6 +7,7 @@ in the chosen format.
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -15,7 +16,7 @@ from lazyconv.records._format import LEGACY_PREFIX, LOG_OVERHEAD
 if TYPE_CHECKING:
     from lazyconv.records import Record, RecordBatch
 
-__all__ = ["Dumper", "snapshot_line", "camel_case"]
+__all__ = ["Dumper", "snapshot_line", "camel_case", "java_utf8"]
 
 _TIMESTAMP_TYPE_JSON = {-1: None, 0: "create_time", 1: "log_append_time"}
 _TIMESTAMP_TYPE_TEXT = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
@@ -217,8 +218,68 @@ def _legacy_crcs(batch: RecordBatch, valid: bool) -> list[tuple[int, bool]]:
 
 
 def _utf8(data: bytes) -> str:
-    """Kafka's StringDecoder: the bytes as UTF-8, malformed sequences replaced by U+FFFD."""
-    return data.decode("utf-8", "replace")
+    """Kafka's StringDecoder: the bytes as UTF-8, malformed sequences replaced as Java does."""
+    return java_utf8(data)
+
+
+def java_utf8(data: bytes) -> str:
+    """``new String(data, StandardCharsets.UTF_8)``, as Kafka's tool decodes keys, values and
+    header keys: valid UTF-8 as Python reads it, each malformed sequence one U+FFFD, but where
+    Java's decoder takes more bytes as one sequence than Python's ``errors="replace"``: a UTF-8
+    encoded surrogate (``ED A0 80``) is one U+FFFD (Python: three), its first two bytes one
+    (Python: two), a sequence cut by the end one whatever follows."""
+    return data.decode("utf-8", _JAVA_REPLACE)
+
+
+def _java_malformed(exc: UnicodeError) -> tuple[str, int]:
+    """The codec error handler of :func:`java_utf8`: U+FFFD for the malformed sequence at
+    ``exc.start``, and where Java's decoder (OpenJDK 17's String.decodeUTF8_UTF16) resumes:
+    after the bytes it takes as that sequence, read by the lead byte's length."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    data, at = exc.object, exc.start
+    return "\ufffd", at + _java_malformed_length(data, at)
+
+
+def _is_continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+def _java_malformed_length(data: bytes, at: int) -> int:
+    """How many bytes from ``at`` Java's decoder replaces by one U+FFFD (the rest of ``data``
+    where it stops there); ``data[at:]`` does not start with a valid sequence."""
+    lead, rest = data[at], len(data) - at - 1  # bytes after the lead byte
+    if 0xE0 <= lead <= 0xEF:
+        second = data[at + 1] if rest else None
+        bad_second = second is not None and (
+            (lead == 0xE0 and second & 0xE0 == 0x80) or not _is_continuation(second))
+        if rest >= 2:
+            # three bytes there: malformed (an overlong, a non-continuation) or a surrogate
+            if bad_second:
+                return 1
+            return 2 if not _is_continuation(data[at + 2]) else 3
+        # cut by the end: the lead byte alone when the next one cannot follow it, else all
+        return 1 if bad_second else rest + 1
+    if 0xF0 <= lead <= 0xF7:
+        second = data[at + 1] if rest else None
+        bad_second = lead > 0xF4 or (second is not None and (
+            (lead == 0xF0 and not 0x90 <= second <= 0xBF)
+            or (lead == 0xF4 and second & 0xF0 != 0x80) or not _is_continuation(second)))
+        if rest >= 3:
+            if bad_second:
+                return 1
+            return 2 if not _is_continuation(data[at + 2]) else 3
+        if bad_second:
+            return 1
+        # cut by the end: the lead and second bytes, and a third continuation byte after them
+        if rest < 2 or not _is_continuation(data[at + 2]):
+            return min(2, rest + 1)
+        return rest + 1
+    return 1  # a continuation or invalid byte, a two-byte lead without its continuation
+
+
+_JAVA_REPLACE = "lazyconv.java_utf8_replace"
+codecs.register_error(_JAVA_REPLACE, _java_malformed)
 
 
 def _compression_name(batch: RecordBatch) -> str:
@@ -322,4 +383,4 @@ def _key_text(key: str) -> str:
     """A header key as Kafka's DumpLogSegments prints it: bytes that are not UTF-8 (kept by the
     records layer as lone surrogates, so they round-trip) shown as U+FFFD, as Java's decoder
     shows them; this also keeps ``--json`` output valid JSON."""
-    return key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return java_utf8(key.encode("utf-8", "surrogateescape"))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import random
 import shutil
 import struct
 import subprocess
@@ -31,7 +32,7 @@ import pytest
 from kafka_broker import random_cluster_id
 
 from lazyconv._cli import main
-from lazyconv.records import FileRecords
+from lazyconv.records import Compression, FileRecords, RecordsBuilder
 
 pytestmark = pytest.mark.kafka
 
@@ -160,6 +161,31 @@ def test_max_bytes_line_for_line(oracle_log_4, dist: Path, capsys, tmp_path: Pat
         found = f"Found 40 invalid bytes at the end of {torn.name}"
         assert (found in theirs) == (limit == 2**31 - 1), limit
     assert listed == sorted(set(listed)), (limits, listed)  # each limit lists more batches
+
+
+def test_malformed_utf8_line_for_line(dist: Path, capsys, tmp_path: Path) -> None:
+    """Keys, values and header keys that are not UTF-8 (a KRaft segment's UUIDs are such bytes)
+    print as Kafka's tool prints them, decoded by Java's ``new String(bytes, UTF_8)``: bytes
+    around each lead byte, the sequences where Java's replacement differs from Python's (a
+    UTF-8 encoded surrogate, its first two bytes) and random bytes."""
+    rng = random.Random(7)
+    alphabet = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF,
+                0xE0, 0xE1, 0xED, 0xEF, 0xF0, 0xF1, 0xF4, 0xF5, 0xF8, 0xFF]
+    values = [bytes([lead, *tail]) for lead in alphabet for tail in ((), (0x80,), (0xA0,),
+                                                                    (0x90, 0x80), (0xA0, 0x80))]
+    values += [bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 9))) for _ in range(400)]
+    builder = RecordsBuilder(2, Compression.NONE, base_offset=0)
+    for index, value in enumerate(values):
+        header = value.decode("utf-8", "surrogateescape")  # the records layer's header keys
+        builder.append(timestamp=1000 + index, key=b"k" + value, value=value,
+                       headers=[(header, b"v")])
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(builder.build())
+    status, ours, our_err = lazyconv_dump(capsys, [path], "--print-data-log")
+    _, theirs, _ = kafka_dump(dist, [path], "--print-data-log")
+    assert status == 0, our_err
+    assert len(theirs) == len(values) + 3
+    assert ours == theirs
 
 
 def test_skip_record_metadata_keeps_the_record_indent(oracle_log_4, dist: Path, capsys) -> None:
