@@ -60,6 +60,7 @@ __all__ = [
     "ValidationError",
     "StorageError",
     "UpstreamError",
+    "UnansweredRequestError",
     "UpstreamAuthenticationError",
     "ErrorCode",
     "AuthenticationError",
@@ -182,6 +183,11 @@ class StorageError(LazyconvError):
 class UpstreamError(LazyconvError):
     """The Kafka cluster behind the gateway could not be reached, or answered something the
     gateway cannot use (no common API version above Kafka 4.0's floor, a malformed response)."""
+
+
+class UnansweredRequestError(LazyconvError):
+    """A request that gets no answer (a Produce with acks=0) failed: the server closes the
+    client's connection so that the client notices, as a Kafka broker closes it."""
 
 
 class AuthenticationError(LazyconvError):

@@ -17,14 +17,11 @@ from __future__ import annotations
 import logging
 import time
 
+from lazyconv.net._repeats import REPEAT_INTERVAL_S, RepeatedLines
+
 log = logging.getLogger(__name__)
 
 __all__ = ["ClusterState", "REPEAT_INTERVAL_S"]
-
-# A warning that repeats (one per client request) is logged once, then at most once per this
-# many seconds with the number of repeats in between.
-REPEAT_INTERVAL_S = 60.0
-
 
 class ClusterState:
     """The upstream cluster's reachability (see the module docstring); ``max_age`` in seconds."""
@@ -37,7 +34,7 @@ class ClusterState:
         self.failures = 0  # failed attempts since it was lost (the first one logged)
         self.outages = 0
         self._down_brokers: dict[int, int] = {}  # node id -> failures since it went down
-        self._warned: dict[str, tuple[float, int]] = {}  # what -> (logged at, repeats since)
+        self._warned = RepeatedLines()
 
     def ok(self) -> None:
         """The cluster answered."""
@@ -90,15 +87,7 @@ class ClusterState:
         """A failure of ``what`` (e.g. "JoinGroup for a group") that every client request may
         meet again: logged the first time, then at most once per ``REPEAT_INTERVAL_S`` with
         the number of repeats since (the rest at the debug level)."""
-        now = time.monotonic()
-        logged_at, repeats = self._warned.get(what, (None, 0))
-        if logged_at is None or now - logged_at >= REPEAT_INTERVAL_S:
-            self._warned[what] = (now, 0)
-            more = f" ({repeats} more since the last such line)" if repeats else ""
-            log.warning("%s failed: %s%s", what, error, more)
-        else:
-            self._warned[what] = (logged_at, repeats + 1)
-            log.debug("%s failed: %s", what, error)
+        self._warned.log(log, logging.WARNING, what, "%s failed: %s", what, error)
 
     @property
     def metadata_age(self) -> float | None:

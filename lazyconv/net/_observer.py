@@ -23,10 +23,13 @@ __all__ = ["ServerObserver", "CLOSE_REASONS", "AUTHENTICATION_MECHANISMS"]
 #: (its request did not fit in queued.max.request.bytes in time, or stalled above its share),
 #: ``authentication`` (its TLS handshake or SASL exchange failed, was refused or took too long),
 #: ``invalid_request`` (a size outside the bounds, a frame that does not parse, an API or version
-#: not served), ``response_error`` (an answer that could not be finished), ``internal_error`` (a
-#: lazyconv bug), ``draining`` (the server is draining), ``shutdown`` (the server stopped).
+#: not served), ``unanswered_error`` (a request with no answer, a Produce with acks=0, failed: closed
+#: so that the client notices, as Kafka closes it), ``response_error`` (an answer that could not be
+#: finished), ``internal_error`` (a lazyconv bug), ``draining`` (the server is draining),
+#: ``shutdown`` (the server stopped).
 CLOSE_REASONS = ("client", "idle", "read_timeout", "write_timeout", "request_memory",
-                 "authentication", "invalid_request", "response_error", "internal_error", "draining", "shutdown")
+                 "authentication", "invalid_request", "unanswered_error", "response_error",
+                 "internal_error", "draining", "shutdown")
 
 
 #: What authenticated a connection (or failed to), a bounded set fit for a metric's label: a SASL

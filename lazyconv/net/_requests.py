@@ -59,7 +59,8 @@ class RequestHandler(Protocol):
     async def handle(self, request: Request, session: Session) -> Response | Deferred | None:
         """Answer one request; ``None`` when no response is due (acks=0 Produce). Raises a
         :class:`~lazyconv.errors.LazyconvError` for a request that must close the
-        connection. A handler with a ``deferrable_keys`` attribute (a set of API keys) may
+        connection (:class:`~lazyconv.errors.UnansweredRequestError`: one with no answer that
+        failed, closed after the answers owed before it). A handler with a ``deferrable_keys`` attribute (a set of API keys) may
         answer those with a :class:`~lazyconv.net._model.Deferred` when ``session.may_defer``
         is set: the connection loop then goes on with the client's next request of those keys
         and writes the answers in order."""

@@ -73,6 +73,7 @@ from lazyconv.errors import (
     LocalProtocolError,
     RemoteProtocolError,
     TlsError,
+    UnansweredRequestError,
 )
 from lazyconv.net._limits import (
     DEFAULT_MAX_REQUEST_SIZE,
@@ -86,6 +87,7 @@ from lazyconv.net._limits import (
 from lazyconv.net._model import Deferred, Listener, Response, reply_frame
 from lazyconv.net._observer import ServerObserver
 from lazyconv.net._remote_send import DONE, NOT_STARTED, PEER_GONE, PEER_GONE_ERRNOS, TIMED_OUT
+from lazyconv.net._repeats import RepeatedLines
 from lazyconv.net._requests import FrontDoor, RequestHandler
 from lazyconv.net._secure_connection import (
     ClientAuthenticator,
@@ -834,8 +836,17 @@ async def _recv_when_readable(loop: asyncio.AbstractEventLoop, conn: socket.sock
             continue  # woken without data after all: wait again
 
 
+# a client that retries what fails with acks=0 reconnects and fails again: said at info once,
+# then at most once a minute with the count (Kafka says it at info each time)
+_UNANSWERED = RepeatedLines()
+
+
 def _unanswerable(peer: object, exc: LazyconvError) -> _Ended:
     """Say why a request got no answer; the connection ends for it."""
+    if isinstance(exc, UnansweredRequestError):
+        _UNANSWERED.log(log, logging.INFO, "unanswered", "closing %s so that it notices: %s",
+                        peer, exc)
+        return _Ended("unanswered_error")
     if isinstance(exc, LocalProtocolError):  # our answer did not encode: our bug, not the client's
         log.error("closing %s: the answer to its request could not be encoded "
                   "(a lazyconv bug, please report it): %s", peer, exc)

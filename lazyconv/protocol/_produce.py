@@ -9,6 +9,10 @@ and ``NodeEndpoints`` (left at their defaults: this server is always the leader)
 part 2) changes no field: with transactions V2 a Produce also adds its partitions to the
 transaction (no AddPartitionsToTxn).
 
+A Produce with acks=0 that fails in any partition gets no answer: the broker closes the
+connection so that the client notices (Kafka's ``handleProduceRequest``); :func:`unanswered_failure`
+says why, from the answer it would have had.
+
 ``SPEC`` is what ``serve`` answers; ``KAFKA_SPEC`` declares every version lazyconv knows,
 Kafka 4.0.1's 3–12 included (:data:`lazyconv.protocol._kafka_apis.KAFKA_APIS`).
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lazyconv.errors import ErrorCode, UnansweredRequestError
 from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._primitives import Reader
 from lazyconv.protocol._schema import (
@@ -31,7 +36,8 @@ from lazyconv.protocol._schema import (
     Struct,
 )
 
-__all__ = ["SPEC", "KAFKA_SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "decode_request", "encode_response"]
+__all__ = ["SPEC", "KAFKA_SPEC", "API_KEY", "MIN_VERSION", "MAX_VERSION", "decode_request", "encode_response",
+           "unanswered_failure"]
 
 
 _PARTITION_DATA = Struct(
@@ -123,3 +129,24 @@ def decode_request(version: int, data: bytes | memoryview | Reader) -> dict[str,
 def encode_response(version: int, body: Mapping[str, Any]) -> bytes:
     """Encode a Produce response body of ``version`` (0–11)."""
     return SPEC.encode_response(version, body)
+
+
+def unanswered_failure(body: Mapping[str, Any], shown: int = 5) -> UnansweredRequestError | None:
+    """Why an acks=0 Produce whose answer would be ``body`` (a response body) closes its
+    connection: its failed partitions and their errors (the first ``shown``); ``None`` when
+    every partition succeeded (nothing to say: no answer, the connection stays open)."""
+    failed = [f"{topic['name']}-{part['index']} {_error_name(part['error_code'])}"
+              for topic in body["responses"] for part in topic["partition_responses"]
+              if part["error_code"]]
+    if not failed:
+        return None
+    more = f" and {len(failed) - shown} more" if len(failed) > shown else ""
+    return UnansweredRequestError(
+        f"Produce with acks=0 failed in {len(failed)} partition(s): {', '.join(failed[:shown])}{more}")
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"

@@ -4,7 +4,8 @@
 (:mod:`lazyconv.net._requests`) parses each frame against :attr:`Broker.apis` and answers
 ApiVersions; :meth:`Broker.handle` answers the rest through a table of handlers built once, and
 returns a :class:`~lazyconv.net._model.Response` (a Send plus what must be closed when it is
-done) or ``None`` (acks=0 Produce). It does no socket I/O: :mod:`lazyconv.net._server` owns the
+done) or ``None`` (acks=0 Produce; one that fails raises UnansweredRequestError, which closes the
+connection as Kafka closes it). It does no socket I/O: :mod:`lazyconv.net._server` owns the
 sockets. Fetch waits (a fetch below ``MinBytes`` waits up to ``MaxWaitMs`` for the log to grow,
 as a broker does) and Produce may be delayed per listener. The group and transaction APIs are
 :mod:`lazyconv.serve._group_apis`' and :mod:`lazyconv.serve._txn_apis`'.
@@ -301,6 +302,11 @@ class Broker:
         if session.listener.produce_delay_ms > 0:
             await asyncio.sleep(session.listener.produce_delay_ms / 1000)
         if body["acks"] == 0:
+            # no answer is read; a failure closes the connection (the answers before it first),
+            # so that the client notices, as Kafka's handleProduceRequest closes it
+            failure = produce.unanswered_failure(answer)
+            if failure is not None:
+                raise failure
             return None
         return reply(request, answer)
 

@@ -22,7 +22,6 @@ from lazyconv._commands._log_format import (
 )
 from lazyconv.conversion._lazy_records import LazyDownConvertedRecords
 from lazyconv.errors import UpstreamError
-from lazyconv.gateway import _cluster_state
 from lazyconv.gateway._clients import ClientRegistry, software_label
 from lazyconv.gateway._cluster_state import ClusterState
 from lazyconv.gateway._metrics import (
@@ -88,7 +87,7 @@ def test_the_cluster_state_logs_each_change_once(caplog: pytest.LogCaptureFixtur
 
 def test_a_repeated_warning_is_counted(caplog: pytest.LogCaptureFixture, monkeypatch) -> None:
     state = ClusterState(max_age=30)
-    monkeypatch.setattr(_cluster_state, "REPEAT_INTERVAL_S", 0.05)
+    monkeypatch.setattr(state._warned, "interval", 0.05)
     for _ in range(10):
         state.warn("JoinGroup at a group coordinator", "no connection")
     time.sleep(0.06)
