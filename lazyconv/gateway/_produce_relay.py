@@ -11,7 +11,9 @@ for byte (an idempotent or transactional producer's ids, epochs and sequences in
 client's own version where the leader serves it.
 
 The partitions are grouped by their upstream leader and each leader gets one request (the
-client's acks and timeout kept; acks=0 requests are sent and not answered, as a broker does).
+client's acks and timeout kept; acks=0 requests are sent and not answered, as a broker does; one
+with a partition the gateway fails itself raises UnansweredRequestError, which closes the
+client's connection as a broker closes it).
 :meth:`ProduceRelay.send` returns once those are written, so the connection loop can send a
 client's next Produce upstream while this one's answers are on their way (a producer's
 requests in flight stay in flight through the gateway); the answers go back in order.
@@ -92,7 +94,8 @@ class ProduceRelay:
         upstream request is written (so a next Produce of this client reaches each leader
         after this one, as its sequence numbers require), with the future of the downstream
         response body (cancelling it abandons the answers); ``None`` for acks=0, which has no
-        answer."""
+        answer (:class:`~lazyconv.errors.UnansweredRequestError` when a partition of it failed
+        here: the connection is closed, as Kafka closes it)."""
         parts = [_Part(t["name"], p["index"], p["records"])
                  for t in request["topic_data"] for p in t["partition_data"]]
         for part in parts:
@@ -130,6 +133,12 @@ class ProduceRelay:
         by_leader = route_to_leaders(session.cluster, pending, lambda p: (p.topic, p.index), fail)
         await ask_leaders(session, by_leader, ask, fail, "produce")
         if request["acks"] == 0:
+            # no answer is read: a partition the gateway failed itself (an unknown or refused
+            # topic, no leader, a set that does not up-convert, a leader not reached) closes
+            # the connection, as Kafka closes it, so that the client notices
+            failure = produce.unanswered_failure(_response_body(parts))
+            if failure is not None:
+                raise failure
             return None
         # every leader's answer applied to its partitions, then the response: callbacks, no task
         return chained(asyncio.gather(*applied), lambda _: _response_body(parts))
