@@ -57,6 +57,17 @@ class WireClient:
             data += piece
         return bytes(data)
 
+    def closed_by_server(self, within: float = 5.0) -> bool:
+        """The server closed the connection (``recv`` gives ``b""`` or a reset) within
+        ``within`` seconds; False when it is still open then."""
+        self.sock.settimeout(within)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+
     def close(self) -> None:
         self.sock.close()
 
