@@ -7,16 +7,20 @@ has one. :func:`error_response` builds the same from the declarations alone: it 
 response schema beside the request's, gives each response array that answers a request array
 (:data:`_ANSWERS`, per API) an element per request element, copies the identifying fields
 (names, partition indexes, resource types: the same names or :data:`_SAME_AS`), sets the values
-Kafka's class sets for "not known" (:data:`_UNKNOWN`: where a field of the answer shares a name
-with one of the request that says something else, or has no such default) and sets every
-error code (and, with ``message``, every ``error_message``) on the way. A relay uses it when it cannot or will not forward a request
-(an API it does not route, an upstream it cannot reach).
+Kafka's class sets for "not known" and leaves unset what it leaves unset (:data:`_UNKNOWN`:
+where a field of the answer shares a name with one of the request that says something else, or
+Kafka's value is not the declared default) and sets every error code (and, with ``message``,
+every ``error_message``) on the way. A relay uses it when it cannot or will not forward a
+request (an API it does not route, an upstream it cannot reach). tests/protocol/
+test_error_response.py holds every API's answer against Kafka's, field by field.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
 
 from lazyconv.protocol._api import ApiSpec
 from lazyconv.protocol._schema import INT16, ArrayOf, Field, ScalarType, Struct
@@ -39,11 +43,8 @@ _ANSWERS: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
                      ("OffsetCommitResponseTopic", "partitions"): ("partitions",)},
     "OffsetFetch": {("OffsetFetchResponse", "topics"): ("topics",),
                     ("OffsetFetchResponseTopic", "partitions"): ("partition_indexes",),
-                    ("OffsetFetchResponse", "groups"): ("groups",),
-                    ("OffsetFetchResponseGroup", "topics"): ("topics",),
-                    ("OffsetFetchResponseTopics", "partitions"): ("partition_indexes",)},
+                    ("OffsetFetchResponse", "groups"): ("groups",)},
     "FindCoordinator": {("FindCoordinatorResponse", "coordinators"): ("coordinator_keys",)},
-    "LeaveGroup": {("LeaveGroupResponse", "members"): ("members",)},
     "DescribeGroups": {("DescribeGroupsResponse", "groups"): ("groups",)},
     "CreateTopics": {("CreateTopicsResponse", "topics"): ("topics",)},
     "DeleteTopics": {("DeleteTopicsResponse", "responses"): ("topics", "topic_names")},
@@ -52,10 +53,8 @@ _ANSWERS: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
     "OffsetForLeaderEpoch": {("OffsetForLeaderEpochResponse", "topics"): ("topics",),
                              ("OffsetForLeaderTopicResult", "partitions"): ("partitions",)},
     "AddPartitionsToTxn": {
-        ("AddPartitionsToTxnResponse", "results_by_transaction"): ("transactions",),
-        ("AddPartitionsToTxnResult", "topic_results"): ("topics",),
-        ("AddPartitionsToTxnTopicResult", "results_by_partition"): ("partitions",),
-        ("AddPartitionsToTxnResponse", "results_by_topic_v3_and_below"): ("v3_and_below_topics",)},
+        ("AddPartitionsToTxnResponse", "results_by_topic_v3_and_below"): ("v3_and_below_topics",),
+        ("AddPartitionsToTxnTopicResult", "results_by_partition"): ("partitions",)},
     "WriteTxnMarkers": {("WriteTxnMarkersResponse", "markers"): ("markers",),
                         ("WritableTxnMarkerResult", "topics"): ("topics",),
                         ("WritableTxnMarkerTopicResult", "partitions"): ("partition_indexes",)},
@@ -75,35 +74,119 @@ _ANSWERS: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
     "AlterPartitionReassignments": {
         ("AlterPartitionReassignmentsResponse", "responses"): ("topics",),
         ("ReassignableTopicResponse", "partitions"): ("partitions",)},
-    "OffsetDelete": {("OffsetDeleteResponse", "topics"): ("topics",),
-                     ("OffsetDeleteResponseTopic", "partitions"): ("partitions",)},
+    "ListPartitionReassignments": {
+        ("ListPartitionReassignmentsResponse", "topics"): ("topics",),
+        ("OngoingTopicReassignment", "partitions"): ("partition_indexes",)},
     "AlterClientQuotas": {("AlterClientQuotasResponse", "entries"): ("entries",),
                           ("EntryData", "entity"): ("entity",)},
     "DescribeUserScramCredentials": {
         ("DescribeUserScramCredentialsResponse", "results"): ("users",)},
     "AlterUserScramCredentials": {
         ("AlterUserScramCredentialsResponse", "results"): ("deletions", "upsertions")},
-    "UpdateFeatures": {("UpdateFeaturesResponse", "results"): ("feature_updates",)},
     "DescribeProducers": {("DescribeProducersResponse", "topics"): ("topics",),
                           ("TopicResponse", "partitions"): ("partition_indexes",)},
     "DescribeTransactions": {
         ("DescribeTransactionsResponse", "transaction_states"): ("transactional_ids",)},
     "ConsumerGroupDescribe": {("ConsumerGroupDescribeResponse", "groups"): ("group_ids",)},
     "DescribeTopicPartitions": {("DescribeTopicPartitionsResponse", "topics"): ("topics",)},
-    "DescribeQuorum": {("DescribeQuorumResponse", "topics"): ("topics",),
-                       ("TopicData", "partitions"): ("partitions",)},
 }
-# API -> {(response struct, field): the value Kafka's getErrorResponse sets}, where the request
-# has a field of the same name that is not the same thing (a ListOffsets timestamp asked for, an
-# OffsetForLeaderEpoch epoch asked about) or the declared default is not Kafka's value
-# (DeleteRecordsResponse.INVALID_LOW_WATERMARK)
+
+
+@dataclass(frozen=True)
+class _From:
+    """``value`` from ``version`` on; below it the field is answered as if not listed."""
+
+    version: int
+    value: Any
+
+
+_NOT_SET: Final = object()  # Kafka's class does not set the field: the response's declared default
+_ABSENT: Final = object()  # no entry
+
+# API -> {(response struct, field): what Kafka's getErrorResponse puts there}, where that is not
+# what mirroring the request gives: a field of the answer sharing a name with one of the request
+# that says something else (a ListOffsets timestamp asked for, an InitProducerId producer id), a
+# field Kafka leaves at its default (_NOT_SET) or sets to its own "not known" value, an array it
+# leaves empty (or null) although the request names what it would list. Each entry names the
+# Java class it comes from.
 _UNKNOWN: dict[str, dict[tuple[str, str], Any]] = {
+    # ProduceRequest: INVALID_OFFSET (log append time and log start offset: their defaults, -1)
+    "Produce": {("PartitionProduceResponse", "base_offset"): -1},
+    # FetchRequest, FetchResponse.partitionResponse: INVALID_HIGH_WATERMARK, the log start
+    # offset not set, records MemoryRecords.EMPTY (4.0.1; 3.9.0 leaves them null, which
+    # librdkafka refuses at v0-3: empty there too, as serve's error partitions,
+    # docs/differences.md); from v13 the top-level code alone
+    "Fetch": {("FetchResponse", "responses"): _From(13, []),
+              ("PartitionData", "high_watermark"): -1,
+              ("PartitionData", "log_start_offset"): _NOT_SET,
+              ("PartitionData", "records"): b""},
+    # ListOffsetsRequest: UNKNOWN_TIMESTAMP, UNKNOWN_OFFSET
     "ListOffsets": {("ListOffsetsPartitionResponse", "timestamp"): -1,
                     ("ListOffsetsPartitionResponse", "offset"): -1},
+    # OffsetFetchRequest: v0-1 INVALID_OFFSET per partition; v2-7 the top-level code alone;
+    # v8+ each group's code, no partitions
+    "OffsetFetch": {("OffsetFetchResponsePartition", "committed_offset"): -1,
+                    ("OffsetFetchResponse", "topics"): _From(2, []),
+                    ("OffsetFetchResponseGroup", "topics"): []},
+    # FindCoordinatorResponse.prepareOldResponse / prepareErrorResponse: Node.noNode()
+    "FindCoordinator": {("FindCoordinatorResponse", "node_id"): -1,
+                        ("FindCoordinatorResponse", "port"): -1,
+                        ("Coordinator", "node_id"): -1, ("Coordinator", "port"): -1},
+    # JoinGroupRequest: UNKNOWN_MEMBER_ID, the protocol name null from v7 ("" before), the
+    # protocol type not set
+    "JoinGroup": {("JoinGroupResponse", "member_id"): "",
+                  ("JoinGroupResponse", "protocol_type"): _NOT_SET,
+                  ("JoinGroupResponse", "protocol_name"): _From(7, None)},
+    # SyncGroupRequest: neither protocol type nor name set
+    "SyncGroup": {("SyncGroupResponse", "protocol_type"): _NOT_SET,
+                  ("SyncGroupResponse", "protocol_name"): _NOT_SET},
+    # CreateTopicsRequest: name, code and message only
+    "CreateTopics": {("CreatableTopicResult", "num_partitions"): _NOT_SET,
+                     ("CreatableTopicResult", "replication_factor"): _NOT_SET,
+                     ("CreatableTopicResult", "topic_config_error_code"): _NOT_SET},
+    # DeleteRecordsRequest: DeleteRecordsResponse.INVALID_LOW_WATERMARK
+    "DeleteRecords": {("DeleteRecordsPartitionResult", "low_watermark"): -1},
+    # InitProducerIdRequest: RecordBatch.NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    "InitProducerId": {("InitProducerIdResponse", "producer_id"): -1,
+                       ("InitProducerIdResponse", "producer_epoch"): -1},
+    # OffsetsForLeaderEpochRequest: UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
     "OffsetForLeaderEpoch": {("EpochEndOffset", "leader_epoch"): -1,
                              ("EpochEndOffset", "end_offset"): -1},
-    "DeleteRecords": {("DeleteRecordsPartitionResult", "low_watermark"): -1},
+    # EndTxnRequest: the code alone (v5's producer id and epoch not set)
+    "EndTxn": {("EndTxnResponse", "producer_id"): _NOT_SET,
+               ("EndTxnResponse", "producer_epoch"): _NOT_SET},
+    # SaslAuthenticateRequest: code and message only
+    "SaslAuthenticate": {("SaslAuthenticateResponse", "auth_bytes"): _NOT_SET},
+    # CreateDelegationTokenResponse.prepareResponse: KafkaPrincipal.ANONYMOUS as owner and
+    # requester, timestamps -1
+    "CreateDelegationToken": {
+        ("CreateDelegationTokenResponse", "principal_type"): "User",
+        ("CreateDelegationTokenResponse", "principal_name"): "ANONYMOUS",
+        ("CreateDelegationTokenResponse", "token_requester_principal_type"): "User",
+        ("CreateDelegationTokenResponse", "token_requester_principal_name"): "ANONYMOUS",
+        ("CreateDelegationTokenResponse", "issue_timestamp_ms"): -1,
+        ("CreateDelegationTokenResponse", "expiry_timestamp_ms"): -1,
+        ("CreateDelegationTokenResponse", "max_timestamp_ms"): -1},
+    # DescribeClientQuotasRequest: entries null
+    "DescribeClientQuotas": {("DescribeClientQuotasResponse", "entries"): None},
+    # DescribeUserScramCredentialsRequest: a result per user asked, its name not set
+    "DescribeUserScramCredentials": {("DescribeUserScramCredentialsResult", "user"): _NOT_SET},
+    # DescribeClusterRequest: code and message only (the endpoint type's default: brokers)
+    "DescribeCluster": {("DescribeClusterResponse", "endpoint_type"): _NOT_SET},
+    # ConsumerGroupHeartbeatRequest: the code alone
+    "ConsumerGroupHeartbeat": {("ConsumerGroupHeartbeatResponse", "member_id"): _NOT_SET,
+                               ("ConsumerGroupHeartbeatResponse", "member_epoch"): _NOT_SET,
+                               ("ConsumerGroupHeartbeatResponse", "assignment"): _NOT_SET},
+    # DescribeTopicPartitionsRequest: no next cursor
+    "DescribeTopicPartitions": {("DescribeTopicPartitionsResponse", "next_cursor"): _NOT_SET},
 }
+# API -> the (response struct, field)s Kafka copies a null into (elsewhere a null of the
+# request leaves the answer's default: Metadata's name of a topic asked by id is "")
+_KEEPS_NULL: dict[str, frozenset[tuple[str, str]]] = {
+    "DeleteTopics": frozenset({("DeletableTopicResult", "name")}),  # DeleteTopicsRequest
+    "AlterClientQuotas": frozenset({("EntityData", "entity_name")}),  # AlterClientQuotasRequest
+}
+
 # a response field -> request fields holding the same value under another name
 _SAME_AS: dict[str, tuple[str, ...]] = {
     "partition_index": ("partition", "index"),
@@ -122,8 +205,35 @@ def error_response(spec: ApiSpec, version: int, request: Mapping[str, Any] | Non
     """``spec``'s response at ``version`` refusing ``request`` (its decoded body; ``None``:
     only the top-level fields) with ``code`` everywhere a code goes."""
     answers = _ANSWERS.get(spec.name, {})
-    return _Mirror(answers, _UNKNOWN.get(spec.name, {}), version, code, message).struct(
-        spec.response, spec.request, request or {})
+    out = _Mirror(answers, _UNKNOWN.get(spec.name, {}), _KEEPS_NULL.get(spec.name, frozenset()),
+                  version, code, message).struct(spec.response, spec.request, request or {})
+    finish = _FINISH.get(spec.name)
+    if finish is not None:
+        finish(spec, code, out)
+    return out
+
+
+def _own_versions(spec: ApiSpec, code: int, out: dict[str, Any]) -> None:
+    """ApiVersionsRequest: refused UNSUPPORTED_VERSION, the answer lists the versions of
+    ApiVersions itself (KIP-511), which the client asks again with."""
+    if code == _UNSUPPORTED_VERSION:
+        out["api_keys"] = [{"api_key": spec.key, "min_version": spec.min_version,
+                            "max_version": spec.max_version}]
+
+
+def _each_user_once(spec: ApiSpec, code: int, out: dict[str, Any]) -> None:
+    """AlterUserScramCredentialsRequest: a result per user of the deletions and upsertions,
+    each once, in the order of the names (Java's String order: by UTF-16 code units)."""
+    users = {result["user"]: result for result in out.get("results", ())}
+    out["results"] = [users[user] for user in sorted(users, key=lambda u: u.encode("utf-16-be"))]
+
+
+_UNSUPPORTED_VERSION = 35
+# API -> what Kafka's class does that depends on more than a field: the code, or the whole list
+_FINISH: dict[str, Callable[[ApiSpec, int, dict[str, Any]], None]] = {
+    "ApiVersions": _own_versions,
+    "AlterUserScramCredentials": _each_user_once,
+}
 
 
 def _is_code(name: str) -> bool:
@@ -132,13 +242,21 @@ def _is_code(name: str) -> bool:
 
 class _Mirror:
     def __init__(self, answers: Mapping[tuple[str, str], tuple[str, ...]],
-                 unknown: Mapping[tuple[str, str], Any], version: int, code: int,
-                 message: str | None) -> None:
+                 unknown: Mapping[tuple[str, str], Any], keeps_null: frozenset[tuple[str, str]],
+                 version: int, code: int, message: str | None) -> None:
         self.answers = answers
         self.unknown = unknown
+        self.keeps_null = keeps_null
         self.version = version
         self.code = code
         self.message = message
+
+    def _unknown(self, struct: Struct, f: Field) -> Any:
+        """What :data:`_UNKNOWN` puts in ``f`` at this version (``_ABSENT``: nothing)."""
+        value = self.unknown.get((struct.name, f.name), _ABSENT)
+        if isinstance(value, _From):
+            value = value.value if self.version >= value.version else _ABSENT
+        return value
 
     def struct(self, struct: Struct, source_struct: Struct | None,
                source: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,12 +265,15 @@ class _Mirror:
         for f in struct.fields:
             if not f.present_in(self.version):
                 continue
-            if _is_code(f.name) and f.type == INT16:
-                out[f.name] = self.code
-            elif f.name == "error_message" and self.message is not None:
+            unknown = self._unknown(struct, f)
+            if f.name == "error_message" and self.message is not None:
                 out[f.name] = self.message
-            elif (struct.name, f.name) in self.unknown:
-                out[f.name] = self.unknown[(struct.name, f.name)]
+            elif unknown is _NOT_SET:
+                continue
+            elif unknown is not _ABSENT:
+                out[f.name] = copy.deepcopy(unknown)
+            elif _is_code(f.name) and f.type == INT16:
+                out[f.name] = self.code
             elif isinstance(f.type, ArrayOf) and isinstance(f.type.element, Struct):
                 sources = self.answers.get((struct.name, f.name), ())
                 out[f.name] = self.array(f.type.element, sources, source_fields, source)
@@ -166,9 +287,11 @@ class _Mirror:
                 else:
                     out[f.name] = self.struct(f.type, None, {})
             elif isinstance(f.type, ScalarType):
+                keeps_null = (struct.name, f.name) in self.keeps_null and f.nullable_in(self.version)
                 for name in (f.name, *_SAME_AS.get(f.name, ())):
                     other = source_fields.get(name)
-                    if other is not None and other.type == f.type and source.get(name) is not None:
+                    if other is not None and other.type == f.type and name in source and (
+                            source[name] is not None or keeps_null):
                         out[f.name] = source[name]
                         break
         return out

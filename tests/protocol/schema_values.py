@@ -125,3 +125,24 @@ def _non_default(t: Any, version: int, seed: int) -> Any:
     return {"float64": seed + 0.25, "bool": True, "uuid": uuid.UUID(int=seed),
             "string": f"s{seed}é", "bytes": bytes([seed % 256]) * 3,
             "records": bytes([seed % 256]) * 5}[name]
+
+
+def with_nulls(struct: Struct, value: dict[str, Any], version: int, *,
+               arrays: bool = True) -> dict[str, Any]:
+    """``value`` with every field ``version`` lets be null set to null, inside the arrays and
+    structs that stay set too; ``arrays=False``: nullable arrays stay set (their elements'
+    fields are nulled)."""
+    out = dict(value)
+    for f in struct.fields:
+        item = out.get(f.name)
+        if not f.present_in(version) or item is None:
+            continue
+        is_array = isinstance(f.type, ArrayOf)
+        if f.nullable_in(version) and (arrays or not is_array):
+            out[f.name] = None
+        elif isinstance(f.type, Struct):
+            out[f.name] = with_nulls(f.type, item, version, arrays=arrays)
+        elif is_array and isinstance(f.type.element, Struct):
+            out[f.name] = [with_nulls(f.type.element, element, version, arrays=arrays)
+                           for element in item]
+    return out

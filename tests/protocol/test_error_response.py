@@ -10,11 +10,13 @@ import pytest
 from lazyconv.protocol import KAFKA_API_BY_KEY, KAFKA_APIS, ApiSpec
 from lazyconv.protocol._error_response import error_response
 from lazyconv.protocol._schema import ArrayOf, Struct
-from tests.protocol.schema_values import every_field_set
+from tests.protocol.schema_values import every_field_set, with_nulls
 
 CODE = 35
 # Kafka's own answer has no code to carry below these versions: DescribeLogDirs' ErrorCode is v3+
 NO_CODE = {("DescribeLogDirs", 1), ("DescribeLogDirs", 2)}
+# codes Kafka's getErrorResponse leaves at 0: CreateTopicsRequest sets no topic config error
+NOT_SET_CODES = {"topic_config_error_code"}
 
 
 def _codes(struct: Struct, value: dict[str, Any], version: int) -> list[int]:
@@ -23,7 +25,9 @@ def _codes(struct: Struct, value: dict[str, Any], version: int) -> list[int]:
         if not f.present_in(version):
             continue
         item = value.get(f.name)
-        if f.name == "error_code" or f.name.endswith("_error_code"):
+        if f.name in NOT_SET_CODES:
+            assert item == 0, f.name
+        elif f.name == "error_code" or f.name.endswith("_error_code"):
             out.append(item)
         elif isinstance(f.type, ArrayOf) and isinstance(f.type.element, Struct):
             for element in item or []:
@@ -127,3 +131,355 @@ def test_partition_results_carry_kafka_s_unknown_values_not_the_request_s() -> N
         {"name": "t", "partition_indexes": [0]}]}, 3)
     assert producers["topics"] == [{"name": "t", "partitions": [
         {"partition_index": 0, "error_code": 3, "error_message": None, "active_producers": []}]}]
+
+
+# -- Kafka's getErrorResponse, API by API --------------------------------------------------------
+#
+# What each request class's ``getErrorResponse(throttleTimeMs, e)`` (apache/kafka,
+# clients/src/main/java/org/apache/kafka/common/requests/*Request.java, 3.9.0 and 4.0.1) builds,
+# written as its setters: a function of the request (decoded), the version and the error code to
+# the response fields it sets. A field it does not set keeps the response JSON's default, which
+# encoding the body gives it here as in Kafka's generated classes. 4.0.1's answer; 3.9.0's at the
+# versions only it serves (but Fetch's empty records).
+
+Body = dict[str, Any]
+
+
+def _each(items: list[Any] | None, build: Any) -> list[Any]:
+    return [build(item) for item in items or []]
+
+
+def _produce(r: Body, v: int, c: int) -> Body:
+    # ProduceRequest: per partition (partitionSizes), INVALID_OFFSET / NO_TIMESTAMP
+    return {"responses": _each(r["topic_data"], lambda t: {
+        "name": t["name"], "partition_responses": _each(t["partition_data"], lambda p: {
+            "index": p["index"], "error_code": c, "record_errors": [], "base_offset": -1,
+            "log_append_time_ms": -1, "log_start_offset": -1})})}
+
+
+def _fetch(r: Body, v: int, c: int) -> Body:
+    # FetchRequest, FetchResponse.partitionResponse: high watermark INVALID_HIGH_WATERMARK;
+    # records MemoryRecords.EMPTY in 4.0.1 (3.9.0 leaves them null: at v0-3, which only 3.9.0
+    # serves, lazyconv's are empty too, docs/differences.md); no topics from v13
+    return {"error_code": c, "session_id": r.get("session_id", 0), "responses": [] if v >= 13 else
+            _each(r["topics"], lambda t: {"topic": t["topic"], "partitions": _each(
+                t["partitions"], lambda p: {"partition_index": p["partition"], "error_code": c,
+                                            "high_watermark": -1, "records": b""})})}
+
+
+def _list_offsets(r: Body, v: int, c: int) -> Body:
+    # ListOffsetsRequest: v0 old-style offsets empty, else UNKNOWN_OFFSET / UNKNOWN_TIMESTAMP
+    return {"topics": _each(r["topics"], lambda t: {"name": t["name"], "partitions": _each(
+        t["partitions"], lambda p: {"partition_index": p["partition_index"], "error_code": c,
+                                    **({"old_style_offsets": []} if v == 0 else
+                                       {"offset": -1, "timestamp": -1})})})}
+
+
+def _metadata(r: Body, v: int, c: int) -> Body:
+    # MetadataRequest: a topic asked by id (null name) answered with the name ""; the top-level
+    # code (v13+) in 4.0.1
+    return {"error_code": c, "topics": _each(r["topics"], lambda t: {
+        "name": "" if t["name"] is None else t["name"], "topic_id": t.get("topic_id"),
+        "error_code": c, "is_internal": False, "partitions": []})}
+
+
+def _partitions(topics: str, name: str, parts: str, index: str, **extra: Any) -> Any:
+    """The answer naming the request's topics and partitions (the same field names), each
+    partition with the code and ``extra``."""
+    return lambda r, v, c: {topics: _each(r[topics], lambda t: {name: t[name], parts: _each(
+        t[parts], lambda p: {index: p[index], "error_code": c, **extra})})}
+
+
+def _offset_fetch(r: Body, v: int, c: int) -> Body:
+    # OffsetFetchRequest: v0-1 per partition (INVALID_OFFSET, NO_METADATA ""), v2-7 the
+    # top-level code only, v8+ per group (no partitions)
+    if v < 2:
+        return {"topics": _each(r["topics"], lambda t: {"name": t["name"], "partitions": _each(
+            t["partition_indexes"], lambda p: {"partition_index": p, "committed_offset": -1,
+                                               "metadata": "", "error_code": c})})}
+    if v < 8:
+        return {"error_code": c, "topics": []}
+    return {"groups": _each(r["groups"], lambda g: {"group_id": g["group_id"], "error_code": c,
+                                                    "topics": []})}
+
+
+def _find_coordinator(r: Body, v: int, c: int) -> Body:
+    # FindCoordinatorRequest, FindCoordinatorResponse.prepareOldResponse / prepareErrorResponse:
+    # Node.noNode() (id -1, host "", port -1)
+    if v < 4:
+        return {"error_code": c, "node_id": -1, "host": "", "port": -1}
+    return {"coordinators": _each(r["coordinator_keys"], lambda k: {
+        "key": k, "error_code": c, "node_id": -1, "host": "", "port": -1})}
+
+
+def _join_group(r: Body, v: int, c: int) -> Body:
+    # JoinGroupRequest: UNKNOWN_GENERATION_ID, UNKNOWN_MEMBER_ID "" (member id and leader),
+    # protocol name "" (null from v7); the protocol type is not set (null)
+    return {"error_code": c, "generation_id": -1, "protocol_name": None if v >= 7 else "",
+            "leader": "", "member_id": "", "members": []}
+
+
+def _describe_groups(r: Body, v: int, c: int) -> Body:
+    # DescribeGroupsRequest, DescribeGroupsResponse.groupError: UNKNOWN_STATE,
+    # UNKNOWN_PROTOCOL_TYPE, UNKNOWN_PROTOCOL (all ""), AUTHORIZED_OPERATIONS_OMITTED
+    return {"groups": _each(r["groups"], lambda g: {
+        "group_id": g, "error_code": c, "group_state": "", "protocol_type": "",
+        "protocol_data": "", "members": [], "authorized_operations": -(1 << 31)})}
+
+
+def _create_topics(r: Body, v: int, c: int) -> Body:
+    # CreateTopicsRequest: name, code (and ApiError's message) only: partitions and replication
+    # factor keep -1, the topic config error code 0
+    return {"topics": _each(r["topics"], lambda t: {"name": t["name"], "error_code": c})}
+
+
+def _delete_topics(r: Body, v: int, c: int) -> Body:
+    # DeleteTopicsRequest.topics(): v6 names (null for a topic named by id) and ids, v0-5 names
+    if v >= 6:
+        return {"responses": _each(r["topics"], lambda t: {
+            "name": t["name"], "topic_id": t["topic_id"], "error_code": c})}
+    return {"responses": _each(r["topic_names"], lambda n: {"name": n, "error_code": c})}
+
+
+def _add_partitions_to_txn(r: Body, v: int, c: int) -> Body:
+    # AddPartitionsToTxnRequest: v0-3 per partition, v4+ the top-level code only
+    if v >= 4:
+        return {"error_code": c}
+    return {"results_by_topic_v3_and_below": _each(r["v3_and_below_topics"], lambda t: {
+        "name": t["name"], "results_by_partition": _each(t["partitions"], lambda p: {
+            "partition_index": p, "partition_error_code": c})})}
+
+
+def _write_txn_markers(r: Body, v: int, c: int) -> Body:
+    # WriteTxnMarkersRequest: per producer id, topic and partition
+    return {"markers": _each(r["markers"], lambda m: {
+        "producer_id": m["producer_id"], "topics": _each(m["topics"], lambda t: {
+            "name": t["name"], "partitions": _each(t["partition_indexes"], lambda p: {
+                "partition_index": p, "error_code": c})})})}
+
+
+def _resources(results: str, r_list: str, **extra: Any) -> Any:
+    """Config resources answered with their type and name."""
+    return lambda r, v, c: {results: _each(r[r_list], lambda x: {
+        "resource_type": x["resource_type"], "resource_name": x["resource_name"],
+        "error_code": c, **extra})}
+
+
+def _alter_replica_log_dirs(r: Body, v: int, c: int) -> Body:
+    # AlterReplicaLogDirsRequest: the topics of every dir, each partition
+    return {"results": [{"topic_name": t["name"], "partitions": _each(t["partitions"], lambda p: {
+        "partition_index": p, "error_code": c})} for d in r["dirs"] for t in d["topics"]]}
+
+
+def _create_delegation_token(r: Body, v: int, c: int) -> Body:
+    # CreateDelegationTokenRequest, CreateDelegationTokenResponse.prepareResponse:
+    # KafkaPrincipal.ANONYMOUS as owner (and requester, v3+), timestamps -1, token id "", no hmac
+    return {"error_code": c, "principal_type": "User", "principal_name": "ANONYMOUS",
+            "token_requester_principal_type": "User", "token_requester_principal_name": "ANONYMOUS",
+            "issue_timestamp_ms": -1, "expiry_timestamp_ms": -1, "max_timestamp_ms": -1,
+            "token_id": "", "hmac": b""}
+
+
+def _elect_leaders(r: Body, v: int, c: int) -> Body:
+    # ElectLeadersRequest: per partition named (none when all are asked: null)
+    return {"error_code": c, "replica_election_results": _each(r["topic_partitions"], lambda t: {
+        "topic": t["topic"], "partition_result": _each(t["partitions"], lambda p: {
+            "partition_id": p, "error_code": c})})}
+
+
+def _alter_partition_reassignments(r: Body, v: int, c: int) -> Body:
+    # AlterPartitionReassignmentsRequest: the top-level code and one per partition
+    return {"error_code": c, "responses": _each(r["topics"], lambda t: {
+        "name": t["name"], "partitions": _each(t["partitions"], lambda p: {
+            "partition_index": p["partition_index"], "error_code": c})})}
+
+
+def _list_partition_reassignments(r: Body, v: int, c: int) -> Body:
+    # ListPartitionReassignmentsRequest: each partition asked, with no replicas (none when all
+    # are asked: null)
+    return {"error_code": c, "topics": _each(r["topics"], lambda t: {
+        "name": t["name"], "partitions": _each(t["partition_indexes"], lambda p: {
+            "partition_index": p})})}
+
+
+def _alter_client_quotas(r: Body, v: int, c: int) -> Body:
+    # AlterClientQuotasRequest: each entry's entities as asked (a null name stays null)
+    return {"entries": _each(r["entries"], lambda e: {"error_code": c, "entity": _each(
+        e["entity"], lambda x: {"entity_type": x["entity_type"], "entity_name": x["entity_name"]})})}
+
+
+def _describe_user_scram_credentials(r: Body, v: int, c: int) -> Body:
+    # DescribeUserScramCredentialsRequest: a result per user asked, without the user's name
+    return {"error_code": c, "results": _each(r["users"], lambda u: {"error_code": c})}
+
+
+def _alter_user_scram_credentials(r: Body, v: int, c: int) -> Body:
+    # AlterUserScramCredentialsRequest: the users of deletions and upsertions, each once, sorted
+    users = {x["name"] for x in r["deletions"]} | {x["name"] for x in r["upsertions"]}
+    return {"results": [{"user": u, "error_code": c} for u in sorted(users)]}
+
+
+def _describe_topic_partitions(r: Body, v: int, c: int) -> Body:
+    # DescribeTopicPartitionsRequest: per topic, not internal, no partitions; no next cursor
+    return {"topics": _each(r["topics"], lambda t: {"name": t["name"], "error_code": c,
+                                                    "is_internal": False, "partitions": []})}
+
+
+def _code(r: Body, v: int, c: int) -> Body:
+    return {"error_code": c}
+
+
+def _keyed(results: str, r_list: str, key: str, **extra: Any) -> Any:
+    """A result per string of the request's list, the string as ``key``."""
+    return lambda r, v, c: {results: _each(r[r_list], lambda k: {key: k, "error_code": c, **extra})}
+
+
+KAFKA_ERROR_ANSWERS: dict[str, Any] = {
+    "Produce": _produce,
+    "Fetch": _fetch,
+    "ListOffsets": _list_offsets,
+    "Metadata": _metadata,
+    # OffsetCommitRequest.getErrorResponse(data, error)
+    "OffsetCommit": _partitions("topics", "name", "partitions", "partition_index"),
+    "OffsetFetch": _offset_fetch,
+    "FindCoordinator": _find_coordinator,
+    "JoinGroup": _join_group,
+    "Heartbeat": _code,  # HeartbeatRequest
+    "LeaveGroup": _code,  # LeaveGroupRequest: the top-level code only (no members, v3+)
+    # SyncGroupRequest: an empty assignment; protocol type and name not set (null)
+    "SyncGroup": lambda r, v, c: {"error_code": c, "assignment": b""},
+    "DescribeGroups": _describe_groups,
+    "ListGroups": lambda r, v, c: {"error_code": c, "groups": []},  # ListGroupsRequest
+    "SaslHandshake": _code,  # SaslHandshakeRequest
+    # ApiVersionsRequest: with UNSUPPORTED_VERSION, ApiVersions' own versions (KIP-511)
+    "ApiVersions": lambda r, v, c: {"error_code": c, "api_keys": [
+        {"api_key": 18, "min_version": 0, "max_version": 4}] if c == 35 else []},
+    "CreateTopics": _create_topics,
+    "DeleteTopics": _delete_topics,
+    # DeleteRecordsRequest: DeleteRecordsResponse.INVALID_LOW_WATERMARK
+    "DeleteRecords": _partitions("topics", "name", "partitions", "partition_index",
+                                 low_watermark=-1),
+    # InitProducerIdRequest: RecordBatch.NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+    "InitProducerId": lambda r, v, c: {"error_code": c, "producer_id": -1, "producer_epoch": -1},
+    # OffsetsForLeaderEpochRequest: UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+    "OffsetForLeaderEpoch": _partitions("topics", "topic", "partitions", "partition",
+                                        leader_epoch=-1, end_offset=-1),
+    "AddPartitionsToTxn": _add_partitions_to_txn,
+    "AddOffsetsToTxn": _code,  # AddOffsetsToTxnRequest
+    "EndTxn": _code,  # EndTxnRequest: producer id and epoch (v5+) not set (-1)
+    "WriteTxnMarkers": _write_txn_markers,
+    # TxnOffsetCommitRequest.getErrorResponseTopics
+    "TxnOffsetCommit": _partitions("topics", "name", "partitions", "partition_index"),
+    "DescribeAcls": _code,  # DescribeAclsRequest: no resources
+    # CreateAclsRequest.aclResult, once per creation
+    "CreateAcls": lambda r, v, c: {"results": _each(r["creations"], lambda x: {"error_code": c})},
+    # DeleteAclsRequest: once per filter, no matching ACLs
+    "DeleteAcls": lambda r, v, c: {"filter_results": _each(r["filters"], lambda x: {
+        "error_code": c})},
+    "DescribeConfigs": _resources("results", "resources"),  # DescribeConfigsRequest
+    "AlterConfigs": _resources("responses", "resources"),  # AlterConfigsRequest
+    "AlterReplicaLogDirs": _alter_replica_log_dirs,
+    # DescribeLogDirsRequest: the top-level code (v3+) only
+    "DescribeLogDirs": lambda r, v, c: {"error_code": c, "results": []},
+    # SaslAuthenticateRequest: code (and ApiError's message) only: no auth bytes
+    "SaslAuthenticate": _code,
+    # CreatePartitionsRequest
+    "CreatePartitions": lambda r, v, c: {"results": _each(r["topics"], lambda t: {
+        "name": t["name"], "error_code": c})},
+    "CreateDelegationToken": _create_delegation_token,
+    "RenewDelegationToken": _code,  # RenewDelegationTokenRequest
+    "ExpireDelegationToken": _code,  # ExpireDelegationTokenRequest
+    "DescribeDelegationToken": _code,  # DescribeDelegationTokenRequest: no tokens
+    # DeleteGroupsRequest.getErrorResultCollection
+    "DeleteGroups": _keyed("results", "groups_names", "group_id"),
+    "ElectLeaders": _elect_leaders,
+    # IncrementalAlterConfigsRequest
+    "IncrementalAlterConfigs": _resources("responses", "resources"),
+    "AlterPartitionReassignments": _alter_partition_reassignments,
+    "ListPartitionReassignments": _list_partition_reassignments,
+    "OffsetDelete": _code,  # OffsetDeleteRequest: the top-level code only, no topics
+    # DescribeClientQuotasRequest: entries null
+    "DescribeClientQuotas": lambda r, v, c: {"error_code": c, "entries": None},
+    "AlterClientQuotas": _alter_client_quotas,
+    "DescribeUserScramCredentials": _describe_user_scram_credentials,
+    "AlterUserScramCredentials": _alter_user_scram_credentials,
+    # DescribeQuorumRequest.getTopLevelErrorResponse: no topics
+    "DescribeQuorum": _code,
+    # UpdateFeaturesRequest, UpdateFeaturesResponse.createWithErrors: no results
+    "UpdateFeatures": _code,
+    # DescribeClusterRequest: code (and ApiError's message) only: endpoint type 1 (brokers)
+    "DescribeCluster": _code,
+    # DescribeProducersRequest: per partition, no message
+    "DescribeProducers": lambda r, v, c: {"topics": _each(r["topics"], lambda t: {
+        "name": t["name"], "partitions": _each(t["partition_indexes"], lambda p: {
+            "partition_index": p, "error_code": c})})},
+    "UnregisterBroker": _code,  # UnregisterBrokerRequest
+    # DescribeTransactionsRequest
+    "DescribeTransactions": _keyed("transaction_states", "transactional_ids", "transactional_id"),
+    "ListTransactions": _code,  # ListTransactionsRequest
+    # ConsumerGroupHeartbeatRequest: member id, epoch and assignment not set (null, 0, null)
+    "ConsumerGroupHeartbeat": _code,
+    # ConsumerGroupDescribeRequest
+    "ConsumerGroupDescribe": _keyed("groups", "group_ids", "group_id"),
+    "ListClientMetricsResources": _code,  # ListClientMetricsResourcesRequest
+    "DescribeTopicPartitions": _describe_topic_partitions,
+    "AddRaftVoter": _code,  # AddRaftVoterRequest
+    "RemoveRaftVoter": _code,  # RemoveRaftVoterRequest
+}
+
+
+def _without_messages(value: Any) -> Any:
+    """``value`` without its error messages (held against Kafka's in their own test)."""
+    if isinstance(value, dict):
+        return {k: _without_messages(v) for k, v in value.items() if k != "error_message"}
+    if isinstance(value, list):
+        return [_without_messages(v) for v in value]
+    return value
+
+
+# the requests refused: every field set (one element per array), every nullable field inside the
+# arrays null (a topic named by id, an entity without a name, ...), every nullable field null
+SHAPES = {
+    "set": lambda spec, v: every_field_set(spec.request, v),
+    "null-fields": lambda spec, v: with_nulls(spec.request, every_field_set(spec.request, v), v,
+                                              arrays=False),
+    "null": lambda spec, v: with_nulls(spec.request, every_field_set(spec.request, v), v),
+}
+
+
+def test_every_api_has_kafka_s_error_answer() -> None:
+    assert sorted(KAFKA_ERROR_ANSWERS) == sorted(spec.name for spec in KAFKA_APIS)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize(("spec", "version"), VERSIONS,
+                         ids=[f"{spec.name}-v{version}" for spec, version in VERSIONS])
+def test_the_answer_is_kafka_s_field_by_field(spec: ApiSpec, version: int, shape: str) -> None:
+    """error_response gives every field the value Kafka's getErrorResponse gives it (the answer
+    as a client decodes it: defaults and nulls included), for every API and version."""
+    request = spec.decode_request(version, spec.encode_request(version, SHAPES[shape](spec, version)))
+    kafka = KAFKA_ERROR_ANSWERS[spec.name](request, version, CODE)
+    expected = spec.decode_response(version, spec.encode_response(version, kafka))
+    assert _without_messages(_sent(spec, version, request, CODE)) == _without_messages(expected)
+
+
+def test_api_versions_lists_itself_only_for_unsupported_version() -> None:
+    spec = KAFKA_API_BY_KEY[18]
+    for version in (0, 3, 4):
+        assert _sent(spec, version, {}, 35)["api_keys"] == [
+            {"api_key": 18, "min_version": 0, "max_version": 4}]
+        assert _sent(spec, version, {}, 15)["api_keys"] == []
+
+
+def test_alter_user_scram_credentials_answers_each_user_once_sorted() -> None:
+    spec = KAFKA_API_BY_KEY[51]
+    answer = _sent(spec, 0, {"deletions": [{"name": "b", "mechanism": 1},
+                                           {"name": "a", "mechanism": 2}],
+                             "upsertions": [{"name": "b", "mechanism": 1, "iterations": 4096,
+                                             "salt": b"", "salted_password": b""}]}, 35)
+    assert [(r["user"], r["error_code"]) for r in answer["results"]] == [("a", 35), ("b", 35)]
+    # Java's String order compares UTF-16 code units: a surrogate pair (U+1F600) before U+FF21
+    answer = _sent(spec, 0, {"deletions": [{"name": "\uff21", "mechanism": 1},
+                                           {"name": "\U0001f600", "mechanism": 1}],
+                             "upsertions": []}, 35)
+    assert [r["user"] for r in answer["results"]] == ["\U0001f600", "\uff21"]
