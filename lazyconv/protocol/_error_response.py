@@ -9,10 +9,14 @@ response schema beside the request's, gives each response array that answers a r
 (names, partition indexes, resource types: the same names or :data:`_SAME_AS`), sets the values
 Kafka's class sets for "not known" and leaves unset what it leaves unset (:data:`_UNKNOWN`:
 where a field of the answer shares a name with one of the request that says something else, or
-Kafka's value is not the declared default) and sets every error code (and, with ``message``,
-every ``error_message``) on the way. A relay uses it when it cannot or will not forward a
-request (an API it does not route, an upstream it cannot reach). tests/protocol/
-test_error_response.py holds every API's answer against Kafka's, field by field.
+Kafka's value is not the declared default) and sets every error code on the way. Each
+``error_message`` holds ``message`` where one is given (a relay's own words: every message
+field has it); without one, what Kafka's class puts there for an exception carrying the error's
+own message: null (``ApiError.message()``), the error's message (``Errors.message()``:
+:mod:`lazyconv.protocol._error_messages`) or nothing (the field's default). A relay uses it when
+it cannot or will not forward a request (an API it does not route, an upstream it cannot
+reach). tests/protocol/test_error_response.py holds every API's answer against Kafka's, field
+by field, and tests/kafka/test_error_response_kafka.py against Kafka's own classes.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lazyconv.protocol._api import ApiSpec
+from lazyconv.protocol._error_messages import kafka_message
 from lazyconv.protocol._schema import INT16, ArrayOf, Field, ScalarType, Struct
 
 __all__ = ["error_response"]
@@ -102,6 +107,10 @@ class _From:
 
 _NOT_SET: Final = object()  # Kafka's class does not set the field: the response's declared default
 _ABSENT: Final = object()  # no entry
+# Kafka's message for the code (Errors.message(), which some classes set); where a class sets
+# ApiError.fromThrowable(e).message() the entry is None: null for an exception carrying the
+# error's own message, as the refusals without a message of their own are
+_ERROR_MESSAGE: Final = object()
 
 # API -> {(response struct, field): what Kafka's getErrorResponse puts there}, where that is not
 # what mirroring the request gives: a field of the answer sharing a name with one of the request
@@ -128,10 +137,13 @@ _UNKNOWN: dict[str, dict[tuple[str, str], Any]] = {
     "OffsetFetch": {("OffsetFetchResponsePartition", "committed_offset"): -1,
                     ("OffsetFetchResponse", "topics"): _From(2, []),
                     ("OffsetFetchResponseGroup", "topics"): []},
-    # FindCoordinatorResponse.prepareOldResponse / prepareErrorResponse: Node.noNode()
+    # FindCoordinatorResponse.prepareOldResponse / prepareErrorResponse: Node.noNode(), the
+    # error's message
     "FindCoordinator": {("FindCoordinatorResponse", "node_id"): -1,
                         ("FindCoordinatorResponse", "port"): -1,
-                        ("Coordinator", "node_id"): -1, ("Coordinator", "port"): -1},
+                        ("FindCoordinatorResponse", "error_message"): _ERROR_MESSAGE,
+                        ("Coordinator", "node_id"): -1, ("Coordinator", "port"): -1,
+                        ("Coordinator", "error_message"): _ERROR_MESSAGE},
     # JoinGroupRequest: UNKNOWN_MEMBER_ID, the protocol name null from v7 ("" before), the
     # protocol type not set
     "JoinGroup": {("JoinGroupResponse", "member_id"): "",
@@ -140,8 +152,9 @@ _UNKNOWN: dict[str, dict[tuple[str, str], Any]] = {
     # SyncGroupRequest: neither protocol type nor name set
     "SyncGroup": {("SyncGroupResponse", "protocol_type"): _NOT_SET,
                   ("SyncGroupResponse", "protocol_name"): _NOT_SET},
-    # CreateTopicsRequest: name, code and message only
-    "CreateTopics": {("CreatableTopicResult", "num_partitions"): _NOT_SET,
+    # CreateTopicsRequest: name, code and ApiError's message only
+    "CreateTopics": {("CreatableTopicResult", "error_message"): None,
+                     ("CreatableTopicResult", "num_partitions"): _NOT_SET,
                      ("CreatableTopicResult", "replication_factor"): _NOT_SET,
                      ("CreatableTopicResult", "topic_config_error_code"): _NOT_SET},
     # DeleteRecordsRequest: DeleteRecordsResponse.INVALID_LOW_WATERMARK
@@ -155,8 +168,36 @@ _UNKNOWN: dict[str, dict[tuple[str, str], Any]] = {
     # EndTxnRequest: the code alone (v5's producer id and epoch not set)
     "EndTxn": {("EndTxnResponse", "producer_id"): _NOT_SET,
                ("EndTxnResponse", "producer_epoch"): _NOT_SET},
-    # SaslAuthenticateRequest: code and message only
-    "SaslAuthenticate": {("SaslAuthenticateResponse", "auth_bytes"): _NOT_SET},
+    # SaslAuthenticateRequest: code and ApiError's message only
+    "SaslAuthenticate": {("SaslAuthenticateResponse", "auth_bytes"): _NOT_SET,
+                         ("SaslAuthenticateResponse", "error_message"): None},
+    # DescribeAclsRequest, CreateAclsRequest.aclResult, DeleteAclsRequest: ApiError's message
+    "DescribeAcls": {("DescribeAclsResponse", "error_message"): None},
+    "CreateAcls": {("AclCreationResult", "error_message"): None},
+    "DeleteAcls": {("DeleteAclsFilterResult", "error_message"): None},
+    # DescribeConfigsRequest: the error's message; AlterConfigsRequest,
+    # IncrementalAlterConfigsRequest: ApiError's
+    "DescribeConfigs": {("DescribeConfigsResult", "error_message"): _ERROR_MESSAGE},
+    "AlterConfigs": {("AlterConfigsResourceResponse", "error_message"): None},
+    "IncrementalAlterConfigs": {("AlterConfigsResourceResponse", "error_message"): None},
+    # ElectLeadersRequest: ApiError's message on each partition
+    "ElectLeaders": {("PartitionResult", "error_message"): None},
+    # AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest: ApiError's message
+    "AlterPartitionReassignments": {
+        ("AlterPartitionReassignmentsResponse", "error_message"): None,
+        ("ReassignablePartitionResponse", "error_message"): None},
+    "ListPartitionReassignments": {("ListPartitionReassignmentsResponse", "error_message"): None},
+    # AlterClientQuotasRequest: the error's message on each entry
+    "AlterClientQuotas": {("EntryData", "error_message"): _ERROR_MESSAGE},
+    # AlterUserScramCredentialsRequest: ApiError's message
+    "AlterUserScramCredentials": {("AlterUserScramCredentialsResult", "error_message"): None},
+    # DescribeQuorumRequest.getTopLevelErrorResponse: the error's message
+    "DescribeQuorum": {("DescribeQuorumResponse", "error_message"): _ERROR_MESSAGE},
+    # UpdateFeaturesResponse.createWithErrors: ApiError's message
+    "UpdateFeatures": {("UpdateFeaturesResponse", "error_message"): None},
+    # AddRaftVoterRequest, RemoveRaftVoterRequest: the error's message
+    "AddRaftVoter": {("AddRaftVoterResponse", "error_message"): _ERROR_MESSAGE},
+    "RemoveRaftVoter": {("RemoveRaftVoterResponse", "error_message"): _ERROR_MESSAGE},
     # CreateDelegationTokenResponse.prepareResponse: KafkaPrincipal.ANONYMOUS as owner and
     # requester, timestamps -1
     "CreateDelegationToken": {
@@ -167,10 +208,15 @@ _UNKNOWN: dict[str, dict[tuple[str, str], Any]] = {
         ("CreateDelegationTokenResponse", "issue_timestamp_ms"): -1,
         ("CreateDelegationTokenResponse", "expiry_timestamp_ms"): -1,
         ("CreateDelegationTokenResponse", "max_timestamp_ms"): -1},
-    # DescribeClientQuotasRequest: entries null
-    "DescribeClientQuotas": {("DescribeClientQuotasResponse", "entries"): None},
-    # DescribeUserScramCredentialsRequest: a result per user asked, its name not set
-    "DescribeUserScramCredentials": {("DescribeUserScramCredentialsResult", "user"): _NOT_SET},
+    # DescribeClientQuotasRequest: entries null, ApiError's message
+    "DescribeClientQuotas": {("DescribeClientQuotasResponse", "entries"): None,
+                             ("DescribeClientQuotasResponse", "error_message"): None},
+    # DescribeUserScramCredentialsRequest: a result per user asked, its name not set; ApiError's
+    # message
+    "DescribeUserScramCredentials": {
+        ("DescribeUserScramCredentialsResult", "user"): _NOT_SET,
+        ("DescribeUserScramCredentialsResult", "error_message"): None,
+        ("DescribeUserScramCredentialsResponse", "error_message"): None},
     # DescribeClusterRequest: code and message only (the endpoint type's default: brokers)
     "DescribeCluster": {("DescribeClusterResponse", "endpoint_type"): _NOT_SET},
     # ConsumerGroupHeartbeatRequest: the code alone
@@ -256,6 +302,8 @@ class _Mirror:
         value = self.unknown.get((struct.name, f.name), _ABSENT)
         if isinstance(value, _From):
             value = value.value if self.version >= value.version else _ABSENT
+        if value is _ERROR_MESSAGE:
+            value = kafka_message(self.code)
         return value
 
     def struct(self, struct: Struct, source_struct: Struct | None,

@@ -146,3 +146,12 @@ def with_nulls(struct: Struct, value: dict[str, Any], version: int, *,
             out[f.name] = [with_nulls(f.type.element, element, version, arrays=arrays)
                            for element in item]
     return out
+
+
+def refused_requests(struct: Struct, version: int) -> dict[str, dict[str, Any]]:
+    """Requests of ``struct`` at ``version`` an error answer must mirror, by name: every field
+    set (one element per array), every nullable field inside the arrays null (a topic named by
+    id, an entity without a name, ...), every nullable field null (all topics asked, ...)."""
+    value = every_field_set(struct, version)
+    return {"set": value, "null-fields": with_nulls(struct, value, version, arrays=False),
+            "null": with_nulls(struct, value, version)}
