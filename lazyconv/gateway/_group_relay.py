@@ -82,6 +82,7 @@ from lazyconv.protocol import (
     _sync_group as sync_group,
 )
 from lazyconv.protocol._api import ApiSpec
+from lazyconv.protocol._error_response import error_response
 
 log = logging.getLogger(__name__)
 
@@ -183,11 +184,11 @@ class GroupRelay:
                 answer = await conn.request(spec, upstream_version, body,
                                             timeout=self._timeout(spec, body))
         except CoordinatorError as exc:
-            return _longest_throttle(_error_response(spec, version, request, exc.code), found)
+            return _longest_throttle(error_response(spec, version, request, exc.code), found)
         except UpstreamError as exc:
             self.cluster.state.warn(f"{spec.name} at a group coordinator", exc)
             self.forget(session, group_id)
-            return _error_response(spec, version, request, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return error_response(spec, version, request, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
         log.debug("%s v%d (upstream v%d) for group %r: %r -> %r", spec.name, version,
                   upstream_version, group_id, body, answer)
         if key == join_group.SPEC.key and not answer["error_code"]:
@@ -289,7 +290,7 @@ def _downstream_response(spec: ApiSpec, version: int, upstream_version: int,
     if spec.key == offset_fetch.SPEC.key and version < 2 and answer.get("error_code"):
         # v2+ carries a group's error (a coordinator moved, the group refused) at the top only,
         # which v0-1 do not have: on every partition asked, as Kafka answered those versions
-        return _error_response(spec, version, request, answer["error_code"])
+        return error_response(spec, version, request, answer["error_code"])
     if spec.key == join_group.SPEC.key and answer.get("protocol_name") is None and version < 7:
         # null from v7 on (an error answer); an empty string before
         return {**answer, "protocol_name": ""}
@@ -317,25 +318,3 @@ def _response_codes(spec: ApiSpec, answer: dict[str, Any]) -> set[int]:
         for part in topic.get("partitions") or ():
             codes.add(part.get("error_code", 0))
     return codes
-
-
-def _error_response(spec: ApiSpec, version: int, request: dict[str, Any], code: int) -> dict[str, Any]:
-    """``spec``'s response carrying ``code`` everywhere a code goes."""
-    if spec.key in (offset_commit.SPEC.key,):
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": t["name"], "partitions": [{"partition_index": p["partition_index"],
-                                                "error_code": code} for p in t["partitions"]]}
-            for t in request["topics"]]}
-    if spec.key == offset_fetch.SPEC.key:
-        topics = request.get("topics") or []
-        return {"throttle_time_ms": 0, "error_code": code, "topics": [
-            {"name": t["name"], "partitions": [
-                {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
-                for p in t["partition_indexes"]]} for t in topics]}
-    if spec.key == join_group.SPEC.key:
-        return {"throttle_time_ms": 0, "error_code": code, "generation_id": -1,
-                "protocol_name": "", "leader": "", "member_id": request.get("member_id", ""),
-                "members": []}
-    if spec.key == leave_group.SPEC.key:
-        return {"throttle_time_ms": 0, "error_code": code, "members": []}
-    return {"throttle_time_ms": 0, "error_code": code}

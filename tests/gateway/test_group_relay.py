@@ -347,3 +347,28 @@ def test_the_answers_the_group_relay_makes_carry_the_upstream_throttle() -> None
                             "group_instance_id": None}))
     assert (answer["error_code"], answer["throttle_time_ms"]) == (
         ErrorCode.GROUP_AUTHORIZATION_FAILED, 300)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("find_error", [0, int(ErrorCode.GROUP_AUTHORIZATION_FAILED)])
+def test_a_join_refused_by_the_relay_is_kafka_s_join_group_error(version: int,
+                                                                 find_error: int) -> None:
+    """A JoinGroup the relay translates (v0-1) and cannot send (no coordinator found, or the
+    cluster refuses the group) is answered as Kafka's JoinGroupRequest.getErrorResponse answers:
+    UNKNOWN_MEMBER_ID "" as member id and leader, generation -1, no members; the relay's own
+    answer echoed the client's member id (found by a review)."""
+    conn = _Throttled(0, find_error) if find_error else _NoCoordinator({})
+    request = {"group_id": "g", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+               "member_id": "consumer-1-4f2a", "protocol_type": "consumer",
+               "protocols": [{"name": "range", "metadata": b""}]}
+    answer = asyncio.run(GroupRelay(_Cluster()).relay(_Session(conn), join_group.SPEC, version,
+                                                      request))
+    kafka = {"error_code": find_error or ErrorCode.COORDINATOR_NOT_AVAILABLE,
+             "generation_id": -1, "protocol_name": "", "leader": "", "member_id": "",
+             "members": []}
+
+    def sent(body: dict[str, Any]) -> dict[str, Any]:
+        return join_group.SPEC.decode_response(version,
+                                               join_group.SPEC.encode_response(version, body))
+
+    assert sent(answer) == sent(kafka)
