@@ -244,6 +244,10 @@ runpy.run_module("lazyconv._cli", run_name="__main__", alter_sys=True)
 """
 
 
+def _default_sighup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def _run_pausing_cli(*args: str) -> subprocess.Popen:
     import os
     import sys
@@ -252,9 +256,11 @@ def _run_pausing_cli(*args: str) -> subprocess.Popen:
 
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT),
                LAZYCONV_TEST_PAUSE_AT="lazyconv._commands.gateway")
+    # SIGHUP's default action in the child, whatever the test run inherited (under nohup it is
+    # ignored, and a command that gives SIGHUP back would rightly keep ignoring it)
     proc = subprocess.Popen([sys.executable, "-c", _PAUSING_CLI, *args], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_default_sighup)
     assert proc.stdout.readline() == "paused\n", proc.communicate(timeout=20)
     return proc
 
