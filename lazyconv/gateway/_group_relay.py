@@ -82,6 +82,7 @@ from lazyconv.protocol import (
     _sync_group as sync_group,
 )
 from lazyconv.protocol._api import ApiSpec
+from lazyconv.protocol._error_messages import kafka_message
 from lazyconv.protocol._error_response import error_response
 
 log = logging.getLogger(__name__)
@@ -145,14 +146,17 @@ class GroupRelay:
         codes = await asyncio.gather(*(find(key) for key in keys))
         results = []
         for key, code in zip(keys, codes, strict=True):
+            # Kafka's message is its Errors' message(): the error's own text, and for no error
+            # "" in a v4+ coordinator, "NONE" at v1-3 (as Kafka 4.0.1 and 3.9.0 answer it)
             results.append({"key": key, "node_id": me.node_id if not code else -1,
                             "host": me.host if not code else "", "port": me.port if not code else -1,
-                            "error_code": code, "error_message": None})
+                            "error_code": code, "error_message": kafka_message(code) if code else ""})
         throttle = max(throttles, default=0)
         if version >= 4:
             return {"throttle_time_ms": throttle, "coordinators": results}
         first = results[0]
-        return {"throttle_time_ms": throttle, "error_code": first["error_code"], "error_message": None,
+        return {"throttle_time_ms": throttle, "error_code": first["error_code"],
+                "error_message": first["error_message"] or "NONE",
                 "node_id": first["node_id"], "host": first["host"], "port": first["port"]}
 
     # -- per-group requests ---------------------------------------------------------------

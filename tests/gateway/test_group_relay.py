@@ -372,3 +372,21 @@ def test_a_join_refused_by_the_relay_is_kafka_s_join_group_error(version: int,
                                                join_group.SPEC.encode_response(version, body))
 
     assert sent(answer) == sent(kafka)
+
+
+@pytest.mark.parametrize("version", [1, 3, 4])
+@pytest.mark.parametrize("find_error", [0, int(ErrorCode.GROUP_AUTHORIZATION_FAILED)])
+def test_find_coordinator_s_message_is_kafka_s(version: int, find_error: int) -> None:
+    """The gateway's own FindCoordinator answer said no message; Kafka 4.0.1 and 3.9.0 write
+    their Errors' message(): "NONE" for no error at v1-3, "" in a v4+ coordinator, and the
+    error's own text for an error (checked against both brokers when this was fixed)."""
+    relay = GroupRelay(_Cluster())
+    session = _Session(_Throttled(0, find_error))
+    me = types.SimpleNamespace(node_id=0, host="gateway", port=9092)
+    find = {"key": "g", "key_type": 0, "coordinator_keys": ["g"]}
+    answer = asyncio.run(relay.find_coordinator(session, version, find, me))
+    said = answer["coordinators"][0]["error_message"] if version >= 4 else answer["error_message"]
+    if find_error:
+        assert said == "Group authorization failed."
+    else:
+        assert said == ("" if version >= 4 else "NONE")
