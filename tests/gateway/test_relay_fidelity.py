@@ -356,17 +356,20 @@ def test_a_throttled_fetch_answer_is_held_for_a_client_older_than_kip219(
     gateway holds it for the throttle time, and meanwhile answers another client at once; from
     v8 the client gets it at once and waits itself. It was passed on at once to every client,
     so an old consumer fetched again and again over its quota (found by a review)."""
+    # 3 s: a margin a loaded CI machine keeps (its first fetch through a new gateway took 1.3 s
+    # once, past a throttle of 0.6 s)
+    throttle_ms[0] = 3000
     gateway: GatewayThread = gateway_factory(serve_upstream.bootstrap, fetch_splice=False)
     with WireClient(gateway.port) as client, WireClient(gateway.port) as other:
         started = time.monotonic()
         client.send(fetch.SPEC, version, _fetch_body(0, 8192))
         answer = other.call(fetch.SPEC, 12, _fetch_body(0, 8192))  # a client that backs off
-        assert answer["throttle_time_ms"] == 600
-        assert time.monotonic() - started < 0.6  # the other connection is not held
+        assert answer["throttle_time_ms"] == 3000
+        assert time.monotonic() - started < 3.0  # the other connection is not held
         _, answer = client.receive(fetch.SPEC, version)
         took = time.monotonic() - started
-        assert answer["throttle_time_ms"] == 600 and answer["responses"][0]["partitions"][0]["records"]
-        assert (took >= 0.6) is held, took
+        assert answer["throttle_time_ms"] == 3000 and answer["responses"][0]["partitions"][0]["records"]
+        assert (took >= 3.0) is held, took
 
 
 def test_a_held_answer_is_held_at_most_the_cap(
