@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from lazyconv.errors import ErrorCode
 from lazyconv.protocol._api import ApiSpec
+from lazyconv.protocol._error_messages import kafka_message
 from lazyconv.protocol._schema import INT16, INT32, INT64, STRING, ArrayOf, Field, Struct
 
 __all__ = ["SPEC", "invalid_topic_reason", "topic_error_message"]
@@ -66,13 +67,10 @@ RESPONSE = Struct(
 
 SPEC = ApiSpec(61, "DescribeProducers", 0, 0, 0, REQUEST, RESPONSE)
 
-# Errors.java's messages of the codes a broker refuses a whole topic with
-_TOPIC_ERROR_MESSAGES = {
-    int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION): "This server does not host this topic-partition.",
-    int(ErrorCode.TOPIC_AUTHORIZATION_FAILED): "Topic authorization failed.",
-    int(ErrorCode.INVALID_TOPIC_EXCEPTION):
-        "The request attempted to perform an operation on an invalid topic.",
-}
+# the codes a broker refuses a whole topic with (their messages: Errors.java's)
+_TOPIC_ERRORS = frozenset({int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                           int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                           int(ErrorCode.INVALID_TOPIC_EXCEPTION)})
 _MAX_TOPIC_NAME = 249  # Topic.MAX_NAME_LENGTH, in UTF-16 units (Java's String.length)
 _TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -86,7 +84,7 @@ def topic_error_message(topic: str, code: int) -> str | None:
         reason = invalid_topic_reason(topic)
         if reason is not None:
             return f"Topic name is invalid: {reason}"
-    return _TOPIC_ERROR_MESSAGES.get(code)
+    return kafka_message(code) if code in _TOPIC_ERRORS else None
 
 
 def invalid_topic_reason(name: str) -> str | None:
