@@ -326,7 +326,7 @@ def transactional_producers(
     if records is None:
         return []
     try:
-        batches = _split(bytes(records), AppendConfig())
+        batches = _split(records, AppendConfig())  # batch headers read in place: no copy
         _check_request_shape(batches, produce_version)
     except _Rejected:
         return []
@@ -361,7 +361,7 @@ def _structure_code(exc: RecordsError) -> AppendErrorCode:
     return AppendErrorCode.INVALID_RECORD
 
 
-def _split(records: bytes, config: AppendConfig) -> list[Any]:
+def _split(records: bytes | bytearray | memoryview, config: AppendConfig) -> list[Any]:
     """The top-level entries; a size or magic problem or a trailing partial entry rejects."""
     batches: list[Any] = []
     consumed = 0
