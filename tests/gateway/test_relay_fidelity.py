@@ -348,6 +348,7 @@ def throttle_ms(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return said
 
 
+@pytest.mark.slow  # holds answers for 3 s
 @pytest.mark.parametrize(("version", "held"), [(2, True), (7, True), (8, False), (12, False)])
 def test_a_throttled_fetch_answer_is_held_for_a_client_older_than_kip219(
         serve_upstream: ServerThread, gateway_factory, throttle_ms: list[int], version: int,
@@ -505,6 +506,7 @@ def test_a_held_deferred_answer_let_go_closes_its_response() -> None:
     asyncio.run(run())
 
 
+@pytest.mark.slow  # holds an answer for 3 s
 def test_a_held_answer_does_not_hold_the_answers_before_it(
         served_fixtures, gateway_factory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Produce v2 pipelined: the first answer says 800 ms, the second 3 s. A broker mutes a
